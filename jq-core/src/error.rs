@@ -1,0 +1,122 @@
+//! The one error type of jq-core, shared by every `Storage` implementation.
+
+use crate::job::{JobId, State};
+
+/// A boxed error from a driver (rusqlite, sqlx, redis, ...).
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Shorthand for results whose error is [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in jq-core and in a storage backend.
+///
+/// Callers match on variants, never on messages. Messages say what was wrong
+/// and, where there is one, what to do about it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A queue name is empty, too long, or has a character outside
+    /// `A-Z a-z 0-9 _ - . :`.
+    #[error(
+        "queue name {name:?} is invalid: {reason}; use 1 to 128 bytes of letters, digits and _ - . :"
+    )]
+    InvalidQueue {
+        /// The rejected name.
+        name: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// Some other argument is out of range (kind, unique key, max attempts,
+    /// limit, a purge of a non-terminal state, ...).
+    #[error("invalid {what}: {reason}")]
+    InvalidInput {
+        /// Which argument.
+        what: &'static str,
+        /// What is wrong with it and what would be accepted.
+        reason: String,
+    },
+    /// The payload could not be turned into JSON, or is not valid JSON.
+    #[error("payload is not valid JSON: {0}")]
+    InvalidPayload(String),
+    /// The serialized payload is larger than the backend's configured limit.
+    /// Nothing was stored.
+    #[error(
+        "payload is {size} bytes, over the limit of {limit} bytes; store large data elsewhere and enqueue a reference to it"
+    )]
+    PayloadTooLarge {
+        /// Size of the serialized payload in bytes.
+        size: usize,
+        /// The configured limit in bytes.
+        limit: usize,
+    },
+    /// No job has this id.
+    #[error("job {id} not found")]
+    NotFound {
+        /// The id asked for.
+        id: JobId,
+    },
+    /// The lease token is stale: the lease expired and the job was recovered
+    /// or claimed again, or the job was already completed. Nothing changed.
+    #[error(
+        "job {id}: lease lost (it expired and the job was handed on, or the job already finished); nothing was changed"
+    )]
+    LeaseLost {
+        /// The job whose lease was lost.
+        id: JobId,
+    },
+    /// The job is in a state that does not allow the operation
+    /// (cancel a running job, retry a completed one, ...).
+    #[error("job {id} is {state}: cannot {operation}")]
+    InvalidState {
+        /// The job.
+        id: JobId,
+        /// Its current state.
+        state: State,
+        /// What was attempted.
+        operation: &'static str,
+    },
+    /// A stored job could not be decoded (hand-edited row, foreign writer,
+    /// schema drift). Other jobs are unaffected.
+    #[error("job {id:?} is corrupt in storage: {reason}")]
+    Corrupt {
+        /// The job, when its id itself could be read.
+        id: Option<JobId>,
+        /// What could not be decoded.
+        reason: String,
+    },
+    /// The backend could not be reached or dropped the connection. Retrying
+    /// later may succeed; the worker pool backs off and carries on.
+    #[error("{backend} is unavailable: {source}")]
+    Unavailable {
+        /// Which backend ("sqlite", "postgres", "redis", ...).
+        backend: &'static str,
+        /// The driver's error.
+        #[source]
+        source: BoxError,
+    },
+    /// Any other error from the backend's driver.
+    #[error("{backend} error: {source}")]
+    Backend {
+        /// Which backend.
+        backend: &'static str,
+        /// The driver's error.
+        #[source]
+        source: BoxError,
+    },
+}
+
+impl Error {
+    /// True when the same call may succeed later (the backend was unreachable
+    /// or busy); the worker pool retries such errors with backoff.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Error::Unavailable { .. })
+    }
+
+    /// Builds an [`Error::InvalidInput`].
+    pub fn invalid(what: &'static str, reason: impl Into<String>) -> Self {
+        Error::InvalidInput {
+            what,
+            reason: reason.into(),
+        }
+    }
+}

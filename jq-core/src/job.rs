@@ -1,0 +1,653 @@
+//! The job: its identity, state, priority and the builder used to enqueue it.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize, de::DeserializeOwned};
+use uuid::Uuid;
+
+use crate::clock::{Timestamp, truncate_micros};
+use crate::error::{Error, Result};
+
+/// Default number of claims a job gets before it goes to Dead
+/// (Sidekiq and River use 25 as well).
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 25;
+/// Default queue of jobs whose type does not name one.
+pub const DEFAULT_QUEUE: &str = "default";
+/// Default payload size limit of a backend, in bytes of serialized JSON.
+pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 1024 * 1024;
+/// Longest accepted queue name, kind and unique key, in bytes.
+pub const MAX_NAME_BYTES: usize = 128;
+
+/// A job's id: a UUID v7 made by the client, so ids sort by creation time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct JobId(pub Uuid);
+
+impl JobId {
+    /// A fresh, time-ordered id.
+    pub fn new() -> Self {
+        JobId(Uuid::now_v7())
+    }
+}
+
+impl Default for JobId {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Display for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl FromStr for JobId {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        Uuid::parse_str(s)
+            .map(JobId)
+            .map_err(|e| Error::invalid("job id", format!("{s:?} is not a UUID: {e}")))
+    }
+}
+
+/// The token of one claim of one job. Made fresh (random) at every claim and
+/// never repeated, so a worker holding an old token can never touch the job
+/// again once someone else has claimed it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct LeaseToken(pub Uuid);
+
+impl LeaseToken {
+    /// A fresh random token.
+    pub fn new() -> Self {
+        LeaseToken(Uuid::new_v4())
+    }
+}
+
+impl Default for LeaseToken {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Display for LeaseToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// How urgent a job is. Claims take higher priorities first.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Priority {
+    /// Stored as 0.
+    Low = 0,
+    /// Stored as 1; the default.
+    #[default]
+    Normal = 1,
+    /// Stored as 2.
+    High = 2,
+    /// Stored as 3.
+    Critical = 3,
+}
+
+impl Priority {
+    /// Every priority, lowest first.
+    pub const ALL: [Priority; 4] = [
+        Priority::Low,
+        Priority::Normal,
+        Priority::High,
+        Priority::Critical,
+    ];
+
+    /// The stored integer.
+    pub fn as_i16(self) -> i16 {
+        self as i16
+    }
+
+    /// The priority stored as `n`, or `None` for an out-of-range value.
+    pub fn from_i16(n: i16) -> Option<Self> {
+        Self::ALL.get(usize::try_from(n).ok()?).copied()
+    }
+
+    /// The lowercase name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Priority::Low => "low",
+            Priority::Normal => "normal",
+            Priority::High => "high",
+            Priority::Critical => "critical",
+        }
+    }
+}
+
+impl fmt::Display for Priority {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Priority {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|p| p.as_str().eq_ignore_ascii_case(s))
+            .ok_or_else(|| {
+                Error::invalid(
+                    "priority",
+                    format!("{s:?}: use low, normal, high or critical"),
+                )
+            })
+    }
+}
+
+/// Where a job is in its life. See the state diagram in `CONTRACT.md`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum State {
+    /// Waiting for its `run_at`.
+    Scheduled,
+    /// Claimable now.
+    Pending,
+    /// Claimed: a worker holds a lease on it.
+    Running,
+    /// Acked. Terminal.
+    Completed,
+    /// Failed for good (no attempts left, discarded, or poison). Terminal;
+    /// an operator can retry it.
+    Dead,
+    /// Cancelled before it ran. Terminal.
+    Cancelled,
+}
+
+impl State {
+    /// Every state, in life order.
+    pub const ALL: [State; 6] = [
+        State::Scheduled,
+        State::Pending,
+        State::Running,
+        State::Completed,
+        State::Dead,
+        State::Cancelled,
+    ];
+
+    /// The lowercase name, as stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Scheduled => "scheduled",
+            State::Pending => "pending",
+            State::Running => "running",
+            State::Completed => "completed",
+            State::Dead => "dead",
+            State::Cancelled => "cancelled",
+        }
+    }
+
+    /// True for Completed, Dead and Cancelled: nothing moves such a job
+    /// except an operator's retry or a purge.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, State::Completed | State::Dead | State::Cancelled)
+    }
+}
+
+impl fmt::Display for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for State {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|st| st.as_str().eq_ignore_ascii_case(s))
+            .ok_or_else(|| {
+                Error::invalid(
+                    "state",
+                    format!("{s:?}: use scheduled, pending, running, completed, dead or cancelled"),
+                )
+            })
+    }
+}
+
+/// A validated queue name: 1 to 128 bytes of `A-Z a-z 0-9 _ - . :`.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(transparent)]
+pub struct QueueName(String);
+
+impl QueueName {
+    /// Checks `name` and wraps it.
+    pub fn new(name: impl Into<String>) -> Result<Self> {
+        let name = name.into();
+        let reason = if name.is_empty() {
+            Some("it is empty")
+        } else if name.len() > MAX_NAME_BYTES {
+            Some("it is longer than 128 bytes")
+        } else if !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':'))
+        {
+            Some("it has a character outside A-Z a-z 0-9 _ - . :")
+        } else {
+            None
+        };
+        match reason {
+            Some(reason) => Err(Error::InvalidQueue { name, reason }),
+            None => Ok(QueueName(name)),
+        }
+    }
+
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for QueueName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl FromStr for QueueName {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        QueueName::new(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for QueueName {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        QueueName::new(String::deserialize(d)?).map_err(serde::de::Error::custom)
+    }
+}
+
+/// A job's payload: JSON text.
+///
+/// Payloads made by jq are checked to be JSON; payloads read back from
+/// storage are not re-parsed (the handler parses them once), so a payload
+/// corrupted in storage surfaces as a deserialization failure of the
+/// handler, which sends the job to Dead with the reason.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Payload(String);
+
+impl Payload {
+    /// Serializes `value` to JSON.
+    pub fn of<T: Serialize + ?Sized>(value: &T) -> Result<Self> {
+        serde_json::to_string(value)
+            .map(Payload)
+            .map_err(|e| Error::InvalidPayload(e.to_string()))
+    }
+
+    /// Checks that `text` is JSON and wraps it.
+    pub fn from_json(text: impl Into<String>) -> Result<Self> {
+        let text = text.into();
+        serde_json::from_str::<serde::de::IgnoredAny>(&text)
+            .map_err(|e| Error::InvalidPayload(e.to_string()))?;
+        Ok(Payload(text))
+    }
+
+    /// Wraps text read back from storage without checking it.
+    pub fn from_stored(text: String) -> Self {
+        Payload(text)
+    }
+
+    /// The JSON text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Size of the JSON text in bytes.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// True for an empty text (never the case for a payload made by jq).
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Deserializes the payload into `T`.
+    pub fn decode<T: DeserializeOwned>(&self) -> std::result::Result<T, serde_json::Error> {
+        serde_json::from_str(&self.0)
+    }
+}
+
+/// A claim's hold on a job.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lease {
+    /// The claim's token; every later state change must present it.
+    pub token: LeaseToken,
+    /// Who claimed it (a worker's name, for operators; not used for fencing).
+    pub worker: String,
+    /// When the lease runs out unless a heartbeat extends it.
+    pub expires_at: Timestamp,
+}
+
+/// One failed attempt of a job.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttemptError {
+    /// The attempt number that failed (1 for the first claim).
+    pub attempt: u32,
+    /// When the failure was recorded.
+    pub at: Timestamp,
+    /// What went wrong.
+    pub message: String,
+}
+
+/// A stored job, as read back from a backend.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Job {
+    /// Its id.
+    pub id: JobId,
+    /// The queue it waits in.
+    pub queue: QueueName,
+    /// Which handler runs it.
+    pub kind: String,
+    /// Its arguments, JSON.
+    pub payload: Payload,
+    /// Its priority.
+    pub priority: Priority,
+    /// Its state.
+    pub state: State,
+    /// How many times it has been claimed (a release gives one back).
+    pub attempts: u32,
+    /// How many claims it is allowed in all.
+    pub max_attempts: u32,
+    /// Not claimable before this instant.
+    pub run_at: Timestamp,
+    /// When it was enqueued.
+    pub created_at: Timestamp,
+    /// When it reached a terminal state.
+    pub finished_at: Option<Timestamp>,
+    /// The current lease, while Running.
+    pub lease: Option<Lease>,
+    /// Every failure, oldest first.
+    pub errors: Vec<AttemptError>,
+    /// Its uniqueness key, if any.
+    pub unique_key: Option<String>,
+}
+
+impl Job {
+    /// The lease token of a claimed job.
+    pub fn token(&self) -> Option<LeaseToken> {
+        self.lease.as_ref().map(|l| l.token)
+    }
+
+    /// A reference to the current lease, for heartbeats and completions.
+    pub fn lease_ref(&self) -> Option<LeaseRef> {
+        self.token().map(|token| LeaseRef { id: self.id, token })
+    }
+}
+
+/// A job id with the token of the claim that holds it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct LeaseRef {
+    /// The job.
+    pub id: JobId,
+    /// The claim's token.
+    pub token: LeaseToken,
+}
+
+/// A job to be enqueued. Made by [`NewJob::builder`] or [`NewJob::typed`],
+/// which check every field; backends check the payload size against their
+/// own limit with [`NewJob::check_payload`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewJob {
+    /// Its id, made on the client.
+    pub id: JobId,
+    /// The queue.
+    pub queue: QueueName,
+    /// The handler's kind name.
+    pub kind: String,
+    /// The arguments.
+    pub payload: Payload,
+    /// The priority.
+    pub priority: Priority,
+    /// When it becomes claimable; `None` means at enqueue time.
+    pub run_at: Option<Timestamp>,
+    /// How many claims it is allowed; at least 1.
+    pub max_attempts: u32,
+    /// Deduplicates against live (non-terminal) jobs of the same queue.
+    pub unique_key: Option<String>,
+}
+
+impl NewJob {
+    /// Starts a job of `kind` with a payload, in the default queue.
+    pub fn builder(kind: impl Into<String>, payload: Payload) -> JobBuilder {
+        JobBuilder {
+            kind: kind.into(),
+            payload: Ok(payload),
+            queue: DEFAULT_QUEUE.to_owned(),
+            priority: Priority::Normal,
+            run_at: None,
+            delay: None,
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+            unique_key: None,
+        }
+    }
+
+    /// Starts a job from a typed value: its kind, queue and max attempts
+    /// come from the [`JobType`] impl.
+    pub fn typed<T: JobType>(job: &T) -> JobBuilder {
+        let mut builder = Self::builder(T::KIND, Payload::from_stored(String::new()));
+        builder.payload = Payload::of(job);
+        builder.queue = T::QUEUE.to_owned();
+        builder.max_attempts = T::MAX_ATTEMPTS;
+        builder
+    }
+
+    /// Checks the payload against a backend's size limit.
+    pub fn check_payload(&self, max_payload_bytes: usize) -> Result<()> {
+        if self.payload.len() > max_payload_bytes {
+            return Err(Error::PayloadTooLarge {
+                size: self.payload.len(),
+                limit: max_payload_bytes,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Collects a job's options; [`JobBuilder::build`] checks them.
+#[derive(Debug)]
+#[must_use = "a builder does nothing until build() is called"]
+pub struct JobBuilder {
+    kind: String,
+    payload: Result<Payload>,
+    queue: String,
+    priority: Priority,
+    run_at: Option<Timestamp>,
+    delay: Option<Duration>,
+    max_attempts: u32,
+    unique_key: Option<String>,
+}
+
+impl JobBuilder {
+    /// The queue (default `"default"`).
+    pub fn queue(mut self, queue: impl Into<String>) -> Self {
+        self.queue = queue.into();
+        self
+    }
+
+    /// The priority (default Normal).
+    pub fn priority(mut self, priority: Priority) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// Not claimable before `at`.
+    pub fn run_at(mut self, at: Timestamp) -> Self {
+        self.run_at = Some(truncate_micros(at));
+        self.delay = None;
+        self
+    }
+
+    /// Not claimable until `delay` after enqueue (measured by the storage's
+    /// clock).
+    pub fn delay(mut self, delay: Duration) -> Self {
+        self.delay = Some(delay);
+        self.run_at = None;
+        self
+    }
+
+    /// How many claims the job gets in all (default 25). A job that fails
+    /// on its last attempt goes to Dead. `max_attempts(1)` means no retry.
+    pub fn max_attempts(mut self, n: u32) -> Self {
+        self.max_attempts = n;
+        self
+    }
+
+    /// Deduplicates: while a job of the same queue with this key is not
+    /// terminal, enqueueing returns that job's id and stores nothing.
+    pub fn unique_key(mut self, key: impl Into<String>) -> Self {
+        self.unique_key = Some(key.into());
+        self
+    }
+
+    /// Checks every field and makes the job. A delay is turned into `run_at`
+    /// with `now`.
+    pub fn build_at(self, now: Timestamp) -> Result<NewJob> {
+        let queue = QueueName::new(self.queue)?;
+        check_name("kind", &self.kind)?;
+        if let Some(key) = &self.unique_key {
+            check_name("unique key", key)?;
+        }
+        if self.max_attempts == 0 {
+            return Err(Error::invalid(
+                "max attempts",
+                "0: a job needs at least 1 attempt",
+            ));
+        }
+        let run_at = match (self.run_at, self.delay) {
+            (Some(at), _) => Some(at),
+            (None, Some(d)) if !d.is_zero() => Some(crate::clock::add(now, d)),
+            _ => None,
+        };
+        Ok(NewJob {
+            id: JobId::new(),
+            queue,
+            kind: self.kind,
+            payload: self.payload?,
+            priority: self.priority,
+            run_at,
+            max_attempts: self.max_attempts,
+            unique_key: self.unique_key,
+        })
+    }
+
+    /// [`JobBuilder::build_at`] with the system clock.
+    pub fn build(self) -> Result<NewJob> {
+        self.build_at(crate::clock::Clock::system().now())
+    }
+}
+
+fn check_name(what: &'static str, value: &str) -> Result<()> {
+    if value.is_empty() {
+        return Err(Error::invalid(what, "it is empty"));
+    }
+    if value.len() > MAX_NAME_BYTES {
+        return Err(Error::invalid(
+            what,
+            format!("{} bytes, over the limit of {MAX_NAME_BYTES}", value.len()),
+        ));
+    }
+    if value.chars().any(char::is_control) {
+        return Err(Error::invalid(
+            what,
+            format!("{value:?} has a control character"),
+        ));
+    }
+    Ok(())
+}
+
+/// A typed job: a serde struct with a kind name. Register a handler for it
+/// on the worker pool and enqueue values of it with [`NewJob::typed`].
+///
+/// ```
+/// use serde::{Deserialize, Serialize};
+/// #[derive(Serialize, Deserialize)]
+/// struct SendEmail { to: String }
+/// impl jq_core::JobType for SendEmail {
+///     const KIND: &'static str = "send_email";
+///     const QUEUE: &'static str = "mail";
+/// }
+/// let job = jq_core::NewJob::typed(&SendEmail { to: "a@example.com".into() }).build().unwrap();
+/// assert_eq!(job.kind, "send_email");
+/// ```
+pub trait JobType: Serialize + DeserializeOwned + Send + Sync + 'static {
+    /// The kind name stored with the job; it selects the handler.
+    const KIND: &'static str;
+    /// The queue jobs of this type go to unless the builder says otherwise.
+    const QUEUE: &'static str = DEFAULT_QUEUE;
+    /// Claims allowed in all unless the builder says otherwise.
+    const MAX_ATTEMPTS: u32 = DEFAULT_MAX_ATTEMPTS;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_names_are_checked() {
+        assert!(QueueName::new("mail:high-1.x_y").is_ok());
+        for bad in ["", "a b", "é", "a/b", &"x".repeat(129)] {
+            assert!(
+                matches!(QueueName::new(bad), Err(Error::InvalidQueue { .. })),
+                "{bad:?}"
+            );
+        }
+        assert!(QueueName::new("x".repeat(128)).is_ok());
+    }
+
+    #[test]
+    fn priority_and_state_round_trip() {
+        for p in Priority::ALL {
+            assert_eq!(Priority::from_i16(p.as_i16()), Some(p));
+            assert_eq!(p.as_str().parse::<Priority>().ok(), Some(p));
+        }
+        assert_eq!(Priority::from_i16(4), None);
+        assert_eq!(Priority::from_i16(-1), None);
+        for s in State::ALL {
+            assert_eq!(s.as_str().parse::<State>().ok(), Some(s));
+        }
+    }
+
+    #[test]
+    fn builder_checks_fields() {
+        let p = Payload::from_json("{}").unwrap();
+        assert!(
+            NewJob::builder("k", p.clone())
+                .max_attempts(0)
+                .build()
+                .is_err()
+        );
+        assert!(NewJob::builder("", p.clone()).build().is_err());
+        assert!(
+            NewJob::builder("k", p.clone())
+                .unique_key("")
+                .build()
+                .is_err()
+        );
+        assert!(matches!(
+            NewJob::builder("k", p.clone()).queue("a b").build(),
+            Err(Error::InvalidQueue { .. })
+        ));
+        let job = NewJob::builder("k", p)
+            .delay(Duration::from_secs(1))
+            .build()
+            .unwrap();
+        assert!(job.run_at.is_some());
+        assert!(matches!(
+            Payload::from_json("{"),
+            Err(Error::InvalidPayload(_))
+        ));
+    }
+}

@@ -1,0 +1,379 @@
+//! The `Storage` trait: the only thing a backend implements.
+//!
+//! # Contract
+//!
+//! `../shared/CONTRACT.md` is the full text; `jq-testkit` makes it
+//! executable. In short, for every backend:
+//!
+//! - "now" is the backend's [`Clock`](crate::Clock), never the server's, so
+//!   a test can move time without sleeping.
+//! - A job is *claimable* when it is Pending, or Scheduled with
+//!   `run_at <= now`, and its queue was asked for.
+//! - Every change to a claimed job presents the claim's [`LeaseToken`]. A
+//!   token that is not the job's current one, or a job that is no longer
+//!   Running, changes nothing and reports [`LeaseLost`].
+//! - A lease is valid while `now < expires_at`. An expired lease still
+//!   fences (ack with it works) until [`Storage::recover`] or another claim
+//!   takes the job: recovery is what ends a lease, not the clock alone.
+//! - Nothing leaves the store except by [`Storage::purge`].
+//!
+//! [`LeaseToken`]: crate::LeaseToken
+//! [`LeaseLost`]: crate::Error::LeaseLost
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::sync::watch;
+
+use crate::clock::Timestamp;
+use crate::error::{Error, Result};
+use crate::job::{Job, JobId, LeaseRef, QueueName, State};
+
+/// What [`Storage::claim`] is asked for.
+#[derive(Clone, Debug)]
+pub struct ClaimRequest {
+    /// Queues to take from; jobs of other queues are never returned.
+    pub queues: Vec<QueueName>,
+    /// At most this many jobs.
+    pub limit: usize,
+    /// How long the lease lasts before a heartbeat must extend it.
+    pub lease: Duration,
+    /// The claimer's name, recorded in the lease for operators.
+    pub worker: String,
+}
+
+/// What happens to a claimed job. Sent in batches to [`Storage::complete`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Running -> Completed.
+    Ack,
+    /// Records `error` against the current attempt; with attempts left the
+    /// job goes to Scheduled at `now + delay` (Pending when `delay` is zero),
+    /// else to Dead.
+    Retry {
+        /// What went wrong.
+        error: String,
+        /// The backoff, chosen by the caller's retry policy.
+        delay: Duration,
+    },
+    /// Records `error` and goes straight to Dead (a permanent failure, a
+    /// poison payload).
+    Fail {
+        /// What went wrong.
+        error: String,
+    },
+    /// Hands the job back without counting the attempt: Running -> Pending
+    /// (`delay` zero: graceful shutdown) or Scheduled at `now + delay`
+    /// (a handler's snooze). No error is recorded.
+    Release {
+        /// When the job becomes claimable again, from now.
+        delay: Duration,
+    },
+}
+
+/// One fenced state change of a claimed job.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Completion {
+    /// The job and the token of the claim that holds it.
+    pub lease: LeaseRef,
+    /// What to do with it.
+    pub outcome: Outcome,
+}
+
+/// The answer for one [`Completion`]: the state the job moved to, or
+/// [`Error::LeaseLost`] when the token was stale (nothing changed).
+pub type CompletionResult = Result<State>;
+
+/// Which jobs [`Storage::list`] returns. Results are ordered by id
+/// (creation order); page with `after`.
+#[derive(Clone, Debug, Default)]
+pub struct JobFilter {
+    /// Only this queue.
+    pub queue: Option<QueueName>,
+    /// Only this state.
+    pub state: Option<State>,
+    /// Only this kind.
+    pub kind: Option<String>,
+    /// Only ids greater than this (the last id of the previous page).
+    pub after: Option<JobId>,
+    /// At most this many; 0 means [`JobFilter::DEFAULT_LIMIT`].
+    pub limit: usize,
+}
+
+impl JobFilter {
+    /// Page size when `limit` is 0.
+    pub const DEFAULT_LIMIT: usize = 100;
+
+    /// The effective page size.
+    pub fn page_size(&self) -> usize {
+        if self.limit == 0 {
+            Self::DEFAULT_LIMIT
+        } else {
+            self.limit
+        }
+    }
+
+    /// True when `job` passes the queue, state, kind and `after` filters.
+    pub fn matches(&self, job: &Job) -> bool {
+        self.queue.as_ref().is_none_or(|q| *q == job.queue)
+            && self.state.is_none_or(|s| s == job.state)
+            && self.kind.as_ref().is_none_or(|k| *k == job.kind)
+            && self.after.is_none_or(|a| job.id > a)
+    }
+}
+
+/// Job counts per state of one queue.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StateCounts {
+    counts: [u64; 6],
+}
+
+impl StateCounts {
+    /// The count of `state`.
+    pub fn get(&self, state: State) -> u64 {
+        self.counts[state_index(state)]
+    }
+
+    /// Sets the count of `state`.
+    pub fn set(&mut self, state: State, n: u64) {
+        self.counts[state_index(state)] = n;
+    }
+
+    /// Adds `n` to the count of `state`.
+    pub fn add(&mut self, state: State, n: u64) {
+        self.counts[state_index(state)] += n;
+    }
+
+    /// All jobs of the queue.
+    pub fn total(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+}
+
+fn state_index(state: State) -> usize {
+    State::ALL.iter().position(|s| *s == state).unwrap_or(0)
+}
+
+/// Counts by queue and state. Queues with no job are absent.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Per queue.
+    pub queues: BTreeMap<String, StateCounts>,
+}
+
+impl Stats {
+    /// The count of `state` over every queue.
+    pub fn total(&self, state: State) -> u64 {
+        self.queues.values().map(|c| c.get(state)).sum()
+    }
+}
+
+/// A signal that work may have arrived; see [`Storage::subscribe`]. The
+/// value is a counter that only matters by changing.
+pub type WorkSignal = watch::Receiver<u64>;
+
+/// A job store. Implement this (about a dozen methods) and run
+/// `jq_testkit::conformance!` against it to get a backend.
+///
+/// Every method is one atomic step as seen by other callers; concurrency
+/// and crash safety are the backend's job, not the caller's.
+#[async_trait]
+pub trait Storage: Send + Sync + 'static {
+    /// Stores every job of the batch, or none (an error stores nothing).
+    ///
+    /// - Each job is checked first: its payload against the backend's size
+    ///   limit ([`Error::PayloadTooLarge`]).
+    /// - `run_at` of `None` or `<= now` gives Pending, else Scheduled.
+    ///   `attempts` starts at 0, `created_at` is now.
+    /// - A job whose `unique_key` matches a non-terminal job of the same
+    ///   queue (already stored, or earlier in the same batch) is not stored;
+    ///   the existing job's id is returned in its place.
+    ///
+    /// Returns one id per input job, in input order.
+    async fn enqueue(&self, jobs: Vec<NewJob>) -> Result<Vec<JobId>>;
+
+    /// Atomically moves up to `limit` claimable jobs of the asked queues to
+    /// Running, each with a fresh lease (`attempts + 1`, a new token,
+    /// `expires_at = now + lease`), and returns them.
+    ///
+    /// - Order: priority high to low, then `run_at`, then id.
+    /// - A job whose lease is held is never returned to a second claimer,
+    ///   however many claimers run at once; a claim never waits on jobs
+    ///   another claimer is taking.
+    /// - Never returns more than `limit` jobs; `limit` 0 returns none.
+    async fn claim(&self, request: &ClaimRequest) -> Result<Vec<Job>>;
+
+    /// Applies a batch of fenced outcomes; see [`Outcome`].
+    ///
+    /// Each completion is fenced on its own: one stale token gives
+    /// `Err(LeaseLost)` at its place and does not stop the others. The
+    /// outer error is for the backend failing as a whole. Errors are
+    /// recorded with the job's current attempt number. A job whose
+    /// attempts reached `max_attempts` goes to Dead on `Retry`.
+    async fn complete(&self, batch: Vec<Completion>) -> Result<Vec<CompletionResult>>;
+
+    /// Extends each valid lease to `now + lease` and returns the ids whose
+    /// lease was lost (stale token, or job no longer Running).
+    async fn heartbeat(&self, leases: &[LeaseRef], lease: Duration) -> Result<Vec<JobId>>;
+
+    /// Makes due Scheduled jobs (`run_at <= now`) Pending and returns how
+    /// many it moved. Idempotent; concurrent promoters move each job once.
+    async fn promote(&self) -> Result<u64>;
+
+    /// Running jobs whose lease expired (`expires_at <= now`) go back to
+    /// Pending, or to Dead when no attempts are left, with an error
+    /// "lease expired" recorded for the lost attempt. Returns how many.
+    /// Idempotent, safe from many processes at once, and never overwrites a
+    /// job that a concurrent ack just finished.
+    async fn recover(&self) -> Result<u64>;
+
+    /// One job, or [`Error::NotFound`].
+    async fn get(&self, id: JobId) -> Result<Job>;
+
+    /// One page of jobs matching `filter`, by ascending id.
+    async fn list(&self, filter: &JobFilter) -> Result<Vec<Job>>;
+
+    /// Counts by queue and state; agrees with [`Storage::list`].
+    async fn stats(&self) -> Result<Stats>;
+
+    /// Dead -> Pending (run_at now, lease cleared, errors kept). The job
+    /// gets one more attempt: `max_attempts` becomes at least
+    /// `attempts + 1`. Other states give [`Error::InvalidState`].
+    async fn retry(&self, id: JobId) -> Result<()>;
+
+    /// Scheduled or Pending -> Cancelled. Other states give
+    /// [`Error::InvalidState`]; an unknown id [`Error::NotFound`].
+    async fn cancel(&self, id: JobId) -> Result<()>;
+
+    /// Deletes jobs in the terminal `state` that finished before
+    /// `older_than`, and returns how many. A non-terminal state gives
+    /// [`Error::InvalidInput`]. Backends delete in bounded batches.
+    async fn purge(&self, state: State, older_than: Timestamp) -> Result<u64>;
+
+    /// A signal that changes when work may have arrived (a same-process
+    /// enqueue, a NOTIFY, a pub/sub message), or `None` when the backend has
+    /// none; the pool then polls.
+    fn subscribe(&self) -> Option<WorkSignal> {
+        None
+    }
+}
+
+use crate::job::NewJob;
+
+/// Conveniences over [`Storage`] for one job at a time. Implemented for
+/// every storage; backends never implement it.
+#[async_trait]
+pub trait StorageExt: Storage {
+    /// Enqueues one job and returns its id (the existing job's id when a
+    /// unique key matched).
+    async fn enqueue_one(&self, job: NewJob) -> Result<JobId> {
+        let mut ids = self.enqueue(vec![job]).await?;
+        ids.pop().ok_or_else(|| Error::Backend {
+            backend: "storage",
+            source: "enqueue returned no id".into(),
+        })
+    }
+
+    /// Applies one outcome; `Err(LeaseLost)` when the token is stale.
+    async fn complete_one(&self, lease: LeaseRef, outcome: Outcome) -> Result<State> {
+        let mut results = self.complete(vec![Completion { lease, outcome }]).await?;
+        results.pop().unwrap_or_else(|| {
+            Err(Error::Backend {
+                backend: "storage",
+                source: "complete returned no result".into(),
+            })
+        })
+    }
+
+    /// Running -> Completed.
+    async fn ack(&self, lease: LeaseRef) -> Result<()> {
+        self.complete_one(lease, Outcome::Ack).await.map(drop)
+    }
+
+    /// Records the error; Scheduled after `delay` with attempts left, else Dead.
+    async fn nack(
+        &self,
+        lease: LeaseRef,
+        error: impl Into<String> + Send,
+        delay: Duration,
+    ) -> Result<State> {
+        self.complete_one(
+            lease,
+            Outcome::Retry {
+                error: error.into(),
+                delay,
+            },
+        )
+        .await
+    }
+
+    /// Records the error and goes to Dead.
+    async fn discard(&self, lease: LeaseRef, error: impl Into<String> + Send) -> Result<()> {
+        self.complete_one(
+            lease,
+            Outcome::Fail {
+                error: error.into(),
+            },
+        )
+        .await
+        .map(drop)
+    }
+
+    /// Running -> Pending without counting the attempt.
+    async fn release(&self, lease: LeaseRef) -> Result<()> {
+        self.complete_one(
+            lease,
+            Outcome::Release {
+                delay: Duration::ZERO,
+            },
+        )
+        .await
+        .map(drop)
+    }
+}
+
+impl<S: Storage + ?Sized> StorageExt for S {}
+
+#[async_trait]
+impl<S: Storage + ?Sized> Storage for std::sync::Arc<S> {
+    async fn enqueue(&self, jobs: Vec<NewJob>) -> Result<Vec<JobId>> {
+        (**self).enqueue(jobs).await
+    }
+    async fn claim(&self, request: &ClaimRequest) -> Result<Vec<Job>> {
+        (**self).claim(request).await
+    }
+    async fn complete(&self, batch: Vec<Completion>) -> Result<Vec<CompletionResult>> {
+        (**self).complete(batch).await
+    }
+    async fn heartbeat(&self, leases: &[LeaseRef], lease: Duration) -> Result<Vec<JobId>> {
+        (**self).heartbeat(leases, lease).await
+    }
+    async fn promote(&self) -> Result<u64> {
+        (**self).promote().await
+    }
+    async fn recover(&self) -> Result<u64> {
+        (**self).recover().await
+    }
+    async fn get(&self, id: JobId) -> Result<Job> {
+        (**self).get(id).await
+    }
+    async fn list(&self, filter: &JobFilter) -> Result<Vec<Job>> {
+        (**self).list(filter).await
+    }
+    async fn stats(&self) -> Result<Stats> {
+        (**self).stats().await
+    }
+    async fn retry(&self, id: JobId) -> Result<()> {
+        (**self).retry(id).await
+    }
+    async fn cancel(&self, id: JobId) -> Result<()> {
+        (**self).cancel(id).await
+    }
+    async fn purge(&self, state: State, older_than: Timestamp) -> Result<u64> {
+        (**self).purge(state, older_than).await
+    }
+    fn subscribe(&self) -> Option<WorkSignal> {
+        (**self).subscribe()
+    }
+}
