@@ -50,9 +50,7 @@ pub struct ManualClock {
 impl ManualClock {
     /// A manual clock that starts at `start`.
     pub fn new(start: Timestamp) -> Self {
-        ManualClock {
-            micros: Arc::new(AtomicI64::new(start.timestamp_micros())),
-        }
+        ManualClock { micros: Arc::new(AtomicI64::new(start.timestamp_micros())) }
     }
 
     /// A manual clock that starts at the current wall-clock instant.
@@ -62,9 +60,7 @@ impl ManualClock {
 
     /// The [`Clock`] to give to a storage; it follows this handle.
     pub fn clock(&self) -> Clock {
-        Clock {
-            manual: Some(self.micros.clone()),
-        }
+        Clock { manual: Some(self.micros.clone()) }
     }
 
     /// The current manual instant.
@@ -91,17 +87,12 @@ pub fn truncate_micros(t: Timestamp) -> Timestamp {
 
 /// The instant `micros` microseconds after the Unix epoch.
 pub fn from_micros(micros: i64) -> Timestamp {
-    Utc.timestamp_micros(micros)
-        .single()
-        .unwrap_or(DateTime::<Utc>::MAX_UTC)
+    Utc.timestamp_micros(micros).single().unwrap_or(DateTime::<Utc>::MAX_UTC)
 }
 
 /// `t + d`, saturating instead of overflowing.
 pub fn add(t: Timestamp, d: Duration) -> Timestamp {
-    chrono::Duration::from_std(d)
-        .ok()
-        .and_then(|d| t.checked_add_signed(d))
-        .unwrap_or(DateTime::<Utc>::MAX_UTC)
+    chrono::Duration::from_std(d).ok().and_then(|d| t.checked_add_signed(d)).unwrap_or(DateTime::<Utc>::MAX_UTC)
 }
 
 #[cfg(test)]

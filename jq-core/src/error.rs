@@ -17,9 +17,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub enum Error {
     /// A queue name is empty, too long, or has a character outside
     /// `A-Z a-z 0-9 _ - . :`.
-    #[error(
-        "queue name {name:?} is invalid: {reason}; use 1 to 128 bytes of letters, digits and _ - . :"
-    )]
+    #[error("queue name {name:?} is invalid: {reason}; use 1 to 128 bytes of letters, digits and _ - . :")]
     InvalidQueue {
         /// The rejected name.
         name: String,
@@ -114,9 +112,6 @@ impl Error {
 
     /// Builds an [`Error::InvalidInput`].
     pub fn invalid(what: &'static str, reason: impl Into<String>) -> Self {
-        Error::InvalidInput {
-            what,
-            reason: reason.into(),
-        }
+        Error::InvalidInput { what, reason: reason.into() }
     }
 }

@@ -47,9 +47,7 @@ impl fmt::Display for JobId {
 impl FromStr for JobId {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {
-        Uuid::parse_str(s)
-            .map(JobId)
-            .map_err(|e| Error::invalid("job id", format!("{s:?} is not a UUID: {e}")))
+        Uuid::parse_str(s).map(JobId).map_err(|e| Error::invalid("job id", format!("{s:?} is not a UUID: {e}")))
     }
 }
 
@@ -80,9 +78,7 @@ impl fmt::Display for LeaseToken {
 }
 
 /// How urgent a job is. Claims take higher priorities first.
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
-)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Priority {
     /// Stored as 0.
@@ -98,12 +94,7 @@ pub enum Priority {
 
 impl Priority {
     /// Every priority, lowest first.
-    pub const ALL: [Priority; 4] = [
-        Priority::Low,
-        Priority::Normal,
-        Priority::High,
-        Priority::Critical,
-    ];
+    pub const ALL: [Priority; 4] = [Priority::Low, Priority::Normal, Priority::High, Priority::Critical];
 
     /// The stored integer.
     pub fn as_i16(self) -> i16 {
@@ -138,12 +129,7 @@ impl FromStr for Priority {
         Self::ALL
             .into_iter()
             .find(|p| p.as_str().eq_ignore_ascii_case(s))
-            .ok_or_else(|| {
-                Error::invalid(
-                    "priority",
-                    format!("{s:?}: use low, normal, high or critical"),
-                )
-            })
+            .ok_or_else(|| Error::invalid("priority", format!("{s:?}: use low, normal, high or critical")))
     }
 }
 
@@ -168,14 +154,8 @@ pub enum State {
 
 impl State {
     /// Every state, in life order.
-    pub const ALL: [State; 6] = [
-        State::Scheduled,
-        State::Pending,
-        State::Running,
-        State::Completed,
-        State::Dead,
-        State::Cancelled,
-    ];
+    pub const ALL: [State; 6] =
+        [State::Scheduled, State::Pending, State::Running, State::Completed, State::Dead, State::Cancelled];
 
     /// The lowercase name, as stored.
     pub fn as_str(self) -> &'static str {
@@ -205,15 +185,9 @@ impl fmt::Display for State {
 impl FromStr for State {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {
-        Self::ALL
-            .into_iter()
-            .find(|st| st.as_str().eq_ignore_ascii_case(s))
-            .ok_or_else(|| {
-                Error::invalid(
-                    "state",
-                    format!("{s:?}: use scheduled, pending, running, completed, dead or cancelled"),
-                )
-            })
+        Self::ALL.into_iter().find(|st| st.as_str().eq_ignore_ascii_case(s)).ok_or_else(|| {
+            Error::invalid("state", format!("{s:?}: use scheduled, pending, running, completed, dead or cancelled"))
+        })
     }
 }
 
@@ -230,10 +204,7 @@ impl QueueName {
             Some("it is empty")
         } else if name.len() > MAX_NAME_BYTES {
             Some("it is longer than 128 bytes")
-        } else if !name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':'))
-        {
+        } else if !name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':')) {
             Some("it has a character outside A-Z a-z 0-9 _ - . :")
         } else {
             None
@@ -281,16 +252,13 @@ pub struct Payload(String);
 impl Payload {
     /// Serializes `value` to JSON.
     pub fn of<T: Serialize + ?Sized>(value: &T) -> Result<Self> {
-        serde_json::to_string(value)
-            .map(Payload)
-            .map_err(|e| Error::InvalidPayload(e.to_string()))
+        serde_json::to_string(value).map(Payload).map_err(|e| Error::InvalidPayload(e.to_string()))
     }
 
     /// Checks that `text` is JSON and wraps it.
     pub fn from_json(text: impl Into<String>) -> Result<Self> {
         let text = text.into();
-        serde_json::from_str::<serde::de::IgnoredAny>(&text)
-            .map_err(|e| Error::InvalidPayload(e.to_string()))?;
+        serde_json::from_str::<serde::de::IgnoredAny>(&text).map_err(|e| Error::InvalidPayload(e.to_string()))?;
         Ok(Payload(text))
     }
 
@@ -447,10 +415,7 @@ impl NewJob {
     /// Checks the payload against a backend's size limit.
     pub fn check_payload(&self, max_payload_bytes: usize) -> Result<()> {
         if self.payload.len() > max_payload_bytes {
-            return Err(Error::PayloadTooLarge {
-                size: self.payload.len(),
-                limit: max_payload_bytes,
-            });
+            return Err(Error::PayloadTooLarge { size: self.payload.len(), limit: max_payload_bytes });
         }
         Ok(())
     }
@@ -521,10 +486,7 @@ impl JobBuilder {
             check_name("unique key", key)?;
         }
         if self.max_attempts == 0 {
-            return Err(Error::invalid(
-                "max attempts",
-                "0: a job needs at least 1 attempt",
-            ));
+            return Err(Error::invalid("max attempts", "0: a job needs at least 1 attempt"));
         }
         let run_at = match (self.run_at, self.delay) {
             (Some(at), _) => Some(at),
@@ -554,16 +516,10 @@ fn check_name(what: &'static str, value: &str) -> Result<()> {
         return Err(Error::invalid(what, "it is empty"));
     }
     if value.len() > MAX_NAME_BYTES {
-        return Err(Error::invalid(
-            what,
-            format!("{} bytes, over the limit of {MAX_NAME_BYTES}", value.len()),
-        ));
+        return Err(Error::invalid(what, format!("{} bytes, over the limit of {MAX_NAME_BYTES}", value.len())));
     }
     if value.chars().any(char::is_control) {
-        return Err(Error::invalid(
-            what,
-            format!("{value:?} has a control character"),
-        ));
+        return Err(Error::invalid(what, format!("{value:?} has a control character")));
     }
     Ok(())
 }
@@ -599,10 +555,7 @@ mod tests {
     fn queue_names_are_checked() {
         assert!(QueueName::new("mail:high-1.x_y").is_ok());
         for bad in ["", "a b", "é", "a/b", &"x".repeat(129)] {
-            assert!(
-                matches!(QueueName::new(bad), Err(Error::InvalidQueue { .. })),
-                "{bad:?}"
-            );
+            assert!(matches!(QueueName::new(bad), Err(Error::InvalidQueue { .. })), "{bad:?}");
         }
         assert!(QueueName::new("x".repeat(128)).is_ok());
     }
@@ -623,31 +576,12 @@ mod tests {
     #[test]
     fn builder_checks_fields() {
         let p = Payload::from_json("{}").unwrap();
-        assert!(
-            NewJob::builder("k", p.clone())
-                .max_attempts(0)
-                .build()
-                .is_err()
-        );
+        assert!(NewJob::builder("k", p.clone()).max_attempts(0).build().is_err());
         assert!(NewJob::builder("", p.clone()).build().is_err());
-        assert!(
-            NewJob::builder("k", p.clone())
-                .unique_key("")
-                .build()
-                .is_err()
-        );
-        assert!(matches!(
-            NewJob::builder("k", p.clone()).queue("a b").build(),
-            Err(Error::InvalidQueue { .. })
-        ));
-        let job = NewJob::builder("k", p)
-            .delay(Duration::from_secs(1))
-            .build()
-            .unwrap();
+        assert!(NewJob::builder("k", p.clone()).unique_key("").build().is_err());
+        assert!(matches!(NewJob::builder("k", p.clone()).queue("a b").build(), Err(Error::InvalidQueue { .. })));
+        let job = NewJob::builder("k", p).delay(Duration::from_secs(1)).build().unwrap();
         assert!(job.run_at.is_some());
-        assert!(matches!(
-            Payload::from_json("{"),
-            Err(Error::InvalidPayload(_))
-        ));
+        assert!(matches!(Payload::from_json("{"), Err(Error::InvalidPayload(_))));
     }
 }

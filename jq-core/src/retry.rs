@@ -26,10 +26,7 @@ impl Default for ExponentialBackoff {
     /// 1 s doubling up to 1 h: with the default 25 attempts, a job keeps
     /// trying for about a day.
     fn default() -> Self {
-        ExponentialBackoff {
-            base: Duration::from_secs(1),
-            max: Duration::from_secs(3600),
-        }
+        ExponentialBackoff { base: Duration::from_secs(1), max: Duration::from_secs(3600) }
     }
 }
 
@@ -67,10 +64,7 @@ mod tests {
 
     #[test]
     fn exponential_backoff_is_capped_and_jittered() {
-        let b = ExponentialBackoff {
-            base: Duration::from_millis(100),
-            max: Duration::from_secs(1),
-        };
+        let b = ExponentialBackoff { base: Duration::from_millis(100), max: Duration::from_secs(1) };
         assert_eq!(b.ceiling(1), Duration::from_millis(100));
         assert_eq!(b.ceiling(2), Duration::from_millis(200));
         assert_eq!(b.ceiling(10), Duration::from_secs(1));

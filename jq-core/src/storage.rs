@@ -107,11 +107,7 @@ impl JobFilter {
 
     /// The effective page size.
     pub fn page_size(&self) -> usize {
-        if self.limit == 0 {
-            Self::DEFAULT_LIMIT
-        } else {
-            self.limit
-        }
+        if self.limit == 0 { Self::DEFAULT_LIMIT } else { self.limit }
     }
 
     /// True when `job` passes the queue, state, kind and `after` filters.
@@ -269,21 +265,15 @@ pub trait StorageExt: Storage {
     /// unique key matched).
     async fn enqueue_one(&self, job: NewJob) -> Result<JobId> {
         let mut ids = self.enqueue(vec![job]).await?;
-        ids.pop().ok_or_else(|| Error::Backend {
-            backend: "storage",
-            source: "enqueue returned no id".into(),
-        })
+        ids.pop().ok_or_else(|| Error::Backend { backend: "storage", source: "enqueue returned no id".into() })
     }
 
     /// Applies one outcome; `Err(LeaseLost)` when the token is stale.
     async fn complete_one(&self, lease: LeaseRef, outcome: Outcome) -> Result<State> {
         let mut results = self.complete(vec![Completion { lease, outcome }]).await?;
-        results.pop().unwrap_or_else(|| {
-            Err(Error::Backend {
-                backend: "storage",
-                source: "complete returned no result".into(),
-            })
-        })
+        results
+            .pop()
+            .unwrap_or_else(|| Err(Error::Backend { backend: "storage", source: "complete returned no result".into() }))
     }
 
     /// Running -> Completed.
@@ -292,44 +282,18 @@ pub trait StorageExt: Storage {
     }
 
     /// Records the error; Scheduled after `delay` with attempts left, else Dead.
-    async fn nack(
-        &self,
-        lease: LeaseRef,
-        error: impl Into<String> + Send,
-        delay: Duration,
-    ) -> Result<State> {
-        self.complete_one(
-            lease,
-            Outcome::Retry {
-                error: error.into(),
-                delay,
-            },
-        )
-        .await
+    async fn nack(&self, lease: LeaseRef, error: impl Into<String> + Send, delay: Duration) -> Result<State> {
+        self.complete_one(lease, Outcome::Retry { error: error.into(), delay }).await
     }
 
     /// Records the error and goes to Dead.
     async fn discard(&self, lease: LeaseRef, error: impl Into<String> + Send) -> Result<()> {
-        self.complete_one(
-            lease,
-            Outcome::Fail {
-                error: error.into(),
-            },
-        )
-        .await
-        .map(drop)
+        self.complete_one(lease, Outcome::Fail { error: error.into() }).await.map(drop)
     }
 
     /// Running -> Pending without counting the attempt.
     async fn release(&self, lease: LeaseRef) -> Result<()> {
-        self.complete_one(
-            lease,
-            Outcome::Release {
-                delay: Duration::ZERO,
-            },
-        )
-        .await
-        .map(drop)
+        self.complete_one(lease, Outcome::Release { delay: Duration::ZERO }).await.map(drop)
     }
 }
 
