@@ -455,8 +455,10 @@ impl JobBuilder {
         self
     }
 
-    /// Not claimable until `delay` after enqueue (measured by the storage's
-    /// clock).
+    /// Not claimable until `delay` after the job is built: [`JobBuilder::build`]
+    /// adds it to the system clock's now, [`JobBuilder::build_at`] to the
+    /// instant you give (use the storage's clock there in tests with a
+    /// [`ManualClock`](crate::ManualClock)).
     pub fn delay(mut self, delay: Duration) -> Self {
         self.delay = Some(delay);
         self.run_at = None;

@@ -202,7 +202,9 @@ pub trait Storage: Send + Sync + 'static {
 
     /// Applies a batch of fenced outcomes; see [`Outcome`].
     ///
-    /// Each completion is fenced on its own: one stale token gives
+    /// Items apply in order, each fenced on its own: a later item on the
+    /// same job sees the earlier one's effect (`[Release, Ack]` on one lease
+    /// gives `Ok(Pending)` then `LeaseLost`). One stale token gives
     /// `Err(LeaseLost)` at its place and does not stop the others. The
     /// outer error is for the backend failing as a whole. Errors are
     /// recorded with the job's current attempt number. A job whose

@@ -1,1 +1,208 @@
-//! placeholder
+//! jq-testkit: the storage contract (`CONTRACT.md`) made executable.
+//!
+//! Every jq backend (SQLite, PostgreSQL, Redis, and any backend you write)
+//! runs the same suites:
+//!
+//! - [`conformance!`]: one test per scenario of [`scenarios`], each a plain
+//!   `pub async fn name<H: Harness>(h: &H)` you can also call yourself.
+//! - [`properties!`]: random sequences of operations, run on your backend
+//!   and on [`MemoryStorage`] (the reference model) side by side, compared
+//!   after every step ([`model`]).
+//!
+//! [`MemoryStorage`] doubles as an in-memory storage for your own tests.
+//!
+//! # Running the suite against your backend
+//!
+//! Implement [`Harness`] for a type that owns one private namespace of
+//! your backend (a temp file, a fresh schema, a random key prefix), then
+//! write one test file:
+//!
+//! ```ignore
+//! // my-backend/tests/conformance.rs
+//! use jq_core::Clock;
+//!
+//! struct MyHarness { prefix: String }
+//!
+//! #[async_trait::async_trait]
+//! impl jq_testkit::Harness for MyHarness {
+//!     type Storage = my_backend::MyStorage;
+//!     async fn connect(&self, clock: Clock) -> my_backend::MyStorage {
+//!         // A NEW connection every call, on the same namespace.
+//!         my_backend::MyStorage::connect(my_backend::MyConfig::new(&self.prefix).clock(clock))
+//!             .await
+//!             .expect("cannot reach the server: run scripts/start-services.sh")
+//!     }
+//!     async fn cleanup(&self) {
+//!         // Called only when the test passed: a failure leaves the evidence.
+//!         my_backend::drop_namespace(&self.prefix).await;
+//!     }
+//! }
+//!
+//! async fn setup() -> MyHarness {
+//!     MyHarness { prefix: format!("t-{}", uuid::Uuid::new_v4()) }
+//! }
+//!
+//! jq_testkit::conformance!(setup); // one #[test] per scenario, same names for every backend
+//! jq_testkit::properties!(setup); // the model-based property suite
+//! ```
+//!
+//! `cargo test -- claim_` runs the claim scenarios only;
+//! `PROPTEST_CASES=200 cargo test -- model_` runs more random cases.
+//!
+//! Each generated test is a plain `#[test]` that runs on its own
+//! multi-thread tokio runtime with 4 workers (what
+//! `#[tokio::test(flavor = "multi_thread", worker_threads = 4)]` would do),
+//! so your crate needs no tokio features of its own for it. No scenario
+//! sleeps: time moves through [`jq_core::ManualClock`], and concurrency is
+//! real tasks on separate connections.
+//!
+//! # What the suite expects of a backend, beyond the trait
+//!
+//! - `connect` uses the default payload limit
+//!   ([`jq_core::DEFAULT_MAX_PAYLOAD_BYTES`]) and the clock it is given.
+//! - Everything [`MemoryStorage`] does is the reference: the property suite
+//!   compares whole jobs after every step, so e.g. the recover error text
+//!   must be exactly [`memory::lease_expired_message`], `run_at` stays as it
+//!   was on transitions that do not set it (ack, fail, Dead), and a claim
+//!   changes only the jobs it returns (it does not promote others).
+//! - Items of one `complete` batch apply in order: a second item on the
+//!   same job sees the first one's effect (typically `LeaseLost`).
+//! - Not compared: the order of jobs inside one claim's answer, the order
+//!   of heartbeat's lost ids, lease tokens (each side's are mapped to the
+//!   claim that issued them), payload formatting (compared as JSON values).
+
+use jq_core::{Clock, Storage};
+
+pub mod memory;
+pub mod model;
+pub mod scenarios;
+
+pub use memory::{MemoryHarness, MemoryStorage};
+
+/// One test's private namespace on a backend (SQLite: a temp file;
+/// PostgreSQL: a fresh schema; Redis: a random key prefix; memory: shared state).
+#[async_trait::async_trait]
+pub trait Harness: Send + Sync + 'static {
+    /// The backend under test.
+    type Storage: Storage + Clone;
+    /// A new handle with its OWN connection(s) on this namespace, using `clock`.
+    /// Called several times per test (concurrent claimers on separate
+    /// connections; a "restarted worker").
+    async fn connect(&self, clock: Clock) -> Self::Storage;
+    /// Removes the namespace. Called only when the scenario passed, so a
+    /// failure leaves the evidence behind.
+    async fn cleanup(&self);
+}
+
+/// Stamps one test per conformance scenario, named after the scenario.
+///
+/// `$setup` is an async fn (or any expression callable with no argument
+/// returning a future) that makes a fresh [`Harness`]. Each test runs
+/// `let h = $setup().await; jq_testkit::scenarios::<name>(&h).await;
+/// h.cleanup().await;` on a multi-thread runtime with 4 workers.
+///
+/// The list of scenarios lives here and only here, so every backend gets
+/// the same test names.
+#[macro_export]
+macro_rules! conformance {
+    ($setup:expr) => {
+        $crate::__conformance_tests!(
+            $setup;
+            // claim
+            claim_exclusivity,
+            batch_claim_respects_limit,
+            claim_limit_zero_returns_nothing,
+            claim_order_priority_run_at_id,
+            queue_isolation,
+            never_claimed_before_run_at,
+            claim_sets_lease_and_attempts,
+            // lease
+            crash_before_ack_recovered_after_lease_expiry,
+            stale_token_fencing,
+            recover_racing_ack_keeps_ack,
+            lease_boundary_and_heartbeat,
+            reused_worker_identity_strands_nothing,
+            recover_with_no_attempts_left_is_dead,
+            // retry
+            retry_accounting_to_dead,
+            poison_job_ends_dead,
+            release_does_not_count_attempt,
+            snooze_schedules_at_now_plus_delay,
+            nack_with_zero_delay_is_pending,
+            // enqueue
+            enqueue_stores_every_field,
+            unique_keys,
+            enqueue_batch_is_atomic,
+            // maintenance
+            promote_exactly_once_under_concurrent_promoters,
+            recover_is_idempotent_under_concurrent_recoverers,
+            // bad input
+            invalid_queue_name_rejected,
+            oversized_payload_rejected,
+            unknown_id_is_not_found,
+            ack_of_unknown_id_is_lease_lost,
+            purge_of_non_terminal_state_is_invalid,
+            invalid_payload_json_rejected,
+            // admin
+            get_returns_the_job,
+            list_filters_and_pages,
+            stats_agree_with_list,
+            retry_dead_job,
+            cancel_pending_and_scheduled,
+            purge_removes_only_old_terminal,
+        );
+    };
+}
+
+/// Implementation detail of [`conformance!`].
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_tests {
+    ($setup:expr; $($name:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $name() {
+                $crate::__private::block_on(async {
+                    let h = ($setup)().await;
+                    $crate::scenarios::$name(&h).await;
+                    $crate::Harness::cleanup(&h).await;
+                });
+            }
+        )*
+    };
+}
+
+/// Stamps the model-based property test `model_matches_reference`: random
+/// operation sequences on the backend and on [`MemoryStorage`], compared
+/// after every step. `$setup` is called once per case (a fresh namespace).
+/// Cases default to [`model::DEFAULT_CASES`]; set `PROPTEST_CASES` for more.
+#[macro_export]
+macro_rules! properties {
+    ($setup:expr) => {
+        #[test]
+        fn model_matches_reference() {
+            $crate::model::check(|| ($setup)());
+        }
+    };
+}
+
+/// Not public API: what the macros expand to.
+#[doc(hidden)]
+pub mod __private {
+    use std::future::Future;
+
+    /// Runs `future` on a fresh multi-thread runtime, like
+    /// `#[tokio::test(flavor = "multi_thread", worker_threads = 4)]`.
+    pub fn block_on<F: Future>(future: F) -> F::Output {
+        runtime().block_on(future)
+    }
+
+    /// The runtime every generated test runs on.
+    pub fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(4)
+            .enable_all()
+            .build()
+            .unwrap_or_else(|e| panic!("cannot build the tokio runtime of the test: {e}"))
+    }
+}

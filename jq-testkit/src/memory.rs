@@ -1,0 +1,467 @@
+//! [`MemoryStorage`]: the reference model every backend is compared with,
+//! and an in-process test double for users' own tests.
+//!
+//! It keeps every rule of the contract (`CONTRACT.md` and the lead's
+//! "Contract details") in the plainest possible code: one `std::sync::Mutex`
+//! around a map of jobs, each operation one critical section. When a backend
+//! and this model disagree, the model is the one to read first.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use jq_core::clock::add;
+use jq_core::{
+    AttemptError, ClaimRequest, Clock, Completion, CompletionResult, DEFAULT_MAX_PAYLOAD_BYTES, Error, Job, JobFilter,
+    JobId, Lease, LeaseRef, LeaseToken, NewJob, Outcome, Result, State, Stats, Storage, Timestamp, WorkSignal,
+};
+use tokio::sync::watch;
+
+use crate::Harness;
+
+/// State shared by every handle made with [`MemoryStorage::connect`].
+#[derive(Debug)]
+struct Shared {
+    jobs: Mutex<BTreeMap<JobId, Job>>,
+    signal: watch::Sender<u64>,
+}
+
+/// An in-memory [`Storage`]: the reference model of the contract and a test
+/// double. Cheap to clone; clones share the jobs.
+///
+/// ```
+/// use jq_core::{ManualClock, NewJob, Payload, Storage, StorageExt};
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let clock = ManualClock::starting_now();
+/// let storage = jq_testkit::MemoryStorage::new().clock(clock.clock());
+/// let job = NewJob::builder("hello", Payload::from_json("{}").unwrap()).build_at(clock.now()).unwrap();
+/// let id = storage.enqueue_one(job).await.unwrap();
+/// assert_eq!(storage.get(id).await.unwrap().state, jq_core::State::Pending);
+/// # });
+/// ```
+#[derive(Clone, Debug)]
+pub struct MemoryStorage {
+    shared: Arc<Shared>,
+    clock: Clock,
+    max_payload_bytes: usize,
+}
+
+impl Default for MemoryStorage {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MemoryStorage {
+    /// An empty store on the system clock with the default payload limit.
+    pub fn new() -> Self {
+        let (signal, _) = watch::channel(0);
+        MemoryStorage {
+            shared: Arc::new(Shared { jobs: Mutex::new(BTreeMap::new()), signal }),
+            clock: Clock::system(),
+            max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
+        }
+    }
+
+    /// Takes "now" from `clock`.
+    pub fn clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Refuses payloads over `bytes` (default
+    /// [`jq_core::DEFAULT_MAX_PAYLOAD_BYTES`]).
+    pub fn max_payload_bytes(mut self, bytes: usize) -> Self {
+        self.max_payload_bytes = bytes;
+        self
+    }
+
+    /// Another handle on the same jobs, with its own clock (a second
+    /// "connection", a restarted worker).
+    pub fn connect(&self, clock: Clock) -> Self {
+        MemoryStorage { shared: self.shared.clone(), clock, max_payload_bytes: self.max_payload_bytes }
+    }
+
+    /// Every stored job, by ascending id (for assertions in tests).
+    pub fn snapshot(&self) -> Vec<Job> {
+        self.jobs().values().cloned().collect()
+    }
+
+    fn jobs(&self) -> MutexGuard<'_, BTreeMap<JobId, Job>> {
+        // Every operation leaves the map consistent before anything that can
+        // panic, so a poisoned lock still guards valid data.
+        self.shared.jobs.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn bump(&self) {
+        self.shared.signal.send_modify(|n| *n = n.wrapping_add(1));
+    }
+}
+
+/// Pending at `now` when `run_at <= now`, else Scheduled.
+fn waiting_state(run_at: Timestamp, now: Timestamp) -> State {
+    if run_at <= now { State::Pending } else { State::Scheduled }
+}
+
+fn claimable(job: &Job, now: Timestamp) -> bool {
+    job.state == State::Pending || (job.state == State::Scheduled && job.run_at <= now)
+}
+
+/// The message recover records; the same text in every backend.
+pub fn lease_expired_message(worker: &str) -> String {
+    format!("lease expired (worker {worker} did not finish or heartbeat in time)")
+}
+
+#[async_trait]
+impl Storage for MemoryStorage {
+    async fn enqueue(&self, jobs: Vec<NewJob>) -> Result<Vec<JobId>> {
+        for job in &jobs {
+            job.check_payload(self.max_payload_bytes)?;
+        }
+        let now = self.clock.now();
+        let mut ids = Vec::with_capacity(jobs.len());
+        let mut stored = 0usize;
+        {
+            let mut map = self.jobs();
+            for job in jobs {
+                if let Some(existing) = map.get(&job.id) {
+                    // A re-sent job (a client retrying after a lost answer)
+                    // is not stored twice.
+                    ids.push(existing.id);
+                    continue;
+                }
+                if let Some(key) = &job.unique_key {
+                    let duplicate = map
+                        .values()
+                        .find(|j| j.queue == job.queue && !j.state.is_terminal() && j.unique_key.as_ref() == Some(key));
+                    if let Some(existing) = duplicate {
+                        ids.push(existing.id);
+                        continue;
+                    }
+                }
+                let run_at = job.run_at.unwrap_or(now);
+                ids.push(job.id);
+                stored += 1;
+                map.insert(
+                    job.id,
+                    Job {
+                        id: job.id,
+                        queue: job.queue,
+                        kind: job.kind,
+                        payload: job.payload,
+                        priority: job.priority,
+                        state: waiting_state(run_at, now),
+                        attempts: 0,
+                        max_attempts: job.max_attempts,
+                        run_at,
+                        created_at: now,
+                        finished_at: None,
+                        lease: None,
+                        errors: Vec::new(),
+                        unique_key: job.unique_key,
+                    },
+                );
+            }
+        }
+        if stored > 0 {
+            self.bump();
+        }
+        Ok(ids)
+    }
+
+    async fn claim(&self, request: &ClaimRequest) -> Result<Vec<Job>> {
+        if request.limit == 0 || request.queues.is_empty() {
+            return Ok(Vec::new());
+        }
+        let now = self.clock.now();
+        let expires_at = add(now, request.lease);
+        let mut map = self.jobs();
+        let mut candidates: Vec<&Job> =
+            map.values().filter(|j| claimable(j, now) && request.queues.contains(&j.queue)).collect();
+        candidates.sort_by(|a, b| b.priority.cmp(&a.priority).then(a.run_at.cmp(&b.run_at)).then(a.id.cmp(&b.id)));
+        let picked: Vec<JobId> = candidates.into_iter().take(request.limit).map(|j| j.id).collect();
+        let mut claimed = Vec::with_capacity(picked.len());
+        for id in picked {
+            if let Some(job) = map.get_mut(&id) {
+                job.state = State::Running;
+                job.attempts += 1;
+                job.lease = Some(Lease { token: LeaseToken::new(), worker: request.worker.clone(), expires_at });
+                claimed.push(job.clone());
+            }
+        }
+        Ok(claimed)
+    }
+
+    async fn complete(&self, batch: Vec<Completion>) -> Result<Vec<CompletionResult>> {
+        let now = self.clock.now();
+        let mut results = Vec::with_capacity(batch.len());
+        let mut handed_back = false;
+        {
+            let mut map = self.jobs();
+            for Completion { lease, outcome } in batch {
+                let job = match map.get_mut(&lease.id) {
+                    Some(job) if job.state == State::Running && job.token() == Some(lease.token) => job,
+                    _ => {
+                        results.push(Err(Error::LeaseLost { id: lease.id }));
+                        continue;
+                    }
+                };
+                job.lease = None;
+                match outcome {
+                    Outcome::Ack => {
+                        job.state = State::Completed;
+                        job.finished_at = Some(now);
+                    }
+                    Outcome::Retry { error, delay } => {
+                        job.errors.push(AttemptError { attempt: job.attempts, at: now, message: error });
+                        if job.attempts >= job.max_attempts {
+                            job.state = State::Dead;
+                            job.finished_at = Some(now);
+                        } else {
+                            job.run_at = add(now, delay);
+                            job.state = if delay.is_zero() { State::Pending } else { State::Scheduled };
+                            handed_back = true;
+                        }
+                    }
+                    Outcome::Fail { error } => {
+                        job.errors.push(AttemptError { attempt: job.attempts, at: now, message: error });
+                        job.state = State::Dead;
+                        job.finished_at = Some(now);
+                    }
+                    Outcome::Release { delay } => {
+                        job.attempts = job.attempts.saturating_sub(1);
+                        job.run_at = add(now, delay);
+                        job.state = if delay.is_zero() { State::Pending } else { State::Scheduled };
+                        handed_back = true;
+                    }
+                }
+                results.push(Ok(job.state));
+            }
+        }
+        if handed_back {
+            self.bump();
+        }
+        Ok(results)
+    }
+
+    async fn heartbeat(&self, leases: &[LeaseRef], lease: Duration) -> Result<Vec<JobId>> {
+        let expires_at = add(self.clock.now(), lease);
+        let mut map = self.jobs();
+        let mut lost = Vec::new();
+        for l in leases {
+            match map.get_mut(&l.id) {
+                Some(job) if job.state == State::Running && job.token() == Some(l.token) => {
+                    if let Some(held) = job.lease.as_mut() {
+                        held.expires_at = expires_at;
+                    }
+                }
+                _ => lost.push(l.id),
+            }
+        }
+        Ok(lost)
+    }
+
+    async fn promote(&self) -> Result<u64> {
+        let now = self.clock.now();
+        let mut moved = 0;
+        {
+            let mut map = self.jobs();
+            for job in map.values_mut().filter(|j| j.state == State::Scheduled && j.run_at <= now) {
+                job.state = State::Pending;
+                moved += 1;
+            }
+        }
+        if moved > 0 {
+            self.bump();
+        }
+        Ok(moved)
+    }
+
+    async fn recover(&self) -> Result<u64> {
+        let now = self.clock.now();
+        let mut recovered = 0;
+        {
+            let mut map = self.jobs();
+            for job in map.values_mut() {
+                let Some(lease) = job.lease.as_ref().filter(|l| job.state == State::Running && l.expires_at <= now)
+                else {
+                    continue;
+                };
+                let message = lease_expired_message(&lease.worker);
+                job.errors.push(AttemptError { attempt: job.attempts, at: now, message });
+                job.lease = None;
+                if job.attempts >= job.max_attempts {
+                    job.state = State::Dead;
+                    job.finished_at = Some(now);
+                } else {
+                    job.state = State::Pending;
+                    job.run_at = now;
+                }
+                recovered += 1;
+            }
+        }
+        if recovered > 0 {
+            self.bump();
+        }
+        Ok(recovered)
+    }
+
+    async fn get(&self, id: JobId) -> Result<Job> {
+        self.jobs().get(&id).cloned().ok_or(Error::NotFound { id })
+    }
+
+    async fn list(&self, filter: &JobFilter) -> Result<Vec<Job>> {
+        let map = self.jobs();
+        let start = match filter.after {
+            Some(after) => std::ops::Bound::Excluded(after),
+            None => std::ops::Bound::Unbounded,
+        };
+        Ok(map
+            .range((start, std::ops::Bound::Unbounded))
+            .map(|(_, j)| j)
+            .filter(|j| filter.matches(j))
+            .take(filter.page_size())
+            .cloned()
+            .collect())
+    }
+
+    async fn stats(&self) -> Result<Stats> {
+        let map = self.jobs();
+        let mut stats = Stats::default();
+        for job in map.values() {
+            stats.queues.entry(job.queue.as_str().to_owned()).or_default().add(job.state, 1);
+        }
+        Ok(stats)
+    }
+
+    async fn retry(&self, id: JobId) -> Result<()> {
+        let now = self.clock.now();
+        {
+            let mut map = self.jobs();
+            let job = map.get_mut(&id).ok_or(Error::NotFound { id })?;
+            if job.state != State::Dead {
+                return Err(Error::InvalidState { id, state: job.state, operation: "retry" });
+            }
+            job.state = State::Pending;
+            job.run_at = now;
+            job.finished_at = None;
+            job.lease = None;
+            job.max_attempts = job.max_attempts.max(job.attempts + 1);
+        }
+        self.bump();
+        Ok(())
+    }
+
+    async fn cancel(&self, id: JobId) -> Result<()> {
+        let now = self.clock.now();
+        let mut map = self.jobs();
+        let job = map.get_mut(&id).ok_or(Error::NotFound { id })?;
+        if !matches!(job.state, State::Scheduled | State::Pending) {
+            return Err(Error::InvalidState { id, state: job.state, operation: "cancel" });
+        }
+        job.state = State::Cancelled;
+        job.finished_at = Some(now);
+        Ok(())
+    }
+
+    async fn purge(&self, state: State, older_than: Timestamp) -> Result<u64> {
+        if !state.is_terminal() {
+            return Err(Error::invalid(
+                "purge state",
+                format!("{state} is not terminal: purge completed, dead or cancelled jobs"),
+            ));
+        }
+        let mut map = self.jobs();
+        let before = map.len();
+        map.retain(|_, j| !(j.state == state && j.finished_at.is_some_and(|f| f < older_than)));
+        Ok((before - map.len()) as u64)
+    }
+
+    fn subscribe(&self) -> Option<WorkSignal> {
+        Some(self.shared.signal.subscribe())
+    }
+}
+
+/// The [`Harness`] of [`MemoryStorage`]: every `connect` shares one store.
+#[derive(Clone, Debug, Default)]
+pub struct MemoryHarness {
+    storage: MemoryStorage,
+}
+
+impl MemoryHarness {
+    /// A harness on a new, empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The shared store (for assertions that bypass the trait).
+    pub fn storage(&self) -> &MemoryStorage {
+        &self.storage
+    }
+}
+
+#[async_trait]
+impl Harness for MemoryHarness {
+    type Storage = MemoryStorage;
+
+    async fn connect(&self, clock: Clock) -> MemoryStorage {
+        self.storage.connect(clock)
+    }
+
+    async fn cleanup(&self) {
+        self.storage.jobs().clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use jq_core::{ManualClock, NewJob, Payload, StorageExt};
+
+    use super::*;
+
+    fn job(clock: &ManualClock) -> NewJob {
+        NewJob::builder("k", Payload::from_json("{}").expect("JSON")).queue("q").build_at(clock.now()).expect("job")
+    }
+
+    #[tokio::test]
+    async fn subscribe_signals_new_work_across_handles() {
+        let clock = ManualClock::starting_now();
+        let storage = MemoryStorage::new().clock(clock.clock());
+        let other = storage.connect(clock.clock());
+        let mut signal = other.subscribe().expect("memory storage signals");
+        let seen = *signal.borrow_and_update();
+
+        storage.enqueue_one(job(&clock)).await.expect("enqueue");
+        assert!(signal.has_changed().expect("sender alive"), "enqueue signals");
+        signal.borrow_and_update();
+
+        let request = ClaimRequest {
+            queues: vec![jq_core::QueueName::new("q").expect("queue")],
+            limit: 1,
+            lease: Duration::from_secs(1),
+            worker: "w".into(),
+        };
+        let claimed = storage.claim(&request).await.expect("claim");
+        assert!(!signal.has_changed().expect("sender alive"), "a claim is no new work");
+        storage.release(claimed[0].lease_ref().expect("lease")).await.expect("release");
+        assert!(signal.has_changed().expect("sender alive"), "release signals");
+        assert_ne!(*signal.borrow_and_update(), seen);
+
+        let claimed = storage.claim(&request).await.expect("claim");
+        clock.advance(Duration::from_secs(1));
+        assert!(!signal.has_changed().expect("sender alive"));
+        assert_eq!(storage.recover().await.expect("recover"), 1);
+        assert!(signal.has_changed().expect("sender alive"), "recover signals");
+        assert_eq!(claimed.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn payload_limit_is_configurable() {
+        let clock = ManualClock::starting_now();
+        let storage = MemoryStorage::new().clock(clock.clock()).max_payload_bytes(1);
+        let err = storage.enqueue_one(job(&clock)).await.expect_err("2 bytes over a 1-byte limit");
+        assert!(matches!(err, Error::PayloadTooLarge { size: 2, limit: 1 }), "{err:?}");
+        assert!(storage.snapshot().is_empty());
+    }
+}

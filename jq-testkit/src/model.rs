@@ -1,0 +1,658 @@
+//! The model-based property suite: random sequences of operations run on
+//! the backend under test and on a fresh [`MemoryStorage`] (the reference
+//! model) side by side, on one shared manual clock, compared after every
+//! step.
+//!
+//! What is compared: the ids each claim takes, every per-item result of
+//! complete and heartbeat, counts of promote and recover, get, stats, and
+//! the full list of jobs after each step (lease tokens are random, so each
+//! side's tokens are mapped to the claim that issued them before
+//! comparing; payloads are compared as JSON values).
+//!
+//! What is checked on the backend besides: no job lost (every stored id is
+//! listed), a Running job holds exactly the lease of its latest claim (no
+//! job held by two valid leases), a claim takes only Pending/Scheduled jobs
+//! that are due, `attempts <= max_attempts`, and `errors` has one entry per
+//! failed attempt, numbered 1, 2, .... At the end every job is driven to a
+//! terminal state and must get there.
+//!
+//! Claim order is fully determined by (priority, run_at, id) and ids are
+//! UUID v7 made once for both sides, so both sides must claim the same ids.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::future::Future;
+use std::time::Duration;
+
+use jq_core::{
+    ClaimRequest, Completion, Error, Job, JobFilter, JobId, LeaseRef, LeaseToken, ManualClock, NewJob, Outcome,
+    Payload, Priority, QueueName, State, Storage,
+};
+use proptest::prelude::*;
+use proptest::sample::Index;
+use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
+
+use crate::{Harness, MemoryStorage};
+
+/// Cases per run unless `PROPTEST_CASES` says otherwise (kept modest so
+/// server backends stay fast).
+pub const DEFAULT_CASES: u32 = 24;
+
+/// The lease every simulated worker claims and heartbeats with.
+const LEASE: Duration = Duration::from_secs(10);
+/// The unit of time of the generated operations: half a lease, so advances
+/// land exactly on lease expiries and run_at instants (the `<=` boundaries).
+const HALF: Duration = Duration::from_secs(5);
+const QUEUES: [&str; 2] = ["m0", "m1"];
+const WORKERS: usize = 3;
+
+/// One job of a generated enqueue batch.
+#[derive(Clone, Debug)]
+pub struct EnqueueSpec {
+    /// Index into the two queues.
+    pub queue: usize,
+    /// Index into [`Priority::ALL`].
+    pub priority: usize,
+    /// run_at relative to now in half-leases (negative: in the past; 0: none).
+    pub delay: i8,
+    /// 1 to 4.
+    pub max_attempts: u32,
+    /// One of a small set of keys, or none.
+    pub unique_key: Option<u8>,
+}
+
+/// Which lease an operation presents.
+#[derive(Clone, Debug)]
+pub enum Pick {
+    /// One a live simulated worker still holds (possibly stale in truth).
+    Held(Index),
+    /// Any lease ever issued (mostly stale).
+    Any(Index),
+    /// A made-up token on a known job id.
+    Forged(Index),
+}
+
+/// What a completion does; delays in half-leases.
+#[derive(Clone, Debug)]
+pub enum OutcomeSpec {
+    /// Outcome::Ack.
+    Ack,
+    /// Outcome::Retry with this delay.
+    Retry(u8),
+    /// Outcome::Fail.
+    Fail,
+    /// Outcome::Release with this delay.
+    Release(u8),
+}
+
+/// One generated operation.
+#[derive(Clone, Debug)]
+pub enum Op {
+    /// Enqueue a batch.
+    Enqueue(Vec<EnqueueSpec>),
+    /// Claim from queue set 0 (m0), 1 (m1) or 2 (both).
+    Claim {
+        /// The simulated worker, 0..3.
+        worker: usize,
+        /// 0..=5.
+        limit: usize,
+        /// Which queues.
+        queues: usize,
+    },
+    /// One complete batch.
+    Complete(Vec<(Pick, OutcomeSpec)>),
+    /// One heartbeat batch.
+    Heartbeat(Vec<Pick>),
+    /// Move the clock by this many half-leases.
+    Advance(u32),
+    /// promote().
+    Promote,
+    /// recover().
+    Recover,
+    /// A worker dies and forgets its leases.
+    Crash(usize),
+    /// get() of a known id.
+    Get(Index),
+    /// stats().
+    Stats,
+    /// cancel() of a known id.
+    Cancel(Index),
+    /// retry() (admin) of a known id.
+    Retry(Index),
+    /// purge() of a terminal state (index into Completed, Dead, Cancelled)
+    /// finished more than this many half-leases ago.
+    Purge(usize, u32),
+}
+
+fn enqueue_spec() -> impl Strategy<Value = EnqueueSpec> {
+    (0..QUEUES.len(), 0..4usize, -2i8..=3, 1u32..=4, prop::option::of(0u8..3)).prop_map(
+        |(queue, priority, delay, max_attempts, unique_key)| EnqueueSpec {
+            queue,
+            priority,
+            delay,
+            max_attempts,
+            unique_key,
+        },
+    )
+}
+
+fn pick() -> impl Strategy<Value = Pick> {
+    prop_oneof![
+        6 => any::<Index>().prop_map(Pick::Held),
+        3 => any::<Index>().prop_map(Pick::Any),
+        1 => any::<Index>().prop_map(Pick::Forged),
+    ]
+}
+
+fn outcome() -> impl Strategy<Value = OutcomeSpec> {
+    prop_oneof![
+        4 => Just(OutcomeSpec::Ack),
+        3 => (0u8..=2).prop_map(OutcomeSpec::Retry),
+        1 => Just(OutcomeSpec::Fail),
+        2 => (0u8..=2).prop_map(OutcomeSpec::Release),
+    ]
+}
+
+/// The generator of one operation.
+pub fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => prop::collection::vec(enqueue_spec(), 1..=3).prop_map(Op::Enqueue),
+        4 => (0..WORKERS, 0usize..=5, 0usize..3).prop_map(|(worker, limit, queues)| Op::Claim { worker, limit, queues }),
+        4 => prop::collection::vec((pick(), outcome()), 1..=3).prop_map(Op::Complete),
+        1 => prop::collection::vec(pick(), 1..=2).prop_map(Op::Heartbeat),
+        2 => (0u32..=6).prop_map(Op::Advance),
+        1 => Just(Op::Promote),
+        2 => Just(Op::Recover),
+        1 => (0..WORKERS).prop_map(Op::Crash),
+        1 => any::<Index>().prop_map(Op::Get),
+        1 => Just(Op::Stats),
+        1 => any::<Index>().prop_map(Op::Cancel),
+        1 => any::<Index>().prop_map(Op::Retry),
+        1 => (0usize..3, 0u32..=2).prop_map(|(s, ago)| Op::Purge(s, ago)),
+    ]
+}
+
+/// Runs the property suite against harnesses made by `setup` (one fresh
+/// harness per case; cleaned up only when the case passed), on one
+/// multi-thread runtime. Panics with the smallest failing sequence found.
+pub fn check<H, F, Fut>(setup: F)
+where
+    H: Harness,
+    F: Fn() -> Fut,
+    Fut: Future<Output = H>,
+{
+    let cases = std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(DEFAULT_CASES);
+    let config = Config { cases, max_shrink_iters: 512, failure_persistence: None, ..Config::default() };
+    let runtime = crate::__private::runtime();
+    let mut runner = TestRunner::new(config);
+    let strategy = prop::collection::vec(op(), 1..50);
+    let result = runner.run(&strategy, |ops| {
+        runtime.block_on(async {
+            let h = setup().await;
+            match run_case(&h, &ops).await {
+                Ok(()) => {
+                    h.cleanup().await;
+                    Ok(())
+                }
+                Err(message) => Err(TestCaseError::fail(message)),
+            }
+        })
+    });
+    match result {
+        Ok(()) => {}
+        Err(TestError::Fail(reason, ops)) => {
+            let steps: Vec<String> = ops.iter().enumerate().map(|(i, op)| format!("  {i}: {op:?}")).collect();
+            panic!(
+                "the backend disagrees with the reference model: {reason}\nsmallest failing sequence:\n{}",
+                steps.join("\n")
+            )
+        }
+        Err(TestError::Abort(reason)) => panic!("property suite aborted: {reason}"),
+    }
+}
+
+/// A comparable form of an error: its variant and the fields that matter.
+#[derive(Debug, PartialEq, Eq)]
+enum ErrKey {
+    LeaseLost(JobId),
+    NotFound(JobId),
+    InvalidState(JobId, State, &'static str),
+    InvalidInput,
+    Other(String),
+}
+
+fn err_key(e: &Error) -> ErrKey {
+    match e {
+        Error::LeaseLost { id } => ErrKey::LeaseLost(*id),
+        Error::NotFound { id } => ErrKey::NotFound(*id),
+        Error::InvalidState { id, state, operation } => ErrKey::InvalidState(*id, *state, operation),
+        Error::InvalidInput { .. } => ErrKey::InvalidInput,
+        other => ErrKey::Other(other.to_string()),
+    }
+}
+
+fn key<T>(r: &jq_core::Result<T>) -> Result<&T, ErrKey> {
+    r.as_ref().map_err(err_key)
+}
+
+/// A lease handed out by a claim, as each side knows it.
+struct Issued {
+    id: JobId,
+    backend: LeaseToken,
+    model: LeaseToken,
+}
+
+struct Case<'a, S> {
+    backend: &'a S,
+    model: MemoryStorage,
+    clock: ManualClock,
+    issued: Vec<Issued>,
+    backend_tokens: HashMap<LeaseToken, usize>,
+    model_tokens: HashMap<LeaseToken, usize>,
+    /// Per job, the lease of its latest claim.
+    latest: HashMap<JobId, usize>,
+    held: [Vec<usize>; WORKERS],
+    /// Every id ever offered to enqueue (stored or deduplicated).
+    known: Vec<JobId>,
+    /// Every id enqueue returned.
+    stored: Vec<JobId>,
+    /// The backend's jobs after the previous step.
+    before: BTreeMap<JobId, Job>,
+    step: usize,
+    log: String,
+}
+
+macro_rules! same {
+    ($case:expr, $backend:expr, $model:expr, $what:expr) => {{
+        let (b, m) = (&$backend, &$model);
+        if b != m {
+            return Err($case.fail(format!("{}: backend {:?}, model {:?}", $what, b, m)));
+        }
+    }};
+}
+
+async fn run_case<H: Harness>(h: &H, ops: &[Op]) -> Result<(), String> {
+    let clock = ManualClock::starting_now();
+    let backend = h.connect(clock.clock()).await;
+    let mut case = Case {
+        backend: &backend,
+        model: MemoryStorage::new().clock(clock.clock()),
+        clock,
+        issued: Vec::new(),
+        backend_tokens: HashMap::new(),
+        model_tokens: HashMap::new(),
+        latest: HashMap::new(),
+        held: Default::default(),
+        known: Vec::new(),
+        stored: Vec::new(),
+        before: BTreeMap::new(),
+        step: 0,
+        log: String::new(),
+    };
+    for (step, op) in ops.iter().enumerate() {
+        case.step = step;
+        let _ = writeln!(case.log, "step {step}: {op:?}");
+        case.apply(op).await?;
+        case.compare_all().await?;
+    }
+    case.drain().await
+}
+
+impl<S: Storage> Case<'_, S> {
+    fn fail(&self, what: String) -> String {
+        format!("{what}\nat step {} (clock {}) of:\n{}", self.step, self.clock.now(), self.log)
+    }
+
+    fn pick_known(&self, index: &Index) -> JobId {
+        if self.known.is_empty() { JobId(uuid::Uuid::nil()) } else { *index.get(&self.known) }
+    }
+
+    /// The (backend, model) leases an operation presents.
+    fn resolve(&self, pick: &Pick) -> (LeaseRef, LeaseRef) {
+        let held: Vec<usize> = self.held.iter().flatten().copied().collect();
+        let issued = match pick {
+            Pick::Held(i) if !held.is_empty() => Some(*i.get(&held)),
+            Pick::Held(i) | Pick::Any(i) if !self.issued.is_empty() => Some(i.index(self.issued.len())),
+            _ => None,
+        };
+        match (issued, pick) {
+            (Some(n), _) => {
+                let l = &self.issued[n];
+                (LeaseRef { id: l.id, token: l.backend }, LeaseRef { id: l.id, token: l.model })
+            }
+            (None, Pick::Held(i) | Pick::Any(i) | Pick::Forged(i)) => {
+                let id = self.pick_known(i);
+                (LeaseRef { id, token: LeaseToken::new() }, LeaseRef { id, token: LeaseToken::new() })
+            }
+        }
+    }
+
+    fn forget(&mut self, backend: &LeaseRef) {
+        if let Some(n) = self.backend_tokens.get(&backend.token) {
+            for held in &mut self.held {
+                held.retain(|h| h != n);
+            }
+        }
+    }
+
+    fn normalize(&self, job: &Job, tokens: &HashMap<LeaseToken, usize>) -> Result<Job, String> {
+        let mut job = job.clone();
+        let canonical = serde_json::from_str::<serde_json::Value>(job.payload.as_str())
+            .map(|v| v.to_string())
+            .unwrap_or_else(|_| job.payload.as_str().to_owned());
+        job.payload = Payload::from_stored(canonical);
+        if let Some(lease) = job.lease.as_mut() {
+            let n = tokens
+                .get(&lease.token)
+                .ok_or_else(|| self.fail(format!("job {} holds a token no claim returned: {lease:?}", job.id)))?;
+            lease.token = LeaseToken(uuid::Uuid::from_u128(*n as u128 + 1));
+        }
+        Ok(job)
+    }
+
+    async fn apply(&mut self, op: &Op) -> Result<(), String> {
+        let step = self.step;
+        match op {
+            Op::Enqueue(specs) => {
+                let now = self.clock.now();
+                let mut jobs = Vec::new();
+                for (i, spec) in specs.iter().enumerate() {
+                    let payload =
+                        Payload::from_json(format!(r#"{{"step":{step},"i":{i}}}"#)).map_err(|e| e.to_string())?;
+                    let mut b = NewJob::builder("model", payload)
+                        .queue(QUEUES[spec.queue])
+                        .priority(Priority::ALL[spec.priority])
+                        .max_attempts(spec.max_attempts);
+                    if spec.delay > 0 {
+                        b = b.delay(HALF * spec.delay as u32);
+                    } else if spec.delay < 0 {
+                        b = b.run_at(now - chrono::Duration::from_std(HALF * (-spec.delay) as u32).unwrap_or_default());
+                    }
+                    if let Some(k) = spec.unique_key {
+                        b = b.unique_key(format!("key-{k}"));
+                    }
+                    jobs.push(b.build_at(now).map_err(|e| e.to_string())?);
+                }
+                self.known.extend(jobs.iter().map(|j| j.id));
+                let b = self.backend.enqueue(jobs.clone()).await;
+                let m = self.model.enqueue(jobs).await;
+                same!(self, key(&b), key(&m), "enqueue result");
+                if let Ok(ids) = m {
+                    self.stored.extend(ids);
+                }
+            }
+            Op::Claim { worker, limit, queues } => {
+                let names: &[&str] = match queues {
+                    0 => &QUEUES[..1],
+                    1 => &QUEUES[1..],
+                    _ => &QUEUES,
+                };
+                let request = ClaimRequest {
+                    queues: names.iter().filter_map(|q| QueueName::new(*q).ok()).collect(),
+                    limit: *limit,
+                    lease: LEASE,
+                    worker: format!("worker-{worker}"),
+                };
+                let b = self.backend.claim(&request).await;
+                let m = self.model.claim(&request).await;
+                let (mut b, mut m) = match (b, m) {
+                    (Ok(b), Ok(m)) => (b, m),
+                    (b, m) => {
+                        same!(self, key(&b).map(Vec::len), key(&m).map(Vec::len), "claim result");
+                        return Ok(());
+                    }
+                };
+                b.sort_by_key(|j| j.id);
+                m.sort_by_key(|j| j.id);
+                let b_ids: Vec<JobId> = b.iter().map(|j| j.id).collect();
+                let m_ids: Vec<JobId> = m.iter().map(|j| j.id).collect();
+                same!(self, b_ids, m_ids, "claimed ids");
+                if b.len() > *limit {
+                    return Err(self.fail(format!("claim returned {} jobs for limit {limit}", b.len())));
+                }
+                let now = self.clock.now();
+                for (bj, mj) in b.iter().zip(&m) {
+                    match self.before.get(&bj.id) {
+                        Some(prev) if prev.state == State::Pending => {}
+                        Some(prev) if prev.state == State::Scheduled && prev.run_at <= now => {}
+                        prev => {
+                            return Err(self.fail(format!("claimed job {} that was not claimable: {prev:?}", bj.id)));
+                        }
+                    }
+                    if bj.run_at > now {
+                        return Err(self.fail(format!("job {} claimed before its run_at", bj.id)));
+                    }
+                    let (Some(bt), Some(mt)) = (bj.token(), mj.token()) else {
+                        return Err(self.fail(format!("claimed job {} has no lease", bj.id)));
+                    };
+                    if self.backend_tokens.contains_key(&bt) {
+                        return Err(self.fail(format!("claim of {} repeated an earlier token", bj.id)));
+                    }
+                    let n = self.issued.len();
+                    self.issued.push(Issued { id: bj.id, backend: bt, model: mt });
+                    self.backend_tokens.insert(bt, n);
+                    self.model_tokens.insert(mt, n);
+                    self.latest.insert(bj.id, n);
+                    self.held[*worker].push(n);
+                    let bn = self.normalize(bj, &self.backend_tokens)?;
+                    let mn = self.normalize(mj, &self.model_tokens)?;
+                    same!(self, bn, mn, "claimed job");
+                }
+            }
+            Op::Complete(items) => {
+                let mut bb = Vec::new();
+                let mut mb = Vec::new();
+                for (pick, spec) in items {
+                    let (bl, ml) = self.resolve(pick);
+                    self.forget(&bl);
+                    let outcome = match spec {
+                        OutcomeSpec::Ack => Outcome::Ack,
+                        OutcomeSpec::Retry(d) => {
+                            Outcome::Retry { error: format!("failed at step {step}"), delay: HALF * u32::from(*d) }
+                        }
+                        OutcomeSpec::Fail => Outcome::Fail { error: format!("discarded at step {step}") },
+                        OutcomeSpec::Release(d) => Outcome::Release { delay: HALF * u32::from(*d) },
+                    };
+                    bb.push(Completion { lease: bl, outcome: outcome.clone() });
+                    mb.push(Completion { lease: ml, outcome });
+                }
+                let b = self.backend.complete(bb).await.map_err(|e| self.fail(format!("complete failed: {e}")))?;
+                let m = self.model.complete(mb).await.map_err(|e| e.to_string())?;
+                let b: Vec<_> = b.iter().map(key).collect();
+                let m: Vec<_> = m.iter().map(key).collect();
+                same!(self, b, m, "complete results");
+            }
+            Op::Heartbeat(picks) => {
+                let (bl, ml): (Vec<LeaseRef>, Vec<LeaseRef>) = picks.iter().map(|p| self.resolve(p)).unzip();
+                let b = self.backend.heartbeat(&bl, LEASE).await.map(|mut v| {
+                    v.sort();
+                    v
+                });
+                let m = self.model.heartbeat(&ml, LEASE).await.map(|mut v| {
+                    v.sort();
+                    v
+                });
+                same!(self, key(&b), key(&m), "heartbeat lost ids");
+            }
+            Op::Advance(n) => self.clock.advance(HALF * *n),
+            Op::Promote => {
+                let (b, m) = (self.backend.promote().await, self.model.promote().await);
+                same!(self, key(&b), key(&m), "promote count");
+            }
+            Op::Recover => {
+                let (b, m) = (self.backend.recover().await, self.model.recover().await);
+                same!(self, key(&b), key(&m), "recover count");
+            }
+            Op::Crash(w) => self.held[*w].clear(),
+            Op::Get(i) => {
+                let id = self.pick_known(i);
+                let b = self.backend.get(id).await;
+                let m = self.model.get(id).await;
+                let b = match &b {
+                    Ok(j) => Ok(self.normalize(j, &self.backend_tokens)?),
+                    Err(e) => Err(err_key(e)),
+                };
+                let m = match &m {
+                    Ok(j) => Ok(self.normalize(j, &self.model_tokens)?),
+                    Err(e) => Err(err_key(e)),
+                };
+                same!(self, b, m, format!("get {id}"));
+            }
+            Op::Stats => {
+                let (b, m) = (self.backend.stats().await, self.model.stats().await);
+                same!(self, key(&b), key(&m), "stats");
+            }
+            Op::Cancel(i) => {
+                let id = self.pick_known(i);
+                let (b, m) = (self.backend.cancel(id).await, self.model.cancel(id).await);
+                same!(self, key(&b), key(&m), format!("cancel {id}"));
+            }
+            Op::Retry(i) => {
+                let id = self.pick_known(i);
+                let (b, m) = (self.backend.retry(id).await, self.model.retry(id).await);
+                same!(self, key(&b), key(&m), format!("retry {id}"));
+            }
+            Op::Purge(s, ago) => {
+                let state = [State::Completed, State::Dead, State::Cancelled][*s];
+                let cutoff = self.clock.now() - chrono::Duration::from_std(HALF * *ago).unwrap_or_default();
+                let (b, m) = (self.backend.purge(state, cutoff).await, self.model.purge(state, cutoff).await);
+                same!(self, key(&b), key(&m), format!("purge {state} before {cutoff}"));
+                // Purged jobs are gone on purpose; "no loss" covers the rest.
+                let remaining: std::collections::HashSet<JobId> =
+                    self.list_all(&self.model).await?.into_iter().map(|j| j.id).collect();
+                self.stored.retain(|id| remaining.contains(id));
+            }
+        }
+        Ok(())
+    }
+
+    async fn list_all<T: Storage>(&self, storage: &T) -> Result<Vec<Job>, String> {
+        let mut filter = JobFilter { limit: 50, ..JobFilter::default() };
+        let mut all: Vec<Job> = Vec::new();
+        loop {
+            let page = storage.list(&filter).await.map_err(|e| self.fail(format!("list failed: {e}")))?;
+            let Some(last) = page.last() else { break };
+            filter.after = Some(last.id);
+            all.extend(page);
+        }
+        Ok(all)
+    }
+
+    /// Compares every job of both sides and checks the invariants on the
+    /// backend's.
+    async fn compare_all(&mut self) -> Result<(), String> {
+        let b = self.list_all(self.backend).await?;
+        let m = self.list_all(&self.model).await?;
+        if !b.windows(2).all(|w| w[0].id < w[1].id) {
+            return Err(self.fail("list is not in ascending id order".into()));
+        }
+        let bn = b.iter().map(|j| self.normalize(j, &self.backend_tokens)).collect::<Result<Vec<_>, _>>()?;
+        let mn = m.iter().map(|j| self.normalize(j, &self.model_tokens)).collect::<Result<Vec<_>, _>>()?;
+        if bn != mn {
+            let diff: Vec<String> = bn
+                .iter()
+                .zip(&mn)
+                .filter(|(x, y)| x != y)
+                .take(3)
+                .map(|(x, y)| format!("backend {x:?}\n  model {y:?}"))
+                .collect();
+            return Err(self.fail(format!(
+                "jobs differ ({} on the backend, {} in the model):\n{}",
+                bn.len(),
+                mn.len(),
+                diff.join("\n")
+            )));
+        }
+        let by_id: BTreeMap<JobId, Job> = b.into_iter().map(|j| (j.id, j)).collect();
+        for id in &self.stored {
+            if !by_id.contains_key(id) {
+                return Err(self.fail(format!("job {id} was lost")));
+            }
+        }
+        for job in by_id.values() {
+            self.check_job(job)?;
+        }
+        self.before = by_id;
+        Ok(())
+    }
+
+    fn check_job(&self, job: &Job) -> Result<(), String> {
+        if job.attempts > job.max_attempts {
+            return Err(self.fail(format!("job {} has {} attempts of {}", job.id, job.attempts, job.max_attempts)));
+        }
+        let unfinished = u32::from(matches!(job.state, State::Running | State::Completed));
+        if job.errors.len() as u32 + unfinished != job.attempts {
+            return Err(self.fail(format!("job {}: errors do not match failed attempts: {job:?}", job.id)));
+        }
+        if job.errors.iter().enumerate().any(|(i, e)| e.attempt as usize != i + 1) {
+            return Err(self.fail(format!("job {}: errors are not numbered 1, 2, ...: {:?}", job.id, job.errors)));
+        }
+        if (job.state == State::Running) != job.lease.is_some() {
+            return Err(self.fail(format!("job {}: a lease iff Running: {job:?}", job.id)));
+        }
+        if job.state.is_terminal() != job.finished_at.is_some() {
+            return Err(self.fail(format!("job {}: finished_at iff terminal: {job:?}", job.id)));
+        }
+        if let Some(token) = job.token() {
+            let holder = self.backend_tokens.get(&token);
+            if holder.is_none() || holder != self.latest.get(&job.id) {
+                return Err(self.fail(format!("job {} is held by a lease other than its latest claim's", job.id)));
+            }
+        }
+        Ok(())
+    }
+
+    /// Workers run and time passes until every job is terminal.
+    async fn drain(&mut self) -> Result<(), String> {
+        let _ = writeln!(self.log, "drain");
+        let all_queues: Vec<QueueName> = QUEUES.iter().filter_map(|q| QueueName::new(*q).ok()).collect();
+        for round in 0..20 {
+            self.step += 1;
+            if self.before.values().all(|j| j.state.is_terminal()) {
+                return Ok(());
+            }
+            self.clock.advance(LEASE * 4);
+            let (b, m) = (self.backend.recover().await, self.model.recover().await);
+            same!(self, key(&b), key(&m), format!("drain round {round}: recover"));
+            let (b, m) = (self.backend.promote().await, self.model.promote().await);
+            same!(self, key(&b), key(&m), format!("drain round {round}: promote"));
+            let request =
+                ClaimRequest { queues: all_queues.clone(), limit: 1000, lease: LEASE, worker: "drainer".into() };
+            let mut b = self.backend.claim(&request).await.map_err(|e| self.fail(format!("claim failed: {e}")))?;
+            let mut m = self.model.claim(&request).await.map_err(|e| e.to_string())?;
+            b.sort_by_key(|j| j.id);
+            m.sort_by_key(|j| j.id);
+            same!(
+                self,
+                b.iter().map(|j| j.id).collect::<Vec<_>>(),
+                m.iter().map(|j| j.id).collect::<Vec<_>>(),
+                "drain claim"
+            );
+            let mut bb = Vec::new();
+            let mut mb = Vec::new();
+            for (bj, mj) in b.iter().zip(&m) {
+                if let (Some(bl), Some(ml)) = (bj.lease_ref(), mj.lease_ref()) {
+                    let n = self.issued.len();
+                    self.issued.push(Issued { id: bj.id, backend: bl.token, model: ml.token });
+                    self.backend_tokens.insert(bl.token, n);
+                    self.model_tokens.insert(ml.token, n);
+                    self.latest.insert(bj.id, n);
+                    bb.push(Completion { lease: bl, outcome: Outcome::Ack });
+                    mb.push(Completion { lease: ml, outcome: Outcome::Ack });
+                }
+            }
+            let br = self.backend.complete(bb).await.map_err(|e| self.fail(format!("complete failed: {e}")))?;
+            let mr = self.model.complete(mb).await.map_err(|e| e.to_string())?;
+            let br: Vec<_> = br.iter().map(key).collect();
+            let mr: Vec<_> = mr.iter().map(key).collect();
+            same!(self, br, mr, "drain acks");
+            self.compare_all().await?;
+        }
+        let stuck: Vec<&Job> = self.before.values().filter(|j| !j.state.is_terminal()).collect();
+        if stuck.is_empty() {
+            Ok(())
+        } else {
+            Err(self.fail(format!("jobs never reached a terminal state: {stuck:?}")))
+        }
+    }
+}

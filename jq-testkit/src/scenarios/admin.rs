@@ -1,0 +1,269 @@
+//! Admin operations: get, list, stats, retry, cancel, purge.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use jq_core::{Error, JobFilter, JobId, State, Storage, StorageExt};
+
+use super::support::{
+    build, builder, claim, claim_one, enqueue_all, get, jobs, lease, list_all, manual_clock, queue, stats,
+};
+use crate::Harness;
+
+/// get follows a job through its life: lease while Running, errors after a
+/// nack, finished_at once terminal.
+pub async fn get_returns_the_job<H: Harness>(h: &H) {
+    let clock = manual_clock();
+    let storage = h.connect(clock.clock()).await;
+    let id = enqueue_all(&storage, vec![build(builder("q", 0).max_attempts(3), &clock)]).await[0];
+    let claimed = claim_one(&storage, "q", "w").await;
+    let running = get(&storage, id).await;
+    assert_eq!(running, claimed, "get shows what claim returned");
+    clock.advance(Duration::from_secs(1));
+    storage.nack(lease(&claimed), "first failure", Duration::ZERO).await.expect("nack");
+    let failed = get(&storage, id).await;
+    assert_eq!(failed.errors.len(), 1);
+    assert_eq!(failed.errors[0].message, "first failure");
+    assert_eq!(failed.errors[0].at, clock.now());
+    assert_eq!(failed.created_at, running.created_at);
+    let again = claim_one(&storage, "q", "w").await;
+    clock.advance(Duration::from_secs(1));
+    storage.ack(lease(&again)).await.expect("ack");
+    let done = get(&storage, id).await;
+    assert_eq!(done.state, State::Completed);
+    assert_eq!(done.finished_at, Some(clock.now()));
+    assert_eq!(done.attempts, 2);
+    assert!(done.lease.is_none());
+    assert_eq!(done.errors, failed.errors, "errors are kept after success");
+}
+
+/// list filters by queue, state and kind, in ascending id order, and pages
+/// with `after` across several pages; limit 0 means the default page size.
+pub async fn list_filters_and_pages<H: Harness>(h: &H) {
+    let clock = manual_clock();
+    let storage = h.connect(clock.clock()).await;
+    let mut all = Vec::new();
+    for i in 0..25 {
+        let q = if i % 2 == 0 { "q1" } else { "q2" };
+        let kind = if i % 3 == 0 { "a" } else { "b" };
+        let payload = jq_core::Payload::from_json(format!("{i}")).expect("JSON");
+        all.push(build(jq_core::NewJob::builder(kind, payload).queue(q), &clock));
+    }
+    let ids = enqueue_all(&storage, all.clone()).await;
+    // The two oldest q1 jobs become Running.
+    let running: Vec<JobId> = claim(&storage, &["q1"], 2, "w").await.into_iter().map(|j| j.id).collect();
+    assert_eq!(running, vec![ids[0], ids[2]]);
+
+    let page = |after: Option<JobId>, limit: usize| JobFilter { after, limit, ..JobFilter::default() };
+    let mut seen = Vec::new();
+    let mut after = None;
+    let mut sizes = Vec::new();
+    loop {
+        let p = storage.list(&page(after, 7)).await.expect("list");
+        sizes.push(p.len());
+        let Some(last) = p.last() else { break };
+        after = Some(last.id);
+        seen.extend(p.iter().map(|j| j.id));
+    }
+    assert_eq!(sizes, vec![7, 7, 7, 4, 0]);
+    assert_eq!(seen, ids, "pages cover every job once, in ascending id order");
+
+    let expect = |pred: &dyn Fn(usize, &jq_core::NewJob) -> bool| -> Vec<JobId> {
+        all.iter().enumerate().filter(|(i, j)| pred(*i, j)).map(|(_, j)| j.id).collect()
+    };
+    let q1 = JobFilter { queue: Some(queue("q1")), limit: 3, ..JobFilter::default() };
+    let got: Vec<JobId> = list_all(&storage, q1).await.into_iter().map(|j| j.id).collect();
+    assert_eq!(got, expect(&|_, j| j.queue.as_str() == "q1"));
+
+    let kind_a = JobFilter { kind: Some("a".into()), limit: 2, ..JobFilter::default() };
+    let got: Vec<JobId> = list_all(&storage, kind_a).await.into_iter().map(|j| j.id).collect();
+    assert_eq!(got, expect(&|_, j| j.kind == "a"));
+
+    let running_filter = JobFilter { state: Some(State::Running), ..JobFilter::default() };
+    let got: Vec<JobId> = list_all(&storage, running_filter).await.into_iter().map(|j| j.id).collect();
+    assert_eq!(got, running);
+
+    let combined = JobFilter {
+        queue: Some(queue("q1")),
+        state: Some(State::Pending),
+        kind: Some("a".into()),
+        limit: 1,
+        ..JobFilter::default()
+    };
+    let got: Vec<JobId> = list_all(&storage, combined).await.into_iter().map(|j| j.id).collect();
+    assert_eq!(got, expect(&|i, j| j.queue.as_str() == "q1" && j.kind == "a" && i != 0 && i != 2));
+
+    let none = JobFilter { queue: Some(queue("nowhere")), ..JobFilter::default() };
+    assert!(storage.list(&none).await.expect("list").is_empty());
+
+    let bulk = enqueue_all(&storage, jobs(&clock, "bulk", 120)).await;
+    let first = storage.list(&JobFilter { queue: Some(queue("bulk")), ..JobFilter::default() }).await.expect("list");
+    assert_eq!(first.len(), JobFilter::DEFAULT_LIMIT, "limit 0 means the default page size");
+    assert_eq!(first.iter().map(|j| j.id).collect::<Vec<_>>(), bulk[..JobFilter::DEFAULT_LIMIT].to_vec());
+}
+
+/// stats count every job by queue and state, and agree with list for every
+/// queue and state.
+pub async fn stats_agree_with_list<H: Harness>(h: &H) {
+    let clock = manual_clock();
+    let storage = h.connect(clock.clock()).await;
+    for q in ["s1", "s2"] {
+        let scheduled = build(builder(q, 0).delay(Duration::from_secs(3600)), &clock);
+        let mut batch = vec![scheduled];
+        batch.extend(jobs(&clock, q, 6));
+        let ids = enqueue_all(&storage, batch).await;
+        let claimed = claim(&storage, &[q], 4, "w").await;
+        assert_eq!(claimed.len(), 4);
+        storage.ack(lease(&claimed[0])).await.expect("ack");
+        storage.discard(lease(&claimed[1]), "bad").await.expect("discard");
+        storage.cancel(ids[6]).await.expect("cancel");
+    }
+    // s3: only completed jobs.
+    let c = enqueue_all(&storage, jobs(&clock, "s3", 1)).await;
+    let j = claim_one(&storage, "s3", "w").await;
+    assert_eq!(j.id, c[0]);
+    storage.ack(lease(&j)).await.expect("ack");
+
+    let s = stats(&storage).await;
+    let mut expected = BTreeMap::new();
+    for q in ["s1", "s2"] {
+        let mut counts = jq_core::StateCounts::default();
+        counts.set(State::Scheduled, 1);
+        counts.set(State::Pending, 1);
+        counts.set(State::Running, 2);
+        counts.set(State::Completed, 1);
+        counts.set(State::Dead, 1);
+        counts.set(State::Cancelled, 1);
+        expected.insert(q.to_owned(), counts);
+    }
+    let mut s3 = jq_core::StateCounts::default();
+    s3.set(State::Completed, 1);
+    expected.insert("s3".to_owned(), s3);
+    assert_eq!(s.queues, expected);
+
+    for (q, counts) in &s.queues {
+        for state in State::ALL {
+            let filter = JobFilter { queue: Some(queue(q)), state: Some(state), limit: 2, ..JobFilter::default() };
+            let listed = list_all(&storage, filter).await;
+            assert_eq!(listed.len() as u64, counts.get(state), "stats and list disagree on {q}/{state}");
+            assert!(listed.iter().all(|j| j.state == state && j.queue.as_str() == q));
+        }
+    }
+    let everything = list_all(&storage, JobFilter::default()).await;
+    assert_eq!(everything.len() as u64, s.queues.values().map(|c| c.total()).sum::<u64>());
+}
+
+/// retry moves Dead -> Pending (run_at now, errors kept, one more attempt
+/// allowed); any other state is InvalidState.
+pub async fn retry_dead_job<H: Harness>(h: &H) {
+    let clock = manual_clock();
+    let storage = h.connect(clock.clock()).await;
+    let id = enqueue_all(&storage, vec![build(builder("q", 0).max_attempts(2), &clock)]).await[0];
+    for _ in 0..2 {
+        let job = claim_one(&storage, "q", "w").await;
+        storage.nack(lease(&job), "boom", Duration::ZERO).await.expect("nack");
+    }
+    assert_eq!(get(&storage, id).await.state, State::Dead);
+    clock.advance(Duration::from_secs(5));
+    storage.retry(id).await.expect("retry a Dead job");
+    let job = get(&storage, id).await;
+    assert_eq!(job.state, State::Pending);
+    assert_eq!(job.run_at, clock.now());
+    assert_eq!(job.finished_at, None);
+    assert!(job.lease.is_none());
+    assert_eq!(job.errors.len(), 2, "errors are kept");
+    assert_eq!(job.attempts, 2);
+    assert_eq!(job.max_attempts, 3, "one more attempt");
+    let r = storage.retry(id).await;
+    assert!(matches!(r, Err(Error::InvalidState { id: e, state: State::Pending, operation: "retry" }) if e == id));
+
+    let again = claim_one(&storage, "q", "w").await;
+    assert_eq!(again.attempts, 3);
+    let r = storage.retry(id).await;
+    assert!(matches!(r, Err(Error::InvalidState { state: State::Running, .. })), "{r:?}");
+    storage.ack(lease(&again)).await.expect("ack");
+    let r = storage.retry(id).await;
+    assert!(matches!(r, Err(Error::InvalidState { id: e, state: State::Completed, operation: "retry" }) if e == id));
+    assert_eq!(get(&storage, id).await.state, State::Completed);
+
+    // A job discarded with attempts to spare keeps its max_attempts.
+    let spare = enqueue_all(&storage, vec![build(builder("p", 0).max_attempts(5), &clock)]).await[0];
+    let job = claim_one(&storage, "p", "w").await;
+    storage.discard(lease(&job), "poison").await.expect("discard");
+    storage.retry(spare).await.expect("retry");
+    let job = get(&storage, spare).await;
+    assert_eq!((job.state, job.max_attempts, job.attempts), (State::Pending, 5, 1));
+}
+
+/// cancel moves Pending and Scheduled jobs to Cancelled (never claimed
+/// afterwards); a Running or finished job is InvalidState.
+pub async fn cancel_pending_and_scheduled<H: Harness>(h: &H) {
+    let clock = manual_clock();
+    let storage = h.connect(clock.clock()).await;
+    let pending = build(builder("q", 0), &clock);
+    let scheduled = build(builder("q", 1).delay(Duration::from_secs(60)), &clock);
+    let running = build(builder("r", 2), &clock);
+    let (p, s, r) = (pending.id, scheduled.id, running.id);
+    enqueue_all(&storage, vec![pending, scheduled, running]).await;
+    let claimed = claim_one(&storage, "r", "w").await;
+    assert_eq!(claimed.id, r);
+
+    clock.advance(Duration::from_secs(1));
+    storage.cancel(p).await.expect("cancel Pending");
+    storage.cancel(s).await.expect("cancel Scheduled");
+    for id in [p, s] {
+        let job = get(&storage, id).await;
+        assert_eq!(job.state, State::Cancelled);
+        assert_eq!(job.finished_at, Some(clock.now()));
+    }
+    let result = storage.cancel(r).await;
+    assert!(
+        matches!(result, Err(Error::InvalidState { id, state: State::Running, operation: "cancel" }) if id == r),
+        "{result:?}"
+    );
+    assert_eq!(get(&storage, r).await.token(), claimed.token(), "a refused cancel changes nothing");
+    let result = storage.cancel(p).await;
+    assert!(matches!(result, Err(Error::InvalidState { state: State::Cancelled, operation: "cancel", .. })));
+
+    clock.advance(Duration::from_secs(120));
+    assert_eq!(storage.promote().await.expect("promote"), 0, "a cancelled job is not promoted");
+    assert!(claim(&storage, &["q"], 10, "w").await.is_empty(), "a cancelled job is never claimed");
+    storage.ack(lease(&claimed)).await.expect("ack");
+}
+
+/// purge deletes only jobs of the given terminal state that finished
+/// strictly before the cutoff.
+pub async fn purge_removes_only_old_terminal<H: Harness>(h: &H) {
+    let clock = manual_clock();
+    let storage = h.connect(clock.clock()).await;
+    let ids = enqueue_all(&storage, jobs(&clock, "q", 5)).await;
+    // At t0: one Completed, one Dead, one Cancelled.
+    let a = claim_one(&storage, "q", "w").await;
+    storage.ack(lease(&a)).await.expect("ack");
+    let b = claim_one(&storage, "q", "w").await;
+    storage.discard(lease(&b), "bad").await.expect("discard");
+    storage.cancel(ids[2]).await.expect("cancel");
+    let t0 = clock.now();
+    // At t1: another Completed; ids[4] stays Pending.
+    clock.advance(Duration::from_secs(3600));
+    let t1 = clock.now();
+    let c = claim_one(&storage, "q", "w").await;
+    storage.ack(lease(&c)).await.expect("ack");
+    assert_eq!((a.id, b.id, c.id), (ids[0], ids[1], ids[3]));
+
+    assert_eq!(storage.purge(State::Completed, t1).await.expect("purge"), 1, "only the one finished before t1");
+    assert!(matches!(storage.get(a.id).await, Err(Error::NotFound { .. })));
+    assert_eq!(get(&storage, c.id).await.state, State::Completed, "finished_at == cutoff is kept");
+    assert_eq!(storage.purge(State::Completed, t1).await.expect("purge"), 0);
+    assert_eq!(storage.purge(State::Cancelled, t0).await.expect("purge"), 0, "not older than the cutoff");
+    assert_eq!(get(&storage, ids[2]).await.state, State::Cancelled);
+    assert_eq!(storage.purge(State::Dead, t1).await.expect("purge"), 1);
+    assert!(matches!(storage.get(b.id).await, Err(Error::NotFound { .. })));
+    assert_eq!(get(&storage, ids[2]).await.state, State::Cancelled);
+    assert_eq!(get(&storage, ids[4]).await.state, State::Pending);
+    let s = stats(&storage).await;
+    assert_eq!(
+        (s.total(State::Completed), s.total(State::Dead), s.total(State::Cancelled), s.total(State::Pending)),
+        (1, 0, 1, 1)
+    );
+}

@@ -1,0 +1,120 @@
+//! Enqueueing: stored fields, uniqueness, atomic batches.
+
+use std::time::Duration;
+
+use jq_core::clock::add;
+use jq_core::{DEFAULT_MAX_PAYLOAD_BYTES, Error, JobFilter, NewJob, Payload, Priority, State, Storage, StorageExt};
+
+use super::support::{
+    build, builder, claim_one, enqueue_all, get, lease, list_all, manual_clock, payload_of_size, same_json, stats,
+};
+use crate::Harness;
+
+/// Every field of a NewJob is stored; run_at None means now (Pending), a
+/// delay means Scheduled at now + delay.
+pub async fn enqueue_stores_every_field<H: Harness>(h: &H) {
+    let clock = manual_clock();
+    let storage = h.connect(clock.clock()).await;
+    let payload = Payload::from_json(r#"{"to":"a@example.com","tags":["x","y"],"n":1.5}"#).expect("JSON");
+    let now_job = build(
+        NewJob::builder("send_email", payload.clone())
+            .queue("mail")
+            .priority(Priority::High)
+            .max_attempts(7)
+            .unique_key("k1"),
+        &clock,
+    );
+    let delay = Duration::from_secs(300);
+    let later = build(builder("mail", 1).delay(delay), &clock);
+    let ids = enqueue_all(&storage, vec![now_job.clone(), later.clone()]).await;
+
+    let job = get(&storage, ids[0]).await;
+    assert_eq!(job.id, now_job.id);
+    assert_eq!(job.queue.as_str(), "mail");
+    assert_eq!(job.kind, "send_email");
+    assert!(same_json(&job.payload, &payload), "payload {:?} read back as {:?}", payload, job.payload);
+    assert_eq!(job.priority, Priority::High);
+    assert_eq!(job.state, State::Pending);
+    assert_eq!(job.attempts, 0);
+    assert_eq!(job.max_attempts, 7);
+    assert_eq!(job.run_at, clock.now());
+    assert_eq!(job.created_at, clock.now());
+    assert_eq!(job.finished_at, None);
+    assert_eq!(job.lease, None);
+    assert!(job.errors.is_empty());
+    assert_eq!(job.unique_key.as_deref(), Some("k1"));
+
+    let job = get(&storage, ids[1]).await;
+    assert_eq!(job.state, State::Scheduled);
+    assert_eq!(job.run_at, add(clock.now(), delay));
+    assert_eq!(job.priority, Priority::Normal);
+    assert_eq!(job.unique_key, None);
+    assert!(storage.enqueue(Vec::new()).await.expect("empty batch").is_empty());
+}
+
+/// A unique key deduplicates against live jobs of the same queue, stored or
+/// earlier in the same batch; a finished job or another queue does not count.
+pub async fn unique_keys<H: Harness>(h: &H) {
+    let clock = manual_clock();
+    let storage = h.connect(clock.clock()).await;
+    let keyed = |queue: &str, key: &str| build(builder(queue, 0).unique_key(key), &clock);
+
+    let a = keyed("q", "k");
+    let a_id = enqueue_all(&storage, vec![a]).await[0];
+    let dup = keyed("q", "k");
+    assert_eq!(storage.enqueue_one(dup.clone()).await.expect("enqueue"), a_id);
+    assert!(matches!(storage.get(dup.id).await, Err(Error::NotFound { .. })), "a duplicate is not stored");
+
+    let (c, d) = (keyed("q", "k2"), keyed("q", "k2"));
+    let c_id = c.id;
+    let ids = storage.enqueue(vec![c, d.clone()]).await.expect("enqueue");
+    assert_eq!(ids, vec![c_id, c_id], "a duplicate within one batch gets the first one's id");
+    assert!(matches!(storage.get(d.id).await, Err(Error::NotFound { .. })));
+
+    let other_queue = keyed("other", "k");
+    let other_id = other_queue.id;
+    assert_eq!(storage.enqueue_one(other_queue).await.expect("enqueue"), other_id, "another queue is no duplicate");
+
+    let running = claim_one(&storage, "q", "w").await;
+    assert_eq!(running.id, a_id);
+    assert_eq!(storage.enqueue_one(keyed("q", "k")).await.expect("enqueue"), a_id, "a Running job still counts");
+    storage.ack(lease(&running)).await.expect("ack");
+    let fresh = keyed("q", "k");
+    let fresh_id = fresh.id;
+    assert_eq!(storage.enqueue_one(fresh).await.expect("enqueue"), fresh_id, "a Completed job no longer counts");
+
+    storage.cancel(c_id).await.expect("cancel");
+    let after_cancel = keyed("q", "k2");
+    let after_cancel_id = after_cancel.id;
+    assert_eq!(storage.enqueue_one(after_cancel).await.expect("enqueue"), after_cancel_id);
+
+    let all = list_all(&storage, JobFilter::default()).await;
+    let mut stored: Vec<_> = all.iter().map(|j| j.id).collect();
+    stored.sort();
+    let mut expected = vec![a_id, c_id, other_id, fresh_id, after_cancel_id];
+    expected.sort();
+    assert_eq!(stored, expected);
+}
+
+/// One oversized payload in a batch stores nothing of the batch.
+pub async fn enqueue_batch_is_atomic<H: Harness>(h: &H) {
+    let clock = manual_clock();
+    let storage = h.connect(clock.clock()).await;
+    let ok1 = build(builder("q", 0), &clock);
+    let big = build(NewJob::builder("big", payload_of_size(DEFAULT_MAX_PAYLOAD_BYTES + 1)).queue("q"), &clock);
+    let ok2 = build(builder("q", 2).unique_key("u"), &clock);
+    let ids = [ok1.id, big.id, ok2.id];
+    let err = storage.enqueue(vec![ok1, big, ok2]).await.expect_err("an oversized payload fails the batch");
+    assert!(
+        matches!(err, Error::PayloadTooLarge { size, limit } if size == DEFAULT_MAX_PAYLOAD_BYTES + 1 && limit == DEFAULT_MAX_PAYLOAD_BYTES),
+        "{err:?}"
+    );
+    for id in ids {
+        assert!(matches!(storage.get(id).await, Err(Error::NotFound { .. })), "job {id} of a failed batch was stored");
+    }
+    assert_eq!(stats(&storage).await, jq_core::Stats::default(), "nothing stored");
+    // The unique key of the failed batch was not taken either.
+    let retry = build(builder("q", 3).unique_key("u"), &clock);
+    let retry_id = retry.id;
+    assert_eq!(storage.enqueue_one(retry).await.expect("enqueue"), retry_id);
+}

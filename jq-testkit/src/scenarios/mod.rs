@@ -1,0 +1,22 @@
+//! The conformance scenarios: one `pub async fn name<H: Harness>(h: &H)`
+//! per clause of the contract, each with its own manual clock and its own
+//! connections. [`conformance!`](crate::conformance) stamps one test per
+//! scenario; you may also call them one by one.
+
+pub(crate) mod support;
+
+pub mod admin;
+pub mod bad_input;
+pub mod claim;
+pub mod enqueue;
+pub mod lease;
+pub mod maintenance;
+pub mod retry;
+
+pub use admin::*;
+pub use bad_input::*;
+pub use claim::*;
+pub use enqueue::*;
+pub use lease::*;
+pub use maintenance::*;
+pub use retry::*;

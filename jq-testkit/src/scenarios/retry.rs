@@ -1,0 +1,135 @@
+//! Failures: retries up to max_attempts, poison jobs, release and snooze.
+
+use std::time::Duration;
+
+use jq_core::clock::add;
+use jq_core::{Outcome, State, StorageExt};
+
+use super::support::{build, builder, claim, claim_one, complete, enqueue_all, get, lease, manual_clock};
+use crate::Harness;
+
+/// max_attempts 3, nacked 3 times: Scheduled, Scheduled, then Dead with
+/// three errors numbered 1, 2, 3; attempts never exceed 3.
+pub async fn retry_accounting_to_dead<H: Harness>(h: &H) {
+    let clock = manual_clock();
+    let storage = h.connect(clock.clock()).await;
+    let id = enqueue_all(&storage, vec![build(builder("q", 0).max_attempts(3), &clock)]).await[0];
+    let backoff = Duration::from_secs(10);
+    for attempt in 1..=3u32 {
+        let job = claim_one(&storage, "q", "w").await;
+        assert_eq!(job.id, id);
+        assert_eq!(job.attempts, attempt);
+        let state = storage.nack(lease(&job), format!("boom {attempt}"), backoff).await.expect("nack");
+        let stored = get(&storage, id).await;
+        assert_eq!(stored.state, state);
+        assert_eq!(stored.errors.len(), attempt as usize);
+        assert!(stored.lease.is_none());
+        if attempt < 3 {
+            assert_eq!(state, State::Scheduled);
+            assert_eq!(stored.run_at, add(clock.now(), backoff));
+            assert!(stored.finished_at.is_none());
+            assert!(claim(&storage, &["q"], 1, "w").await.is_empty(), "claimed during its backoff");
+            clock.advance(backoff);
+        } else {
+            assert_eq!(state, State::Dead);
+            assert_eq!(stored.finished_at, Some(clock.now()));
+        }
+    }
+    let dead = get(&storage, id).await;
+    assert_eq!(dead.attempts, 3);
+    let numbers: Vec<u32> = dead.errors.iter().map(|e| e.attempt).collect();
+    assert_eq!(numbers, vec![1, 2, 3]);
+    let messages: Vec<&str> = dead.errors.iter().map(|e| e.message.as_str()).collect();
+    assert_eq!(messages, vec!["boom 1", "boom 2", "boom 3"]);
+    assert!(dead.errors.windows(2).all(|w| w[0].at < w[1].at), "errors are oldest first");
+    clock.advance(backoff);
+    assert!(claim(&storage, &["q"], 1, "w").await.is_empty(), "a Dead job is never claimed");
+}
+
+/// A payload that can never run (it does not decode into the handler's
+/// type) is discarded: Dead at once with the reason, attempts left or not.
+pub async fn poison_job_ends_dead<H: Harness>(h: &H) {
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Args {
+        count: u32,
+    }
+    let clock = manual_clock();
+    let storage = h.connect(clock.clock()).await;
+    let payload = jq_core::Payload::from_json(r#"{"count":"many"}"#).expect("valid JSON");
+    let job = build(jq_core::NewJob::builder("count", payload).queue("q").max_attempts(25), &clock);
+    let id = enqueue_all(&storage, vec![job]).await[0];
+    let claimed = claim_one(&storage, "q", "w").await;
+    let reason = claimed.payload.decode::<Args>().expect_err("the payload does not fit Args").to_string();
+    let state = complete(&storage, lease(&claimed), Outcome::Fail { error: reason.clone() }).await.expect("discard");
+    assert_eq!(state, State::Dead);
+    let dead = get(&storage, id).await;
+    assert_eq!(dead.state, State::Dead);
+    assert_eq!(dead.attempts, 1);
+    assert_eq!(dead.finished_at, Some(clock.now()));
+    assert_eq!(dead.errors.len(), 1);
+    assert_eq!(dead.errors[0].attempt, 1);
+    assert_eq!(dead.errors[0].message, reason);
+    assert!(claim(&storage, &["q"], 1, "w").await.is_empty());
+}
+
+/// Release hands a job back without counting the attempt or recording an
+/// error: a max_attempts(1) job can be released again and again.
+pub async fn release_does_not_count_attempt<H: Harness>(h: &H) {
+    let clock = manual_clock();
+    let storage = h.connect(clock.clock()).await;
+    let id = enqueue_all(&storage, vec![build(builder("q", 0).max_attempts(1), &clock)]).await[0];
+    for _ in 0..3 {
+        let job = claim_one(&storage, "q", "w").await;
+        assert_eq!(job.attempts, 1);
+        storage.release(lease(&job)).await.expect("release");
+        let back = get(&storage, id).await;
+        assert_eq!(back.state, State::Pending);
+        assert_eq!(back.attempts, 0);
+        assert_eq!(back.run_at, clock.now());
+        assert!(back.errors.is_empty());
+        assert!(back.lease.is_none());
+        assert!(back.finished_at.is_none());
+    }
+    let job = claim_one(&storage, "q", "w").await;
+    storage.ack(lease(&job)).await.expect("ack");
+    let done = get(&storage, id).await;
+    assert_eq!((done.state, done.attempts), (State::Completed, 1));
+}
+
+/// Release with a delay (a snooze): Scheduled at now + delay, attempt not
+/// counted, claimable again at exactly that instant.
+pub async fn snooze_schedules_at_now_plus_delay<H: Harness>(h: &H) {
+    let clock = manual_clock();
+    let storage = h.connect(clock.clock()).await;
+    let id = enqueue_all(&storage, vec![build(builder("q", 0), &clock)]).await[0];
+    let job = claim_one(&storage, "q", "w").await;
+    let delay = Duration::from_secs(90);
+    let state = complete(&storage, lease(&job), Outcome::Release { delay }).await.expect("snooze");
+    assert_eq!(state, State::Scheduled);
+    let snoozed = get(&storage, id).await;
+    assert_eq!(snoozed.state, State::Scheduled);
+    assert_eq!(snoozed.run_at, add(clock.now(), delay));
+    assert_eq!(snoozed.attempts, 0);
+    assert!(snoozed.errors.is_empty());
+    assert!(snoozed.lease.is_none());
+    clock.advance(delay - super::support::MICRO);
+    assert!(claim(&storage, &["q"], 1, "w").await.is_empty(), "claimed before the snooze ended");
+    clock.advance(super::support::MICRO);
+    let again = claim_one(&storage, "q", "w").await;
+    assert_eq!((again.id, again.attempts), (id, 1));
+}
+
+/// A nack with zero delay goes straight back to Pending at now.
+pub async fn nack_with_zero_delay_is_pending<H: Harness>(h: &H) {
+    let clock = manual_clock();
+    let storage = h.connect(clock.clock()).await;
+    let id = enqueue_all(&storage, vec![build(builder("q", 0).max_attempts(3), &clock)]).await[0];
+    let job = claim_one(&storage, "q", "w").await;
+    let state = storage.nack(lease(&job), "transient", Duration::ZERO).await.expect("nack");
+    assert_eq!(state, State::Pending);
+    let back = get(&storage, id).await;
+    assert_eq!((back.state, back.run_at, back.errors.len()), (State::Pending, clock.now(), 1));
+    let again = claim_one(&storage, "q", "w").await;
+    assert_eq!((again.id, again.attempts), (id, 2));
+}

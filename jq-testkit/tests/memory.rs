@@ -1,0 +1,10 @@
+//! The whole suite on the in-memory reference storage.
+
+use jq_testkit::MemoryHarness;
+
+async fn setup() -> MemoryHarness {
+    MemoryHarness::new()
+}
+
+jq_testkit::conformance!(setup);
+jq_testkit::properties!(setup);

@@ -1,0 +1,137 @@
+//! The suite must catch broken backends: each mutant below is
+//! `MemoryStorage` with one contract violation, and the suite must fail on it.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use jq_core::{
+    ClaimRequest, Clock, Completion, CompletionResult, Job, JobFilter, JobId, LeaseRef, NewJob, Result, State, Stats,
+    Storage, Timestamp,
+};
+use jq_testkit::{Harness, MemoryHarness, MemoryStorage};
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Bug {
+    /// complete() does not check the token.
+    Unfenced,
+    /// heartbeat() never reports a lost lease.
+    HeartbeatLies,
+    /// stats() forgets Dead jobs.
+    StatsMissDead,
+}
+
+#[derive(Clone)]
+struct Mutant {
+    inner: MemoryStorage,
+    bug: Bug,
+}
+
+#[async_trait]
+impl Storage for Mutant {
+    async fn enqueue(&self, jobs: Vec<NewJob>) -> Result<Vec<JobId>> {
+        self.inner.enqueue(jobs).await
+    }
+    async fn claim(&self, request: &ClaimRequest) -> Result<Vec<Job>> {
+        self.inner.claim(request).await
+    }
+    async fn complete(&self, mut batch: Vec<Completion>) -> Result<Vec<CompletionResult>> {
+        if self.bug == Bug::Unfenced {
+            for c in &mut batch {
+                if let Some(token) = self.inner.get(c.lease.id).await.ok().and_then(|j| j.token()) {
+                    c.lease.token = token;
+                }
+            }
+        }
+        self.inner.complete(batch).await
+    }
+    async fn heartbeat(&self, leases: &[LeaseRef], lease: Duration) -> Result<Vec<JobId>> {
+        let lost = self.inner.heartbeat(leases, lease).await?;
+        Ok(if self.bug == Bug::HeartbeatLies { Vec::new() } else { lost })
+    }
+    async fn promote(&self) -> Result<u64> {
+        self.inner.promote().await
+    }
+    async fn recover(&self) -> Result<u64> {
+        self.inner.recover().await
+    }
+    async fn get(&self, id: JobId) -> Result<Job> {
+        self.inner.get(id).await
+    }
+    async fn list(&self, filter: &JobFilter) -> Result<Vec<Job>> {
+        self.inner.list(filter).await
+    }
+    async fn stats(&self) -> Result<Stats> {
+        let mut stats = self.inner.stats().await?;
+        if self.bug == Bug::StatsMissDead {
+            for counts in stats.queues.values_mut() {
+                counts.set(State::Dead, 0);
+            }
+        }
+        Ok(stats)
+    }
+    async fn retry(&self, id: JobId) -> Result<()> {
+        self.inner.retry(id).await
+    }
+    async fn cancel(&self, id: JobId) -> Result<()> {
+        self.inner.cancel(id).await
+    }
+    async fn purge(&self, state: State, older_than: Timestamp) -> Result<u64> {
+        self.inner.purge(state, older_than).await
+    }
+}
+
+struct MutantHarness {
+    inner: MemoryHarness,
+    bug: Bug,
+}
+
+#[async_trait]
+impl Harness for MutantHarness {
+    type Storage = Mutant;
+    async fn connect(&self, clock: Clock) -> Mutant {
+        Mutant { inner: self.inner.connect(clock).await, bug: self.bug }
+    }
+    async fn cleanup(&self) {}
+}
+
+fn fails(f: impl FnOnce()) -> bool {
+    catch_unwind(AssertUnwindSafe(f)).is_err()
+}
+
+fn model_catches(bug: Bug) -> bool {
+    fails(|| jq_testkit::model::check(move || async move { MutantHarness { inner: MemoryHarness::new(), bug } }))
+}
+
+#[test]
+fn model_catches_unfenced_completions() {
+    assert!(model_catches(Bug::Unfenced));
+}
+
+#[test]
+fn model_catches_lying_heartbeat() {
+    assert!(model_catches(Bug::HeartbeatLies));
+}
+
+#[test]
+fn model_catches_wrong_stats() {
+    assert!(model_catches(Bug::StatsMissDead));
+}
+
+#[test]
+fn scenarios_catch_unfenced_completions() {
+    let h = MutantHarness { inner: MemoryHarness::new(), bug: Bug::Unfenced };
+    assert!(fails(|| jq_testkit::__private::block_on(jq_testkit::scenarios::stale_token_fencing(&h))));
+    let h = MutantHarness { inner: MemoryHarness::new(), bug: Bug::Unfenced };
+    assert!(fails(|| {
+        jq_testkit::__private::block_on(jq_testkit::scenarios::crash_before_ack_recovered_after_lease_expiry(&h))
+    }));
+}
+
+#[test]
+fn scenarios_catch_lying_heartbeat_and_stats() {
+    let h = MutantHarness { inner: MemoryHarness::new(), bug: Bug::HeartbeatLies };
+    assert!(fails(|| jq_testkit::__private::block_on(jq_testkit::scenarios::lease_boundary_and_heartbeat(&h))));
+    let h = MutantHarness { inner: MemoryHarness::new(), bug: Bug::StatsMissDead };
+    assert!(fails(|| jq_testkit::__private::block_on(jq_testkit::scenarios::stats_agree_with_list(&h))));
+}

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Starts the local servers jq's tests use, where they are not already up:
+# PostgreSQL on 127.0.0.1:5432 (trust auth, user postgres) and Redis on
+# 127.0.0.1:6379. Installs them from Debian's packages when they are missing.
+# Idempotent: a server that answers is left alone.
+set -euo pipefail
+
+as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+wait_port() { # port name
+  for _ in $(seq 1 60); do port_open "$1" && return 0; sleep 0.5; done
+  echo "start-services: $2 did not come up on 127.0.0.1:$1" >&2
+  return 1
+}
+apt_updated=""
+install_pkgs() {
+  [ -n "$apt_updated" ] || { as_root apt-get update -qq; apt_updated=1; }
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+start_postgres() {
+  if port_open 5432; then echo "postgres: already up on 127.0.0.1:5432"; return; fi
+  command -v pg_ctlcluster >/dev/null || install_pkgs postgresql
+  local version
+  version=$(ls /etc/postgresql | sort -V | tail -n 1)
+  local conf=/etc/postgresql/$version/main
+  # Tests connect as postgres over TCP without a password (trust), as on CI.
+  if ! grep -qE '^host\s+all\s+all\s+127\.0\.0\.1/32\s+trust' "$conf/pg_hba.conf"; then
+    as_root sed -i '1i host all all 127.0.0.1/32 trust\nhost all all ::1/128 trust' "$conf/pg_hba.conf"
+  fi
+  as_root pg_ctlcluster --skip-systemctl-redirect "$version" main start || true
+  wait_port 5432 postgres
+  echo "postgres: started on 127.0.0.1:5432"
+}
+
+start_redis() {
+  if port_open 6379; then echo "redis: already up on 127.0.0.1:6379"; return; fi
+  command -v redis-server >/dev/null || install_pkgs redis-server
+  as_root mkdir -p /var/lib/redis /var/log/redis
+  as_root redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no \
+    --dir /var/lib/redis --logfile /var/log/redis/jq.log
+  wait_port 6379 redis
+  echo "redis: started on 127.0.0.1:6379"
+}
+
+start_postgres
+start_redis
