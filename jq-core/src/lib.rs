@@ -9,6 +9,7 @@ pub mod error;
 pub mod job;
 pub mod retry;
 pub mod storage;
+pub mod worker;
 
 pub use clock::{Clock, ManualClock, Timestamp};
 pub use error::{BoxError, Error, Result};
@@ -20,3 +21,4 @@ pub use retry::{Backoff, ConstantBackoff, ExponentialBackoff};
 pub use storage::{
     ClaimRequest, Completion, CompletionResult, JobFilter, Outcome, StateCounts, Stats, Storage, StorageExt, WorkSignal,
 };
+pub use worker::{HandlerError, HandlerResult, JobContext, WorkerHandle, WorkerPool};

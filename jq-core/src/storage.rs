@@ -244,9 +244,11 @@ pub trait Storage: Send + Sync + 'static {
     /// [`Error::InvalidState`]; an unknown id [`Error::NotFound`].
     async fn cancel(&self, id: JobId) -> Result<()>;
 
-    /// Deletes jobs in the terminal `state` that finished before
+    /// Deletes every job in the terminal `state` that finished before
     /// `older_than`, and returns how many. A non-terminal state gives
-    /// [`Error::InvalidInput`]. Backends delete in bounded batches.
+    /// [`Error::InvalidInput`]. Backends delete in bounded batches (a
+    /// statement or script per batch, looping until none is left) so no
+    /// single write holds locks or the WAL for long.
     async fn purge(&self, state: State, older_than: Timestamp) -> Result<u64>;
 
     /// A signal that changes when work may have arrived (a same-process

@@ -1,0 +1,100 @@
+//! Completer: records the executors' outcomes, many per storage call.
+//!
+//! It takes whatever outcomes are queued (up to [`MAX_BATCH`]) and writes
+//! them with one [`Storage::complete`]. A stale lease (`LeaseLost`) is
+//! logged, not an error: the lease expired and the job was handed on. A
+//! failing storage is retried with a bounded backoff; an outcome is never
+//! dropped silently. Only when the shutdown's flush budget runs out does it
+//! give up, naming each job at error level (its lease then expires and
+//! recovery runs it again).
+
+use std::sync::Arc;
+
+use tokio::sync::{OwnedSemaphorePermit, mpsc};
+use tokio_util::sync::CancellationToken;
+
+use super::ErrorBackoff;
+use super::heartbeat::Inflight;
+use crate::error::Error;
+use crate::job::LeaseRef;
+use crate::storage::{Completion, Outcome, Storage};
+
+/// Most outcomes written by one storage call.
+pub const MAX_BATCH: usize = 256;
+
+/// One outcome to record.
+pub(crate) struct Finished {
+    pub(crate) lease: LeaseRef,
+    pub(crate) outcome: Outcome,
+    /// The job's slot, freed once the outcome is durable.
+    pub(crate) permit: Option<OwnedSemaphorePermit>,
+}
+
+/// Writes outcomes until every sender is gone and the queue is empty.
+pub(crate) async fn run<S: Storage>(
+    storage: Arc<S>,
+    mut finished: mpsc::UnboundedReceiver<Finished>,
+    inflight: Arc<Inflight>,
+    give_up: CancellationToken,
+) {
+    let mut batch = Vec::with_capacity(MAX_BATCH);
+    while finished.recv_many(&mut batch, MAX_BATCH).await > 0 {
+        write(&*storage, &batch, &give_up).await;
+        for done in batch.drain(..) {
+            inflight.remove(done.lease);
+            drop(done.permit);
+        }
+    }
+}
+
+/// Writes one batch, retrying the storage until it answers or `give_up`.
+async fn write<S: Storage>(storage: &S, batch: &[Finished], give_up: &CancellationToken) {
+    let completions: Vec<Completion> =
+        batch.iter().map(|f| Completion { lease: f.lease, outcome: f.outcome.clone() }).collect();
+    let mut errors = ErrorBackoff::default();
+    loop {
+        match storage.complete(completions.clone()).await {
+            Ok(results) => {
+                if results.len() != completions.len() {
+                    tracing::error!(
+                        sent = completions.len(),
+                        answered = results.len(),
+                        "storage answered a different number of completions than it was sent"
+                    );
+                }
+                for (completion, result) in completions.iter().zip(results) {
+                    let id = completion.lease.id;
+                    match result {
+                        Ok(state) => tracing::debug!(job = %id, %state, outcome = ?completion.outcome, "recorded"),
+                        Err(Error::LeaseLost { .. }) => tracing::warn!(
+                            job = %id,
+                            outcome = ?completion.outcome,
+                            "lease lost before the outcome was recorded: the job was handed on, outcome dropped"
+                        ),
+                        Err(error) => {
+                            tracing::error!(job = %id, %error, outcome = ?completion.outcome, "outcome refused")
+                        }
+                    }
+                }
+                return;
+            }
+            Err(error) => {
+                let delay = errors.next_delay();
+                tracing::warn!(%error, jobs = completions.len(), retry_in = ?delay, "recording outcomes failed; retrying");
+                tokio::select! {
+                    _ = tokio::time::sleep(delay) => {}
+                    _ = give_up.cancelled() => {
+                        for completion in &completions {
+                            tracing::error!(
+                                job = %completion.lease.id,
+                                outcome = ?completion.outcome,
+                                "shutting down with the storage failing: outcome NOT recorded; the lease will expire and recovery will run the job again"
+                            );
+                        }
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! Executors: a fixed set of `concurrency` long-lived tasks, each taking
+//! claimed jobs from one shared channel and running their handlers.
+//!
+//! Everything that can go wrong inside a handler becomes an [`Outcome`]:
+//! a panic (caught) and a timeout retry, a payload that does not decode
+//! fails, a lost lease drops the handler and records nothing (the job is
+//! someone else's now), and the end of the shutdown grace releases the job
+//! with its attempt given back.
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::completer::Finished;
+use super::fetcher::Claimed;
+use super::handler::{Action, ErasedHandler, HandlerError, HandlerResult, JobContext};
+use super::heartbeat::Inflight;
+use crate::retry::Backoff;
+use crate::storage::Outcome;
+
+/// What every executor shares.
+pub(crate) struct Executor {
+    pub(crate) handlers: Arc<HashMap<String, ErasedHandler>>,
+    pub(crate) backoff: Arc<dyn Backoff>,
+    pub(crate) job_timeout: Option<Duration>,
+    pub(crate) retry_unknown_kinds: bool,
+    pub(crate) jobs: async_channel::Receiver<Claimed>,
+    pub(crate) finished: mpsc::UnboundedSender<Finished>,
+    pub(crate) inflight: Arc<Inflight>,
+    /// Take no new job once this fires.
+    pub(crate) stop: CancellationToken,
+    /// The shutdown grace ran out (parent of every job's token).
+    pub(crate) abort: CancellationToken,
+}
+
+/// How one run ended, before it is turned into an outcome.
+enum Ran {
+    Returned(HandlerResult),
+    Panicked(String),
+    TimedOut(Duration),
+    Cancelled,
+}
+
+impl Executor {
+    /// Runs jobs until `stop` fires or the channel closes.
+    pub(crate) async fn run(self: Arc<Self>) {
+        loop {
+            let claimed = tokio::select! {
+                biased;
+                _ = self.stop.cancelled() => return,
+                next = self.jobs.recv() => match next {
+                    Ok(claimed) => claimed,
+                    Err(_) => return,
+                },
+            };
+            self.execute(claimed).await;
+        }
+    }
+
+    async fn execute(&self, Claimed { job, cancel, permit }: Claimed) {
+        let Some(lease) = job.lease_ref() else { return }; // the fetcher only sends leased jobs
+        let attempt = job.attempts;
+        let kind = job.kind.clone();
+        let ctx = JobContext::for_job(&job, lease, cancel.clone());
+        let handler = self.handlers.get(&job.kind).cloned();
+        let retry_unknown = self.retry_unknown_kinds;
+        // Calling the handler inside the future puts a panic in the call
+        // itself under the same catch_unwind as one in its body.
+        let run = async move {
+            match handler {
+                Some(handler) => handler(job, ctx).await,
+                None => {
+                    let message = format!("no handler registered for kind {kind:?} on this worker");
+                    Err(if retry_unknown { HandlerError::retry(message) } else { HandlerError::fail(message) })
+                }
+            }
+        };
+        let guarded = AssertUnwindSafe(run).catch_unwind();
+        let timed = async {
+            match self.job_timeout {
+                None => guarded.await.map_or_else(|p| Ran::Panicked(panic_message(&*p)), Ran::Returned),
+                Some(limit) => match tokio::time::timeout(limit, guarded).await {
+                    Ok(Ok(result)) => Ran::Returned(result),
+                    Ok(Err(panic)) => Ran::Panicked(panic_message(&*panic)),
+                    Err(_) => Ran::TimedOut(limit),
+                },
+            }
+        };
+        let ran = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => Ran::Cancelled,
+            ran = timed => ran,
+        };
+        let retry = |error: String| Outcome::Retry { error, delay: self.backoff.delay(attempt) };
+        let outcome = match ran {
+            Ran::Returned(Ok(())) => Outcome::Ack,
+            Ran::Returned(Err(HandlerError { action })) => match action {
+                Action::Retry { message, delay: None } => retry(message),
+                Action::Retry { message, delay: Some(delay) } => Outcome::Retry { error: message, delay },
+                Action::Fail { message } => Outcome::Fail { error: message },
+                Action::Snooze { delay } => Outcome::Release { delay },
+            },
+            Ran::Panicked(message) => retry(format!("handler panicked: {message}")),
+            Ran::TimedOut(limit) => retry(format!("timed out after {limit:?}")),
+            Ran::Cancelled if self.abort.is_cancelled() => {
+                tracing::info!(job = %lease.id, "shutdown grace over: handler cancelled, releasing the job");
+                Outcome::Release { delay: Duration::ZERO }
+            }
+            Ran::Cancelled => {
+                tracing::warn!(job = %lease.id, "lease lost: handler dropped; the job was handed on");
+                self.inflight.remove(lease);
+                drop(permit);
+                return;
+            }
+        };
+        if let Err(unsent) = self.finished.send(Finished { lease, outcome, permit: Some(permit) }) {
+            // Only when the completer is gone, which the shutdown sequence
+            // never lets happen before the executors end.
+            tracing::error!(job = %lease.id, outcome = ?unsent.0.outcome, "completer gone: outcome not recorded; the lease will expire and the job be recovered");
+        }
+    }
+}
+
+/// The text of a panic's payload (`panic!` gives a `&str` or a `String`).
+fn panic_message(payload: &(dyn Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a non-string panic payload".to_owned()
+    }
+}

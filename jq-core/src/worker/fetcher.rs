@@ -1,0 +1,138 @@
+//! Fetcher: claims jobs in batches sized to the free slots and hands them to
+//! the executors.
+//!
+//! A slot is a semaphore permit; it travels with the job through the
+//! executor and the completer and is freed once the job's outcome is
+//! durable, so the pool never holds more than `concurrency` leases.
+//!
+//! An empty claim never loops: the fetcher then waits for the storage's
+//! wake-up signal ([`Storage::subscribe`]) or the jittered poll interval,
+//! whichever comes first. A storage error is logged and retried after a
+//! bounded exponential backoff.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+use super::heartbeat::Inflight;
+use super::{ErrorBackoff, jitter};
+use crate::job::Job;
+use crate::storage::{ClaimRequest, Storage, WorkSignal};
+
+/// A claimed job on its way to an executor.
+pub(crate) struct Claimed {
+    pub(crate) job: Job,
+    /// Fires when the lease is lost or the shutdown grace ran out.
+    pub(crate) cancel: CancellationToken,
+    /// The job's slot.
+    pub(crate) permit: OwnedSemaphorePermit,
+}
+
+/// What the fetcher needs.
+pub(crate) struct Fetcher<S> {
+    pub(crate) storage: Arc<S>,
+    pub(crate) request: ClaimRequest,
+    pub(crate) poll_interval: Duration,
+    pub(crate) slots: Arc<Semaphore>,
+    pub(crate) inflight: Arc<Inflight>,
+    pub(crate) jobs: async_channel::Sender<Claimed>,
+    /// Stops claiming (graceful shutdown).
+    pub(crate) stop: CancellationToken,
+    /// Parent of every job's token: fires when the shutdown grace ran out.
+    pub(crate) abort: CancellationToken,
+}
+
+impl<S: Storage> Fetcher<S> {
+    /// Claims until `stop` fires.
+    pub(crate) async fn run(mut self) {
+        let mut signal = self.storage.subscribe();
+        let mut errors = ErrorBackoff::default();
+        loop {
+            // Wait for at least one free slot, then take every free one.
+            let mut permit = tokio::select! {
+                biased;
+                _ = self.stop.cancelled() => return,
+                permit = self.slots.clone().acquire_owned() => match permit {
+                    Ok(permit) => permit,
+                    Err(_) => return, // semaphore closed: the pool is gone
+                },
+            };
+            if let Ok(more) = self.slots.clone().try_acquire_many_owned(self.slots.available_permits() as u32) {
+                permit.merge(more);
+            }
+            // Mark the signal seen before claiming: work arriving during the
+            // claim changes it again and the wait below returns at once.
+            if let Some(s) = signal.as_mut() {
+                s.borrow_and_update();
+            }
+            self.request.limit = permit.num_permits();
+            let claimed = match self.storage.claim(&self.request).await {
+                Ok(jobs) => {
+                    errors.reset();
+                    jobs
+                }
+                Err(error) => {
+                    drop(permit);
+                    let delay = errors.next_delay();
+                    tracing::warn!(%error, retry_in = ?delay, "claim failed; backing off");
+                    tokio::select! {
+                        _ = self.stop.cancelled() => return,
+                        _ = tokio::time::sleep(delay) => continue,
+                    }
+                }
+            };
+            let asked = self.request.limit;
+            let got = claimed.len();
+            for job in claimed {
+                let Some(lease) = job.lease_ref() else {
+                    tracing::error!(job = %job.id, "storage returned a claimed job without a lease; skipping it");
+                    continue;
+                };
+                let Some(one) = permit.split(1) else {
+                    tracing::error!(job = %job.id, "storage returned more jobs than asked for; its lease will expire");
+                    continue;
+                };
+                let cancel = self.abort.child_token();
+                self.inflight.insert(lease, cancel.clone());
+                // The channel holds `concurrency` items and each carries a
+                // permit, so this send never waits.
+                if self.jobs.send(Claimed { job, cancel, permit: one }).await.is_err() {
+                    return; // executors gone: the pool is being dropped
+                }
+            }
+            drop(permit); // slots the claim could not fill
+            if got < asked {
+                // The queues are drained for now: wait for news.
+                self.idle(&mut signal).await;
+                if self.stop.is_cancelled() {
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Waits for the wake-up signal, the jittered poll interval, or `stop`.
+    async fn idle(&self, signal: &mut Option<WorkSignal>) {
+        let poll = tokio::time::sleep(jitter(self.poll_interval, 0.25));
+        match signal {
+            Some(s) => {
+                tokio::select! {
+                    _ = self.stop.cancelled() => {}
+                    _ = poll => {}
+                    changed = s.changed() => if changed.is_err() {
+                        tracing::debug!("storage wake-up signal closed; polling only");
+                        *signal = None;
+                    },
+                }
+            }
+            None => {
+                tokio::select! {
+                    _ = self.stop.cancelled() => {}
+                    _ = poll => {}
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,249 @@
+//! Starting the pool's tasks, the [`WorkerHandle`], and the graceful
+//! shutdown sequence.
+//!
+//! Shutdown, once asked for (by [`WorkerHandle::shutdown`], by cancelling
+//! [`WorkerHandle::shutdown_token`], or by dropping the handle):
+//!
+//! 1. the fetcher stops claiming, maintenance stops;
+//! 2. jobs claimed but not started are released at once (Pending, attempt
+//!    given back);
+//! 3. running jobs get the grace period to finish; then their tokens fire,
+//!    their handlers are dropped and the jobs released;
+//! 4. the completer flushes every outcome (given up to one more grace
+//!    period if the storage fails, then each lost outcome is logged);
+//! 5. the heartbeat stops, and the handle's wait returns.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{Semaphore, mpsc};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::Config;
+use super::completer::{self, Finished};
+use super::executor::Executor;
+use super::fetcher::{Claimed, Fetcher};
+use super::handler::ErasedHandler;
+use super::heartbeat::{self, Inflight};
+use super::maintenance::Maintenance;
+use crate::job::QueueName;
+use crate::storage::{ClaimRequest, Outcome, Storage};
+
+/// A running pool. Shut it down with [`WorkerHandle::shutdown`]; dropping
+/// the handle also starts a graceful shutdown, in the background.
+#[derive(Debug)]
+#[must_use = "dropping the handle shuts the pool down"]
+pub struct WorkerHandle {
+    stop: CancellationToken,
+    done: Option<JoinHandle<()>>,
+    worker_name: String,
+    inflight: Arc<Inflight>,
+}
+
+impl WorkerHandle {
+    /// The name in this pool's leases.
+    pub fn worker_name(&self) -> &str {
+        &self.worker_name
+    }
+
+    /// Cancelling this token asks for a graceful shutdown (from a signal
+    /// handler, another task, ...); [`WorkerHandle::wait`] then returns once
+    /// it is done.
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.stop.clone()
+    }
+
+    /// How many jobs this pool holds a lease on right now (claimed, running,
+    /// or finished with the outcome not yet recorded).
+    pub fn in_flight(&self) -> usize {
+        self.inflight.len()
+    }
+
+    /// Asks for a graceful shutdown and waits until it is complete: running
+    /// jobs finished or released, every outcome recorded.
+    pub async fn shutdown(self) {
+        self.stop.cancel();
+        self.wait().await;
+    }
+
+    /// Waits until the pool has shut down (someone cancelled
+    /// [`WorkerHandle::shutdown_token`]). Dropping this future before then
+    /// shuts the pool down in the background.
+    pub async fn wait(mut self) {
+        if let Some(done) = self.done.take()
+            && let Err(error) = done.await
+        {
+            tracing::error!(%error, "worker pool shutdown task failed");
+        }
+    }
+}
+
+impl Drop for WorkerHandle {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// Spawns every task of the pool; called by `WorkerPool::start` with checked
+/// settings.
+pub(crate) fn start<S: Storage>(
+    storage: S,
+    config: Config,
+    queues: Vec<QueueName>,
+    handlers: HashMap<String, ErasedHandler>,
+) -> WorkerHandle {
+    let storage = Arc::new(storage);
+    let stop = CancellationToken::new();
+    let abort = CancellationToken::new();
+    let halt = CancellationToken::new();
+    let give_up = CancellationToken::new();
+    let inflight = Arc::new(Inflight::default());
+    let slots = Arc::new(Semaphore::new(config.concurrency));
+    let (jobs_tx, jobs_rx) = async_channel::bounded::<Claimed>(config.concurrency);
+    let (finished_tx, finished_rx) = mpsc::unbounded_channel::<Finished>();
+    tracing::info!(worker = %config.worker_name, queues = ?queues, concurrency = config.concurrency, "worker pool starting");
+
+    let fetcher = tokio::spawn(
+        Fetcher {
+            storage: storage.clone(),
+            request: ClaimRequest { queues, limit: 0, lease: config.lease, worker: config.worker_name.clone() },
+            poll_interval: config.poll_interval,
+            slots,
+            inflight: inflight.clone(),
+            jobs: jobs_tx,
+            stop: stop.clone(),
+            abort: abort.clone(),
+        }
+        .run(),
+    );
+    let executor = Arc::new(Executor {
+        handlers: Arc::new(handlers),
+        backoff: config.backoff.clone(),
+        job_timeout: config.job_timeout,
+        retry_unknown_kinds: config.retry_unknown_kinds,
+        jobs: jobs_rx.clone(),
+        finished: finished_tx.clone(),
+        inflight: inflight.clone(),
+        stop: stop.clone(),
+        abort: abort.clone(),
+    });
+    let executors: Vec<JoinHandle<()>> =
+        (0..config.concurrency).map(|_| tokio::spawn(executor.clone().run())).collect();
+    drop(executor); // the tasks hold the only copies: the outcome channel closes when they end
+    let completer = tokio::spawn(completer::run(storage.clone(), finished_rx, inflight.clone(), give_up.clone()));
+    let heartbeat = tokio::spawn(heartbeat::run(
+        storage.clone(),
+        inflight.clone(),
+        config.heartbeat_interval.unwrap_or(config.lease / 3),
+        config.lease,
+        halt.clone(),
+    ));
+    let maintenance = config.maintenance.then(|| {
+        tokio::spawn(
+            Maintenance {
+                storage: storage.clone(),
+                clock: config.clock.clone(),
+                promote_interval: config.promote_interval,
+                recover_interval: config.recover_interval,
+                purge_interval: config.purge_interval,
+                retention: config.retention.clone(),
+                stop: stop.clone(),
+            }
+            .run(),
+        )
+    });
+    let sequence = Shutdown {
+        stop: stop.clone(),
+        abort,
+        halt,
+        give_up,
+        grace: config.shutdown_grace,
+        fetcher,
+        executors,
+        completer,
+        heartbeat,
+        maintenance,
+        jobs: jobs_rx,
+        finished: finished_tx,
+    };
+    let done = tokio::spawn(sequence.run());
+    WorkerHandle { stop, done: Some(done), worker_name: config.worker_name, inflight }
+}
+
+/// The tasks and tokens the shutdown sequence winds down, in order.
+struct Shutdown {
+    stop: CancellationToken,
+    abort: CancellationToken,
+    halt: CancellationToken,
+    give_up: CancellationToken,
+    grace: Duration,
+    fetcher: JoinHandle<()>,
+    executors: Vec<JoinHandle<()>>,
+    completer: JoinHandle<()>,
+    heartbeat: JoinHandle<()>,
+    maintenance: Option<JoinHandle<()>>,
+    jobs: async_channel::Receiver<Claimed>,
+    finished: mpsc::UnboundedSender<Finished>,
+}
+
+impl Shutdown {
+    async fn run(self) {
+        self.stop.cancelled().await;
+        tracing::info!("worker pool shutting down: claiming stopped");
+        // The fetcher finishes the claim it is in (dropping it could leave
+        // jobs Running with nobody holding them), then stops.
+        joined("fetcher", self.fetcher).await;
+        let released = release_unstarted(&self.jobs, &self.finished);
+        if released > 0 {
+            tracing::info!(released, "claimed jobs not yet started released");
+        }
+
+        let mut executors = futures::future::join_all(self.executors);
+        if tokio::time::timeout(self.grace, &mut executors).await.is_err() {
+            tracing::warn!(grace = ?self.grace, "shutdown grace over: cancelling the jobs still running and releasing them");
+            self.abort.cancel();
+            executors.await;
+        }
+        // An executor that took a job just as shutdown began has run it by
+        // now; nothing is left in the channel but to be safe, release it.
+        release_unstarted(&self.jobs, &self.finished);
+
+        if let Some(maintenance) = self.maintenance {
+            joined("maintenance", maintenance).await;
+        }
+        // Executors are gone; dropping the last sender lets the completer
+        // end once it has flushed everything.
+        drop(self.finished);
+        let mut completer = self.completer;
+        if tokio::time::timeout(self.grace.max(Duration::from_secs(1)), &mut completer).await.is_err() {
+            self.give_up.cancel();
+            joined("completer", completer).await;
+        }
+        self.halt.cancel();
+        joined("heartbeat", self.heartbeat).await;
+        tracing::info!("worker pool stopped");
+    }
+}
+
+/// Hands every claimed-but-unstarted job back to Pending at once.
+fn release_unstarted(jobs: &async_channel::Receiver<Claimed>, finished: &mpsc::UnboundedSender<Finished>) -> usize {
+    let mut released = 0;
+    while let Ok(Claimed { job, permit, .. }) = jobs.try_recv() {
+        let Some(lease) = job.lease_ref() else { continue };
+        let outcome = Outcome::Release { delay: Duration::ZERO };
+        // The completer outlives this call: its receiver ends only after
+        // `self.finished` is dropped below.
+        let _ = finished.send(Finished { lease, outcome, permit: Some(permit) });
+        released += 1;
+    }
+    released
+}
+
+/// Awaits a task, logging if it panicked.
+async fn joined(role: &str, task: JoinHandle<()>) {
+    if let Err(error) = task.await {
+        tracing::error!(%error, role, "worker pool task failed");
+    }
+}

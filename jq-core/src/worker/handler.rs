@@ -1,0 +1,230 @@
+//! What a handler sees ([`JobContext`]) and what it returns ([`HandlerError`]),
+//! and the type erasure that lets typed and raw handlers share one table.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use tokio_util::sync::CancellationToken;
+
+use crate::job::{Job, JobId, JobType, LeaseRef, QueueName};
+
+/// What a handler returns: `Ok(())` acks the job.
+pub type HandlerResult = Result<(), HandlerError>;
+
+/// Why a handler did not finish its job, and what should happen next.
+///
+/// `?` on any `std::error::Error` gives a retry with that error's message
+/// (and its sources), like `anyhow`. For the other outcomes use the
+/// constructors:
+///
+/// - [`HandlerError::retry`]: record the message, try again after the pool's
+///   backoff (or Dead when no attempts are left).
+/// - [`HandlerError::retry_after`]: the same with a delay of your choosing.
+/// - [`HandlerError::fail`]: record the message and go to Dead now (the job
+///   can never succeed: bad input, a deleted account, ...).
+/// - [`HandlerError::snooze`]: not a failure: hand the job back to run again
+///   after a delay, without counting the attempt and without an error.
+///
+/// `HandlerError` deliberately does not implement `std::error::Error`: that
+/// is what makes the blanket `From<E: std::error::Error>` possible.
+pub struct HandlerError {
+    pub(crate) action: Action,
+}
+
+/// What the pool does with a failed handler's job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Action {
+    Retry { message: String, delay: Option<Duration> },
+    Fail { message: String },
+    Snooze { delay: Duration },
+}
+
+impl HandlerError {
+    /// Retry after the pool's backoff, recording `message`.
+    pub fn retry(message: impl fmt::Display) -> Self {
+        HandlerError { action: Action::Retry { message: message.to_string(), delay: None } }
+    }
+
+    /// Retry after exactly `delay`, recording `message` (a rate limit's
+    /// `Retry-After`, for instance).
+    pub fn retry_after(message: impl fmt::Display, delay: Duration) -> Self {
+        HandlerError { action: Action::Retry { message: message.to_string(), delay: Some(delay) } }
+    }
+
+    /// Fail for good: record `message` and move the job to Dead, whatever
+    /// attempts it has left.
+    pub fn fail(message: impl fmt::Display) -> Self {
+        HandlerError { action: Action::Fail { message: message.to_string() } }
+    }
+
+    /// Run again after `delay` without counting this attempt and without
+    /// recording an error.
+    pub fn snooze(delay: Duration) -> Self {
+        HandlerError { action: Action::Snooze { delay } }
+    }
+
+    /// True for [`HandlerError::fail`].
+    pub fn is_fail(&self) -> bool {
+        matches!(self.action, Action::Fail { .. })
+    }
+
+    /// True for [`HandlerError::snooze`].
+    pub fn is_snooze(&self) -> bool {
+        matches!(self.action, Action::Snooze { .. })
+    }
+
+    /// The message recorded against the attempt (`None` for a snooze).
+    pub fn message(&self) -> Option<&str> {
+        match &self.action {
+            Action::Retry { message, .. } | Action::Fail { message } => Some(message),
+            Action::Snooze { .. } => None,
+        }
+    }
+}
+
+impl<E: std::error::Error + Send + Sync + 'static> From<E> for HandlerError {
+    /// Any error is a retry; its message includes the chain of sources so
+    /// the stored error says more than "connection error".
+    fn from(error: E) -> Self {
+        let mut message = error.to_string();
+        let mut source = error.source();
+        while let Some(cause) = source {
+            message.push_str(": ");
+            message.push_str(&cause.to_string());
+            source = cause.source();
+        }
+        HandlerError::retry(message)
+    }
+}
+
+impl fmt::Debug for HandlerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.action.fmt(f)
+    }
+}
+
+impl fmt::Display for HandlerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.action {
+            Action::Retry { message, delay: None } => write!(f, "retry: {message}"),
+            Action::Retry { message, delay: Some(d) } => write!(f, "retry after {d:?}: {message}"),
+            Action::Fail { message } => write!(f, "fail: {message}"),
+            Action::Snooze { delay } => write!(f, "snooze for {delay:?}"),
+        }
+    }
+}
+
+/// What a handler knows about the job it runs. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct JobContext {
+    pub(crate) id: JobId,
+    pub(crate) kind: String,
+    pub(crate) queue: QueueName,
+    pub(crate) attempt: u32,
+    pub(crate) max_attempts: u32,
+    pub(crate) lease: LeaseRef,
+    pub(crate) cancel: CancellationToken,
+}
+
+impl JobContext {
+    pub(crate) fn for_job(job: &Job, lease: LeaseRef, cancel: CancellationToken) -> Self {
+        JobContext {
+            id: job.id,
+            kind: job.kind.clone(),
+            queue: job.queue.clone(),
+            attempt: job.attempts,
+            max_attempts: job.max_attempts,
+            lease,
+            cancel,
+        }
+    }
+
+    /// The job's id.
+    pub fn id(&self) -> JobId {
+        self.id
+    }
+
+    /// The job's kind.
+    pub fn kind(&self) -> &str {
+        &self.kind
+    }
+
+    /// The queue it was claimed from.
+    pub fn queue(&self) -> &QueueName {
+        &self.queue
+    }
+
+    /// This attempt's number, 1 for the first run (a snooze or a shutdown
+    /// release gives the attempt back).
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// Attempts the job gets in all.
+    pub fn max_attempts(&self) -> u32 {
+        self.max_attempts
+    }
+
+    /// True when a retry would send the job to Dead.
+    pub fn is_last_attempt(&self) -> bool {
+        self.attempt >= self.max_attempts
+    }
+
+    /// The job id and the token of this claim.
+    pub fn lease(&self) -> LeaseRef {
+        self.lease
+    }
+
+    /// Fires when this run must stop: the lease was lost (another worker may
+    /// now hold the job) or the pool is shutting down and its grace period
+    /// ran out. The pool then drops the handler's future at its next
+    /// `.await`; watch this token for work that does not `.await` often, or
+    /// that runs outside the future (a spawned task, a blocking thread).
+    pub fn cancellation(&self) -> &CancellationToken {
+        &self.cancel
+    }
+
+    /// True once [`JobContext::cancellation`] fired.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+}
+
+/// A handler with its payload type erased: takes the raw job.
+pub(crate) type ErasedHandler = Arc<dyn Fn(Job, JobContext) -> BoxFuture<'static, HandlerResult> + Send + Sync>;
+
+/// Wraps a typed handler: decodes the payload into `T`, and fails the job for
+/// good when it does not decode (it never will: retrying would only delay
+/// the Dead state and hide the reason).
+pub(crate) fn typed<T, F, Fut>(handler: F) -> ErasedHandler
+where
+    T: JobType,
+    F: Fn(T, JobContext) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = HandlerResult> + Send + 'static,
+{
+    Arc::new(move |job: Job, ctx: JobContext| -> BoxFuture<'static, HandlerResult> {
+        match job.payload.decode::<T>() {
+            Ok(value) => Box::pin(handler(value, ctx)),
+            Err(e) => {
+                let error = HandlerError::fail(format!(
+                    "payload does not deserialize into {} (kind {:?}): {e}",
+                    std::any::type_name::<T>(),
+                    job.kind
+                ));
+                Box::pin(std::future::ready(Err(error)))
+            }
+        }
+    })
+}
+
+/// Wraps a raw handler, which gets the job with its payload as JSON text.
+pub(crate) fn raw<F, Fut>(handler: F) -> ErasedHandler
+where
+    F: Fn(Job, JobContext) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = HandlerResult> + Send + 'static,
+{
+    Arc::new(move |job: Job, ctx: JobContext| -> BoxFuture<'static, HandlerResult> { Box::pin(handler(job, ctx)) })
+}

@@ -1,0 +1,108 @@
+//! Heartbeat: keeps the leases of every job this pool holds alive.
+//!
+//! The in-flight table is filled by the fetcher at claim time (so jobs
+//! claimed but not yet started are covered too) and emptied by the completer
+//! once a job's outcome is durable. Every interval, one
+//! [`Storage::heartbeat`] call extends all of them; a lease reported lost
+//! cancels that job's token, and the executor drops its handler (another
+//! worker may hold the job now).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::job::{JobId, LeaseRef, LeaseToken};
+use crate::storage::Storage;
+
+/// One held lease and the token that stops its handler.
+#[derive(Debug)]
+struct Held {
+    token: LeaseToken,
+    cancel: CancellationToken,
+}
+
+/// The leases this pool holds. A std mutex: every critical section is a
+/// few map operations and none spans an `.await`.
+#[derive(Debug, Default)]
+pub(crate) struct Inflight {
+    map: Mutex<HashMap<JobId, Held>>,
+}
+
+impl Inflight {
+    fn lock(&self) -> MutexGuard<'_, HashMap<JobId, Held>> {
+        // A panic while holding this lock cannot leave the map half-changed
+        // (single inserts and removes), so a poisoned lock is still usable.
+        self.map.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Starts tracking a claimed job.
+    pub(crate) fn insert(&self, lease: LeaseRef, cancel: CancellationToken) {
+        self.lock().insert(lease.id, Held { token: lease.token, cancel });
+    }
+
+    /// Stops tracking a job (its outcome is durable, or its lease is gone).
+    /// Only removes the entry of the same claim.
+    pub(crate) fn remove(&self, lease: LeaseRef) {
+        let mut map = self.lock();
+        if map.get(&lease.id).is_some_and(|h| h.token == lease.token) {
+            map.remove(&lease.id);
+        }
+    }
+
+    /// How many leases are held.
+    pub(crate) fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    fn snapshot(&self) -> Vec<LeaseRef> {
+        self.lock().iter().map(|(id, h)| LeaseRef { id: *id, token: h.token }).collect()
+    }
+
+    /// Cancels and forgets the jobs whose lease the storage reported lost.
+    fn lose(&self, lost: &[JobId]) {
+        let mut map = self.lock();
+        for id in lost {
+            if let Some(held) = map.remove(id) {
+                held.cancel.cancel();
+            }
+        }
+    }
+}
+
+/// Extends every held lease once per `interval` until `halt` fires. Errors
+/// are logged and retried at the next beat: with the default interval of a
+/// third of the lease, two beats may fail before a lease is at risk.
+pub(crate) async fn run<S: Storage>(
+    storage: Arc<S>,
+    inflight: Arc<Inflight>,
+    interval: Duration,
+    lease: Duration,
+    halt: CancellationToken,
+) {
+    loop {
+        tokio::select! {
+            _ = halt.cancelled() => return,
+            _ = tokio::time::sleep(interval) => {}
+        }
+        let leases = inflight.snapshot();
+        if leases.is_empty() {
+            continue;
+        }
+        match storage.heartbeat(&leases, lease).await {
+            Ok(lost) if lost.is_empty() => tracing::trace!(held = leases.len(), "leases extended"),
+            Ok(lost) => {
+                tracing::warn!(
+                    lost = ?lost,
+                    "lease lost for {} job(s): cancelling their handlers (another worker may run them)",
+                    lost.len()
+                );
+                inflight.lose(&lost);
+            }
+            Err(error) => {
+                tracing::warn!(%error, held = leases.len(), "heartbeat failed; retrying at the next beat");
+            }
+        }
+    }
+}

@@ -1,0 +1,441 @@
+//! The worker pool: claims jobs from any [`Storage`] and runs your handlers.
+//!
+//! # Writing a handler
+//!
+//! A handler is an async function of the job's typed payload and a
+//! [`JobContext`]. Return `Ok(())` to ack; `?` on any error retries after
+//! the pool's backoff; [`HandlerError`] has the other outcomes.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use jq_core::worker::{HandlerError, HandlerResult, JobContext, WorkerPool};
+//! use serde::{Deserialize, Serialize};
+//!
+//! #[derive(Serialize, Deserialize)]
+//! struct SendEmail { to: String }
+//! impl jq_core::JobType for SendEmail {
+//!     const KIND: &'static str = "send_email";
+//!     const QUEUE: &'static str = "mail";
+//! }
+//!
+//! async fn send_email(job: SendEmail, ctx: JobContext) -> HandlerResult {
+//!     if job.to.is_empty() {
+//!         return Err(HandlerError::fail("no recipient")); // Dead now, never retried
+//!     }
+//!     if ctx.attempt() == 1 && job.to.ends_with(".invalid") {
+//!         return Err(HandlerError::snooze(Duration::from_secs(60))); // later, attempt not counted
+//!     }
+//!     let _address: std::net::Ipv4Addr = "127.0.0.1".parse()?; // any std error: retry with backoff
+//!     Ok(())
+//! }
+//!
+//! # async fn run(storage: impl jq_core::Storage) -> jq_core::Result<()> {
+//! let pool = WorkerPool::new(storage).concurrency(32).register::<SendEmail, _, _>(send_email);
+//! // Runs until ctrl-c, then shuts down gracefully.
+//! pool.run_until(async { tokio::signal::ctrl_c().await.ok(); }).await
+//! # }
+//! ```
+//!
+//! What the pool does with each outcome:
+//!
+//! | handler | stored outcome |
+//! |---|---|
+//! | `Ok(())` | Ack: Completed |
+//! | `Err(e)` from `?`, [`HandlerError::retry`] | Retry after `backoff.delay(attempt)`; Dead when no attempts are left |
+//! | [`HandlerError::retry_after`] | Retry after the given delay |
+//! | [`HandlerError::fail`] | Fail: Dead now |
+//! | [`HandlerError::snooze`] | Release after the delay: the attempt is given back, no error recorded |
+//! | panic | Retry with "handler panicked: ..." |
+//! | ran longer than the job timeout | Retry with "timed out after ..." |
+//! | payload does not deserialize into `T` | Fail (Dead) with the serde error: it never will |
+//! | no handler registered for the kind | Fail (Dead) with "no handler registered for kind ..."; see [`WorkerPool::retry_unknown_kinds`] |
+//!
+//! Handlers must tolerate running more than once for the same job (at
+//! least once delivery): a worker that dies after the work but before its
+//! ack is recorded leaves the job to be recovered and run again.
+//!
+//! # How the pool is built
+//!
+//! A fixed set of tasks, one module per role, and no task per job:
+//!
+//! - [`fetcher`]: claims batches sized to the free slots; wakes on
+//!   [`Storage::subscribe`] or after the jittered poll interval.
+//! - [`executor`]: `concurrency` long-lived tasks pulling
+//!   claimed jobs from a channel and running their handlers.
+//! - [`completer`]: batches outcomes into one
+//!   [`Storage::complete`] call.
+//! - [`heartbeat`]: extends every held lease in one call per
+//!   interval; cancels the jobs whose lease was lost.
+//! - [`maintenance`]: promote, recover and retention purges.
+//! - [`handle`]: the [`WorkerHandle`] and the graceful
+//!   shutdown sequence.
+
+pub mod completer;
+pub mod executor;
+pub mod fetcher;
+pub mod handle;
+pub mod handler;
+pub mod heartbeat;
+pub mod maintenance;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::Rng;
+
+pub use handle::WorkerHandle;
+pub use handler::{HandlerError, HandlerResult, JobContext};
+
+use crate::clock::Clock;
+use crate::error::{Error, Result};
+use crate::job::{Job, JobType, QueueName, State};
+use crate::retry::{Backoff, ExponentialBackoff};
+use crate::storage::Storage;
+use handler::ErasedHandler;
+
+/// Default number of jobs run at once by one pool.
+pub const DEFAULT_CONCURRENCY: usize = 16;
+/// Default lease: a job whose worker stops heartbeating is recovered after this.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+/// Default idle poll interval (jittered), the fallback when the storage gives no signal.
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(100);
+/// Default per-job timeout.
+pub const DEFAULT_JOB_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+/// Default time running jobs get to finish after a shutdown is asked for.
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
+/// Default interval between promotions of due Scheduled jobs.
+pub const DEFAULT_PROMOTE_INTERVAL: Duration = Duration::from_secs(1);
+/// Default interval between recoveries of expired leases.
+pub const DEFAULT_RECOVER_INTERVAL: Duration = Duration::from_secs(10);
+/// Default interval between retention purges.
+pub const DEFAULT_PURGE_INTERVAL: Duration = Duration::from_secs(60);
+
+/// The settings of a pool; see the [`WorkerPool`] builder methods for each
+/// one's meaning and default.
+pub(crate) struct Config {
+    pub(crate) queues: Vec<String>,
+    pub(crate) concurrency: usize,
+    pub(crate) lease: Duration,
+    pub(crate) heartbeat_interval: Option<Duration>,
+    pub(crate) poll_interval: Duration,
+    pub(crate) job_timeout: Option<Duration>,
+    pub(crate) backoff: Arc<dyn Backoff>,
+    pub(crate) shutdown_grace: Duration,
+    pub(crate) maintenance: bool,
+    pub(crate) promote_interval: Duration,
+    pub(crate) recover_interval: Duration,
+    pub(crate) purge_interval: Duration,
+    pub(crate) retention: Vec<(State, Option<Duration>)>,
+    pub(crate) worker_name: String,
+    pub(crate) clock: Clock,
+    pub(crate) retry_unknown_kinds: bool,
+}
+
+/// A pool of workers over a storage `S`, configured with builder methods,
+/// then [`WorkerPool::start`]ed.
+///
+/// Defaults, and why:
+///
+/// - concurrency 16: handlers are async, so 16 overlaps plenty of I/O on a
+///   small machine, while staying under a typical application's database
+///   connection pool (each handler often holds one connection). Raise it for
+///   I/O-bound work that does not share a bounded resource.
+/// - lease 30 s, heartbeat every lease / 3: a crashed worker's jobs come back
+///   within about 30 s plus the recover interval, and two heartbeats may fail
+///   before a lease is at risk.
+/// - poll interval 100 ms, jittered ±25 %: the fallback when the storage's
+///   wake-up signal misses (another process enqueued, a delayed job became
+///   due). Short on purpose: the poll interval is the latency of delayed
+///   jobs and of work from processes whose enqueues the backend cannot
+///   signal. An empty claim is one cheap indexed query.
+/// - job timeout 5 min: a hung handler would otherwise hold its slot (and,
+///   heartbeat after heartbeat, its lease) forever. Longer jobs set
+///   [`WorkerPool::job_timeout`] (or `None`).
+/// - shutdown grace 20 s: under a typical orchestrator's 30 s kill timeout,
+///   leaving time to release what did not finish.
+/// - retention: none. The contract lets jobs leave the store only by an
+///   explicit purge or a retention rule the user configured, so finished
+///   jobs are kept until you say otherwise. A typical production setting is
+///   `.retention(State::Completed, Some(1 day))` and 7 days for Dead and
+///   Cancelled; the backends' indexes keep claims fast either way.
+pub struct WorkerPool<S: Storage> {
+    storage: S,
+    config: Config,
+    handlers: HashMap<String, ErasedHandler>,
+    typed_queues: Vec<String>,
+}
+
+impl<S: Storage> WorkerPool<S> {
+    /// A pool over `storage` with the defaults; register handlers next.
+    pub fn new(storage: S) -> Self {
+        WorkerPool {
+            storage,
+            config: Config {
+                queues: Vec::new(),
+                concurrency: DEFAULT_CONCURRENCY,
+                lease: DEFAULT_LEASE,
+                heartbeat_interval: None,
+                poll_interval: DEFAULT_POLL_INTERVAL,
+                job_timeout: Some(DEFAULT_JOB_TIMEOUT),
+                backoff: Arc::new(ExponentialBackoff::default()),
+                shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
+                maintenance: true,
+                promote_interval: DEFAULT_PROMOTE_INTERVAL,
+                recover_interval: DEFAULT_RECOVER_INTERVAL,
+                purge_interval: DEFAULT_PURGE_INTERVAL,
+                retention: Vec::new(),
+                worker_name: default_worker_name(),
+                clock: Clock::system(),
+                retry_unknown_kinds: false,
+            },
+            handlers: HashMap::new(),
+            typed_queues: Vec::new(),
+        }
+    }
+
+    /// Runs `handler` for jobs of kind `T::KIND`, with the payload decoded
+    /// into `T`. Unless [`WorkerPool::queues`] is given, the pool takes jobs
+    /// from the queues of its registered types (`T::QUEUE`).
+    ///
+    /// Registering a kind twice keeps the last handler.
+    pub fn register<T, F, Fut>(mut self, handler: F) -> Self
+    where
+        T: JobType,
+        F: Fn(T, JobContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HandlerResult> + Send + 'static,
+    {
+        self.handlers.insert(T::KIND.to_owned(), handler::typed::<T, F, Fut>(handler));
+        if !self.typed_queues.iter().any(|q| q == T::QUEUE) {
+            self.typed_queues.push(T::QUEUE.to_owned());
+        }
+        self
+    }
+
+    /// Runs `handler` for jobs of `kind`, given the raw [`Job`] (payload as
+    /// JSON text in `job.payload`). For handlers that forward the payload
+    /// elsewhere (the CLI's exec worker). Name the queues with
+    /// [`WorkerPool::queues`].
+    pub fn register_raw<F, Fut>(mut self, kind: impl Into<String>, handler: F) -> Self
+    where
+        F: Fn(Job, JobContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HandlerResult> + Send + 'static,
+    {
+        self.handlers.insert(kind.into(), handler::raw(handler));
+        self
+    }
+
+    /// The queues to take jobs from (replacing any given before). Checked by
+    /// [`WorkerPool::start`]. Default: the queues of the registered types.
+    pub fn queues<Q: Into<String>>(mut self, queues: impl IntoIterator<Item = Q>) -> Self {
+        self.config.queues = queues.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Adds one queue to take jobs from.
+    pub fn queue(mut self, queue: impl Into<String>) -> Self {
+        self.config.queues.push(queue.into());
+        self
+    }
+
+    /// How many jobs run at once (default 16; at least 1). Also the number
+    /// of executor tasks and the most jobs this pool holds leases on.
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.config.concurrency = n;
+        self
+    }
+
+    /// How long a claim holds a job without a heartbeat (default 30 s).
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.config.lease = lease;
+        self
+    }
+
+    /// How often held leases are extended (default lease / 3; must be
+    /// shorter than the lease).
+    pub fn heartbeat_interval(mut self, interval: Duration) -> Self {
+        self.config.heartbeat_interval = Some(interval);
+        self
+    }
+
+    /// How long an idle fetcher waits before claiming again when no wake-up
+    /// signal came (default 100 ms, jittered ±25 %).
+    pub fn poll_interval(mut self, interval: Duration) -> Self {
+        self.config.poll_interval = interval;
+        self
+    }
+
+    /// The longest one run of a handler may take before it is dropped and
+    /// the job retried with "timed out after ..." (default 5 min; `None`: no
+    /// limit).
+    pub fn job_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.config.job_timeout = timeout;
+        self
+    }
+
+    /// The retry delay policy (default [`ExponentialBackoff::default`]).
+    pub fn backoff(mut self, backoff: impl Backoff) -> Self {
+        self.config.backoff = Arc::new(backoff);
+        self
+    }
+
+    /// How long running jobs get to finish after shutdown is asked for
+    /// (default 20 s). Then they are cancelled and released to Pending with
+    /// their attempt given back.
+    pub fn shutdown_grace(mut self, grace: Duration) -> Self {
+        self.config.shutdown_grace = grace;
+        self
+    }
+
+    /// Turns the maintenance task (promote, recover, purge) on or off
+    /// (default on). Run it in at least one process per storage: without
+    /// recovery, a crashed worker's jobs stay Running forever.
+    pub fn maintenance(mut self, enabled: bool) -> Self {
+        self.config.maintenance = enabled;
+        self
+    }
+
+    /// Interval between promotions of due Scheduled jobs (default 1 s).
+    pub fn promote_interval(mut self, interval: Duration) -> Self {
+        self.config.promote_interval = interval;
+        self
+    }
+
+    /// Interval between recoveries of expired leases (default 10 s).
+    pub fn recover_interval(mut self, interval: Duration) -> Self {
+        self.config.recover_interval = interval;
+        self
+    }
+
+    /// Interval between retention purges (default 60 s).
+    pub fn purge_interval(mut self, interval: Duration) -> Self {
+        self.config.purge_interval = interval;
+        self
+    }
+
+    /// How long jobs finished in the terminal `state` are kept before
+    /// maintenance purges them; `None` keeps them forever (the default for
+    /// every state: see the pool's defaults). A non-terminal state
+    /// is refused by [`WorkerPool::start`].
+    pub fn retention(mut self, state: State, keep: Option<Duration>) -> Self {
+        self.config.retention.retain(|(s, _)| *s != state);
+        self.config.retention.push((state, keep));
+        self
+    }
+
+    /// The name recorded in the leases this pool takes (default
+    /// `hostname-pid-random`). Operators read it; fencing never uses it.
+    pub fn worker_name(mut self, name: impl Into<String>) -> Self {
+        self.config.worker_name = name.into();
+        self
+    }
+
+    /// The clock used to compute retention cut-offs; give the storage's own
+    /// clock (default the system clock).
+    pub fn clock(mut self, clock: Clock) -> Self {
+        self.config.clock = clock;
+        self
+    }
+
+    /// What to do with a job whose kind has no handler here. `false` (the
+    /// default): Fail, so it goes to Dead at once with "no handler
+    /// registered for kind ..." where an operator sees it and can retry it
+    /// once a worker that knows the kind runs. `true`: Retry with backoff,
+    /// kinder during a rolling deploy where old and new workers share a
+    /// queue, but a typo then burns every attempt over about a day before
+    /// anyone sees it. Prefer a new queue for a new kind.
+    pub fn retry_unknown_kinds(mut self, retry: bool) -> Self {
+        self.config.retry_unknown_kinds = retry;
+        self
+    }
+
+    /// Checks the settings and starts the pool's tasks on the current tokio
+    /// runtime.
+    ///
+    /// Errors: [`Error::InvalidQueue`] for a bad queue name;
+    /// [`Error::InvalidInput`] for no queue, concurrency 0, a zero lease, a
+    /// heartbeat interval not shorter than the lease, or a retention of a
+    /// non-terminal state.
+    pub fn start(self) -> Result<WorkerHandle> {
+        let WorkerPool { storage, mut config, handlers, typed_queues } = self;
+        if config.queues.is_empty() {
+            config.queues = typed_queues;
+        }
+        let queues = config.queues.iter().map(|q| QueueName::new(q.as_str())).collect::<Result<Vec<_>>>()?;
+        if queues.is_empty() {
+            return Err(Error::invalid("queues", "none given: register a typed handler or call .queues([...])"));
+        }
+        if config.concurrency == 0 {
+            return Err(Error::invalid("concurrency", "0: at least 1 job must be able to run"));
+        }
+        if config.lease.is_zero() {
+            return Err(Error::invalid("lease", "0 s: a lease must last long enough to heartbeat"));
+        }
+        let heartbeat = config.heartbeat_interval.unwrap_or(config.lease / 3);
+        if heartbeat.is_zero() || heartbeat >= config.lease {
+            return Err(Error::invalid(
+                "heartbeat interval",
+                format!("{heartbeat:?}: it must be above zero and shorter than the lease ({:?})", config.lease),
+            ));
+        }
+        config.heartbeat_interval = Some(heartbeat);
+        if let Some((state, _)) = config.retention.iter().find(|(s, _)| !s.is_terminal()) {
+            return Err(Error::invalid("retention", format!("{state} is not terminal: only finished jobs are purged")));
+        }
+        Ok(handle::start(storage, config, queues, handlers))
+    }
+
+    /// Starts the pool, runs until `until` completes, then shuts down
+    /// gracefully and returns once every outcome is recorded.
+    pub async fn run_until(self, until: impl Future<Output = ()>) -> Result<()> {
+        let handle = self.start()?;
+        until.await;
+        handle.shutdown().await;
+        Ok(())
+    }
+}
+
+/// `hostname-pid-random`: unique per process, readable by an operator.
+fn default_worker_name() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .or_else(|| std::env::var("COMPUTERNAME").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_owned());
+    let suffix: u16 = rand::rng().random();
+    format!("{host}-{}-{suffix:04x}", std::process::id())
+}
+
+/// `d` scaled by a random factor in [1 - spread, 1 + spread], so that many
+/// workers started together do not hit the storage in step.
+pub(crate) fn jitter(d: Duration, spread: f64) -> Duration {
+    let factor = rand::rng().random_range((1.0 - spread)..=(1.0 + spread));
+    d.mul_f64(factor.max(0.0))
+}
+
+/// A bounded exponential backoff for storage errors inside the pool: 100 ms
+/// doubling to 5 s, jittered.
+#[derive(Debug, Default)]
+pub(crate) struct ErrorBackoff {
+    failures: u32,
+}
+
+impl ErrorBackoff {
+    const BASE: Duration = Duration::from_millis(100);
+    const MAX: Duration = Duration::from_secs(5);
+
+    /// The next wait after one more failure.
+    pub(crate) fn next_delay(&mut self) -> Duration {
+        let d = Self::BASE.saturating_mul(1u32 << self.failures.min(16)).min(Self::MAX);
+        self.failures = self.failures.saturating_add(1);
+        jitter(d, 0.2)
+    }
+
+    /// Back to the shortest wait after a success.
+    pub(crate) fn reset(&mut self) {
+        self.failures = 0;
+    }
+}

@@ -1,0 +1,557 @@
+//! The worker pool against the in-memory reference storage, with real time
+//! for the pool's own timers. Nothing sleeps to synchronise: tests wait on
+//! conditions (a job's state) with a bounded timeout, or on channels.
+
+#![allow(clippy::unwrap_used)]
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use jq_core::worker::{HandlerError, HandlerResult, JobContext, WorkerPool};
+use jq_core::{ConstantBackoff, Job, JobId, JobType, NewJob, Payload, State, Storage, StorageExt};
+use jq_testkit::MemoryStorage;
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
+
+const PATIENCE: Duration = Duration::from_secs(10);
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+struct Greet {
+    name: String,
+}
+
+impl JobType for Greet {
+    const KIND: &'static str = "greet";
+    const QUEUE: &'static str = "greetings";
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+struct Other {
+    n: u32,
+}
+
+impl JobType for Other {
+    const KIND: &'static str = "other";
+    const QUEUE: &'static str = "others";
+}
+
+/// A pool with test-friendly settings: zero backoff, maintenance off (the
+/// tests that need it turn it on).
+fn pool(storage: &MemoryStorage) -> WorkerPool<MemoryStorage> {
+    WorkerPool::new(storage.clone()).backoff(ConstantBackoff(Duration::ZERO)).maintenance(false)
+}
+
+async fn enqueue<T: JobType>(storage: &MemoryStorage, job: &T, max_attempts: u32) -> JobId {
+    storage.enqueue_one(NewJob::typed(job).max_attempts(max_attempts).build().unwrap()).await.unwrap()
+}
+
+/// Polls `check` until it returns `Some`, failing the test after PATIENCE.
+async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Waits until job `id` reaches `state` and returns it.
+async fn until_state(storage: &MemoryStorage, id: JobId, state: State) -> Job {
+    eventually(&format!("job {id} to be {state}"), || async {
+        let job = storage.get(id).await.unwrap();
+        (job.state == state).then_some(job)
+    })
+    .await
+}
+
+fn messages(job: &Job) -> Vec<&str> {
+    job.errors.iter().map(|e| e.message.as_str()).collect()
+}
+
+#[tokio::test]
+async fn typed_handler_runs_and_acks() {
+    let storage = MemoryStorage::new();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let handle = pool(&storage)
+        .register::<Greet, _, _>(move |job, ctx: JobContext| {
+            let tx = tx.clone();
+            async move {
+                tx.send((job, ctx.attempt(), ctx.queue().to_string())).unwrap();
+                Ok(())
+            }
+        })
+        .start()
+        .unwrap();
+    let id = enqueue(&storage, &Greet { name: "ada".into() }, 3).await;
+    let (seen, attempt, queue) = rx.recv().await.unwrap();
+    assert_eq!(seen, Greet { name: "ada".into() });
+    assert_eq!((attempt, queue.as_str()), (1, "greetings"));
+    let job = until_state(&storage, id, State::Completed).await;
+    assert_eq!(job.attempts, 1);
+    assert!(job.errors.is_empty());
+    assert!(job.finished_at.is_some());
+    handle.shutdown().await;
+}
+
+#[tokio::test]
+async fn retry_then_success() {
+    let storage = MemoryStorage::new();
+    let handle = pool(&storage)
+        .register::<Greet, _, _>(|_job, ctx: JobContext| async move {
+            if ctx.attempt() == 1 {
+                // `?` on a std error retries with its message.
+                Err(std::io::Error::other("smtp down"))?;
+            }
+            Ok(())
+        })
+        .start()
+        .unwrap();
+    let id = enqueue(&storage, &Greet { name: "bob".into() }, 3).await;
+    let job = until_state(&storage, id, State::Completed).await;
+    assert_eq!(job.attempts, 2);
+    assert_eq!(messages(&job), ["smtp down"]);
+    assert_eq!(job.errors[0].attempt, 1);
+    handle.shutdown().await;
+}
+
+#[tokio::test]
+async fn always_failing_job_ends_dead_with_one_error_per_attempt() {
+    let storage = MemoryStorage::new();
+    let handle = pool(&storage)
+        .register::<Greet, _, _>(|_job, ctx: JobContext| async move {
+            Err(HandlerError::retry(format!("failure {}", ctx.attempt())))
+        })
+        .start()
+        .unwrap();
+    let id = enqueue(&storage, &Greet { name: "eve".into() }, 3).await;
+    let job = until_state(&storage, id, State::Dead).await;
+    assert_eq!(job.attempts, 3);
+    assert_eq!(messages(&job), ["failure 1", "failure 2", "failure 3"]);
+    assert_eq!(job.errors.iter().map(|e| e.attempt).collect::<Vec<_>>(), [1, 2, 3]);
+    handle.shutdown().await;
+}
+
+#[tokio::test]
+async fn fail_goes_dead_at_once() {
+    let storage = MemoryStorage::new();
+    let handle = pool(&storage)
+        .register::<Greet, _, _>(|_job, _ctx| async { Err(HandlerError::fail("no such user")) })
+        .start()
+        .unwrap();
+    let id = enqueue(&storage, &Greet { name: "x".into() }, 5).await;
+    let job = until_state(&storage, id, State::Dead).await;
+    assert_eq!((job.attempts, messages(&job)), (1, vec!["no such user"]));
+    handle.shutdown().await;
+}
+
+#[tokio::test]
+async fn panic_is_caught_and_recorded() {
+    let storage = MemoryStorage::new();
+    let handle = pool(&storage)
+        .register::<Greet, _, _>(|job: Greet, _ctx| async move {
+            if job.name == "boom" {
+                panic!("kaboom for {}", job.name);
+            }
+            Ok(())
+        })
+        .start()
+        .unwrap();
+    let id = enqueue(&storage, &Greet { name: "boom".into() }, 2).await;
+    let job = until_state(&storage, id, State::Dead).await;
+    assert_eq!(messages(&job), ["handler panicked: kaboom for boom", "handler panicked: kaboom for boom"]);
+    // The pool survived the panics: the next job still runs.
+    let ok = enqueue(&storage, &Greet { name: "fine".into() }, 1).await;
+    until_state(&storage, ok, State::Completed).await;
+    handle.shutdown().await;
+}
+
+#[tokio::test]
+async fn bad_payload_goes_dead_at_once_with_the_serde_reason() {
+    let storage = MemoryStorage::new();
+    let calls = Arc::new(AtomicU32::new(0));
+    let counted = calls.clone();
+    let handle = pool(&storage)
+        .register::<Greet, _, _>(move |_job, _ctx| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            async { Ok(()) }
+        })
+        .start()
+        .unwrap();
+    let bad = NewJob::builder(Greet::KIND, Payload::from_json(r#"{"nom": 1}"#).unwrap())
+        .queue(Greet::QUEUE)
+        .max_attempts(25)
+        .build()
+        .unwrap();
+    let id = storage.enqueue_one(bad).await.unwrap();
+    let job = until_state(&storage, id, State::Dead).await;
+    assert_eq!(job.attempts, 1, "a payload that can never decode must not be retried");
+    assert_eq!(job.errors.len(), 1);
+    assert!(job.errors[0].message.contains("missing field `name`"), "{:?}", job.errors);
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
+    handle.shutdown().await;
+}
+
+#[tokio::test]
+async fn unknown_kind_goes_dead_with_a_clear_reason() {
+    let storage = MemoryStorage::new();
+    let handle =
+        pool(&storage).queues(["greetings"]).register::<Greet, _, _>(|_j, _c| async { Ok(()) }).start().unwrap();
+    let job = NewJob::builder("mystery", Payload::from_json("{}").unwrap()).queue("greetings").build().unwrap();
+    let id = storage.enqueue_one(job).await.unwrap();
+    let job = until_state(&storage, id, State::Dead).await;
+    assert_eq!(messages(&job), [r#"no handler registered for kind "mystery" on this worker"#]);
+    handle.shutdown().await;
+}
+
+#[tokio::test]
+async fn timeout_is_recorded() {
+    let storage = MemoryStorage::new();
+    let handle = pool(&storage)
+        .job_timeout(Some(Duration::from_millis(50)))
+        .register::<Greet, _, _>(|_job, _ctx| std::future::pending::<HandlerResult>())
+        .start()
+        .unwrap();
+    let id = enqueue(&storage, &Greet { name: "slow".into() }, 1).await;
+    let job = until_state(&storage, id, State::Dead).await;
+    assert_eq!(messages(&job), ["timed out after 50ms"]);
+    handle.shutdown().await;
+}
+
+#[tokio::test]
+async fn snooze_reschedules_without_counting_the_attempt() {
+    let storage = MemoryStorage::new();
+    let runs = Arc::new(AtomicU32::new(0));
+    let counted = runs.clone();
+    let handle = pool(&storage)
+        .register::<Greet, _, _>(move |_job, ctx: JobContext| {
+            let run = counted.fetch_add(1, Ordering::SeqCst) + 1;
+            async move {
+                // Every run sees attempt 1: the snooze gave it back.
+                assert_eq!(ctx.attempt(), 1);
+                if run < 3 { Err(HandlerError::snooze(Duration::from_millis(20))) } else { Ok(()) }
+            }
+        })
+        .start()
+        .unwrap();
+    let id = enqueue(&storage, &Greet { name: "later".into() }, 1).await;
+    let job = until_state(&storage, id, State::Completed).await;
+    assert_eq!(runs.load(Ordering::SeqCst), 3);
+    assert_eq!(job.attempts, 1);
+    assert!(job.errors.is_empty());
+    handle.shutdown().await;
+}
+
+#[tokio::test]
+async fn graceful_shutdown_releases_an_unfinished_job_with_its_attempt_given_back() {
+    let storage = MemoryStorage::new();
+    let (started_tx, mut started) = mpsc::unbounded_channel();
+    let (cancelled_tx, mut cancelled) = mpsc::unbounded_channel();
+    let handle = pool(&storage)
+        .shutdown_grace(Duration::from_millis(100))
+        .register::<Greet, _, _>(move |_job, ctx: JobContext| {
+            let started_tx = started_tx.clone();
+            let cancelled_tx = cancelled_tx.clone();
+            async move {
+                started_tx.send(()).unwrap();
+                // Watches its token from a separate task, as work outside
+                // the future would.
+                let token = ctx.cancellation().clone();
+                tokio::spawn(async move {
+                    token.cancelled().await;
+                    let _ = cancelled_tx.send(());
+                });
+                std::future::pending::<HandlerResult>().await
+            }
+        })
+        .start()
+        .unwrap();
+    let id = enqueue(&storage, &Greet { name: "long".into() }, 3).await;
+    started.recv().await.unwrap();
+    assert_eq!(storage.get(id).await.unwrap().state, State::Running);
+    handle.shutdown().await;
+    // Everything is flushed when shutdown returns: no waiting needed.
+    let job = storage.get(id).await.unwrap();
+    assert_eq!(job.state, State::Pending);
+    assert_eq!(job.attempts, 0);
+    assert!(job.errors.is_empty());
+    assert!(job.lease.is_none());
+    cancelled.recv().await.expect("the job's cancellation token fired");
+}
+
+#[tokio::test]
+async fn graceful_shutdown_lets_a_job_finish_within_the_grace() {
+    let storage = MemoryStorage::new();
+    let (started_tx, mut started) = mpsc::unbounded_channel();
+    let (go_tx, go_rx) = async_channel::bounded::<()>(1);
+    let handle = pool(&storage)
+        .shutdown_grace(Duration::from_secs(30))
+        .register::<Greet, _, _>(move |_job, _ctx| {
+            let started_tx = started_tx.clone();
+            let go_rx = go_rx.clone();
+            async move {
+                started_tx.send(()).unwrap();
+                go_rx.recv().await.unwrap();
+                Ok(())
+            }
+        })
+        .start()
+        .unwrap();
+    let id = enqueue(&storage, &Greet { name: "finishing".into() }, 3).await;
+    started.recv().await.unwrap();
+    let shutdown = tokio::spawn(handle.shutdown());
+    go_tx.send(()).await.unwrap();
+    shutdown.await.unwrap();
+    let job = storage.get(id).await.unwrap();
+    assert_eq!((job.state, job.attempts), (State::Completed, 1));
+}
+
+#[tokio::test]
+async fn takes_from_several_queues_and_only_those() {
+    let storage = MemoryStorage::new();
+    let handle = pool(&storage)
+        .register::<Greet, _, _>(|_j, _c| async { Ok(()) })
+        .register::<Other, _, _>(|_j, _c| async { Ok(()) })
+        .start()
+        .unwrap();
+    let a = enqueue(&storage, &Greet { name: "a".into() }, 1).await;
+    let b = enqueue(&storage, &Other { n: 1 }, 1).await;
+    let elsewhere =
+        storage.enqueue_one(NewJob::typed(&Other { n: 2 }).queue("unwatched").build().unwrap()).await.unwrap();
+    until_state(&storage, a, State::Completed).await;
+    until_state(&storage, b, State::Completed).await;
+    handle.shutdown().await;
+    assert_eq!(storage.get(elsewhere).await.unwrap().state, State::Pending);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrency_limit_is_never_exceeded() {
+    const LIMIT: usize = 3;
+    let storage = MemoryStorage::new();
+    let running = Arc::new(AtomicUsize::new(0));
+    let max_seen = Arc::new(AtomicUsize::new(0));
+    let (r, m) = (running.clone(), max_seen.clone());
+    let handle = pool(&storage)
+        .concurrency(LIMIT)
+        .register::<Other, _, _>(move |_job, _ctx| {
+            let (r, m) = (r.clone(), m.clone());
+            async move {
+                let now = r.fetch_add(1, Ordering::SeqCst) + 1;
+                m.fetch_max(now, Ordering::SeqCst);
+                // Simulated work, so that runs overlap.
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                r.fetch_sub(1, Ordering::SeqCst);
+                Ok(())
+            }
+        })
+        .start()
+        .unwrap();
+    let jobs: Vec<NewJob> = (0..40).map(|n| NewJob::typed(&Other { n }).build().unwrap()).collect();
+    let ids = storage.enqueue(jobs).await.unwrap();
+    for id in ids {
+        until_state(&storage, id, State::Completed).await;
+    }
+    handle.shutdown().await;
+    let max = max_seen.load(Ordering::SeqCst);
+    assert!((1..=LIMIT).contains(&max), "max concurrently running handlers: {max}");
+}
+
+#[tokio::test]
+async fn an_idle_pool_wakes_on_enqueue_without_waiting_for_its_poll() {
+    let storage = MemoryStorage::new();
+    let handle = pool(&storage)
+        .poll_interval(Duration::from_secs(3600))
+        .register::<Greet, _, _>(|_j, _c| async { Ok(()) })
+        .start()
+        .unwrap();
+    // The first job proves the fetcher ran a claim; it is then idle, and
+    // with an hour's poll only the storage's signal can wake it.
+    let first = enqueue(&storage, &Greet { name: "1".into() }, 1).await;
+    until_state(&storage, first, State::Completed).await;
+    for n in 2..5 {
+        let id = enqueue(&storage, &Greet { name: n.to_string() }, 1).await;
+        until_state(&storage, id, State::Completed).await;
+    }
+    handle.shutdown().await;
+}
+
+#[tokio::test]
+async fn raw_handler_gets_the_payload_text() {
+    let storage = MemoryStorage::new();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let handle = pool(&storage)
+        .queues(["raw"])
+        .register_raw("exec", move |job: Job, _ctx| {
+            let tx = tx.clone();
+            async move {
+                tx.send(job.payload.as_str().to_owned()).unwrap();
+                Ok(())
+            }
+        })
+        .start()
+        .unwrap();
+    let job = NewJob::builder("exec", Payload::from_json(r#"{"cmd":"true"}"#).unwrap()).queue("raw").build().unwrap();
+    let id = storage.enqueue_one(job).await.unwrap();
+    assert_eq!(rx.recv().await.unwrap(), r#"{"cmd":"true"}"#);
+    until_state(&storage, id, State::Completed).await;
+    handle.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_lost_lease_cancels_the_handler_and_records_nothing() {
+    let storage = MemoryStorage::new();
+    let (cancelled_tx, mut cancelled) = mpsc::unbounded_channel();
+    let (started_tx, mut started) = mpsc::unbounded_channel();
+    let handle = pool(&storage)
+        .lease(Duration::from_millis(300))
+        .heartbeat_interval(Duration::from_millis(20))
+        .register::<Greet, _, _>(move |_job, ctx: JobContext| {
+            let (cancelled_tx, started_tx) = (cancelled_tx.clone(), started_tx.clone());
+            async move {
+                let token = ctx.cancellation().clone();
+                tokio::spawn(async move {
+                    token.cancelled().await;
+                    let _ = cancelled_tx.send(());
+                });
+                started_tx.send(ctx.lease()).unwrap();
+                std::future::pending::<HandlerResult>().await
+            }
+        })
+        .start()
+        .unwrap();
+    let id = enqueue(&storage, &Greet { name: "stolen".into() }, 3).await;
+    let lease = started.recv().await.unwrap();
+    // Someone else finishes the job under the same token (as an operator
+    // tool might); the next heartbeat finds the lease gone.
+    storage.ack(lease).await.unwrap();
+    cancelled.recv().await.unwrap();
+    eventually("the pool to let go of the job", || async { (handle.in_flight() == 0).then_some(()) }).await;
+    handle.shutdown().await;
+    let job = storage.get(id).await.unwrap();
+    assert_eq!((job.state, job.errors.len()), (State::Completed, 0));
+}
+
+#[tokio::test]
+async fn maintenance_purges_past_retention() {
+    let storage = MemoryStorage::new();
+    let handle = pool(&storage)
+        .maintenance(true)
+        .purge_interval(Duration::from_millis(20))
+        .retention(State::Completed, Some(Duration::ZERO))
+        .register::<Greet, _, _>(|_j, _c| async { Ok(()) })
+        .start()
+        .unwrap();
+    let id = enqueue(&storage, &Greet { name: "gone".into() }, 1).await;
+    eventually("the completed job to be purged", || async {
+        matches!(storage.get(id).await, Err(jq_core::Error::NotFound { .. })).then_some(())
+    })
+    .await;
+    handle.shutdown().await;
+}
+
+#[tokio::test]
+async fn start_refuses_bad_settings() {
+    let storage = MemoryStorage::new();
+    let ok = |_j: Greet, _c: JobContext| async { Ok(()) };
+    assert!(WorkerPool::new(storage.clone()).start().is_err(), "no queue");
+    assert!(pool(&storage).register::<Greet, _, _>(ok).concurrency(0).start().is_err());
+    assert!(pool(&storage).register::<Greet, _, _>(ok).queues(["a b"]).start().is_err());
+    assert!(pool(&storage).register::<Greet, _, _>(ok).heartbeat_interval(Duration::from_secs(60)).start().is_err());
+    assert!(pool(&storage).register::<Greet, _, _>(ok).retention(State::Pending, None).start().is_err());
+}
+
+/// MemoryStorage whose first `claim` and `complete` calls fail as if the
+/// server were down.
+#[derive(Clone)]
+struct Flaky {
+    inner: MemoryStorage,
+    claim_failures: Arc<AtomicUsize>,
+    complete_failures: Arc<AtomicUsize>,
+}
+
+impl Flaky {
+    fn down() -> jq_core::Error {
+        jq_core::Error::Unavailable { backend: "flaky", source: "connection refused".into() }
+    }
+
+    fn fails(counter: &AtomicUsize) -> bool {
+        counter.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok()
+    }
+}
+
+#[async_trait::async_trait]
+impl Storage for Flaky {
+    async fn enqueue(&self, jobs: Vec<NewJob>) -> jq_core::Result<Vec<JobId>> {
+        self.inner.enqueue(jobs).await
+    }
+    async fn claim(&self, request: &jq_core::ClaimRequest) -> jq_core::Result<Vec<Job>> {
+        if Self::fails(&self.claim_failures) {
+            return Err(Self::down());
+        }
+        self.inner.claim(request).await
+    }
+    async fn complete(&self, batch: Vec<jq_core::Completion>) -> jq_core::Result<Vec<jq_core::CompletionResult>> {
+        if Self::fails(&self.complete_failures) {
+            return Err(Self::down());
+        }
+        self.inner.complete(batch).await
+    }
+    async fn heartbeat(&self, leases: &[jq_core::LeaseRef], lease: Duration) -> jq_core::Result<Vec<JobId>> {
+        self.inner.heartbeat(leases, lease).await
+    }
+    async fn promote(&self) -> jq_core::Result<u64> {
+        self.inner.promote().await
+    }
+    async fn recover(&self) -> jq_core::Result<u64> {
+        self.inner.recover().await
+    }
+    async fn get(&self, id: JobId) -> jq_core::Result<Job> {
+        self.inner.get(id).await
+    }
+    async fn list(&self, filter: &jq_core::JobFilter) -> jq_core::Result<Vec<Job>> {
+        self.inner.list(filter).await
+    }
+    async fn stats(&self) -> jq_core::Result<jq_core::Stats> {
+        self.inner.stats().await
+    }
+    async fn retry(&self, id: JobId) -> jq_core::Result<()> {
+        self.inner.retry(id).await
+    }
+    async fn cancel(&self, id: JobId) -> jq_core::Result<()> {
+        self.inner.cancel(id).await
+    }
+    async fn purge(&self, state: State, older_than: jq_core::Timestamp) -> jq_core::Result<u64> {
+        self.inner.purge(state, older_than).await
+    }
+    fn subscribe(&self) -> Option<jq_core::WorkSignal> {
+        self.inner.subscribe()
+    }
+}
+
+#[tokio::test]
+async fn storage_errors_are_retried_and_no_outcome_is_lost() {
+    let inner = MemoryStorage::new();
+    let storage = Flaky {
+        inner: inner.clone(),
+        claim_failures: Arc::new(AtomicUsize::new(2)),
+        complete_failures: Arc::new(AtomicUsize::new(2)),
+    };
+    let handle = WorkerPool::new(storage.clone())
+        .maintenance(false)
+        .register::<Greet, _, _>(|_j, _c| async { Ok(()) })
+        .start()
+        .unwrap();
+    let id = enqueue(&inner, &Greet { name: "persistent".into() }, 1).await;
+    let job = until_state(&inner, id, State::Completed).await;
+    assert_eq!(job.attempts, 1);
+    assert_eq!(storage.claim_failures.load(Ordering::SeqCst), 0);
+    assert_eq!(storage.complete_failures.load(Ordering::SeqCst), 0);
+    handle.shutdown().await;
+}
