@@ -1,1 +1,309 @@
-//! placeholder
+//! jq-redis: the Redis storage backend of jq.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use jq_redis::{RedisConfig, RedisStorage};
+//! let storage = RedisStorage::connect(RedisConfig::new("redis://127.0.0.1:6379").prefix("myapp")).await?;
+//! # let _ = storage; Ok(()) }
+//! ```
+//!
+//! Every state change is one Lua script (`src/lua/*.lua`), so it is atomic
+//! on the server: enqueue (with uniqueness), claim, complete (ack, retry,
+//! fail, release; one call per batch), heartbeat (one call per batch),
+//! promote, recover, retry, cancel, purge. Every claim writes a lease (a
+//! fresh token and an expiry) on the job and indexes it by expiry, so a
+//! worker that dies loses nothing: `recover` hands its jobs on once the
+//! lease expires. "Now" comes from the configured `jq_core::Clock`, passed to
+//! every script, never from Redis's `TIME`.
+//!
+//! The key layout, and how operations that know only a job id find its
+//! queue, are documented in [`keys`]. Promote, recover and purge move at most
+//! 1,000 (purge 10,000) jobs per script call and loop while a call was full.
+//!
+//! Wake-up: the scripts that make a job Pending `PUBLISH` on `<prefix>:wake`;
+//! [`jq_core::Storage::subscribe`] starts one pub/sub connection per storage
+//! handle that bumps the returned watch channel, and reconnects with backoff
+//! when it drops (the worker pool's polling covers the gap).
+//!
+//! Connections: a `redis::aio::ConnectionManager`, which reconnects by
+//! itself; while the server is unreachable, operations return
+//! `jq_core::Error::Unavailable` and the worker pool backs off.
+//!
+//! # Durability
+//!
+//! Redis keeps jobs in memory; what survives a crash depends on the server's
+//! persistence settings, not on jq. With the common `appendonly yes` and
+//! `appendfsync everysec`, a crash of the server (or of its machine) can
+//! lose about the last second of writes: enqueued jobs can vanish, and an
+//! ack can be undone so that a finished job runs again. With RDB snapshots
+//! only, minutes can be lost. For the strongest guarantee set `appendonly
+//! yes` and `appendfsync always` in `redis.conf` (or `CONFIG SET appendfsync
+//! always`): every write is fsynced before Redis answers, at a large cost in
+//! throughput. Replication is asynchronous: a replica promoted after a
+//! primary's crash may lack the last writes the primary acknowledged (`WAIT`
+//! narrows the window but does not close it). Handlers should therefore be
+//! idempotent, as they must be anyway because a job whose lease expires runs
+//! again. Where losing an acknowledged enqueue is unacceptable, use the
+//! PostgreSQL or SQLite backend.
+//!
+//! # Redis Cluster
+//!
+//! All keys of one queue share a hash tag, so every per-queue script runs
+//! on one slot. A batch that spans several queues is sent as one script
+//! over several queues' keys, which a single server accepts; on Cluster
+//! it would have to be split per queue (see the crate's report).
+
+mod admin;
+mod claim;
+mod complete;
+mod config;
+mod enqueue;
+mod error;
+pub mod keys;
+mod listener;
+mod maintenance;
+mod row;
+mod scripts;
+
+use std::collections::HashMap;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use jq_core::{
+    ClaimRequest, Completion, CompletionResult, Job, JobFilter, JobId, LeaseRef, NewJob, QueueName, Result, State,
+    Stats, Storage, Timestamp, WorkSignal,
+};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{ErrorKind, FromRedisValue, ServerErrorKind};
+use tokio::sync::watch;
+
+pub use config::RedisConfig;
+pub use error::RedisError;
+pub use keys::Keys;
+
+/// A jq storage on Redis. Cheap to clone (clones share one multiplexed,
+/// self-reconnecting connection); `Send + Sync`.
+#[derive(Clone)]
+pub struct RedisStorage {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for RedisStorage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisStorage")
+            .field("url", &self.inner.config.url)
+            .field("prefix", &self.inner.config.prefix)
+            .finish()
+    }
+}
+
+pub(crate) struct Inner {
+    pub(crate) config: RedisConfig,
+    pub(crate) keys: Keys,
+    pub(crate) client: redis::Client,
+    pub(crate) conn: ConnectionManager,
+    /// Queue of each job this handle claimed and has not completed yet, so
+    /// completions and heartbeats need no lookup. Never held across await.
+    pub(crate) owners: Mutex<HashMap<JobId, QueueName>>,
+    pub(crate) wake: watch::Sender<u64>,
+    pub(crate) listening: AtomicBool,
+}
+
+impl RedisStorage {
+    /// Connects to the server of `config`, checks the prefix and loads the
+    /// scripts.
+    pub async fn connect(config: RedisConfig) -> Result<RedisStorage, RedisError> {
+        if config.prefix.is_empty() {
+            return Err(RedisError::InvalidPrefix { prefix: config.prefix, reason: "it is empty" });
+        }
+        if config.prefix.contains(['{', '}', '\n', '*', '?', '[', ']']) {
+            return Err(RedisError::InvalidPrefix {
+                prefix: config.prefix,
+                reason: "it contains one of { } * ? [ ] or a newline",
+            });
+        }
+        let client = redis::Client::open(config.url.as_str())
+            .map_err(|source| RedisError::InvalidUrl { url: config.url.clone(), source })?;
+        let manager_config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(5)))
+            .set_number_of_retries(3)
+            .set_max_delay(Duration::from_secs(2));
+        let conn = ConnectionManager::new_with_config(client.clone(), manager_config)
+            .await
+            .map_err(|source| RedisError::Connect { url: config.url.clone(), source })?;
+        let keys = Keys::new(config.prefix.clone());
+        let storage = RedisStorage {
+            inner: Arc::new(Inner {
+                keys,
+                client,
+                conn,
+                owners: Mutex::new(HashMap::new()),
+                wake: watch::Sender::new(0),
+                listening: AtomicBool::new(false),
+                config,
+            }),
+        };
+        storage.inner.load_scripts().await.map_err(RedisError::Setup)?;
+        Ok(storage)
+    }
+
+    /// The key layout of this storage.
+    pub fn keys(&self) -> &Keys {
+        &self.inner.keys
+    }
+}
+
+impl Inner {
+    async fn load_scripts(&self) -> redis::RedisResult<()> {
+        let mut pipe = redis::pipe();
+        for script in scripts::all() {
+            pipe.cmd("SCRIPT").arg("LOAD").arg(script.code).ignore();
+        }
+        let mut conn = self.conn.clone();
+        pipe.query_async::<()>(&mut conn).await
+    }
+
+    /// Runs one command; reloads the scripts and runs it again on NOSCRIPT
+    /// (the server restarted or flushed its script cache).
+    pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T> {
+        let mut conn = self.conn.clone();
+        match cmd.query_async(&mut conn).await {
+            Err(e) if is_noscript(&e) => {
+                self.load_scripts().await.map_err(error::map)?;
+                cmd.query_async(&mut conn).await.map_err(error::map)
+            }
+            r => r.map_err(error::map),
+        }
+    }
+
+    /// [`Inner::query`] for a pipeline. Pipelines here only hold idempotent
+    /// commands before their scripts, so running one again is safe.
+    pub(crate) async fn query_pipe<T: FromRedisValue>(&self, pipe: &redis::Pipeline) -> Result<T> {
+        let mut conn = self.conn.clone();
+        match pipe.query_async(&mut conn).await {
+            Err(e) if is_noscript(&e) => {
+                self.load_scripts().await.map_err(error::map)?;
+                pipe.query_async(&mut conn).await.map_err(error::map)
+            }
+            r => r.map_err(error::map),
+        }
+    }
+
+    pub(crate) fn now_micros(&self) -> i64 {
+        self.config.clock.now().timestamp_micros()
+    }
+
+    /// Every registered queue, sorted.
+    pub(crate) async fn queues(&self) -> Result<Vec<QueueName>> {
+        let names: Vec<String> = self.query(redis::cmd("SMEMBERS").arg(self.keys.registry())).await?;
+        let mut queues: Vec<QueueName> = names.iter().filter_map(|n| keys::queue_name(n)).collect();
+        queues.sort();
+        Ok(queues)
+    }
+
+    /// The queue holding each of `ids`, from this handle's claims or else by
+    /// probing every registered queue; ids found nowhere are absent.
+    pub(crate) async fn locate(&self, ids: &[JobId]) -> Result<HashMap<JobId, QueueName>> {
+        let mut found = HashMap::with_capacity(ids.len());
+        let mut missing = Vec::new();
+        {
+            let owners = self.owners.lock().unwrap_or_else(|e| e.into_inner());
+            for id in ids {
+                match owners.get(id) {
+                    Some(q) => {
+                        found.insert(*id, q.clone());
+                    }
+                    None => missing.push(*id),
+                }
+            }
+        }
+        if missing.is_empty() {
+            return Ok(found);
+        }
+        let queues = self.queues().await?;
+        if queues.is_empty() {
+            return Ok(found);
+        }
+        let mut pipe = redis::pipe();
+        for id in &missing {
+            for q in &queues {
+                pipe.cmd("EXISTS").arg(self.keys.job(q.as_str(), *id));
+            }
+        }
+        let exists: Vec<bool> = self.query_pipe(&pipe).await?;
+        for (i, id) in missing.iter().enumerate() {
+            if let Some(qi) = (0..queues.len()).find(|qi| exists.get(i * queues.len() + qi).copied().unwrap_or(false)) {
+                found.insert(*id, queues[qi].clone());
+            }
+        }
+        Ok(found)
+    }
+}
+
+fn is_noscript(e: &redis::RedisError) -> bool {
+    e.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
+}
+
+/// A duration in microseconds, capped at 100 years so that `now + d` stays
+/// exact in a Lua number.
+pub(crate) fn duration_micros(d: Duration) -> i64 {
+    const CAP: u128 = 100 * 365 * 24 * 3600 * 1_000_000;
+    i64::try_from(d.as_micros().min(CAP)).unwrap_or(i64::MAX)
+}
+
+#[async_trait]
+impl Storage for RedisStorage {
+    async fn enqueue(&self, jobs: Vec<NewJob>) -> Result<Vec<JobId>> {
+        enqueue::enqueue(&self.inner, jobs).await
+    }
+
+    async fn claim(&self, request: &ClaimRequest) -> Result<Vec<Job>> {
+        claim::claim(&self.inner, request).await
+    }
+
+    async fn complete(&self, batch: Vec<Completion>) -> Result<Vec<CompletionResult>> {
+        complete::complete(&self.inner, batch).await
+    }
+
+    async fn heartbeat(&self, leases: &[LeaseRef], lease: Duration) -> Result<Vec<JobId>> {
+        complete::heartbeat(&self.inner, leases, lease).await
+    }
+
+    async fn promote(&self) -> Result<u64> {
+        maintenance::promote(&self.inner).await
+    }
+
+    async fn recover(&self) -> Result<u64> {
+        maintenance::recover(&self.inner).await
+    }
+
+    async fn get(&self, id: JobId) -> Result<Job> {
+        admin::get(&self.inner, id).await
+    }
+
+    async fn list(&self, filter: &JobFilter) -> Result<Vec<Job>> {
+        admin::list(&self.inner, filter).await
+    }
+
+    async fn stats(&self) -> Result<Stats> {
+        admin::stats(&self.inner).await
+    }
+
+    async fn retry(&self, id: JobId) -> Result<()> {
+        admin::retry(&self.inner, id).await
+    }
+
+    async fn cancel(&self, id: JobId) -> Result<()> {
+        admin::cancel(&self.inner, id).await
+    }
+
+    async fn purge(&self, state: State, older_than: Timestamp) -> Result<u64> {
+        maintenance::purge(&self.inner, state, older_than).await
+    }
+
+    fn subscribe(&self) -> Option<WorkSignal> {
+        listener::subscribe(&self.inner)
+    }
+}

@@ -1,0 +1,52 @@
+//! [`RedisConfig`]: where the server is and how jq uses it.
+
+use jq_core::{Clock, DEFAULT_MAX_PAYLOAD_BYTES};
+
+/// How to reach Redis and how to lay jq's keys out in it. Builder-style:
+///
+/// ```
+/// let config = jq_redis::RedisConfig::new("redis://127.0.0.1:6379").prefix("myapp");
+/// # let _ = config;
+/// ```
+#[derive(Clone, Debug)]
+pub struct RedisConfig {
+    pub(crate) url: String,
+    pub(crate) prefix: String,
+    pub(crate) clock: Clock,
+    pub(crate) max_payload_bytes: usize,
+}
+
+impl RedisConfig {
+    /// A config for the server at `url` (`redis://host:port/db`), with the
+    /// key prefix `jq`, the system clock and the default payload limit.
+    pub fn new(url: impl Into<String>) -> Self {
+        RedisConfig {
+            url: url.into(),
+            prefix: "jq".to_owned(),
+            clock: Clock::system(),
+            max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
+        }
+    }
+
+    /// The prefix of every key jq writes (default `jq`), so that several
+    /// applications share one server. It must not contain `{`, `}` or a
+    /// newline (checked by [`crate::RedisStorage::connect`]).
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// Where "now" comes from (default the system clock). Redis's own TIME
+    /// is never used, so tests can move time with a `jq_core::ManualClock`.
+    pub fn clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The largest accepted payload in bytes of JSON (default
+    /// `jq_core::DEFAULT_MAX_PAYLOAD_BYTES`, 1 MiB).
+    pub fn max_payload_bytes(mut self, n: usize) -> Self {
+        self.max_payload_bytes = n;
+        self
+    }
+}

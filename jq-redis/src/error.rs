@@ -1,0 +1,75 @@
+//! [`RedisError`], and how driver errors become `jq_core::Error`.
+
+use redis::{ErrorKind, ServerErrorKind};
+
+/// What can go wrong while connecting ([`crate::RedisStorage::connect`]).
+/// Operations of the `Storage` trait return `jq_core::Error` instead.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RedisError {
+    /// The URL could not be parsed.
+    #[error("invalid Redis URL {url:?}: {source}")]
+    InvalidUrl {
+        /// The URL given.
+        url: String,
+        /// The driver's error.
+        #[source]
+        source: redis::RedisError,
+    },
+    /// The key prefix is unusable.
+    #[error("invalid key prefix {prefix:?}: {reason}")]
+    InvalidPrefix {
+        /// The prefix given.
+        prefix: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// The server could not be reached, or refused the connection.
+    #[error("cannot connect to Redis at {url}: {source}; is the server running (scripts/start-services.sh)?")]
+    Connect {
+        /// The URL given.
+        url: String,
+        /// The driver's error.
+        #[source]
+        source: redis::RedisError,
+    },
+    /// The server answered the setup commands with an error.
+    #[error("Redis setup failed: {0}")]
+    Setup(#[source] redis::RedisError),
+}
+
+const BACKEND: &str = "redis";
+
+/// True for errors after which the same call may succeed: the server was
+/// unreachable, dropped the connection, timed out, is loading its data set,
+/// or asked to try again (cluster resharding).
+pub(crate) fn is_transient(e: &redis::RedisError) -> bool {
+    e.is_io_error()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || e.is_timeout()
+        || matches!(
+            e.kind(),
+            ErrorKind::Server(
+                ServerErrorKind::BusyLoading
+                    | ServerErrorKind::TryAgain
+                    | ServerErrorKind::ClusterDown
+                    | ServerErrorKind::MasterDown
+            ) | ErrorKind::ClusterConnectionNotFound
+        )
+}
+
+/// Maps a driver error to `jq_core::Error`: transient ones to
+/// `Unavailable` (the pool retries them), the rest to `Backend`.
+pub(crate) fn map(e: redis::RedisError) -> jq_core::Error {
+    if is_transient(&e) {
+        jq_core::Error::Unavailable { backend: BACKEND, source: Box::new(e) }
+    } else {
+        jq_core::Error::Backend { backend: BACKEND, source: Box::new(e) }
+    }
+}
+
+/// A `Backend` error for a reply of an unexpected shape.
+pub(crate) fn unexpected(what: impl Into<String>) -> jq_core::Error {
+    jq_core::Error::Backend { backend: BACKEND, source: what.into().into() }
+}

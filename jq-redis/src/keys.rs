@@ -1,0 +1,141 @@
+//! The key layout in Redis (this crate's "schema").
+//!
+//! With prefix `P` (default `jq`) and a queue `Q`, every key of the queue
+//! starts with its *base* `P:{P:Q}:`. The braces are a Redis Cluster hash
+//! tag: all keys of one queue, job hashes included, live in one hash slot, so
+//! every script (which touches one queue, or on a single server possibly
+//! several) only touches keys of that slot.
+//!
+//! | key | type | content |
+//! |---|---|---|
+//! | `P:{P:Q}:job:<id>` | hash | one job: `id queue kind payload priority state attempts max_attempts run_at created_at finished_at lease_token lease_worker lease_expires_at errors unique_key` (instants in microseconds since the epoch; `errors` a JSON array of `{"attempt","at","message"}`) |
+//! | `P:{P:Q}:ready` | sorted set | Pending jobs. Score `-priority`; member `<run_at: 20 digits><id: 32 hex>`, which Redis orders lexicographically within one score: so `ZRANGE 0 n` is claim order (priority desc, run_at, id) exactly, with no precision lost to a packed double |
+//! | `P:{P:Q}:scheduled` | sorted set | Scheduled jobs, score run_at |
+//! | `P:{P:Q}:leases` | sorted set | Running jobs, score lease expiry |
+//! | `P:{P:Q}:done:<state>` | sorted set | Completed / Dead / Cancelled jobs, score finished_at (purge walks it) |
+//! | `P:{P:Q}:ids` | sorted set | every job of the queue, score 0, member id: lexicographic = id order, for `list` |
+//! | `P:{P:Q}:unique` | hash | unique key -> id of the live (Scheduled, Pending, Running) job holding it |
+//! | `P:queues` | set | registry of queue names (its own slot) |
+//! | `P:wake` | pub/sub channel | published by the scripts that make a job Pending |
+//!
+//! A job is in exactly one of `ready`, `scheduled`, `leases`, `done:*`,
+//! the one its `state` names; every script keeps that so.
+//!
+//! Ids are written as 32 lowercase hex digits (the simple UUID form), so that
+//! byte order, Lua's string order in any locale, and UUID order agree.
+//!
+//! # The queue registry and lookups by id
+//!
+//! Cross-queue operations (promote, recover, stats, list, purge) and the
+//! operations that get only a job id (get, retry, cancel, and completions of
+//! jobs this handle did not claim) loop over the registry `P:queues` client
+//! side. The registry is written with `SADD` in the same pipeline as, and
+//! *before*, the enqueue script, and queues are never removed from it, so it
+//! always names every queue that holds a job (it may name a queue whose
+//! enqueue then failed; that queue is simply empty). A lookup by id costs one
+//! pipelined round trip of one command per queue. We chose this over an
+//! id -> queue index hash because such an index lives in another slot and
+//! could not be written atomically with the job on Redis Cluster, and because
+//! it would cost memory and a write per job on the enqueue hot path. Handles
+//! also remember the queue of the jobs they claimed, so their completions
+//! and heartbeats need no lookup.
+
+use jq_core::{JobId, QueueName};
+
+/// Builds the keys of one key prefix.
+#[derive(Clone, Debug)]
+pub struct Keys {
+    prefix: String,
+}
+
+impl Keys {
+    /// The keys under `prefix`.
+    pub fn new(prefix: impl Into<String>) -> Self {
+        Keys { prefix: prefix.into() }
+    }
+
+    /// The common start of every key of `queue`: `P:{P:Q}:`.
+    pub fn base(&self, queue: &str) -> String {
+        format!("{p}:{{{p}:{queue}}}:", p = self.prefix)
+    }
+
+    /// The hash of one job.
+    pub fn job(&self, queue: &str, id: JobId) -> String {
+        format!("{}job:{}", self.base(queue), id_hex(id))
+    }
+
+    /// Every key a script may touch for `queue` (for the slot test and for
+    /// operators), except job hashes (see [`Keys::job`]).
+    pub fn queue_keys(&self, queue: &str) -> Vec<String> {
+        let base = self.base(queue);
+        ["ready", "scheduled", "leases", "done:completed", "done:dead", "done:cancelled", "ids", "unique"]
+            .iter()
+            .map(|k| format!("{base}{k}"))
+            .collect()
+    }
+
+    /// The registry of queue names.
+    pub fn registry(&self) -> String {
+        format!("{}:queues", self.prefix)
+    }
+
+    /// The wake-up pub/sub channel.
+    pub fn channel(&self) -> String {
+        format!("{}:wake", self.prefix)
+    }
+
+    /// The pattern matching every key of this prefix (for SCAN).
+    pub fn pattern(&self) -> String {
+        format!("{}:*", self.prefix)
+    }
+}
+
+/// A job id as written in keys and members: 32 lowercase hex digits.
+pub fn id_hex(id: JobId) -> String {
+    id.0.simple().to_string()
+}
+
+/// The queue name validated, for keys read back from the registry.
+pub(crate) fn queue_name(name: &str) -> Option<QueueName> {
+    QueueName::new(name).ok()
+}
+
+/// The Redis Cluster hash slot of `key` (CRC16/XMODEM of its hash tag, mod
+/// 16384), as `CLUSTER KEYSLOT` computes it.
+pub fn slot(key: &str) -> u16 {
+    let bytes = key.as_bytes();
+    let mut tagged = bytes;
+    if let Some(open) = bytes.iter().position(|&b| b == b'{')
+        && let Some(len) = bytes[open + 1..].iter().position(|&b| b == b'}')
+        && len > 0
+    {
+        tagged = &bytes[open + 1..open + 1 + len];
+    }
+    crc16(tagged) % 16384
+}
+
+fn crc16(data: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for &b in data {
+        crc ^= u16::from(b) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 { (crc << 1) ^ 0x1021 } else { crc << 1 };
+        }
+    }
+    crc
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_match_redis() {
+        // values from the Redis Cluster specification / CLUSTER KEYSLOT
+        assert_eq!(crc16(b"123456789"), 0x31C3);
+        assert_eq!(slot("foo"), 12182);
+        assert_eq!(slot("{user1000}.following"), slot("{user1000}.followers"));
+        assert_eq!(slot("foo{}{bar}"), crc16(b"foo{}{bar}") % 16384);
+        assert_eq!(slot("foo{{bar}}zap"), slot("{bar"));
+    }
+}

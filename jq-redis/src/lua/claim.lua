@@ -1,0 +1,114 @@
+-- claim.lua: moves up to `limit` claimable jobs of the given queues to
+-- Running, each with a fresh lease, and returns them.
+--
+-- KEYS[q]  base of each asked queue
+-- ARGV[1]  now (microseconds)
+-- ARGV[2]  limit
+-- ARGV[3]  lease duration (microseconds)
+-- ARGV[4]  worker name
+-- ARGV[5]  due bound: at most this many due Scheduled jobs per queue (the
+--          earliest due) are considered besides the Pending ones; promote
+--          moves the rest, so the order is exact while a queue has at most
+--          this many due Scheduled jobs
+-- ARGV[6 .. 5+limit]  fresh lease tokens, one per job that may be claimed
+-- Returns an array of HGETALL replies (flat field/value arrays), in claim
+-- order: priority high to low, then run_at, then id.
+
+local now = tonumber(ARGV[1])
+local limit = tonumber(ARGV[2])
+local lease = tonumber(ARGV[3])
+local worker = ARGV[4]
+local due_bound = tonumber(ARGV[5])
+
+local candidates = {}
+local sorted = #KEYS == 1
+for q = 1, #KEYS do
+  local base = KEYS[q]
+  -- Due Scheduled jobs are claimable too; they are candidates as they are
+  -- (claim changes no job it does not take), read up to the bound.
+  local due = redis.call('ZRANGEBYSCORE', base .. 'scheduled', '-inf', now, 'WITHSCORES', 'LIMIT', 0, due_bound)
+  for i = 1, #due, 2 do
+    local id = due[i]
+    local priority = redis.call('HGET', job_key(base, id), 'priority')
+    if priority then
+      candidates[#candidates + 1] = { -tonumber(priority), ready_member(tonumber(due[i + 1]), id), base, id }
+      sorted = false
+    end
+  end
+  local top = redis.call('ZRANGE', base .. 'ready', 0, limit - 1, 'WITHSCORES')
+  for i = 1, #top, 2 do
+    candidates[#candidates + 1] = { tonumber(top[i + 1]), top[i], base, false }
+  end
+end
+if not sorted then
+  table.sort(candidates, function(x, y)
+    if x[1] ~= y[1] then return x[1] < y[1] end
+    return x[2] < y[2]
+  end)
+end
+
+local expires = now + lease
+local out = {}
+local removed = {}
+local leased = {}
+for _, c in ipairs(candidates) do
+  if #out >= limit then break end
+  local member, base = c[2], c[3]
+  local id = string.sub(member, 21)
+  local key = job_key(base, id)
+  if c[4] then
+    redis.call('ZREM', base .. 'scheduled', id)
+  else
+    local r = removed[base]
+    if not r then r = {}; removed[base] = r end
+    r[#r + 1] = member
+  end
+  -- ready holds Pending jobs only, scheduled Scheduled ones (every script
+  -- keeps it so); one HGETALL
+  -- reads the job, and the reply is patched instead of read again.
+  local h = redis.call('HGETALL', key)
+  if #h > 0 then
+    local token = ARGV[6 + #out]
+    local attempts = 1
+    local has_attempts = false
+    for i = 1, #h, 2 do
+      local f = h[i]
+      if f == 'state' then
+        h[i + 1] = 'running'
+      elseif f == 'attempts' then
+        attempts = tonumber(h[i + 1]) + 1
+        h[i + 1] = fmt(attempts)
+        has_attempts = true
+      end
+    end
+    if not has_attempts then
+      h[#h + 1] = 'attempts'
+      h[#h + 1] = '1'
+    end
+    h[#h + 1] = 'lease_token'
+    h[#h + 1] = token
+    h[#h + 1] = 'lease_worker'
+    h[#h + 1] = worker
+    h[#h + 1] = 'lease_expires_at'
+    h[#h + 1] = fmt(expires)
+    redis.call('HSET', key, 'state', 'running', 'attempts', fmt(attempts), 'lease_token', token,
+      'lease_worker', worker, 'lease_expires_at', fmt(expires))
+    local l = leased[base]
+    if not l then l = {}; leased[base] = l end
+    l[#l + 1] = expires
+    l[#l + 1] = id
+    out[#out + 1] = h
+  end
+end
+for base, r in pairs(removed) do
+  local i = 1
+  while i <= #r do
+    local j = math.min(i + 999, #r)
+    redis.call('ZREM', base .. 'ready', unpack(r, i, j))
+    i = j + 1
+  end
+end
+for base, l in pairs(leased) do
+  zadd_chunked(base .. 'leases', l)
+end
+return out

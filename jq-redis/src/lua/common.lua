@@ -1,0 +1,103 @@
+-- common.lua: helpers prepended to every jq script (no KEYS/ARGV of its own).
+--
+-- A queue's keys all start with its base "<prefix>:{<prefix>:<queue>}:"
+-- (see keys.rs); scripts get the bases as KEYS and derive every key of the
+-- queue from them, so all keys one script touches share one hash slot.
+-- Instants are integer microseconds; they stay below 2^53, so a Lua number
+-- (a double) holds them exactly. Never format them with tostring (it uses
+-- %.14g): use fmt().
+
+local function fmt(n)
+  return string.format('%d', n)
+end
+
+-- Member of the ready set: score -priority (so ZRANGE gives the highest
+-- priority first), then this member orders lexicographically by run_at
+-- (20 zero-padded digits) and id (32 lowercase hex digits).
+local function ready_member(run_at, id)
+  local r = tonumber(run_at)
+  if r < 0 then r = 0 end
+  return string.format('%020d', r) .. id
+end
+
+local function job_key(base, id)
+  return base .. 'job:' .. id
+end
+
+local function done_key(base, state)
+  return base .. 'done:' .. state
+end
+
+-- Removes a job from the index of the state it is in.
+local function unindex(base, id, state, run_at)
+  if state == 'pending' then
+    redis.call('ZREM', base .. 'ready', ready_member(run_at, id))
+  elseif state == 'scheduled' then
+    redis.call('ZREM', base .. 'scheduled', id)
+  elseif state == 'running' then
+    redis.call('ZREM', base .. 'leases', id)
+  else
+    redis.call('ZREM', done_key(base, state), id)
+  end
+end
+
+local function make_pending(base, key, id, priority, run_at)
+  redis.call('HSET', key, 'state', 'pending', 'run_at', fmt(run_at))
+  redis.call('ZADD', base .. 'ready', -tonumber(priority), ready_member(run_at, id))
+end
+
+local function make_scheduled(base, key, id, run_at)
+  redis.call('HSET', key, 'state', 'scheduled', 'run_at', fmt(run_at))
+  redis.call('ZADD', base .. 'scheduled', run_at, id)
+end
+
+-- Pending when due (delay zero), else Scheduled; returns the new state.
+local function requeue(base, key, id, priority, now, delay)
+  if delay <= 0 then
+    make_pending(base, key, id, priority, now)
+    return 'pending'
+  end
+  make_scheduled(base, key, id, now + delay)
+  return 'scheduled'
+end
+
+-- Moves a job to a terminal state and frees its unique key.
+-- uk: the job's unique key when the caller read it already, else nil.
+local function make_terminal(base, key, id, state, now, uk)
+  redis.call('HSET', key, 'state', state, 'finished_at', fmt(now))
+  redis.call('ZADD', done_key(base, state), now, id)
+  if uk == nil then uk = redis.call('HGET', key, 'unique_key') end
+  if uk and uk ~= '' and redis.call('HGET', base .. 'unique', uk) == id then
+    redis.call('HDEL', base .. 'unique', uk)
+  end
+  return state
+end
+
+local function clear_lease(key)
+  redis.call('HDEL', key, 'lease_token', 'lease_worker', 'lease_expires_at')
+end
+
+-- Appends {"attempt":n,"at":micros,"message":"..."} to the job's errors
+-- (a JSON array kept as text, so appending never re-encodes old entries).
+local function append_error(key, attempt, now, message)
+  local item = '{"attempt":' .. fmt(attempt) .. ',"at":' .. fmt(now) .. ',"message":' .. cjson.encode(message) .. '}'
+  local cur = redis.call('HGET', key, 'errors')
+  if not cur or cur == '' or cur == '[]' then
+    cur = '[' .. item .. ']'
+  else
+    cur = string.sub(cur, 1, -2) .. ',' .. item .. ']'
+  end
+  redis.call('HSET', key, 'errors', cur)
+end
+
+-- ZADD of many (score, member) pairs, in chunks so unpack stays small.
+local function zadd_chunked(key, pairs_)
+  local n = #pairs_
+  local i = 1
+  while i <= n do
+    local j = math.min(i + 999, n)
+    redis.call('ZADD', key, unpack(pairs_, i, j))
+    i = j + 1
+  end
+end
+

@@ -1,0 +1,25 @@
+-- heartbeat.lua: extends the leases of a batch of Running jobs.
+--
+-- KEYS[q]  base of each queue the batch touches
+-- ARGV[1]  now (microseconds)
+-- ARGV[2]  lease duration (microseconds)
+-- then 3 values per item: queue index (1-based into KEYS), id (32 hex), token
+-- Returns the ids whose lease was lost (job unknown, not Running, or another
+-- token). An expired lease not yet recovered is still extended.
+
+local expires = tonumber(ARGV[1]) + tonumber(ARGV[2])
+local lost = {}
+local n = (#ARGV - 2) / 3
+for j = 0, n - 1 do
+  local a = 2 + j * 3
+  local base, id, token = KEYS[tonumber(ARGV[a + 1])], ARGV[a + 2], ARGV[a + 3]
+  local key = job_key(base, id)
+  local f = redis.call('HMGET', key, 'state', 'lease_token')
+  if f[1] ~= 'running' or f[2] ~= token then
+    lost[#lost + 1] = id
+  else
+    redis.call('HSET', key, 'lease_expires_at', fmt(expires))
+    redis.call('ZADD', base .. 'leases', expires, id)
+  end
+end
+return lost

@@ -1,0 +1,46 @@
+//! The Lua scripts, each `common.lua` followed by its own file.
+
+use std::sync::LazyLock;
+
+use redis::Script;
+
+/// A script's source and its SHA1 (`redis::Script` hides the source).
+pub(crate) struct Lua {
+    pub(crate) code: &'static str,
+    pub(crate) script: Script,
+}
+
+macro_rules! script {
+    ($name:ident, $file:literal) => {
+        pub(crate) static $name: LazyLock<Lua> = LazyLock::new(|| {
+            let code = concat!(include_str!("lua/common.lua"), include_str!($file));
+            Lua { code, script: Script::new(code) }
+        });
+    };
+}
+
+script!(ENQUEUE, "lua/enqueue.lua");
+script!(CLAIM, "lua/claim.lua");
+script!(COMPLETE, "lua/complete.lua");
+script!(HEARTBEAT, "lua/heartbeat.lua");
+script!(PROMOTE, "lua/promote.lua");
+script!(RECOVER, "lua/recover.lua");
+script!(RETRY, "lua/retry.lua");
+script!(CANCEL, "lua/cancel.lua");
+script!(PURGE, "lua/purge.lua");
+script!(LIST, "lua/list.lua");
+
+/// Every script, for `SCRIPT LOAD` at connect and after a NOSCRIPT.
+pub(crate) fn all() -> [&'static Lua; 10] {
+    [&ENQUEUE, &CLAIM, &COMPLETE, &HEARTBEAT, &PROMOTE, &RECOVER, &RETRY, &CANCEL, &PURGE, &LIST]
+}
+
+/// `EVALSHA <sha> <numkeys> <keys...>`; the caller appends ARGV.
+pub(crate) fn call(lua: &Lua, keys: &[String]) -> redis::Cmd {
+    let mut cmd = redis::cmd("EVALSHA");
+    cmd.arg(lua.script.get_hash()).arg(keys.len());
+    for key in keys {
+        cmd.arg(key);
+    }
+    cmd
+}

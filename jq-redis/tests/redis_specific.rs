@@ -1,0 +1,166 @@
+//! Behaviour specific to the Redis backend: large promotes (Lua's unpack
+//! limit), wake-up over pub/sub from another connection, corrupt hashes,
+//! an unreachable server, and a queue spanning several claims' ordering.
+
+#![allow(clippy::unwrap_used)] // tests may unwrap
+
+mod common;
+
+use std::time::Duration;
+
+use jq_core::{
+    ClaimRequest, Error, JobFilter, ManualClock, NewJob, Payload, Priority, QueueName, State, Storage, StorageExt,
+};
+use jq_redis::{RedisConfig, RedisStorage};
+
+fn job(queue: &str, n: usize) -> jq_core::JobBuilder {
+    NewJob::builder("test", Payload::from_json(format!(r#"{{"n":{n}}}"#)).unwrap()).queue(queue)
+}
+
+fn request(queue: &str, limit: usize) -> ClaimRequest {
+    ClaimRequest {
+        queues: vec![QueueName::new(queue).unwrap()],
+        limit,
+        lease: Duration::from_secs(30),
+        worker: "w".into(),
+    }
+}
+
+async fn raw_conn() -> redis::aio::MultiplexedConnection {
+    redis::Client::open(common::url()).unwrap().get_multiplexed_async_connection().await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn promote_and_recover_10000_due_jobs_at_once() {
+    let prefix = common::prefix();
+    let clock = ManualClock::starting_now();
+    let s = common::connect(&prefix, clock.clock()).await;
+    let jobs: Vec<NewJob> =
+        (0..10_000).map(|i| job("big", i).delay(Duration::from_secs(60)).build_at(clock.now()).unwrap()).collect();
+    s.enqueue(jobs).await.unwrap();
+    assert_eq!(s.stats().await.unwrap().total(State::Scheduled), 10_000);
+    clock.advance(Duration::from_secs(61));
+    assert_eq!(s.promote().await.unwrap(), 10_000);
+    assert_eq!(s.promote().await.unwrap(), 0, "promote is idempotent");
+    let claimed = s.claim(&request("big", 10_000)).await.unwrap();
+    assert_eq!(claimed.len(), 10_000);
+    clock.advance(Duration::from_secs(31));
+    assert_eq!(s.recover().await.unwrap(), 10_000);
+    let stats = s.stats().await.unwrap();
+    assert_eq!(stats.total(State::Pending), 10_000);
+    assert_eq!(stats.total(State::Running), 0);
+    common::drop_prefix(&prefix).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claim_takes_10000_due_scheduled_jobs_without_promote() {
+    let prefix = common::prefix();
+    let clock = ManualClock::starting_now();
+    let s = common::connect(&prefix, clock.clock()).await;
+    let jobs: Vec<NewJob> =
+        (0..10_000).map(|i| job("big", i).delay(Duration::from_secs(1)).build_at(clock.now()).unwrap()).collect();
+    s.enqueue(jobs).await.unwrap();
+    clock.advance(Duration::from_secs(2));
+    let mut total = 0;
+    loop {
+        let got = s.claim(&request("big", 700)).await.unwrap();
+        if got.is_empty() {
+            break;
+        }
+        total += got.len();
+    }
+    assert_eq!(total, 10_000);
+    common::drop_prefix(&prefix).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enqueue_from_another_connection_wakes_the_subscriber() {
+    let prefix = common::prefix();
+    let clock = ManualClock::starting_now();
+    let worker = common::connect(&prefix, clock.clock()).await;
+    let producer = common::connect(&prefix, clock.clock()).await;
+    let mut signal = worker.subscribe().expect("redis signals new work");
+    // the listener bumps once when it has subscribed
+    tokio::time::timeout(Duration::from_secs(5), signal.changed()).await.expect("listener subscribed").unwrap();
+    signal.borrow_and_update();
+    producer.enqueue_one(job("wake", 0).build_at(clock.now()).unwrap()).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(5), signal.changed()).await.expect("woken by the enqueue").unwrap();
+    assert_eq!(worker.claim(&request("wake", 10)).await.unwrap().len(), 1);
+    // a scheduled job does not wake anyone until promoted
+    common::drop_prefix(&prefix).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn corrupt_hash_is_reported_as_corrupt() {
+    let prefix = common::prefix();
+    let clock = ManualClock::starting_now();
+    let s = common::connect(&prefix, clock.clock()).await;
+    let id = s.enqueue_one(job("q", 0).build_at(clock.now()).unwrap()).await.unwrap();
+    let mut conn = raw_conn().await;
+    let _: () = redis::cmd("HSET")
+        .arg(s.keys().job("q", id))
+        .arg("priority")
+        .arg("urgent")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    match s.get(id).await {
+        Err(Error::Corrupt { id: Some(got), reason }) => {
+            assert_eq!(got, id);
+            assert!(reason.contains("priority"), "{reason}");
+        }
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+    assert!(matches!(s.list(&JobFilter::default()).await, Err(Error::Corrupt { .. })));
+    common::drop_prefix(&prefix).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_server_is_a_connect_error() {
+    // port 1 on loopback: nothing listens there
+    let err = RedisStorage::connect(RedisConfig::new("redis://127.0.0.1:1")).await.unwrap_err();
+    assert!(matches!(err, jq_redis::RedisError::Connect { .. }), "{err}");
+    assert!(err.to_string().contains("start-services"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_prefix_is_refused() {
+    let err = RedisStorage::connect(RedisConfig::new(common::url()).prefix("a{b}")).await.unwrap_err();
+    assert!(matches!(err, jq_redis::RedisError::InvalidPrefix { .. }), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scripts_are_reloaded_after_script_flush() {
+    let prefix = common::prefix();
+    let clock = ManualClock::starting_now();
+    let s = common::connect(&prefix, clock.clock()).await;
+    let mut conn = raw_conn().await;
+    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query_async(&mut conn).await.unwrap();
+    let id = s.enqueue_one(job("q", 0).build_at(clock.now()).unwrap()).await.unwrap();
+    let claimed = s.claim(&request("q", 1)).await.unwrap();
+    assert_eq!(claimed[0].id, id);
+    common::drop_prefix(&prefix).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claim_over_several_queues_keeps_global_order() {
+    let prefix = common::prefix();
+    let clock = ManualClock::starting_now();
+    let s = common::connect(&prefix, clock.clock()).await;
+    let low = job("a", 0).priority(Priority::Low).build_at(clock.now()).unwrap();
+    let high = job("b", 1).priority(Priority::High).build_at(clock.now()).unwrap();
+    let normal = job("a", 2).build_at(clock.now()).unwrap();
+    let ids = s.enqueue(vec![low, high, normal]).await.unwrap();
+    let req =
+        ClaimRequest { queues: vec![QueueName::new("a").unwrap(), QueueName::new("b").unwrap()], ..request("a", 10) };
+    let got: Vec<_> = s.claim(&req).await.unwrap().into_iter().map(|j| j.id).collect();
+    assert_eq!(got, vec![ids[1], ids[2], ids[0]]);
+    // a second handle (no memory of the claim) can complete them
+    let other = common::connect(&prefix, clock.clock()).await;
+    let claimed = s.list(&JobFilter { state: Some(State::Running), ..Default::default() }).await.unwrap();
+    for j in claimed {
+        other.ack(j.lease_ref().unwrap()).await.unwrap();
+    }
+    assert_eq!(s.stats().await.unwrap().total(State::Completed), 3);
+    common::drop_prefix(&prefix).await;
+}
