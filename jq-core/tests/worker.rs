@@ -405,6 +405,33 @@ async fn raw_handler_gets_the_payload_text() {
 }
 
 #[tokio::test]
+async fn fallback_runs_kinds_without_a_handler_of_their_own() {
+    let storage = MemoryStorage::new();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let handle = pool(&storage)
+        .queues(["raw"])
+        .register_raw("exec", |_job: Job, _ctx| async { Err(HandlerError::fail("the specific handler must not run")) })
+        .register_fallback(move |job: Job, _ctx| {
+            let tx = tx.clone();
+            async move {
+                tx.send(job.kind.clone()).unwrap();
+                Ok(())
+            }
+        })
+        .start()
+        .unwrap();
+    let job = NewJob::builder("anything", Payload::from_json("{}").unwrap()).queue("raw").build().unwrap();
+    let id = storage.enqueue_one(job).await.unwrap();
+    assert_eq!(rx.recv().await.unwrap(), "anything");
+    until_state(&storage, id, State::Completed).await;
+    let exec = NewJob::builder("exec", Payload::from_json("{}").unwrap()).queue("raw").build().unwrap();
+    let exec = storage.enqueue_one(exec).await.unwrap();
+    let dead = until_state(&storage, exec, State::Dead).await;
+    assert_eq!(messages(&dead), ["the specific handler must not run"]);
+    handle.shutdown().await;
+}
+
+#[tokio::test]
 async fn a_lost_lease_cancels_the_handler_and_records_nothing() {
     let storage = MemoryStorage::new();
     let (cancelled_tx, mut cancelled) = mpsc::unbounded_channel();

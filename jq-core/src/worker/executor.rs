@@ -27,6 +27,8 @@ use crate::storage::Outcome;
 /// What every executor shares.
 pub(crate) struct Executor {
     pub(crate) handlers: Arc<HashMap<String, ErasedHandler>>,
+    /// Runs jobs whose kind has no handler of its own.
+    pub(crate) fallback: Option<ErasedHandler>,
     pub(crate) backoff: Arc<dyn Backoff>,
     pub(crate) job_timeout: Option<Duration>,
     pub(crate) retry_unknown_kinds: bool,
@@ -68,7 +70,7 @@ impl Executor {
         let attempt = job.attempts;
         let kind = job.kind.clone();
         let ctx = JobContext::for_job(&job, lease, cancel.clone());
-        let handler = self.handlers.get(&job.kind).cloned();
+        let handler = self.handlers.get(&job.kind).or(self.fallback.as_ref()).cloned();
         let retry_unknown = self.retry_unknown_kinds;
         // Calling the handler inside the future puts a panic in the call
         // itself under the same catch_unwind as one in its body.

@@ -93,6 +93,7 @@ pub(crate) fn start<S: Storage>(
     config: Config,
     queues: Vec<QueueName>,
     handlers: HashMap<String, ErasedHandler>,
+    fallback: Option<ErasedHandler>,
 ) -> WorkerHandle {
     let storage = Arc::new(storage);
     let stop = CancellationToken::new();
@@ -120,6 +121,7 @@ pub(crate) fn start<S: Storage>(
     );
     let executor = Arc::new(Executor {
         handlers: Arc::new(handlers),
+        fallback,
         backoff: config.backoff.clone(),
         job_timeout: config.job_timeout,
         retry_unknown_kinds: config.retry_unknown_kinds,

@@ -164,6 +164,7 @@ pub struct WorkerPool<S: Storage> {
     storage: S,
     config: Config,
     handlers: HashMap<String, ErasedHandler>,
+    fallback: Option<ErasedHandler>,
     typed_queues: Vec<String>,
 }
 
@@ -191,6 +192,7 @@ impl<S: Storage> WorkerPool<S> {
                 retry_unknown_kinds: false,
             },
             handlers: HashMap::new(),
+            fallback: None,
             typed_queues: Vec::new(),
         }
     }
@@ -223,6 +225,19 @@ impl<S: Storage> WorkerPool<S> {
         Fut: Future<Output = HandlerResult> + Send + 'static,
     {
         self.handlers.insert(kind.into(), handler::raw(handler));
+        self
+    }
+
+    /// Runs `handler` for every job whose kind has no handler of its own,
+    /// given the raw [`Job`]. For workers that forward any job elsewhere
+    /// (the CLI's exec worker); without one, unknown kinds follow
+    /// [`WorkerPool::retry_unknown_kinds`].
+    pub fn register_fallback<F, Fut>(mut self, handler: F) -> Self
+    where
+        F: Fn(Job, JobContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HandlerResult> + Send + 'static,
+    {
+        self.fallback = Some(handler::raw(handler));
         self
     }
 
@@ -358,7 +373,7 @@ impl<S: Storage> WorkerPool<S> {
     /// heartbeat interval not shorter than the lease, or a retention of a
     /// non-terminal state.
     pub fn start(self) -> Result<WorkerHandle> {
-        let WorkerPool { storage, mut config, handlers, typed_queues } = self;
+        let WorkerPool { storage, mut config, handlers, fallback, typed_queues } = self;
         if config.queues.is_empty() {
             config.queues = typed_queues;
         }
@@ -383,7 +398,7 @@ impl<S: Storage> WorkerPool<S> {
         if let Some((state, _)) = config.retention.iter().find(|(s, _)| !s.is_terminal()) {
             return Err(Error::invalid("retention", format!("{state} is not terminal: only finished jobs are purged")));
         }
-        Ok(handle::start(storage, config, queues, handlers))
+        Ok(handle::start(storage, config, queues, handlers, fallback))
     }
 
     /// Starts the pool, runs until `until` completes, then shuts down
