@@ -1,0 +1,306 @@
+//! The command line: every command, flag and its help text.
+
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use jq_core::{JobId, Priority, QueueName, State, Timestamp};
+
+use crate::duration;
+
+const AFTER_HELP: &str = "\
+Backends (--url or JQ_URL):
+  sqlite://PATH                 a SQLite file, created if missing (default: sqlite://jq.db)
+  postgres://USER@HOST:PORT/DB  PostgreSQL (needs the `postgres` feature; run `jqctl migrate` once);
+                                add ?schema=NAME to use a schema other than `jq`
+  redis://HOST:PORT             Redis (needs the `redis` feature); add ?prefix=NAME for another key prefix
+
+Exit codes:
+  0  success
+  1  failure: backend unreachable, driver error, I/O error
+  2  bad input: the message says what to fix; nothing was stored or changed
+
+A first session:
+  jqctl enqueue send_email '{\"to\":\"a@example.com\"}'
+  jqctl worker --concurrency 4 --exec ./send-email.sh
+  jqctl stats --watch";
+
+/// jqctl: enqueue, inspect and run the jobs of a jq queue.
+#[derive(Debug, Parser)]
+#[command(name = "jqctl", version, about, after_help = AFTER_HELP, max_term_width = 100)]
+pub struct Cli {
+    /// Where the jobs are stored: sqlite://PATH, postgres://..., redis://...
+    #[arg(long, env = "JQ_URL", default_value = "sqlite://jq.db", global = true, value_name = "URL")]
+    pub url: String,
+
+    /// Print machine-readable JSON instead of tables (for scripts).
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    /// The command to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Add a job to a queue and print its id.
+    Enqueue(EnqueueArgs),
+    /// Show one job: state, attempts, errors with their instants, payload.
+    Get {
+        /// The job's id, as printed by `enqueue` or `list`.
+        #[arg(value_parser = parse_job_id)]
+        id: JobId,
+    },
+    /// List jobs, oldest first, one page at a time.
+    List(ListArgs),
+    /// Count jobs per queue and state.
+    Stats {
+        /// Redraw every INTERVAL (default 2s) until Ctrl-C.
+        #[arg(long, value_name = "INTERVAL", num_args = 0..=1, default_missing_value = "2s",
+              value_parser = duration::parse_positive)]
+        watch: Option<Duration>,
+    },
+    /// Cancel a job that has not started (scheduled or pending).
+    Cancel {
+        /// The job's id.
+        #[arg(value_parser = parse_job_id)]
+        id: JobId,
+    },
+    /// Inspect and retry dead jobs (jobs that failed for good).
+    #[command(subcommand)]
+    Dead(DeadCommand),
+    /// Delete finished jobs (completed, dead or cancelled) older than a duration.
+    #[command(after_help = "Example: jqctl purge --state completed --older-than 7d")]
+    Purge {
+        /// Which terminal state to delete: completed, dead or cancelled.
+        #[arg(long, value_parser = parse_terminal_state)]
+        state: State,
+        /// Only jobs that finished longer ago than this (e.g. 12h, 7d).
+        #[arg(long, value_name = "DURATION", value_parser = duration::parse, allow_hyphen_values = true)]
+        older_than: Duration,
+    },
+    /// Create or upgrade the backend's schema (PostgreSQL; nothing to do for SQLite and Redis).
+    Migrate,
+    /// Run jobs: execute a command for each claimed job.
+    Worker(WorkerArgs),
+}
+
+/// `jqctl enqueue`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  jqctl enqueue send_email '{\"to\":\"a@example.com\"}'
+  jqctl enqueue --queue reports --delay 10m build_report @report.json
+  echo '{\"n\":1}' | jqctl enqueue --priority high --max-retries 3 resize -
+
+Prints the job's id. With --unique-key, when a live job (scheduled, pending or
+running) of the same queue has the key, nothing is stored: that job's id is
+printed and a note goes to stderr.")]
+pub struct EnqueueArgs {
+    /// The job's kind: which handler (or worker command) runs it.
+    pub kind: String,
+    /// The payload: inline JSON, @FILE to read a file, or - to read stdin.
+    #[arg(default_value = "{}", allow_hyphen_values = true)]
+    pub payload: String,
+    /// The queue (1 to 128 bytes of letters, digits and _ - . :).
+    #[arg(long, short, default_value = jq_core::DEFAULT_QUEUE, value_parser = parse_queue)]
+    pub queue: QueueName,
+    /// low, normal, high or critical; higher priorities are claimed first.
+    #[arg(long, short, default_value = "normal", value_parser = parse_priority)]
+    pub priority: Priority,
+    /// Not runnable before this delay has passed (e.g. 30s, 5m, 2h).
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse, allow_hyphen_values = true, conflicts_with = "run_at")]
+    pub delay: Option<Duration>,
+    /// Not runnable before this instant (RFC 3339, e.g. 2030-01-01T09:00:00Z).
+    #[arg(long, value_name = "RFC3339", value_parser = parse_rfc3339)]
+    pub run_at: Option<Timestamp>,
+    /// Retries after the first failure: max attempts = retries + 1 (0 = run once, never retry).
+    #[arg(long, value_name = "N", conflicts_with = "max_attempts")]
+    pub max_retries: Option<u32>,
+    /// Runs allowed in all, the first included (default 25); then the job is dead.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_attempts: Option<u32>,
+    /// Store nothing if a live job of this queue already has this key.
+    #[arg(long, value_name = "KEY")]
+    pub unique_key: Option<String>,
+}
+
+impl EnqueueArgs {
+    /// The max attempts the flags ask for.
+    pub fn effective_max_attempts(&self) -> u32 {
+        match (self.max_attempts, self.max_retries) {
+            (Some(n), _) => n,
+            (None, Some(retries)) => retries.saturating_add(1),
+            (None, None) => jq_core::DEFAULT_MAX_ATTEMPTS,
+        }
+    }
+}
+
+/// Filters and paging shared by `list` and `dead list`.
+#[derive(Debug, Args)]
+pub struct PageArgs {
+    /// Only this queue.
+    #[arg(long, short, value_parser = parse_queue)]
+    pub queue: Option<QueueName>,
+    /// Only this kind.
+    #[arg(long, short)]
+    pub kind: Option<String>,
+    /// At most this many jobs.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub limit: u64,
+    /// Only jobs after this id: pass the last id of the previous page.
+    #[arg(long, value_name = "ID", value_parser = parse_job_id)]
+    pub after: Option<JobId>,
+}
+
+/// `jqctl list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Only this state: scheduled, pending, running, completed, dead or cancelled.
+    #[arg(long, short, value_parser = parse_state)]
+    pub state: Option<State>,
+    /// Filters and paging.
+    #[command(flatten)]
+    pub page: PageArgs,
+}
+
+/// `jqctl dead ...`.
+#[derive(Debug, Subcommand)]
+pub enum DeadCommand {
+    /// List dead jobs with their last error.
+    List(PageArgs),
+    /// Move dead jobs back to pending, with one more attempt each.
+    Retry {
+        /// The job to retry.
+        #[arg(value_parser = parse_job_id, required_unless_present = "all", conflicts_with = "all")]
+        id: Option<JobId>,
+        /// Retry every dead job (of --queue, when given).
+        #[arg(long)]
+        all: bool,
+        /// With --all: only this queue.
+        #[arg(long, short, requires = "all", value_parser = parse_queue)]
+        queue: Option<QueueName>,
+    },
+}
+
+/// `jqctl worker`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+For each job the command runs with the payload on stdin and these variables set:
+  JQ_JOB_ID, JQ_JOB_KIND, JQ_JOB_QUEUE, JQ_JOB_ATTEMPT (1 for the first run), JQ_JOB_MAX_ATTEMPTS
+
+Its exit status decides what happens to the job:
+  0        the job is completed
+  78       the job fails for good and goes to dead at once (change with --fail-exit-code)
+  other    the attempt failed; the last 2 KiB of stderr is recorded as the error, and the
+           job is retried with exponential backoff until its attempts run out (then dead)
+A command still running after --timeout is killed and the attempt counts as failed.
+
+Ctrl-C or SIGTERM stops claiming, waits up to --shutdown-grace for running commands,
+hands back the jobs that did not finish (pending, attempt not counted), and exits 0.
+
+The worker also does the queue's upkeep, as every jq worker pool does: it makes due
+scheduled jobs runnable and recovers jobs whose worker died (lease expired). Finished
+jobs are kept until `jqctl purge` removes them (see `jqctl purge --help`).
+
+Examples:
+  jqctl worker --concurrency 4 --exec ./handle-job.sh
+  jqctl worker -q mail -q reports -- python3 handle.py --verbose")]
+pub struct WorkerArgs {
+    /// A queue to take jobs from; repeat for several.
+    #[arg(long = "queue", short, default_value = jq_core::DEFAULT_QUEUE, value_parser = parse_queue)]
+    pub queues: Vec<QueueName>,
+    /// How many jobs run at once.
+    #[arg(long, short, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub concurrency: u32,
+    /// Kill a command still running after this long; the attempt counts as failed.
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = duration::parse_positive, allow_hyphen_values = true)]
+    pub timeout: Duration,
+    /// On Ctrl-C/SIGTERM, how long running commands get to finish before they are killed and
+    /// their jobs handed back (pending, attempt not counted).
+    #[arg(long, value_name = "DURATION", default_value = "20s", value_parser = duration::parse, allow_hyphen_values = true)]
+    pub shutdown_grace: Duration,
+    /// The exit code that fails a job for good (no retry).
+    #[arg(long, default_value_t = 78, value_name = "CODE", value_parser = clap::value_parser!(u8).range(1..))]
+    pub fail_exit_code: u8,
+    /// The worker's name, recorded on the jobs it holds (default: HOST-PID-RANDOM).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// The command and its arguments; put it last, or use `-- CMD ARGS...`.
+    #[arg(long, value_name = "CMD", num_args = 1.., allow_hyphen_values = true, conflicts_with = "command")]
+    pub exec: Vec<String>,
+    /// The command after `--`.
+    #[arg(last = true, value_name = "CMD", required_unless_present = "exec")]
+    pub command: Vec<String>,
+}
+
+impl WorkerArgs {
+    /// The command line to run, from --exec or after `--`.
+    pub fn program(&self) -> &[String] {
+        if self.exec.is_empty() { &self.command } else { &self.exec }
+    }
+}
+
+fn parse_job_id(s: &str) -> Result<JobId, String> {
+    s.parse::<JobId>()
+        .map_err(|_| format!("{s:?} is not a job id (a UUID such as 0190c3a2-7b1e-7c3d-9a4f-2b8e1d6f0a11)"))
+}
+
+fn parse_queue(s: &str) -> Result<QueueName, String> {
+    QueueName::new(s).map_err(|e| e.to_string())
+}
+
+fn parse_priority(s: &str) -> Result<Priority, String> {
+    s.parse::<Priority>().map_err(|_| format!("{s:?}: use low, normal, high or critical"))
+}
+
+fn parse_state(s: &str) -> Result<State, String> {
+    s.parse::<State>().map_err(|_| format!("{s:?}: use scheduled, pending, running, completed, dead or cancelled"))
+}
+
+fn parse_terminal_state(s: &str) -> Result<State, String> {
+    let state = s.parse::<State>().map_err(|_| format!("{s:?}: use completed, dead or cancelled"))?;
+    if !state.is_terminal() {
+        return Err(format!("{s:?} is not a finished state; only completed, dead or cancelled jobs can be purged"));
+    }
+    Ok(state)
+}
+
+fn parse_rfc3339(s: &str) -> Result<Timestamp, String> {
+    chrono::DateTime::parse_from_rfc3339(s)
+        .map(|t| t.with_timezone(&chrono::Utc))
+        .map_err(|e| format!("{s:?} is not an RFC 3339 instant ({e}); write e.g. 2030-01-01T09:00:00Z"))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn exec_takes_the_rest_of_the_line() {
+        let cli = Cli::try_parse_from(["jqctl", "worker", "-c", "2", "--exec", "sh", "-c", "exit 1"]).unwrap();
+        let Command::Worker(w) = cli.command else { panic!("not a worker") };
+        assert_eq!(w.program(), ["sh", "-c", "exit 1"]);
+        assert_eq!(w.concurrency, 2);
+        let cli = Cli::try_parse_from(["jqctl", "worker", "-q", "a", "-q", "b", "--", "cat", "-n"]).unwrap();
+        let Command::Worker(w) = cli.command else { panic!("not a worker") };
+        assert_eq!(w.program(), ["cat", "-n"]);
+        assert_eq!(w.queues.len(), 2);
+    }
+
+    #[test]
+    fn max_retries_maps_to_max_attempts() {
+        let cli = Cli::try_parse_from(["jqctl", "enqueue", "--max-retries", "3", "k"]).unwrap();
+        let Command::Enqueue(e) = cli.command else { panic!("not enqueue") };
+        assert_eq!(e.effective_max_attempts(), 4);
+        assert!(Cli::try_parse_from(["jqctl", "enqueue", "--max-retries", "3", "--max-attempts", "2", "k"]).is_err());
+    }
+}

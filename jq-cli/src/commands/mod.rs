@@ -1,0 +1,92 @@
+//! The commands, each a generic function over `S: Storage`.
+//!
+//! Input is checked (and the payload read) in [`Action::prepare`], before
+//! any backend is opened: bad input stores nothing and creates no file.
+
+mod admin;
+mod enqueue;
+mod read;
+pub mod worker;
+
+use std::time::Duration;
+
+use jq_core::{JobId, NewJob, State, Storage};
+
+use crate::cli::{Command, DeadCommand, ListArgs, PageArgs};
+use crate::error::CliResult;
+
+/// A command whose input has been checked, ready to run on a storage.
+#[derive(Debug)]
+pub enum Action {
+    /// Store a job.
+    Enqueue(Box<NewJob>),
+    /// Show a job.
+    Get(JobId),
+    /// List jobs.
+    List(ListArgs),
+    /// Count jobs.
+    Stats {
+        /// Redraw interval.
+        watch: Option<Duration>,
+    },
+    /// Cancel a job.
+    Cancel(JobId),
+    /// List dead jobs.
+    DeadList(PageArgs),
+    /// Retry one dead job, or all of them.
+    DeadRetry(RetryTarget),
+    /// Delete finished jobs.
+    Purge {
+        /// A terminal state.
+        state: State,
+        /// Jobs that finished longer ago than this.
+        older_than: Duration,
+    },
+    /// Run a worker.
+    Worker(worker::WorkerPlan),
+}
+
+/// What `dead retry` retries.
+#[derive(Debug)]
+pub enum RetryTarget {
+    /// One job.
+    One(JobId),
+    /// Every dead job, or those of one queue.
+    All(Option<jq_core::QueueName>),
+}
+
+impl Action {
+    /// Checks the command's input; `None` for `migrate`, which needs the
+    /// backend itself rather than a generic storage.
+    pub fn prepare(command: Command) -> CliResult<Option<Self>> {
+        Ok(Some(match command {
+            Command::Enqueue(args) => Action::Enqueue(Box::new(enqueue::prepare(&args)?)),
+            Command::Get { id } => Action::Get(id),
+            Command::List(args) => Action::List(args),
+            Command::Stats { watch } => Action::Stats { watch },
+            Command::Cancel { id } => Action::Cancel(id),
+            Command::Dead(DeadCommand::List(page)) => Action::DeadList(page),
+            Command::Dead(DeadCommand::Retry { id: Some(id), .. }) => Action::DeadRetry(RetryTarget::One(id)),
+            Command::Dead(DeadCommand::Retry { id: None, queue, .. }) => Action::DeadRetry(RetryTarget::All(queue)),
+            Command::Purge { state, older_than } => Action::Purge { state, older_than },
+            Command::Worker(args) => Action::Worker(worker::WorkerPlan::prepare(args)?),
+            Command::Migrate => return Ok(None),
+        }))
+    }
+
+    /// Runs the action on `storage`.
+    pub async fn run<S: Storage + Clone>(self, storage: S, json: bool) -> CliResult {
+        match self {
+            Action::Enqueue(job) => enqueue::run(&storage, *job, json).await,
+            Action::Get(id) => read::get(&storage, id, json).await,
+            Action::List(args) => read::list(&storage, args.state, &args.page, json, false).await,
+            Action::Stats { watch: None } => read::stats(&storage, json).await,
+            Action::Stats { watch: Some(every) } => read::watch_stats(&storage, every, json).await,
+            Action::Cancel(id) => admin::cancel(&storage, id, json).await,
+            Action::DeadList(page) => read::list(&storage, Some(State::Dead), &page, json, true).await,
+            Action::DeadRetry(target) => admin::retry(&storage, target, json).await,
+            Action::Purge { state, older_than } => admin::purge(&storage, state, older_than, json).await,
+            Action::Worker(plan) => worker::run(storage, plan).await,
+        }
+    }
+}

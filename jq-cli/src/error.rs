@@ -1,0 +1,86 @@
+//! The CLI's error type and how it maps to exit codes.
+
+use std::process::ExitCode;
+
+/// Exit code for bad input: the request was refused as given and nothing was
+/// stored or changed. The message says what to fix.
+pub const EXIT_BAD_INPUT: u8 = 2;
+/// Exit code for everything else: an unreachable backend, a driver error, a
+/// corrupt row, an I/O failure.
+pub const EXIT_FAILURE: u8 = 1;
+
+/// Why a command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// The user's input cannot be acted on (exit 2).
+    #[error("{0}")]
+    BadInput(String),
+    /// The storage refused or failed; the exit code depends on the variant.
+    #[error(transparent)]
+    Storage(#[from] jq_core::Error),
+    /// Anything else (exit 1).
+    #[error("{0}")]
+    Other(String),
+}
+
+impl CliError {
+    /// A bad-input error with a message that says what to fix.
+    pub fn bad_input(message: impl Into<String>) -> Self {
+        CliError::BadInput(message.into())
+    }
+
+    /// The process exit code for this error.
+    pub fn exit_code(&self) -> ExitCode {
+        ExitCode::from(match self {
+            CliError::BadInput(_) => EXIT_BAD_INPUT,
+            CliError::Storage(e) if is_bad_input(e) => EXIT_BAD_INPUT,
+            CliError::Storage(_) | CliError::Other(_) => EXIT_FAILURE,
+        })
+    }
+
+    /// A hint printed after the message, when there is one.
+    pub fn hint(&self) -> Option<&'static str> {
+        match self {
+            CliError::Storage(jq_core::Error::Unavailable { .. }) => {
+                Some("check --url (or JQ_URL) and that the server is running")
+            }
+            // jq-postgres never migrates on its own: a fresh database has no tables yet.
+            CliError::Storage(e @ jq_core::Error::Backend { backend: "postgres", .. })
+                if e.to_string().contains("does not exist") =>
+            {
+                Some("has `jqctl migrate` been run on this database? it creates jq's schema")
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Errors whose cause is in the command line: the user can fix them by
+/// changing what they typed (an argument, a job id, the job they act on).
+fn is_bad_input(e: &jq_core::Error) -> bool {
+    use jq_core::Error as E;
+    matches!(
+        e,
+        E::InvalidQueue { .. }
+            | E::InvalidInput { .. }
+            | E::InvalidPayload(_)
+            | E::PayloadTooLarge { .. }
+            | E::NotFound { .. }
+            | E::InvalidState { .. }
+    )
+}
+
+impl From<std::io::Error> for CliError {
+    fn from(e: std::io::Error) -> Self {
+        CliError::Other(format!("I/O error: {e}"))
+    }
+}
+
+impl From<serde_json::Error> for CliError {
+    fn from(e: serde_json::Error) -> Self {
+        CliError::Other(format!("JSON output failed: {e}"))
+    }
+}
+
+/// Shorthand for results whose error is [`CliError`].
+pub type CliResult<T = ()> = Result<T, CliError>;

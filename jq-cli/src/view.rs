@@ -1,0 +1,324 @@
+//! What the CLI prints: serializable views of jobs and stats for `--json`,
+//! and hand-formatted tables for people.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+
+use jq_core::{AttemptError, Job, State, Stats, Timestamp};
+use serde::Serialize;
+use serde_json::value::RawValue;
+
+use crate::error::CliResult;
+
+/// Writes `text` to stdout. A closed pipe (`jqctl list | head`) is not an
+/// error: the reader has what it wanted.
+pub fn emit(text: &str) -> CliResult {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
+    }
+}
+
+/// Writes `value` as pretty JSON and a newline.
+pub fn emit_json<T: Serialize + ?Sized>(value: &T) -> CliResult {
+    let mut text = serde_json::to_string_pretty(value)?;
+    text.push('\n');
+    emit(&text)
+}
+
+/// A job as `--json` shows it. The lease token is left out: it is the
+/// worker's fencing secret, not something an operator acts on.
+#[derive(Debug, Serialize)]
+pub struct JobView {
+    /// Its id.
+    pub id: String,
+    /// Its queue.
+    pub queue: String,
+    /// Its kind.
+    pub kind: String,
+    /// Its state.
+    pub state: State,
+    /// Its priority name.
+    pub priority: &'static str,
+    /// Claims so far.
+    pub attempts: u32,
+    /// Claims allowed in all.
+    pub max_attempts: u32,
+    /// Not claimable before.
+    pub run_at: Timestamp,
+    /// When it was enqueued.
+    pub created_at: Timestamp,
+    /// When it finished, if it did.
+    pub finished_at: Option<Timestamp>,
+    /// Who holds it, while running.
+    pub lease: Option<LeaseView>,
+    /// Its unique key.
+    pub unique_key: Option<String>,
+    /// Every failure, oldest first.
+    pub errors: Vec<AttemptError>,
+    /// The payload: the stored JSON as is (a string if it is not JSON).
+    pub payload: PayloadView,
+}
+
+/// The lease of a running job.
+#[derive(Debug, Serialize)]
+pub struct LeaseView {
+    /// The worker's name.
+    pub worker: String,
+    /// When the lease runs out unless extended.
+    pub expires_at: Timestamp,
+}
+
+/// A payload embedded as JSON, or as a string when storage holds non-JSON.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum PayloadView {
+    /// Valid JSON, reproduced byte for byte.
+    Json(Box<RawValue>),
+    /// Anything else.
+    Text(String),
+}
+
+impl From<&Job> for JobView {
+    fn from(job: &Job) -> Self {
+        let text = job.payload.as_str().to_owned();
+        let payload = match RawValue::from_string(text.clone()) {
+            Ok(raw) => PayloadView::Json(raw),
+            Err(_) => PayloadView::Text(text),
+        };
+        JobView {
+            id: job.id.to_string(),
+            queue: job.queue.to_string(),
+            kind: job.kind.clone(),
+            state: job.state,
+            priority: job.priority.as_str(),
+            attempts: job.attempts,
+            max_attempts: job.max_attempts,
+            run_at: job.run_at,
+            created_at: job.created_at,
+            finished_at: job.finished_at,
+            lease: job.lease.as_ref().map(|l| LeaseView { worker: l.worker.clone(), expires_at: l.expires_at }),
+            unique_key: job.unique_key.clone(),
+            errors: job.errors.clone(),
+            payload,
+        }
+    }
+}
+
+/// Counts of one queue (or all) as `--json` shows them.
+#[derive(Debug, Default, Serialize)]
+pub struct CountsView {
+    /// Waiting for their run_at.
+    pub scheduled: u64,
+    /// Claimable.
+    pub pending: u64,
+    /// Held by a worker.
+    pub running: u64,
+    /// Done.
+    pub completed: u64,
+    /// Failed for good.
+    pub dead: u64,
+    /// Cancelled.
+    pub cancelled: u64,
+    /// All of the above.
+    pub total: u64,
+}
+
+impl CountsView {
+    fn of(counts: &jq_core::StateCounts) -> Self {
+        CountsView {
+            scheduled: counts.get(State::Scheduled),
+            pending: counts.get(State::Pending),
+            running: counts.get(State::Running),
+            completed: counts.get(State::Completed),
+            dead: counts.get(State::Dead),
+            cancelled: counts.get(State::Cancelled),
+            total: counts.total(),
+        }
+    }
+}
+
+/// `stats --json`.
+#[derive(Debug, Serialize)]
+pub struct StatsView {
+    /// Per queue, by name.
+    pub queues: std::collections::BTreeMap<String, CountsView>,
+    /// Over every queue.
+    pub total: CountsView,
+}
+
+impl From<&Stats> for StatsView {
+    fn from(stats: &Stats) -> Self {
+        let mut total = jq_core::StateCounts::default();
+        for counts in stats.queues.values() {
+            for state in State::ALL {
+                total.add(state, counts.get(state));
+            }
+        }
+        StatsView {
+            queues: stats.queues.iter().map(|(q, c)| (q.clone(), CountsView::of(c))).collect(),
+            total: CountsView::of(&total),
+        }
+    }
+}
+
+/// Formats an instant for people: UTC, second precision.
+pub fn instant(t: Timestamp) -> String {
+    t.format("%Y-%m-%d %H:%M:%SZ").to_string()
+}
+
+/// A left-aligned text table with a header row; the last column is not padded.
+pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let mut line = |cells: &mut dyn Iterator<Item = &str>| {
+        let mut text = String::new();
+        for (i, (cell, w)) in cells.zip(&widths).enumerate() {
+            if i + 1 == widths.len() {
+                text.push_str(cell);
+            } else {
+                let _ = write!(text, "{cell:<w$}  ");
+            }
+        }
+        out.push_str(text.trim_end());
+        out.push('\n');
+    };
+    line(&mut header.iter().copied());
+    for row in rows {
+        line(&mut row.iter().map(String::as_str));
+    }
+    out
+}
+
+/// The `list` table.
+pub fn jobs_table(jobs: &[Job], with_last_error: bool) -> String {
+    let mut header = vec!["ID", "QUEUE", "KIND", "STATE", "PRIORITY", "ATTEMPTS", "RUN AT", "CREATED"];
+    if with_last_error {
+        header.push("LAST ERROR");
+    }
+    let rows: Vec<Vec<String>> = jobs
+        .iter()
+        .map(|j| {
+            let mut row = vec![
+                j.id.to_string(),
+                j.queue.to_string(),
+                j.kind.clone(),
+                j.state.to_string(),
+                j.priority.to_string(),
+                format!("{}/{}", j.attempts, j.max_attempts),
+                instant(j.run_at),
+                instant(j.created_at),
+            ];
+            if with_last_error {
+                row.push(j.errors.last().map_or_else(String::new, |e| one_line(&e.message, 60)));
+            }
+            row
+        })
+        .collect();
+    table(&header, &rows)
+}
+
+/// The `stats` table: one row per queue, one column per state, and a total row.
+pub fn stats_table(stats: &Stats) -> String {
+    let view = StatsView::from(stats);
+    let header = ["QUEUE", "SCHEDULED", "PENDING", "RUNNING", "COMPLETED", "DEAD", "CANCELLED", "TOTAL"];
+    let row = |name: &str, c: &CountsView| {
+        vec![
+            name.to_owned(),
+            c.scheduled.to_string(),
+            c.pending.to_string(),
+            c.running.to_string(),
+            c.completed.to_string(),
+            c.dead.to_string(),
+            c.cancelled.to_string(),
+            c.total.to_string(),
+        ]
+    };
+    let mut rows: Vec<Vec<String>> = view.queues.iter().map(|(q, c)| row(q, c)).collect();
+    if rows.is_empty() {
+        return "no jobs\n".to_owned();
+    }
+    rows.push(row("(all)", &view.total));
+    table(&header, &rows)
+}
+
+/// `get` for people.
+pub fn job_details(job: &Job) -> String {
+    let mut out = String::new();
+    let mut field = |name: &str, value: &str| {
+        let _ = writeln!(out, "{name:<13}{value}");
+    };
+    field("id", &job.id.to_string());
+    field("queue", job.queue.as_str());
+    field("kind", &job.kind);
+    field("state", job.state.as_str());
+    field("priority", job.priority.as_str());
+    field("attempts", &format!("{} of {}", job.attempts, job.max_attempts));
+    field("run at", &instant(job.run_at));
+    field("created at", &instant(job.created_at));
+    if let Some(at) = job.finished_at {
+        field("finished at", &instant(at));
+    }
+    if let Some(lease) = &job.lease {
+        field("held by", &format!("{} until {}", lease.worker, instant(lease.expires_at)));
+    }
+    if let Some(key) = &job.unique_key {
+        field("unique key", key);
+    }
+    let payload = serde_json::from_str::<serde_json::Value>(job.payload.as_str())
+        .ok()
+        .and_then(|v| serde_json::to_string_pretty(&v).ok())
+        .unwrap_or_else(|| job.payload.as_str().to_owned());
+    let _ = writeln!(out, "payload");
+    for line in payload.lines() {
+        let _ = writeln!(out, "  {line}");
+    }
+    if job.errors.is_empty() {
+        let _ = writeln!(out, "errors       none");
+    } else {
+        let _ = writeln!(out, "errors");
+        for e in &job.errors {
+            let _ = writeln!(out, "  attempt {} at {}:", e.attempt, instant(e.at));
+            for line in e.message.lines() {
+                let _ = writeln!(out, "    {line}");
+            }
+        }
+    }
+    out
+}
+
+/// The last non-blank line of `text` (where a stderr tail says what went
+/// wrong), cut to `max` characters.
+fn one_line(text: &str, max: usize) -> String {
+    let first = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
+    if first.chars().count() <= max {
+        first.to_owned()
+    } else {
+        let cut: String = first.chars().take(max.saturating_sub(3)).collect();
+        format!("{cut}...")
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_align_columns() {
+        let t = table(&["A", "BB"], &[vec!["xxx".into(), "y".into()], vec!["z".into(), "w".into()]]);
+        assert_eq!(t, "A    BB\nxxx  y\nz    w\n");
+    }
+
+    #[test]
+    fn one_line_keeps_the_last_nonblank_line() {
+        assert_eq!(one_line("a\nboom\n\n", 10), "boom");
+        assert_eq!(one_line(&"x".repeat(20), 10), "xxxxxxx...");
+    }
+}

@@ -1,0 +1,390 @@
+//! Helpers and backend-independent scenarios for the tests that run the
+//! built `jqctl` (against SQLite in `cli.rs`, PostgreSQL in `postgres.rs`).
+//!
+//! The worker scenarios run a real worker process; they wait for job states by
+//! polling `jqctl get --json` with a bounded deadline (the worker is another
+//! process: there is no clock to inject), then stop it with SIGTERM.
+
+// Each test binary uses a different subset of the helpers.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use assert_cmd::prelude::*;
+use predicates::prelude::*;
+use serde_json::Value;
+
+/// How long a worker test waits for a job to reach a state.
+pub const DEADLINE: Duration = Duration::from_secs(60);
+
+/// Where one test's jobs live, and a temp dir for its files.
+pub struct Store {
+    /// Files of the test (the SQLite file, payload files, worker output).
+    pub dir: tempfile::TempDir,
+    /// The backend URL every command gets in JQ_URL.
+    pub url: String,
+}
+
+impl Store {
+    /// A fresh SQLite file in a temp dir.
+    pub fn sqlite() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("jq.db").display());
+        Store { dir, url }
+    }
+
+    /// A temp dir for files, and `url` for the jobs.
+    pub fn with_url(url: String) -> Self {
+        Store { dir: tempfile::tempdir().unwrap(), url }
+    }
+
+    /// The SQLite file of [`Store::sqlite`].
+    pub fn db(&self) -> PathBuf {
+        self.dir.path().join("jq.db")
+    }
+
+    pub fn cmd(&self) -> Command {
+        let mut cmd = Command::cargo_bin("jqctl").unwrap();
+        cmd.env("JQ_URL", &self.url).env_remove("RUST_LOG").current_dir(self.dir.path());
+        cmd
+    }
+
+    /// Runs `args`, asserts success, returns stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.cmd().args(args).output().unwrap();
+        assert!(out.status.success(), "jqctl {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Runs `args` with `--json`, asserts success, parses stdout.
+    pub fn json(&self, args: &[&str]) -> Value {
+        let mut all = args.to_vec();
+        all.push("--json");
+        serde_json::from_str(&self.ok(&all)).unwrap()
+    }
+
+    pub fn enqueue(&self, args: &[&str]) -> String {
+        let mut all = vec!["enqueue"];
+        all.extend_from_slice(args);
+        self.ok(&all).trim().to_owned()
+    }
+
+    pub fn state(&self, id: &str) -> String {
+        self.json(&["get", id])["state"].as_str().unwrap().to_owned()
+    }
+
+    pub fn total_jobs(&self) -> u64 {
+        self.json(&["stats"])["total"]["total"].as_u64().unwrap()
+    }
+
+    /// Polls until job `id` is in `state`, or panics with the job after DEADLINE.
+    pub fn wait_for_state(&self, id: &str, state: &str) -> Value {
+        let start = Instant::now();
+        loop {
+            let job = self.json(&["get", id]);
+            if job["state"] == state {
+                return job;
+            }
+            assert!(start.elapsed() < DEADLINE, "job {id} did not become {state} within {DEADLINE:?}: {job:#}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    pub fn worker(&self, args: &[&str]) -> Worker {
+        let child = self.cmd().arg("worker").args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        Worker(Some(child))
+    }
+}
+
+/// A worker process; killed if the test fails before stopping it.
+pub struct Worker(pub Option<Child>);
+
+impl Worker {
+    /// Sends SIGTERM and waits (bounded) for a clean exit; returns its output.
+    pub fn stop(mut self) -> Output {
+        let child = self.0.take().unwrap();
+        let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+        assert!(status.success());
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(child.wait_with_output()));
+        let out = rx.recv_timeout(DEADLINE).expect("worker did not exit after SIGTERM").unwrap();
+        assert!(out.status.success(), "worker exited with {}: {}", out.status, String::from_utf8_lossy(&out.stderr));
+        out
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Runs `args`, expects exit `code` and `needle` in stderr, and nothing on stdout.
+pub fn refused(s: &Store, args: &[&str], code: i32, needle: &str) {
+    let out = s.cmd().args(args).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "jqctl {args:?}: {stderr}");
+    assert!(stderr.contains(needle), "jqctl {args:?}: {needle:?} not in {stderr}");
+    assert!(out.stdout.is_empty(), "jqctl {args:?} printed {:?}", String::from_utf8_lossy(&out.stdout));
+}
+
+/// Scenarios every backend passes; each takes a store with no jobs.
+pub mod scenarios {
+    use super::*;
+
+    pub fn enqueue_then_get(s: &Store) {
+        let id = s.enqueue(&[
+            "send_email",
+            r#"{"to":"a@example.com","n":12345678901234567890}"#,
+            "--queue",
+            "mail",
+            "--priority",
+            "high",
+            "--max-retries",
+            "2",
+        ]);
+        let job = s.json(&["get", &id]);
+        assert_eq!(job["id"], id.as_str());
+        assert_eq!(job["queue"], "mail");
+        assert_eq!(job["kind"], "send_email");
+        assert_eq!(job["state"], "pending");
+        assert_eq!(job["priority"], "high");
+        assert_eq!(job["attempts"], 0);
+        assert_eq!(job["max_attempts"], 3, "--max-retries 2 means 3 attempts in all");
+        assert_eq!(job["errors"], serde_json::json!([]));
+        // The payload is reproduced as stored, big integer included.
+        let raw = s.ok(&["get", &id, "--json"]);
+        assert!(raw.contains("12345678901234567890"), "{raw}");
+
+        let human = s.ok(&["get", &id]);
+        for needle in ["send_email", "pending", "0 of 3", "a@example.com", "errors       none"] {
+            assert!(human.contains(needle), "{needle:?} missing from:\n{human}");
+        }
+    }
+
+    pub fn enqueue_reads_payload_from_file_and_stdin_and_schedules(s: &Store) {
+        std::fs::write(s.dir.path().join("p.json"), r#"{"from":"file"}"#).unwrap();
+        let from_file = s.enqueue(&["k", "@p.json"]);
+        assert_eq!(s.json(&["get", &from_file])["payload"]["from"], "file");
+
+        let out = assert_cmd::Command::from_std(s.cmd())
+            .args(["enqueue", "k", "-"])
+            .write_stdin(r#"{"from":"stdin"}"#)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let from_stdin = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+        assert_eq!(s.json(&["get", &from_stdin])["payload"]["from"], "stdin");
+
+        let delayed = s.enqueue(&["k", "--delay", "1h"]);
+        assert_eq!(s.state(&delayed), "scheduled");
+        let at = s.enqueue(&["k", "--run-at", "2999-01-01T00:00:00Z", "--max-attempts", "1"]);
+        let job = s.json(&["get", &at]);
+        assert_eq!(job["state"], "scheduled");
+        assert_eq!(job["max_attempts"], 1);
+        assert!(job["run_at"].as_str().unwrap().starts_with("2999-01-01T00:00:00"));
+    }
+
+    pub fn unique_key_returns_the_live_job(s: &Store) {
+        let first = s.json(&["enqueue", "k", "--unique-key", "report-42"]);
+        assert_eq!(first["created"], true);
+        let out = s.cmd().args(["enqueue", "k", "--unique-key", "report-42"]).output().unwrap();
+        assert!(out.status.success());
+        assert_eq!(String::from_utf8(out.stdout).unwrap().trim(), first["id"].as_str().unwrap());
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert!(stderr.contains("already has unique key") && stderr.contains("nothing new was stored"), "{stderr}");
+        assert_eq!(s.total_jobs(), 1);
+        // Another queue is another namespace.
+        let other = s.json(&["enqueue", "k", "--unique-key", "report-42", "--queue", "other"]);
+        assert_eq!(other["created"], true);
+    }
+
+    pub fn list_and_stats_agree(s: &Store) {
+        let mut ids = Vec::new();
+        for queue in ["a", "a", "a", "b", "b"] {
+            ids.push(s.enqueue(&["k", "--queue", queue]));
+        }
+        s.enqueue(&["other", "--queue", "b", "--delay", "1h"]);
+        s.ok(&["cancel", &ids[0]]);
+
+        let stats = s.json(&["stats"]);
+        let all = s.json(&["list"]);
+        let all = all.as_array().unwrap();
+        assert_eq!(all.len(), 6);
+        assert_eq!(stats["total"]["total"], 6);
+        for queue in ["a", "b"] {
+            for state in ["scheduled", "pending", "running", "completed", "dead", "cancelled"] {
+                let listed = s.json(&["list", "--queue", queue, "--state", state]).as_array().unwrap().len();
+                assert_eq!(stats["queues"][queue][state], listed as u64, "queue {queue} state {state}");
+            }
+        }
+        assert_eq!(stats["queues"]["a"]["cancelled"], 1);
+        assert_eq!(stats["queues"]["b"]["scheduled"], 1);
+
+        // Filters and paging.
+        assert_eq!(s.json(&["list", "--kind", "other"]).as_array().unwrap().len(), 1);
+        let page1 = s.json(&["list", "--limit", "4"]);
+        let last = page1[3]["id"].as_str().unwrap().to_owned();
+        let page2 = s.json(&["list", "--limit", "4", "--after", &last]);
+        assert_eq!(page2.as_array().unwrap().len(), 2);
+        assert!(page2[0]["id"].as_str().unwrap() > last.as_str(), "ids ascend");
+
+        // The tables show the same.
+        let table = s.ok(&["stats"]);
+        assert!(table.contains("QUEUE") && table.contains("(all)"), "{table}");
+        let out = s.cmd().args(["list", "--limit", "4"]).output().unwrap();
+        assert!(String::from_utf8(out.stderr).unwrap().contains(&format!("--after {last}")));
+        assert_eq!(String::from_utf8(out.stdout).unwrap().lines().count(), 5, "header and 4 rows");
+    }
+
+    pub fn cancel_refuses_what_has_started(s: &Store) {
+        let id = s.enqueue(&["k"]);
+        assert!(s.ok(&["cancel", &id]).contains("cancelled"));
+        s.cmd()
+            .args(["cancel", &id])
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(format!("job {id} is cancelled: cannot cancel")));
+    }
+
+    pub fn failing_job_ends_dead_and_dead_retry_brings_it_back(s: &Store) {
+        let id = s.enqueue(&["flaky", r#"{"n":1}"#, "--max-attempts", "2"]);
+        let worker =
+            s.worker(&["--concurrency", "2", "--exec", "sh", "-c", "echo boom on attempt $JQ_JOB_ATTEMPT >&2; exit 1"]);
+        let job = s.wait_for_state(&id, "dead");
+        worker.stop();
+
+        assert_eq!(job["attempts"], 2);
+        let errors = job["errors"].as_array().unwrap();
+        assert_eq!(errors.len(), 2, "{job:#}");
+        for (i, e) in errors.iter().enumerate() {
+            assert_eq!(e["attempt"], i + 1);
+            let message = e["message"].as_str().unwrap();
+            assert!(
+                message.contains("exit code 1") && message.contains(&format!("boom on attempt {}", i + 1)),
+                "{message}"
+            );
+            assert!(e["at"].is_string());
+        }
+        let human = s.ok(&["get", &id]);
+        assert!(human.contains("attempt 2 at") && human.contains("boom on attempt 2"), "{human}");
+
+        let dead = s.json(&["dead", "list"]);
+        assert_eq!(dead.as_array().unwrap().len(), 1);
+        assert!(s.ok(&["dead", "list"]).contains("boom on attempt 2"));
+
+        assert!(s.ok(&["dead", "retry", &id]).contains("pending"));
+        let job = s.json(&["get", &id]);
+        assert_eq!(job["state"], "pending");
+        assert_eq!(job["max_attempts"], 3, "a retried job gets one more attempt");
+        assert_eq!(job["errors"].as_array().unwrap().len(), 2, "errors are kept");
+        s.cmd().args(["dead", "retry", &id]).assert().code(2).stderr(predicate::str::contains("cannot retry"));
+    }
+
+    pub fn dead_retry_all_retries_only_dead_jobs_of_the_queue(s: &Store) {
+        let a = s.enqueue(&["k", "--queue", "a", "--max-attempts", "1"]);
+        let b = s.enqueue(&["k", "--queue", "b", "--max-attempts", "1"]);
+        let keep = s.enqueue(&["k", "--queue", "a", "--delay", "1h"]);
+        let worker = s.worker(&["-q", "a", "-q", "b", "--", "sh", "-c", "exit 78"]);
+        s.wait_for_state(&a, "dead");
+        s.wait_for_state(&b, "dead");
+        worker.stop();
+        assert_eq!(s.json(&["dead", "retry", "--all", "--queue", "a"])["retried"], 1);
+        assert_eq!(s.state(&a), "pending");
+        assert_eq!(s.state(&b), "dead");
+        assert_eq!(s.state(&keep), "scheduled");
+        assert!(s.ok(&["dead", "retry", "--all"]).contains("retried 1 dead job(s)"));
+        assert_eq!(s.state(&b), "pending");
+    }
+
+    pub fn worker_runs_the_command_with_payload_and_environment(s: &Store) {
+        let out_dir = s.dir.path().join("out");
+        std::fs::create_dir(&out_dir).unwrap();
+        let ok = s.enqueue(&["resize", r#"{"image":"cat.png"}"#, "--queue", "media", "--max-attempts", "4"]);
+        let permanent = s.enqueue(&["poison", "{}", "--queue", "media", "--max-attempts", "5"]);
+        let slow = s.enqueue(&["slow", "{}", "--queue", "media", "--max-attempts", "1"]);
+        let script = r#"
+            case "$JQ_JOB_KIND" in
+              resize) cat > "$OUT/$JQ_JOB_ID.payload"; env | grep '^JQ_JOB_' | sort > "$OUT/$JQ_JOB_ID.env" ;;
+              poison) echo "cannot decode" >&2; exit 78 ;;
+              slow) sleep 30 ;;
+            esac"#;
+        let worker = {
+            let mut cmd = s.cmd();
+            cmd.env("OUT", &out_dir)
+                .args([
+                    "worker",
+                    "--queue",
+                    "media",
+                    "--concurrency",
+                    "3",
+                    "--timeout",
+                    "1s",
+                    "--exec",
+                    "sh",
+                    "-c",
+                    script,
+                ])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            Worker(Some(cmd.spawn().unwrap()))
+        };
+        s.wait_for_state(&ok, "completed");
+        let poisoned = s.wait_for_state(&permanent, "dead");
+        let timed_out = s.wait_for_state(&slow, "dead");
+        let out = worker.stop();
+
+        let payload = std::fs::read_to_string(out_dir.join(format!("{ok}.payload"))).unwrap();
+        assert_eq!(payload, r#"{"image":"cat.png"}"#);
+        let env = std::fs::read_to_string(out_dir.join(format!("{ok}.env"))).unwrap();
+        for line in [
+            format!("JQ_JOB_ID={ok}"),
+            "JQ_JOB_KIND=resize".into(),
+            "JQ_JOB_QUEUE=media".into(),
+            "JQ_JOB_ATTEMPT=1".into(),
+            "JQ_JOB_MAX_ATTEMPTS=4".into(),
+        ] {
+            assert!(env.lines().any(|l| l == line), "{line:?} missing from:\n{env}");
+        }
+
+        assert_eq!(poisoned["attempts"], 1, "exit 78 fails for good, with attempts left");
+        let message = poisoned["errors"][0]["message"].as_str().unwrap();
+        assert!(message.contains("exit code 78 (permanent failure)") && message.contains("cannot decode"), "{message}");
+        let message = timed_out["errors"][0]["message"].as_str().unwrap();
+        assert!(message.contains("timed out after 1s"), "{message}");
+
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("shutting down") && stderr.contains("worker stopped"), "{stderr}");
+    }
+
+    pub fn purge_removes_only_what_it_says(s: &Store) {
+        let cancelled: Vec<String> = (0..3).map(|_| s.enqueue(&["k"])).collect();
+        let pending = s.enqueue(&["k"]);
+        let scheduled = s.enqueue(&["k", "--delay", "1h"]);
+        for id in &cancelled[..2] {
+            s.ok(&["cancel", id]);
+        }
+        // Finished just now: not older than a week.
+        assert_eq!(s.json(&["purge", "--state", "cancelled", "--older-than", "7d"])["purged"], 0);
+        assert_eq!(s.json(&["purge", "--state", "completed", "--older-than", "0s"])["purged"], 0);
+        let out = s.ok(&["purge", "--state", "cancelled", "--older-than", "0s"]);
+        assert!(out.starts_with("purged 2 cancelled job(s)"), "{out}");
+        for id in &cancelled[..2] {
+            s.cmd().args(["get", id]).assert().code(2).stderr(predicate::str::contains("not found"));
+        }
+        assert_eq!(s.state(&cancelled[2]), "pending");
+        assert_eq!(s.state(&pending), "pending");
+        assert_eq!(s.state(&scheduled), "scheduled");
+        assert_eq!(s.total_jobs(), 3);
+        s.cmd()
+            .args(["purge", "--state", "pending", "--older-than", "0s"])
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains("only completed, dead or cancelled"));
+    }
+}

@@ -1,0 +1,88 @@
+//! Runs the built `jqctl` against PostgreSQL (feature `postgres`), each test
+//! in a fresh schema (`?schema=` in the URL). The server comes from
+//! `JQ_POSTGRES_URL` (default `postgres://postgres@127.0.0.1:5432/postgres`);
+//! an unreachable server fails the tests.
+
+#![cfg(feature = "postgres")]
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
+mod common;
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use common::{Store, refused};
+
+fn server_url() -> String {
+    std::env::var("JQ_POSTGRES_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
+}
+
+/// A fresh, migrated schema; dropped by [`cleanup`] when the test passed.
+fn setup() -> Store {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+    let schema = format!("jqctl_{}_{}_{nanos}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+    let s = Store::with_url(format!("{}?schema={schema}", server_url()));
+    let out = s.cmd().arg("migrate").output().unwrap();
+    assert!(
+        out.status.success(),
+        "PostgreSQL at {} is not usable; run scripts/start-services.sh (or set JQ_POSTGRES_URL): {}",
+        server_url(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    s
+}
+
+/// Drops the test's schema (best effort: psql may be missing).
+fn cleanup(s: &Store) {
+    let schema = s.url.rsplit_once("schema=").map(|(_, name)| name.to_owned()).unwrap();
+    let _ = std::process::Command::new("psql")
+        .args([server_url().as_str(), "-q", "-c", &format!("DROP SCHEMA IF EXISTS {schema} CASCADE")])
+        .output();
+}
+
+macro_rules! postgres_scenarios {
+    ($($name:ident),* $(,)?) => {$(
+        #[test]
+        fn $name() {
+            let s = setup();
+            common::scenarios::$name(&s);
+            cleanup(&s);
+        }
+    )*};
+}
+
+postgres_scenarios!(
+    enqueue_then_get,
+    unique_key_returns_the_live_job,
+    list_and_stats_agree,
+    cancel_refuses_what_has_started,
+    failing_job_ends_dead_and_dead_retry_brings_it_back,
+    dead_retry_all_retries_only_dead_jobs_of_the_queue,
+    worker_runs_the_command_with_payload_and_environment,
+    purge_removes_only_what_it_says,
+);
+
+#[test]
+fn bad_input_is_refused_and_nothing_stored() {
+    let s = setup();
+    refused(&s, &["enqueue", "k", "{not json"], 2, "payload is not valid JSON");
+    refused(&s, &["enqueue", "k", "{}", "--queue", "a b"], 2, "queue name \"a b\" is invalid");
+    refused(&s, &["get", "0190c3a2-7b1e-7c3d-9a4f-2b8e1d6f0a11"], 2, "not found");
+    assert_eq!(s.total_jobs(), 0);
+    cleanup(&s);
+}
+
+#[test]
+fn migrate_is_idempotent_and_an_unmigrated_schema_says_what_to_do() {
+    let s = setup();
+    assert!(s.ok(&["migrate"]).contains("applied 0 migration(s)"));
+    cleanup(&s);
+    let fresh = Store::with_url(format!("{}?schema=jqctl_never_migrated", server_url()));
+    refused(&fresh, &["stats"], 1, "jqctl migrate");
+}
+
+#[test]
+fn an_unreachable_server_exits_1_and_says_so() {
+    let s = Store::with_url("postgres://postgres@127.0.0.1:1/postgres".to_owned());
+    refused(&s, &["enqueue", "k", "{}"], 1, "unavailable");
+}

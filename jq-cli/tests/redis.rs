@@ -1,0 +1,82 @@
+//! Runs the built `jqctl` against Redis (feature `redis`), each test under a
+//! fresh key prefix (`?prefix=` in the URL). The server comes from
+//! `JQ_REDIS_URL` (default `redis://127.0.0.1:6379`); an unreachable server
+//! fails the tests.
+
+#![cfg(feature = "redis")]
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
+mod common;
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use common::{Store, refused};
+
+fn server_url() -> String {
+    std::env::var("JQ_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
+}
+
+/// A fresh key prefix; its keys are deleted by [`cleanup`] when the test passed.
+fn setup() -> Store {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+    let prefix = format!("jqctl_{}_{}_{nanos}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+    let s = Store::with_url(format!("{}?prefix={prefix}", server_url()));
+    let out = s.cmd().arg("stats").output().unwrap();
+    assert!(
+        out.status.success(),
+        "Redis at {} is not usable; run scripts/start-services.sh (or set JQ_REDIS_URL): {}",
+        server_url(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    s
+}
+
+/// Deletes the test's keys (best effort: redis-cli may be missing).
+fn cleanup(s: &Store) {
+    let prefix = s.url.rsplit_once("prefix=").map(|(_, p)| p.to_owned()).unwrap();
+    let script = format!("redis-cli -u \"$1\" --scan --pattern '{prefix}:*' | xargs -r redis-cli -u \"$1\" DEL");
+    let _ = std::process::Command::new("sh").args(["-c", &script, "sh", &server_url()]).output();
+}
+
+macro_rules! redis_scenarios {
+    ($($name:ident),* $(,)?) => {$(
+        #[test]
+        fn $name() {
+            let s = setup();
+            common::scenarios::$name(&s);
+            cleanup(&s);
+        }
+    )*};
+}
+
+redis_scenarios!(
+    enqueue_then_get,
+    unique_key_returns_the_live_job,
+    list_and_stats_agree,
+    cancel_refuses_what_has_started,
+    failing_job_ends_dead_and_dead_retry_brings_it_back,
+    dead_retry_all_retries_only_dead_jobs_of_the_queue,
+    worker_runs_the_command_with_payload_and_environment,
+    purge_removes_only_what_it_says,
+);
+
+#[test]
+fn bad_input_is_refused_and_nothing_stored() {
+    let s = setup();
+    refused(&s, &["enqueue", "k", "{not json"], 2, "payload is not valid JSON");
+    refused(&s, &["enqueue", "k", "{}", "--queue", "a b"], 2, "queue name \"a b\" is invalid");
+    refused(&s, &["get", "0190c3a2-7b1e-7c3d-9a4f-2b8e1d6f0a11"], 2, "not found");
+    assert_eq!(s.total_jobs(), 0);
+    assert!(s.ok(&["migrate"]).contains("nothing to do"));
+    refused(&s, &["stats", "--url", "redis://127.0.0.1?prefix=a{b"], 2, "invalid key prefix");
+    cleanup(&s);
+}
+
+#[test]
+fn an_unreachable_server_exits_1_and_says_so() {
+    let s = Store::with_url("redis://127.0.0.1:1".to_owned());
+    let out = s.cmd().args(["enqueue", "k", "{}"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot connect to Redis at redis://127.0.0.1:1"));
+}
