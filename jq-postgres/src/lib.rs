@@ -1,1 +1,225 @@
-//! placeholder
+//! jq-postgres: the PostgreSQL storage backend of jq, on sqlx.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use jq_postgres::{PostgresConfig, PostgresStorage};
+//! let storage = PostgresStorage::connect(PostgresConfig::new("postgres://postgres@127.0.0.1:5432/postgres")).await?;
+//! storage.migrate().await?; // once per deployment; idempotent
+//! # Ok(()) }
+//! ```
+//!
+//! - All objects live in one schema (default `jq`, see
+//!   [`PostgresConfig::schema`]), so several applications can share a
+//!   database. [`PostgresStorage::migrate`] creates or upgrades it; it never
+//!   runs on its own.
+//! - Claims lock rows with `FOR UPDATE SKIP LOCKED` in a CTE that walks a
+//!   partial index of the claimable jobs in claim order; every later change
+//!   is one UPDATE guarded on state and lease token, batched with `unnest`.
+//! - [`PostgresStorage::enqueue_tx`] / [`PostgresStorage::enqueue_in`]
+//!   enqueue inside the caller's transaction: the job exists if and only if
+//!   the caller commits.
+//! - Wake-up: enqueues `NOTIFY` a channel named after the schema; the
+//!   signal of [`Storage::subscribe`](jq_core::Storage::subscribe) is fed by a
+//!   `LISTEN`ing connection started on first use, which reconnects with
+//!   backoff (workers keep polling meanwhile).
+//! - "Now" is always the configured [`jq_core::Clock`], sent as a parameter;
+//!   the server's `now()` is never used.
+//!
+//! Errors: setup returns [`PostgresError`]; storage operations return
+//! [`jq_core::Error`], with `Unavailable` (retryable) for a refused, reset or
+//! closed connection, a pool timeout, a server shutdown or a statement
+//! timeout.
+
+mod admin;
+mod claim;
+mod complete;
+mod config;
+mod enqueue;
+mod error;
+mod listener;
+mod maintenance;
+mod row;
+mod schema;
+
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use jq_core::{
+    ClaimRequest, Clock, Completion, CompletionResult, Job, JobFilter, JobId, LeaseRef, NewJob, Result, State, Stats,
+    Storage, Timestamp, WorkSignal,
+};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{ConnectOptions, Connection, PgPool, Postgres, Transaction};
+
+pub use config::{MAX_SCHEMA_BYTES, PostgresConfig};
+pub use error::PostgresError;
+pub use schema::SCHEMA_VERSION;
+
+/// jq's storage in a PostgreSQL schema. Cheap to clone: clones share the
+/// pool and the wake-up listener.
+#[derive(Clone, Debug)]
+pub struct PostgresStorage {
+    inner: Arc<Inner>,
+}
+
+/// What every operation needs.
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub(crate) pool: PgPool,
+    pub(crate) clock: Clock,
+    pub(crate) max_payload_bytes: usize,
+    pub(crate) schema: String,
+    pub(crate) channel: String,
+    pub(crate) sql: schema::Sql,
+    pub(crate) wake: listener::Wake,
+}
+
+impl PostgresStorage {
+    /// Connects to the configured URL with a pool of
+    /// [`PostgresConfig::max_connections`]. Fails at once, with a message
+    /// that says so, when the server cannot be reached. Does not migrate:
+    /// call [`PostgresStorage::migrate`] once per deployment.
+    pub async fn connect(config: PostgresConfig) -> Result<Self, PostgresError> {
+        config.check()?;
+        let mut options = PgConnectOptions::from_str(&config.url).map_err(PostgresError::InvalidUrl)?;
+        if let Some(timeout) = config.statement_timeout {
+            options = options.options([("statement_timeout", format!("{}ms", timeout.as_millis().max(1)))]);
+        }
+        let target =
+            format!("{}:{}/{}", options.get_host(), options.get_port(), options.get_database().unwrap_or_default());
+        // One direct connection first: the pool would retry a refused
+        // connection until its acquire timeout and then report only a
+        // timeout; this says what is wrong, at once.
+        let probe =
+            options.connect().await.map_err(|source| PostgresError::Connect { target: target.clone(), source })?;
+        probe.close().await.map_err(|source| PostgresError::Connect { target, source })?;
+        let pool = PgPoolOptions::new()
+            .max_connections(config.max_connections)
+            .acquire_timeout(config.acquire_timeout)
+            // A ping before every acquire would double the round trips of
+            // every operation; a dead connection fails its statement with
+            // a retryable error instead and is dropped from the pool.
+            .test_before_acquire(false)
+            .connect_lazy_with(options);
+        Self::from_pool(pool, config)
+    }
+
+    /// Uses an existing pool (shared with the application, say). Only the
+    /// schema, clock and payload limit of `config` apply; the URL and pool
+    /// settings are the pool's own.
+    pub fn from_pool(pool: PgPool, config: PostgresConfig) -> Result<Self, PostgresError> {
+        config.check()?;
+        let inner = Inner {
+            pool,
+            clock: config.clock,
+            max_payload_bytes: config.max_payload_bytes,
+            channel: schema::channel(&config.schema),
+            sql: schema::Sql::new(&config.schema),
+            schema: config.schema,
+            wake: listener::Wake::default(),
+        };
+        Ok(PostgresStorage { inner: Arc::new(inner) })
+    }
+
+    /// Creates the schema and applies the migrations it lacks, in one
+    /// transaction under an advisory lock (concurrent calls are safe; the
+    /// later ones find nothing to do). Returns how many were applied.
+    pub async fn migrate(&self) -> Result<usize, PostgresError> {
+        schema::migrate(&self.inner.pool, &self.inner.schema).await
+    }
+
+    /// Enqueues `jobs` on `executor`: a `&mut PgConnection`, `&mut *tx` of
+    /// a caller's transaction, or `&PgPool`. In a transaction, the jobs
+    /// exist (and their wake-up is delivered) only if the caller commits.
+    ///
+    /// One statement, so it also works on an executor that runs only one.
+    /// Same semantics as [`Storage::enqueue`].
+    pub async fn enqueue_in<'e, E: sqlx::PgExecutor<'e>>(&self, executor: E, jobs: Vec<NewJob>) -> Result<Vec<JobId>> {
+        enqueue::enqueue(&self.inner, executor, jobs).await
+    }
+
+    /// Enqueues `jobs` inside the caller's transaction; see
+    /// [`PostgresStorage::enqueue_in`].
+    pub async fn enqueue_tx(&self, tx: &mut Transaction<'_, Postgres>, jobs: Vec<NewJob>) -> Result<Vec<JobId>> {
+        enqueue::enqueue(&self.inner, &mut **tx, jobs).await
+    }
+
+    /// The pool, for the application's own queries.
+    pub fn pool(&self) -> &PgPool {
+        &self.inner.pool
+    }
+
+    /// The schema holding the jobs.
+    pub fn schema(&self) -> &str {
+        &self.inner.schema
+    }
+
+    /// The NOTIFY channel of this schema.
+    pub fn channel(&self) -> &str {
+        &self.inner.channel
+    }
+
+    /// Closes the pool (and stops the wake-up listener): waits for the
+    /// connections in use to be returned.
+    pub async fn close(&self) {
+        self.inner.wake.stop();
+        self.inner.pool.close().await;
+    }
+}
+
+#[async_trait]
+impl Storage for PostgresStorage {
+    async fn enqueue(&self, jobs: Vec<NewJob>) -> Result<Vec<JobId>> {
+        enqueue::enqueue(&self.inner, &self.inner.pool, jobs).await
+    }
+
+    async fn claim(&self, request: &ClaimRequest) -> Result<Vec<Job>> {
+        claim::claim(&self.inner, request).await
+    }
+
+    async fn complete(&self, batch: Vec<Completion>) -> Result<Vec<CompletionResult>> {
+        complete::complete(&self.inner, batch).await
+    }
+
+    async fn heartbeat(&self, leases: &[LeaseRef], lease: Duration) -> Result<Vec<JobId>> {
+        complete::heartbeat(&self.inner, leases, lease).await
+    }
+
+    async fn promote(&self) -> Result<u64> {
+        maintenance::promote(&self.inner).await
+    }
+
+    async fn recover(&self) -> Result<u64> {
+        maintenance::recover(&self.inner).await
+    }
+
+    async fn get(&self, id: JobId) -> Result<Job> {
+        admin::get(&self.inner, id).await
+    }
+
+    async fn list(&self, filter: &JobFilter) -> Result<Vec<Job>> {
+        admin::list(&self.inner, filter).await
+    }
+
+    async fn stats(&self) -> Result<Stats> {
+        admin::stats(&self.inner).await
+    }
+
+    async fn retry(&self, id: JobId) -> Result<()> {
+        admin::retry(&self.inner, id).await
+    }
+
+    async fn cancel(&self, id: JobId) -> Result<()> {
+        admin::cancel(&self.inner, id).await
+    }
+
+    async fn purge(&self, state: State, older_than: Timestamp) -> Result<u64> {
+        maintenance::purge(&self.inner, state, older_than).await
+    }
+
+    fn subscribe(&self) -> Option<WorkSignal> {
+        listener::subscribe(&self.inner)
+    }
+}

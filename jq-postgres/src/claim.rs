@@ -1,0 +1,60 @@
+//! Claim: one `FOR UPDATE SKIP LOCKED` statement per batch (`sql/claim.sql`).
+
+use jq_core::{ClaimRequest, Error, Job, Result};
+use sqlx::Row;
+use uuid::Uuid;
+
+use crate::Inner;
+use crate::error::map_sqlx;
+use crate::row::{decode_job, rfc3339};
+
+/// Moves up to `request.limit` claimable jobs to Running and returns them in
+/// claim order.
+pub(crate) async fn claim(inner: &Inner, request: &ClaimRequest) -> Result<Vec<Job>> {
+    if request.limit == 0 || request.queues.is_empty() {
+        return Ok(Vec::new());
+    }
+    let limit = i32::try_from(request.limit).unwrap_or(i32::MAX);
+    let queues: Vec<&str> = request.queues.iter().map(|q| q.as_str()).collect();
+    let now = inner.clock.now();
+    let expires_at = jq_core::clock::truncate_micros(jq_core::clock::add(now, request.lease));
+    let rows = sqlx::query(inner.sql.claim.q())
+        .bind(&queues)
+        .bind(limit)
+        .bind(now)
+        .bind(&request.worker)
+        .bind(expires_at)
+        .fetch_all(&inner.pool)
+        .await
+        .map_err(map_sqlx)?;
+    let mut jobs = Vec::with_capacity(rows.len());
+    for row in &rows {
+        match decode_job(row) {
+            Ok(job) => jobs.push(job),
+            Err(e) => bury(inner, row, &e).await?,
+        }
+    }
+    // RETURNING has no order.
+    jobs.sort_by(|a, b| b.priority.cmp(&a.priority).then(a.run_at.cmp(&b.run_at)).then(a.id.cmp(&b.id)));
+    Ok(jobs)
+}
+
+/// A claimed row that does not decode can never run: it goes to Dead with
+/// the reason, instead of coming back after every lease expiry.
+async fn bury(inner: &Inner, row: &sqlx::postgres::PgRow, error: &Error) -> Result<()> {
+    let Ok(id) = row.try_get::<Uuid, _>(0) else {
+        tracing::error!(%error, "claimed a job whose id cannot be read; it stays Running until recovered");
+        return Ok(());
+    };
+    tracing::error!(%id, %error, "claimed a corrupt job; moving it to dead");
+    let now = inner.clock.now();
+    sqlx::query(inner.sql.bury.q())
+        .bind(id)
+        .bind(now)
+        .bind(rfc3339(now))
+        .bind(error.to_string())
+        .execute(&inner.pool)
+        .await
+        .map_err(map_sqlx)?;
+    Ok(())
+}

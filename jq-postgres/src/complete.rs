@@ -1,0 +1,128 @@
+//! Complete (ack, retry, fail, release) and heartbeat: one guarded UPDATE
+//! per batch, from `unnest` arrays.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use jq_core::clock::{add, truncate_micros};
+use jq_core::{Completion, CompletionResult, Error, JobId, LeaseRef, Outcome, Result, State};
+use sqlx::Row;
+use uuid::Uuid;
+
+use crate::Inner;
+use crate::error::map_sqlx;
+use crate::row::{decode_state, rfc3339};
+
+/// Applies `batch`; one round trip unless the batch names a job twice.
+///
+/// Items of one job apply in batch order: the first that holds the current
+/// token applies and clears the lease, so any later item of that job is
+/// stale. A batch that names a job twice is therefore sent in rounds, each
+/// with at most one item per job.
+pub(crate) async fn complete(inner: &Inner, batch: Vec<Completion>) -> Result<Vec<CompletionResult>> {
+    let mut results: Vec<Option<CompletionResult>> = (0..batch.len()).map(|_| None).collect();
+    let mut todo: Vec<usize> = (0..batch.len()).collect();
+    let mut applied: HashSet<JobId> = HashSet::new();
+    while !todo.is_empty() {
+        let mut seen: HashSet<JobId> = HashSet::new();
+        let mut round = Vec::new();
+        let mut later = Vec::new();
+        for i in todo {
+            let id = batch[i].lease.id;
+            if applied.contains(&id) {
+                results[i] = Some(Err(Error::LeaseLost { id }));
+            } else if seen.insert(id) {
+                round.push(i);
+            } else {
+                later.push(i);
+            }
+        }
+        let states = apply(inner, &batch, &round).await?;
+        for i in round {
+            let id = batch[i].lease.id;
+            results[i] = Some(match states.get(&id.0) {
+                Some(state) => {
+                    applied.insert(id);
+                    Ok(*state)
+                }
+                None => Err(Error::LeaseLost { id }),
+            });
+        }
+        todo = later;
+    }
+    Ok(results.into_iter().map(|r| r.unwrap_or_else(|| Err(Error::invalid("completion", "not processed")))).collect())
+}
+
+/// One statement for the items `round` of `batch` (distinct jobs); returns
+/// the new state of each job it changed.
+async fn apply(inner: &Inner, batch: &[Completion], round: &[usize]) -> Result<HashMap<Uuid, State>> {
+    if round.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let now = inner.clock.now();
+    let n = round.len();
+    let mut ids = Vec::with_capacity(n);
+    let mut tokens = Vec::with_capacity(n);
+    let mut ops: Vec<i16> = Vec::with_capacity(n);
+    let mut errors: Vec<Option<&str>> = Vec::with_capacity(n);
+    let mut run_ats: Vec<DateTime<Utc>> = Vec::with_capacity(n);
+    let mut requeue: Vec<&'static str> = Vec::with_capacity(n);
+    for &i in round {
+        let c = &batch[i];
+        ids.push(c.lease.id.0);
+        tokens.push(c.lease.token.0);
+        let (op, error, delay) = match &c.outcome {
+            Outcome::Ack => (0, None, Duration::ZERO),
+            Outcome::Retry { error, delay } => (1, Some(error.as_str()), *delay),
+            Outcome::Fail { error } => (2, Some(error.as_str()), Duration::ZERO),
+            Outcome::Release { delay } => (3, None, *delay),
+        };
+        ops.push(op);
+        errors.push(error);
+        run_ats.push(truncate_micros(add(now, delay)));
+        requeue.push(if delay.is_zero() { State::Pending.as_str() } else { State::Scheduled.as_str() });
+    }
+    let rows = sqlx::query(inner.sql.complete.q())
+        .bind(&ids)
+        .bind(&tokens)
+        .bind(&ops)
+        .bind(&errors)
+        .bind(&run_ats)
+        .bind(&requeue)
+        .bind(now)
+        .bind(rfc3339(now))
+        .bind(&inner.channel)
+        .fetch_all(&inner.pool)
+        .await
+        .map_err(map_sqlx)?;
+    let mut states = HashMap::with_capacity(rows.len());
+    for row in &rows {
+        let id: Uuid = row.try_get(0).map_err(map_sqlx)?;
+        let state: String = row.try_get(1).map_err(map_sqlx)?;
+        states.insert(id, decode_state(JobId(id), &state)?);
+    }
+    Ok(states)
+}
+
+/// Extends the leases still held; returns the ids of the others.
+pub(crate) async fn heartbeat(inner: &Inner, leases: &[LeaseRef], lease: Duration) -> Result<Vec<JobId>> {
+    if leases.is_empty() {
+        return Ok(Vec::new());
+    }
+    let now = inner.clock.now();
+    let ids: Vec<Uuid> = leases.iter().map(|l| l.id.0).collect();
+    let tokens: Vec<Uuid> = leases.iter().map(|l| l.token.0).collect();
+    let rows = sqlx::query(inner.sql.heartbeat.q())
+        .bind(&ids)
+        .bind(&tokens)
+        .bind(truncate_micros(add(now, lease)))
+        .fetch_all(&inner.pool)
+        .await
+        .map_err(map_sqlx)?;
+    let mut held: HashSet<(Uuid, Uuid)> = HashSet::with_capacity(rows.len());
+    for row in &rows {
+        held.insert((row.try_get(0).map_err(map_sqlx)?, row.try_get(1).map_err(map_sqlx)?));
+    }
+    Ok(leases.iter().filter(|l| !held.contains(&(l.id.0, l.token.0))).map(|l| l.id).collect())
+}

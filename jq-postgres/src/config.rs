@@ -1,0 +1,114 @@
+//! [`PostgresConfig`]: where the database is and how jq uses it.
+
+use std::time::Duration;
+
+use jq_core::{Clock, DEFAULT_MAX_PAYLOAD_BYTES};
+
+use crate::error::PostgresError;
+
+/// Longest accepted schema name, in bytes. PostgreSQL allows 63 per
+/// identifier; the wake-up channel name adds a prefix to the schema name.
+pub const MAX_SCHEMA_BYTES: usize = 48;
+
+/// Configuration of a [`PostgresStorage`](crate::PostgresStorage).
+///
+/// ```
+/// let config = jq_postgres::PostgresConfig::new("postgres://postgres@127.0.0.1:5432/postgres")
+///     .schema("billing_jobs")
+///     .max_connections(8);
+/// ```
+#[derive(Clone, Debug)]
+pub struct PostgresConfig {
+    pub(crate) url: String,
+    pub(crate) schema: String,
+    pub(crate) clock: Clock,
+    pub(crate) max_payload_bytes: usize,
+    pub(crate) max_connections: u32,
+    pub(crate) acquire_timeout: Duration,
+    pub(crate) statement_timeout: Option<Duration>,
+}
+
+impl PostgresConfig {
+    /// Schema used unless [`PostgresConfig::schema`] says otherwise.
+    pub const DEFAULT_SCHEMA: &'static str = "jq";
+    /// Pool size used unless [`PostgresConfig::max_connections`] says otherwise.
+    pub const DEFAULT_MAX_CONNECTIONS: u32 = 10;
+    /// How long an operation waits for a pooled connection before it fails
+    /// with a retryable [`jq_core::Error::Unavailable`].
+    pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
+
+    /// A configuration for the database at `url`
+    /// (`postgres://user[:password]@host[:port]/database`), with the
+    /// defaults: schema `jq`, system clock, 1 MiB payload limit, 10
+    /// connections.
+    pub fn new(url: impl Into<String>) -> Self {
+        PostgresConfig {
+            url: url.into(),
+            schema: Self::DEFAULT_SCHEMA.to_owned(),
+            clock: Clock::system(),
+            max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
+            max_connections: Self::DEFAULT_MAX_CONNECTIONS,
+            acquire_timeout: Self::DEFAULT_ACQUIRE_TIMEOUT,
+            statement_timeout: None,
+        }
+    }
+
+    /// The schema that holds jq's table (default `jq`), so several
+    /// applications can keep separate queues in one database. Letters,
+    /// digits and `_`, not starting with a digit, at most 48 bytes; checked
+    /// when the storage is made.
+    pub fn schema(mut self, schema: impl Into<String>) -> Self {
+        self.schema = schema.into();
+        self
+    }
+
+    /// The source of "now" (default: the system clock). Tests pass a
+    /// [`jq_core::ManualClock`]'s clock. The database server's clock is
+    /// never used.
+    pub fn clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The largest accepted payload, in bytes of JSON (default 1 MiB).
+    pub fn max_payload_bytes(mut self, n: usize) -> Self {
+        self.max_payload_bytes = n;
+        self
+    }
+
+    /// The pool size of [`PostgresStorage::connect`](crate::PostgresStorage::connect)
+    /// (default 10). The wake-up listener, once subscribed, holds one more
+    /// connection of its own.
+    pub fn max_connections(mut self, n: u32) -> Self {
+        self.max_connections = n.max(1);
+        self
+    }
+
+    /// How long an operation waits for a pooled connection (default 5 s).
+    pub fn acquire_timeout(mut self, timeout: Duration) -> Self {
+        self.acquire_timeout = timeout;
+        self
+    }
+
+    /// A server-side `statement_timeout` for the pool's connections
+    /// (default: the server's). A statement that runs longer fails with a
+    /// retryable [`jq_core::Error::Unavailable`].
+    pub fn statement_timeout(mut self, timeout: Duration) -> Self {
+        self.statement_timeout = Some(timeout);
+        self
+    }
+
+    /// The configured schema name.
+    pub fn schema_name(&self) -> &str {
+        &self.schema
+    }
+
+    pub(crate) fn check(&self) -> Result<(), PostgresError> {
+        let s = &self.schema;
+        let ok = !s.is_empty()
+            && s.len() <= MAX_SCHEMA_BYTES
+            && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+            && !s.as_bytes()[0].is_ascii_digit();
+        if ok { Ok(()) } else { Err(PostgresError::InvalidSchema { schema: s.clone() }) }
+    }
+}

@@ -1,0 +1,132 @@
+//! [`PostgresError`] for setup (connect, migrate), and the mapping of sqlx
+//! errors to [`jq_core::Error`] for the storage operations.
+
+use jq_core::{Error, JobId};
+
+/// The backend name in [`jq_core::Error`] values.
+pub(crate) const BACKEND: &str = "postgres";
+
+/// What can go wrong while connecting or migrating. Storage operations
+/// return [`jq_core::Error`] instead.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PostgresError {
+    /// The schema name is not a plain identifier.
+    #[error("schema name {schema:?} is invalid: use 1 to 48 bytes of letters, digits and _, not starting with a digit")]
+    InvalidSchema {
+        /// The rejected name.
+        schema: String,
+    },
+    /// The URL could not be parsed.
+    #[error("invalid PostgreSQL URL: {0}")]
+    InvalidUrl(#[source] sqlx::Error),
+    /// The server could not be reached or refused the connection.
+    #[error(
+        "cannot connect to PostgreSQL at {target}: {source} (is the server running and the URL right? \
+         in this repository, run scripts/start-services.sh)"
+    )]
+    Connect {
+        /// host:port/database, without credentials.
+        target: String,
+        /// The driver's error.
+        #[source]
+        source: sqlx::Error,
+    },
+    /// A migration failed; the transaction was rolled back, so the schema is
+    /// as it was before the call.
+    #[error("migrating schema {schema:?} failed at version {version}: {source}")]
+    Migrate {
+        /// The schema.
+        schema: String,
+        /// The migration that failed (0: taking the lock or reading the
+        /// applied versions).
+        version: i32,
+        /// The driver's error.
+        #[source]
+        source: sqlx::Error,
+    },
+    /// The schema was migrated by a newer jq-postgres than this one.
+    #[error(
+        "schema {schema:?} is at version {found}, newer than this jq-postgres knows ({known}); upgrade jq-postgres"
+    )]
+    TooNew {
+        /// The schema.
+        schema: String,
+        /// The newest applied version.
+        found: i32,
+        /// The newest version this build knows.
+        known: i32,
+    },
+}
+
+impl PostgresError {
+    /// True when the server could not be reached; retrying later may work.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            PostgresError::Connect { source, .. } | PostgresError::Migrate { source, .. } => is_transient(source),
+            _ => false,
+        }
+    }
+}
+
+impl From<PostgresError> for Error {
+    fn from(e: PostgresError) -> Self {
+        if e.is_unavailable() {
+            Error::Unavailable { backend: BACKEND, source: Box::new(e) }
+        } else {
+            Error::Backend { backend: BACKEND, source: Box::new(e) }
+        }
+    }
+}
+
+/// SQLSTATE codes after which the same call may succeed later: connection
+/// exceptions (class 08), operator intervention (57: admin/crash shutdown,
+/// cannot connect now, statement timeout / query cancelled), too many
+/// connections, serialization failure and deadlock.
+fn is_transient_code(code: &str) -> bool {
+    code.starts_with("08") || code.starts_with("57") || matches!(code, "53300" | "53400" | "40001" | "40P01" | "55P03")
+}
+
+/// True for errors after which retrying may succeed.
+pub(crate) fn is_transient(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(db) => db.code().is_some_and(|c| is_transient_code(&c)),
+        _ => false,
+    }
+}
+
+/// Maps a driver error of a storage operation.
+pub(crate) fn map_sqlx(e: sqlx::Error) -> Error {
+    if is_transient(&e) {
+        Error::Unavailable { backend: BACKEND, source: Box::new(e) }
+    } else {
+        Error::Backend { backend: BACKEND, source: Box::new(e) }
+    }
+}
+
+/// A row that could not be decoded.
+pub(crate) fn corrupt(id: Option<JobId>, reason: impl Into<String>) -> Error {
+    Error::Corrupt { id, reason: reason.into() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transient_codes() {
+        for code in ["08006", "08001", "57P01", "57014", "53300", "40001", "40P01"] {
+            assert!(is_transient_code(code), "{code}");
+        }
+        for code in ["23505", "42P01", "22P02"] {
+            assert!(!is_transient_code(code), "{code}");
+        }
+        assert!(map_sqlx(sqlx::Error::PoolTimedOut).is_retryable());
+        assert!(!map_sqlx(sqlx::Error::RowNotFound).is_retryable());
+    }
+}

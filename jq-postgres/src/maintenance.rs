@@ -1,0 +1,80 @@
+//! Maintenance: promote, recover and purge, each in bounded batches of
+//! guarded statements.
+
+use jq_core::{Error, Result, State, Timestamp};
+
+use crate::Inner;
+use crate::error::map_sqlx;
+use crate::row::rfc3339;
+
+/// Rows per statement: large enough to be quick, small enough that no
+/// statement holds many locks or builds a huge transaction.
+pub(crate) const BATCH: i64 = 10_000;
+
+/// Due Scheduled -> Pending.
+pub(crate) async fn promote(inner: &Inner) -> Result<u64> {
+    let now = inner.clock.now();
+    let mut total = 0;
+    loop {
+        let moved = sqlx::query(inner.sql.promote.q())
+            .bind(now)
+            .bind(BATCH as i32)
+            .execute(&inner.pool)
+            .await
+            .map_err(map_sqlx)?
+            .rows_affected();
+        total += moved;
+        if moved < BATCH as u64 {
+            return Ok(total);
+        }
+    }
+}
+
+/// Expired leases -> Pending (or Dead without attempts left).
+pub(crate) async fn recover(inner: &Inner) -> Result<u64> {
+    let now = inner.clock.now();
+    let text = rfc3339(now);
+    let mut total = 0;
+    loop {
+        let moved = sqlx::query(inner.sql.recover.q())
+            .bind(now)
+            .bind(BATCH as i32)
+            .bind(&text)
+            .execute(&inner.pool)
+            .await
+            .map_err(map_sqlx)?
+            .rows_affected();
+        total += moved;
+        if moved < BATCH as u64 {
+            if total > 0 {
+                tracing::info!(schema = inner.schema, recovered = total, "recovered jobs with expired leases");
+            }
+            return Ok(total);
+        }
+    }
+}
+
+/// Deletes jobs in terminal `state` finished before `older_than`.
+pub(crate) async fn purge(inner: &Inner, state: State, older_than: Timestamp) -> Result<u64> {
+    if !state.is_terminal() {
+        return Err(Error::invalid(
+            "purge state",
+            format!("{state} is not terminal: purge completed, dead or cancelled jobs"),
+        ));
+    }
+    let mut total = 0;
+    loop {
+        let deleted = sqlx::query(inner.sql.purge.q())
+            .bind(state.as_str())
+            .bind(older_than)
+            .bind(BATCH)
+            .execute(&inner.pool)
+            .await
+            .map_err(map_sqlx)?
+            .rows_affected();
+        total += deleted;
+        if deleted < BATCH as u64 {
+            return Ok(total);
+        }
+    }
+}

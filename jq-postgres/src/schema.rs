@@ -1,0 +1,141 @@
+//! The schema: embedded migrations, and the SQL of every operation with the
+//! configured schema name filled in.
+
+use sqlx::{AssertSqlSafe, PgPool};
+
+use crate::error::PostgresError;
+
+/// The migrations, in order; version = position + 1. Never edit a released
+/// one: add a new file.
+const MIGRATIONS: &[(&str, &str)] = &[("jobs", include_str!("../migrations/0001_jobs.sql"))];
+
+/// The newest schema version this build knows.
+pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
+
+/// The columns of a job, in the order `row.rs` decodes them; the table is
+/// always aliased `j`.
+const COLUMNS: &str = "j.id, j.queue, j.kind, j.payload, j.priority, j.state, j.attempts, j.max_attempts, \
+                       j.run_at, j.created_at, j.finished_at, j.lease_token, j.lease_worker, j.lease_expires_at, \
+                       j.errors::text, j.unique_key";
+
+/// `"name"`: a quoted identifier. The name was checked to be letters,
+/// digits and `_` (see `PostgresConfig::check`), so no escaping is needed.
+pub(crate) fn quote(ident: &str) -> String {
+    format!("\"{ident}\"")
+}
+
+/// The NOTIFY channel of a schema: one per schema, so two applications in
+/// one database do not wake each other.
+pub(crate) fn channel(schema: &str) -> String {
+    format!("jq_wake_{schema}")
+}
+
+/// Every statement, with the schema filled in. `Arc<str>` so a statement is
+/// handed to sqlx without copying; sqlx prepares each once per connection
+/// and caches it.
+#[derive(Debug)]
+pub(crate) struct Sql {
+    pub enqueue: Sql1,
+    pub claim: Sql1,
+    pub bury: Sql1,
+    pub complete: Sql1,
+    pub heartbeat: Sql1,
+    pub promote: Sql1,
+    pub recover: Sql1,
+    pub purge: Sql1,
+    pub get: Sql1,
+    pub list: Sql1,
+    pub stats: Sql1,
+    pub retry: Sql1,
+    pub cancel: Sql1,
+    pub state: Sql1,
+}
+
+/// One statement's text.
+#[derive(Clone, Debug)]
+pub(crate) struct Sql1(std::sync::Arc<str>);
+
+impl Sql1 {
+    fn new(template: &str, schema: &str) -> Self {
+        Sql1(template.replace("{schema}", &quote(schema)).replace("{columns}", COLUMNS).into())
+    }
+
+    /// The text for `sqlx::query`. The only dynamic part is the checked
+    /// schema name, so the text is safe.
+    pub fn q(&self) -> AssertSqlSafe<std::sync::Arc<str>> {
+        AssertSqlSafe(self.0.clone())
+    }
+}
+
+impl Sql {
+    pub(crate) fn new(schema: &str) -> Self {
+        let s = |t: &str| Sql1::new(t, schema);
+        Sql {
+            enqueue: s(include_str!("sql/enqueue.sql")),
+            claim: s(include_str!("sql/claim.sql")),
+            bury: s(include_str!("sql/bury.sql")),
+            complete: s(include_str!("sql/complete.sql")),
+            heartbeat: s(include_str!("sql/heartbeat.sql")),
+            promote: s(include_str!("sql/promote.sql")),
+            recover: s(include_str!("sql/recover.sql")),
+            purge: s(include_str!("sql/purge.sql")),
+            get: s(include_str!("sql/get.sql")),
+            list: s(include_str!("sql/list.sql")),
+            stats: s(include_str!("sql/stats.sql")),
+            retry: s(include_str!("sql/retry.sql")),
+            cancel: s(include_str!("sql/cancel.sql")),
+            state: s(include_str!("sql/state.sql")),
+        }
+    }
+}
+
+/// Applies the missing migrations to `schema`, creating it if needed, in
+/// one transaction under a transaction-level advisory lock keyed on the
+/// schema name: concurrent calls (several processes starting at once)
+/// serialise, and the later ones find nothing to do. Returns the number of
+/// migrations applied.
+pub(crate) async fn migrate(pool: &PgPool, schema: &str) -> Result<usize, PostgresError> {
+    let fail = |version: i32| move |source| PostgresError::Migrate { schema: schema.to_owned(), version, source };
+    let q = quote(schema);
+    let mut tx = pool.begin().await.map_err(fail(0))?;
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtext('jq-migrate:' || $1))")
+        .bind(schema)
+        .execute(&mut *tx)
+        .await
+        .map_err(fail(0))?;
+    sqlx::raw_sql(AssertSqlSafe(format!(
+        "CREATE SCHEMA IF NOT EXISTS {q}; \
+         CREATE TABLE IF NOT EXISTS {q}.jq_migrations ( \
+             version integer PRIMARY KEY, \
+             name text NOT NULL, \
+             applied_at timestamptz NOT NULL DEFAULT now())"
+    )))
+    .execute(&mut *tx)
+    .await
+    .map_err(fail(0))?;
+    let applied: Option<i32> = sqlx::query_scalar(AssertSqlSafe(format!("SELECT max(version) FROM {q}.jq_migrations")))
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(fail(0))?;
+    let applied = applied.unwrap_or(0);
+    if applied > SCHEMA_VERSION {
+        return Err(PostgresError::TooNew { schema: schema.to_owned(), found: applied, known: SCHEMA_VERSION });
+    }
+    let mut count = 0;
+    for (version, (name, text)) in (1..).zip(MIGRATIONS) {
+        if version <= applied {
+            continue;
+        }
+        sqlx::raw_sql(AssertSqlSafe(text.replace("{schema}", &q))).execute(&mut *tx).await.map_err(fail(version))?;
+        sqlx::query(AssertSqlSafe(format!("INSERT INTO {q}.jq_migrations (version, name) VALUES ($1, $2)")))
+            .bind(version)
+            .bind(*name)
+            .execute(&mut *tx)
+            .await
+            .map_err(fail(version))?;
+        tracing::info!(schema, version, name, "applied jq migration");
+        count += 1;
+    }
+    tx.commit().await.map_err(fail(SCHEMA_VERSION))?;
+    Ok(count)
+}

@@ -1,0 +1,12 @@
+-- A claimed job whose row cannot be decoded goes to Dead with the reason.
+-- $1 id uuid, $2 now timestamptz, $3 now as RFC 3339 text, $4 reason text.
+-- The error history itself may be what is corrupt: it is restarted then.
+UPDATE {schema}.jobs AS j
+SET state = 'dead',
+    finished_at = $2,
+    lease_token = NULL,
+    lease_worker = NULL,
+    lease_expires_at = NULL,
+    errors = CASE WHEN jsonb_typeof(j.errors) = 'array' THEN j.errors ELSE '[]'::jsonb END
+        || jsonb_build_array(jsonb_build_object('attempt', j.attempts, 'at', $3::text, 'message', $4::text))
+WHERE j.id = $1 AND j.state = 'running'

@@ -1,0 +1,51 @@
+-- Apply a batch of fenced outcomes in one statement.
+--
+-- $1 ids uuid[], $2 tokens uuid[], $3 ops int2[] (0 ack, 1 retry, 2 fail,
+-- 3 release), $4 error messages text[] (NULL for ack/release), $5 run_ats
+-- timestamptz[] (now + delay, for retry/release), $6 requeue states text[]
+-- ('pending' when the delay is zero, else 'scheduled'), $7 now timestamptz,
+-- $8 now as RFC 3339 text (for the error history), $9 wake-up channel text.
+--
+-- Every row is guarded on state = running AND the caller's token, evaluated
+-- on the row's latest version: a stale token changes nothing and its id is
+-- simply missing from RETURNING. Ids are distinct (the client deduplicates).
+-- SET expressions see the row before the update, so attempts is the attempt
+-- that failed. A job handed back as Pending (release, zero-delay retry)
+-- sends one NOTIFY per statement so an idle worker picks it up at once.
+WITH input AS (
+    SELECT *
+    FROM unnest($1::uuid[], $2::uuid[], $3::int2[], $4::text[], $5::timestamptz[], $6::text[])
+        AS t(id, token, op, error, run_at, requeue)
+),
+upd AS (
+UPDATE {schema}.jobs AS j
+SET state = CASE
+        WHEN i.op = 0 THEN 'completed'
+        WHEN i.op = 2 OR (i.op = 1 AND j.attempts >= j.max_attempts) THEN 'dead'
+        ELSE i.requeue
+    END,
+    attempts = CASE WHEN i.op = 3 THEN j.attempts - 1 ELSE j.attempts END,
+    run_at = CASE
+        WHEN i.op = 3 OR (i.op = 1 AND j.attempts < j.max_attempts) THEN i.run_at
+        ELSE j.run_at
+    END,
+    finished_at = CASE
+        WHEN i.op = 0 OR i.op = 2 OR (i.op = 1 AND j.attempts >= j.max_attempts) THEN $7
+        ELSE NULL
+    END,
+    lease_token = NULL,
+    lease_worker = NULL,
+    lease_expires_at = NULL,
+    errors = CASE
+        WHEN i.op IN (1, 2) THEN j.errors
+            || jsonb_build_array(jsonb_build_object('attempt', j.attempts, 'at', $8::text, 'message', i.error))
+        ELSE j.errors
+    END
+FROM input AS i
+WHERE j.id = i.id AND j.state = 'running' AND j.lease_token = i.token
+RETURNING j.id, j.state
+)
+SELECT upd.id, upd.state,
+       (SELECT count(*) FROM (
+            SELECT pg_notify($9, '') FROM upd AS back WHERE back.state = 'pending' LIMIT 1) AS n) AS notified
+FROM upd

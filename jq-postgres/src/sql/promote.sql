@@ -1,0 +1,16 @@
+-- Make up to $2 due Scheduled jobs Pending.
+--
+-- $1 now timestamptz, $2 batch size int4. Rows another promoter or a claimer
+-- holds are skipped (they are being moved already); the UPDATE re-checks the
+-- state on the latest row version, so each job is moved once.
+WITH picked AS (
+    SELECT id FROM {schema}.jobs
+    WHERE state = 'scheduled' AND run_at <= $1
+    ORDER BY run_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE {schema}.jobs AS j
+SET state = 'pending'
+FROM picked
+WHERE j.id = picked.id AND j.state = 'scheduled'

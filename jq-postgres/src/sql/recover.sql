@@ -1,0 +1,27 @@
+-- Hand back up to $2 Running jobs whose lease expired.
+--
+-- $1 now timestamptz, $2 batch size int4, $3 now as RFC 3339 text.
+-- ONE guarded statement: the rows are locked in the CTE, and the UPDATE's
+-- guard (state = running AND lease_expires_at <= now) is evaluated on the
+-- latest row version, so a job a concurrent ack just completed, or a lease a
+-- heartbeat just extended, is never overwritten.
+WITH picked AS (
+    SELECT id FROM {schema}.jobs
+    WHERE state = 'running' AND lease_expires_at <= $1
+    ORDER BY lease_expires_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE {schema}.jobs AS j
+SET state = CASE WHEN j.attempts >= j.max_attempts THEN 'dead' ELSE 'pending' END,
+    run_at = CASE WHEN j.attempts >= j.max_attempts THEN j.run_at ELSE $1 END,
+    finished_at = CASE WHEN j.attempts >= j.max_attempts THEN $1 ELSE NULL END,
+    errors = j.errors || jsonb_build_array(jsonb_build_object(
+        'attempt', j.attempts,
+        'at', $3::text,
+        'message', 'lease expired (worker ' || coalesce(j.lease_worker, '') || ' did not finish or heartbeat in time)')),
+    lease_token = NULL,
+    lease_worker = NULL,
+    lease_expires_at = NULL
+FROM picked
+WHERE j.id = picked.id AND j.state = 'running' AND j.lease_expires_at <= $1

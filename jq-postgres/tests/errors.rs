@@ -1,0 +1,81 @@
+//! Unreachable servers and timeouts give typed, retryable errors.
+
+#![allow(clippy::unwrap_used)] // tests may unwrap
+
+mod common;
+
+use std::time::Duration;
+
+use common::Fixture;
+use jq_core::{Clock, Error, NewJob, Payload, Storage, StorageExt};
+use jq_postgres::{PostgresConfig, PostgresError, PostgresStorage};
+
+/// A port nothing listens on.
+fn closed_port() -> u16 {
+    let socket = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    socket.local_addr().unwrap().port()
+}
+
+#[tokio::test]
+async fn connecting_to_a_closed_port_says_what_is_wrong() {
+    let url = format!("postgres://postgres@127.0.0.1:{}/postgres", closed_port());
+    let err = PostgresStorage::connect(PostgresConfig::new(url)).await.unwrap_err();
+    assert!(matches!(err, PostgresError::Connect { .. }), "{err:?}");
+    assert!(err.is_unavailable());
+    let msg = err.to_string();
+    assert!(msg.contains("cannot connect") && msg.contains("start-services"), "{msg}");
+    assert!(Error::from(err).is_retryable());
+}
+
+#[tokio::test]
+async fn operations_on_an_unreachable_server_are_unavailable() {
+    let url = format!("postgres://postgres@127.0.0.1:{}/postgres", closed_port());
+    let pool =
+        sqlx::postgres::PgPoolOptions::new().acquire_timeout(Duration::from_millis(300)).connect_lazy(&url).unwrap();
+    let s = PostgresStorage::from_pool(pool, PostgresConfig::new(url)).unwrap();
+    let err = s.stats().await.unwrap_err();
+    assert!(matches!(err, Error::Unavailable { backend: "postgres", .. }), "{err:?}");
+    assert!(err.is_retryable());
+}
+
+#[tokio::test]
+async fn a_statement_timeout_is_unavailable() {
+    let f = Fixture::new().await;
+    let s = f.connect(Clock::system()).await;
+    let id = s.enqueue_one(NewJob::builder("k", Payload::from_json("{}").unwrap()).build().unwrap()).await.unwrap();
+    let impatient = PostgresStorage::connect(
+        common::config(&f.schema, Clock::system()).statement_timeout(Duration::from_millis(200)),
+    )
+    .await
+    .unwrap();
+    // Hold the row's lock in another transaction: the cancel waits on it
+    // until the statement timeout fires.
+    let mut tx = s.pool().begin().await.unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!("SELECT 1 FROM \"{}\".jobs WHERE id = $1 FOR UPDATE", f.schema)))
+        .bind(id.0)
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    let err = impatient.cancel(id).await.unwrap_err();
+    assert!(matches!(err, Error::Unavailable { .. }), "{err:?}");
+    tx.rollback().await.unwrap();
+    impatient.cancel(id).await.unwrap();
+    f.cleanup().await;
+}
+
+#[tokio::test]
+async fn terminated_connection_is_unavailable_and_the_pool_recovers() {
+    let f = Fixture::new().await;
+    let s = PostgresStorage::connect(common::config(&f.schema, Clock::system()).max_connections(1)).await.unwrap();
+    let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()").fetch_one(s.pool()).await.unwrap();
+    let admin = f.connect(Clock::system()).await;
+    sqlx::query("SELECT pg_terminate_backend($1)").bind(pid).execute(admin.pool()).await.unwrap();
+    // The next operation on the killed connection fails retryably...
+    let first = s.stats().await;
+    if let Err(e) = &first {
+        assert!(e.is_retryable(), "{e:?}");
+    }
+    // ...and the pool replaces it.
+    s.stats().await.unwrap();
+    f.cleanup().await;
+}

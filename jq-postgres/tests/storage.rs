@@ -1,0 +1,245 @@
+//! PostgreSQL-specific behaviour beyond the shared suite: migrations,
+//! schema isolation, corrupt rows, and a smoke test of every operation.
+
+#![allow(clippy::unwrap_used)] // tests may unwrap
+
+mod common;
+
+use std::time::Duration;
+
+use common::Fixture;
+use jq_core::{
+    ClaimRequest, Clock, Completion, Error, JobFilter, ManualClock, NewJob, Outcome, Payload, QueueName, State,
+    Storage, StorageExt,
+};
+
+fn job(queue: &str, n: u32) -> NewJob {
+    NewJob::builder("smoke", Payload::from_json(format!(r#"{{"n": {n}}}"#)).unwrap()).queue(queue).build().unwrap()
+}
+
+fn request(queue: &str, limit: usize) -> ClaimRequest {
+    ClaimRequest {
+        queues: vec![QueueName::new(queue).unwrap()],
+        limit,
+        lease: Duration::from_secs(30),
+        worker: "w1".into(),
+    }
+}
+
+#[tokio::test]
+async fn migrate_twice_is_a_no_op_and_concurrent_migrations_are_safe() {
+    let f = Fixture::new().await;
+    let s = f.connect(Clock::system()).await;
+    assert_eq!(s.migrate().await.unwrap(), 0, "a migrated schema needs nothing");
+    s.close().await;
+
+    // A brand-new schema migrated by several handles at once.
+    let schema = format!("jq_test_{}", uuid::Uuid::new_v4().simple());
+    let handles: Vec<_> = futures::future::join_all((0..4).map(|_| common::connect(&schema, Clock::system()))).await;
+    let applied: Vec<usize> =
+        futures::future::join_all(handles.iter().map(|h| h.migrate())).await.into_iter().map(|r| r.unwrap()).collect();
+    assert_eq!(applied.iter().sum::<usize>(), jq_postgres::SCHEMA_VERSION as usize, "{applied:?}");
+    handles[0].enqueue_one(job("q", 1)).await.unwrap();
+    for h in &handles {
+        h.close().await;
+    }
+    common::drop_schema(&schema).await;
+    f.cleanup().await;
+}
+
+#[tokio::test]
+async fn two_schemas_do_not_see_each_other() {
+    let (a, b) = (Fixture::new().await, Fixture::new().await);
+    let (sa, sb) = (a.connect(Clock::system()).await, b.connect(Clock::system()).await);
+    let id = sa.enqueue_one(job("shared", 1)).await.unwrap();
+    assert!(sb.claim(&request("shared", 10)).await.unwrap().is_empty());
+    assert!(matches!(sb.get(id).await, Err(Error::NotFound { .. })));
+    assert_eq!(sb.stats().await.unwrap().total(State::Pending), 0);
+    assert_eq!(sa.claim(&request("shared", 10)).await.unwrap().len(), 1);
+    assert_ne!(sa.channel(), sb.channel());
+    a.cleanup().await;
+    b.cleanup().await;
+}
+
+#[tokio::test]
+async fn invalid_schema_name_is_refused() {
+    for bad in ["", "1abc", "a-b", "a\"b", &"x".repeat(49)] {
+        let r = PostgresStorageConnect::try_new(bad);
+        assert!(matches!(r, Err(jq_postgres::PostgresError::InvalidSchema { .. })), "{bad:?}");
+    }
+}
+
+/// `from_pool` checks the config without touching the server.
+struct PostgresStorageConnect;
+impl PostgresStorageConnect {
+    fn try_new(schema: &str) -> Result<jq_postgres::PostgresStorage, jq_postgres::PostgresError> {
+        let pool = sqlx::postgres::PgPoolOptions::new().connect_lazy(&common::url()).unwrap();
+        jq_postgres::PostgresStorage::from_pool(pool, jq_postgres::PostgresConfig::new("").schema(schema))
+    }
+}
+
+#[tokio::test]
+async fn smoke_every_operation() {
+    let f = Fixture::new().await;
+    let clock = ManualClock::starting_now();
+    let s = f.connect(clock.clock()).await;
+
+    // enqueue: batch, unique key dedup within the batch and against the table.
+    let a = job("q", 1);
+    let mut b = job("q", 2);
+    b.unique_key = Some("k".into());
+    let mut c = job("q", 3);
+    c.unique_key = Some("k".into());
+    let ids = s.enqueue(vec![a.clone(), b.clone(), c]).await.unwrap();
+    assert_eq!(ids, vec![a.id, b.id, b.id]);
+    let mut d = job("q", 4);
+    d.unique_key = Some("k".into());
+    assert_eq!(s.enqueue_one(d).await.unwrap(), b.id);
+    let mut other_queue = job("q2", 5);
+    other_queue.unique_key = Some("k".into());
+    let oq = other_queue.id;
+    assert_eq!(s.enqueue_one(other_queue).await.unwrap(), oq, "uniqueness is per queue");
+
+    // get: every field round-trips, payload text exactly.
+    let got = s.get(a.id).await.unwrap();
+    assert_eq!(got.payload, a.payload);
+    assert_eq!(got.state, State::Pending);
+    assert_eq!(got.created_at, clock.now());
+    assert_eq!(got.run_at, clock.now());
+
+    // claim + ack.
+    let claimed = s.claim(&request("q", 1)).await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    let first = &claimed[0];
+    assert_eq!(first.attempts, 1);
+    let lease = first.lease_ref().unwrap();
+    s.ack(lease).await.unwrap();
+    assert!(matches!(s.ack(lease).await, Err(Error::LeaseLost { .. })));
+    let done = s.get(first.id).await.unwrap();
+    assert_eq!(done.state, State::Completed);
+    assert_eq!(done.finished_at, Some(clock.now()));
+
+    // claim + nack -> Scheduled, promote after the delay.
+    let j = s.claim(&request("q", 1)).await.unwrap().pop().unwrap();
+    assert_eq!(s.nack(j.lease_ref().unwrap(), "boom", Duration::from_secs(10)).await.unwrap(), State::Scheduled);
+    let j2 = s.get(j.id).await.unwrap();
+    assert_eq!(j2.errors.len(), 1);
+    assert_eq!(j2.errors[0].message, "boom");
+    assert_eq!(j2.errors[0].at, clock.now());
+    assert_eq!(j2.errors[0].attempt, 1);
+    assert_eq!(s.promote().await.unwrap(), 0);
+    clock.advance(Duration::from_secs(10));
+    assert_eq!(s.promote().await.unwrap(), 1);
+    assert_eq!(s.get(j.id).await.unwrap().state, State::Pending);
+
+    // heartbeat, recover.
+    let batch = s.claim(&request("q", 10)).await.unwrap();
+    assert_eq!(batch.len(), 1, "only the retried job is left in q");
+    let held = batch[0].lease_ref().unwrap();
+    let mut stale = held;
+    stale.token = jq_core::LeaseToken::new();
+    let lost = s.heartbeat(&[held, stale], Duration::from_secs(60)).await.unwrap();
+    assert_eq!(lost, vec![held.id], "the stale token is reported lost, the valid one extended");
+    clock.advance(Duration::from_secs(59));
+    assert_eq!(s.recover().await.unwrap(), 0);
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(s.recover().await.unwrap(), 1);
+    let rec = s.get(held.id).await.unwrap();
+    assert_eq!(rec.state, State::Pending);
+    assert!(rec.errors.last().unwrap().message.contains("lease expired (worker w1"), "{:?}", rec.errors);
+
+    // complete batch with mixed results, including a duplicate item.
+    let j = s.claim(&request("q", 1)).await.unwrap().pop().unwrap();
+    let l = j.lease_ref().unwrap();
+    let results = s
+        .complete(vec![
+            Completion { lease: stale, outcome: Outcome::Ack },
+            Completion { lease: l, outcome: Outcome::Fail { error: "bad".into() } },
+            Completion { lease: l, outcome: Outcome::Ack },
+        ])
+        .await
+        .unwrap();
+    assert!(matches!(results[0], Err(Error::LeaseLost { .. })));
+    assert_eq!(results[1].as_ref().unwrap(), &State::Dead);
+    assert!(matches!(results[2], Err(Error::LeaseLost { .. })));
+
+    // retry (admin), release.
+    s.retry(j.id).await.unwrap();
+    assert!(matches!(s.retry(j.id).await, Err(Error::InvalidState { operation: "retry", .. })));
+    let j = s.claim(&request("q", 1)).await.unwrap().pop().unwrap();
+    assert_eq!(j.attempts, 4, "claimed, nacked, recovered, failed, retried: the fourth claim");
+    s.release(j.lease_ref().unwrap()).await.unwrap();
+    assert_eq!(s.get(j.id).await.unwrap().attempts, 3, "a release gives the attempt back");
+
+    // cancel, list, stats, purge.
+    s.cancel(j.id).await.unwrap();
+    assert!(matches!(s.cancel(j.id).await, Err(Error::InvalidState { operation: "cancel", .. })));
+    let all = s.list(&JobFilter::default()).await.unwrap();
+    assert_eq!(all.len(), 3);
+    let stats = s.stats().await.unwrap();
+    assert_eq!(stats.total(State::Completed), 1);
+    assert_eq!(stats.total(State::Cancelled), 1);
+    assert_eq!(stats.total(State::Pending), 1);
+    assert!(matches!(s.purge(State::Pending, clock.now()).await, Err(Error::InvalidInput { .. })));
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(s.purge(State::Completed, clock.now()).await.unwrap(), 1);
+    assert_eq!(s.purge(State::Cancelled, clock.now()).await.unwrap(), 1);
+    assert_eq!(s.list(&JobFilter::default()).await.unwrap().len(), 1);
+    f.cleanup().await;
+}
+
+#[tokio::test]
+async fn claim_walks_the_claim_index_with_many_finished_jobs() {
+    let f = Fixture::new().await;
+    let s = f.connect(Clock::system()).await;
+    let q = format!("\"{}\"", f.schema);
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO {q}.jobs (id, queue, kind, payload, priority, state, max_attempts, run_at, created_at, finished_at)
+         SELECT gen_random_uuid(), 'q', 'k', '{{}}', 1, 'completed', 3, now(), now(), now()
+         FROM generate_series(1, 20000);
+         ANALYZE {q}.jobs;"
+    )))
+    .execute(s.pool())
+    .await
+    .unwrap();
+    s.enqueue((0..10).map(|i| job("q", i)).collect()).await.unwrap();
+    let plan: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "EXPLAIN SELECT id FROM {q}.jobs AS jc WHERE jc.queue = 'q' AND jc.state IN ('pending', 'scheduled')
+           AND (jc.state = 'pending' OR jc.run_at <= now())
+         ORDER BY jc.priority DESC, jc.run_at, jc.id LIMIT 10 FOR UPDATE SKIP LOCKED"
+    )))
+    .fetch_all(s.pool())
+    .await
+    .unwrap();
+    let plan = plan.join("\n");
+    assert!(plan.contains("jobs_claim"), "{plan}");
+    assert!(!plan.contains("Sort"), "the claim must walk the index in order, not sort: {plan}");
+    assert_eq!(s.claim(&request("q", 100)).await.unwrap().len(), 10);
+    f.cleanup().await;
+}
+
+#[tokio::test]
+async fn corrupt_row_is_a_typed_error_and_a_corrupt_claim_goes_dead() {
+    let f = Fixture::new().await;
+    let s = f.connect(Clock::system()).await;
+    let ok = s.enqueue_one(job("q", 1)).await.unwrap();
+    let bad = s.enqueue_one(job("q", 2)).await.unwrap();
+    let q = format!("\"{}\"", f.schema);
+    sqlx::query(sqlx::AssertSqlSafe(format!("UPDATE {q}.jobs SET priority = 9 WHERE id = $1")))
+        .bind(bad.0)
+        .execute(s.pool())
+        .await
+        .unwrap();
+    assert!(matches!(s.get(bad).await, Err(Error::Corrupt { id: Some(id), .. }) if id == bad));
+    assert_eq!(s.get(ok).await.unwrap().state, State::Pending, "other jobs are unaffected");
+    // Claimed anyway (priority 9 sorts first): it cannot run, so it goes to Dead.
+    let claimed = s.claim(&request("q", 10)).await.unwrap();
+    assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![ok]);
+    let state: String = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT state FROM {q}.jobs WHERE id = $1")))
+        .bind(bad.0)
+        .fetch_one(s.pool())
+        .await
+        .unwrap();
+    assert_eq!(state, "dead");
+    f.cleanup().await;
+}

@@ -1,0 +1,89 @@
+//! Enqueue inside the caller's transaction: the job exists, and its
+//! wake-up is delivered, if and only if the caller commits.
+
+#![allow(clippy::unwrap_used)] // tests may unwrap
+
+mod common;
+
+use std::time::Duration;
+
+use common::Fixture;
+use jq_core::{ClaimRequest, Clock, Error, NewJob, Payload, QueueName, Storage};
+use sqlx::Connection;
+use sqlx::postgres::PgListener;
+
+fn job() -> NewJob {
+    NewJob::builder("tx", Payload::from_json(r#"{"order": 42}"#).unwrap()).queue("orders").build().unwrap()
+}
+
+fn request() -> ClaimRequest {
+    ClaimRequest {
+        queues: vec![QueueName::new("orders").unwrap()],
+        limit: 10,
+        lease: Duration::from_secs(30),
+        worker: "w".into(),
+    }
+}
+
+#[tokio::test]
+async fn commit_makes_the_job_exist_and_claimable() {
+    let f = Fixture::new().await;
+    let s = f.connect(Clock::system()).await;
+    let other = f.connect(Clock::system()).await;
+    let j = job();
+    let mut tx = s.pool().begin().await.unwrap();
+    // The business row and the job in one transaction.
+    sqlx::query("SELECT 1").execute(&mut *tx).await.unwrap();
+    let ids = s.enqueue_tx(&mut tx, vec![j.clone()]).await.unwrap();
+    assert_eq!(ids, vec![j.id]);
+    assert!(matches!(other.get(j.id).await, Err(Error::NotFound { .. })), "invisible before commit");
+    assert!(other.claim(&request()).await.unwrap().is_empty(), "not claimable before commit");
+    tx.commit().await.unwrap();
+    let claimed = other.claim(&request()).await.unwrap();
+    assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![j.id]);
+    f.cleanup().await;
+}
+
+#[tokio::test]
+async fn rollback_stores_nothing_and_sends_no_wake_up() {
+    let f = Fixture::new().await;
+    let s = f.connect(Clock::system()).await;
+
+    // A raw listener, to tell notifications apart by the sender's pid.
+    let mut listener = PgListener::connect(&common::url()).await.unwrap();
+    listener.listen(s.channel()).await.unwrap();
+
+    let mut rolled_back = sqlx::PgConnection::connect(&common::url()).await.unwrap();
+    let mut marker = sqlx::PgConnection::connect(&common::url()).await.unwrap();
+    let marker_pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()").fetch_one(&mut marker).await.unwrap();
+
+    let j = job();
+    let mut tx = rolled_back.begin().await.unwrap();
+    s.enqueue_in(&mut *tx, vec![j.clone()]).await.unwrap();
+    tx.rollback().await.unwrap();
+    assert!(matches!(s.get(j.id).await, Err(Error::NotFound { .. })), "nothing stored");
+    assert!(s.claim(&request()).await.unwrap().is_empty());
+
+    // A committed enqueue afterwards: notifications arrive in commit order,
+    // so the first one must be the marker's, not the rolled-back one's.
+    let m = job();
+    s.enqueue_in(&mut marker, vec![m.clone()]).await.unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(10), listener.recv()).await.unwrap().unwrap();
+    assert_eq!(first.process_id() as i32, marker_pid, "the rolled-back enqueue sent no wake-up");
+    assert_eq!(s.get(m.id).await.unwrap().id, m.id);
+    f.cleanup().await;
+}
+
+#[tokio::test]
+async fn enqueue_in_a_pool_or_connection_commits_at_once() {
+    let f = Fixture::new().await;
+    let s = f.connect(Clock::system()).await;
+    let a = job();
+    s.enqueue_in(s.pool(), vec![a.clone()]).await.unwrap();
+    let mut conn = s.pool().acquire().await.unwrap();
+    let b = job();
+    s.enqueue_in(&mut *conn, vec![b.clone()]).await.unwrap();
+    drop(conn);
+    assert_eq!(s.claim(&request()).await.unwrap().len(), 2);
+    f.cleanup().await;
+}
