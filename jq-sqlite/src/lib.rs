@@ -1,1 +1,50 @@
-//! placeholder
+//! jq-sqlite: the embedded default storage backend of jq.
+//!
+//! ```no_run
+//! # fn main() -> Result<(), jq_sqlite::SqliteError> {
+//! let storage = jq_sqlite::SqliteStorage::open(jq_sqlite::SqliteConfig::new("jobs.db"))?;
+//! # let _ = storage; Ok(()) }
+//! ```
+//!
+//! # Design
+//!
+//! - WAL journal, `synchronous = NORMAL` (no fsync per commit; a power cut
+//!   can lose the last commits, never corrupt the file), a busy timeout
+//!   (default 5 s).
+//! - One writer per storage: an OS thread owning the only write connection,
+//!   fed by a channel. Queued writes are group-committed: up to 256 commands
+//!   share one `BEGIN IMMEDIATE` transaction, each in its own savepoint.
+//!   Claims run there too, so a claim is one transaction that picks
+//!   candidates from a partial index in claim order and takes them with
+//!   fresh lease tokens.
+//! - Reads (get, list, stats) use a small pool of read connections on the
+//!   blocking thread pool; WAL lets them run beside the writer.
+//! - Several processes may share one file: each has its own writer; SQLite's
+//!   write lock (`BEGIN IMMEDIATE` + busy timeout) serialises them. A busy
+//!   timeout that runs out gives [`jq_core::Error::Unavailable`].
+//! - The schema is versioned with `PRAGMA user_version`; [`schema`] holds
+//!   the migrations and an older file is upgraded on open.
+//! - [`SqliteStorage::subscribe`](jq_core::Storage::subscribe) is bumped
+//!   after commits that make work claimable in this process; other
+//!   processes are seen at the next poll.
+//! - When the WAL grows over [`SqliteConfig::checkpoint_wal_bytes`]
+//!   (64 MiB), the writer runs `PRAGMA wal_checkpoint(TRUNCATE)`; it looks
+//!   at most every 2 s and after every purge.
+
+mod admin;
+mod claim;
+mod complete;
+mod config;
+mod enqueue;
+mod error;
+mod maintenance;
+mod row;
+pub mod schema;
+mod storage;
+mod writer;
+
+pub use config::SqliteConfig;
+pub use error::SqliteError;
+/// The rusqlite this crate is built with, for [`SqliteStorage::enqueue_in_tx`].
+pub use rusqlite;
+pub use storage::SqliteStorage;

@@ -1,0 +1,96 @@
+//! Claim: on the writer, in one transaction. Candidates come from partial
+//! indexes walked in claim order, each walk stopping at the limit: the
+//! Pending jobs of each asked queue (one walk), and its due Scheduled jobs
+//! (one range scan per priority). They are merged here, so nothing is ever
+//! sorted in bulk, and each is then taken with a fresh token.
+
+use jq_core::clock::add;
+use jq_core::{ClaimRequest, Job, LeaseToken, Priority, QueueName, Result, Timestamp};
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, OptionalExtension, Rows, params};
+
+use crate::error::db;
+use crate::row::{self, blob};
+
+const PENDING: &str = include_str!("sql/claim_pending.sql");
+const DUE: &str = include_str!("sql/claim_due.sql");
+const TAKE: &str = include_str!("sql/claim_take.sql");
+const ROW: &str = include_str!("sql/claim_row.sql");
+const BURY: &str = include_str!("sql/claim_bury.sql");
+
+struct Candidate {
+    seq: i64,
+    id: [u8; 16],
+    priority: i64,
+    run_at: i64,
+}
+
+/// Reads at most `limit` candidates from `rows`.
+fn collect(mut rows: Rows<'_>, limit: usize, into: &mut Vec<Candidate>) -> Result<()> {
+    let mut taken = 0;
+    while taken < limit
+        && let Some(r) = rows.next().map_err(db)?
+    {
+        taken += 1;
+        // Lenient on purpose: a corrupt row must not stop the queue; it is
+        // buried when taken.
+        let mut id = [0u8; 16];
+        if let Ok(ValueRef::Blob(b)) = r.get_ref(1) {
+            let n = b.len().min(16);
+            id[..n].copy_from_slice(&b[..n]);
+        }
+        let int = |i| r.get_ref(i).ok().and_then(|v| v.as_i64().ok()).unwrap_or(0);
+        into.push(Candidate { seq: r.get(0).map_err(db)?, id, priority: int(2), run_at: int(3) });
+    }
+    Ok(())
+}
+
+/// Moves up to `request.limit` claimable jobs to Running and returns them.
+/// Must run inside a write transaction (`BEGIN IMMEDIATE`).
+pub(crate) fn claim(conn: &Connection, request: &ClaimRequest, now: Timestamp) -> Result<Vec<Job>> {
+    if request.limit == 0 || request.queues.is_empty() {
+        return Ok(Vec::new());
+    }
+    let now_us = now.timestamp_micros();
+    let expires_at = add(now, request.lease).timestamp_micros();
+    let mut queues: Vec<&QueueName> = request.queues.iter().collect();
+    queues.sort();
+    queues.dedup();
+
+    let mut candidates = Vec::new();
+    {
+        let mut pending = conn.prepare_cached(PENDING).map_err(db)?;
+        let mut due = conn.prepare_cached(DUE).map_err(db)?;
+        for queue in &queues {
+            let rows = pending.query(params![queue.as_str()]).map_err(db)?;
+            collect(rows, request.limit, &mut candidates)?;
+            for priority in Priority::ALL.iter().rev() {
+                let rows = due.query(params![queue.as_str(), priority.as_i16(), now_us]).map_err(db)?;
+                collect(rows, request.limit, &mut candidates)?;
+            }
+        }
+    }
+    candidates.sort_unstable_by(|a, b| b.priority.cmp(&a.priority).then(a.run_at.cmp(&b.run_at)).then(a.id.cmp(&b.id)));
+    candidates.truncate(request.limit);
+
+    let mut take = conn.prepare_cached(TAKE).map_err(db)?;
+    let mut read = conn.prepare_cached(ROW).map_err(db)?;
+    let mut jobs = Vec::with_capacity(candidates.len());
+    for c in candidates {
+        let token = LeaseToken::new();
+        if take.execute(params![c.seq, blob(&token.0), request.worker, expires_at]).map_err(db)? == 0 {
+            continue;
+        }
+        let taken = read.query_row(params![c.seq], |r| Ok(row::decode(r))).optional().map_err(db)?;
+        match taken {
+            None => {}
+            Some(Ok(job)) => jobs.push(job),
+            Some(Err(e)) => {
+                tracing::error!(error = %e, "claimed a job that cannot be decoded; it goes to Dead");
+                let mut bury = conn.prepare_cached(BURY).map_err(db)?;
+                bury.execute(params![c.seq, now_us, e.to_string()]).map_err(db)?;
+            }
+        }
+    }
+    Ok(jobs)
+}

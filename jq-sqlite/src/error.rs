@@ -1,0 +1,127 @@
+//! [`SqliteError`] for opening and migrating a database, and the mapping of
+//! driver errors to [`jq_core::Error`] for everything else.
+
+use std::path::PathBuf;
+
+use rusqlite::ErrorCode;
+
+/// The backend's name in [`jq_core::Error`] values.
+pub(crate) const BACKEND: &str = "sqlite";
+
+/// Why [`SqliteStorage::open`](crate::SqliteStorage::open) failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SqliteError {
+    /// The URL given to [`SqliteConfig::from_url`](crate::SqliteConfig::from_url) is not one we understand.
+    #[error("invalid SQLite URL {url:?}: use sqlite://PATH (e.g. sqlite://jobs.db) or sqlite::memory:")]
+    InvalidUrl {
+        /// The rejected URL.
+        url: String,
+    },
+    /// The database file could not be opened or configured.
+    #[error("cannot open SQLite database {path:?}: {source}")]
+    Open {
+        /// The file.
+        path: PathBuf,
+        /// The driver's error.
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// A schema migration failed; the database stays at the previous version.
+    #[error("migrating {path:?} to schema version {version} failed: {source}")]
+    Migrate {
+        /// The file.
+        path: PathBuf,
+        /// The version that could not be reached.
+        version: u32,
+        /// The driver's error.
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// The file was written by a newer jq-sqlite.
+    #[error(
+        "database {path:?} has schema version {found}, newer than the {known} this jq-sqlite knows; upgrade jq-sqlite"
+    )]
+    SchemaTooNew {
+        /// The file.
+        path: PathBuf,
+        /// Its `PRAGMA user_version`.
+        found: u32,
+        /// The newest version this crate knows.
+        known: u32,
+    },
+    /// The writer thread could not be started.
+    #[error("cannot start the SQLite writer thread: {0}")]
+    Thread(#[source] std::io::Error),
+}
+
+impl From<SqliteError> for jq_core::Error {
+    fn from(e: SqliteError) -> Self {
+        let unavailable = match &e {
+            SqliteError::Open { source, .. } | SqliteError::Migrate { source, .. } => is_unavailable(source),
+            SqliteError::Thread(_) => true,
+            SqliteError::InvalidUrl { .. } | SqliteError::SchemaTooNew { .. } => false,
+        };
+        if unavailable {
+            jq_core::Error::Unavailable { backend: BACKEND, source: Box::new(e) }
+        } else {
+            jq_core::Error::Backend { backend: BACKEND, source: Box::new(e) }
+        }
+    }
+}
+
+/// True for errors that may go away when retried later: the database is
+/// busy or locked beyond the busy timeout, or the file system failed.
+pub(crate) fn is_unavailable(e: &rusqlite::Error) -> bool {
+    match e {
+        rusqlite::Error::SqliteFailure(f, _) => matches!(
+            f.code,
+            ErrorCode::DatabaseBusy
+                | ErrorCode::DatabaseLocked
+                | ErrorCode::SystemIoFailure
+                | ErrorCode::CannotOpen
+                | ErrorCode::DiskFull
+                | ErrorCode::FileLockingProtocolFailed
+                | ErrorCode::OutOfMemory
+        ),
+        _ => false,
+    }
+}
+
+/// Maps a driver error to [`jq_core::Error`]: busy/locked/I-O errors are
+/// [`jq_core::Error::Unavailable`], the rest [`jq_core::Error::Backend`].
+pub(crate) fn db(e: rusqlite::Error) -> jq_core::Error {
+    if is_unavailable(&e) {
+        jq_core::Error::Unavailable { backend: BACKEND, source: Box::new(e) }
+    } else {
+        jq_core::Error::Backend { backend: BACKEND, source: Box::new(e) }
+    }
+}
+
+/// A driver error that must be reported to several callers (a failed group
+/// commit): [`jq_core::Error`] is not `Clone`, so keep what makes one.
+#[derive(Clone, Debug)]
+pub(crate) struct SharedFailure {
+    unavailable: bool,
+    message: String,
+}
+
+impl SharedFailure {
+    pub(crate) fn new(context: &str, e: &rusqlite::Error) -> Self {
+        SharedFailure { unavailable: is_unavailable(e), message: format!("{context}: {e}") }
+    }
+
+    pub(crate) fn to_error(&self) -> jq_core::Error {
+        let source = self.message.clone().into();
+        if self.unavailable {
+            jq_core::Error::Unavailable { backend: BACKEND, source }
+        } else {
+            jq_core::Error::Backend { backend: BACKEND, source }
+        }
+    }
+}
+
+/// The writer thread is gone (it panicked, or the storage is shutting down).
+pub(crate) fn writer_gone() -> jq_core::Error {
+    jq_core::Error::Unavailable { backend: BACKEND, source: "the SQLite writer thread has stopped".into() }
+}

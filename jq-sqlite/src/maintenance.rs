@@ -1,0 +1,59 @@
+//! Promote, recover and purge: each one guarded statement on the writer;
+//! and the WAL checkpoint that keeps the log from growing without bound.
+
+use std::path::Path;
+
+use jq_core::{Result, State, Timestamp};
+use rusqlite::{Connection, params};
+
+use crate::error::db;
+
+const PROMOTE: &str = include_str!("sql/promote.sql");
+const RECOVER: &str = include_str!("sql/recover.sql");
+const PURGE: &str = include_str!("sql/purge.sql");
+
+/// Scheduled jobs due at `now` become Pending; returns how many.
+pub(crate) fn promote(conn: &Connection, now: Timestamp) -> Result<u64> {
+    let n = conn.prepare_cached(PROMOTE).map_err(db)?.execute(params![now.timestamp_micros()]).map_err(db)?;
+    Ok(n as u64)
+}
+
+/// Running jobs whose lease expired by `now` go back to Pending or to Dead,
+/// in one guarded statement; returns how many.
+pub(crate) fn recover(conn: &Connection, now: Timestamp) -> Result<u64> {
+    let n = conn.prepare_cached(RECOVER).map_err(db)?.execute(params![now.timestamp_micros()]).map_err(db)?;
+    Ok(n as u64)
+}
+
+/// Deletes at most `limit` jobs in terminal `state` finished before
+/// `older_than`; returns how many.
+pub(crate) fn purge_batch(conn: &Connection, state: State, older_than: Timestamp, limit: usize) -> Result<u64> {
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let n = conn
+        .prepare_cached(PURGE)
+        .map_err(db)?
+        .execute(params![state.as_str(), older_than.timestamp_micros(), limit])
+        .map_err(db)?;
+    Ok(n as u64)
+}
+
+/// Runs `PRAGMA wal_checkpoint(TRUNCATE)` when the WAL of `db_path` is over
+/// `max_bytes`. Readers that never pause can starve SQLite's automatic
+/// checkpoints (a queue's WAL grew to 850 MiB that way); this resets it.
+pub(crate) fn checkpoint_if_large(conn: &Connection, db_path: &Path, max_bytes: u64) {
+    let mut wal = db_path.as_os_str().to_owned();
+    wal.push("-wal");
+    let Ok(size) = std::fs::metadata(&wal).map(|m| m.len()) else { return };
+    if size <= max_bytes {
+        return;
+    }
+    let result = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+        Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
+    });
+    match result {
+        Ok((busy, log, done)) => {
+            tracing::info!(wal_bytes = size, busy, log_frames = log, checkpointed = done, "checkpointed the SQLite WAL")
+        }
+        Err(e) => tracing::warn!(wal_bytes = size, error = %e, "SQLite WAL checkpoint failed"),
+    }
+}

@@ -1,0 +1,7 @@
+-- Operator retry of Dead job ?1: Pending at ?2 (now), errors kept, one more
+-- attempt granted.
+UPDATE jobs
+SET state = 'pending', run_at = ?2, finished_at = NULL,
+    lease_token = NULL, lease_worker = NULL, lease_expires_at = NULL,
+    max_attempts = max(max_attempts, attempts + 1)
+WHERE id = ?1 AND state = 'dead'

@@ -1,0 +1,327 @@
+//! The one writer of a storage: an OS thread that owns the write connection
+//! and runs every write command sent to it.
+//!
+//! Group commit: the thread takes every command already queued (up to
+//! `max_group`) and runs them in ONE `BEGIN IMMEDIATE` transaction, each in
+//! its own SAVEPOINT so that one command's error undoes only that command,
+//! then answers all of them after COMMIT. A lone command needs no savepoint.
+//! `BEGIN IMMEDIATE` with the busy timeout is also what serialises the
+//! writers of several processes sharing the file.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::mpsc::Receiver;
+use std::time::{Duration, Instant};
+
+use jq_core::{
+    ClaimRequest, Clock, Completion, CompletionResult, Job, JobId, LeaseRef, NewJob, Result, State, Timestamp,
+};
+use rusqlite::Connection;
+use tokio::sync::{oneshot, watch};
+
+use crate::error::SharedFailure;
+use crate::{admin, claim, complete, enqueue, maintenance};
+
+/// Where a command's answer goes.
+pub(crate) type Reply<T> = oneshot::Sender<Result<T>>;
+
+/// A unit of work for the writer thread.
+pub(crate) enum Command {
+    Enqueue {
+        jobs: Vec<NewJob>,
+        reply: Reply<Vec<JobId>>,
+    },
+    Claim {
+        request: ClaimRequest,
+        reply: Reply<Vec<Job>>,
+    },
+    Complete {
+        batch: Vec<Completion>,
+        reply: Reply<Vec<CompletionResult>>,
+    },
+    Heartbeat {
+        leases: Vec<LeaseRef>,
+        lease: Duration,
+        reply: Reply<Vec<JobId>>,
+    },
+    Promote {
+        reply: Reply<u64>,
+    },
+    Recover {
+        reply: Reply<u64>,
+    },
+    RetryDead {
+        id: JobId,
+        reply: Reply<()>,
+    },
+    Cancel {
+        id: JobId,
+        reply: Reply<()>,
+    },
+    PurgeBatch {
+        state: State,
+        older_than: Timestamp,
+        limit: usize,
+        reply: Reply<u64>,
+    },
+    /// A read run on the write connection (in-memory databases, which other
+    /// connections cannot see). Runs outside any write transaction.
+    Read(Box<dyn FnOnce(&Connection) + Send>),
+}
+
+/// A command's result, held until its transaction commits.
+enum Answer {
+    Ids(Reply<Vec<JobId>>, Result<Vec<JobId>>),
+    Jobs(Reply<Vec<Job>>, Result<Vec<Job>>),
+    Completions(Reply<Vec<CompletionResult>>, Result<Vec<CompletionResult>>),
+    Count(Reply<u64>, Result<u64>),
+    Unit(Reply<()>, Result<()>),
+}
+
+macro_rules! each_answer {
+    ($answer:expr, |$reply:ident, $result:ident| $body:expr) => {
+        match $answer {
+            Answer::Ids($reply, $result) => $body,
+            Answer::Jobs($reply, $result) => $body,
+            Answer::Completions($reply, $result) => $body,
+            Answer::Count($reply, $result) => $body,
+            Answer::Unit($reply, $result) => $body,
+        }
+    };
+}
+
+struct Done {
+    answer: Answer,
+    /// True when this command, once committed, may have made work claimable.
+    wakes: bool,
+}
+
+impl Done {
+    fn is_ok(&self) -> bool {
+        each_answer!(&self.answer, |_r, result| result.is_ok())
+    }
+
+    /// The transaction did not commit: an Ok answer becomes `failure`.
+    fn fail(&mut self, failure: &SharedFailure) {
+        each_answer!(&mut self.answer, |_r, result| if result.is_ok() {
+            *result = Err(failure.to_error());
+        })
+    }
+
+    fn send(self) {
+        // The caller may have gone away (a dropped future); nothing to do.
+        each_answer!(self.answer, |reply, result| drop(reply.send(result)))
+    }
+}
+
+impl Command {
+    /// Runs the command on `conn` (inside the group transaction).
+    fn execute(self, conn: &Connection, now: Timestamp) -> Done {
+        let (answer, wakes) = match self {
+            Command::Enqueue { jobs, reply } => {
+                let r = enqueue::insert(conn, &jobs, now);
+                let wakes = matches!(&r, Ok((_, stored)) if *stored > 0);
+                (Answer::Ids(reply, r.map(|(ids, _)| ids)), wakes)
+            }
+            Command::Claim { request, reply } => (Answer::Jobs(reply, claim::claim(conn, &request, now)), false),
+            Command::Complete { batch, reply } => {
+                let r = complete::complete(conn, batch, now);
+                let wakes = matches!(&r, Ok((_, true)));
+                (Answer::Completions(reply, r.map(|(results, _)| results)), wakes)
+            }
+            Command::Heartbeat { leases, lease, reply } => {
+                (Answer::Ids(reply, complete::heartbeat(conn, &leases, lease, now)), false)
+            }
+            Command::Promote { reply } => {
+                let r = maintenance::promote(conn, now);
+                let wakes = matches!(&r, Ok(n) if *n > 0);
+                (Answer::Count(reply, r), wakes)
+            }
+            Command::Recover { reply } => {
+                let r = maintenance::recover(conn, now);
+                let wakes = matches!(&r, Ok(n) if *n > 0);
+                (Answer::Count(reply, r), wakes)
+            }
+            Command::RetryDead { id, reply } => (Answer::Unit(reply, admin::retry(conn, id, now)), true),
+            Command::Cancel { id, reply } => (Answer::Unit(reply, admin::cancel(conn, id, now)), false),
+            Command::PurgeBatch { state, older_than, limit, reply } => {
+                (Answer::Count(reply, maintenance::purge_batch(conn, state, older_than, limit)), false)
+            }
+            Command::Read(read) => {
+                // Never reached: reads are split off before a group starts.
+                read(conn);
+                return Done { answer: Answer::Unit(oneshot::channel().0, Ok(())), wakes: false };
+            }
+        };
+        Done { answer, wakes }
+    }
+
+    /// Answers the command with `failure` without running it.
+    fn refuse(self, failure: &SharedFailure) -> Done {
+        let answer = match self {
+            Command::Enqueue { reply, .. } => Answer::Ids(reply, Err(failure.to_error())),
+            Command::Claim { reply, .. } => Answer::Jobs(reply, Err(failure.to_error())),
+            Command::Complete { reply, .. } => Answer::Completions(reply, Err(failure.to_error())),
+            Command::Heartbeat { reply, .. } => Answer::Ids(reply, Err(failure.to_error())),
+            Command::Promote { reply } | Command::Recover { reply } | Command::PurgeBatch { reply, .. } => {
+                Answer::Count(reply, Err(failure.to_error()))
+            }
+            Command::RetryDead { reply, .. } | Command::Cancel { reply, .. } => {
+                Answer::Unit(reply, Err(failure.to_error()))
+            }
+            Command::Read(read) => {
+                drop(read);
+                Answer::Unit(oneshot::channel().0, Err(failure.to_error()))
+            }
+        };
+        Done { answer, wakes: false }
+    }
+}
+
+/// The writer thread's state.
+pub(crate) struct Writer {
+    pub(crate) conn: Connection,
+    pub(crate) clock: Clock,
+    pub(crate) max_group: usize,
+    pub(crate) signal: Arc<watch::Sender<u64>>,
+    /// The database file, for WAL checkpoints; `None` in memory.
+    pub(crate) path: Option<PathBuf>,
+    pub(crate) checkpoint_wal_bytes: u64,
+}
+
+/// How often the writer looks at the WAL's size at most.
+const WAL_CHECK_EVERY: Duration = Duration::from_secs(2);
+
+impl Writer {
+    /// Runs until every sender is gone (the last storage clone dropped).
+    pub(crate) fn run(mut self, commands: Receiver<Command>) {
+        let mut batch = Vec::with_capacity(self.max_group);
+        let mut last_wal_check = Instant::now();
+        let mut purged = false;
+        while let Ok(first) = commands.recv() {
+            batch.push(first);
+            while batch.len() < self.max_group {
+                match commands.try_recv() {
+                    Ok(cmd) => batch.push(cmd),
+                    Err(_) => break,
+                }
+            }
+            purged |= batch.iter().any(|c| matches!(c, Command::PurgeBatch { .. }));
+            self.process(&mut batch);
+            if let Some(path) = &self.path
+                && (purged || last_wal_check.elapsed() >= WAL_CHECK_EVERY)
+            {
+                maintenance::checkpoint_if_large(&self.conn, path, self.checkpoint_wal_bytes);
+                last_wal_check = Instant::now();
+                purged = false;
+            }
+        }
+        tracing::debug!("SQLite writer thread stops: the storage was dropped");
+    }
+
+    fn process(&mut self, batch: &mut Vec<Command>) {
+        let mut writes = Vec::with_capacity(batch.len());
+        for cmd in batch.drain(..) {
+            match cmd {
+                Command::Read(read) => {
+                    self.commit_group(std::mem::take(&mut writes));
+                    read(&self.conn);
+                }
+                write => writes.push(write),
+            }
+        }
+        self.commit_group(writes);
+    }
+
+    fn exec(&self, sql: &str) -> rusqlite::Result<()> {
+        self.conn.prepare_cached(sql)?.execute([]).map(drop)
+    }
+
+    /// Runs `writes` in as few transactions as possible (one, unless SQLite
+    /// itself aborts a transaction), then answers every command.
+    fn commit_group(&mut self, writes: Vec<Command>) {
+        if writes.is_empty() {
+            return;
+        }
+        let mut done: Vec<Done> = Vec::with_capacity(writes.len());
+        let mut cmds = writes.into_iter();
+        while cmds.len() > 0 {
+            let start = done.len();
+            if let Err(e) = self.exec("BEGIN IMMEDIATE") {
+                let failure = SharedFailure::new("cannot begin a write transaction", &e);
+                tracing::warn!(error = %e, "SQLite write transaction could not start");
+                done.extend(cmds.by_ref().map(|c| c.refuse(&failure)));
+                break;
+            }
+            let single = cmds.len() == 1;
+            let mut lost: Option<SharedFailure> = None;
+            let mut single_failed = false;
+            for cmd in cmds.by_ref() {
+                if !single && let Err(e) = self.exec("SAVEPOINT jq_cmd") {
+                    let failure = SharedFailure::new("cannot open a savepoint", &e);
+                    done.push(cmd.refuse(&failure));
+                    lost = Some(failure);
+                    break;
+                }
+                let d = cmd.execute(&self.conn, self.clock.now());
+                if self.conn.is_autocommit() {
+                    // SQLite rolled the whole transaction back (disk full,
+                    // I/O error, ...): nothing of this group stands.
+                    lost = Some(SharedFailure::new(
+                        "SQLite aborted the write transaction",
+                        &rusqlite::Error::SqliteFailure(
+                            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ABORT),
+                            Some("transaction rolled back by SQLite".into()),
+                        ),
+                    ));
+                    done.push(d);
+                    break;
+                }
+                let ok = d.is_ok();
+                done.push(d);
+                if single {
+                    single_failed = !ok;
+                } else {
+                    let end = if ok {
+                        self.exec("RELEASE jq_cmd")
+                    } else {
+                        self.exec("ROLLBACK TO jq_cmd").and_then(|()| self.exec("RELEASE jq_cmd"))
+                    };
+                    if let Err(e) = end {
+                        lost = Some(SharedFailure::new("cannot close a savepoint", &e));
+                        break;
+                    }
+                }
+            }
+            if lost.is_none() && single_failed {
+                // A lone failed command: its own error stands, undo its writes.
+                if let Err(e) = self.exec("ROLLBACK") {
+                    tracing::warn!(error = %e, "SQLite rollback failed");
+                }
+                continue;
+            }
+            if lost.is_none()
+                && let Err(e) = self.exec("COMMIT")
+            {
+                tracing::warn!(error = %e, "SQLite commit failed");
+                lost = Some(SharedFailure::new("commit failed", &e));
+            }
+            if let Some(failure) = lost {
+                if !self.conn.is_autocommit()
+                    && let Err(e) = self.exec("ROLLBACK")
+                {
+                    tracing::warn!(error = %e, "SQLite rollback failed");
+                }
+                for d in &mut done[start..] {
+                    d.fail(&failure);
+                }
+            }
+        }
+        if done.iter().any(|d| d.wakes && d.is_ok()) {
+            self.signal.send_modify(|n| *n = n.wrapping_add(1));
+        }
+        for d in done {
+            d.send();
+        }
+    }
+}

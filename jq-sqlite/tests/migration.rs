@@ -1,0 +1,57 @@
+//! Opening a database created at an older schema version upgrades it, and
+//! keeps its jobs.
+#![allow(clippy::unwrap_used)] // tests may unwrap
+
+use std::time::Duration;
+
+use jq_core::{ClaimRequest, ManualClock, QueueName, State, Storage};
+use jq_sqlite::rusqlite::{Connection, params};
+use jq_sqlite::{SqliteConfig, SqliteStorage, schema};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn version_1_file_is_upgraded_on_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.db");
+    let clock = ManualClock::starting_now();
+    let now = clock.now().timestamp_micros();
+    let id = jq_core::JobId::new();
+    {
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch(schema::MIGRATIONS[0].1).unwrap();
+        conn.pragma_update(None, "user_version", 1).unwrap();
+        conn.execute(
+            "INSERT INTO jobs (id, queue, kind, payload, priority, state, max_attempts, run_at, created_at) \
+             VALUES (?1, 'default', 'old_kind', '{}', 2, 'pending', 3, ?2, ?2)",
+            params![id.0.as_bytes(), now],
+        )
+        .unwrap();
+    }
+
+    let storage = SqliteStorage::open(SqliteConfig::new(&path).clock(clock.clock())).unwrap();
+    let conn = Connection::open(&path).unwrap();
+    assert_eq!(schema::version(&conn).unwrap(), schema::current_version());
+    assert!(schema::current_version() > 1);
+    let indexes: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name IN ('jobs_lease', 'jobs_finished')",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(indexes, 2);
+
+    let old = storage.get(id).await.unwrap();
+    assert_eq!((old.kind.as_str(), old.state, old.max_attempts), ("old_kind", State::Pending, 3));
+    let request = ClaimRequest {
+        queues: vec![QueueName::new("default").unwrap()],
+        limit: 5,
+        lease: Duration::from_secs(10),
+        worker: "w".into(),
+    };
+    let claimed = storage.claim(&request).await.unwrap();
+    assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![id]);
+
+    // Opening again is a no-op.
+    drop(SqliteStorage::open(SqliteConfig::new(&path)).unwrap());
+    assert_eq!(schema::version(&conn).unwrap(), schema::current_version());
+}
