@@ -1,0 +1,277 @@
+//! The benchmark of a jq backend at jq's default settings.
+//!
+//! ```text
+//! cargo run --release -p examples --example bench -- sqlite [--runs N]
+//! cargo run --release -p examples --example bench -- redis [--runs N]
+//! ```
+//!
+//! Redis: the server at `JQ_REDIS_URL` (default `redis://127.0.0.1:6379`);
+//! every run uses a fresh random key prefix `jqbench:<uuid>`, whose keys are
+//! deleted (SCAN + UNLINK, never FLUSHALL) when the benchmark ends.
+//!
+//! For the backend it measures, each figure the median of `--runs` runs
+//! (default 3), every run on fresh, empty storage:
+//!
+//! 1. batch enqueue: 20,000 jobs in 20 `enqueue` calls of 1,000, jobs/s;
+//! 2. single enqueue: 5,000 sequential awaited `enqueue` calls of one job, jobs/s;
+//! 3. drain: 20,000 pre-loaded no-op jobs run by a worker pool at the default
+//!    settings except concurrency 16, jobs/s from pool start until the last
+//!    ack is durable (the pool's shutdown returns once every outcome is
+//!    written);
+//! 4. wake-up latency: an idle pool in the same process; 200 jobs enqueued
+//!    20 ms apart; latency = handler start minus the instant just before the
+//!    `enqueue` call; p50 and p99.
+//!
+//! Adding a backend is one arm in `main`'s match: build a fresh storage per
+//! run and hand it to the same generic scenarios.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use jq_core::worker::{JobContext, WorkerPool};
+use jq_core::{JobType, NewJob, State, Storage, StorageExt};
+use jq_redis::{RedisConfig, RedisStorage};
+use jq_sqlite::{SqliteConfig, SqliteStorage};
+use serde::{Deserialize, Serialize};
+use tokio::sync::{Notify, mpsc};
+
+const BATCH_JOBS: usize = 20_000;
+const BATCH_SIZE: usize = 1_000;
+const SINGLE_JOBS: usize = 5_000;
+const DRAIN_JOBS: usize = 20_000;
+const DRAIN_CONCURRENCY: usize = 16;
+const LATENCY_JOBS: usize = 200;
+const LATENCY_GAP: Duration = Duration::from_millis(20);
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+#[derive(Serialize, Deserialize)]
+struct Noop {
+    n: usize,
+}
+
+impl JobType for Noop {
+    const KIND: &'static str = "bench_noop";
+    const QUEUE: &'static str = "bench";
+}
+
+/// A storage for one run, with whatever must live as long as it (a temp dir).
+struct Fresh<S> {
+    storage: S,
+    _keep: Box<dyn Send>,
+}
+
+/// One run's figures.
+#[derive(Clone, Copy, Debug, Default)]
+struct Figures {
+    batch_enqueue: f64,
+    single_enqueue: f64,
+    drain: f64,
+    p50: Duration,
+    p99: Duration,
+}
+
+#[tokio::main]
+async fn main() -> Result<(), BoxError> {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+
+    let mut args = std::env::args().skip(1);
+    let mut positional = Vec::new();
+    let mut runs = 3usize;
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--runs" => runs = args.next().ok_or("--runs needs a number")?.parse()?,
+            "-h" | "--help" => {
+                println!("usage: bench <backend> [--runs N]\nbackends: sqlite, redis");
+                return Ok(());
+            }
+            _ => positional.push(arg),
+        }
+    }
+    let backend = positional.first().cloned().ok_or("usage: bench <backend> [--runs N]; backends: sqlite, redis")?;
+    if runs == 0 {
+        return Err("--runs must be at least 1".into());
+    }
+
+    let figures = match backend.as_str() {
+        "sqlite" => {
+            bench(runs, || async {
+                let dir = tempfile::tempdir()?;
+                let storage = SqliteStorage::open(SqliteConfig::new(dir.path().join("bench.db")))?;
+                Ok(Fresh { storage, _keep: Box::new(dir) })
+            })
+            .await?
+        }
+        "redis" => {
+            let url = std::env::var("JQ_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
+            let used: Arc<std::sync::Mutex<Vec<RedisStorage>>> = Arc::default();
+            let result = bench(runs, || {
+                let (url, used) = (url.clone(), used.clone());
+                async move {
+                    let prefix = format!("jqbench:{}", uuid::Uuid::new_v4().simple());
+                    let storage = RedisStorage::connect(RedisConfig::new(url).prefix(prefix)).await?;
+                    used.lock().unwrap_or_else(|e| e.into_inner()).push(storage.clone());
+                    Ok(Fresh { storage, _keep: Box::new(()) })
+                }
+            })
+            .await;
+            let used = std::mem::take(&mut *used.lock().unwrap_or_else(|e| e.into_inner()));
+            for storage in used {
+                storage.delete_all_keys().await?;
+            }
+            result?
+        }
+        other => return Err(format!("unknown backend {other:?}; backends: sqlite, redis").into()),
+    };
+    print_table(&backend, runs, &figures);
+    Ok(())
+}
+
+/// Runs every scenario `runs` times, each on storage from `fresh`.
+async fn bench<S, F, Fut>(runs: usize, mut fresh: F) -> Result<Vec<Figures>, BoxError>
+where
+    S: Storage,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Fresh<S>, BoxError>>,
+{
+    let mut all = Vec::with_capacity(runs);
+    for run in 1..=runs {
+        let mut f = Figures::default();
+        let store = fresh().await?;
+        f.batch_enqueue = batch_enqueue(Arc::new(store.storage)).await?;
+        let store = fresh().await?;
+        f.single_enqueue = single_enqueue(Arc::new(store.storage)).await?;
+        let store = fresh().await?;
+        f.drain = drain(Arc::new(store.storage)).await?;
+        let store = fresh().await?;
+        (f.p50, f.p99) = latency(Arc::new(store.storage)).await?;
+        eprintln!(
+            "run {run}/{runs}: batch {:.0}/s, single {:.0}/s, drain {:.0}/s, p50 {:?}, p99 {:?}",
+            f.batch_enqueue, f.single_enqueue, f.drain, f.p50, f.p99
+        );
+        all.push(f);
+    }
+    Ok(all)
+}
+
+fn noop_jobs(range: std::ops::Range<usize>) -> Result<Vec<NewJob>, BoxError> {
+    range.map(|n| NewJob::typed(&Noop { n }).build().map_err(Into::into)).collect()
+}
+
+async fn batch_enqueue<S: Storage>(storage: Arc<S>) -> Result<f64, BoxError> {
+    let batches: Vec<Vec<NewJob>> = (0..BATCH_JOBS / BATCH_SIZE)
+        .map(|b| noop_jobs(b * BATCH_SIZE..(b + 1) * BATCH_SIZE))
+        .collect::<Result<_, _>>()?;
+    let start = Instant::now();
+    for batch in batches {
+        storage.enqueue(batch).await?;
+    }
+    Ok(BATCH_JOBS as f64 / start.elapsed().as_secs_f64())
+}
+
+async fn single_enqueue<S: Storage>(storage: Arc<S>) -> Result<f64, BoxError> {
+    let jobs = noop_jobs(0..SINGLE_JOBS)?;
+    let start = Instant::now();
+    for job in jobs {
+        storage.enqueue_one(job).await?;
+    }
+    Ok(SINGLE_JOBS as f64 / start.elapsed().as_secs_f64())
+}
+
+async fn drain<S: Storage>(storage: Arc<S>) -> Result<f64, BoxError> {
+    for b in 0..DRAIN_JOBS / BATCH_SIZE {
+        storage.enqueue(noop_jobs(b * BATCH_SIZE..(b + 1) * BATCH_SIZE)?).await?;
+    }
+    let ran = Arc::new(AtomicUsize::new(0));
+    let all_ran = Arc::new(Notify::new());
+    let (counter, notify) = (ran.clone(), all_ran.clone());
+    let start = Instant::now();
+    let pool = WorkerPool::new(storage.clone())
+        .concurrency(DRAIN_CONCURRENCY)
+        .register::<Noop, _, _>(move |_job, _ctx: JobContext| {
+            if counter.fetch_add(1, Ordering::Relaxed) + 1 == DRAIN_JOBS {
+                notify.notify_one();
+            }
+            async { Ok(()) }
+        })
+        .start()?;
+    all_ran.notified().await;
+    // Shutdown returns once every outcome is written: the last ack is durable.
+    pool.shutdown().await;
+    let elapsed = start.elapsed();
+    let completed = storage.stats().await?.total(State::Completed);
+    if completed != DRAIN_JOBS as u64 {
+        return Err(format!("drain: {completed} of {DRAIN_JOBS} jobs completed").into());
+    }
+    Ok(DRAIN_JOBS as f64 / elapsed.as_secs_f64())
+}
+
+async fn latency<S: Storage>(storage: Arc<S>) -> Result<(Duration, Duration), BoxError> {
+    let (started_tx, mut started) = mpsc::unbounded_channel::<(usize, Instant)>();
+    let pool = WorkerPool::new(storage.clone())
+        .register::<Noop, _, _>(move |job: Noop, _ctx: JobContext| {
+            let _ = started_tx.send((job.n, Instant::now()));
+            async { Ok(()) }
+        })
+        .start()?;
+    // Warm-up: one job through, so the pool is idle-waiting when we begin.
+    storage.enqueue_one(NewJob::typed(&Noop { n: usize::MAX }).build()?).await?;
+    started.recv().await.ok_or("pool stopped")?;
+
+    let mut enqueued_at = Vec::with_capacity(LATENCY_JOBS);
+    for n in 0..LATENCY_JOBS {
+        let job = NewJob::typed(&Noop { n }).build()?;
+        enqueued_at.push(Instant::now());
+        storage.enqueue_one(job).await?;
+        tokio::time::sleep(LATENCY_GAP).await;
+    }
+    let mut latencies = Vec::with_capacity(LATENCY_JOBS);
+    while latencies.len() < LATENCY_JOBS {
+        let (n, at) = tokio::time::timeout(Duration::from_secs(30), started.recv())
+            .await
+            .map_err(|_| "latency: jobs did not start within 30 s")?
+            .ok_or("pool stopped")?;
+        latencies.push(at.saturating_duration_since(enqueued_at[n]));
+    }
+    pool.shutdown().await;
+    latencies.sort();
+    Ok((percentile(&latencies, 0.50), percentile(&latencies, 0.99)))
+}
+
+/// The nearest-rank percentile of sorted values.
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+fn median<T: Copy + PartialOrd>(mut values: Vec<T>) -> T {
+    values.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    values[values.len() / 2]
+}
+
+fn print_table(backend: &str, runs: usize, all: &[Figures]) {
+    let pick = |f: fn(&Figures) -> f64| median(all.iter().map(f).collect());
+    let pick_d = |f: fn(&Figures) -> Duration| median(all.iter().map(f).collect());
+    let ms = |d: Duration| format!("{:.2} ms", d.as_secs_f64() * 1e3);
+    let rate = |r: f64| format!("{r:.0} jobs/s");
+    println!("\njq benchmark: backend {backend}, median of {runs} run(s), default settings\n");
+    println!("{:<58} {:>16}", "scenario", "result");
+    println!("{}", "-".repeat(75));
+    let rows = [
+        (
+            format!("batch enqueue ({BATCH_JOBS} jobs, {} calls of {BATCH_SIZE})", BATCH_JOBS / BATCH_SIZE),
+            rate(pick(|f| f.batch_enqueue)),
+        ),
+        (format!("single enqueue ({SINGLE_JOBS} sequential calls of 1 job)"), rate(pick(|f| f.single_enqueue))),
+        (format!("drain ({DRAIN_JOBS} no-op jobs, concurrency {DRAIN_CONCURRENCY})"), rate(pick(|f| f.drain))),
+        (format!("enqueue-to-start latency p50 ({LATENCY_JOBS} jobs, idle pool)"), ms(pick_d(|f| f.p50))),
+        (format!("enqueue-to-start latency p99 ({LATENCY_JOBS} jobs, idle pool)"), ms(pick_d(|f| f.p99))),
+    ];
+    for (name, value) in rows {
+        println!("{name:<58} {value:>16}");
+    }
+}
