@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use tokio::sync::{OwnedSemaphorePermit, mpsc};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::ErrorBackoff;
@@ -26,14 +26,20 @@ pub const MAX_BATCH: usize = 256;
 pub(crate) struct Finished {
     pub(crate) lease: LeaseRef,
     pub(crate) outcome: Outcome,
-    /// The job's slot, freed once the outcome is durable.
-    pub(crate) permit: Option<OwnedSemaphorePermit>,
+}
+
+/// How many outcomes may wait for the completer. Executors free their slot
+/// once their outcome is queued here, so the fetcher claims again while the
+/// previous batch is being written; a full queue (a slow or failing storage)
+/// makes executors wait with their slots, and claiming stops.
+pub(crate) fn backlog(concurrency: usize) -> usize {
+    concurrency.max(MAX_BATCH)
 }
 
 /// Writes outcomes until every sender is gone and the queue is empty.
 pub(crate) async fn run<S: Storage>(
     storage: Arc<S>,
-    mut finished: mpsc::UnboundedReceiver<Finished>,
+    mut finished: mpsc::Receiver<Finished>,
     inflight: Arc<Inflight>,
     give_up: CancellationToken,
 ) {
@@ -42,7 +48,6 @@ pub(crate) async fn run<S: Storage>(
         write(&*storage, &batch, &give_up).await;
         for done in batch.drain(..) {
             inflight.remove(done.lease);
-            drop(done.permit);
         }
     }
 }

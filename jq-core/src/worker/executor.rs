@@ -33,7 +33,7 @@ pub(crate) struct Executor {
     pub(crate) job_timeout: Option<Duration>,
     pub(crate) retry_unknown_kinds: bool,
     pub(crate) jobs: async_channel::Receiver<Claimed>,
-    pub(crate) finished: mpsc::UnboundedSender<Finished>,
+    pub(crate) finished: mpsc::Sender<Finished>,
     pub(crate) inflight: Arc<Inflight>,
     /// Take no new job once this fires.
     pub(crate) stop: CancellationToken,
@@ -121,7 +121,14 @@ impl Executor {
                 return;
             }
         };
-        if let Err(unsent) = self.finished.send(Finished { lease, outcome, permit: Some(permit) }) {
+        // The heartbeat keeps extending the lease until the outcome is
+        // written, but a lease reported lost from now on is no news.
+        self.inflight.finish(lease);
+        let sent = self.finished.send(Finished { lease, outcome }).await;
+        // The slot is free once the outcome is queued, not once it is
+        // written: claiming overlaps the completer's write.
+        drop(permit);
+        if let Err(unsent) = sent {
             // Only when the completer is gone, which the shutdown sequence
             // never lets happen before the executors end.
             tracing::error!(job = %lease.id, outcome = ?unsent.0.outcome, "completer gone: outcome not recorded; the lease will expire and the job be recovered");

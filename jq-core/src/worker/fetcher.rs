@@ -1,9 +1,11 @@
 //! Fetcher: claims jobs in batches sized to the free slots and hands them to
 //! the executors.
 //!
-//! A slot is a semaphore permit; it travels with the job through the
-//! executor and the completer and is freed once the job's outcome is
-//! durable, so the pool never holds more than `concurrency` leases.
+//! A slot is a semaphore permit; it travels with the job to an executor and
+//! is freed once the job's outcome is queued for the completer, so at most
+//! `concurrency` jobs wait or run, and the next claim overlaps the write of
+//! the previous outcomes (the completer's bounded queue pushes back when the
+//! storage is slow).
 //!
 //! An empty claim never loops: the fetcher then waits for the storage's
 //! wake-up signal ([`Storage::subscribe`]) or the jittered poll interval,

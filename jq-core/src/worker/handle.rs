@@ -103,7 +103,7 @@ pub(crate) fn start<S: Storage>(
     let inflight = Arc::new(Inflight::default());
     let slots = Arc::new(Semaphore::new(config.concurrency));
     let (jobs_tx, jobs_rx) = async_channel::bounded::<Claimed>(config.concurrency);
-    let (finished_tx, finished_rx) = mpsc::unbounded_channel::<Finished>();
+    let (finished_tx, finished_rx) = mpsc::channel::<Finished>(completer::backlog(config.concurrency));
     tracing::info!(worker = %config.worker_name, queues = ?queues, concurrency = config.concurrency, "worker pool starting");
 
     let fetcher = tokio::spawn(
@@ -187,7 +187,7 @@ struct Shutdown {
     heartbeat: JoinHandle<()>,
     maintenance: Option<JoinHandle<()>>,
     jobs: async_channel::Receiver<Claimed>,
-    finished: mpsc::UnboundedSender<Finished>,
+    finished: mpsc::Sender<Finished>,
 }
 
 impl Shutdown {
@@ -197,7 +197,7 @@ impl Shutdown {
         // The fetcher finishes the claim it is in (dropping it could leave
         // jobs Running with nobody holding them), then stops.
         joined("fetcher", self.fetcher).await;
-        let released = release_unstarted(&self.jobs, &self.finished);
+        let released = release_unstarted(&self.jobs, &self.finished).await;
         if released > 0 {
             tracing::info!(released, "claimed jobs not yet started released");
         }
@@ -210,7 +210,7 @@ impl Shutdown {
         }
         // An executor that took a job just as shutdown began has run it by
         // now; nothing is left in the channel but to be safe, release it.
-        release_unstarted(&self.jobs, &self.finished);
+        release_unstarted(&self.jobs, &self.finished).await;
 
         if let Some(maintenance) = self.maintenance {
             joined("maintenance", maintenance).await;
@@ -230,14 +230,15 @@ impl Shutdown {
 }
 
 /// Hands every claimed-but-unstarted job back to Pending at once.
-fn release_unstarted(jobs: &async_channel::Receiver<Claimed>, finished: &mpsc::UnboundedSender<Finished>) -> usize {
+async fn release_unstarted(jobs: &async_channel::Receiver<Claimed>, finished: &mpsc::Sender<Finished>) -> usize {
     let mut released = 0;
     while let Ok(Claimed { job, permit, .. }) = jobs.try_recv() {
         let Some(lease) = job.lease_ref() else { continue };
         let outcome = Outcome::Release { delay: Duration::ZERO };
         // The completer outlives this call: its receiver ends only after
         // `self.finished` is dropped below.
-        let _ = finished.send(Finished { lease, outcome, permit: Some(permit) });
+        let _ = finished.send(Finished { lease, outcome }).await;
+        drop(permit);
         released += 1;
     }
     released

@@ -5,7 +5,9 @@
 //! once a job's outcome is durable. Every interval, one
 //! [`Storage::heartbeat`] call extends all of them; a lease reported lost
 //! cancels that job's token, and the executor drops its handler (another
-//! worker may hold the job now).
+//! worker may hold the job now). A job whose handler already finished is
+//! still extended until its outcome is written, but its loss is not news:
+//! usually the heartbeat merely raced the completer's write of its ack.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -21,6 +23,8 @@ use crate::storage::Storage;
 struct Held {
     token: LeaseToken,
     cancel: CancellationToken,
+    /// The handler is done; the outcome waits for the completer.
+    finished: bool,
 }
 
 /// The leases this pool holds. A std mutex: every critical section is a
@@ -39,7 +43,7 @@ impl Inflight {
 
     /// Starts tracking a claimed job.
     pub(crate) fn insert(&self, lease: LeaseRef, cancel: CancellationToken) {
-        self.lock().insert(lease.id, Held { token: lease.token, cancel });
+        self.lock().insert(lease.id, Held { token: lease.token, cancel, finished: false });
     }
 
     /// Stops tracking a job (its outcome is durable, or its lease is gone).
@@ -48,6 +52,13 @@ impl Inflight {
         let mut map = self.lock();
         if map.get(&lease.id).is_some_and(|h| h.token == lease.token) {
             map.remove(&lease.id);
+        }
+    }
+
+    /// Marks a job whose handler finished (its outcome is on its way).
+    pub(crate) fn finish(&self, lease: LeaseRef) {
+        if let Some(held) = self.lock().get_mut(&lease.id).filter(|h| h.token == lease.token) {
+            held.finished = true;
         }
     }
 
@@ -60,14 +71,18 @@ impl Inflight {
         self.lock().iter().map(|(id, h)| LeaseRef { id: *id, token: h.token }).collect()
     }
 
-    /// Cancels and forgets the jobs whose lease the storage reported lost.
-    fn lose(&self, lost: &[JobId]) {
+    /// Forgets the jobs whose lease the storage reported lost, cancels the
+    /// handlers still running, and returns their ids.
+    fn lose(&self, lost: &[JobId]) -> Vec<JobId> {
         let mut map = self.lock();
+        let mut running = Vec::new();
         for id in lost {
-            if let Some(held) = map.remove(id) {
+            if let Some(held) = map.remove(id).filter(|h| !h.finished) {
                 held.cancel.cancel();
+                running.push(*id);
             }
         }
+        running
     }
 }
 
@@ -93,12 +108,14 @@ pub(crate) async fn run<S: Storage>(
         match storage.heartbeat(&leases, lease).await {
             Ok(lost) if lost.is_empty() => tracing::trace!(held = leases.len(), "leases extended"),
             Ok(lost) => {
-                tracing::warn!(
-                    lost = ?lost,
-                    "lease lost for {} job(s): cancelling their handlers (another worker may run them)",
-                    lost.len()
-                );
-                inflight.lose(&lost);
+                let running = inflight.lose(&lost);
+                if !running.is_empty() {
+                    tracing::warn!(
+                        lost = ?running,
+                        "lease lost for {} running job(s): cancelling their handlers (another worker may run them)",
+                        running.len()
+                    );
+                }
             }
             Err(error) => {
                 tracing::warn!(%error, held = leases.len(), "heartbeat failed; retrying at the next beat");
