@@ -4,6 +4,7 @@ use jq_core::{Error, Job, JobFilter, JobId, Result, State, Stats};
 use sqlx::Row;
 
 use crate::Inner;
+use crate::enqueue::is_violation_of;
 use crate::error::map_sqlx;
 use crate::row::{decode_job, decode_state};
 
@@ -50,13 +51,15 @@ pub(crate) async fn stats(inner: &Inner) -> Result<Stats> {
 /// Dead -> Pending with one more attempt.
 pub(crate) async fn retry(inner: &Inner, id: JobId) -> Result<()> {
     let now = inner.clock.now();
-    let row = sqlx::query(inner.sql.retry.q())
-        .bind(id.0)
-        .bind(now)
-        .bind(&inner.channel)
-        .fetch_optional(&inner.pool)
-        .await
-        .map_err(map_sqlx)?;
+    let run = || sqlx::query(inner.sql.retry.q()).bind(id.0).bind(now).bind(&inner.channel).fetch_optional(&inner.pool);
+    // A concurrent enqueue of the job's unique key, committed after the
+    // statement's snapshot, makes it fail on jobs_unique; the second run
+    // sees that job and gives this one a slot of its own.
+    let row = match run().await {
+        Err(e) if is_violation_of(&e, "jobs_unique") => run().await,
+        other => other,
+    }
+    .map_err(map_sqlx)?;
     match row {
         Some(_) => Ok(()),
         None => Err(refused(inner, id, "retry").await),

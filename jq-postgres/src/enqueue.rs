@@ -1,5 +1,7 @@
-//! Enqueue: one multi-row INSERT from `unnest` arrays per batch.
+//! Enqueue: one multi-row INSERT from `unnest` arrays per batch (a leaner
+//! statement when no job of the batch has a unique key).
 
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
@@ -10,97 +12,184 @@ use uuid::Uuid;
 use crate::Inner;
 use crate::error::{BACKEND, map_sqlx};
 
-/// Stores `jobs` on `executor` in one statement; see `sql/enqueue.sql`.
+/// Stores `jobs` on `executor` in one statement; see `sql/enqueue.sql` and
+/// `sql/enqueue_keyed.sql`.
 pub(crate) async fn enqueue<'e, E: sqlx::PgExecutor<'e>>(
     inner: &Inner,
     executor: E,
     jobs: Vec<NewJob>,
 ) -> Result<Vec<JobId>> {
-    // Check everything before writing anything.
-    for job in &jobs {
-        job.check_payload(inner.max_payload_bytes)?;
-        if i32::try_from(job.max_attempts).is_err() {
-            return Err(Error::invalid("max attempts", format!("{} is over {}", job.max_attempts, i32::MAX)));
-        }
-    }
-    if jobs.is_empty() {
-        return Ok(Vec::new());
-    }
-    let now = inner.clock.now();
-    let n = jobs.len();
+    let Some(batch) = Batch::new(inner, jobs)? else { return Ok(Vec::new()) };
+    batch.run(inner, executor).await.map_err(map_sqlx)?
+}
 
-    // A later job of the batch with the same (queue, unique key) as an
-    // earlier one resolves to whatever the earlier one resolves to, and is
-    // not sent (ON CONFLICT DO UPDATE cannot touch a row twice).
-    let mut first_of_key: HashMap<(String, String), usize> = HashMap::new();
-    let mut alias: Vec<Option<usize>> = vec![None; n];
-    let mut cols = Columns::with_capacity(n);
-    for (i, job) in jobs.into_iter().enumerate() {
-        if let Some(key) = &job.unique_key {
-            match first_of_key.entry((job.queue.as_str().to_owned(), key.clone())) {
-                std::collections::hash_map::Entry::Occupied(e) => {
-                    alias[i] = Some(*e.get());
-                    continue;
-                }
-                std::collections::hash_map::Entry::Vacant(e) => {
-                    e.insert(i);
-                }
+/// [`enqueue`] on the pool. The one race the statement cannot arbitrate, a
+/// concurrent insert of the same id as a job with a unique key, fails with a
+/// unique violation on the primary key; a second statement (a new snapshot)
+/// then finds the stored id.
+pub(crate) async fn enqueue_pool(inner: &Inner, jobs: Vec<NewJob>) -> Result<Vec<JobId>> {
+    let Some(batch) = Batch::new(inner, jobs)? else { return Ok(Vec::new()) };
+    match batch.run(inner, &inner.pool).await {
+        Err(e) if is_violation_of(&e, "jobs_pkey") => batch.run(inner, &inner.pool).await.map_err(map_sqlx)?,
+        other => other.map_err(map_sqlx)?,
+    }
+}
+
+/// True when `e` is a unique violation of the index `name`.
+pub(crate) fn is_violation_of(e: &sqlx::Error, name: &str) -> bool {
+    matches!(e, sqlx::Error::Database(db) if db.code().as_deref() == Some("23505") && db.constraint() == Some(name))
+}
+
+/// A checked batch as sent: one array per column, and how each job of the
+/// caller's batch maps to a sent one.
+struct Batch {
+    now: DateTime<Utc>,
+    cols: Columns,
+    /// Per job of the caller's batch: the index of the earlier job it repeats
+    /// (same id, or same queue and unique key), if any.
+    alias: Vec<Option<usize>>,
+    keyed: bool,
+}
+
+impl Batch {
+    /// Checks every job before anything is written; None for an empty batch.
+    fn new(inner: &Inner, jobs: Vec<NewJob>) -> Result<Option<Self>> {
+        for job in &jobs {
+            job.check_payload(inner.max_payload_bytes)?;
+            if i32::try_from(job.max_attempts).is_err() {
+                return Err(Error::invalid("max attempts", format!("{} is over {}", job.max_attempts, i32::MAX)));
             }
         }
-        cols.push(job, now);
-    }
-
-    let rows = sqlx::query(inner.sql.enqueue.q())
-        .bind(&cols.ids)
-        .bind(&cols.queues)
-        .bind(&cols.kinds)
-        .bind(&cols.payloads)
-        .bind(&cols.priorities)
-        .bind(&cols.states)
-        .bind(&cols.max_attempts)
-        .bind(&cols.run_ats)
-        .bind(&cols.unique_keys)
-        .bind(now)
-        .bind(&inner.channel)
-        .fetch_all(executor)
-        .await
-        .map_err(map_sqlx)?;
-
-    let mut inserted: HashSet<Uuid> = HashSet::with_capacity(rows.len());
-    let mut by_key: HashMap<(String, String), Uuid> = HashMap::new();
-    for row in &rows {
-        let id: Uuid = row.try_get(0).map_err(map_sqlx)?;
-        let key: Option<String> = row.try_get(2).map_err(map_sqlx)?;
-        match key {
-            Some(key) => {
-                let queue: String = row.try_get(1).map_err(map_sqlx)?;
-                by_key.insert((queue, key), id);
-            }
-            None => {
-                inserted.insert(id);
-            }
+        if jobs.is_empty() {
+            return Ok(None);
         }
-    }
-
-    let mut sent = cols.ids.iter().zip(cols.queues.iter().zip(&cols.unique_keys));
-    let mut out: Vec<JobId> = Vec::with_capacity(n);
-    for first in &alias {
-        let id = match *first {
-            Some(first) => out[first],
-            None => {
-                let (id, (queue, key)) = sent.next().ok_or_else(|| lost("a job of the batch"))?;
-                match key {
-                    Some(key) => JobId(
-                        *by_key.get(&(queue.clone(), key.clone())).ok_or_else(|| lost("a job with a unique key"))?,
-                    ),
-                    None if inserted.contains(id) => JobId(*id),
-                    None => return Err(lost("a job")),
+        let now = inner.clock.now();
+        let n = jobs.len();
+        // A later job with the id of an earlier one is the same job sent
+        // twice; a later job with the (queue, unique key) of an earlier one
+        // resolves to whatever the earlier one resolves to. Neither is sent:
+        // one statement must not insert or lock a row twice.
+        let mut first_of_id: HashMap<Uuid, usize> = HashMap::new();
+        let mut first_of_key: HashMap<(String, String), usize> = HashMap::new();
+        let mut alias: Vec<Option<usize>> = vec![None; n];
+        let mut cols = Columns::with_capacity(n);
+        for (i, job) in jobs.into_iter().enumerate() {
+            if let Some(&first) = first_of_id.get(&job.id.0) {
+                alias[i] = Some(first);
+                continue;
+            }
+            if let Some(key) = &job.unique_key {
+                match first_of_key.entry((job.queue.as_str().to_owned(), key.clone())) {
+                    Entry::Occupied(e) => {
+                        alias[i] = Some(*e.get());
+                        continue;
+                    }
+                    Entry::Vacant(e) => {
+                        e.insert(i);
+                    }
                 }
             }
-        };
-        out.push(id);
+            first_of_id.insert(job.id.0, i);
+            cols.push(job, now);
+        }
+        let keyed = !first_of_key.is_empty();
+        Ok(Some(Batch { now, cols, alias, keyed }))
     }
-    Ok(out)
+
+    /// Sends the batch; the outer error is the driver's, the inner one a
+    /// reply that does not account for every job.
+    async fn run<'e, E: sqlx::PgExecutor<'e>>(
+        &self,
+        inner: &Inner,
+        executor: E,
+    ) -> Result<Result<Vec<JobId>>, sqlx::Error> {
+        let cols = &self.cols;
+        if !self.keyed {
+            // Every job resolves to its own id: inserted now, or stored before.
+            sqlx::query(inner.sql.enqueue.q())
+                .bind(&cols.ids)
+                .bind(&cols.queues)
+                .bind(&cols.kinds)
+                .bind(&cols.payloads)
+                .bind(&cols.priorities)
+                .bind(&cols.states)
+                .bind(&cols.max_attempts)
+                .bind(&cols.run_ats)
+                .bind(self.now)
+                .bind(&inner.channel)
+                .fetch_one(executor)
+                .await?;
+            let mut sent = cols.ids.iter();
+            let mut out: Vec<JobId> = Vec::with_capacity(self.alias.len());
+            for first in &self.alias {
+                let id = match *first {
+                    Some(first) => out[first],
+                    None => match sent.next() {
+                        Some(id) => JobId(*id),
+                        None => return Ok(Err(lost("a job of the batch"))),
+                    },
+                };
+                out.push(id);
+            }
+            return Ok(Ok(out));
+        }
+        let rows = sqlx::query(inner.sql.enqueue_keyed.q())
+            .bind(&cols.ids)
+            .bind(&cols.queues)
+            .bind(&cols.kinds)
+            .bind(&cols.payloads)
+            .bind(&cols.priorities)
+            .bind(&cols.states)
+            .bind(&cols.max_attempts)
+            .bind(&cols.run_ats)
+            .bind(&cols.unique_keys)
+            .bind(self.now)
+            .bind(&inner.channel)
+            .fetch_all(executor)
+            .await?;
+        let mut stored: HashSet<Uuid> = HashSet::with_capacity(rows.len());
+        let mut by_key: HashMap<(String, String), Uuid> = HashMap::new();
+        for row in &rows {
+            let source: i16 = row.try_get(0)?;
+            if source == 3 {
+                continue;
+            }
+            let id: Uuid = row.try_get(1)?;
+            let key: Option<String> = row.try_get(3)?;
+            match (source, key) {
+                (1 | 2, Some(key)) => {
+                    let queue: String = row.try_get(2)?;
+                    by_key.insert((queue, key), id);
+                }
+                _ => {
+                    stored.insert(id);
+                }
+            }
+        }
+        let mut sent = cols.ids.iter().zip(cols.queues.iter().zip(&cols.unique_keys));
+        let mut out: Vec<JobId> = Vec::with_capacity(self.alias.len());
+        for first in &self.alias {
+            let id = match *first {
+                Some(first) => out[first],
+                None => {
+                    let Some((id, (queue, key))) = sent.next() else {
+                        return Ok(Err(lost("a job of the batch")));
+                    };
+                    if stored.contains(id) {
+                        JobId(*id)
+                    } else if let Some(key) = key
+                        && let Some(existing) = by_key.get(&(queue.clone(), key.clone()))
+                    {
+                        JobId(*existing)
+                    } else {
+                        return Ok(Err(lost("a job")));
+                    }
+                }
+            };
+            out.push(id);
+        }
+        Ok(Ok(out))
+    }
 }
 
 fn lost(what: &str) -> Error {

@@ -172,7 +172,7 @@ impl PostgresStorage {
 #[async_trait]
 impl Storage for PostgresStorage {
     async fn enqueue(&self, jobs: Vec<NewJob>) -> Result<Vec<JobId>> {
-        enqueue::enqueue(&self.inner, &self.inner.pool, jobs).await
+        enqueue::enqueue_pool(&self.inner, jobs).await
     }
 
     async fn claim(&self, request: &ClaimRequest) -> Result<Vec<Job>> {

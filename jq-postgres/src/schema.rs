@@ -7,7 +7,10 @@ use crate::error::PostgresError;
 
 /// The migrations, in order; version = position + 1. Never edit a released
 /// one: add a new file.
-const MIGRATIONS: &[(&str, &str)] = &[("jobs", include_str!("../migrations/0001_jobs.sql"))];
+const MIGRATIONS: &[(&str, &str)] = &[
+    ("jobs", include_str!("../migrations/0001_jobs.sql")),
+    ("unique_slots", include_str!("../migrations/0002_unique_slots.sql")),
+];
 
 /// The newest schema version this build knows.
 pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
@@ -36,6 +39,7 @@ pub(crate) fn channel(schema: &str) -> String {
 #[derive(Debug)]
 pub(crate) struct Sql {
     pub enqueue: Sql1,
+    pub enqueue_keyed: Sql1,
     pub claim: Sql1,
     pub bury: Sql1,
     pub complete: Sql1,
@@ -72,6 +76,7 @@ impl Sql {
         let s = |t: &str| Sql1::new(t, schema);
         Sql {
             enqueue: s(include_str!("sql/enqueue.sql")),
+            enqueue_keyed: s(include_str!("sql/enqueue_keyed.sql")),
             claim: s(include_str!("sql/claim.sql")),
             bury: s(include_str!("sql/bury.sql")),
             complete: s(include_str!("sql/complete.sql")),

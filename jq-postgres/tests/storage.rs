@@ -243,3 +243,100 @@ async fn corrupt_row_is_a_typed_error_and_a_corrupt_claim_goes_dead() {
     assert_eq!(state, "dead");
     f.cleanup().await;
 }
+
+/// The model suite's failure: an operator's retry of a Dead job whose unique
+/// key a newer live job holds. Both are live afterwards (retry is "Dead ->
+/// Pending" whatever the key; SQLite and the reference model agree), and
+/// enqueue of that key returns the smaller id.
+#[tokio::test]
+async fn retry_of_a_dead_job_whose_key_a_newer_live_job_holds() {
+    let f = Fixture::new().await;
+    let s = f.connect(Clock::system()).await;
+    let keyed = |n| {
+        let mut j = job("q", n);
+        j.unique_key = Some("k".into());
+        j.max_attempts = 1;
+        j
+    };
+    let a = s.enqueue_one(keyed(1)).await.unwrap();
+    let claimed = s.claim(&request("q", 1)).await.unwrap().pop().unwrap();
+    s.discard(claimed.lease_ref().unwrap(), "no").await.unwrap();
+    let b = s.enqueue_one(keyed(2)).await.unwrap();
+    assert_ne!(a, b, "a Dead job does not hold its key");
+    s.retry(a).await.unwrap();
+    assert_eq!(s.get(a).await.unwrap().state, State::Pending);
+    assert_eq!(s.get(b).await.unwrap().state, State::Pending);
+    assert!(a < b);
+    assert_eq!(s.enqueue_one(keyed(3)).await.unwrap(), a, "the smaller id of the live jobs");
+    assert_eq!(s.enqueue(vec![keyed(4), job("q", 5)]).await.unwrap()[0], a);
+
+    // The holder finishes: the retried job still answers for the key.
+    let claimed = s.claim(&request("q", 10)).await.unwrap();
+    assert_eq!(claimed.len(), 3, "a, b and the job without a key");
+    let lease = |id| claimed.iter().find(|j| j.id == id).unwrap().lease_ref().unwrap();
+    s.ack(lease(b)).await.unwrap();
+    assert_eq!(s.enqueue_one(keyed(6)).await.unwrap(), a);
+    // Dead again and retried with no other live job: it takes the key back,
+    // and concurrent enqueuers of the key still agree on one job.
+    s.discard(lease(a), "again").await.unwrap();
+    s.retry(a).await.unwrap();
+    let ids: Vec<_> = futures::future::join_all((0..4).map(|n| {
+        let s = s.clone();
+        async move { s.enqueue_one(keyed(10 + n)).await.unwrap() }
+    }))
+    .await;
+    assert!(ids.iter().all(|&id| id == a), "{ids:?} vs {a}");
+    f.cleanup().await;
+}
+
+/// Enqueue of an id already stored returns that id and stores nothing
+/// (docs/contract-decisions.md): a client resending after a lost answer.
+#[tokio::test]
+async fn enqueue_of_an_id_already_stored_returns_it_and_stores_nothing() {
+    let f = Fixture::new().await;
+    let s = f.connect(Clock::system()).await;
+    let a = job("q", 1);
+    let mut keyed = job("q", 2);
+    keyed.unique_key = Some("k".into());
+    let ids = s.enqueue(vec![a.clone(), keyed.clone()]).await.unwrap();
+    assert_eq!(ids, vec![a.id, keyed.id]);
+
+    // The same batch again, alone and mixed with new jobs, with and without keys.
+    assert_eq!(s.enqueue(vec![a.clone(), keyed.clone()]).await.unwrap(), vec![a.id, keyed.id]);
+    assert_eq!(s.enqueue_one(a.clone()).await.unwrap(), a.id);
+    let fresh = job("q", 3);
+    assert_eq!(s.enqueue(vec![a.clone(), fresh.clone()]).await.unwrap(), vec![a.id, fresh.id]);
+    let mut fresh_keyed = job("q", 4);
+    fresh_keyed.unique_key = Some("other".into());
+    assert_eq!(
+        s.enqueue(vec![keyed.clone(), a.clone(), fresh_keyed.clone()]).await.unwrap(),
+        vec![keyed.id, a.id, fresh_keyed.id]
+    );
+    // Repeated inside one batch.
+    let twice = job("q", 5);
+    assert_eq!(s.enqueue(vec![twice.clone(), twice.clone()]).await.unwrap(), vec![twice.id, twice.id]);
+
+    // A finished job is not stored again either: its id is taken.
+    let j = s.claim(&request("q", 1)).await.unwrap().pop().unwrap();
+    assert_eq!(j.id, a.id);
+    s.ack(j.lease_ref().unwrap()).await.unwrap();
+    assert_eq!(s.enqueue_one(a.clone()).await.unwrap(), a.id);
+    assert_eq!(s.get(a.id).await.unwrap().state, State::Completed, "the stored job is untouched");
+    assert_eq!(s.list(&JobFilter::default()).await.unwrap().len(), 5);
+
+    // Inside a transaction that the caller rolls back: nothing changes.
+    let mut tx = s.pool().begin().await.unwrap();
+    assert_eq!(s.enqueue_tx(&mut tx, vec![keyed.clone()]).await.unwrap(), vec![keyed.id]);
+    tx.rollback().await.unwrap();
+
+    // Concurrent resends of one job: one row, every caller gets its id.
+    let c = job("q", 6);
+    let ids: Vec<_> = futures::future::join_all((0..4).map(|_| {
+        let (s, c) = (s.clone(), c.clone());
+        async move { s.enqueue_one(c).await.unwrap() }
+    }))
+    .await;
+    assert!(ids.iter().all(|&id| id == c.id));
+    assert_eq!(s.list(&JobFilter::default()).await.unwrap().len(), 6);
+    f.cleanup().await;
+}

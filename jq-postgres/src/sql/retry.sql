@@ -1,6 +1,12 @@
 -- Operator retry: Dead -> Pending with one more attempt, errors kept.
 -- $1 id uuid, $2 now timestamptz. No row returned: unknown id or not Dead
 -- (the caller looks the job up to say which). $3 wake-up channel text.
+--
+-- A job whose unique key a newer live job of its queue holds comes back too
+-- (both are then live; enqueue of that key returns the smaller id): it takes
+-- a slot of its own in jobs_unique (its id) instead of the shared nil slot.
+-- Should a concurrent enqueue take the nil slot after this statement's
+-- snapshot, this fails with a unique violation and the caller re-runs it.
 WITH upd AS (
 UPDATE {schema}.jobs AS j
 SET state = 'pending',
@@ -9,7 +15,15 @@ SET state = 'pending',
     lease_token = NULL,
     lease_worker = NULL,
     lease_expires_at = NULL,
-    max_attempts = greatest(j.max_attempts, j.attempts + 1)
+    max_attempts = greatest(j.max_attempts, j.attempts + 1),
+    key_slot = CASE
+        WHEN j.unique_key IS NOT NULL AND EXISTS (
+            SELECT 1 FROM {schema}.jobs AS o
+            WHERE o.queue = j.queue AND o.unique_key = j.unique_key AND o.unique_key IS NOT NULL
+              AND o.state IN ('scheduled', 'pending', 'running') AND o.id <> j.id)
+        THEN j.id
+        ELSE '00000000-0000-0000-0000-000000000000'::uuid
+    END
 WHERE j.id = $1 AND j.state = 'dead'
 RETURNING j.id
 )
