@@ -250,6 +250,38 @@ async fn snooze_reschedules_without_counting_the_attempt() {
 }
 
 #[tokio::test]
+async fn prefetched_jobs_wait_claimed_and_are_released_at_shutdown() {
+    let storage = MemoryStorage::new();
+    let first = enqueue(&storage, &Greet { name: "runs".into() }, 3).await;
+    let second = enqueue(&storage, &Greet { name: "waits".into() }, 3).await;
+    let (started_tx, mut started) = mpsc::unbounded_channel();
+    let handle = pool(&storage)
+        .concurrency(1)
+        .prefetch(1)
+        .shutdown_grace(Duration::from_millis(50))
+        .register::<Greet, _, _>(move |job: Greet, _ctx| {
+            let started_tx = started_tx.clone();
+            async move {
+                started_tx.send(job.name).unwrap();
+                std::future::pending::<HandlerResult>().await
+            }
+        })
+        .start()
+        .unwrap();
+    assert_eq!(started.recv().await.unwrap(), "runs");
+    // One executor runs the first job; the second is claimed ahead and waits.
+    until_state(&storage, second, State::Running).await;
+    assert_eq!(storage.get(first).await.unwrap().state, State::Running);
+    handle.shutdown().await;
+    assert!(started.try_recv().is_err(), "the prefetched job never started");
+    for id in [first, second] {
+        let job = storage.get(id).await.unwrap();
+        assert_eq!((job.state, job.attempts), (State::Pending, 0), "{job:?}");
+        assert!(job.errors.is_empty());
+    }
+}
+
+#[tokio::test]
 async fn graceful_shutdown_releases_an_unfinished_job_with_its_attempt_given_back() {
     let storage = MemoryStorage::new();
     let (started_tx, mut started) = mpsc::unbounded_channel();

@@ -3,7 +3,7 @@
 //!
 //! A slot is a semaphore permit; it travels with the job to an executor and
 //! is freed once the job's outcome is queued for the completer, so at most
-//! `concurrency` jobs wait or run, and the next claim overlaps the write of
+//! `concurrency + prefetch` jobs wait or run, and the next claim overlaps the write of
 //! the previous outcomes (the completer's bounded queue pushes back when the
 //! storage is slow).
 //!
@@ -98,7 +98,7 @@ impl<S: Storage> Fetcher<S> {
                 };
                 let cancel = self.abort.child_token();
                 self.inflight.insert(lease, cancel.clone());
-                // The channel holds `concurrency` items and each carries a
+                // The channel holds one item per slot and each carries a
                 // permit, so this send never waits.
                 if self.jobs.send(Claimed { job, cancel, permit: one }).await.is_err() {
                     return; // executors gone: the pool is being dropped

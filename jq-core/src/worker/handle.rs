@@ -101,8 +101,11 @@ pub(crate) fn start<S: Storage>(
     let halt = CancellationToken::new();
     let give_up = CancellationToken::new();
     let inflight = Arc::new(Inflight::default());
-    let slots = Arc::new(Semaphore::new(config.concurrency));
-    let (jobs_tx, jobs_rx) = async_channel::bounded::<Claimed>(config.concurrency);
+    // A slot is a job claimed and not yet finished: running, or waiting in
+    // the channel (prefetched). Only `concurrency` executors run them.
+    let slot_count = config.concurrency + config.prefetch.unwrap_or(config.concurrency);
+    let slots = Arc::new(Semaphore::new(slot_count));
+    let (jobs_tx, jobs_rx) = async_channel::bounded::<Claimed>(slot_count);
     let (finished_tx, finished_rx) = mpsc::channel::<Finished>(completer::backlog(config.concurrency));
     tracing::info!(worker = %config.worker_name, queues = ?queues, concurrency = config.concurrency, "worker pool starting");
 

@@ -117,6 +117,9 @@ pub const DEFAULT_PURGE_INTERVAL: Duration = Duration::from_secs(60);
 pub(crate) struct Config {
     pub(crate) queues: Vec<String>,
     pub(crate) concurrency: usize,
+    /// Claimed jobs allowed to wait beyond the running ones; `None`: as
+    /// many as `concurrency`.
+    pub(crate) prefetch: Option<usize>,
     pub(crate) lease: Duration,
     pub(crate) heartbeat_interval: Option<Duration>,
     pub(crate) poll_interval: Duration,
@@ -142,6 +145,10 @@ pub(crate) struct Config {
 ///   small machine, while staying under a typical application's database
 ///   connection pool (each handler often holds one connection). Raise it for
 ///   I/O-bound work that does not share a bounded resource.
+/// - prefetch as many as the concurrency: a claim is a database round trip
+///   (a commit on the SQL backends), so short jobs would otherwise wait on
+///   claims; on PostgreSQL it doubled the no-op drain rate. Waiting jobs are
+///   leased, so a queue shared by many workers is split less evenly.
 /// - lease 30 s, heartbeat every lease / 3: a crashed worker's jobs come back
 ///   within about 30 s plus the recover interval, and two heartbeats may fail
 ///   before a lease is at risk.
@@ -176,6 +183,7 @@ impl<S: Storage> WorkerPool<S> {
             config: Config {
                 queues: Vec::new(),
                 concurrency: DEFAULT_CONCURRENCY,
+                prefetch: None,
                 lease: DEFAULT_LEASE,
                 heartbeat_interval: None,
                 poll_interval: DEFAULT_POLL_INTERVAL,
@@ -254,10 +262,21 @@ impl<S: Storage> WorkerPool<S> {
         self
     }
 
-    /// How many jobs run at once (default 16; at least 1). Also the number
-    /// of executor tasks and the most jobs this pool holds leases on.
+    /// How many jobs run at once (default 16; at least 1): the number of
+    /// executor tasks.
     pub fn concurrency(mut self, n: usize) -> Self {
         self.config.concurrency = n;
+        self
+    }
+
+    /// How many jobs may wait claimed, beyond those running, so the next job
+    /// starts without a claim round trip (default: as many as the
+    /// concurrency; 0 claims only for free executors). Waiting jobs are
+    /// leased and heartbeated like running ones, and are released at once
+    /// on shutdown. Set 0 when jobs are long and several workers should
+    /// share a short queue evenly.
+    pub fn prefetch(mut self, n: usize) -> Self {
+        self.config.prefetch = Some(n);
         self
     }
 
