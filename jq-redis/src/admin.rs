@@ -2,8 +2,12 @@
 
 use jq_core::{Error, Job, JobFilter, JobId, QueueName, Result, State, StateCounts, Stats};
 
-use crate::keys::id_hex;
-use crate::{Inner, error, row, scripts};
+use std::collections::HashMap;
+
+use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
+
+use crate::keys::{id_hex, slot};
+use crate::{Conn, Inner, error, row, scripts};
 
 /// Ids one list call examines at most before it returns a cursor.
 const LIST_SCAN_BUDGET: usize = 10_000;
@@ -13,11 +17,15 @@ pub(crate) async fn get(s: &Inner, id: JobId) -> Result<Job> {
     if queues.is_empty() {
         return Err(Error::NotFound { id });
     }
-    let mut pipe = redis::pipe();
-    for q in &queues {
-        pipe.cmd("HGETALL").arg(s.keys.job(q.as_str(), id));
-    }
-    let hashes: Vec<Vec<String>> = s.query_pipe(&pipe).await?;
+    let cmds = queues
+        .iter()
+        .map(|q| {
+            let mut cmd = redis::cmd("HGETALL");
+            cmd.arg(s.keys.job(q.as_str(), id));
+            cmd
+        })
+        .collect();
+    let hashes: Vec<Vec<String>> = s.query_each(cmds).await?;
     match hashes.into_iter().find(|h| !h.is_empty()) {
         Some(h) => row::decode(h),
         None => Err(Error::NotFound { id }),
@@ -102,14 +110,16 @@ pub(crate) async fn stats(s: &Inner) -> Result<Stats> {
     if queues.is_empty() {
         return Ok(stats);
     }
-    let mut pipe = redis::pipe();
+    let mut cmds = Vec::with_capacity(queues.len() * COUNTED.len());
     for q in &queues {
         let base = s.keys.base(q.as_str());
         for (_, key) in COUNTED {
-            pipe.cmd("ZCARD").arg(format!("{base}{key}"));
+            let mut cmd = redis::cmd("ZCARD");
+            cmd.arg(format!("{base}{key}"));
+            cmds.push(cmd);
         }
     }
-    let counts: Vec<u64> = s.query_pipe(&pipe).await?;
+    let counts: Vec<u64> = s.query_each(cmds).await?;
     for (q, chunk) in queues.iter().zip(counts.chunks(COUNTED.len())) {
         let mut c = StateCounts::default();
         for ((state, _), n) in COUNTED.iter().zip(chunk) {
@@ -120,4 +130,63 @@ pub(crate) async fn stats(s: &Inner) -> Result<Stats> {
         }
     }
     Ok(stats)
+}
+
+/// Deletes every key under the prefix with `SCAN MATCH` and `UNLINK`, in
+/// batches of up to 1,000 keys; returns how many keys were deleted. On
+/// Cluster, SCAN runs on every primary and UNLINK per hash slot.
+pub(crate) async fn delete_prefix(s: &Inner) -> Result<u64> {
+    match &s.conn {
+        Conn::Single(_) => scan_unlink(s, None).await,
+        Conn::Cluster(_) => {
+            let nodes: String = s.query(redis::cmd("CLUSTER").arg("NODES")).await?;
+            let mut deleted = 0;
+            for line in nodes.lines() {
+                let fields: Vec<&str> = line.split(' ').collect();
+                let (Some(addr), Some(flags)) = (fields.get(1), fields.get(2)) else { continue };
+                if !flags.contains("master") || flags.contains("fail") {
+                    continue;
+                }
+                let addr = addr.split('@').next().unwrap_or(addr);
+                let Some((host, port)) = addr.rsplit_once(':') else { continue };
+                let Ok(port) = port.parse::<u16>() else { continue };
+                deleted += scan_unlink(s, Some((host.to_owned(), port))).await?;
+            }
+            Ok(deleted)
+        }
+    }
+}
+
+/// SCAN + UNLINK on the single server, or on the cluster node at `node`.
+async fn scan_unlink(s: &Inner, node: Option<(String, u16)>) -> Result<u64> {
+    let pattern = s.keys.pattern();
+    let mut cursor: u64 = 0;
+    let mut deleted = 0;
+    loop {
+        let mut scan = redis::cmd("SCAN");
+        scan.arg(cursor).arg("MATCH").arg(&pattern).arg("COUNT").arg(1000);
+        let (next, keys): (u64, Vec<String>) = match (&node, &s.conn) {
+            (Some((host, port)), Conn::Cluster(c)) => {
+                let routing =
+                    RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host: host.clone(), port: *port });
+                let value = c.clone().route_command(scan, routing).await.map_err(error::map)?;
+                redis::from_redis_value(value).map_err(|e| error::unexpected(format!("SCAN reply: {e}")))?
+            }
+            _ => s.query(&scan).await?,
+        };
+        // UNLINK of several keys must stay in one slot on Cluster
+        let mut by_slot: HashMap<u16, Vec<String>> = HashMap::new();
+        for key in keys {
+            let slot = if node.is_some() { slot(&key) } else { 0 };
+            by_slot.entry(slot).or_default().push(key);
+        }
+        for keys in by_slot.into_values() {
+            let n: u64 = s.query(redis::cmd("UNLINK").arg(&keys)).await?;
+            deleted += n;
+        }
+        if next == 0 {
+            return Ok(deleted);
+        }
+        cursor = next;
+    }
 }

@@ -1,5 +1,13 @@
 //! claim: one script call (`lua/claim.lua`) takes a batch over every asked
 //! queue, Pending jobs and (bounded) due Scheduled ones alike.
+//!
+//! On Redis Cluster a script touches one slot, so a claim over several
+//! queues first peeks at each queue (`lua/peek.lua`, concurrently), merges
+//! the peeks in claim order, and then claims from each queue as many jobs as
+//! it contributed to the first `limit`. Jobs claimed meanwhile by others
+//! make the answer shorter, never out of order within a queue.
+
+use std::cmp::Reverse;
 
 use jq_core::{ClaimRequest, Job, LeaseToken, Result};
 
@@ -18,24 +26,59 @@ pub(crate) async fn claim(s: &Inner, request: &ClaimRequest) -> Result<Vec<Job>>
     if request.limit == 0 || queues.is_empty() {
         return Ok(Vec::new());
     }
+    if queues.len() == 1 || !s.is_cluster() {
+        return claim_from(s, &queues, request.limit, request).await;
+    }
+    // Cluster, several queues: peek, merge, then claim per queue.
+    let limit = request.limit.min(CHUNK);
+    let now = s.now_micros();
+    let peeks = queues
+        .iter()
+        .map(|q| {
+            let mut cmd = scripts::call(&scripts::PEEK, &[s.keys.base(q)]);
+            cmd.arg(now).arg(limit).arg(DUE_IN_CLAIM);
+            cmd
+        })
+        .collect();
+    let peeks: Vec<Vec<(i64, String)>> = s.query_each(peeks).await?;
+    let mut merged: Vec<(i64, String, usize)> = peeks
+        .into_iter()
+        .enumerate()
+        .flat_map(|(qi, peek)| peek.into_iter().map(move |(score, member)| (score, member, qi)))
+        .collect();
+    merged.sort_unstable();
+    let mut counts = vec![0usize; queues.len()];
+    for (_, _, qi) in merged.iter().take(limit) {
+        counts[*qi] += 1;
+    }
+    let claims =
+        counts.iter().enumerate().filter(|(_, n)| **n > 0).map(|(qi, n)| claim_from(s, &queues[qi..=qi], *n, request));
+    let mut jobs: Vec<Job> = futures::future::try_join_all(claims).await?.into_iter().flatten().collect();
+    jobs.sort_by_key(|j| (Reverse(j.priority.as_i16()), j.run_at, j.id));
+    Ok(jobs)
+}
+
+/// Claims up to `limit` jobs of `queues` (all in one slot, or a single
+/// server) in script calls of at most [`CHUNK`].
+async fn claim_from(s: &Inner, queues: &[&str], limit: usize, request: &ClaimRequest) -> Result<Vec<Job>> {
     let bases: Vec<String> = queues.iter().map(|q| s.keys.base(q)).collect();
     let lease = duration_micros(request.lease);
     let mut out: Vec<Job> = Vec::new();
-    while out.len() < request.limit {
-        let n = (request.limit - out.len()).min(CHUNK);
+    while out.len() < limit {
+        let n = (limit - out.len()).min(CHUNK);
+        let now = s.now_micros();
+        let expires = (now + lease).to_string();
+        let tokens: Vec<String> = (0..n).map(|_| LeaseToken::new().to_string()).collect();
         let mut cmd = scripts::call(&scripts::CLAIM, &bases);
-        cmd.arg(s.now_micros()).arg(n).arg(lease).arg(&request.worker).arg(DUE_IN_CLAIM);
-        for _ in 0..n {
-            cmd.arg(LeaseToken::new().to_string());
-        }
-        let rows: Vec<Vec<String>> = s.query(&cmd).await?;
+        cmd.arg(now).arg(n).arg(lease).arg(&request.worker).arg(DUE_IN_CLAIM).arg(&tokens);
+        let rows: Vec<Vec<Option<String>>> = s.query(&cmd).await?;
         let got = rows.len();
         let mut jobs = Vec::with_capacity(got);
-        for r in rows {
+        for (row, token) in rows.into_iter().zip(tokens) {
             // A job that cannot be decoded is Running now; its lease expires
             // and recover hands it on (and eventually to Dead), so one bad
             // hash never blocks the queue. We report it rather than hide it.
-            match row::decode(r) {
+            match row::decode_claimed(row, queues, token, &request.worker, &expires) {
                 Ok(job) => jobs.push(job),
                 Err(e) => tracing::error!(error = %e, "claimed a job that cannot be decoded"),
             }

@@ -1,5 +1,6 @@
 //! complete and heartbeat: one script call per batch
-//! (`lua/complete.lua`, `lua/heartbeat.lua`).
+//! (`lua/complete.lua`, `lua/heartbeat.lua`); on Redis Cluster one per
+//! queue of the batch, sent concurrently.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -9,7 +10,7 @@ use jq_core::{Completion, CompletionResult, Error, JobId, LeaseRef, Outcome, Que
 use crate::keys::id_hex;
 use crate::{Inner, duration_micros, error, scripts};
 
-/// The KEYS of a batch and each queue's 1-based index into them.
+/// The KEYS of one script call and each queue's 1-based index into them.
 struct Groups {
     bases: Vec<String>,
     index: HashMap<QueueName, usize>,
@@ -28,46 +29,73 @@ impl Groups {
     }
 }
 
+/// Splits item positions into script calls: all in one on a single server,
+/// one call per queue on Cluster.
+fn calls<'a>(s: &Inner, items: &[usize], queue_of: impl Fn(usize) -> &'a QueueName) -> Vec<Vec<usize>> {
+    if !s.is_cluster() {
+        return vec![items.to_vec()];
+    }
+    let mut by_queue: Vec<Vec<usize>> = Vec::new();
+    let mut index: HashMap<&QueueName, usize> = HashMap::new();
+    for &i in items {
+        let g = *index.entry(queue_of(i)).or_insert_with(|| {
+            by_queue.push(Vec::new());
+            by_queue.len() - 1
+        });
+        by_queue[g].push(i);
+    }
+    by_queue
+}
+
 pub(crate) async fn complete(s: &Inner, batch: Vec<Completion>) -> Result<Vec<CompletionResult>> {
     if batch.is_empty() {
         return Ok(Vec::new());
     }
     let ids: Vec<JobId> = batch.iter().map(|c| c.lease.id).collect();
     let located = s.locate(&ids).await?;
-    let groups = Groups::new(s, located.values());
     // Items whose job exists nowhere are LeaseLost without a server call.
     let mut results: Vec<Option<CompletionResult>> = batch
         .iter()
         .map(|c| if located.contains_key(&c.lease.id) { None } else { Some(Err(Error::LeaseLost { id: c.lease.id })) })
         .collect();
     let sent: Vec<usize> = (0..batch.len()).filter(|&i| results[i].is_none()).collect();
-    if !sent.is_empty() {
-        let mut cmd = scripts::call(&scripts::COMPLETE, &groups.bases);
-        cmd.arg(s.now_micros()).arg(s.keys.channel());
-        for &i in &sent {
-            let c = &batch[i];
-            let (kind, message, delay) = match &c.outcome {
-                Outcome::Ack => ("ack", "", Duration::ZERO),
-                Outcome::Retry { error, delay } => ("retry", error.as_str(), *delay),
-                Outcome::Fail { error } => ("fail", error.as_str(), Duration::ZERO),
-                Outcome::Release { delay } => ("release", "", *delay),
-            };
-            cmd.arg(groups.index[&located[&c.lease.id]])
-                .arg(id_hex(c.lease.id))
-                .arg(c.lease.token.to_string())
-                .arg(kind)
-                .arg(message)
-                .arg(duration_micros(delay));
-        }
-        let states: Vec<String> = s.query(&cmd).await?;
-        if states.len() != sent.len() {
+    let calls = calls(s, &sent, |i| &located[&batch[i].lease.id]);
+    let now = s.now_micros();
+    let cmds: Vec<redis::Cmd> = calls
+        .iter()
+        .filter(|call| !call.is_empty())
+        .map(|call| {
+            let groups = Groups::new(s, call.iter().map(|&i| &located[&batch[i].lease.id]));
+            let mut cmd = scripts::call(&scripts::COMPLETE, &groups.bases);
+            cmd.arg(now).arg(s.keys.channel());
+            for &i in call {
+                let c = &batch[i];
+                let (kind, message, delay) = match &c.outcome {
+                    Outcome::Ack => ("ack", "", Duration::ZERO),
+                    Outcome::Retry { error, delay } => ("retry", error.as_str(), *delay),
+                    Outcome::Fail { error } => ("fail", error.as_str(), Duration::ZERO),
+                    Outcome::Release { delay } => ("release", "", *delay),
+                };
+                cmd.arg(groups.index[&located[&c.lease.id]])
+                    .arg(id_hex(c.lease.id))
+                    .arg(c.lease.token.to_string())
+                    .arg(kind)
+                    .arg(message)
+                    .arg(duration_micros(delay));
+            }
+            cmd
+        })
+        .collect();
+    let replies: Vec<Vec<String>> = s.query_each(cmds).await?;
+    for (call, states) in calls.iter().filter(|call| !call.is_empty()).zip(replies) {
+        if states.len() != call.len() {
             return Err(error::unexpected(format!(
                 "complete returned {} results for {} items",
                 states.len(),
-                sent.len()
+                call.len()
             )));
         }
-        for (&i, state) in sent.iter().zip(states) {
+        for (&i, state) in call.iter().zip(states) {
             let id = batch[i].lease.id;
             results[i] = Some(if state == "lost" {
                 Err(Error::LeaseLost { id })
@@ -93,19 +121,27 @@ pub(crate) async fn heartbeat(s: &Inner, leases: &[LeaseRef], lease: Duration) -
     let ids: Vec<JobId> = leases.iter().map(|l| l.id).collect();
     let located = s.locate(&ids).await?;
     let mut lost: Vec<JobId> = ids.iter().filter(|id| !located.contains_key(id)).copied().collect();
-    let known: Vec<&LeaseRef> = leases.iter().filter(|l| located.contains_key(&l.id)).collect();
-    if !known.is_empty() {
-        let groups = Groups::new(s, located.values());
-        let mut cmd = scripts::call(&scripts::HEARTBEAT, &groups.bases);
-        cmd.arg(s.now_micros()).arg(duration_micros(lease));
-        for l in &known {
-            cmd.arg(groups.index[&located[&l.id]]).arg(id_hex(l.id)).arg(l.token.to_string());
-        }
-        let lost_hex: Vec<String> = s.query(&cmd).await?;
-        for hex in lost_hex {
-            if let Some(l) = known.iter().find(|l| id_hex(l.id) == hex) {
-                lost.push(l.id);
+    let known: Vec<usize> = (0..leases.len()).filter(|&i| located.contains_key(&leases[i].id)).collect();
+    let calls = calls(s, &known, |i| &located[&leases[i].id]);
+    let now = s.now_micros();
+    let cmds: Vec<redis::Cmd> = calls
+        .iter()
+        .filter(|call| !call.is_empty())
+        .map(|call| {
+            let groups = Groups::new(s, call.iter().map(|&i| &located[&leases[i].id]));
+            let mut cmd = scripts::call(&scripts::HEARTBEAT, &groups.bases);
+            cmd.arg(now).arg(duration_micros(lease));
+            for &i in call {
+                let l = &leases[i];
+                cmd.arg(groups.index[&located[&l.id]]).arg(id_hex(l.id)).arg(l.token.to_string());
             }
+            cmd
+        })
+        .collect();
+    let replies: Vec<Vec<String>> = s.query_each(cmds).await?;
+    for hex in replies.into_iter().flatten() {
+        if let Some(&i) = known.iter().find(|&&i| id_hex(leases[i].id) == hex) {
+            lost.push(leases[i].id);
         }
     }
     Ok(lost)

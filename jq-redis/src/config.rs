@@ -11,6 +11,8 @@ use jq_core::{Clock, DEFAULT_MAX_PAYLOAD_BYTES};
 #[derive(Clone, Debug)]
 pub struct RedisConfig {
     pub(crate) url: String,
+    /// Seed nodes of a Redis Cluster; empty for a single server.
+    pub(crate) cluster_nodes: Vec<String>,
     pub(crate) prefix: String,
     pub(crate) clock: Clock,
     pub(crate) max_payload_bytes: usize,
@@ -22,10 +24,29 @@ impl RedisConfig {
     pub fn new(url: impl Into<String>) -> Self {
         RedisConfig {
             url: url.into(),
+            cluster_nodes: Vec::new(),
             prefix: "jq".to_owned(),
             clock: Clock::system(),
             max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
         }
+    }
+
+    /// A config for a Redis Cluster reached through any of `nodes` (seed
+    /// URLs, `redis://host:port`; the others are discovered). Every script
+    /// call then touches one queue (one hash slot): a batch over several
+    /// queues becomes one call per queue, atomic per queue rather than as a
+    /// whole. Wake-ups go through the cluster-wide `PUBLISH`, received on one
+    /// node's plain connection.
+    pub fn cluster<S: Into<String>>(nodes: impl IntoIterator<Item = S>) -> Self {
+        let nodes: Vec<String> = nodes.into_iter().map(Into::into).collect();
+        let mut config = RedisConfig::new(nodes.first().cloned().unwrap_or_default());
+        config.cluster_nodes = nodes;
+        config
+    }
+
+    /// True when this config names a Redis Cluster ([`RedisConfig::cluster`]).
+    pub fn is_cluster(&self) -> bool {
+        !self.cluster_nodes.is_empty()
     }
 
     /// The prefix of every key jq writes (default `jq`), so that several

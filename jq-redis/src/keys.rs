@@ -21,6 +21,12 @@
 //! A job is in exactly one of `ready`, `scheduled`, `leases`, `done:*`,
 //! the one its `state` names; every script keeps that so.
 //!
+//! The lease fields (`lease_token lease_worker lease_expires_at`) mean
+//! something only while `state` is `running`: ack, retry, fail and release
+//! leave them behind (one write less per completion), readers ignore them in
+//! any other state, and the next claim overwrites them. Operator paths
+//! (retry, recover) still delete them.
+//!
 //! Ids are written as 32 lowercase hex digits (the simple UUID form), so that
 //! byte order, Lua's string order in any locale, and UUID order agree.
 //!
@@ -30,9 +36,13 @@
 //! operations that get only a job id (get, retry, cancel, and completions of
 //! jobs this handle did not claim) loop over the registry `P:queues` client
 //! side. The registry is written with `SADD` in the same pipeline as, and
-//! *before*, the enqueue script, and queues are never removed from it, so it
+//! *before*, the enqueue script (on Cluster, where it lives in another slot,
+//! as its own call before it), and queues are never removed from it, so it
 //! always names every queue that holds a job (it may name a queue whose
-//! enqueue then failed; that queue is simply empty). A lookup by id costs one
+//! enqueue then failed; that queue is simply empty). A handle skips the
+//! `SADD` for a queue it added less than a second ago: a busy producer pays
+//! one `SADD` a second, and a registry deleted from outside (`FLUSHDB`,
+//! `RedisStorage::delete_all_keys`) is written again within a second. A lookup by id costs one
 //! pipelined round trip of one command per queue. We chose this over an
 //! id -> queue index hash because such an index lives in another slot and
 //! could not be written atomically with the job on Redis Cluster, and because

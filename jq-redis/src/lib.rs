@@ -48,10 +48,47 @@
 //!
 //! # Redis Cluster
 //!
+//! [`RedisConfig::cluster`] connects to a Redis Cluster (through
+//! `redis::cluster_async::ClusterConnection`, which follows `MOVED`/`ASK`
+//! and reconnects per node); [`RedisConfig::new`] to a single server
+//! (through a `ConnectionManager`). Both sit behind one connection enum,
+//! so the hot path stays statically dispatched.
+//!
 //! All keys of one queue share a hash tag, so every per-queue script runs
-//! on one slot. A batch that spans several queues is sent as one script
-//! over several queues' keys, which a single server accepts; on Cluster
-//! it would have to be split per queue (see the crate's report).
+//! on one slot. What differs on Cluster:
+//!
+//! - a batch (enqueue, complete, heartbeat) over several queues becomes one
+//!   script call per queue, sent concurrently: atomic per queue, not as a
+//!   whole (uniqueness is per queue anyway);
+//! - a claim over several queues peeks at each queue (`lua/peek.lua`), merges
+//!   the peeks in claim order, then claims from each queue its share of the
+//!   first `limit`, so the global order holds;
+//! - lookups that pipeline over queues (get, stats, locating a job by id)
+//!   become concurrent single commands, since a Cluster pipeline must stay
+//!   in one slot; the registry `SADD` is its own call before the enqueue;
+//! - wake-up: `PUBLISH` (called by the scripts) is broadcast to every node
+//!   of a cluster, so the listener subscribes on one node's plain connection
+//!   and moves to the next seed node when that one fails.
+//!
+//! `tests/cluster.rs` starts a three-node cluster on loopback ports and runs
+//! the whole conformance and property suites through it.
+//!
+//! # Performance
+//!
+//! Redis runs the scripts on one thread, so the server's time per job is what
+//! limits throughput: every `redis.call` costs about 1 to 3 microseconds on a
+//! small machine whatever it does. The scripts therefore make as few calls
+//! per job as they can: enqueue one `HSET` per job and one bulk `ZADD` per
+//! index; claim one `HMGET` and one `HSET` per job (the client adds what it
+//! sent: id, queue, state, lease); ack one `HMGET` and one `HSET` per job,
+//! the index moves in bulk at the end. The lease fields are left in a hash
+//! once the job stops running (readers ignore them then; the next claim
+//! overwrites them), which saves an `HDEL` per completion. Everything that
+//! does not depend on stored data (run_at, Pending or Scheduled, the ready
+//! member, the lease expiry) is computed by the client. Enqueue re-adds a
+//! queue to the registry at most once a second per handle rather than on
+//! every call. `examples/server_cost.rs` reads the server's own accounting
+//! per operation.
 
 mod admin;
 mod claim;
@@ -68,7 +105,7 @@ mod scripts;
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use jq_core::{
@@ -76,6 +113,7 @@ use jq_core::{
     Stats, Storage, Timestamp, WorkSignal,
 };
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster_async::ClusterConnection;
 use redis::{ErrorKind, FromRedisValue, ServerErrorKind};
 use tokio::sync::watch;
 
@@ -102,11 +140,15 @@ impl std::fmt::Debug for RedisStorage {
 pub(crate) struct Inner {
     pub(crate) config: RedisConfig,
     pub(crate) keys: Keys,
+    /// A plain client of the (first) server, for pub/sub.
     pub(crate) client: redis::Client,
-    pub(crate) conn: ConnectionManager,
+    pub(crate) conn: Conn,
     /// Queue of each job this handle claimed and has not completed yet, so
     /// completions and heartbeats need no lookup. Never held across await.
     pub(crate) owners: Mutex<HashMap<JobId, QueueName>>,
+    /// When this handle last added each queue to the registry; enqueue
+    /// skips the `SADD` for a queue added within [`REGISTRY_REFRESH`].
+    pub(crate) registered: Mutex<HashMap<String, Instant>>,
     pub(crate) wake: watch::Sender<u64>,
     pub(crate) listening: AtomicBool,
 }
@@ -124,15 +166,34 @@ impl RedisStorage {
                 reason: "it contains one of { } * ? [ ] or a newline",
             });
         }
+        if config.cluster_nodes.is_empty() && config.url.is_empty() {
+            return Err(RedisError::InvalidUrl {
+                url: String::new(),
+                source: redis::RedisError::from((ErrorKind::InvalidClientConfig, "no server URL given")),
+            });
+        }
         let client = redis::Client::open(config.url.as_str())
             .map_err(|source| RedisError::InvalidUrl { url: config.url.clone(), source })?;
-        let manager_config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(Duration::from_secs(5)))
-            .set_number_of_retries(3)
-            .set_max_delay(Duration::from_secs(2));
-        let conn = ConnectionManager::new_with_config(client.clone(), manager_config)
-            .await
-            .map_err(|source| RedisError::Connect { url: config.url.clone(), source })?;
+        let conn = if config.is_cluster() {
+            let cluster = redis::cluster::ClusterClient::builder(config.cluster_nodes.clone())
+                .connection_timeout(Duration::from_secs(5))
+                .build()
+                .map_err(|source| RedisError::InvalidUrl { url: config.cluster_nodes.join(","), source })?;
+            let conn = cluster
+                .get_async_connection()
+                .await
+                .map_err(|source| RedisError::Connect { url: config.cluster_nodes.join(","), source })?;
+            Conn::Cluster(conn)
+        } else {
+            let manager_config = ConnectionManagerConfig::new()
+                .set_connection_timeout(Some(Duration::from_secs(5)))
+                .set_number_of_retries(3)
+                .set_max_delay(Duration::from_secs(2));
+            let conn = ConnectionManager::new_with_config(client.clone(), manager_config)
+                .await
+                .map_err(|source| RedisError::Connect { url: config.url.clone(), source })?;
+            Conn::Single(conn)
+        };
         let keys = Keys::new(config.prefix.clone());
         let storage = RedisStorage {
             inner: Arc::new(Inner {
@@ -140,6 +201,7 @@ impl RedisStorage {
                 client,
                 conn,
                 owners: Mutex::new(HashMap::new()),
+                registered: Mutex::new(HashMap::new()),
                 wake: watch::Sender::new(0),
                 listening: AtomicBool::new(false),
                 config,
@@ -153,16 +215,64 @@ impl RedisStorage {
     pub fn keys(&self) -> &Keys {
         &self.inner.keys
     }
+
+    /// Deletes every key under this storage's prefix (jobs, indexes, the
+    /// queue registry) with `SCAN MATCH` and `UNLINK`, never `FLUSHALL`;
+    /// returns how many keys were deleted. Meant for tests, benchmarks and
+    /// operators retiring a prefix: jobs enqueued meanwhile may survive.
+    pub async fn delete_all_keys(&self) -> Result<u64> {
+        let deleted = admin::delete_prefix(&self.inner).await?;
+        // the registry is gone: this handle's next enqueue writes it again
+        self.inner.registered.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        Ok(deleted)
+    }
 }
 
 impl Inner {
     async fn load_scripts(&self) -> redis::RedisResult<()> {
-        let mut pipe = redis::pipe();
-        for script in scripts::all() {
-            pipe.cmd("SCRIPT").arg("LOAD").arg(script.code).ignore();
-        }
         let mut conn = self.conn.clone();
-        pipe.query_async::<()>(&mut conn).await
+        match &self.conn {
+            Conn::Single(_) => {
+                let mut pipe = redis::pipe();
+                for script in scripts::all() {
+                    pipe.cmd("SCRIPT").arg("LOAD").arg(script.code).ignore();
+                }
+                pipe.query_async::<()>(&mut conn).await
+            }
+            // SCRIPT LOAD goes to every node; a pipeline would go to one.
+            Conn::Cluster(_) => {
+                for script in scripts::all() {
+                    redis::cmd("SCRIPT").arg("LOAD").arg(script.code).query_async::<()>(&mut conn).await?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// True on Redis Cluster: every script call must then touch one queue.
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self.conn, Conn::Cluster(_))
+    }
+
+    /// Runs independent commands and returns their replies in order: one
+    /// pipeline on a single server; on Cluster, where a pipeline must stay
+    /// in one slot, concurrent calls.
+    pub(crate) async fn query_each<T: FromRedisValue>(&self, cmds: Vec<redis::Cmd>) -> Result<Vec<T>> {
+        if cmds.is_empty() {
+            return Ok(Vec::new());
+        }
+        if let [cmd] = cmds.as_slice() {
+            return Ok(vec![self.query(cmd).await?]);
+        }
+        if self.is_cluster() {
+            futures::future::try_join_all(cmds.iter().map(|c| self.query::<T>(c))).await
+        } else {
+            let mut pipe = redis::pipe();
+            for c in cmds {
+                pipe.add_command(c);
+            }
+            self.query_pipe(&pipe).await
+        }
     }
 
     /// Runs one command; reloads the scripts and runs it again on NOSCRIPT
@@ -188,6 +298,31 @@ impl Inner {
                 pipe.query_async(&mut conn).await.map_err(error::map)
             }
             r => r.map_err(error::map),
+        }
+    }
+
+    /// The queues among `names` whose registry entry this handle must
+    /// (re)write, or None when none. Re-adding an entry at most every
+    /// [`REGISTRY_REFRESH`] rather than once keeps the registry right even
+    /// after someone deleted it (`FLUSHDB`, [`RedisStorage::delete_all_keys`]),
+    /// while a busy producer pays for one `SADD` a second instead of one
+    /// per call.
+    pub(crate) fn registry_due<'a>(&self, names: &[&'a str]) -> Option<Vec<&'a str>> {
+        let registered = self.registered.lock().unwrap_or_else(|e| e.into_inner());
+        let due: Vec<&str> = names
+            .iter()
+            .filter(|q| registered.get(**q).is_none_or(|at| at.elapsed() >= REGISTRY_REFRESH))
+            .copied()
+            .collect();
+        if due.is_empty() { None } else { Some(due) }
+    }
+
+    /// Records that `names` were just added to the registry.
+    pub(crate) fn registered(&self, names: &[&str]) {
+        let now = Instant::now();
+        let mut registered = self.registered.lock().unwrap_or_else(|e| e.into_inner());
+        for q in names {
+            registered.insert((*q).to_owned(), now);
         }
     }
 
@@ -226,19 +361,62 @@ impl Inner {
         if queues.is_empty() {
             return Ok(found);
         }
-        let mut pipe = redis::pipe();
+        let mut cmds = Vec::with_capacity(missing.len() * queues.len());
         for id in &missing {
             for q in &queues {
-                pipe.cmd("EXISTS").arg(self.keys.job(q.as_str(), *id));
+                let mut cmd = redis::cmd("EXISTS");
+                cmd.arg(self.keys.job(q.as_str(), *id));
+                cmds.push(cmd);
             }
         }
-        let exists: Vec<bool> = self.query_pipe(&pipe).await?;
+        let exists: Vec<bool> = self.query_each(cmds).await?;
         for (i, id) in missing.iter().enumerate() {
             if let Some(qi) = (0..queues.len()).find(|qi| exists.get(i * queues.len() + qi).copied().unwrap_or(false)) {
                 found.insert(*id, queues[qi].clone());
             }
         }
         Ok(found)
+    }
+}
+
+/// How often a handle re-adds a queue it enqueues into to the registry.
+const REGISTRY_REFRESH: Duration = Duration::from_secs(1);
+
+/// The connection: one self-reconnecting multiplexed connection to a single
+/// server, or a cluster connection that routes each command by its first
+/// key's slot (and follows MOVED/ASK, reconnecting per node). An enum rather
+/// than a trait object: static dispatch on the hot path.
+#[derive(Clone)]
+pub(crate) enum Conn {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl redis::aio::ConnectionLike for Conn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a redis::Cmd) -> redis::RedisFuture<'a, redis::Value> {
+        match self {
+            Conn::Single(c) => c.req_packed_command(cmd),
+            Conn::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
+        match self {
+            Conn::Single(c) => c.req_packed_commands(pipeline, offset, count),
+            Conn::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Conn::Single(c) => c.get_db(),
+            Conn::Cluster(c) => c.get_db(),
+        }
     }
 }
 

@@ -1,5 +1,7 @@
 //! Wake-up: one pub/sub connection per storage handle, started by the first
 //! `subscribe()`, bumps a watch channel on every message of `<prefix>:wake`.
+//! On Redis Cluster it is a plain connection to one node (PUBLISH is
+//! broadcast to every node of a cluster).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -27,12 +29,23 @@ pub(crate) fn subscribe(inner: &Arc<Inner>) -> Option<WorkSignal> {
     Some(rx)
 }
 
-/// Runs until every receiver is dropped; reconnects with backoff.
+/// Runs until every receiver is dropped; reconnects with backoff. On Redis
+/// Cluster a `PUBLISH` reaches every node, so one node's plain pub/sub
+/// connection hears every wake-up; when that node fails, the next seed node
+/// is tried.
 async fn listen(inner: Arc<Inner>) {
     let channel = inner.keys.channel();
     let mut backoff = Duration::from_millis(50);
+    let mut attempt = 0usize;
     loop {
-        match inner.client.get_async_pubsub().await {
+        let client = if inner.config.is_cluster() {
+            let nodes = &inner.config.cluster_nodes;
+            redis::Client::open(nodes[attempt % nodes.len()].as_str()).unwrap_or_else(|_| inner.client.clone())
+        } else {
+            inner.client.clone()
+        };
+        attempt = attempt.wrapping_add(1);
+        match client.get_async_pubsub().await {
             Ok(mut pubsub) => match pubsub.subscribe(&channel).await {
                 Ok(()) => {
                     backoff = Duration::from_millis(50);

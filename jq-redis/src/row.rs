@@ -15,6 +15,49 @@ struct StoredError {
     message: String,
 }
 
+/// The fields `claim.lua` returns per job, in its order; then id and the
+/// queue's 1-based index.
+const CLAIMED: [&str; 9] =
+    ["kind", "payload", "priority", "max_attempts", "run_at", "created_at", "attempts", "errors", "unique_key"];
+
+/// Decodes one job of a `claim.lua` reply: [`CLAIMED`] values (nil when
+/// absent), the id and the queue index into `queues`; state, lease token,
+/// worker and expiry are what the claim sent.
+pub(crate) fn decode_claimed(
+    row: Vec<Option<String>>,
+    queues: &[&str],
+    token: String,
+    worker: &str,
+    expires: &str,
+) -> Result<Job> {
+    let mut values = row.into_iter();
+    let mut flat: Vec<String> = Vec::with_capacity(2 * (CLAIMED.len() + 6));
+    for name in CLAIMED {
+        if let Some(v) = values.next().flatten() {
+            flat.push(name.to_owned());
+            flat.push(v);
+        }
+    }
+    let id = values.next().flatten();
+    let queue =
+        values.next().flatten().and_then(|i| i.parse::<usize>().ok()).and_then(|i| queues.get(i.checked_sub(1)?));
+    let (Some(id), Some(queue)) = (id, queue) else {
+        return Err(Error::Corrupt { id: None, reason: "claim returned a job without id or queue".to_owned() });
+    };
+    for (name, v) in [
+        ("id", id),
+        ("queue", (*queue).to_owned()),
+        ("state", "running".to_owned()),
+        ("lease_token", token),
+        ("lease_worker", worker.to_owned()),
+        ("lease_expires_at", expires.to_owned()),
+    ] {
+        flat.push(name.to_owned());
+        flat.push(v);
+    }
+    decode(flat)
+}
+
 /// Decodes a flat `field, value, field, value, ...` reply.
 pub(crate) fn decode(flat: Vec<String>) -> Result<Job> {
     let mut fields: HashMap<String, String> = HashMap::with_capacity(flat.len() / 2);
@@ -59,14 +102,16 @@ pub(crate) fn decode(flat: Vec<String>) -> Result<Job> {
     let run_at = from_micros(int("run_at", &run_at)?);
     let created_at = from_micros(int("created_at", &created_at)?);
     let finished_at = finished_at.map(|v| int("finished_at", &v).map(from_micros)).transpose()?;
-    let lease = match (token, worker, expires) {
-        (Some(token), Some(worker), Some(expires)) => Some(Lease {
+    // The lease fields mean something only while Running: the scripts that
+    // end a lease leave them behind (see complete.lua).
+    let lease = match (state, token, worker, expires) {
+        (State::Running, Some(token), Some(worker), Some(expires)) => Some(Lease {
             token: LeaseToken(Uuid::parse_str(&token).map_err(|_| corrupt(format!("lease token {token:?}")))?),
             worker,
             expires_at: from_micros(int("lease_expires_at", &expires)?),
         }),
-        (None, None, None) => None,
-        _ => return Err(corrupt("lease fields are incomplete".to_owned())),
+        (State::Running, ..) => return Err(corrupt("a running job without complete lease fields".to_owned())),
+        _ => None,
     };
     let errors = if errors.is_empty() {
         Vec::new()

@@ -29,10 +29,11 @@ script!(RETRY, "lua/retry.lua");
 script!(CANCEL, "lua/cancel.lua");
 script!(PURGE, "lua/purge.lua");
 script!(LIST, "lua/list.lua");
+script!(PEEK, "lua/peek.lua");
 
 /// Every script, for `SCRIPT LOAD` at connect and after a NOSCRIPT.
-pub(crate) fn all() -> [&'static Lua; 10] {
-    [&ENQUEUE, &CLAIM, &COMPLETE, &HEARTBEAT, &PROMOTE, &RECOVER, &RETRY, &CANCEL, &PURGE, &LIST]
+pub(crate) fn all() -> [&'static Lua; 11] {
+    [&ENQUEUE, &CLAIM, &COMPLETE, &HEARTBEAT, &PROMOTE, &RECOVER, &RETRY, &CANCEL, &PURGE, &LIST, &PEEK]
 }
 
 /// `EVALSHA <sha> <numkeys> <keys...>`; the caller appends ARGV.

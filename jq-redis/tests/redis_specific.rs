@@ -164,3 +164,16 @@ async fn claim_over_several_queues_keeps_global_order() {
     assert_eq!(s.stats().await.unwrap().total(State::Completed), 3);
     common::drop_prefix(&prefix).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enqueue_after_delete_all_keys_registers_the_queue_again() {
+    let prefix = common::prefix();
+    let clock = ManualClock::starting_now();
+    let s = common::connect(&prefix, clock.clock()).await;
+    s.enqueue_one(job("q", 0).build_at(clock.now()).unwrap()).await.unwrap();
+    assert!(s.delete_all_keys().await.unwrap() > 0);
+    assert_eq!(s.stats().await.unwrap(), jq_core::Stats::default());
+    let id = s.enqueue_one(job("q", 1).build_at(clock.now()).unwrap()).await.unwrap();
+    assert_eq!(s.get(id).await.unwrap().state, State::Pending, "the queue is in the registry again");
+    common::drop_prefix(&prefix).await;
+}

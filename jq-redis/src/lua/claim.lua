@@ -11,8 +11,11 @@
 --          moves the rest, so the order is exact while a queue has at most
 --          this many due Scheduled jobs
 -- ARGV[6 .. 5+limit]  fresh lease tokens, one per job that may be claimed
--- Returns an array of HGETALL replies (flat field/value arrays), in claim
--- order: priority high to low, then run_at, then id.
+-- Returns one array per claimed job, in claim order (priority high to low,
+-- then run_at, then id): kind, payload, priority, max_attempts, run_at,
+-- created_at, attempts (after this claim), errors, unique_key (nil when
+-- absent), id, queue index (1-based into KEYS). The k-th job got the k-th
+-- token; state, worker and expiry are what the client sent.
 
 local now = tonumber(ARGV[1])
 local limit = tonumber(ARGV[2])
@@ -31,13 +34,13 @@ for q = 1, #KEYS do
     local id = due[i]
     local priority = redis.call('HGET', job_key(base, id), 'priority')
     if priority then
-      candidates[#candidates + 1] = { -tonumber(priority), ready_member(tonumber(due[i + 1]), id), base, id }
+      candidates[#candidates + 1] = { -tonumber(priority), ready_member(tonumber(due[i + 1]), id), base, id, q }
       sorted = false
     end
   end
   local top = redis.call('ZRANGE', base .. 'ready', 0, limit - 1, 'WITHSCORES')
   for i = 1, #top, 2 do
-    candidates[#candidates + 1] = { tonumber(top[i + 1]), top[i], base, false }
+    candidates[#candidates + 1] = { tonumber(top[i + 1]), top[i], base, false, q }
   end
 end
 if not sorted then
@@ -48,6 +51,7 @@ if not sorted then
 end
 
 local expires = now + lease
+local expires_s = fmt(expires)
 local out = {}
 local removed = {}
 local leased = {}
@@ -64,40 +68,23 @@ for _, c in ipairs(candidates) do
     r[#r + 1] = member
   end
   -- ready holds Pending jobs only, scheduled Scheduled ones (every script
-  -- keeps it so); one HGETALL
-  -- reads the job, and the reply is patched instead of read again.
-  local h = redis.call('HGETALL', key)
-  if #h > 0 then
+  -- keeps it so). One HMGET reads what the client cannot know; the client
+  -- adds id, queue, state and the lease, which it sent or computed.
+  local f = redis.call('HMGET', key, 'kind', 'payload', 'priority', 'max_attempts', 'run_at', 'created_at',
+    'attempts', 'errors', 'unique_key')
+  if f[1] then
     local token = ARGV[6 + #out]
-    local attempts = 1
-    local has_attempts = false
-    for i = 1, #h, 2 do
-      local f = h[i]
-      if f == 'state' then
-        h[i + 1] = 'running'
-      elseif f == 'attempts' then
-        attempts = tonumber(h[i + 1]) + 1
-        h[i + 1] = fmt(attempts)
-        has_attempts = true
-      end
-    end
-    if not has_attempts then
-      h[#h + 1] = 'attempts'
-      h[#h + 1] = '1'
-    end
-    h[#h + 1] = 'lease_token'
-    h[#h + 1] = token
-    h[#h + 1] = 'lease_worker'
-    h[#h + 1] = worker
-    h[#h + 1] = 'lease_expires_at'
-    h[#h + 1] = fmt(expires)
-    redis.call('HSET', key, 'state', 'running', 'attempts', fmt(attempts), 'lease_token', token,
-      'lease_worker', worker, 'lease_expires_at', fmt(expires))
+    local attempts = fmt(tonumber(f[7] or 0) + 1)
+    f[7] = attempts
+    redis.call('HSET', key, 'state', 'running', 'attempts', attempts, 'lease_token', token,
+      'lease_worker', worker, 'lease_expires_at', expires_s)
     local l = leased[base]
     if not l then l = {}; leased[base] = l end
     l[#l + 1] = expires
     l[#l + 1] = id
-    out[#out + 1] = h
+    f[10] = id
+    f[11] = c[5]
+    out[#out + 1] = f
   end
 end
 for base, r in pairs(removed) do

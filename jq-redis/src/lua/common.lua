@@ -73,6 +73,9 @@ local function make_terminal(base, key, id, state, now, uk)
   return state
 end
 
+-- Lease fields mean something only while the job is Running (readers
+-- ignore them otherwise), so the hot paths (ack, retry, fail) leave them
+-- behind and the next claim overwrites them; operator paths delete them.
 local function clear_lease(key)
   redis.call('HDEL', key, 'lease_token', 'lease_worker', 'lease_expires_at')
 end
@@ -88,6 +91,17 @@ local function append_error(key, attempt, now, message)
     cur = string.sub(cur, 1, -2) .. ',' .. item .. ']'
   end
   redis.call('HSET', key, 'errors', cur)
+end
+
+-- ZREM of many members, in chunks so unpack stays small.
+local function zrem_chunked(key, members)
+  local n = #members
+  local i = 1
+  while i <= n do
+    local j = math.min(i + 999, n)
+    redis.call('ZREM', key, unpack(members, i, j))
+    i = j + 1
+  end
 end
 
 -- ZADD of many (score, member) pairs, in chunks so unpack stays small.

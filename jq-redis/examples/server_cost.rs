@@ -1,0 +1,125 @@
+//! Where Redis spends its time per job, independent of client noise: runs
+//! the storage operations the benchmark uses and reads the server's own
+//! accounting (`INFO commandstats`, microseconds spent in `EVALSHA`) around
+//! each phase.
+//!
+//! ```text
+//! cargo run --release -p jq-redis --example server_cost
+//! ```
+//!
+//! Uses `JQ_REDIS_URL` (default `redis://127.0.0.1:6379`) under a random
+//! prefix that it deletes at the end. The figures include other clients'
+//! scripts running meanwhile, so run it on a quiet server.
+
+use std::time::{Duration, Instant};
+
+use jq_core::{ClaimRequest, Completion, NewJob, Outcome, Payload, QueueName, Storage, StorageExt};
+use jq_redis::{RedisConfig, RedisStorage};
+
+const JOBS: usize = 20_000;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+async fn evalsha_usec(conn: &mut redis::aio::MultiplexedConnection) -> Result<(u64, u64), BoxError> {
+    let info: String = redis::cmd("INFO").arg("commandstats").query_async(conn).await?;
+    for line in info.lines() {
+        if let Some(rest) = line.strip_prefix("cmdstat_evalsha:") {
+            let field = |name: &str| -> u64 {
+                rest.split(',').find_map(|kv| kv.strip_prefix(name)).and_then(|v| v.parse().ok()).unwrap_or(0)
+            };
+            return Ok((field("calls="), field("usec=")));
+        }
+    }
+    Ok((0, 0))
+}
+
+fn jobs(n: usize) -> Result<Vec<NewJob>, BoxError> {
+    (0..n)
+        .map(|i| {
+            NewJob::builder("bench_noop", Payload::from_json(format!(r#"{{"n":{i}}}"#))?)
+                .queue("bench")
+                .build()
+                .map_err(Into::into)
+        })
+        .collect()
+}
+
+#[tokio::main]
+async fn main() -> Result<(), BoxError> {
+    let url = std::env::var("JQ_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
+    let prefix = format!("jqcost:{}", uuid::Uuid::new_v4().simple());
+    let s = RedisStorage::connect(RedisConfig::new(url.clone()).prefix(prefix)).await?;
+    let mut conn = redis::Client::open(url)?.get_multiplexed_async_connection().await?;
+    let report = |name: &str, before: (u64, u64), after: (u64, u64), wall: Duration, per: usize| {
+        let (calls, usec) = (after.0 - before.0, after.1 - before.1);
+        println!(
+            "{name:<28} {calls:>6} calls  {:>8.1} us/call  {:>6.2} us/job server  {:>8.0} jobs/s wall",
+            usec as f64 / calls.max(1) as f64,
+            usec as f64 / per as f64,
+            per as f64 / wall.as_secs_f64()
+        );
+    };
+
+    // The floor of one awaited round trip from this runtime: PING through a
+    // multiplexed connection like the storage's.
+    let t = Instant::now();
+    for _ in 0..5000 {
+        let _: String = redis::cmd("PING").query_async(&mut conn).await?;
+    }
+    println!("{:<28} {:>8.1} us per awaited PING (client floor)", "ping", t.elapsed().as_secs_f64() * 1e6 / 5000.0);
+
+    let batches: Vec<Vec<NewJob>> = (0..JOBS / 1000).map(|_| jobs(1000)).collect::<Result<_, _>>()?;
+    let b = evalsha_usec(&mut conn).await?;
+    let t = Instant::now();
+    for batch in batches {
+        s.enqueue(batch).await?;
+    }
+    let wall = t.elapsed();
+    report("enqueue (batches of 1000)", b, evalsha_usec(&mut conn).await?, wall, JOBS);
+
+    let singles = jobs(5000)?;
+    let b = evalsha_usec(&mut conn).await?;
+    let t = Instant::now();
+    for job in singles {
+        s.enqueue_one(job).await?;
+    }
+    let wall = t.elapsed();
+    report("enqueue (single)", b, evalsha_usec(&mut conn).await?, wall, 5000);
+
+    let request = ClaimRequest {
+        queues: vec![QueueName::new("bench")?],
+        limit: 16,
+        lease: Duration::from_secs(30),
+        worker: "cost".into(),
+    };
+    let (mut claim_wall, mut complete_wall) = (Duration::ZERO, Duration::ZERO);
+    let (mut claim_usec, mut complete_usec) = ((0, 0), (0, 0));
+    let mut done = 0;
+    loop {
+        let b = evalsha_usec(&mut conn).await?;
+        let t = Instant::now();
+        let claimed = s.claim(&request).await?;
+        claim_wall += t.elapsed();
+        let a = evalsha_usec(&mut conn).await?;
+        claim_usec = (claim_usec.0 + a.0 - b.0, claim_usec.1 + a.1 - b.1);
+        if claimed.is_empty() {
+            break;
+        }
+        let batch: Vec<Completion> = claimed
+            .iter()
+            .filter_map(|j| j.lease_ref())
+            .map(|lease| Completion { lease, outcome: Outcome::Ack })
+            .collect();
+        done += batch.len();
+        let b = evalsha_usec(&mut conn).await?;
+        let t = Instant::now();
+        s.complete(batch).await?;
+        complete_wall += t.elapsed();
+        let a = evalsha_usec(&mut conn).await?;
+        complete_usec = (complete_usec.0 + a.0 - b.0, complete_usec.1 + a.1 - b.1);
+    }
+    report("claim (16 at a time)", (0, 0), claim_usec, claim_wall, done);
+    report("complete (16 acks at a time)", (0, 0), complete_usec, complete_wall, done);
+    s.delete_all_keys().await?;
+    Ok(())
+}

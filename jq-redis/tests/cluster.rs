@@ -1,0 +1,230 @@
+//! The shared conformance and property suites against a three-node Redis Cluster that this
+//! test binary starts on free loopback ports (`redis-server
+//! --cluster-enabled yes`, then `redis-cli --cluster create`), plus the
+//! cluster-specific paths: claims over queues in different slots, batches
+//! spanning queues, and wake-up through the cluster-wide PUBLISH.
+//!
+//! One cluster per test binary (a static), a fresh key prefix per test. The
+//! servers are children of a small shell watchdog that stops them and
+//! removes their directory when this process exits (statics are never
+//! dropped), and [`Cluster`]'s `Drop` stops them too when it does run.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use jq_core::{ClaimRequest, Clock, ManualClock, NewJob, Payload, Priority, QueueName, State, Storage, StorageExt};
+use jq_redis::{RedisConfig, RedisStorage};
+
+/// A running three-node cluster.
+struct Cluster {
+    ports: Vec<u16>,
+    watchdogs: Vec<Child>,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for w in &mut self.watchdogs {
+            let _ = w.kill();
+            let _ = w.wait();
+        }
+        for port in &self.ports {
+            let _ = Command::new("redis-cli").args(["-p", &port.to_string(), "shutdown", "nosave"]).output();
+        }
+    }
+}
+
+/// A port that is free, and whose cluster bus port (+10,000) is free too.
+fn free_port(taken: &[u16]) -> u16 {
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        if port < 55_000 && !taken.contains(&port) && TcpListener::bind(("127.0.0.1", port + 10_000)).is_ok() {
+            return port;
+        }
+    }
+}
+
+fn redis_cli(port: u16, args: &[&str]) -> String {
+    let out = Command::new("redis-cli")
+        .args(["-p", &port.to_string()])
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run redis-cli ({e}); run scripts/start-services.sh to install Redis"));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn start_cluster() -> Cluster {
+    let dir = tempfile::tempdir().unwrap();
+    let mut ports = Vec::new();
+    for _ in 0..3 {
+        let p = free_port(&ports);
+        ports.push(p);
+    }
+    let parent = std::process::id();
+    let mut watchdogs = Vec::new();
+    for port in &ports {
+        // redis-server in the background; the shell waits for this test
+        // process to end, then stops it (a watchdog for the static cluster).
+        let script = format!(
+            "redis-server --cluster-enabled yes --port {port} --bind 127.0.0.1 --cluster-config-file nodes-{port}.conf \
+             --dir '{dir}' --save '' --appendonly no --daemonize no --loglevel warning >'{dir}/{port}.log' 2>&1 &
+             pid=$!
+             while kill -0 {parent} 2>/dev/null && kill -0 $pid 2>/dev/null; do sleep 0.2; done
+             kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf '{dir}'",
+            dir = dir.path().display()
+        );
+        let child = Command::new("sh")
+            .args(["-c", &script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("cannot start sh");
+        watchdogs.push(child);
+    }
+    // process start-up, not job timing
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for port in &ports {
+        while redis_cli(*port, &["ping"]).trim() != "PONG" {
+            assert!(
+                Instant::now() < deadline,
+                "redis-server --cluster-enabled on port {port} did not start (is redis-server installed? run \
+                 scripts/start-services.sh); log in {}",
+                dir.path().display()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    let nodes: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+    let out = Command::new("redis-cli")
+        .arg("--cluster")
+        .arg("create")
+        .args(&nodes)
+        .args(["--cluster-replicas", "0", "--cluster-yes"])
+        .output()
+        .expect("redis-cli --cluster create");
+    assert!(out.status.success(), "cluster create failed: {}", String::from_utf8_lossy(&out.stdout));
+    for port in &ports {
+        while !redis_cli(*port, &["cluster", "info"]).contains("cluster_state:ok") {
+            assert!(Instant::now() < deadline, "cluster on port {port} never reached cluster_state:ok");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    Cluster { ports, watchdogs, _dir: dir }
+}
+
+fn cluster() -> &'static Cluster {
+    static CLUSTER: OnceLock<Cluster> = OnceLock::new();
+    CLUSTER.get_or_init(start_cluster)
+}
+
+fn config(prefix: &str, clock: Clock) -> RedisConfig {
+    let urls: Vec<String> = cluster().ports.iter().map(|p| format!("redis://127.0.0.1:{p}")).collect();
+    RedisConfig::cluster(urls).prefix(prefix).clock(clock)
+}
+
+async fn connect(prefix: &str, clock: Clock) -> RedisStorage {
+    RedisStorage::connect(config(prefix, clock)).await.unwrap_or_else(|e| panic!("cannot reach the test cluster: {e}"))
+}
+
+/// One test's namespace on the shared cluster: a random prefix.
+struct ClusterHarness {
+    prefix: String,
+}
+
+#[async_trait::async_trait]
+impl jq_testkit::Harness for ClusterHarness {
+    type Storage = RedisStorage;
+
+    async fn connect(&self, clock: Clock) -> RedisStorage {
+        connect(&self.prefix, clock).await
+    }
+
+    async fn cleanup(&self) {
+        connect(&self.prefix, Clock::system()).await.delete_all_keys().await.expect("delete the test's keys");
+    }
+}
+
+async fn setup() -> ClusterHarness {
+    cluster();
+    ClusterHarness { prefix: format!("jqtest:{}", uuid::Uuid::new_v4().simple()) }
+}
+
+jq_testkit::conformance!(setup);
+jq_testkit::properties!(setup);
+
+fn job(queue: &str, n: usize) -> jq_core::JobBuilder {
+    NewJob::builder("test", Payload::from_json(format!(r#"{{"n":{n}}}"#)).unwrap()).queue(queue)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_and_claims_over_several_slots() {
+    let h = setup().await;
+    let clock = ManualClock::starting_now();
+    let s = connect(&h.prefix, clock.clock()).await;
+    let at = clock.now();
+    let jobs = vec![
+        job("a", 0).priority(Priority::Low).build_at(at).unwrap(),
+        job("b", 1).priority(Priority::High).build_at(at).unwrap(),
+        job("c", 2).build_at(at).unwrap(),
+        job("d", 3).priority(Priority::Critical).build_at(at).unwrap(),
+        job("a", 4).build_at(at).unwrap(),
+        job("c", 5).unique_key("u").build_at(at).unwrap(),
+        job("c", 6).unique_key("u").build_at(at).unwrap(),
+    ];
+    let ids = s.enqueue(jobs).await.unwrap();
+    assert_eq!(ids[6], ids[5], "the unique key holds within a queue of a split batch");
+    let queues: Vec<QueueName> = ["a", "b", "c", "d"].iter().map(|q| QueueName::new(*q).unwrap()).collect();
+    let request =
+        |limit| ClaimRequest { queues: queues.clone(), limit, lease: Duration::from_secs(30), worker: "w".into() };
+    let first: Vec<_> = s.claim(&request(3)).await.unwrap().into_iter().map(|j| j.id).collect();
+    assert_eq!(first, vec![ids[3], ids[1], ids[2]], "priority first, then run_at and id, across slots");
+    let rest = s.claim(&request(10)).await.unwrap();
+    let rest_ids: Vec<_> = rest.iter().map(|j| j.id).collect();
+    assert_eq!(rest_ids, vec![ids[4], ids[5], ids[0]]);
+    // one completion batch over three queues, from a handle that did not claim
+    let other = connect(&h.prefix, clock.clock()).await;
+    let batch =
+        rest.iter().map(|j| jq_core::Completion { lease: j.lease_ref().unwrap(), outcome: jq_core::Outcome::Ack });
+    let results = other.complete(batch.collect()).await.unwrap();
+    assert!(results.iter().all(|r| matches!(r, Ok(State::Completed))), "{results:?}");
+    let stats = s.stats().await.unwrap();
+    assert_eq!(stats.total(State::Completed), 3);
+    assert_eq!(stats.total(State::Running), 3);
+    // the queues really are spread: at least two nodes hold keys of this test
+    let holding = cluster()
+        .ports
+        .iter()
+        .filter(|p| !redis_cli(**p, &["--scan", "--pattern", &format!("{}:*", h.prefix)]).trim().is_empty())
+        .count();
+    assert!(holding >= 2, "queues a..d should spread over the nodes, {holding} node(s) hold keys");
+    jq_testkit::Harness::cleanup(&h).await;
+    for port in &cluster().ports {
+        assert_eq!(redis_cli(*port, &["--scan", "--pattern", &format!("{}:*", h.prefix)]).trim(), "", "cleanup");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enqueue_on_any_node_wakes_the_subscriber() {
+    let h = setup().await;
+    let clock = ManualClock::starting_now();
+    let worker = connect(&h.prefix, clock.clock()).await;
+    let producer = connect(&h.prefix, clock.clock()).await;
+    let mut signal = worker.subscribe().expect("redis signals new work");
+    tokio::time::timeout(Duration::from_secs(5), signal.changed()).await.expect("listener subscribed").unwrap();
+    // queues on different nodes: the PUBLISH of each reaches the one node
+    // the listener is connected to
+    for q in ["a", "b", "c", "d"] {
+        signal.borrow_and_update();
+        producer.enqueue_one(job(q, 0).build_at(clock.now()).unwrap()).await.unwrap();
+        tokio::time::timeout(Duration::from_secs(5), signal.changed())
+            .await
+            .unwrap_or_else(|_| panic!("not woken by an enqueue into {q}"))
+            .unwrap();
+    }
+    jq_testkit::Harness::cleanup(&h).await;
+}
