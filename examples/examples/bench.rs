@@ -3,6 +3,7 @@
 //! ```text
 //! cargo run --release -p examples --example bench -- sqlite [--runs N]
 //! cargo run --release -p examples --example bench -- redis [--runs N]
+//! cargo run --release -p examples --example bench -- postgres [--runs N]
 //! ```
 //!
 //! Redis: the server at `JQ_REDIS_URL` (default `redis://127.0.0.1:6379`);
@@ -22,6 +23,13 @@
 //!    20 ms apart; latency = handler start minus the instant just before the
 //!    `enqueue` call; p50 and p99.
 //!
+//! PostgreSQL: the server at `JQ_POSTGRES_URL` (default
+//! `postgres://postgres@127.0.0.1:5432/postgres`); every run uses fresh,
+//! migrated schemas `jqbench_<uuid>`, dropped when the benchmark ends. It
+//! also measures the drain again with 1,000,000 completed jobs left in the
+//! table (bulk `INSERT ... SELECT generate_series`, then `VACUUM ANALYZE`),
+//! printed as its own row with its ratio to the clean-table drain.
+//!
 //! Adding a backend is one arm in `main`'s match: build a fresh storage per
 //! run and hand it to the same generic scenarios.
 
@@ -32,6 +40,7 @@ use std::time::{Duration, Instant};
 
 use jq_core::worker::{JobContext, WorkerPool};
 use jq_core::{JobType, NewJob, State, Storage, StorageExt};
+use jq_postgres::{PostgresConfig, PostgresStorage};
 use jq_redis::{RedisConfig, RedisStorage};
 use jq_sqlite::{SqliteConfig, SqliteStorage};
 use serde::{Deserialize, Serialize};
@@ -86,17 +95,20 @@ async fn main() -> Result<(), BoxError> {
         match arg.as_str() {
             "--runs" => runs = args.next().ok_or("--runs needs a number")?.parse()?,
             "-h" | "--help" => {
-                println!("usage: bench <backend> [--runs N]\nbackends: sqlite, redis");
+                println!("usage: bench <backend> [--runs N]\nbackends: sqlite, redis, postgres");
                 return Ok(());
             }
             _ => positional.push(arg),
         }
     }
-    let backend = positional.first().cloned().ok_or("usage: bench <backend> [--runs N]; backends: sqlite, redis")?;
+    let backend =
+        positional.first().cloned().ok_or("usage: bench <backend> [--runs N]; backends: sqlite, redis, postgres")?;
     if runs == 0 {
         return Err("--runs must be at least 1".into());
     }
 
+    // Rows a backend adds to the table (PostgreSQL: the loaded drain).
+    let mut extra_rows: Vec<(String, String)> = Vec::new();
     let figures = match backend.as_str() {
         "sqlite" => {
             bench(runs, || async {
@@ -125,9 +137,40 @@ async fn main() -> Result<(), BoxError> {
             }
             result?
         }
-        other => return Err(format!("unknown backend {other:?}; backends: sqlite, redis").into()),
+        "postgres" => {
+            let url = std::env::var("JQ_POSTGRES_URL")
+                .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
+            let used: Arc<std::sync::Mutex<Vec<PostgresStorage>>> = Arc::default();
+            let fresh = || {
+                let (url, used) = (url.clone(), used.clone());
+                async move {
+                    let schema = format!("jqbench_{}", uuid::Uuid::new_v4().simple());
+                    let storage = PostgresStorage::connect(PostgresConfig::new(url).schema(schema)).await?;
+                    used.lock().unwrap_or_else(|e| e.into_inner()).push(storage.clone());
+                    storage.migrate().await?;
+                    Ok(Fresh { storage, _keep: Box::new(()) })
+                }
+            };
+            let mut result = bench(runs, fresh).await;
+            if let Ok(figures) = &result {
+                let clean = median(figures.iter().map(|f| f.drain).collect());
+                match postgres_loaded_drain(runs, clean, fresh).await {
+                    Ok(row) => extra_rows.push(row),
+                    Err(e) => result = Err(e),
+                }
+            }
+            let used = std::mem::take(&mut *used.lock().unwrap_or_else(|e| e.into_inner()));
+            for storage in used {
+                postgres_drop_schema(&storage).await?;
+            }
+            result?
+        }
+        other => return Err(format!("unknown backend {other:?}; backends: sqlite, redis, postgres").into()),
     };
     print_table(&backend, runs, &figures);
+    for (name, value) in extra_rows {
+        println!("{name:<58} {value:>16}");
+    }
     Ok(())
 }
 
@@ -186,6 +229,7 @@ async fn drain<S: Storage>(storage: Arc<S>) -> Result<f64, BoxError> {
     for b in 0..DRAIN_JOBS / BATCH_SIZE {
         storage.enqueue(noop_jobs(b * BATCH_SIZE..(b + 1) * BATCH_SIZE)?).await?;
     }
+    let completed_before = storage.stats().await?.total(State::Completed);
     let ran = Arc::new(AtomicUsize::new(0));
     let all_ran = Arc::new(Notify::new());
     let (counter, notify) = (ran.clone(), all_ran.clone());
@@ -203,7 +247,7 @@ async fn drain<S: Storage>(storage: Arc<S>) -> Result<f64, BoxError> {
     // Shutdown returns once every outcome is written: the last ack is durable.
     pool.shutdown().await;
     let elapsed = start.elapsed();
-    let completed = storage.stats().await?.total(State::Completed);
+    let completed = storage.stats().await?.total(State::Completed) - completed_before;
     if completed != DRAIN_JOBS as u64 {
         return Err(format!("drain: {completed} of {DRAIN_JOBS} jobs completed").into());
     }
@@ -274,4 +318,51 @@ fn print_table(backend: &str, runs: usize, all: &[Figures]) {
     for (name, value) in rows {
         println!("{name:<58} {value:>16}");
     }
+}
+
+/// Jobs left completed in the table for the loaded drain.
+const LOADED_COMPLETED: u64 = 1_000_000;
+
+/// The drain again on one schema holding [`LOADED_COMPLETED`] completed jobs
+/// (loaded once; `VACUUM ANALYZE` before each of the `runs` drains); prints
+/// its median as a table row, with its ratio to the clean-table `clean`.
+async fn postgres_loaded_drain<F, Fut>(runs: usize, clean: f64, mut fresh: F) -> Result<(String, String), BoxError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Fresh<PostgresStorage>, BoxError>>,
+{
+    let storage = fresh().await?.storage;
+    let jobs = format!("\"{}\".jobs", storage.schema());
+    let start = Instant::now();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO {jobs} (id, queue, kind, payload, priority, state, attempts, max_attempts, run_at, created_at, \
+                             finished_at) \
+         SELECT gen_random_uuid(), '{queue}', '{kind}', '{{\"n\":' || n || '}}', 1, 'completed', 1, 25, \
+                now() - interval '1 hour', now() - interval '1 hour', now() - interval '1 hour' + n * interval '1 ms' \
+         FROM generate_series(1, {LOADED_COMPLETED}) AS n",
+        queue = Noop::QUEUE,
+        kind = Noop::KIND,
+    )))
+    .execute(storage.pool())
+    .await?;
+    eprintln!("loaded {LOADED_COMPLETED} completed jobs in {:.1} s", start.elapsed().as_secs_f64());
+    let mut rates = Vec::with_capacity(runs);
+    for run in 1..=runs {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("VACUUM ANALYZE {jobs}"))).execute(storage.pool()).await?;
+        let rate = drain(Arc::new(storage.clone())).await?;
+        eprintln!("loaded run {run}/{runs}: drain {rate:.0}/s");
+        rates.push(rate);
+    }
+    let loaded = median(rates);
+    let name = format!("drain, {LOADED_COMPLETED} completed jobs in the table");
+    let value = format!("{loaded:.0} jobs/s ({:.0}% of clean)", 100.0 * loaded / clean);
+    Ok((name, value))
+}
+
+/// Drops a benchmark schema and closes its pool.
+async fn postgres_drop_schema(storage: &PostgresStorage) -> Result<(), BoxError> {
+    let drop = format!("DROP SCHEMA IF EXISTS \"{}\" CASCADE", storage.schema());
+    sqlx::raw_sql(sqlx::AssertSqlSafe(drop)).execute(storage.pool()).await?;
+    storage.close().await;
+    Ok(())
 }

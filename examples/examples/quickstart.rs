@@ -1,19 +1,24 @@
-//! jq in one file: typed jobs in a SQLite file, a worker pool, and what
-//! became of each job.
+//! jq in one file: typed jobs, a worker pool, and what became of each job.
 //!
 //! ```text
-//! cargo run -p examples --example quickstart
+//! cargo run -p examples --example quickstart                          # SQLite, no server
+//! cargo run -p examples --example quickstart -- postgres://postgres@127.0.0.1:5432/postgres
+//! cargo run -p examples --example quickstart -- redis://127.0.0.1:6379
 //! ```
 //!
-//! The database is `jq-quickstart.db` in the system temp directory
-//! (`$TMPDIR`, usually `/tmp`); it is deleted at start so every run begins
-//! empty. Logs go to stderr at `warn` unless `RUST_LOG` says otherwise.
+//! Without a URL the database is `jq-quickstart.db` in the system temp
+//! directory (`$TMPDIR`, usually `/tmp`). On PostgreSQL the jobs live in the
+//! schema `jq_quickstart`, on Redis under the key prefix `jq-quickstart`.
+//! Each is emptied at start so every run begins afresh. Logs go to stderr at
+//! `warn` unless `RUST_LOG` says otherwise.
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use jq_core::worker::{HandlerError, HandlerResult, JobContext, WorkerPool};
 use jq_core::{ExponentialBackoff, JobId, JobType, NewJob, State, Storage, StorageExt};
+use jq_postgres::{PostgresConfig, PostgresStorage};
+use jq_redis::{RedisConfig, RedisStorage};
 use jq_sqlite::{SqliteConfig, SqliteStorage};
 use serde::{Deserialize, Serialize};
 
@@ -75,15 +80,39 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
 
-    let path = std::env::temp_dir().join("jq-quickstart.db");
+    match std::env::args().nth(1) {
+        None => run(open_sqlite(&std::env::temp_dir().join("jq-quickstart.db"))?).await,
+        Some(url) if url.starts_with("sqlite:") => run(SqliteStorage::open(SqliteConfig::from_url(&url)?)?).await,
+        Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+            println!("database: {url}, schema jq_quickstart");
+            let storage = PostgresStorage::connect(PostgresConfig::new(url).schema("jq_quickstart")).await?;
+            sqlx::query("DROP SCHEMA IF EXISTS jq_quickstart CASCADE").execute(storage.pool()).await?;
+            storage.migrate().await?;
+            run(storage).await
+        }
+        Some(url) if url.starts_with("redis://") => {
+            println!("database: {url}, key prefix jq-quickstart");
+            let storage = RedisStorage::connect(RedisConfig::new(url).prefix("jq-quickstart")).await?;
+            storage.delete_all_keys().await?;
+            run(storage).await
+        }
+        Some(other) => Err(format!("unknown URL {other:?}: use sqlite://PATH, postgres://... or redis://...").into()),
+    }
+}
+
+/// A fresh SQLite file at `path`.
+fn open_sqlite(path: &std::path::Path) -> Result<SqliteStorage, Box<dyn std::error::Error>> {
     for suffix in ["", "-wal", "-shm"] {
-        let mut file = path.clone().into_os_string();
+        let mut file = path.to_path_buf().into_os_string();
         file.push(suffix);
         let _ = std::fs::remove_file(file); // absent on the first run
     }
     println!("database: {}", path.display());
-    let storage = SqliteStorage::open(SqliteConfig::new(&path))?;
+    Ok(SqliteStorage::open(SqliteConfig::new(path))?)
+}
 
+/// Enqueues the demo jobs, works them off and prints what became of each.
+async fn run<S: Storage + Clone>(storage: S) -> Result<(), Box<dyn std::error::Error>> {
     let ids = vec![
         storage.enqueue_one(NewJob::typed(&SendWelcome { user: "ada@example.com".into() }).build()?).await?,
         storage
@@ -130,7 +159,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 /// Waits (bounded) until every job is in a terminal state.
-async fn wait_until_settled(storage: &SqliteStorage, ids: &[JobId], limit: Duration) -> jq_core::Result<bool> {
+async fn wait_until_settled<S: Storage>(storage: &S, ids: &[JobId], limit: Duration) -> jq_core::Result<bool> {
     let deadline = Instant::now() + limit;
     let mut open: HashSet<JobId> = ids.iter().copied().collect();
     while Instant::now() < deadline {
