@@ -291,17 +291,6 @@ fn describe(r: &Result<Job, Error>) -> String {
     }
 }
 
-/// Corruptions a backend is known not to bury with the reason:
-///
-/// - jq-redis, `priority` not 0..=3: `claim.rs` logs the decode error and
-///   leaves the job Running; the lease expires and `recover.lua` hands it
-///   back, until the attempts run out: Dead with only "lease expired"
-///   errors (the reason is lost, and it takes max_attempts leases). With a
-///   non-numeric priority, `recover.lua` fails in `make_pending`
-///   (`-tonumber(priority)` is nil) after it already wrote `state =
-///   pending`: the job is left Pending in no index, never claimed again.
-const KNOWN_DEVIATIONS: &[(Backend, &str)] = &[(Backend::Redis, "priority")];
-
 fn corrupt_rows(backend: Backend) {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let rt = runtime();
@@ -418,17 +407,6 @@ fn corrupt_rows(backend: Backend) {
         }
     });
     drop(storage);
-    // Known contract deviations of a backend (see the crate's report): shown
-    // loudly, failing only with JQ_CHAOS_STRICT=1, so CI stays green while
-    // the backend's owner fixes them.
-    let strict = std::env::var("JQ_CHAOS_STRICT").is_ok_and(|v| !v.is_empty() && v != "0");
-    let (known, problems): (Vec<String>, Vec<String>) = problems.into_iter().partition(|p| {
-        KNOWN_DEVIATIONS.iter().any(|(b, field)| *b == backend && p.starts_with(&format!("{field} = ")))
-    });
-    for k in &known {
-        eprintln!("KNOWN DEVIATION ({}): {k}", backend.name());
-    }
-    let problems = if strict { known.into_iter().chain(problems).collect() } else { problems };
     if !problems.is_empty() {
         let dir = env.keep();
         panic!("{} corruption handling:\n  {}\n(data in {})", backend.name(), problems.join("\n  "), dir.display());

@@ -9,7 +9,7 @@
 
 use std::cmp::Reverse;
 
-use jq_core::{ClaimRequest, Job, LeaseToken, Result};
+use jq_core::{ClaimRequest, Completion, Job, JobId, LeaseRef, LeaseToken, Outcome, QueueName, Result};
 
 use crate::{Inner, duration_micros, row, scripts};
 
@@ -68,19 +68,24 @@ async fn claim_from(s: &Inner, queues: &[&str], limit: usize, request: &ClaimReq
         let n = (limit - out.len()).min(CHUNK);
         let now = s.now_micros();
         let expires = (now + lease).to_string();
-        let tokens: Vec<String> = (0..n).map(|_| LeaseToken::new().to_string()).collect();
+        let tokens: Vec<LeaseToken> = (0..n).map(|_| LeaseToken::new()).collect();
+        let token_args: Vec<String> = tokens.iter().map(ToString::to_string).collect();
         let mut cmd = scripts::call(&scripts::CLAIM, &bases);
-        cmd.arg(now).arg(n).arg(lease).arg(&request.worker).arg(DUE_IN_CLAIM).arg(&tokens);
+        cmd.arg(now).arg(n).arg(lease).arg(&request.worker).arg(DUE_IN_CLAIM).arg(&token_args);
         let rows: Vec<Vec<Option<String>>> = s.query(&cmd).await?;
         let got = rows.len();
         let mut jobs = Vec::with_capacity(got);
+        let mut corrupt = Vec::new();
         for (row, token) in rows.into_iter().zip(tokens) {
-            // A job that cannot be decoded is Running now; its lease expires
-            // and recover hands it on (and eventually to Dead), so one bad
-            // hash never blocks the queue. We report it rather than hide it.
-            match row::decode_claimed(row, queues, token, &request.worker, &expires) {
+            let located = claimed_id_and_queue(&row, queues);
+            match row::decode_claimed(row, queues, token.to_string(), &request.worker, &expires) {
                 Ok(job) => jobs.push(job),
-                Err(e) => tracing::error!(error = %e, "claimed a job that cannot be decoded"),
+                Err(e) => match located {
+                    Some((id, queue)) => corrupt.push((LeaseRef { id, token }, queue, e.to_string())),
+                    None => {
+                        tracing::error!(error = %e, "claimed a job whose id cannot be read; recover will hand it on")
+                    }
+                },
             }
         }
         {
@@ -88,11 +93,46 @@ async fn claim_from(s: &Inner, queues: &[&str], limit: usize, request: &ClaimReq
             for job in &jobs {
                 owners.insert(job.id, job.queue.clone());
             }
+            for (lease, queue, _) in &corrupt {
+                owners.insert(lease.id, queue.clone());
+            }
         }
+        bury(s, corrupt).await?;
         out.extend(jobs);
         if got < n {
             break;
         }
     }
     Ok(out)
+}
+
+/// The id and queue of a claimed row, read apart from its other fields so a
+/// job whose fields are garbage can still be found (the script puts them
+/// last).
+fn claimed_id_and_queue(row: &[Option<String>], queues: &[&str]) -> Option<(JobId, QueueName)> {
+    let [.., Some(id), Some(queue)] = row else { return None };
+    let queue = queues.get(queue.parse::<usize>().ok()?.checked_sub(1)?)?;
+    Some((id.parse().ok()?, QueueName::new(*queue).ok()?))
+}
+
+/// Moves claimed jobs that cannot be decoded to Dead with the reason, under
+/// the lease the claim just took, so the worker never sees them and they
+/// do not come back after every lease expiry.
+async fn bury(s: &Inner, corrupt: Vec<(LeaseRef, QueueName, String)>) -> Result<()> {
+    if corrupt.is_empty() {
+        return Ok(());
+    }
+    let batch = corrupt
+        .into_iter()
+        .map(|(lease, _, reason)| {
+            tracing::error!(job = %lease.id, %reason, "claimed a job that cannot be decoded: moving it to Dead");
+            Completion { lease, outcome: Outcome::Fail { error: reason } }
+        })
+        .collect();
+    for result in crate::complete::complete(s, batch).await? {
+        if let Err(e) = result {
+            tracing::error!(error = %e, "could not move a corrupt job to Dead; recover will hand it on");
+        }
+    }
+    Ok(())
 }
