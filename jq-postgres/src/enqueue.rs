@@ -1,5 +1,6 @@
 //! Enqueue: one multi-row INSERT from `unnest` arrays per batch (a leaner
-//! statement when no job of the batch has a unique key).
+//! statement when no job of the batch has a unique key, and a scalar one for
+//! a single such job).
 
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
@@ -12,8 +13,8 @@ use uuid::Uuid;
 use crate::Inner;
 use crate::error::{BACKEND, map_sqlx};
 
-/// Stores `jobs` on `executor` in one statement; see `sql/enqueue.sql` and
-/// `sql/enqueue_keyed.sql`.
+/// Stores `jobs` on `executor` in one statement; see `sql/enqueue.sql`,
+/// `sql/enqueue_one.sql` and `sql/enqueue_keyed.sql`.
 pub(crate) async fn enqueue<'e, E: sqlx::PgExecutor<'e>>(
     inner: &Inner,
     executor: E,
@@ -106,19 +107,36 @@ impl Batch {
         let cols = &self.cols;
         if !self.keyed {
             // Every job resolves to its own id: inserted now, or stored before.
-            sqlx::query(inner.sql.enqueue.q())
-                .bind(&cols.ids)
-                .bind(&cols.queues)
-                .bind(&cols.kinds)
-                .bind(&cols.payloads)
-                .bind(&cols.priorities)
-                .bind(&cols.states)
-                .bind(&cols.max_attempts)
-                .bind(&cols.run_ats)
-                .bind(self.now)
-                .bind(&inner.channel)
-                .fetch_one(executor)
-                .await?;
+            if cols.ids.len() == 1 {
+                // The common single-job call: scalar binds, a cheaper statement.
+                sqlx::query(inner.sql.enqueue_one.q())
+                    .bind(cols.ids[0])
+                    .bind(&cols.queues[0])
+                    .bind(&cols.kinds[0])
+                    .bind(&cols.payloads[0])
+                    .bind(cols.priorities[0])
+                    .bind(cols.states[0])
+                    .bind(cols.max_attempts[0])
+                    .bind(cols.run_ats[0])
+                    .bind(self.now)
+                    .bind(&inner.channel)
+                    .fetch_one(executor)
+                    .await?;
+            } else {
+                sqlx::query(inner.sql.enqueue.q())
+                    .bind(&cols.ids)
+                    .bind(&cols.queues)
+                    .bind(&cols.kinds)
+                    .bind(&cols.payloads)
+                    .bind(&cols.priorities)
+                    .bind(&cols.states)
+                    .bind(&cols.max_attempts)
+                    .bind(&cols.run_ats)
+                    .bind(self.now)
+                    .bind(&inner.channel)
+                    .fetch_one(executor)
+                    .await?;
+            }
             let mut sent = cols.ids.iter();
             let mut out: Vec<JobId> = Vec::with_capacity(self.alias.len());
             for first in &self.alias {

@@ -39,6 +39,7 @@ pub(crate) fn channel(schema: &str) -> String {
 #[derive(Debug)]
 pub(crate) struct Sql {
     pub enqueue: Sql1,
+    pub enqueue_one: Sql1,
     pub enqueue_keyed: Sql1,
     pub claim: Sql1,
     pub bury: Sql1,
@@ -76,6 +77,7 @@ impl Sql {
         let s = |t: &str| Sql1::new(t, schema);
         Sql {
             enqueue: s(include_str!("sql/enqueue.sql")),
+            enqueue_one: s(include_str!("sql/enqueue_one.sql")),
             enqueue_keyed: s(include_str!("sql/enqueue_keyed.sql")),
             claim: s(include_str!("sql/claim.sql")),
             bury: s(include_str!("sql/bury.sql")),
