@@ -123,15 +123,7 @@ impl Batch {
                     .fetch_one(executor)
                     .await?;
             } else {
-                sqlx::query(inner.sql.enqueue.q())
-                    .bind(&cols.ids)
-                    .bind(&cols.queues)
-                    .bind(&cols.kinds)
-                    .bind(&cols.payloads)
-                    .bind(&cols.priorities)
-                    .bind(&cols.states)
-                    .bind(&cols.max_attempts)
-                    .bind(&cols.run_ats)
+                cols.bind_arrays(sqlx::query(inner.sql.enqueue.q()))
                     .bind(self.now)
                     .bind(&inner.channel)
                     .fetch_one(executor)
@@ -151,15 +143,8 @@ impl Batch {
             }
             return Ok(Ok(out));
         }
-        let rows = sqlx::query(inner.sql.enqueue_keyed.q())
-            .bind(&cols.ids)
-            .bind(&cols.queues)
-            .bind(&cols.kinds)
-            .bind(&cols.payloads)
-            .bind(&cols.priorities)
-            .bind(&cols.states)
-            .bind(&cols.max_attempts)
-            .bind(&cols.run_ats)
+        let rows = cols
+            .bind_arrays(sqlx::query(inner.sql.enqueue_keyed.q()))
             .bind(&cols.unique_keys)
             .bind(self.now)
             .bind(&inner.channel)
@@ -225,6 +210,25 @@ struct Columns {
     max_attempts: Vec<i32>,
     run_ats: Vec<DateTime<Utc>>,
     unique_keys: Vec<Option<String>>,
+}
+
+impl Columns {
+    /// Binds the eight per-job arrays that `enqueue.sql` and
+    /// `enqueue_keyed.sql` both take as `$1`..`$8`, in their order.
+    fn bind_arrays<'q>(
+        &'q self,
+        query: sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
+    ) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
+        query
+            .bind(&self.ids)
+            .bind(&self.queues)
+            .bind(&self.kinds)
+            .bind(&self.payloads)
+            .bind(&self.priorities)
+            .bind(&self.states)
+            .bind(&self.max_attempts)
+            .bind(&self.run_ats)
+    }
 }
 
 impl Columns {

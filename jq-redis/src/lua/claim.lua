@@ -88,12 +88,7 @@ for _, c in ipairs(candidates) do
   end
 end
 for base, r in pairs(removed) do
-  local i = 1
-  while i <= #r do
-    local j = math.min(i + 999, #r)
-    redis.call('ZREM', base .. 'ready', unpack(r, i, j))
-    i = j + 1
-  end
+  zrem_chunked(base .. 'ready', r)
 end
 for base, l in pairs(leased) do
   zadd_chunked(base .. 'leases', l)

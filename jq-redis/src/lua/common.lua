@@ -93,25 +93,26 @@ local function append_error(key, attempt, now, message)
   redis.call('HSET', key, 'errors', cur)
 end
 
--- ZREM of many members, in chunks so unpack stays small.
-local function zrem_chunked(key, members)
-  local n = #members
+-- `command key items...` in chunks of 1,000 items, so unpack stays small
+-- (it fails near 8,000). The chunk size is even, so (score, member) pairs
+-- of a ZADD never split.
+local function call_chunked(command, key, items)
+  local n = #items
   local i = 1
   while i <= n do
     local j = math.min(i + 999, n)
-    redis.call('ZREM', key, unpack(members, i, j))
+    redis.call(command, key, unpack(items, i, j))
     i = j + 1
   end
 end
 
--- ZADD of many (score, member) pairs, in chunks so unpack stays small.
+-- ZREM of many members.
+local function zrem_chunked(key, members)
+  call_chunked('ZREM', key, members)
+end
+
+-- ZADD of many (score, member) pairs.
 local function zadd_chunked(key, pairs_)
-  local n = #pairs_
-  local i = 1
-  while i <= n do
-    local j = math.min(i + 999, n)
-    redis.call('ZADD', key, unpack(pairs_, i, j))
-    i = j + 1
-  end
+  call_chunked('ZADD', key, pairs_)
 end
 
