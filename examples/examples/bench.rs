@@ -7,8 +7,8 @@
 //! ```
 //!
 //! Redis: the server at `JQ_REDIS_URL` (default `redis://127.0.0.1:6379`);
-//! every run uses a fresh random key prefix `jqbench:<uuid>`, whose keys are
-//! deleted (SCAN + UNLINK, never FLUSHALL) when the benchmark ends.
+//! every scenario uses a fresh random key prefix `jqbench:<uuid>`, whose keys
+//! are deleted (SCAN + UNLINK, never FLUSHALL) when the scenario ends.
 //!
 //! For the backend it measures, each figure the median of `--runs` runs
 //! (default 3), every run on fresh, empty storage:
@@ -24,10 +24,12 @@
 //!    `enqueue` call; p50 and p99.
 //!
 //! PostgreSQL: the server at `JQ_POSTGRES_URL` (default
-//! `postgres://postgres@127.0.0.1:5432/postgres`); every run uses fresh,
-//! migrated schemas `jqbench_<uuid>`, dropped when the benchmark ends. It
+//! `postgres://postgres@127.0.0.1:5432/postgres`); every scenario uses a
+//! fresh, migrated schema `jqbench_<uuid>`, dropped (its pool closed, so its
+//! wake-up listener stops) when the scenario ends. It
 //! also measures the drain again with 1,000,000 completed jobs left in the
-//! table (bulk `INSERT ... SELECT generate_series`, then `VACUUM ANALYZE`),
+//! table (bulk `INSERT ... SELECT generate_series`, then `VACUUM ANALYZE`
+//! and a `CHECKPOINT`, so the drain does not pay for the load's writes),
 //! printed as its own row with its ratio to the clean-table drain.
 //!
 //! Adding a backend is one arm in `main`'s match: build a fresh storage per
@@ -66,10 +68,32 @@ impl JobType for Noop {
     const QUEUE: &'static str = "bench";
 }
 
-/// A storage for one run, with whatever must live as long as it (a temp dir).
+/// What tears a scenario's storage down once the scenario is measured.
+type Cleanup = std::pin::Pin<Box<dyn Future<Output = Result<(), BoxError>> + Send>>;
+
+/// A storage for one scenario, with whatever must live as long as it (a
+/// temp dir) and its teardown. Each scenario's storage is torn down before
+/// the next one starts: a leftover (PostgreSQL: a pool whose wake-up
+/// listener still LISTENs in the same database) would tax the next one.
 struct Fresh<S> {
     storage: S,
     _keep: Box<dyn Send>,
+    cleanup: Option<Cleanup>,
+}
+
+impl<S> Fresh<S> {
+    /// Runs `scenario` on the storage, then its cleanup.
+    async fn measure<T, Fut>(self, scenario: impl FnOnce(Arc<S>) -> Fut) -> Result<T, BoxError>
+    where
+        Fut: Future<Output = Result<T, BoxError>>,
+    {
+        let result = scenario(Arc::new(self.storage)).await;
+        if let Some(cleanup) = self.cleanup {
+            cleanup.await?;
+        }
+        drop(self._keep);
+        result
+    }
 }
 
 /// One run's figures.
@@ -114,7 +138,7 @@ async fn main() -> Result<(), BoxError> {
             bench(runs, || async {
                 let dir = tempfile::tempdir()?;
                 let storage = SqliteStorage::open(SqliteConfig::new(dir.path().join("bench.db")))?;
-                Ok(Fresh { storage, _keep: Box::new(dir) })
+                Ok(Fresh { storage, _keep: Box::new(dir), cleanup: None })
             })
             .await?
         }
@@ -127,7 +151,12 @@ async fn main() -> Result<(), BoxError> {
                     let prefix = format!("jqbench:{}", uuid::Uuid::new_v4().simple());
                     let storage = RedisStorage::connect(RedisConfig::new(url).prefix(prefix)).await?;
                     used.lock().unwrap_or_else(|e| e.into_inner()).push(storage.clone());
-                    Ok(Fresh { storage, _keep: Box::new(()) })
+                    let done = storage.clone();
+                    let cleanup: Cleanup = Box::pin(async move {
+                        done.delete_all_keys().await?;
+                        Ok(())
+                    });
+                    Ok(Fresh { storage, _keep: Box::new(()), cleanup: Some(cleanup) })
                 }
             })
             .await;
@@ -148,7 +177,9 @@ async fn main() -> Result<(), BoxError> {
                     let storage = PostgresStorage::connect(PostgresConfig::new(url).schema(schema)).await?;
                     used.lock().unwrap_or_else(|e| e.into_inner()).push(storage.clone());
                     storage.migrate().await?;
-                    Ok(Fresh { storage, _keep: Box::new(()) })
+                    let done = storage.clone();
+                    let cleanup: Cleanup = Box::pin(async move { postgres_drop_schema(&done).await });
+                    Ok(Fresh { storage, _keep: Box::new(()), cleanup: Some(cleanup) })
                 }
             };
             let mut result = bench(runs, fresh).await;
@@ -161,7 +192,10 @@ async fn main() -> Result<(), BoxError> {
             }
             let used = std::mem::take(&mut *used.lock().unwrap_or_else(|e| e.into_inner()));
             for storage in used {
-                postgres_drop_schema(&storage).await?;
+                // Scenarios drop their own schema; this catches those an error cut short.
+                if !storage.pool().is_closed() {
+                    postgres_drop_schema(&storage).await?;
+                }
             }
             result?
         }
@@ -184,14 +218,10 @@ where
     let mut all = Vec::with_capacity(runs);
     for run in 1..=runs {
         let mut f = Figures::default();
-        let store = fresh().await?;
-        f.batch_enqueue = batch_enqueue(Arc::new(store.storage)).await?;
-        let store = fresh().await?;
-        f.single_enqueue = single_enqueue(Arc::new(store.storage)).await?;
-        let store = fresh().await?;
-        f.drain = drain(Arc::new(store.storage)).await?;
-        let store = fresh().await?;
-        (f.p50, f.p99) = latency(Arc::new(store.storage)).await?;
+        f.batch_enqueue = fresh().await?.measure(batch_enqueue).await?;
+        f.single_enqueue = fresh().await?.measure(single_enqueue).await?;
+        f.drain = fresh().await?.measure(drain).await?;
+        (f.p50, f.p99) = fresh().await?.measure(latency).await?;
         eprintln!(
             "run {run}/{runs}: batch {:.0}/s, single {:.0}/s, drain {:.0}/s, p50 {:?}, p99 {:?}",
             f.batch_enqueue, f.single_enqueue, f.drain, f.p50, f.p99
@@ -324,7 +354,7 @@ fn print_table(backend: &str, runs: usize, all: &[Figures]) {
 const LOADED_COMPLETED: u64 = 1_000_000;
 
 /// The drain again on one schema holding [`LOADED_COMPLETED`] completed jobs
-/// (loaded once; `VACUUM ANALYZE` before each of the `runs` drains); prints
+/// (loaded once; `VACUUM ANALYZE` and `CHECKPOINT` before each of the `runs` drains); prints
 /// its median as a table row, with its ratio to the clean-table `clean`.
 async fn postgres_loaded_drain<F, Fut>(runs: usize, clean: f64, mut fresh: F) -> Result<(String, String), BoxError>
 where
@@ -349,6 +379,10 @@ where
     let mut rates = Vec::with_capacity(runs);
     for run in 1..=runs {
         sqlx::raw_sql(sqlx::AssertSqlSafe(format!("VACUUM ANALYZE {jobs}"))).execute(storage.pool()).await?;
+        // The load and the vacuum wrote about a gigabyte of WAL and dirty
+        // pages; without a checkpoint here the server would run one during
+        // the drain and measure the setup, not a table that grew over time.
+        sqlx::raw_sql("CHECKPOINT").execute(storage.pool()).await?;
         let rate = drain(Arc::new(storage.clone())).await?;
         eprintln!("loaded run {run}/{runs}: drain {rate:.0}/s");
         rates.push(rate);
