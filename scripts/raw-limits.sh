@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# Measures what the local PostgreSQL and Redis can do at all, with their own
+# tools and no jq code, so the benchmark's figures can be compared with the
+# raw limits of the same machine in the same sitting (see BENCHMARKS.md).
+#
+#   bash scripts/raw-limits.sh            # both servers
+#   bash scripts/raw-limits.sh postgres   # or only one: postgres | redis
+#
+# PostgreSQL (JQ_PG_HOST/JQ_PG_PORT/JQ_PG_USER, default 127.0.0.1:5432
+# postgres): a scratch schema `jq_raw_limits` with jq's jobs table and
+# indexes, dropped at the end.
+#   - single-row INSERT commits/s from one client (pgbench, prepared): the
+#     ceiling of jq's single enqueue;
+#   - one INSERT of 20,000 rows from unnest arrays (server time), and a COPY
+#     of the same rows: the ceiling of jq's batch enqueue;
+#   - fdatasync calls/s of the data directory's disk (pg_test_fsync), when
+#     run where the data directory is readable.
+# Redis (JQ_REDIS_HOST/JQ_REDIS_PORT, default 127.0.0.1:6379): keys under
+# `jq_raw_limits:`, deleted at the end.
+#   - unpipelined PING/s from one client: the floor under any awaited call;
+#   - pipelined HSET/s creating new 9-field hashes (a job's hash), ZADD/s
+#     into one sorted set: the ceiling of jq's batch enqueue with one hash
+#     per job;
+#   - server time of an empty EVALSHA.
+set -euo pipefail
+export PGOPTIONS="${PGOPTIONS:-} -c client_min_messages=warning"
+
+which=${1:-all}
+pg_host=${JQ_PG_HOST:-127.0.0.1}
+pg_port=${JQ_PG_PORT:-5432}
+pg_user=${JQ_PG_USER:-postgres}
+redis_host=${JQ_REDIS_HOST:-127.0.0.1}
+redis_port=${JQ_REDIS_PORT:-6379}
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+
+postgres_limits() {
+    local psql=(psql -h "$pg_host" -p "$pg_port" -U "$pg_user" -X -q -v ON_ERROR_STOP=1 postgres)
+    echo "== PostgreSQL $("${psql[@]}" -Atc 'SHOW server_version') at $pg_host:$pg_port" \
+        "(synchronous_commit=$("${psql[@]}" -Atc 'SHOW synchronous_commit'))"
+    "${psql[@]}" <<'SQL'
+DROP SCHEMA IF EXISTS jq_raw_limits CASCADE;
+CREATE SCHEMA jq_raw_limits;
+CREATE TABLE jq_raw_limits.jobs (
+    id uuid PRIMARY KEY, queue text NOT NULL, kind text NOT NULL, payload text NOT NULL,
+    priority smallint NOT NULL, state text NOT NULL, attempts integer NOT NULL DEFAULT 0,
+    max_attempts integer NOT NULL, run_at timestamptz NOT NULL, created_at timestamptz NOT NULL,
+    finished_at timestamptz, lease_token uuid, lease_worker text, lease_expires_at timestamptz,
+    errors jsonb NOT NULL DEFAULT '[]', unique_key text,
+    key_slot uuid NOT NULL DEFAULT '00000000-0000-0000-0000-000000000000');
+CREATE INDEX jobs_claim ON jq_raw_limits.jobs (queue, priority DESC, run_at, id)
+    WHERE state IN ('pending', 'scheduled');
+CREATE INDEX jobs_scheduled ON jq_raw_limits.jobs (run_at) WHERE state = 'scheduled';
+CREATE INDEX jobs_running ON jq_raw_limits.jobs (lease_expires_at) WHERE state = 'running';
+CREATE UNIQUE INDEX jobs_unique ON jq_raw_limits.jobs (queue, unique_key, key_slot)
+    WHERE unique_key IS NOT NULL AND state IN ('scheduled', 'pending', 'running');
+CREATE INDEX jobs_finished ON jq_raw_limits.jobs (state, finished_at)
+    WHERE state IN ('completed', 'dead', 'cancelled');
+SQL
+    cat >"$scratch/insert.sql" <<'SQL'
+INSERT INTO jq_raw_limits.jobs (id, queue, kind, payload, priority, state, max_attempts, run_at, created_at)
+VALUES (gen_random_uuid(), 'bench', 'bench_noop', '{"n":1}', 0, 'pending', 25, now(), now());
+SQL
+    local tps
+    tps=$(pgbench -h "$pg_host" -p "$pg_port" -U "$pg_user" -n -c 1 -T 5 -M prepared -f "$scratch/insert.sql" postgres 2>&1 |
+        sed -n 's/^tps = \([0-9.]*\).*/\1/p')
+    printf '%-58s %12.0f /s\n' "single-row INSERT commits, 1 client (pgbench, 5 s)" "$tps"
+
+    # 20,000 rows in one statement, 3 times each way. The INSERT reads
+    # arrays built beforehand (as jq binds them) and is timed by the server
+    # (EXPLAIN ANALYZE); the COPY is timed by psql (\timing), from a file.
+    "${psql[@]}" -c "COPY (SELECT gen_random_uuid(), 'bench', 'bench_noop', '{\"n\":' || n || '}', 0, 'pending', 25,
+                                  now(), now() FROM generate_series(1, 20000) AS n) TO STDOUT" >"$scratch/rows.copy"
+    local timings
+    timings=$(for _ in 1 2 3; do cat <<SQL
+TRUNCATE jq_raw_limits.jobs;
+CREATE TEMP TABLE IF NOT EXISTS arrays AS
+SELECT array_agg(gen_random_uuid()) AS ids, array_agg('bench'::text) AS qs, array_agg('bench_noop'::text) AS ks,
+       array_agg('{"n":' || n || '}') AS ps, array_agg(0::int2) AS prs, array_agg('pending'::text) AS sts,
+       array_agg(25) AS mas, array_agg(now()) AS ras
+FROM generate_series(1, 20000) AS n;
+EXPLAIN (ANALYZE, COSTS OFF)
+INSERT INTO jq_raw_limits.jobs (id, queue, kind, payload, priority, state, max_attempts, run_at, created_at)
+SELECT t.id, t.queue, t.kind, t.payload, t.priority, t.state, t.max_attempts, t.run_at, now()
+FROM arrays AS a, unnest(a.ids, a.qs, a.ks, a.ps, a.prs, a.sts, a.mas, a.ras)
+    AS t(id, queue, kind, payload, priority, state, max_attempts, run_at)
+ON CONFLICT DO NOTHING;
+TRUNCATE jq_raw_limits.jobs;
+\\timing on
+\\copy jq_raw_limits.jobs (id, queue, kind, payload, priority, state, max_attempts, run_at, created_at) FROM '$scratch/rows.copy'
+\\timing off
+SQL
+    done | "${psql[@]}" -At)
+    median() { sort -g | sed -n 2p; }
+    local insert_ms copy_ms
+    insert_ms=$(sed -n 's/^Execution Time: \([0-9.]*\) ms$/\1/p' <<<"$timings" | median)
+    copy_ms=$(sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' <<<"$timings" | median)
+    printf '%-58s %12.0f /s\n' "rows of one 20,000-row INSERT from unnest (server time)" \
+        "$(awk -v ms="$insert_ms" 'BEGIN { print 20000 / (ms / 1000) }')"
+    printf '%-58s %12.0f /s\n' "rows of one 20,000-row COPY (psql \\timing)" \
+        "$(awk -v ms="$copy_ms" 'BEGIN { print 20000 / (ms / 1000) }')"
+    "${psql[@]}" -c "DROP SCHEMA jq_raw_limits CASCADE"
+
+    local data_dir
+    data_dir=$("${psql[@]}" -Atc 'SHOW data_directory' 2>/dev/null || true)
+    local fsync_tool
+    fsync_tool=$(ls /usr/lib/postgresql/*/bin/pg_test_fsync 2>/dev/null | tail -1 || true)
+    if [[ -n "$fsync_tool" && -n "$data_dir" && -w "$data_dir" ]]; then
+        local ops
+        "$fsync_tool" -s 2 -f "$data_dir/jq_raw_limits_fsync" >"$scratch/fsync.txt" 2>&1 || true
+        ops=$(awk '/using one 8kB write/ { on = 1 } on && $1 == "fdatasync" { print $2; exit }' "$scratch/fsync.txt")
+        rm -f "$data_dir/jq_raw_limits_fsync"
+        printf '%-58s %12.0f /s\n' "fdatasync of one 8 kB WAL write (pg_test_fsync)" "$ops"
+    else
+        echo "(fdatasync rate skipped: run as a user who can write the data directory $data_dir)"
+    fi
+}
+
+redis_limits() {
+    local cli=(redis-cli -h "$redis_host" -p "$redis_port")
+    local bench=(redis-benchmark -h "$redis_host" -p "$redis_port" -q -c 1)
+    echo "== Redis $("${cli[@]}" info server | sed -n 's/^redis_version:\(.*\)\r$/\1/p') at $redis_host:$redis_port"
+    rps() { tr '\r' '\n' | sed -n 's/.*: \([0-9.]*\) requests per second.*/\1/p' | tail -1; }
+    printf '%-58s %12.0f /s\n' "PING, 1 client, unpipelined" "$("${bench[@]}" -n 50000 ping 2>&1 | rps)"
+    printf '%-58s %12.0f /s\n' "HSET of a new 9-field hash, pipelined 1,000" "$("${bench[@]}" -n 200000 -P 1000 -r 100000000 \
+        hset 'jq_raw_limits:job:__rand_int__' id 0123456789abcdef0123456789abcdef queue bench kind bench_noop \
+        payload '{"n":12345}' priority 1 state pending max_attempts 25 run_at 1763793000000000 \
+        created_at 1763793000000000 2>&1 | rps)"
+    printf '%-58s %12.0f /s\n' "ZADD into one sorted set, pipelined 1,000" "$("${bench[@]}" -n 200000 -P 1000 -r 100000000 \
+        zadd 'jq_raw_limits:ready' 0 '0000000001763793000__rand_int__0123456789abcdef' 2>&1 | rps)"
+    local sha
+    sha=$("${cli[@]}" script load "return 1")
+    # calls and usec of EVALSHA so far (a delta: other clients' stats stay as they are)
+    evalsha_stats() {
+        "${cli[@]}" info commandstats | sed -n 's/^cmdstat_evalsha:calls=\([0-9]*\),usec=\([0-9]*\),.*/\1 \2/p'
+    }
+    local before after
+    before=$(evalsha_stats)
+    "${bench[@]}" -n 100000 -P 100 evalsha "$sha" 0 >/dev/null 2>&1
+    after=$(evalsha_stats)
+    printf '%-58s %12s us\n' "server time of an empty EVALSHA" \
+        "$(awk -v b="${before:-0 0}" -v a="$after" 'BEGIN { split(b, x, " "); split(a, y, " ");
+            printf "%.2f", (y[2] - x[2]) / (y[1] - x[1]) }')"
+    "${cli[@]}" --scan --pattern 'jq_raw_limits:*' | xargs -r -n 1000 "${cli[@]}" unlink >/dev/null
+}
+
+case "$which" in
+    all) postgres_limits; redis_limits ;;
+    postgres) postgres_limits ;;
+    redis) redis_limits ;;
+    *) echo "usage: $0 [all|postgres|redis]" >&2; exit 2 ;;
+esac
