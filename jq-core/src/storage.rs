@@ -223,16 +223,24 @@ pub trait Storage: Send + Sync + 'static {
     /// Pending, or to Dead when no attempts are left, with an error
     /// "lease expired" recorded for the lost attempt. Returns how many.
     /// Idempotent, safe from many processes at once, and never overwrites a
-    /// job that a concurrent ack just finished.
+    /// job that a concurrent ack just finished. An expired job whose stored
+    /// fields recover cannot use goes to Dead with the reason (counted too),
+    /// and does not stop the others.
     async fn recover(&self) -> Result<u64>;
 
     /// One job, or [`Error::NotFound`].
     async fn get(&self, id: JobId) -> Result<Job>;
 
     /// One page of jobs matching `filter`, by ascending id.
+    ///
+    /// A stored job that cannot be decoded is left out (logged at error
+    /// level with its id and the reason; [`Storage::get`] of it gives
+    /// [`Error::Corrupt`]) and the page is filled from the jobs after it:
+    /// a page shorter than its size still means there are no more.
     async fn list(&self, filter: &JobFilter) -> Result<Vec<Job>>;
 
-    /// Counts by queue and state; agrees with [`Storage::list`].
+    /// Counts by queue and state; agrees with [`Storage::list`]. Jobs whose
+    /// stored queue or state cannot be read are left out and logged.
     async fn stats(&self) -> Result<Stats>;
 
     /// Dead -> Pending (run_at now, lease cleared, errors kept). The job

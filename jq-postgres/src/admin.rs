@@ -2,10 +2,11 @@
 
 use jq_core::{Error, Job, JobFilter, JobId, Result, State, Stats};
 use sqlx::Row;
+use uuid::Uuid;
 
 use crate::Inner;
 use crate::enqueue::is_violation_of;
-use crate::error::map_sqlx;
+use crate::error::{corrupt, map_sqlx};
 use crate::row::{decode_job, decode_state};
 
 /// One job, or NotFound.
@@ -18,21 +19,55 @@ pub(crate) async fn get(inner: &Inner, id: JobId) -> Result<Job> {
 }
 
 /// One page by ascending id.
+///
+/// A row that does not decode is left out and logged, and the page is
+/// filled from the rows after it: a short page still means "no more", so
+/// paging with `after` neither stops early nor loops on a corrupt row.
+/// `get` of that row reports why.
 pub(crate) async fn list(inner: &Inner, filter: &JobFilter) -> Result<Vec<Job>> {
-    let limit = i64::try_from(filter.page_size()).unwrap_or(i64::MAX);
-    let rows = sqlx::query(inner.sql.list.q())
-        .bind(filter.queue.as_ref().map(|q| q.as_str()))
-        .bind(filter.state.map(State::as_str))
-        .bind(filter.kind.as_deref())
-        .bind(filter.after.map(|a| a.0))
-        .bind(limit)
-        .fetch_all(&inner.pool)
-        .await
-        .map_err(map_sqlx)?;
-    rows.iter().map(decode_job).collect()
+    let limit = filter.page_size();
+    let mut jobs = Vec::new();
+    let mut after = filter.after.map(|a| a.0);
+    while jobs.len() < limit {
+        let want = limit - jobs.len();
+        let rows = sqlx::query(inner.sql.list.q())
+            .bind(filter.queue.as_ref().map(|q| q.as_str()))
+            .bind(filter.state.map(State::as_str))
+            .bind(filter.kind.as_deref())
+            .bind(after)
+            .bind(i64::try_from(want).unwrap_or(i64::MAX))
+            .fetch_all(&inner.pool)
+            .await
+            .map_err(map_sqlx)?;
+        for row in &rows {
+            match decode_job(row) {
+                Ok(job) => jobs.push(job),
+                Err(e) => skipped(&inner.schema, &e),
+            }
+        }
+        if rows.len() < want {
+            break;
+        }
+        // A full page with rows skipped: go on after the last row read,
+        // corrupt or not (the id column is a uuid, so it always reads).
+        let Some(last) = rows.last() else { break };
+        after = Some(last.try_get::<Uuid, _>(0).map_err(|e| corrupt(None, format!("column id: {e}")))?);
+    }
+    Ok(jobs)
 }
 
-/// Counts by queue and state.
+/// Logs a row that `list` leaves out because it does not decode.
+fn skipped(schema: &str, e: &Error) {
+    match e {
+        Error::Corrupt { id: Some(id), reason } => {
+            tracing::error!(schema, job = %id, %reason, "list skips a job that cannot be decoded")
+        }
+        other => tracing::error!(schema, error = %other, "list skips a job that cannot be decoded"),
+    }
+}
+
+/// Counts by queue and state. A group whose state is unknown is left out
+/// and logged: one bad row must not hide the counts of all the others.
 pub(crate) async fn stats(inner: &Inner) -> Result<Stats> {
     let rows = sqlx::query(inner.sql.stats.q()).fetch_all(&inner.pool).await.map_err(map_sqlx)?;
     let mut stats = Stats::default();
@@ -40,10 +75,16 @@ pub(crate) async fn stats(inner: &Inner) -> Result<Stats> {
         let queue: String = row.try_get(0).map_err(map_sqlx)?;
         let state: String = row.try_get(1).map_err(map_sqlx)?;
         let count: i64 = row.try_get(2).map_err(map_sqlx)?;
-        let state: State = state
-            .parse()
-            .map_err(|e: Error| Error::Corrupt { id: None, reason: format!("queue {queue}: column state: {e}") })?;
-        stats.queues.entry(queue).or_default().add(state, u64::try_from(count).unwrap_or(0));
+        match state.parse::<State>() {
+            Ok(state) => stats.queues.entry(queue).or_default().add(state, u64::try_from(count).unwrap_or(0)),
+            Err(_) => tracing::error!(
+                schema = inner.schema,
+                %queue,
+                %state,
+                count,
+                "stats skips jobs whose state is not one jq knows (corrupt rows)"
+            ),
+        }
     }
     Ok(stats)
 }

@@ -244,6 +244,104 @@ async fn corrupt_row_is_a_typed_error_and_a_corrupt_claim_goes_dead() {
     f.cleanup().await;
 }
 
+/// Sets `column = literal` (SQL) on job `id`, around the backend.
+async fn corrupt(s: &jq_postgres::PostgresStorage, schema: &str, column: &str, literal: &str, id: jq_core::JobId) {
+    let sql = format!("UPDATE \"{schema}\".jobs SET {column} = {literal} WHERE id = $1");
+    let done = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id.0).execute(s.pool()).await.unwrap();
+    assert_eq!(done.rows_affected(), 1);
+}
+
+/// Every page of `list` with `filter`, following `after`; panics if paging
+/// does not end (a cursor that stops advancing).
+async fn pages(s: &jq_postgres::PostgresStorage, filter: JobFilter) -> Vec<Vec<jq_core::JobId>> {
+    let mut pages = Vec::new();
+    let mut after = None;
+    for _ in 0..100 {
+        let page = s.list(&JobFilter { after, ..filter.clone() }).await.unwrap();
+        let ids: Vec<_> = page.iter().map(|j| j.id).collect();
+        let full = ids.len() == filter.page_size();
+        after = ids.last().copied();
+        pages.push(ids);
+        if !full {
+            return pages;
+        }
+    }
+    panic!("paging did not end: {pages:?}");
+}
+
+#[tokio::test]
+async fn list_and_stats_skip_corrupt_rows() {
+    let f = Fixture::new().await;
+    let s = f.connect(Clock::system()).await;
+    let mut jobs: Vec<NewJob> = (0..8).map(|n| job("q", n)).collect();
+    jobs.sort_by_key(|j| j.id);
+    s.enqueue(jobs.clone()).await.unwrap();
+    // The first three in a row (a whole page of 2 and more), and one later.
+    let corrupt_rows = [
+        ("errors", "'{\"not\": \"a list\"}'", 0),
+        ("state", "'bogus'", 1),
+        ("priority", "9", 2),
+        ("state", "'bogus'", 5),
+        ("queue", "'no spaces allowed'", 6),
+    ];
+    for (column, literal, i) in corrupt_rows {
+        corrupt(&s, &f.schema, column, literal, jobs[i].id).await;
+    }
+    let good: Vec<_> = [3, 4, 7].iter().map(|&i| jobs[i].id).collect();
+
+    // get still says what is wrong; list leaves the rows out.
+    for (_, _, i) in corrupt_rows {
+        assert!(matches!(s.get(jobs[i].id).await, Err(Error::Corrupt { id: Some(id), .. }) if id == jobs[i].id));
+    }
+    let all = s.list(&JobFilter::default()).await.unwrap();
+    assert_eq!(all.iter().map(|j| j.id).collect::<Vec<_>>(), good);
+    // Pages stay full until the last, and the cursor moves past corrupt rows.
+    assert_eq!(
+        pages(&s, JobFilter { limit: 2, ..Default::default() }).await,
+        vec![good[..2].to_vec(), good[2..].to_vec()]
+    );
+    assert_eq!(pages(&s, JobFilter { limit: 1, ..Default::default() }).await.concat(), good);
+    assert_eq!(pages(&s, JobFilter { limit: 3, ..Default::default() }).await, vec![good.clone(), vec![]]);
+    let pending = JobFilter { state: Some(State::Pending), limit: 2, ..Default::default() };
+    assert_eq!(pages(&s, pending).await.concat(), good);
+
+    // stats count every row whose state they know (the bad queue name is
+    // still a queue to count).
+    let stats = s.stats().await.unwrap();
+    let q = stats.queues.get("q").copied().unwrap_or_default();
+    assert_eq!((q.get(State::Pending), q.total()), (5, 5), "{stats:?}");
+    assert_eq!(stats.total(State::Pending), 6, "{stats:?}");
+    f.cleanup().await;
+}
+
+/// Recover is one guarded UPDATE over typed columns: no stored value can
+/// make it fail, so a corrupt Running job does not hold up the others. It
+/// is handed on like any other (and buried by the claim that takes it).
+#[tokio::test]
+async fn recover_hands_on_an_expired_corrupt_job_with_the_others() {
+    let f = Fixture::new().await;
+    let clock = ManualClock::starting_now();
+    let s = f.connect(clock.clock()).await;
+    let jobs: Vec<NewJob> = (0..3).map(|n| job("q", n)).collect();
+    s.enqueue(jobs.clone()).await.unwrap();
+    assert_eq!(s.claim(&request("q", 10)).await.unwrap().len(), 3);
+    corrupt(&s, &f.schema, "errors", "'{\"not\": \"a list\"}'", jobs[0].id).await;
+    corrupt(&s, &f.schema, "priority", "9", jobs[1].id).await;
+    clock.advance(Duration::from_secs(31));
+    assert_eq!(s.recover().await.unwrap(), 3);
+    assert_eq!(s.recover().await.unwrap(), 0);
+    assert_eq!(s.get(jobs[2].id).await.unwrap().state, State::Pending);
+    let claimed = s.claim(&request("q", 10)).await.unwrap();
+    assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![jobs[2].id]);
+    for bad in &jobs[..2] {
+        let sql = format!("SELECT state FROM \"{}\".jobs WHERE id = $1", f.schema);
+        let state: String =
+            sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(bad.id.0).fetch_one(s.pool()).await.unwrap();
+        assert_eq!(state, "dead");
+    }
+    f.cleanup().await;
+}
+
 /// The model suite's failure: an operator's retry of a Dead job whose unique
 /// key a newer live job holds. Both are live afterwards (retry is "Dead ->
 /// Pending" whatever the key; SQLite and the reference model agree), and

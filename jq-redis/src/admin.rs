@@ -80,9 +80,18 @@ pub(crate) async fn list(s: &Inner, filter: &JobFilter) -> Result<Vec<Job>> {
             let mut cmd = scripts::call(&scripts::LIST, &keys);
             cmd.arg(&cursor).arg(limit - found).arg(state).arg(kind).arg(LIST_SCAN_BUDGET);
             let (rows, next): (Vec<Vec<String>>, String) = s.query(&cmd).await?;
-            found += rows.len();
+            // A hash that does not decode is left out and logged, and does
+            // not count: the loop goes on after it (the script's cursor is
+            // past every id it examined), so a short page still means "no
+            // more" and paging with `after` neither stops early nor loops.
             for r in rows {
-                jobs.push(row::decode(r)?);
+                match row::decode(r) {
+                    Ok(job) => {
+                        jobs.push(job);
+                        found += 1;
+                    }
+                    Err(e) => skipped(q, &e),
+                }
             }
             if next.is_empty() || found >= limit {
                 break;
@@ -93,6 +102,17 @@ pub(crate) async fn list(s: &Inner, filter: &JobFilter) -> Result<Vec<Job>> {
     jobs.sort_by_key(|j| j.id);
     jobs.truncate(limit);
     Ok(jobs)
+}
+
+/// Logs a job that `list` leaves out because its hash does not decode;
+/// `get` of it reports why.
+fn skipped(queue: &QueueName, e: &Error) {
+    match e {
+        Error::Corrupt { id: Some(id), reason } => {
+            tracing::error!(%queue, job = %id, %reason, "list skips a job that cannot be decoded")
+        }
+        other => tracing::error!(%queue, error = %other, "list skips a job that cannot be decoded"),
+    }
 }
 
 const COUNTED: [(State, &str); 6] = [

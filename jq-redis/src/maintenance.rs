@@ -41,7 +41,10 @@ pub(crate) async fn recover(s: &Inner) -> Result<u64> {
         loop {
             let mut cmd = scripts::call(&scripts::RECOVER, &keys);
             cmd.arg(s.now_micros()).arg(BATCH).arg(s.keys.channel());
-            let (moved, seen): (u64, u64) = s.query(&cmd).await?;
+            let (moved, seen, corrupt): (u64, u64, Vec<String>) = s.query(&cmd).await?;
+            for reason in corrupt {
+                tracing::error!(queue = %q, %reason, "recover moved an expired job that cannot be decoded to Dead");
+            }
             total += moved;
             if seen < BATCH as u64 {
                 break;

@@ -24,7 +24,37 @@ pub(crate) fn get(conn: &Connection, id: JobId) -> Result<Job> {
 }
 
 /// One page of jobs matching `filter`, by ascending id.
+///
+/// A row that does not decode is left out and logged, and the page is
+/// filled from the rows after it: a short page still means "no more", so
+/// paging with `after` neither stops early nor loops on a corrupt row.
+/// `get` of that row reports why.
 pub(crate) fn list(conn: &Connection, filter: &JobFilter) -> Result<Vec<Job>> {
+    let limit = filter.page_size();
+    let mut jobs = Vec::new();
+    let mut after = filter.after.map(|a| Value::Blob(a.0.as_bytes().to_vec()));
+    while jobs.len() < limit {
+        let want = limit - jobs.len();
+        let (seen, last) = list_page(conn, filter, after, want, &mut jobs)?;
+        if seen < want {
+            break;
+        }
+        // A full page with rows skipped: go on after the last row seen,
+        // corrupt or not (its raw id orders like any other).
+        after = last;
+    }
+    Ok(jobs)
+}
+
+/// Reads up to `want` rows after `after` into `jobs`, skipping rows that do
+/// not decode; returns how many rows were read and the raw id of the last.
+fn list_page(
+    conn: &Connection,
+    filter: &JobFilter,
+    after: Option<Value>,
+    want: usize,
+    jobs: &mut Vec<Job>,
+) -> Result<(usize, Option<Value>)> {
     // Only the filters given are in the SQL, so SQLite can pick an index;
     // prepare_cached keys on the text, so each shape is prepared once.
     let mut sql = format!("SELECT {COLUMNS} FROM jobs WHERE 1 = 1");
@@ -41,37 +71,71 @@ pub(crate) fn list(conn: &Connection, filter: &JobFilter) -> Result<Vec<Job>> {
         sql.push_str(" AND kind = ?");
         args.push(Value::Text(kind.clone()));
     }
-    if let Some(after) = filter.after {
+    if let Some(after) = after {
         sql.push_str(" AND id > ?");
-        args.push(Value::Blob(after.0.as_bytes().to_vec()));
+        args.push(after);
     }
     sql.push_str(" ORDER BY id LIMIT ?");
-    args.push(Value::Integer(i64::try_from(filter.page_size()).unwrap_or(i64::MAX)));
+    args.push(Value::Integer(i64::try_from(want).unwrap_or(i64::MAX)));
     let mut stmt = conn.prepare_cached(&sql).map_err(db)?;
-    let rows = stmt.query_map(params_from_iter(args), |r| Ok(row::decode(r))).map_err(db)?;
-    let mut jobs = Vec::new();
-    for job in rows {
-        jobs.push(job.map_err(db)??);
+    let rows = stmt.query_map(params_from_iter(args), |r| Ok((r.get::<_, Value>(0)?, row::decode(r)))).map_err(db)?;
+    let (mut seen, mut last) = (0, None);
+    for r in rows {
+        let (id, job) = r.map_err(db)?;
+        seen += 1;
+        match job {
+            Ok(job) => jobs.push(job),
+            Err(e) => skipped(&e),
+        }
+        last = Some(id);
     }
-    Ok(jobs)
+    Ok((seen, last))
 }
 
-/// Counts by queue and state.
+/// Logs a row that `list` leaves out because it does not decode.
+fn skipped(e: &Error) {
+    match e {
+        Error::Corrupt { id: Some(id), reason } => {
+            tracing::error!(job = %id, %reason, "list skips a job that cannot be decoded")
+        }
+        other => tracing::error!(error = %other, "list skips a job that cannot be decoded"),
+    }
+}
+
+/// Counts by queue and state. A group whose queue or state cannot be read,
+/// or whose state is unknown, is left out and logged: one bad row must not
+/// hide the counts of all the others.
 pub(crate) fn stats(conn: &Connection) -> Result<Stats> {
     let mut stmt = conn.prepare_cached(STATS).map_err(db)?;
     let mut rows = stmt.query([]).map_err(db)?;
     let mut stats = Stats::default();
     while let Some(r) = rows.next().map_err(db)? {
-        let queue: String = r.get(0).map_err(db)?;
-        let state: String = r.get(1).map_err(db)?;
         let n: i64 = r.get(2).map_err(db)?;
-        let state = parse_state(&state).ok_or_else(|| Error::Corrupt {
-            id: None,
-            reason: format!("a job of queue {queue:?} has state {state:?}"),
-        })?;
-        stats.queues.entry(queue).or_default().add(state, n.max(0) as u64);
+        let queue = r.get::<_, Value>(0).map_err(db)?;
+        let state = r.get::<_, Value>(1).map_err(db)?;
+        let known = match (&queue, &state) {
+            (Value::Text(queue), Value::Text(state)) => parse_state(state).map(|state| (queue, state)),
+            _ => None,
+        };
+        match known {
+            Some((queue, state)) => stats.queues.entry(queue.clone()).or_default().add(state, n.max(0) as u64),
+            None => tracing::error!(
+                queue = %show(&queue),
+                state = %show(&state),
+                count = n,
+                "stats skips jobs whose queue or state is not one jq knows (corrupt rows)"
+            ),
+        }
     }
     Ok(stats)
+}
+
+/// A stored value for a log line: text as it is, anything else as its type.
+fn show(v: &Value) -> String {
+    match v {
+        Value::Text(t) => t.clone(),
+        other => format!("{other:?}"),
+    }
 }
 
 /// Dead -> Pending with one more attempt.

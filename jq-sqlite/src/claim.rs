@@ -16,7 +16,7 @@ const PENDING: &str = include_str!("sql/claim_pending.sql");
 const DUE: &str = include_str!("sql/claim_due.sql");
 const TAKE: &str = include_str!("sql/claim_take.sql");
 const ROW: &str = include_str!("sql/claim_row.sql");
-const BURY: &str = include_str!("sql/claim_bury.sql");
+const BURY: &str = include_str!("sql/bury.sql");
 
 struct Candidate {
     seq: i64,

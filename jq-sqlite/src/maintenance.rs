@@ -7,9 +7,12 @@ use jq_core::{Result, State, Timestamp};
 use rusqlite::{Connection, params};
 
 use crate::error::db;
+use crate::row;
 
 const PROMOTE: &str = include_str!("sql/promote.sql");
 const RECOVER: &str = include_str!("sql/recover.sql");
+const RECOVER_CORRUPT: &str = include_str!("sql/recover_corrupt.sql");
+const BURY: &str = include_str!("sql/bury.sql");
 const PURGE: &str = include_str!("sql/purge.sql");
 
 /// Scheduled jobs due at `now` become Pending; returns how many.
@@ -19,10 +22,42 @@ pub(crate) fn promote(conn: &Connection, now: Timestamp) -> Result<u64> {
 }
 
 /// Running jobs whose lease expired by `now` go back to Pending or to Dead,
-/// in one guarded statement; returns how many.
+/// in one guarded statement; returns how many. Runs inside the writer's
+/// transaction, so the statement and the burials below apply together.
 pub(crate) fn recover(conn: &Connection, now: Timestamp) -> Result<u64> {
-    let n = conn.prepare_cached(RECOVER).map_err(db)?.execute(params![now.timestamp_micros()]).map_err(db)?;
-    Ok(n as u64)
+    let now_us = now.timestamp_micros();
+    let n = conn.prepare_cached(RECOVER).map_err(db)?.execute(params![now_us]).map_err(db)?;
+    Ok(n as u64 + bury_corrupt(conn, now_us)?)
+}
+
+/// Moves the expired Running jobs that recover.sql left alone (their row is
+/// corrupt) to Dead with the reason, as a claim does with a corrupt job:
+/// otherwise they would stay Running, and in the lease index, forever.
+/// Returns how many.
+fn bury_corrupt(conn: &Connection, now_us: i64) -> Result<u64> {
+    let found: Vec<(i64, String)> = {
+        let mut stmt = conn.prepare_cached(RECOVER_CORRUPT).map_err(db)?;
+        let rows = stmt
+            .query_map(params![now_us], |r| {
+                let reason = match row::decode(r) {
+                    Err(e) => e.to_string(),
+                    // Not expected: every row recover.sql refuses fails to
+                    // decode too. It is still not a row recover can update.
+                    Ok(job) => format!("job {} is corrupt in storage: recover cannot update its row", job.id),
+                };
+                Ok((r.get::<_, i64>(16)?, reason))
+            })
+            .map_err(db)?;
+        rows.collect::<rusqlite::Result<_>>().map_err(db)?
+    };
+    let mut bury = conn.prepare_cached(BURY).map_err(db)?;
+    let mut buried = 0;
+    for (seq, reason) in found {
+        tracing::error!(%reason, "recover found an expired job that cannot be decoded: moving it to Dead");
+        let message = format!("{reason} (its lease expired)");
+        buried += bury.execute(params![seq, now_us, message]).map_err(db)? as u64;
+    }
+    Ok(buried)
 }
 
 /// Deletes at most `limit` jobs in terminal `state` finished before

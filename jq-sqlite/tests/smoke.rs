@@ -292,3 +292,107 @@ async fn corrupt_row_is_a_typed_error_and_goes_dead_when_claimed() {
     assert_eq!(state, "dead");
     assert!(s.claim(&request(&["q"], 10)).await.unwrap().is_empty());
 }
+
+/// Every page of `list` with `limit`, following `after`; panics if paging
+/// does not end (a cursor that stops advancing).
+async fn pages(s: &SqliteStorage, filter: JobFilter) -> Vec<Vec<jq_core::JobId>> {
+    let mut pages = Vec::new();
+    let mut after = None;
+    for _ in 0..100 {
+        let page = s.list(&JobFilter { after, ..filter.clone() }).await.unwrap();
+        let ids: Vec<_> = page.iter().map(|j| j.id).collect();
+        let full = ids.len() == filter.page_size();
+        after = ids.last().copied();
+        pages.push(ids);
+        if !full {
+            return pages;
+        }
+    }
+    panic!("paging did not end: {pages:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_and_stats_skip_corrupt_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("jobs.db");
+    let clock = ManualClock::starting_now();
+    let s = SqliteStorage::open(SqliteConfig::new(&path).clock(clock.clock())).unwrap();
+    let mut jobs: Vec<NewJob> = (0..8).map(|_| job(&clock, "q")).collect();
+    jobs.sort_by_key(|j| j.id);
+    s.enqueue(jobs.clone()).await.unwrap();
+    // The first three in a row (a whole page of 2 and more), and one later.
+    let other = jq_sqlite::rusqlite::Connection::open(&path).unwrap();
+    let corrupt = [
+        ("errors", "'not json'", 0),
+        ("state", "'bogus'", 1),
+        ("priority", "'urgent'", 2),
+        ("state", "'bogus'", 5),
+        ("queue", "x'00'", 6),
+    ];
+    for (column, literal, i) in corrupt {
+        let sql = format!("UPDATE jobs SET {column} = {literal} WHERE id = ?1");
+        assert_eq!(other.execute(&sql, [jobs[i].id.0.as_bytes()]).unwrap(), 1);
+    }
+    let good: Vec<_> = [3, 4, 7].iter().map(|&i| jobs[i].id).collect();
+
+    // get still says what is wrong; list leaves the rows out.
+    for (_, _, i) in corrupt {
+        assert!(matches!(s.get(jobs[i].id).await, Err(Error::Corrupt { id: Some(id), .. }) if id == jobs[i].id));
+    }
+    let all = s.list(&JobFilter::default()).await.unwrap();
+    assert_eq!(all.iter().map(|j| j.id).collect::<Vec<_>>(), good);
+    // Pages stay full until the last, and the cursor moves past corrupt rows.
+    assert_eq!(
+        pages(&s, JobFilter { limit: 2, ..Default::default() }).await,
+        vec![good[..2].to_vec(), good[2..].to_vec()]
+    );
+    assert_eq!(pages(&s, JobFilter { limit: 1, ..Default::default() }).await.concat(), good);
+    assert_eq!(pages(&s, JobFilter { limit: 3, ..Default::default() }).await, vec![good.clone(), vec![]]);
+    let pending = JobFilter { state: Some(State::Pending), limit: 2, ..Default::default() };
+    assert_eq!(pages(&s, pending).await.concat(), good);
+
+    // stats count every row whose queue and state they know.
+    let stats = s.stats().await.unwrap();
+    let q = stats.queues.get("q").copied().unwrap_or_default();
+    assert_eq!((q.get(State::Pending), q.total(), stats.queues.len()), (5, 5, 1), "{stats:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recover_buries_an_expired_corrupt_job_and_recovers_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("jobs.db");
+    let clock = ManualClock::starting_now();
+    let s = SqliteStorage::open(SqliteConfig::new(&path).clock(clock.clock())).unwrap();
+    let jobs: Vec<NewJob> = (0..4).map(|_| job(&clock, "q")).collect();
+    s.enqueue(jobs.clone()).await.unwrap();
+    assert_eq!(s.claim(&request(&["q"], 10)).await.unwrap().len(), 4);
+    // Corrupted while Running: each of these used to fail the recover
+    // statement as a whole (malformed JSON, a BLOB in json_object), or
+    // would have been handed on as garbage.
+    let other = jq_sqlite::rusqlite::Connection::open(&path).unwrap();
+    let corrupt = [("errors", "'not json'", 0), ("attempts", "x'00'", 1), ("max_attempts", "'many'", 2)];
+    for (column, literal, i) in corrupt {
+        let sql = format!("UPDATE jobs SET {column} = {literal} WHERE id = ?1");
+        assert_eq!(other.execute(&sql, [jobs[i].id.0.as_bytes()]).unwrap(), 1);
+    }
+    clock.advance(Duration::from_secs(31));
+    assert_eq!(s.recover().await.unwrap(), 4);
+    assert_eq!(s.recover().await.unwrap(), 0, "nothing is left Running with an expired lease");
+    let good = s.get(jobs[3].id).await.unwrap();
+    assert_eq!(good.state, State::Pending);
+    assert_eq!(good.errors.len(), 1);
+    for (column, _, i) in corrupt {
+        let (state, errors, expires): (String, String, Option<i64>) = other
+            .query_row(
+                "SELECT state, errors, lease_expires_at FROM jobs WHERE id = ?1",
+                [jobs[i].id.0.as_bytes()],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .unwrap();
+        assert_eq!((state.as_str(), expires), ("dead", None), "{column}");
+        assert!(errors.contains(column) && errors.contains("lease expired"), "{column}: {errors}");
+    }
+    // The good job is claimable again; the buried ones are not.
+    let claimed = s.claim(&request(&["q"], 10)).await.unwrap();
+    assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![jobs[3].id]);
+}
