@@ -77,6 +77,13 @@ async fn claim_from(s: &Inner, queues: &[&str], limit: usize, request: &ClaimReq
         let mut jobs = Vec::with_capacity(got);
         let mut corrupt = Vec::new();
         for (row, token) in rows.into_iter().zip(tokens) {
+            if let [Some(tag), Some(id), Some(reason)] = row.as_slice()
+                && tag == "corrupt"
+            {
+                // claim.lua moved it to Dead already; its token is unused
+                tracing::error!(job = %id, %reason, "claimed a job that cannot be used: moved it to Dead");
+                continue;
+            }
             let located = claimed_id_and_queue(&row, queues);
             match row::decode_claimed(row, queues, token.to_string(), &request.worker, &expires) {
                 Ok(job) => jobs.push(job),

@@ -9,7 +9,8 @@ mod common;
 use std::time::Duration;
 
 use jq_core::{
-    ClaimRequest, Error, JobFilter, ManualClock, NewJob, Payload, Priority, QueueName, State, Storage, StorageExt,
+    ClaimRequest, Completion, Error, JobFilter, ManualClock, NewJob, Outcome, Payload, Priority, QueueName, State,
+    Storage, StorageExt,
 };
 use jq_redis::{RedisConfig, RedisStorage};
 
@@ -228,6 +229,73 @@ async fn recover_buries_corrupt_running_jobs_and_recovers_the_others() {
     assert_eq!((stats.total(State::Dead), stats.total(State::Pending), stats.total(State::Running)), (5, 1, 0));
     let claimed = s.claim(&request("q", 10)).await.unwrap();
     assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![jobs[5].id]);
+    common::drop_prefix(&prefix).await;
+}
+
+/// State and errors of a job, read raw (a corrupt job does not decode).
+async fn raw_state_and_errors(s: &RedisStorage, queue: &str, id: jq_core::JobId) -> (String, String) {
+    let mut conn = raw_conn().await;
+    redis::cmd("HMGET").arg(s.keys().job(queue, id)).arg("state").arg("errors").query_async(&mut conn).await.unwrap()
+}
+
+/// Claim and complete check the numbers they compute with before writing:
+/// a script that failed halfway would leave its batch partly applied (out
+/// of every index, or Running without a lease entry), which Redis never
+/// rolls back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claim_and_complete_bury_jobs_whose_numbers_are_corrupt() {
+    let prefix = common::prefix();
+    let clock = ManualClock::starting_now();
+    let s = common::connect(&prefix, clock.clock()).await;
+    let base = s.keys().base("q");
+    let mut conn = raw_conn().await;
+
+    // Claim, fast path (pending only): attempts corrupt in the middle of the batch.
+    let pending: Vec<NewJob> = (0..3).map(|n| job("q", n).build_at(clock.now()).unwrap()).collect();
+    s.enqueue(pending.clone()).await.unwrap();
+    corrupt(&s, "q", pending[1].id, "attempts", "x").await;
+    let claimed = s.claim(&request("q", 10)).await.unwrap();
+    assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![pending[0].id, pending[2].id]);
+    let (state, errors) = raw_state_and_errors(&s, "q", pending[1].id).await;
+    assert_eq!(state, "dead");
+    assert!(errors.contains("attempts") && errors.contains("claimed"), "{errors}");
+    let leased: u64 = redis::cmd("ZCARD").arg(format!("{base}leases")).query_async(&mut conn).await.unwrap();
+    assert_eq!(leased, 2, "exactly the two claimed jobs hold a lease entry");
+
+    // Complete: a retry and a release of jobs corrupted while Running.
+    corrupt(&s, "q", claimed[0].id, "max_attempts", "many").await;
+    corrupt(&s, "q", claimed[1].id, "priority", "urgent").await;
+    let results = s
+        .complete(vec![
+            Completion {
+                lease: claimed[0].lease_ref().unwrap(),
+                outcome: Outcome::Retry { error: "boom".into(), delay: Duration::ZERO },
+            },
+            Completion { lease: claimed[1].lease_ref().unwrap(), outcome: Outcome::Release { delay: Duration::ZERO } },
+        ])
+        .await
+        .unwrap();
+    assert!(results.iter().all(|r| matches!(r, Ok(State::Dead))), "{results:?}");
+    for (job, field) in [(&claimed[0], "max_attempts"), (&claimed[1], "priority")] {
+        let (state, errors) = raw_state_and_errors(&s, "q", job.id).await;
+        assert_eq!(state, "dead", "{field}");
+        assert!(errors.contains(field), "{field}: {errors}");
+    }
+
+    // Claim, general path (a due Scheduled job): its priority cannot be sorted.
+    let later = job("q", 9).run_at(clock.now() + chrono::Duration::seconds(5)).build_at(clock.now()).unwrap();
+    let ok = job("q", 10).build_at(clock.now()).unwrap();
+    s.enqueue(vec![later.clone(), ok.clone()]).await.unwrap();
+    corrupt(&s, "q", later.id, "priority", "soon").await;
+    clock.advance(Duration::from_secs(6));
+    let claimed = s.claim(&request("q", 10)).await.unwrap();
+    assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![ok.id]);
+    let (state, errors) = raw_state_and_errors(&s, "q", later.id).await;
+    assert_eq!(state, "dead");
+    assert!(errors.contains("priority"), "{errors}");
+
+    let stats = s.stats().await.unwrap();
+    assert_eq!((stats.total(State::Dead), stats.total(State::Running), stats.total(State::Pending)), (4, 1, 0));
     common::drop_prefix(&prefix).await;
 }
 

@@ -15,7 +15,10 @@
 -- then run_at, then id): kind, payload, priority, max_attempts, run_at,
 -- created_at, attempts (after this claim), errors, unique_key (nil when
 -- absent), id, queue index (1-based into KEYS). The k-th job got the k-th
--- token; state, worker and expiry are what the client sent.
+-- token; state, worker and expiry are what the client sent. A candidate
+-- whose stored priority or attempts is not an integer is moved to Dead
+-- with the reason instead (see int() in common.lua) and returned as
+-- { "corrupt", id, reason } in its place, its token unused.
 
 local now = tonumber(ARGV[1])
 local limit = tonumber(ARGV[2])
@@ -24,6 +27,8 @@ local worker = ARGV[4]
 local due_bound = tonumber(ARGV[5])
 
 local candidates = {}
+-- rows of the candidates buried before the loop below (see the header)
+local buried = {}
 local sorted = #KEYS == 1
 -- True when the candidates were popped off ready already (see below).
 local popped = false
@@ -45,10 +50,18 @@ for q = 1, #KEYS do
   end
   for i = 1, #due, 2 do
     local id = due[i]
-    local priority = redis.call('HGET', job_key(base, id), 'priority')
+    local key = job_key(base, id)
+    local stored = redis.call('HGET', key, 'priority')
+    local priority = int(stored)
     if priority then
-      candidates[#candidates + 1] = { -tonumber(priority), ready_member(tonumber(due[i + 1]), id), base, id, q }
+      candidates[#candidates + 1] = { -priority, ready_member(tonumber(due[i + 1]), id), base, id, q }
       sorted = false
+    elseif stored then
+      -- Unsortable, so it cannot wait for its turn: buried at once.
+      redis.call('ZREM', base .. 'scheduled', id)
+      local reason = 'job ' .. id .. ' is corrupt in storage: ' .. unusable('priority', stored) .. ' (found when it was due)'
+      bury_corrupt(base, key, id, int(redis.call('HGET', key, 'attempts') or 0), now, reason)
+      buried[#buried + 1] = { 'corrupt', id, reason }
     end
   end
   local top = redis.call('ZRANGE', base .. 'ready', 0, limit - 1, 'WITHSCORES')
@@ -65,7 +78,7 @@ end
 
 local expires = now + lease
 local expires_s = fmt(expires)
-local out = {}
+local out = buried
 local removed = {}
 local leased = {}
 for _, c in ipairs(candidates) do
@@ -85,9 +98,14 @@ for _, c in ipairs(candidates) do
   -- adds id, queue, state and the lease, which it sent or computed.
   local f = redis.call('HMGET', key, 'kind', 'payload', 'priority', 'max_attempts', 'run_at', 'created_at',
     'attempts', 'errors', 'unique_key')
-  if f[1] then
+  local done_attempts = f[1] and int(f[7] or 0)
+  if f[1] and not done_attempts then
+    local reason = 'job ' .. id .. ' is corrupt in storage: ' .. unusable('attempts', f[7]) .. ' (found when it was claimed)'
+    bury_corrupt(base, key, id, 0, now, reason)
+    out[#out + 1] = { 'corrupt', id, reason }
+  elseif f[1] then
     local token = ARGV[6 + #out]
-    local attempts = fmt(tonumber(f[7] or 0) + 1)
+    local attempts = fmt(done_attempts + 1)
     f[7] = attempts
     redis.call('HSET', key, 'state', 'running', 'attempts', attempts, 'lease_token', token,
       'lease_worker', worker, 'lease_expires_at', expires_s)

@@ -11,6 +11,25 @@ local function fmt(n)
   return string.format('%d', n)
 end
 
+-- Redis does not roll a script back when it fails halfway, so a script
+-- checks every stored field it computes with before its first write to
+-- that job; a job whose fields it cannot use (hand-edited, foreign writer)
+-- goes to Dead with the reason instead of stopping the script.
+
+-- The integer `v` holds, or nil when it holds none (missing, not a number,
+-- NaN, infinite, fractional, or beyond what a double holds exactly).
+local function int(v)
+  local n = tonumber(v)
+  if n and n == math.floor(n) and n > -2 ^ 53 and n < 2 ^ 53 then return n end
+  return nil
+end
+
+-- Why the field `name` with value `v` is unusable.
+local function unusable(name, v)
+  if v == nil or v == false then return 'field ' .. name .. ' is missing' end
+  return 'field ' .. name .. ' ' .. cjson.encode(v) .. ' is not an integer'
+end
+
 -- Member of the ready set: score -priority (so ZRANGE gives the highest
 -- priority first), then this member orders lexicographically by run_at
 -- (20 zero-padded digits) and id (32 lowercase hex digits).
@@ -116,3 +135,10 @@ local function zadd_chunked(key, pairs_)
   call_chunked('ZADD', key, pairs_)
 end
 
+-- Moves a job whose stored fields are unusable to Dead, with the reason as
+-- the error of attempt `attempt` (0 when that is unknown too). The caller
+-- has taken the job out of the index it was in.
+local function bury_corrupt(base, key, id, attempt, now, reason)
+  append_error(key, attempt or 0, now, reason)
+  return make_terminal(base, key, id, 'dead', now)
+end

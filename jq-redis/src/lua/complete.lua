@@ -8,7 +8,10 @@
 --   outcome ("ack" | "retry" | "fail" | "release"), error message ("" for
 --   ack/release), delay (microseconds; retry and release)
 -- Returns one value per item: the job's new state, or "lost" when the job is
--- unknown, not Running, or holds another token (nothing changed then).
+-- unknown, not Running, or holds another token (nothing changed then). A
+-- retry, fail or release of a job whose stored attempts (or, where the
+-- outcome needs them, max_attempts or priority) is not an integer moves it
+-- to Dead with that reason.
 --
 -- Per acked job this costs one HMGET and one HSET; the index moves (out of
 -- leases, into done:<state>) are collected and written once per queue at
@@ -56,9 +59,24 @@ for j = 0, n - 1 do
       state = finish(base, qi, key, id, 'completed', uk)
     else
       local g = redis.call('HMGET', key, 'attempts', 'max_attempts', 'priority')
-      local attempts, max_attempts, priority = tonumber(g[1] or 0), tonumber(g[2]), g[3]
+      local attempts, max_attempts, priority = int(g[1] or 0), int(g[2]), int(g[3])
       local message, delay = ARGV[a + 5], tonumber(ARGV[a + 6])
-      if outcome == 'retry' then
+      local why
+      if not attempts then
+        why = unusable('attempts', g[1])
+      elseif outcome == 'retry' and not max_attempts then
+        why = unusable('max_attempts', g[2])
+      elseif outcome ~= 'fail' and not priority then
+        why = unusable('priority', g[3])
+      end
+      if why then
+        -- see int() in common.lua: the outcome cannot be applied as asked
+        local reason = 'job ' .. id .. ' is corrupt in storage: ' .. why .. ' (found when its ' .. outcome
+          .. ' was recorded)'
+        if message ~= '' then reason = reason .. ': ' .. message end
+        append_error(key, attempts or 0, now, reason)
+        state = finish(base, qi, key, id, 'dead', uk)
+      elseif outcome == 'retry' then
         append_error(key, attempts, now, message)
         if attempts >= max_attempts then
           state = finish(base, qi, key, id, 'dead', uk)

@@ -14,25 +14,9 @@
 -- same script as the write, so a job a concurrent ack just finished is never
 -- touched.
 --
--- Redis does not roll a script back when it fails halfway, so every field
--- this script computes with is checked before the first write to its job.
--- A job whose fields cannot be used (hand-edited, foreign writer) goes to
--- Dead with the reason, as a claim does with a job it cannot decode: it
--- must not stop the others, nor stay in the lease index forever.
-
--- The integer `v` holds, or nil when it holds none (missing, not a number,
--- NaN, infinite, fractional, or beyond what a double holds exactly).
-local function int(v)
-  local n = tonumber(v)
-  if n and n == math.floor(n) and n > -2 ^ 53 and n < 2 ^ 53 then return n end
-  return nil
-end
-
--- Why the field `name` with value `v` is unusable.
-local function unusable(name, v)
-  if v == nil then return 'field ' .. name .. ' is missing' end
-  return 'field ' .. name .. ' ' .. cjson.encode(v) .. ' is not an integer'
-end
+-- Every field this script computes with is checked before the first write
+-- to its job (see int() in common.lua): a corrupt job goes to Dead with the
+-- reason; it must not stop the others, nor stay in the lease index forever.
 
 local base = KEYS[1]
 local now = tonumber(ARGV[1])
@@ -63,8 +47,7 @@ for _, id in ipairs(expired) do
       local reason = 'job ' .. id .. ' is corrupt in storage: ' .. why .. ' (found when its lease expired)'
       redis.call('ZREM', base .. 'leases', id)
       clear_lease(key)
-      append_error(key, attempts or 0, now, reason)
-      make_terminal(base, key, id, 'dead', now)
+      bury_corrupt(base, key, id, attempts, now, reason)
       reasons[#reasons + 1] = reason
       moved = moved + 1
     elseif expires <= now then
