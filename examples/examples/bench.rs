@@ -217,11 +217,11 @@ where
 {
     let mut all = Vec::with_capacity(runs);
     for run in 1..=runs {
-        let mut f = Figures::default();
-        f.batch_enqueue = fresh().await?.measure(batch_enqueue).await?;
-        f.single_enqueue = fresh().await?.measure(single_enqueue).await?;
-        f.drain = fresh().await?.measure(drain).await?;
-        (f.p50, f.p99) = fresh().await?.measure(latency).await?;
+        let batch_enqueue = fresh().await?.measure(batch_enqueue).await?;
+        let single_enqueue = fresh().await?.measure(single_enqueue).await?;
+        let drain = fresh().await?.measure(drain).await?;
+        let (p50, p99) = fresh().await?.measure(latency).await?;
+        let f = Figures { batch_enqueue, single_enqueue, drain, p50, p99 };
         eprintln!(
             "run {run}/{runs}: batch {:.0}/s, single {:.0}/s, drain {:.0}/s, p50 {:?}, p99 {:?}",
             f.batch_enqueue, f.single_enqueue, f.drain, f.p50, f.p99
