@@ -34,7 +34,20 @@ redis_port=${JQ_REDIS_PORT:-6379}
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 
+# Fails with the package to install when a tool is missing.
+need() { # package tool...
+    local package=$1
+    shift
+    for tool in "$@"; do
+        command -v "$tool" >/dev/null || {
+            echo "raw-limits: $tool not found; install Debian's $package (apt-get install $package)" >&2
+            exit 1
+        }
+    done
+}
+
 postgres_limits() {
+    need postgresql-client psql pgbench
     local psql=(psql -h "$pg_host" -p "$pg_port" -U "$pg_user" -X -q -v ON_ERROR_STOP=1 postgres)
     echo "== PostgreSQL $("${psql[@]}" -Atc 'SHOW server_version') at $pg_host:$pg_port" \
         "(synchronous_commit=$("${psql[@]}" -Atc 'SHOW synchronous_commit'))"
@@ -117,6 +130,7 @@ SQL
 }
 
 redis_limits() {
+    need redis-tools redis-cli redis-benchmark
     local cli=(redis-cli -h "$redis_host" -p "$redis_port")
     local bench=(redis-benchmark -h "$redis_host" -p "$redis_port" -q -c 1)
     echo "== Redis $("${cli[@]}" info server | sed -n 's/^redis_version:\(.*\)\r$/\1/p') at $redis_host:$redis_port"
