@@ -124,24 +124,6 @@ async fn corrupt(s: &RedisStorage, queue: &str, id: jq_core::JobId, field: &str,
         redis::cmd("HSET").arg(s.keys().job(queue, id)).arg(field).arg(value).query_async(&mut conn).await.unwrap();
 }
 
-/// Every page of `list` with `filter`, following `after`; panics if paging
-/// does not end (a cursor that stops advancing).
-async fn pages(s: &RedisStorage, filter: JobFilter) -> Vec<Vec<jq_core::JobId>> {
-    let mut pages = Vec::new();
-    let mut after = None;
-    for _ in 0..100 {
-        let page = s.list(&JobFilter { after, ..filter.clone() }).await.unwrap();
-        let ids: Vec<_> = page.iter().map(|j| j.id).collect();
-        let full = ids.len() == filter.page_size();
-        after = ids.last().copied();
-        pages.push(ids);
-        if !full {
-            return pages;
-        }
-    }
-    panic!("paging did not end: {pages:?}");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_skips_corrupt_hashes_and_pages_past_them() {
     let prefix = common::prefix();
@@ -170,13 +152,16 @@ async fn list_skips_corrupt_hashes_and_pages_past_them() {
     assert_eq!(all.iter().map(|j| j.id).collect::<Vec<_>>(), good);
     // Pages stay full until the last, and the cursor moves past corrupt hashes.
     assert_eq!(
-        pages(&s, JobFilter { limit: 2, ..Default::default() }).await,
+        jq_testkit::list_pages(&s, JobFilter { limit: 2, ..Default::default() }).await,
         vec![good[..2].to_vec(), good[2..].to_vec()]
     );
-    assert_eq!(pages(&s, JobFilter { limit: 1, ..Default::default() }).await.concat(), good);
-    assert_eq!(pages(&s, JobFilter { limit: 3, ..Default::default() }).await, vec![good.clone(), vec![]]);
+    assert_eq!(jq_testkit::list_pages(&s, JobFilter { limit: 1, ..Default::default() }).await.concat(), good);
+    assert_eq!(
+        jq_testkit::list_pages(&s, JobFilter { limit: 3, ..Default::default() }).await,
+        vec![good.clone(), vec![]]
+    );
     let pending = JobFilter { state: Some(State::Pending), limit: 2, ..Default::default() };
-    assert_eq!(pages(&s, pending).await.concat(), good);
+    assert_eq!(jq_testkit::list_pages(&s, pending).await.concat(), good);
     // stats count the indexes, not the hashes: corrupt fields do not matter
     assert_eq!(s.stats().await.unwrap().total(State::Pending), 8);
     common::drop_prefix(&prefix).await;

@@ -293,24 +293,6 @@ async fn corrupt_row_is_a_typed_error_and_goes_dead_when_claimed() {
     assert!(s.claim(&request(&["q"], 10)).await.unwrap().is_empty());
 }
 
-/// Every page of `list` with `limit`, following `after`; panics if paging
-/// does not end (a cursor that stops advancing).
-async fn pages(s: &SqliteStorage, filter: JobFilter) -> Vec<Vec<jq_core::JobId>> {
-    let mut pages = Vec::new();
-    let mut after = None;
-    for _ in 0..100 {
-        let page = s.list(&JobFilter { after, ..filter.clone() }).await.unwrap();
-        let ids: Vec<_> = page.iter().map(|j| j.id).collect();
-        let full = ids.len() == filter.page_size();
-        after = ids.last().copied();
-        pages.push(ids);
-        if !full {
-            return pages;
-        }
-    }
-    panic!("paging did not end: {pages:?}");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_and_stats_skip_corrupt_rows() {
     let dir = tempfile::tempdir().unwrap();
@@ -343,13 +325,16 @@ async fn list_and_stats_skip_corrupt_rows() {
     assert_eq!(all.iter().map(|j| j.id).collect::<Vec<_>>(), good);
     // Pages stay full until the last, and the cursor moves past corrupt rows.
     assert_eq!(
-        pages(&s, JobFilter { limit: 2, ..Default::default() }).await,
+        jq_testkit::list_pages(&s, JobFilter { limit: 2, ..Default::default() }).await,
         vec![good[..2].to_vec(), good[2..].to_vec()]
     );
-    assert_eq!(pages(&s, JobFilter { limit: 1, ..Default::default() }).await.concat(), good);
-    assert_eq!(pages(&s, JobFilter { limit: 3, ..Default::default() }).await, vec![good.clone(), vec![]]);
+    assert_eq!(jq_testkit::list_pages(&s, JobFilter { limit: 1, ..Default::default() }).await.concat(), good);
+    assert_eq!(
+        jq_testkit::list_pages(&s, JobFilter { limit: 3, ..Default::default() }).await,
+        vec![good.clone(), vec![]]
+    );
     let pending = JobFilter { state: Some(State::Pending), limit: 2, ..Default::default() };
-    assert_eq!(pages(&s, pending).await.concat(), good);
+    assert_eq!(jq_testkit::list_pages(&s, pending).await.concat(), good);
 
     // stats count every row whose queue and state they know.
     let stats = s.stats().await.unwrap();

@@ -71,13 +71,36 @@
 //!   of heartbeat's lost ids, lease tokens (each side's are mapped to the
 //!   claim that issued them), payload formatting (compared as JSON values).
 
-use jq_core::{Clock, Storage};
+use jq_core::{Clock, JobFilter, JobId, Storage};
 
 pub mod memory;
 pub mod model;
 pub mod scenarios;
 
 pub use memory::{MemoryHarness, MemoryStorage};
+
+/// The ids of every page [`Storage::list`] gives for `filter`, from the
+/// start and following the `after` cursor until a page is not full, as
+/// operators' tools page. Panics when a call fails or paging does not end
+/// within 1,000 pages (a cursor that stops advancing).
+pub async fn list_pages<S: Storage + ?Sized>(storage: &S, filter: JobFilter) -> Vec<Vec<JobId>> {
+    let mut pages = Vec::new();
+    let mut after = None;
+    for _ in 0..1_000 {
+        let page = storage
+            .list(&JobFilter { after, ..filter.clone() })
+            .await
+            .unwrap_or_else(|e| panic!("list after {after:?}: {e}"));
+        let ids: Vec<JobId> = page.iter().map(|j| j.id).collect();
+        let full = ids.len() == filter.page_size();
+        after = ids.last().copied();
+        pages.push(ids);
+        if !full {
+            return pages;
+        }
+    }
+    panic!("paging did not end: {pages:?}");
+}
 
 /// One test's private namespace on a backend (SQLite: a temp file;
 /// PostgreSQL: a fresh schema; Redis: a random key prefix; memory: shared state).
