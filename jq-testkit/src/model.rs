@@ -30,7 +30,7 @@ use jq_core::{
 };
 use proptest::prelude::*;
 use proptest::sample::Index;
-use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
+use proptest::test_runner::{Config, TestCaseError, TestError, TestRng, TestRunner};
 
 use crate::{Harness, MemoryStorage};
 
@@ -182,9 +182,35 @@ where
     Fut: Future<Output = H>,
 {
     let cases = std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(DEFAULT_CASES);
-    let config = Config { cases, max_shrink_iters: 512, failure_persistence: None, ..Config::default() };
+    run(TestRunner::new(config(cases)), setup);
+}
+
+/// [`check`] with `cases` cases drawn from a fixed seed: the same
+/// sequences on every run. For tests that must find a known bug every
+/// time (a suite's own mutation tests), where [`check`]'s fresh random
+/// sequences would find it only most of the time.
+pub fn check_deterministic<H, F, Fut>(cases: u32, setup: F)
+where
+    H: Harness,
+    F: Fn() -> Fut,
+    Fut: Future<Output = H>,
+{
+    let config = config(cases);
+    let rng = TestRng::deterministic_rng(config.rng_algorithm);
+    run(TestRunner::new_with_rng(config, rng), setup);
+}
+
+fn config(cases: u32) -> Config {
+    Config { cases, max_shrink_iters: 512, failure_persistence: None, ..Config::default() }
+}
+
+fn run<H, F, Fut>(mut runner: TestRunner, setup: F)
+where
+    H: Harness,
+    F: Fn() -> Fut,
+    Fut: Future<Output = H>,
+{
     let runtime = crate::__private::runtime();
-    let mut runner = TestRunner::new(config);
     let strategy = prop::collection::vec(op(), 1..50);
     let result = runner.run(&strategy, |ops| {
         runtime.block_on(async {

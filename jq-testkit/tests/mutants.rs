@@ -100,7 +100,13 @@ fn fails(f: impl FnOnce()) -> bool {
 }
 
 fn model_catches(bug: Bug) -> bool {
-    fails(|| jq_testkit::model::check(move || async move { MutantHarness { inner: MemoryHarness::new(), bug } }))
+    // Fixed sequences, many of them: a mutation must be caught on every run,
+    // not on most (24 fresh random cases once missed the unfenced ack).
+    fails(|| {
+        jq_testkit::model::check_deterministic(256, move || async move {
+            MutantHarness { inner: MemoryHarness::new(), bug }
+        })
+    })
 }
 
 #[test]
