@@ -71,7 +71,7 @@
 //!   of heartbeat's lost ids, lease tokens (each side's are mapped to the
 //!   claim that issued them), payload formatting (compared as JSON values).
 
-use jq_core::{Clock, JobFilter, JobId, Storage};
+use jq_core::{Clock, Error, JobFilter, JobId, State, Storage};
 
 pub mod memory;
 pub mod model;
@@ -100,6 +100,31 @@ pub async fn list_pages<S: Storage + ?Sized>(storage: &S, filter: JobFilter) -> 
         }
     }
     panic!("paging did not end: {pages:?}");
+}
+
+/// Checks how a backend's admin reads treat rows its own test corrupted
+/// (how to corrupt one is backend-specific): `get` of each of `corrupt`
+/// says [`Error::Corrupt`] with its id, and `list` leaves them out of every
+/// page while pages stay full until the last, also with a state filter.
+/// `good` are the other jobs, all Pending, in id order; there must be 3.
+/// Panics on the first difference.
+pub async fn assert_list_skips_corrupt<S: Storage + ?Sized>(storage: &S, corrupt: &[JobId], good: &[JobId]) {
+    assert_eq!(good.len(), 3, "the page sizes below assume 3 good jobs");
+    for &bad in corrupt {
+        let got = storage.get(bad).await;
+        assert!(matches!(&got, Err(Error::Corrupt { id: Some(id), .. }) if *id == bad), "get {bad}: {got:?}");
+    }
+    let all = storage.list(&JobFilter::default()).await.unwrap_or_else(|e| panic!("list: {e}"));
+    assert_eq!(all.iter().map(|j| j.id).collect::<Vec<_>>(), good);
+    // Pages stay full until the last, and the cursor moves past corrupt rows.
+    assert_eq!(
+        list_pages(storage, JobFilter { limit: 2, ..Default::default() }).await,
+        vec![good[..2].to_vec(), good[2..].to_vec()]
+    );
+    assert_eq!(list_pages(storage, JobFilter { limit: 1, ..Default::default() }).await.concat(), good);
+    assert_eq!(list_pages(storage, JobFilter { limit: 3, ..Default::default() }).await, vec![good.to_vec(), vec![]]);
+    let pending = JobFilter { state: Some(State::Pending), limit: 2, ..Default::default() };
+    assert_eq!(list_pages(storage, pending).await.concat(), good);
 }
 
 /// One test's private namespace on a backend (SQLite: a temp file;
