@@ -4,6 +4,7 @@
 //! cargo run --release -p examples --example bench -- sqlite [--runs N]
 //! cargo run --release -p examples --example bench -- redis [--runs N]
 //! cargo run --release -p examples --example bench -- postgres [--runs N]
+//! cargo run --release -p examples --example bench -- postgres --only drain   # one scenario, e.g. under a profiler
 //! ```
 //!
 //! Redis: the server at `JQ_REDIS_URL` (default `redis://127.0.0.1:6379`);
@@ -96,14 +97,42 @@ impl<S> Fresh<S> {
     }
 }
 
+const USAGE: &str = "usage: bench <backend> [--runs N] [--only batch|single|drain|latency|loaded]\n\
+                     backends: sqlite, redis, postgres (loaded: postgres only)";
+
+/// One scenario, for `--only`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Scenario {
+    Batch,
+    Single,
+    Drain,
+    Latency,
+    /// PostgreSQL's drain with a million completed rows.
+    Loaded,
+}
+
+impl Scenario {
+    fn parse(name: &str) -> Result<Self, BoxError> {
+        Ok(match name {
+            "batch" => Self::Batch,
+            "single" => Self::Single,
+            "drain" => Self::Drain,
+            "latency" => Self::Latency,
+            "loaded" => Self::Loaded,
+            other => return Err(format!("unknown scenario {other:?}\n{USAGE}").into()),
+        })
+    }
+}
+
 /// One run's figures.
+/// `None`: the scenario was left out by `--only`.
 #[derive(Clone, Copy, Debug, Default)]
 struct Figures {
-    batch_enqueue: f64,
-    single_enqueue: f64,
-    drain: f64,
-    p50: Duration,
-    p99: Duration,
+    batch_enqueue: Option<f64>,
+    single_enqueue: Option<f64>,
+    drain: Option<f64>,
+    p50: Option<Duration>,
+    p99: Option<Duration>,
 }
 
 #[tokio::main]
@@ -115,18 +144,19 @@ async fn main() -> Result<(), BoxError> {
     let mut args = std::env::args().skip(1);
     let mut positional = Vec::new();
     let mut runs = 3usize;
+    let mut only = None;
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--runs" => runs = args.next().ok_or("--runs needs a number")?.parse()?,
+            "--only" => only = Some(Scenario::parse(&args.next().ok_or("--only needs a scenario")?)?),
             "-h" | "--help" => {
-                println!("usage: bench <backend> [--runs N]\nbackends: sqlite, redis, postgres");
+                println!("{USAGE}");
                 return Ok(());
             }
             _ => positional.push(arg),
         }
     }
-    let backend =
-        positional.first().cloned().ok_or("usage: bench <backend> [--runs N]; backends: sqlite, redis, postgres")?;
+    let backend = positional.first().cloned().ok_or(USAGE)?;
     if runs == 0 {
         return Err("--runs must be at least 1".into());
     }
@@ -135,7 +165,7 @@ async fn main() -> Result<(), BoxError> {
     let mut extra_rows: Vec<(String, String)> = Vec::new();
     let figures = match backend.as_str() {
         "sqlite" => {
-            bench(runs, || async {
+            bench(runs, only, || async {
                 let dir = tempfile::tempdir()?;
                 let storage = SqliteStorage::open(SqliteConfig::new(dir.path().join("bench.db")))?;
                 Ok(Fresh { storage, _keep: Box::new(dir), cleanup: None })
@@ -145,7 +175,7 @@ async fn main() -> Result<(), BoxError> {
         "redis" => {
             let url = std::env::var("JQ_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
             let used: Arc<std::sync::Mutex<Vec<RedisStorage>>> = Arc::default();
-            let result = bench(runs, || {
+            let result = bench(runs, only, || {
                 let (url, used) = (url.clone(), used.clone());
                 async move {
                     let prefix = format!("jqbench:{}", uuid::Uuid::new_v4().simple());
@@ -182,9 +212,11 @@ async fn main() -> Result<(), BoxError> {
                     Ok(Fresh { storage, _keep: Box::new(()), cleanup: Some(cleanup) })
                 }
             };
-            let mut result = bench(runs, fresh).await;
-            if let Ok(figures) = &result {
-                let clean = median(figures.iter().map(|f| f.drain).collect());
+            let mut result = bench(runs, only, fresh).await;
+            if let Ok(figures) = &result
+                && only.is_none_or(|s| s == Scenario::Loaded)
+            {
+                let clean = figures.iter().map(|f| f.drain).collect::<Option<Vec<_>>>().map(median);
                 match postgres_loaded_drain(runs, clean, fresh).await {
                     Ok(row) => extra_rows.push(row),
                     Err(e) => result = Err(e),
@@ -209,7 +241,7 @@ async fn main() -> Result<(), BoxError> {
 }
 
 /// Runs every scenario `runs` times, each on storage from `fresh`.
-async fn bench<S, F, Fut>(runs: usize, mut fresh: F) -> Result<Vec<Figures>, BoxError>
+async fn bench<S, F, Fut>(runs: usize, only: Option<Scenario>, mut fresh: F) -> Result<Vec<Figures>, BoxError>
 where
     S: Storage,
     F: FnMut() -> Fut,
@@ -217,14 +249,29 @@ where
 {
     let mut all = Vec::with_capacity(runs);
     for run in 1..=runs {
-        let batch_enqueue = fresh().await?.measure(batch_enqueue).await?;
-        let single_enqueue = fresh().await?.measure(single_enqueue).await?;
-        let drain = fresh().await?.measure(drain).await?;
-        let (p50, p99) = fresh().await?.measure(latency).await?;
-        let f = Figures { batch_enqueue, single_enqueue, drain, p50, p99 };
+        let wanted = |s: Scenario| only.is_none_or(|o| o == s);
+        let mut f = Figures::default();
+        if wanted(Scenario::Batch) {
+            f.batch_enqueue = Some(fresh().await?.measure(batch_enqueue).await?);
+        }
+        if wanted(Scenario::Single) {
+            f.single_enqueue = Some(fresh().await?.measure(single_enqueue).await?);
+        }
+        if wanted(Scenario::Drain) {
+            f.drain = Some(fresh().await?.measure(drain).await?);
+        }
+        if wanted(Scenario::Latency) {
+            let (p50, p99) = fresh().await?.measure(latency).await?;
+            (f.p50, f.p99) = (Some(p50), Some(p99));
+        }
+        let rate = |r: Option<f64>| r.map_or("-".to_owned(), |r| format!("{r:.0}/s"));
         eprintln!(
-            "run {run}/{runs}: batch {:.0}/s, single {:.0}/s, drain {:.0}/s, p50 {:?}, p99 {:?}",
-            f.batch_enqueue, f.single_enqueue, f.drain, f.p50, f.p99
+            "run {run}/{runs}: batch {}, single {}, drain {}, p50 {:?}, p99 {:?}",
+            rate(f.batch_enqueue),
+            rate(f.single_enqueue),
+            rate(f.drain),
+            f.p50.unwrap_or_default(),
+            f.p99.unwrap_or_default()
         );
         all.push(f);
     }
@@ -328,8 +375,10 @@ fn median<T: Copy + PartialOrd>(mut values: Vec<T>) -> T {
 }
 
 fn print_table(backend: &str, runs: usize, all: &[Figures]) {
-    let pick = |f: fn(&Figures) -> f64| median(all.iter().map(f).collect());
-    let pick_d = |f: fn(&Figures) -> Duration| median(all.iter().map(f).collect());
+    // A scenario left out by `--only` is None in every run and gets no row.
+    fn pick<T: Copy + PartialOrd>(all: &[Figures], f: fn(&Figures) -> Option<T>) -> Option<T> {
+        all.iter().map(f).collect::<Option<Vec<_>>>().filter(|v| !v.is_empty()).map(median)
+    }
     let ms = |d: Duration| format!("{:.2} ms", d.as_secs_f64() * 1e3);
     let rate = |r: f64| format!("{r:.0} jobs/s");
     println!("\njq benchmark: backend {backend}, median of {runs} run(s), default settings\n");
@@ -338,15 +387,20 @@ fn print_table(backend: &str, runs: usize, all: &[Figures]) {
     let rows = [
         (
             format!("batch enqueue ({BATCH_JOBS} jobs, {} calls of {BATCH_SIZE})", BATCH_JOBS / BATCH_SIZE),
-            rate(pick(|f| f.batch_enqueue)),
+            pick(all, |f| f.batch_enqueue).map(rate),
         ),
-        (format!("single enqueue ({SINGLE_JOBS} sequential calls of 1 job)"), rate(pick(|f| f.single_enqueue))),
-        (format!("drain ({DRAIN_JOBS} no-op jobs, concurrency {DRAIN_CONCURRENCY})"), rate(pick(|f| f.drain))),
-        (format!("enqueue-to-start latency p50 ({LATENCY_JOBS} jobs, idle pool)"), ms(pick_d(|f| f.p50))),
-        (format!("enqueue-to-start latency p99 ({LATENCY_JOBS} jobs, idle pool)"), ms(pick_d(|f| f.p99))),
+        (
+            format!("single enqueue ({SINGLE_JOBS} sequential calls of 1 job)"),
+            pick(all, |f| f.single_enqueue).map(rate),
+        ),
+        (format!("drain ({DRAIN_JOBS} no-op jobs, concurrency {DRAIN_CONCURRENCY})"), pick(all, |f| f.drain).map(rate)),
+        (format!("enqueue-to-start latency p50 ({LATENCY_JOBS} jobs, idle pool)"), pick(all, |f| f.p50).map(ms)),
+        (format!("enqueue-to-start latency p99 ({LATENCY_JOBS} jobs, idle pool)"), pick(all, |f| f.p99).map(ms)),
     ];
     for (name, value) in rows {
-        println!("{name:<58} {value:>16}");
+        if let Some(value) = value {
+            println!("{name:<58} {value:>16}");
+        }
     }
 }
 
@@ -355,8 +409,13 @@ const LOADED_COMPLETED: u64 = 1_000_000;
 
 /// The drain again on one schema holding [`LOADED_COMPLETED`] completed jobs
 /// (loaded once; `VACUUM ANALYZE` and `CHECKPOINT` before each of the `runs` drains); prints
-/// its median as a table row, with its ratio to the clean-table `clean`.
-async fn postgres_loaded_drain<F, Fut>(runs: usize, clean: f64, mut fresh: F) -> Result<(String, String), BoxError>
+/// its median as a table row, with its ratio to the clean-table `clean`
+/// when that was measured.
+async fn postgres_loaded_drain<F, Fut>(
+    runs: usize,
+    clean: Option<f64>,
+    mut fresh: F,
+) -> Result<(String, String), BoxError>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<Fresh<PostgresStorage>, BoxError>>,
@@ -389,7 +448,10 @@ where
     }
     let loaded = median(rates);
     let name = format!("drain, {LOADED_COMPLETED} completed jobs in the table");
-    let value = format!("{loaded:.0} jobs/s ({:.0}% of clean)", 100.0 * loaded / clean);
+    let value = match clean {
+        Some(clean) => format!("{loaded:.0} jobs/s ({:.0}% of clean)", 100.0 * loaded / clean),
+        None => format!("{loaded:.0} jobs/s"),
+    };
     Ok((name, value))
 }
 
