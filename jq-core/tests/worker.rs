@@ -527,15 +527,25 @@ async fn start_refuses_bad_settings() {
 }
 
 /// MemoryStorage whose first `claim` and `complete` calls fail as if the
-/// server were down.
+/// server were down, and which records the largest claim asked of it.
 #[derive(Clone)]
 struct Flaky {
     inner: MemoryStorage,
     claim_failures: Arc<AtomicUsize>,
     complete_failures: Arc<AtomicUsize>,
+    largest_claim: Arc<AtomicUsize>,
 }
 
 impl Flaky {
+    fn new(inner: &MemoryStorage, claim_failures: usize, complete_failures: usize) -> Self {
+        Flaky {
+            inner: inner.clone(),
+            claim_failures: Arc::new(AtomicUsize::new(claim_failures)),
+            complete_failures: Arc::new(AtomicUsize::new(complete_failures)),
+            largest_claim: Arc::default(),
+        }
+    }
+
     fn down() -> jq_core::Error {
         jq_core::Error::Unavailable { backend: "flaky", source: "connection refused".into() }
     }
@@ -554,6 +564,7 @@ impl Storage for Flaky {
         if Self::fails(&self.claim_failures) {
             return Err(Self::down());
         }
+        self.largest_claim.fetch_max(request.limit, Ordering::SeqCst);
         self.inner.claim(request).await
     }
     async fn complete(&self, batch: Vec<jq_core::Completion>) -> jq_core::Result<Vec<jq_core::CompletionResult>> {
@@ -597,11 +608,7 @@ impl Storage for Flaky {
 #[tokio::test]
 async fn storage_errors_are_retried_and_no_outcome_is_lost() {
     let inner = MemoryStorage::new();
-    let storage = Flaky {
-        inner: inner.clone(),
-        claim_failures: Arc::new(AtomicUsize::new(2)),
-        complete_failures: Arc::new(AtomicUsize::new(2)),
-    };
+    let storage = Flaky::new(&inner, 2, 2);
     let handle = WorkerPool::new(storage.clone())
         .maintenance(false)
         .register::<Greet, _, _>(|_j, _c| async { Ok(()) })
@@ -613,4 +620,49 @@ async fn storage_errors_are_retried_and_no_outcome_is_lost() {
     assert_eq!(storage.claim_failures.load(Ordering::SeqCst), 0);
     assert_eq!(storage.complete_failures.load(Ordering::SeqCst), 0);
     handle.shutdown().await;
+}
+
+/// Runs `jobs` jobs of kind `Other` whose handler takes `work`, with
+/// `concurrency` executors and the default prefetch, and returns the
+/// largest claim the pool asked for: the slots free at that moment, of
+/// `concurrency` plus the prefetch of then.
+async fn largest_claim_with_default_prefetch(concurrency: usize, jobs: u32, work: Duration) -> usize {
+    let inner = MemoryStorage::new();
+    let storage = Flaky::new(&inner, 0, 0);
+    let handle = WorkerPool::new(storage.clone())
+        .maintenance(false)
+        .concurrency(concurrency)
+        .register::<Other, _, _>(move |_job, _ctx| async move {
+            if !work.is_zero() {
+                tokio::time::sleep(work).await;
+            }
+            Ok(())
+        })
+        .start()
+        .unwrap();
+    let all: Vec<NewJob> = (0..jobs).map(|n| NewJob::typed(&Other { n }).build().unwrap()).collect();
+    let ids = inner.enqueue(all).await.unwrap();
+    for id in ids {
+        until_state(&inner, id, State::Completed).await;
+    }
+    handle.shutdown().await;
+    storage.largest_claim.load(Ordering::SeqCst)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn default_prefetch_grows_for_a_backlog_of_short_jobs() {
+    // Thousands of no-op jobs a second: 10 ms of them is far more than
+    // the 4 + 4 slots a prefetch of the concurrency would allow.
+    let largest = largest_claim_with_default_prefetch(4, 5_000, Duration::ZERO).await;
+    assert!(largest > 8, "the largest claim asked for {largest} jobs");
+    let cap = 4 + jq_core::worker::prefetch::MAX_PREFETCH;
+    assert!(largest <= cap, "a claim asked for {largest} jobs, over the {cap} slots");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn default_prefetch_of_slow_jobs_stays_at_the_concurrency() {
+    // 2 executors, 20 ms a job: 100 jobs/s, one job per 10 ms, so at most
+    // one job per executor waits.
+    let largest = largest_claim_with_default_prefetch(2, 40, Duration::from_millis(20)).await;
+    assert!((1..=4).contains(&largest), "a claim asked for {largest} jobs with 2 executors");
 }

@@ -5,7 +5,9 @@
 //! is freed once the job's outcome is queued for the completer, so at most
 //! `concurrency + prefetch` jobs wait or run, and the next claim overlaps the write of
 //! the previous outcomes (the completer's bounded queue pushes back when the
-//! storage is slow).
+//! storage is slow). The semaphore holds the most slots the [`Prefetch`]
+//! policy may ever allow; before each claim the fetcher leaves unused the
+//! slots the policy does not allow now.
 //!
 //! An empty claim never loops: the fetcher then waits for the storage's
 //! wake-up signal ([`Storage::subscribe`]) or the jittered poll interval,
@@ -13,12 +15,13 @@
 //! bounded exponential backoff.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use super::heartbeat::Inflight;
+use super::prefetch::Prefetch;
 use super::{ErrorBackoff, jitter};
 use crate::job::Job;
 use crate::storage::{ClaimRequest, Storage, WorkSignal};
@@ -38,6 +41,8 @@ pub(crate) struct Fetcher<S> {
     pub(crate) request: ClaimRequest,
     pub(crate) poll_interval: Duration,
     pub(crate) slots: Arc<Semaphore>,
+    /// How many of the slots beyond the concurrency may hold waiting jobs.
+    pub(crate) prefetch: Prefetch,
     pub(crate) inflight: Arc<Inflight>,
     pub(crate) jobs: async_channel::Sender<Claimed>,
     /// Stops claiming (graceful shutdown).
@@ -51,12 +56,19 @@ impl<S: Storage> Fetcher<S> {
     pub(crate) async fn run(mut self) {
         let mut signal = self.storage.subscribe();
         let mut errors = ErrorBackoff::default();
+        // Jobs handed to the executors' channel; minus what still waits in
+        // it, the jobs the executors took: the rate the prefetch follows.
+        let mut sent: u64 = 0;
         loop {
-            // Wait for at least one free slot, then take every free one.
+            let taken = sent.saturating_sub(self.jobs.len() as u64);
+            let waiting = self.prefetch.observe(Instant::now(), taken);
+            // Slots the policy does not allow now stay free.
+            let reserve = self.prefetch.cap().saturating_sub(waiting);
+            // Wait for at least one usable free slot, then take every free one.
             let mut permit = tokio::select! {
                 biased;
                 _ = self.stop.cancelled() => return,
-                permit = self.slots.clone().acquire_owned() => match permit {
+                permit = self.slots.clone().acquire_many_owned(u32::try_from(reserve + 1).unwrap_or(u32::MAX)) => match permit {
                     Ok(permit) => permit,
                     Err(_) => return, // semaphore closed: the pool is gone
                 },
@@ -64,6 +76,7 @@ impl<S: Storage> Fetcher<S> {
             if let Ok(more) = self.slots.clone().try_acquire_many_owned(self.slots.available_permits() as u32) {
                 permit.merge(more);
             }
+            drop(permit.split(reserve));
             // Mark the signal seen before claiming: work arriving during the
             // claim changes it again and the wait below returns at once.
             if let Some(s) = signal.as_mut() {
@@ -103,6 +116,7 @@ impl<S: Storage> Fetcher<S> {
                 if self.jobs.send(Claimed { job, cancel, permit: one }).await.is_err() {
                     return; // executors gone: the pool is being dropped
                 }
+                sent += 1;
             }
             drop(permit); // slots the claim could not fill
             if got < asked {

@@ -28,6 +28,7 @@ use super::fetcher::{Claimed, Fetcher};
 use super::handler::ErasedHandler;
 use super::heartbeat::{self, Inflight};
 use super::maintenance::Maintenance;
+use super::prefetch::Prefetch;
 use crate::job::QueueName;
 use crate::storage::{ClaimRequest, Outcome, Storage};
 
@@ -103,7 +104,11 @@ pub(crate) fn start<S: Storage>(
     let inflight = Arc::new(Inflight::default());
     // A slot is a job claimed and not yet finished: running, or waiting in
     // the channel (prefetched). Only `concurrency` executors run them.
-    let slot_count = config.concurrency + config.prefetch.unwrap_or(config.concurrency);
+    let prefetch = match config.prefetch {
+        Some(n) => Prefetch::fixed(n),
+        None => Prefetch::adaptive(config.concurrency),
+    };
+    let slot_count = config.concurrency + prefetch.cap();
     let slots = Arc::new(Semaphore::new(slot_count));
     let (jobs_tx, jobs_rx) = async_channel::bounded::<Claimed>(slot_count);
     let (finished_tx, finished_rx) = mpsc::channel::<Finished>(completer::backlog(config.concurrency));
@@ -115,6 +120,7 @@ pub(crate) fn start<S: Storage>(
             request: ClaimRequest { queues, limit: 0, lease: config.lease, worker: config.worker_name.clone() },
             poll_interval: config.poll_interval,
             slots,
+            prefetch,
             inflight: inflight.clone(),
             jobs: jobs_tx,
             stop: stop.clone(),
