@@ -10,6 +10,7 @@ use crate::error::PostgresError;
 const MIGRATIONS: &[(&str, &str)] = &[
     ("jobs", include_str!("../migrations/0001_jobs.sql")),
     ("unique_slots", include_str!("../migrations/0002_unique_slots.sql")),
+    ("lease_index", include_str!("../migrations/0003_lease_index.sql")),
 ];
 
 /// The newest schema version this build knows.
