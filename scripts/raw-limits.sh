@@ -64,7 +64,7 @@ CREATE TABLE jq_raw_limits.jobs (
 CREATE INDEX jobs_claim ON jq_raw_limits.jobs (queue, priority DESC, run_at, id)
     WHERE state IN ('pending', 'scheduled');
 CREATE INDEX jobs_scheduled ON jq_raw_limits.jobs (run_at) WHERE state = 'scheduled';
-CREATE INDEX jobs_running ON jq_raw_limits.jobs (lease_expires_at) WHERE state = 'running';
+CREATE INDEX jobs_lease_expiry ON jq_raw_limits.jobs (lease_expires_at) WHERE lease_expires_at IS NOT NULL;
 CREATE UNIQUE INDEX jobs_unique ON jq_raw_limits.jobs (queue, unique_key, key_slot)
     WHERE unique_key IS NOT NULL AND state IN ('scheduled', 'pending', 'running');
 CREATE INDEX jobs_finished ON jq_raw_limits.jobs (state, finished_at)

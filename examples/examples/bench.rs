@@ -138,7 +138,8 @@ struct Figures {
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        // sqlx warns of every statement over 1 s; the loaded drain's 1M-row load is one.
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,sqlx::query=error"));
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
 
     let mut args = std::env::args().skip(1);
