@@ -14,8 +14,9 @@
 -- implies it. A lease is held exactly while the job is Running: claim sets
 -- it, and every way out of Running clears it.
 --
--- Rebuilding the index locks the table against writes while it runs, as
--- migrations do; it reads only the running rows' heap pages once.
+-- Building the new index reads the whole table once and blocks writes to
+-- it meanwhile (0.2 s for a million rows here, cached): run `migrate()` when
+-- a pause of enqueues is acceptable, or purge finished jobs first.
 DROP INDEX {schema}.jobs_running;
 
 CREATE INDEX jobs_lease_expiry ON {schema}.jobs (lease_expires_at) WHERE lease_expires_at IS NOT NULL;
