@@ -67,8 +67,7 @@ CREATE INDEX jobs_scheduled ON jq_raw_limits.jobs (run_at) WHERE state = 'schedu
 CREATE INDEX jobs_lease_expiry ON jq_raw_limits.jobs (lease_expires_at) WHERE lease_expires_at IS NOT NULL;
 CREATE UNIQUE INDEX jobs_unique ON jq_raw_limits.jobs (queue, unique_key, key_slot)
     WHERE unique_key IS NOT NULL AND state IN ('scheduled', 'pending', 'running');
-CREATE INDEX jobs_finished ON jq_raw_limits.jobs (state, finished_at)
-    WHERE state IN ('completed', 'dead', 'cancelled');
+CREATE INDEX jobs_finished ON jq_raw_limits.jobs (state, finished_at) WHERE finished_at IS NOT NULL;
 SQL
     cat >"$scratch/insert.sql" <<'SQL'
 INSERT INTO jq_raw_limits.jobs (id, queue, kind, payload, priority, state, max_attempts, run_at, created_at)

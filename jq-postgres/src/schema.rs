@@ -5,12 +5,15 @@ use sqlx::{AssertSqlSafe, PgPool};
 
 use crate::error::PostgresError;
 
+#[cfg(test)]
+mod plan_tests;
+
 /// The migrations, in order; version = position + 1. Never edit a released
 /// one: add a new file.
 const MIGRATIONS: &[(&str, &str)] = &[
     ("jobs", include_str!("../migrations/0001_jobs.sql")),
     ("unique_slots", include_str!("../migrations/0002_unique_slots.sql")),
-    ("lease_index", include_str!("../migrations/0003_lease_index.sql")),
+    ("partial_indexes", include_str!("../migrations/0003_partial_indexes.sql")),
 ];
 
 /// The newest schema version this build knows.

@@ -218,57 +218,6 @@ async fn claim_walks_the_claim_index_with_many_finished_jobs() {
     f.cleanup().await;
 }
 
-/// Complete and heartbeat join (id, token) arrays to the table guarded on
-/// `state = 'running'`. Statistics taken while nothing ran once made the
-/// planner walk every running job and rescan the batch for each (60 ms for
-/// 200 completions); the lease index must not be usable for that guard, so
-/// the generic plan (sqlx prepares once, then PostgreSQL switches to it)
-/// looks each job up by primary key.
-#[tokio::test]
-async fn completion_looks_jobs_up_by_id_when_statistics_say_nothing_runs() {
-    let f = Fixture::new().await;
-    let s = f.connect(Clock::system()).await;
-    let q = format!("\"{}\"", f.schema);
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-        "INSERT INTO {q}.jobs (id, queue, kind, payload, priority, state, max_attempts, run_at, created_at, finished_at)
-         SELECT gen_random_uuid(), 'q', 'k', '{{}}', 1, 'completed', 3, now(), now(), now()
-         FROM generate_series(1, 20000);
-         ANALYZE {q}.jobs;"
-    )))
-    .execute(s.pool())
-    .await
-    .unwrap();
-    s.enqueue((0..300).map(|i| job("q", i)).collect()).await.unwrap();
-    let held = s.claim(&request("q", 300)).await.unwrap();
-    assert_eq!(held.len(), 300);
-    let mut conn = s.pool().acquire().await.unwrap();
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-        "SET plan_cache_mode = force_generic_plan;
-         PREPARE guarded(uuid[], uuid[]) AS
-           SELECT j.id FROM {q}.jobs AS j, unnest($1, $2) AS t(id, token)
-           WHERE j.id = t.id AND j.state = 'running' AND j.lease_token = t.token"
-    )))
-    .execute(&mut *conn)
-    .await
-    .unwrap();
-    let array = |values: Vec<String>| format!("'{{{}}}'", values.join(","));
-    let ids = array(held.iter().map(|j| j.id.0.to_string()).collect());
-    let tokens = array(held.iter().map(|j| j.lease_ref().unwrap().token.0.to_string()).collect());
-    let plan: Vec<String> =
-        sqlx::query_scalar(sqlx::AssertSqlSafe(format!("EXPLAIN EXECUTE guarded({ids}, {tokens})")))
-            .fetch_all(&mut *conn)
-            .await
-            .unwrap();
-    let plan = plan.join("\n");
-    assert!(plan.contains("jobs_pkey"), "{plan}");
-    assert!(!plan.contains("jobs_lease_expiry"), "{plan}");
-    sqlx::raw_sql("DEALLOCATE guarded; RESET plan_cache_mode").execute(&mut *conn).await.unwrap();
-    drop(conn);
-    let acks = held.iter().map(|j| Completion { lease: j.lease_ref().unwrap(), outcome: Outcome::Ack }).collect();
-    assert!(s.complete(acks).await.unwrap().iter().all(|r| matches!(r, Ok(State::Completed))));
-    f.cleanup().await;
-}
-
 #[tokio::test]
 async fn corrupt_row_is_a_typed_error_and_a_corrupt_claim_goes_dead() {
     let f = Fixture::new().await;

@@ -1,6 +1,16 @@
 -- Scheduled or Pending -> Cancelled. $1 id uuid, $2 now timestamptz.
 -- No row returned: unknown id or another state (the caller looks it up).
+--
+-- The row is found by primary key and locked first, then changed by its
+-- ctid: `id = $1 AND state IN ('scheduled', 'pending')` in one WHERE would
+-- also match the claim index's predicate, and a plan built on statistics
+-- that saw no claimable job walks that whole index instead (see migration
+-- 3). The state guard is evaluated on the locked, latest row version.
+WITH target AS (
+    SELECT ctid FROM {schema}.jobs WHERE id = $1 FOR UPDATE
+)
 UPDATE {schema}.jobs AS j
 SET state = 'cancelled', finished_at = $2
-WHERE j.id = $1 AND j.state IN ('scheduled', 'pending')
+FROM target
+WHERE j.ctid = target.ctid AND j.state IN ('scheduled', 'pending')
 RETURNING j.id

@@ -2,9 +2,11 @@
 --
 -- $1 now timestamptz, $2 batch size int4. Rows another promoter or a claimer
 -- holds are skipped (they are being moved already); the UPDATE re-checks the
--- state on the latest row version, so each job is moved once.
+-- state on the latest row version, so each job is moved once. The locked
+-- rows are changed by ctid (stable while they are locked): a join on id with
+-- that guard could walk jobs_scheduled whole instead (see migration 3).
 WITH picked AS (
-    SELECT id FROM {schema}.jobs
+    SELECT ctid FROM {schema}.jobs
     WHERE state = 'scheduled' AND run_at <= $1
     ORDER BY run_at
     LIMIT $2
@@ -13,4 +15,4 @@ WITH picked AS (
 UPDATE {schema}.jobs AS j
 SET state = 'pending'
 FROM picked
-WHERE j.id = picked.id AND j.state = 'scheduled'
+WHERE j.ctid = picked.ctid AND j.state = 'scheduled'

@@ -4,9 +4,11 @@
 -- ONE guarded statement: the rows are locked in the CTE, and the UPDATE's
 -- guard (state = running AND lease_expires_at <= now) is evaluated on the
 -- latest row version, so a job a concurrent ack just completed, or a lease a
--- heartbeat just extended, is never overwritten.
+-- heartbeat just extended, is never overwritten. The locked rows are
+-- changed by ctid (stable while they are locked): a join on id with that
+-- guard could walk the lease index whole instead (see migration 3).
 WITH picked AS (
-    SELECT id FROM {schema}.jobs
+    SELECT ctid FROM {schema}.jobs
     WHERE state = 'running' AND lease_expires_at <= $1
     ORDER BY lease_expires_at
     LIMIT $2
@@ -24,4 +26,4 @@ SET state = CASE WHEN j.attempts >= j.max_attempts THEN 'dead' ELSE 'pending' EN
     lease_worker = NULL,
     lease_expires_at = NULL
 FROM picked
-WHERE j.id = picked.id AND j.state = 'running' AND j.lease_expires_at <= $1
+WHERE j.ctid = picked.ctid AND j.state = 'running' AND j.lease_expires_at <= $1

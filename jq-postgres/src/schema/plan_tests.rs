@@ -1,0 +1,133 @@
+//! The generic plan of every statement that finds jobs by id or in bounded
+//! batches, on a table whose statistics were gathered while every job was
+//! completed (the usual case for a queue): each must look its rows up by
+//! primary key or walk the one index meant for it, never another partial
+//! index or the whole heap. sqlx prepares each statement once per
+//! connection, and PostgreSQL switches to the generic plan after five runs;
+//! a plan that walks a partial index whose state the statistics say is
+//! empty costs the size of that state per call (see migration 3).
+
+use sqlx::{Connection, PgConnection};
+
+use super::{Sql, Sql1, quote};
+use crate::{PostgresConfig, PostgresStorage};
+
+fn url() -> String {
+    std::env::var("JQ_POSTGRES_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
+}
+
+/// The indexes a plan reads (one entry per scan node), and "Seq Scan" for
+/// each sequential scan of a table.
+fn scans(plan: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for line in plan.lines() {
+        let line = line.trim_start().trim_start_matches("->").trim_start();
+        for prefix in ["Index Scan using ", "Index Only Scan using ", "Bitmap Index Scan on "] {
+            if let Some(rest) = line.strip_prefix(prefix) {
+                found.push(rest.split_whitespace().next().unwrap_or_default().to_owned());
+            }
+        }
+        if line.starts_with("Seq Scan") {
+            found.push("Seq Scan".to_owned());
+        }
+    }
+    found.sort();
+    found
+}
+
+#[tokio::test]
+async fn every_statement_finds_its_rows_by_key_whatever_the_statistics() {
+    let schema = format!("jq_test_{}", uuid::Uuid::new_v4().simple());
+    let storage = PostgresStorage::connect(PostgresConfig::new(url()).schema(&schema).max_connections(1))
+        .await
+        .unwrap_or_else(|e| panic!("PostgreSQL is not reachable at {} ({e}): run scripts/start-services.sh", url()));
+    storage.migrate().await.unwrap();
+    let q = quote(&schema);
+    let row = |state: &str, n: u32, extra: &str| {
+        format!(
+            "INSERT INTO {q}.jobs (id, queue, kind, payload, priority, state, attempts, max_attempts, run_at, \
+                                   created_at, finished_at, lease_token, lease_worker, lease_expires_at) \
+             SELECT gen_random_uuid(), 'q', 'k', '{{}}', 1, '{state}', 1, 25, now() - interval '1 s', now(), {extra} \
+             FROM generate_series(1, {n});"
+        )
+    };
+    let setup = [
+        row("completed", 20_000, "now() - interval '1 hour', NULL, NULL, NULL"),
+        format!("ANALYZE {q}.jobs;"),
+        row("pending", 2_000, "NULL, NULL, NULL, NULL"),
+        row("scheduled", 2_000, "NULL, NULL, NULL, NULL"),
+        row("running", 2_000, "NULL, gen_random_uuid(), 'w', now() - interval '1 s'"),
+        row("dead", 2_000, "now() - interval '1 hour', NULL, NULL, NULL"),
+    ];
+    let mut conn = PgConnection::connect(&url()).await.unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(setup.concat())).execute(&mut conn).await.unwrap();
+    let id_in = |state: &'static str| {
+        format!("SELECT id::text, coalesce(lease_token::text, '') FROM {q}.jobs WHERE state = '{state}' LIMIT 1")
+    };
+    let mut one = async |state: &'static str| -> (String, String) {
+        sqlx::query_as(sqlx::AssertSqlSafe(id_in(state))).fetch_one(&mut conn).await.unwrap()
+    };
+    let (pending, _) = one("pending").await;
+    let (running, token) = one("running").await;
+    let (dead, _) = one("dead").await;
+
+    let sql = Sql::new(&schema);
+    let cases: Vec<(&str, &Sql1, &str, String, &[&str])> = vec![
+        (
+            "claim",
+            &sql.claim,
+            "text[], int4, timestamptz, text, timestamptz",
+            "(ARRAY['q'], 50, now(), 'w', now() + interval '30 s')".to_owned(),
+            &["jobs_claim", "jobs_pkey"],
+        ),
+        (
+            "complete",
+            &sql.complete,
+            "uuid[], uuid[], int2[], text[], timestamptz[], text[], timestamptz, text, text",
+            format!(
+                "(ARRAY['{running}']::uuid[], ARRAY['{token}']::uuid[], ARRAY[0]::int2[], ARRAY[NULL]::text[], ARRAY[now()], ARRAY['pending'], now(), 'x', 'c')"
+            ),
+            &["jobs_pkey"],
+        ),
+        (
+            "heartbeat",
+            &sql.heartbeat,
+            "uuid[], uuid[], timestamptz",
+            format!("(ARRAY['{running}']::uuid[], ARRAY['{token}']::uuid[], now())"),
+            &["jobs_pkey"],
+        ),
+        ("bury", &sql.bury, "uuid, timestamptz, text, text", format!("('{running}', now(), 'x', 'y')"), &["jobs_pkey"]),
+        ("cancel", &sql.cancel, "uuid, timestamptz", format!("('{pending}', now())"), &["jobs_pkey"]),
+        (
+            "retry",
+            &sql.retry,
+            "uuid, timestamptz, text",
+            format!("('{dead}', now(), 'c')"),
+            &["jobs_pkey", "jobs_unique"],
+        ),
+        ("promote", &sql.promote, "timestamptz, int4", "(now(), 100)".to_owned(), &["jobs_scheduled"]),
+        ("recover", &sql.recover, "timestamptz, int4, text", "(now(), 100, 'x')".to_owned(), &["jobs_lease_expiry"]),
+        ("purge", &sql.purge, "text, timestamptz, int4", "('dead', now(), 100)".to_owned(), &["jobs_finished"]),
+        ("get", &sql.get, "uuid", format!("('{dead}')"), &["jobs_pkey"]),
+        ("state", &sql.state, "uuid", format!("('{dead}')"), &["jobs_pkey"]),
+    ];
+    sqlx::raw_sql("SET plan_cache_mode = force_generic_plan").execute(&mut conn).await.unwrap();
+    let mut wrong = Vec::new();
+    for (name, statement, types, args, expected) in cases {
+        let prepare = format!("PREPARE p ({types}) AS {}", statement.0);
+        sqlx::raw_sql(sqlx::AssertSqlSafe(prepare)).execute(&mut conn).await.unwrap();
+        let plan: Vec<String> =
+            sqlx::query_scalar(sqlx::AssertSqlSafe(format!("EXPLAIN (COSTS OFF) EXECUTE p {args}")))
+                .fetch_all(&mut conn)
+                .await
+                .unwrap();
+        sqlx::raw_sql("DEALLOCATE p").execute(&mut conn).await.unwrap();
+        let plan = plan.join("\n");
+        if scans(&plan) != expected {
+            wrong.push(format!("{name}: expected {expected:?}, got {:?}\n{plan}", scans(&plan)));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n\n"));
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP SCHEMA {q} CASCADE"))).execute(&mut conn).await.unwrap();
+    storage.close().await;
+}
