@@ -7,8 +7,6 @@
 //! a plan that walks a partial index whose state the statistics say is
 //! empty costs the size of that state per call (see migration 3).
 
-use sqlx::{Connection, PgConnection};
-
 use super::{Sql, Sql1, quote};
 use crate::{PostgresConfig, PostgresStorage};
 
@@ -59,13 +57,13 @@ async fn every_statement_finds_its_rows_by_key_whatever_the_statistics() {
         row("running", 2_000, "NULL, gen_random_uuid(), 'w', now() - interval '1 s'"),
         row("dead", 2_000, "now() - interval '1 hour', NULL, NULL, NULL"),
     ];
-    let mut conn = PgConnection::connect(&url()).await.unwrap();
-    sqlx::raw_sql(sqlx::AssertSqlSafe(setup.concat())).execute(&mut conn).await.unwrap();
+    let mut conn = storage.pool().acquire().await.unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(setup.concat())).execute(&mut *conn).await.unwrap();
     let id_in = |state: &'static str| {
         format!("SELECT id::text, coalesce(lease_token::text, '') FROM {q}.jobs WHERE state = '{state}' LIMIT 1")
     };
     let mut one = async |state: &'static str| -> (String, String) {
-        sqlx::query_as(sqlx::AssertSqlSafe(id_in(state))).fetch_one(&mut conn).await.unwrap()
+        sqlx::query_as(sqlx::AssertSqlSafe(id_in(state))).fetch_one(&mut *conn).await.unwrap()
     };
     let (pending, _) = one("pending").await;
     let (running, token) = one("running").await;
@@ -111,23 +109,24 @@ async fn every_statement_finds_its_rows_by_key_whatever_the_statistics() {
         ("get", &sql.get, "uuid", format!("('{dead}')"), &["jobs_pkey"]),
         ("state", &sql.state, "uuid", format!("('{dead}')"), &["jobs_pkey"]),
     ];
-    sqlx::raw_sql("SET plan_cache_mode = force_generic_plan").execute(&mut conn).await.unwrap();
+    sqlx::raw_sql("SET plan_cache_mode = force_generic_plan").execute(&mut *conn).await.unwrap();
     let mut wrong = Vec::new();
     for (name, statement, types, args, expected) in cases {
         let prepare = format!("PREPARE p ({types}) AS {}", statement.0);
-        sqlx::raw_sql(sqlx::AssertSqlSafe(prepare)).execute(&mut conn).await.unwrap();
+        sqlx::raw_sql(sqlx::AssertSqlSafe(prepare)).execute(&mut *conn).await.unwrap();
         let plan: Vec<String> =
             sqlx::query_scalar(sqlx::AssertSqlSafe(format!("EXPLAIN (COSTS OFF) EXECUTE p {args}")))
-                .fetch_all(&mut conn)
+                .fetch_all(&mut *conn)
                 .await
                 .unwrap();
-        sqlx::raw_sql("DEALLOCATE p").execute(&mut conn).await.unwrap();
+        sqlx::raw_sql("DEALLOCATE p").execute(&mut *conn).await.unwrap();
         let plan = plan.join("\n");
         if scans(&plan) != expected {
             wrong.push(format!("{name}: expected {expected:?}, got {:?}\n{plan}", scans(&plan)));
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n\n"));
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP SCHEMA {q} CASCADE"))).execute(&mut conn).await.unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP SCHEMA {q} CASCADE"))).execute(&mut *conn).await.unwrap();
+    drop(conn);
     storage.close().await;
 }
