@@ -1,4 +1,6 @@
-//! Claim: one `FOR UPDATE SKIP LOCKED` statement per batch (`sql/claim.sql`).
+//! Claim: one `FOR UPDATE SKIP LOCKED` statement per batch (`sql/claim.sql`),
+//! starting each band's walk where this storage's last claim left it
+//! (`hints.rs`).
 
 use jq_core::{ClaimRequest, Error, Job, Result};
 use sqlx::Row;
@@ -6,6 +8,7 @@ use uuid::Uuid;
 
 use crate::Inner;
 use crate::error::map_sqlx;
+use crate::hints::Key;
 use crate::row::{decode_job, rfc3339};
 
 /// Moves up to `request.limit` claimable jobs to Running and returns them in
@@ -18,21 +21,38 @@ pub(crate) async fn claim(inner: &Inner, request: &ClaimRequest) -> Result<Vec<J
     let queues: Vec<&str> = request.queues.iter().map(|q| q.as_str()).collect();
     let now = inner.clock.now();
     let expires_at = jq_core::clock::truncate_micros(jq_core::clock::add(now, request.lease));
+    let (ticket, starts) = inner.hints.begin(&queues, now);
     let rows = sqlx::query(inner.sql.claim.q())
         .bind(&queues)
         .bind(limit)
         .bind(now)
         .bind(&request.worker)
         .bind(expires_at)
+        .bind(&starts.run_ats)
+        .bind(&starts.ids)
         .fetch_all(&inner.pool)
-        .await
-        .map_err(map_sqlx)?;
+        .await;
+    let rows = match rows {
+        Ok(rows) => rows,
+        Err(e) => {
+            inner.hints.abort(ticket);
+            return Err(map_sqlx(e));
+        }
+    };
     let mut jobs = Vec::with_capacity(rows.len());
+    let mut corrupt = Vec::new();
     for row in &rows {
         match decode_job(row) {
             Ok(job) => jobs.push(job),
-            Err(e) => bury(inner, row, &e).await?,
+            Err(e) => corrupt.push((row, e)),
         }
+    }
+    inner.hints.finish(
+        ticket,
+        jobs.iter().map(|j| (j.queue.as_str(), j.priority, Key { run_at: j.run_at, id: j.id.0 })),
+    );
+    for (row, e) in corrupt {
+        bury(inner, row, &e).await?;
     }
     // RETURNING has no order.
     jobs.sort_by(|a, b| b.priority.cmp(&a.priority).then(a.run_at.cmp(&b.run_at)).then(a.id.cmp(&b.id)));

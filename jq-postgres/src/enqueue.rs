@@ -21,7 +21,9 @@ pub(crate) async fn enqueue<'e, E: sqlx::PgExecutor<'e>>(
     jobs: Vec<NewJob>,
 ) -> Result<Vec<JobId>> {
     let Some(batch) = Batch::new(inner, jobs)? else { return Ok(Vec::new()) };
-    batch.run(inner, executor).await.map_err(map_sqlx)?
+    let ids = batch.run(inner, executor).await.map_err(map_sqlx)??;
+    batch.arrived(inner);
+    Ok(ids)
 }
 
 /// [`enqueue`] on the pool. The one race the statement cannot arbitrate, a
@@ -30,10 +32,12 @@ pub(crate) async fn enqueue<'e, E: sqlx::PgExecutor<'e>>(
 /// then finds the stored id.
 pub(crate) async fn enqueue_pool(inner: &Inner, jobs: Vec<NewJob>) -> Result<Vec<JobId>> {
     let Some(batch) = Batch::new(inner, jobs)? else { return Ok(Vec::new()) };
-    match batch.run(inner, &inner.pool).await {
-        Err(e) if is_violation_of(&e, "jobs_pkey") => batch.run(inner, &inner.pool).await.map_err(map_sqlx)?,
-        other => other.map_err(map_sqlx)?,
-    }
+    let ids = match batch.run(inner, &inner.pool).await {
+        Err(e) if is_violation_of(&e, "jobs_pkey") => batch.run(inner, &inner.pool).await.map_err(map_sqlx)??,
+        other => other.map_err(map_sqlx)??,
+    };
+    batch.arrived(inner);
+    Ok(ids)
 }
 
 /// True when `e` is a unique violation of the index `name`.
@@ -95,6 +99,14 @@ impl Batch {
         }
         let keyed = !first_of_key.is_empty();
         Ok(Some(Batch { now, cols, alias, keyed }))
+    }
+
+    /// Tells the claim positions where the batch's jobs are (also those of
+    /// a caller's transaction that may yet roll back: moving a position back
+    /// is always safe).
+    fn arrived(&self, inner: &Inner) {
+        let c = &self.cols;
+        inner.hints.arrived(c.queues.iter().zip(&c.priorities).zip(&c.run_ats).map(|((q, p), r)| (q.as_str(), *p, *r)));
     }
 
     /// Sends the batch; the outer error is the driver's, the inner one a

@@ -36,6 +36,7 @@ mod complete;
 mod config;
 mod enqueue;
 mod error;
+mod hints;
 mod listener;
 mod maintenance;
 mod row;
@@ -74,6 +75,8 @@ pub(crate) struct Inner {
     pub(crate) channel: String,
     pub(crate) sql: schema::Sql,
     pub(crate) wake: listener::Wake,
+    /// Where the next claim starts in each band of the claim index.
+    pub(crate) hints: hints::Hints,
 }
 
 impl PostgresStorage {
@@ -119,6 +122,7 @@ impl PostgresStorage {
             sql: schema::Sql::new(&config.schema),
             schema: config.schema,
             wake: listener::Wake::default(),
+            hints: hints::Hints::default(),
         };
         Ok(PostgresStorage { inner: Arc::new(inner) })
     }

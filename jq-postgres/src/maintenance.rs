@@ -3,6 +3,8 @@
 
 use jq_core::{Error, Result, State, Timestamp};
 
+use sqlx::Row;
+
 use crate::Inner;
 use crate::error::map_sqlx;
 use crate::row::rfc3339;
@@ -16,13 +18,23 @@ pub(crate) async fn promote(inner: &Inner) -> Result<u64> {
     let now = inner.clock.now();
     let mut total = 0;
     loop {
-        let moved = sqlx::query(inner.sql.promote.q())
+        let rows = sqlx::query(inner.sql.promote.q())
             .bind(now)
             .bind(BATCH as i32)
-            .execute(&inner.pool)
+            .fetch_all(&inner.pool)
             .await
-            .map_err(map_sqlx)?
-            .rows_affected();
+            .map_err(map_sqlx)?;
+        let mut earliest = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let (queue, priority, run_at): (String, i16, Timestamp) =
+                (row.try_get(1).map_err(map_sqlx)?, row.try_get(2).map_err(map_sqlx)?, row.try_get(3).map_err(map_sqlx)?);
+            earliest.push((queue, priority, run_at));
+        }
+        inner.hints.arrived(earliest.iter().map(|(q, p, r)| (q.as_str(), *p, *r)));
+        let moved = match rows.first() {
+            Some(row) => u64::try_from(row.try_get::<i64, _>(0).map_err(map_sqlx)?).unwrap_or(0),
+            None => 0,
+        };
         total += moved;
         if moved < BATCH as u64 {
             return Ok(total);

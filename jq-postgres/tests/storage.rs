@@ -8,6 +8,7 @@ mod common;
 use std::time::Duration;
 
 use common::Fixture;
+use sqlx::Connection;
 use jq_core::{
     ClaimRequest, Clock, Completion, Error, JobFilter, ManualClock, NewJob, Outcome, Payload, QueueName, State,
     Storage, StorageExt,
@@ -406,5 +407,72 @@ async fn enqueue_of_an_id_already_stored_returns_it_and_stores_nothing() {
     .await;
     assert!(ids.iter().all(|&id| id == c.id));
     assert_eq!(s.list(&JobFilter::default()).await.unwrap().len(), 6);
+    f.cleanup().await;
+}
+
+/// Entries of the claim index that scans of this schema have read so far.
+/// The counters live in the server's statistics, which each backend sends
+/// when it goes idle: the pool has one connection, whose next idle moment
+/// is forced to send them.
+async fn claim_index_entries_read(s: &jq_postgres::PostgresStorage) -> i64 {
+    sqlx::query("SELECT pg_stat_force_next_flush()").execute(s.pool()).await.unwrap();
+    sqlx::query_scalar(
+        "SELECT idx_tup_read FROM pg_stat_user_indexes WHERE schemaname = $1 AND indexrelname = 'jobs_claim'",
+    )
+    .bind(s.schema())
+    .fetch_one(s.pool())
+    .await
+    .unwrap()
+}
+
+/// While another session holds a snapshot older than the claims (a long
+/// report, a session idle in a transaction), every claimed job leaves an
+/// entry in the claim index that nothing may remove. A claim must not walk
+/// them again: the entries it reads per job are the same with 3,500 claimed
+/// jobs behind it as with 500.
+#[tokio::test]
+async fn claim_work_per_job_does_not_grow_with_the_dead_versions_behind_it() {
+    const JOBS: usize = 4_000;
+    const BATCH: usize = 100;
+    let f = Fixture::new().await;
+    let clock = ManualClock::starting_now();
+    let s = jq_postgres::PostgresStorage::connect(common::config(&f.schema, clock.clock()).max_connections(1))
+        .await
+        .unwrap();
+    for b in 0..JOBS / 1_000 {
+        s.enqueue((0..1_000).map(|n| job("q", (b * 1_000 + n) as u32)).collect()).await.unwrap();
+    }
+    clock.advance(Duration::from_secs(1));
+    let mut held = sqlx::PgConnection::connect(&common::url()).await.unwrap();
+    sqlx::raw_sql("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 1").execute(&mut held).await.unwrap();
+
+    let mut read_per_claim = Vec::new();
+    for _ in 0..JOBS / BATCH {
+        let before = claim_index_entries_read(&s).await;
+        let batch = s.claim(&request("q", BATCH)).await.unwrap();
+        read_per_claim.push(claim_index_entries_read(&s).await - before);
+        assert_eq!(batch.len(), BATCH);
+        let acks = batch.iter().map(|j| Completion { lease: j.lease_ref().unwrap(), outcome: Outcome::Ack }).collect();
+        assert!(s.complete(acks).await.unwrap().iter().all(|r| r.is_ok()));
+    }
+    let (early, late) = (read_per_claim[5], read_per_claim[35]);
+    assert!(
+        late <= early + 2 && late <= 2 * BATCH as i64,
+        "entries read per claim of {BATCH}: {early} with 500 claimed jobs behind, {late} with 3,500: {read_per_claim:?}"
+    );
+
+    // The snapshot does keep those entries: a storage that has claimed
+    // nothing yet starts at the front and walks all of them.
+    let fresh = jq_postgres::PostgresStorage::connect(common::config(&f.schema, clock.clock()).max_connections(1))
+        .await
+        .unwrap();
+    let before = claim_index_entries_read(&fresh).await;
+    assert!(fresh.claim(&request("q", BATCH)).await.unwrap().is_empty());
+    let walked = claim_index_entries_read(&fresh).await - before;
+    assert!(walked >= JOBS as i64, "the held snapshot kept {walked} of {JOBS} entries");
+
+    sqlx::raw_sql("ROLLBACK").execute(&mut held).await.unwrap();
+    fresh.close().await;
+    s.close().await;
     f.cleanup().await;
 }

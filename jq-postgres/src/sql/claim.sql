@@ -1,27 +1,96 @@
 -- Claim up to $2 jobs of the queues $1 in one statement.
 --
 -- $1 queues text[], $2 limit int4, $3 now timestamptz, $4 worker text,
--- $5 lease expiry timestamptz.
+-- $5 lease expiry timestamptz, $6 start run_ats timestamptz[], $7 start ids
+-- uuid[]: four per queue, in $1's order, for priorities 3, 2, 1, 0; a band
+-- is walked from just after (run_at, id) = ($6[i], $7[i]), or from its
+-- start where they are NULL.
 --
--- For each asked queue, a LATERAL subquery walks jobs_claim in claim order
--- (priority DESC, run_at, id), skips rows other claimers hold and stops at
--- the limit: finished jobs are not in that partial index, so their number
--- does not matter. The rows are locked in the CTE (never `id IN (SELECT ...
--- LIMIT)`, which may lock more than the limit), merged across queues, cut to
--- the limit, then updated. With several queues, rows locked but cut are
--- released at the end of the statement and stay claimable.
+-- For each asked queue, one index scan of jobs_claim per priority, from
+-- that band's start position, in claim order (run_at, id), skipping rows
+-- other claimers hold and stopping at the limit: finished jobs are not in
+-- that partial index, and the positions skip the entries that claimed jobs
+-- leave behind while an old snapshot keeps them (see hints.rs). The bands
+-- are a UNION ALL cut at the limit with no ORDER BY: PostgreSQL appends the
+-- branches in the order written (locking rules out parallel plans), so a
+-- band is only walked, and its rows only locked, while the higher ones fell
+-- short. An ORDER BY there would sort, i.e. lock every branch's limit.
+-- Priorities outside 0 to 3 (a corrupt row, buried by the caller) keep
+-- their place in the order: above 3 first, below 0 last.
+--
+-- The rows are locked in the CTE (never `id IN (SELECT ... LIMIT)`, which
+-- may lock more than the limit), merged across queues, cut to the limit,
+-- then updated. With several queues, rows locked but cut are released at
+-- the end of the statement and stay claimable.
 WITH picked AS (
     SELECT c.id
-    FROM unnest($1::text[]) AS q(name)
+    FROM unnest($1::text[]) WITH ORDINALITY AS q(name, n)
     CROSS JOIN LATERAL (
-        SELECT jc.id, jc.priority, jc.run_at
-        FROM {schema}.jobs AS jc
-        WHERE jc.queue = q.name
-          AND jc.state IN ('pending', 'scheduled')
-          AND (jc.state = 'pending' OR jc.run_at <= $3)
-        ORDER BY jc.priority DESC, jc.run_at, jc.id
+        SELECT b.id, b.priority, b.run_at
+        FROM (
+            SELECT * FROM (
+                SELECT jc.id, jc.priority, jc.run_at FROM {schema}.jobs AS jc
+                WHERE jc.queue = q.name AND jc.priority > 3
+                  AND jc.state IN ('pending', 'scheduled') AND (jc.state = 'pending' OR jc.run_at <= $3)
+                ORDER BY jc.priority DESC, jc.run_at, jc.id
+                LIMIT $2
+                FOR UPDATE SKIP LOCKED
+            ) AS above
+            UNION ALL
+            SELECT * FROM (
+                SELECT jc.id, jc.priority, jc.run_at FROM {schema}.jobs AS jc
+                WHERE jc.queue = q.name AND jc.priority = 3
+                  AND (jc.run_at, jc.id) > (coalesce($6[q.n * 4 - 3], '-infinity'),
+                                            coalesce($7[q.n * 4 - 3], '00000000-0000-0000-0000-000000000000'))
+                  AND jc.state IN ('pending', 'scheduled') AND (jc.state = 'pending' OR jc.run_at <= $3)
+                ORDER BY jc.run_at, jc.id
+                LIMIT $2
+                FOR UPDATE SKIP LOCKED
+            ) AS critical
+            UNION ALL
+            SELECT * FROM (
+                SELECT jc.id, jc.priority, jc.run_at FROM {schema}.jobs AS jc
+                WHERE jc.queue = q.name AND jc.priority = 2
+                  AND (jc.run_at, jc.id) > (coalesce($6[q.n * 4 - 2], '-infinity'),
+                                            coalesce($7[q.n * 4 - 2], '00000000-0000-0000-0000-000000000000'))
+                  AND jc.state IN ('pending', 'scheduled') AND (jc.state = 'pending' OR jc.run_at <= $3)
+                ORDER BY jc.run_at, jc.id
+                LIMIT $2
+                FOR UPDATE SKIP LOCKED
+            ) AS high
+            UNION ALL
+            SELECT * FROM (
+                SELECT jc.id, jc.priority, jc.run_at FROM {schema}.jobs AS jc
+                WHERE jc.queue = q.name AND jc.priority = 1
+                  AND (jc.run_at, jc.id) > (coalesce($6[q.n * 4 - 1], '-infinity'),
+                                            coalesce($7[q.n * 4 - 1], '00000000-0000-0000-0000-000000000000'))
+                  AND jc.state IN ('pending', 'scheduled') AND (jc.state = 'pending' OR jc.run_at <= $3)
+                ORDER BY jc.run_at, jc.id
+                LIMIT $2
+                FOR UPDATE SKIP LOCKED
+            ) AS normal
+            UNION ALL
+            SELECT * FROM (
+                SELECT jc.id, jc.priority, jc.run_at FROM {schema}.jobs AS jc
+                WHERE jc.queue = q.name AND jc.priority = 0
+                  AND (jc.run_at, jc.id) > (coalesce($6[q.n * 4], '-infinity'),
+                                            coalesce($7[q.n * 4], '00000000-0000-0000-0000-000000000000'))
+                  AND jc.state IN ('pending', 'scheduled') AND (jc.state = 'pending' OR jc.run_at <= $3)
+                ORDER BY jc.run_at, jc.id
+                LIMIT $2
+                FOR UPDATE SKIP LOCKED
+            ) AS low
+            UNION ALL
+            SELECT * FROM (
+                SELECT jc.id, jc.priority, jc.run_at FROM {schema}.jobs AS jc
+                WHERE jc.queue = q.name AND jc.priority < 0
+                  AND jc.state IN ('pending', 'scheduled') AND (jc.state = 'pending' OR jc.run_at <= $3)
+                ORDER BY jc.priority DESC, jc.run_at, jc.id
+                LIMIT $2
+                FOR UPDATE SKIP LOCKED
+            ) AS below
+        ) AS b
         LIMIT $2
-        FOR UPDATE SKIP LOCKED
     ) AS c
     ORDER BY c.priority DESC, c.run_at, c.id
     LIMIT $2

@@ -5,14 +5,23 @@
 -- state on the latest row version, so each job is moved once. The locked
 -- rows are changed by ctid (stable while they are locked): a join on id with
 -- that guard could walk jobs_scheduled whole instead (see migration 3).
+--
+-- Returns how many moved, and per (queue, priority) the earliest run_at
+-- moved (none when nothing moved): a claim that skipped one of these rows
+-- while it was locked here may have started its band past it (hints.rs).
 WITH picked AS (
     SELECT ctid FROM {schema}.jobs
     WHERE state = 'scheduled' AND run_at <= $1
     ORDER BY run_at
     LIMIT $2
     FOR UPDATE SKIP LOCKED
+),
+moved AS (
+    UPDATE {schema}.jobs AS j
+    SET state = 'pending'
+    FROM picked
+    WHERE j.ctid = picked.ctid AND j.state = 'scheduled'
+    RETURNING j.queue, j.priority, j.run_at
 )
-UPDATE {schema}.jobs AS j
-SET state = 'pending'
-FROM picked
-WHERE j.ctid = picked.ctid AND j.state = 'scheduled'
+SELECT (SELECT count(*) FROM moved) AS moved, m.queue, m.priority, m.run_at
+FROM (SELECT queue, priority, min(run_at) AS run_at FROM moved GROUP BY queue, priority) AS m

@@ -1,0 +1,265 @@
+//! Where each claim starts its walk of a (queue, priority) band of the claim
+//! index.
+//!
+//! A claim walks `jobs_claim` in claim order and stops at its limit. Every job
+//! it takes leaves behind the index entry of the row version it replaced, and
+//! while any snapshot older than that claim is open (a long report query, a
+//! session idle in a transaction, a lagging replication slot) neither vacuum
+//! nor the index scan itself may drop that entry: each is walked, and its heap
+//! row visited, by every later claim that starts before it. Claims take from
+//! the front of the order, so these entries pile up exactly where a claim
+//! from the start of a band begins, and the claim's work grows with every job
+//! claimed since the oldest open snapshot: the drain collapses. Each storage
+//! therefore remembers, per band, the last job its claims took, and the next
+//! claim starts after it: its walk is the jobs it takes plus those that other
+//! claimers took since, however many dead entries lie behind.
+//!
+//! A job can become claimable behind that position: its `run_at` is in the
+//! past, its insert committed after a later job had already been claimed (a
+//! concurrent producer, a caller's transaction), another claimer locked it
+//! and then let it go, a clock elsewhere is behind. So a claim never starts
+//! later than [`RECENT`] before now (which covers concurrent producers and
+//! small clock differences), this storage's own writes move a band's start
+//! back before what they made claimable ([`Hints::arrived`]), and at least
+//! every [`REWALK_MIN`], or every [`REWALK_RATIO`] times what the last whole
+//! walk cost, a claim walks every band from its start. What one process makes
+//! claimable behind another process's position therefore waits at most until
+//! that process's next whole walk; nothing waits forever, and order is exact
+//! within one process.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use jq_core::clock::add;
+use jq_core::{Priority, Timestamp};
+use uuid::Uuid;
+
+/// How far behind now a claim always looks, whatever its bands' positions.
+pub(crate) const RECENT: Duration = Duration::from_millis(100);
+
+/// The shortest time between two claims that walk every band whole.
+pub(crate) const REWALK_MIN: Duration = Duration::from_millis(50);
+
+/// A whole walk is repeated after this many times its own duration, so whole
+/// walks take at most about 1/RATIO of the claiming time however long they get.
+pub(crate) const REWALK_RATIO: u32 = 20;
+
+/// The priorities with a start position, in the order `sql/claim.sql` lists
+/// them for each queue: highest first.
+pub(crate) const BANDS: [Priority; 4] = [Priority::Critical, Priority::High, Priority::Normal, Priority::Low];
+
+/// A position in a band's claim order (run_at, then id).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Key {
+    pub run_at: Timestamp,
+    pub id: Uuid,
+}
+
+impl Key {
+    /// A position just before every job at `run_at` or later, for a `run_at`
+    /// sent from the client: the server keeps microseconds, so the stored
+    /// value may differ from the sent one by less than one.
+    fn before(run_at: Timestamp) -> Key {
+        Key { run_at: add_signed(run_at, -2), id: Uuid::max() }
+    }
+}
+
+fn add_signed(t: Timestamp, micros: i64) -> Timestamp {
+    t.checked_add_signed(chrono::Duration::microseconds(micros)).unwrap_or(t)
+}
+
+/// The start positions of one claim, one per band of each asked queue, in
+/// the order of [`BANDS`]; `None` walks the band from its start.
+#[derive(Debug, Default)]
+pub(crate) struct Starts {
+    pub run_ats: Vec<Option<Timestamp>>,
+    pub ids: Vec<Option<Uuid>>,
+}
+
+/// One claim in flight, from [`Hints::begin`] to [`Hints::finish`] or
+/// [`Hints::abort`].
+#[derive(Debug)]
+pub(crate) struct Ticket {
+    generation: u64,
+    /// Another claim of this storage was in flight when this one began: it
+    /// may skip rows that one locked and then lets go, so it moves no position.
+    overlapped: bool,
+    whole: bool,
+    now: Timestamp,
+    started: Instant,
+}
+
+/// The start positions of one storage (shared by its clones).
+#[derive(Debug, Default)]
+pub(crate) struct Hints {
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// Per queue, per band of [`BANDS`]: the last job a claim took.
+    after: HashMap<String, [Option<Key>; 4]>,
+    /// Bumped by every claim that begins and every position moved back: a
+    /// claim that sees it changed since it began moves no position.
+    generation: u64,
+    in_flight: usize,
+    /// When the next claim walks every band whole; `None`: the next one does.
+    next_whole: Option<Timestamp>,
+    /// When the last whole walk began (a clock set back walks again).
+    last_whole: Option<Timestamp>,
+}
+
+impl Hints {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Registers a claim of `queues` at `now` and returns where each band's
+    /// walk starts.
+    pub(crate) fn begin(&self, queues: &[&str], now: Timestamp) -> (Ticket, Starts) {
+        let mut s = self.lock();
+        let whole = match (s.next_whole, s.last_whole) {
+            (Some(next), Some(last)) => now >= next || now < last,
+            _ => true,
+        };
+        let overlapped = s.in_flight > 0;
+        s.in_flight += 1;
+        s.generation += 1;
+        let ticket = Ticket { generation: s.generation, overlapped, whole, now, started: Instant::now() };
+        let recent = Key::before(add_signed(now, -(RECENT.as_micros() as i64)));
+        let mut starts = Starts::default();
+        for queue in queues {
+            let after = if whole { None } else { s.after.get(*queue) };
+            for band in 0..BANDS.len() {
+                let start = after.and_then(|a| a[band]).map(|a| a.min(recent));
+                starts.run_ats.push(start.map(|k| k.run_at));
+                starts.ids.push(start.map(|k| k.id));
+            }
+        }
+        (ticket, starts)
+    }
+
+    /// Ends a claim that took `claimed` (queue, priority, run_at, id), in
+    /// any order.
+    pub(crate) fn finish<'a>(&self, ticket: Ticket, claimed: impl IntoIterator<Item = (&'a str, Priority, Key)>) {
+        let mut s = self.lock();
+        s.in_flight = s.in_flight.saturating_sub(1);
+        if ticket.whole {
+            let took = ticket.started.elapsed().saturating_mul(REWALK_RATIO).max(REWALK_MIN);
+            s.last_whole = Some(ticket.now);
+            s.next_whole = Some(add(ticket.now, took));
+        }
+        if ticket.overlapped || s.generation != ticket.generation {
+            return;
+        }
+        for (queue, priority, key) in claimed {
+            let Some(band) = band_of(priority) else { continue };
+            let after = match s.after.get_mut(queue) {
+                Some(after) => after,
+                None => s.after.entry(queue.to_owned()).or_default(),
+            };
+            if after[band].is_none_or(|a| a < key) {
+                after[band] = Some(key);
+            }
+        }
+    }
+
+    /// Ends a claim that failed: it took nothing, and its locks are gone.
+    pub(crate) fn abort(&self, _ticket: Ticket) {
+        let mut s = self.lock();
+        s.in_flight = s.in_flight.saturating_sub(1);
+    }
+
+    /// This storage made jobs claimable at these (queue, priority, run_at as
+    /// sent or stored): a band whose start is at or past one moves back
+    /// before it.
+    pub(crate) fn arrived<'a>(&self, jobs: impl IntoIterator<Item = (&'a str, i16, Timestamp)>) {
+        let mut s = self.lock();
+        if s.after.is_empty() {
+            return;
+        }
+        let mut moved = false;
+        for (queue, priority, run_at) in jobs {
+            let Some(band) = Priority::from_i16(priority).and_then(band_of) else { continue };
+            let Some(after) = s.after.get_mut(queue) else { continue };
+            let before = Key::before(run_at);
+            if after[band].is_some_and(|a| before < a) {
+                after[band] = Some(before);
+                moved = true;
+            }
+        }
+        if moved {
+            s.generation += 1;
+        }
+    }
+}
+
+fn band_of(priority: Priority) -> Option<usize> {
+    BANDS.iter().position(|b| *b == priority)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(secs: i64) -> Timestamp {
+        chrono::DateTime::from_timestamp(1_800_000_000 + secs, 0).unwrap_or_default()
+    }
+
+    fn key(secs: i64, id: u128) -> Key {
+        Key { run_at: t(secs), id: Uuid::from_u128(id) }
+    }
+
+    #[test]
+    fn first_claim_walks_whole_then_starts_after_what_it_took() {
+        let h = Hints::default();
+        let (ticket, starts) = h.begin(&["q"], t(100));
+        assert!(ticket.whole);
+        assert_eq!(starts.run_ats, vec![None; 4]);
+        h.finish(ticket, [("q", Priority::Normal, key(10, 5)), ("q", Priority::Normal, key(10, 7))]);
+        let (ticket, starts) = h.begin(&["q", "other"], t(100));
+        assert!(!ticket.whole, "the next whole walk is REWALK_MIN later");
+        assert_eq!(starts.run_ats, vec![None, None, Some(t(10)), None, None, None, None, None]);
+        assert_eq!(starts.ids[2], Some(Uuid::from_u128(7)));
+        h.abort(ticket);
+        let (ticket, starts) = h.begin(&["q"], t(101));
+        assert!(ticket.whole, "a second after the first whole walk");
+        assert_eq!(starts.run_ats, vec![None; 4]);
+        h.abort(ticket);
+    }
+
+    #[test]
+    fn a_start_is_never_later_than_recent_before_now() {
+        let h = Hints::default();
+        let (ticket, _) = h.begin(&["q"], t(0));
+        h.finish(ticket, [("q", Priority::Low, key(50, 1))]);
+        let (ticket, starts) = h.begin(&["q"], t(0));
+        let start = starts.run_ats[3].unwrap_or_default();
+        assert!(start < t(0) && start > t(-1), "{start}");
+        h.abort(ticket);
+    }
+
+    #[test]
+    fn overlapping_claims_and_arrivals_move_no_position_forward() {
+        let h = Hints::default();
+        let (first, _) = h.begin(&["q"], t(100));
+        h.finish(first, [("q", Priority::Normal, key(10, 1))]);
+        let (a, _) = h.begin(&["q"], t(100));
+        let (b, _) = h.begin(&["q"], t(100));
+        h.finish(b, [("q", Priority::Normal, key(20, 1))]);
+        h.finish(a, [("q", Priority::Normal, key(30, 1))]);
+        let (c, starts) = h.begin(&["q"], t(100));
+        assert_eq!(starts.run_ats[2], Some(t(10)), "neither overlapping claim moved it");
+        h.arrived([("q", 1, t(5))]);
+        h.finish(c, [("q", Priority::Normal, key(40, 1))]);
+        let (d, starts) = h.begin(&["q"], t(100));
+        let start = starts.run_ats[2].unwrap_or_default();
+        assert!(start < t(5) && start > t(4), "moved back before the arrival: {start}");
+        h.arrived([("q", 1, t(50)), ("q", 9, t(0)), ("other", 1, t(0))]);
+        h.finish(d, []);
+        let (e, starts) = h.begin(&["q"], t(100));
+        assert_eq!(starts.run_ats[2].map(|s| s < t(5)), Some(true), "a later arrival moves nothing");
+        h.abort(e);
+    }
+}
