@@ -1,0 +1,156 @@
+//! The scenarios every backend runs: batch and single enqueue, drain, and
+//! idle wake-up latency; and the drain's pool, shared by the other modules.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use jq_core::worker::{JobContext, WorkerPool};
+use jq_core::{JobType, NewJob, State, Storage, StorageExt};
+use serde::{Deserialize, Serialize};
+use tokio::sync::{Notify, mpsc};
+
+use crate::BoxError;
+
+pub const BATCH_JOBS: usize = 20_000;
+pub const BATCH_SIZE: usize = 1_000;
+pub const SINGLE_JOBS: usize = 5_000;
+pub const DRAIN_JOBS: usize = 20_000;
+pub const DRAIN_CONCURRENCY: usize = 16;
+pub const LATENCY_JOBS: usize = 200;
+const LATENCY_GAP: Duration = Duration::from_millis(20);
+
+/// The benchmark's job: a no-op.
+#[derive(Serialize, Deserialize)]
+pub struct Noop {
+    pub n: usize,
+}
+
+impl JobType for Noop {
+    const KIND: &'static str = "bench_noop";
+    const QUEUE: &'static str = "bench";
+}
+
+pub fn noop_jobs(range: std::ops::Range<usize>) -> Result<Vec<NewJob>, BoxError> {
+    range.map(|n| NewJob::typed(&Noop { n }).build().map_err(Into::into)).collect()
+}
+
+/// Enqueues `n` no-op jobs in batches of [`BATCH_SIZE`].
+pub async fn enqueue_noops<S: Storage>(storage: &S, n: usize) -> Result<(), BoxError> {
+    for start in (0..n).step_by(BATCH_SIZE) {
+        storage.enqueue(noop_jobs(start..(start + BATCH_SIZE).min(n))?).await?;
+    }
+    Ok(())
+}
+
+pub async fn batch_enqueue<S: Storage>(storage: Arc<S>) -> Result<f64, BoxError> {
+    let batches: Vec<Vec<NewJob>> = (0..BATCH_JOBS / BATCH_SIZE)
+        .map(|b| noop_jobs(b * BATCH_SIZE..(b + 1) * BATCH_SIZE))
+        .collect::<Result<_, _>>()?;
+    let start = Instant::now();
+    for batch in batches {
+        storage.enqueue(batch).await?;
+    }
+    Ok(BATCH_JOBS as f64 / start.elapsed().as_secs_f64())
+}
+
+pub async fn single_enqueue<S: Storage>(storage: Arc<S>) -> Result<f64, BoxError> {
+    let jobs = noop_jobs(0..SINGLE_JOBS)?;
+    let start = Instant::now();
+    for job in jobs {
+        storage.enqueue_one(job).await?;
+    }
+    Ok(SINGLE_JOBS as f64 / start.elapsed().as_secs_f64())
+}
+
+/// The drain: [`DRAIN_JOBS`] enqueued, then run by one pool; jobs/s.
+pub async fn drain<S: Storage>(storage: Arc<S>) -> Result<f64, BoxError> {
+    enqueue_noops(&*storage, DRAIN_JOBS).await?;
+    let drained = run_pool(storage, DRAIN_JOBS, None).await?;
+    Ok(DRAIN_JOBS as f64 / drained.total.as_secs_f64())
+}
+
+/// How long a pool took to drain.
+pub struct Drained {
+    /// From pool start until the last ack was durable.
+    pub total: Duration,
+    /// From pool start until the `mark`-th handler ran.
+    pub at_mark: Option<Duration>,
+}
+
+/// Runs a pool at the default settings except concurrency
+/// [`DRAIN_CONCURRENCY`] over `jobs` no-op jobs already enqueued, until every
+/// one has run and its ack is durable (the pool's shutdown returns once every
+/// outcome is written); checks that exactly `jobs` more are Completed.
+pub async fn run_pool<S: Storage>(storage: Arc<S>, jobs: usize, mark: Option<usize>) -> Result<Drained, BoxError> {
+    let completed_before = storage.stats().await?.total(State::Completed);
+    let ran = Arc::new(AtomicUsize::new(0));
+    let all_ran = Arc::new(Notify::new());
+    let marked: Arc<OnceLock<Instant>> = Arc::default();
+    let (counter, notify, at_mark) = (ran.clone(), all_ran.clone(), marked.clone());
+    let start = Instant::now();
+    let pool = WorkerPool::new(storage.clone())
+        .concurrency(DRAIN_CONCURRENCY)
+        .register::<Noop, _, _>(move |_job, _ctx: JobContext| {
+            let n = counter.fetch_add(1, Ordering::Relaxed) + 1;
+            if Some(n) == mark {
+                let _ = at_mark.set(Instant::now());
+            }
+            if n == jobs {
+                notify.notify_one();
+            }
+            async { Ok(()) }
+        })
+        .start()?;
+    all_ran.notified().await;
+    pool.shutdown().await;
+    let total = start.elapsed();
+    let completed = storage.stats().await?.total(State::Completed) - completed_before;
+    if completed != jobs as u64 {
+        return Err(format!("drain: {completed} of {jobs} jobs completed").into());
+    }
+    Ok(Drained { total, at_mark: marked.get().map(|at| at.duration_since(start)) })
+}
+
+pub async fn latency<S: Storage>(storage: Arc<S>) -> Result<(Duration, Duration), BoxError> {
+    let (started_tx, mut started) = mpsc::unbounded_channel::<(usize, Instant)>();
+    let pool = WorkerPool::new(storage.clone())
+        .register::<Noop, _, _>(move |job: Noop, _ctx: JobContext| {
+            let _ = started_tx.send((job.n, Instant::now()));
+            async { Ok(()) }
+        })
+        .start()?;
+    // Warm-up: one job through, so the pool is idle-waiting when we begin.
+    storage.enqueue_one(NewJob::typed(&Noop { n: usize::MAX }).build()?).await?;
+    started.recv().await.ok_or("pool stopped")?;
+
+    let mut enqueued_at = Vec::with_capacity(LATENCY_JOBS);
+    for n in 0..LATENCY_JOBS {
+        let job = NewJob::typed(&Noop { n }).build()?;
+        enqueued_at.push(Instant::now());
+        storage.enqueue_one(job).await?;
+        tokio::time::sleep(LATENCY_GAP).await;
+    }
+    let mut latencies = Vec::with_capacity(LATENCY_JOBS);
+    while latencies.len() < LATENCY_JOBS {
+        let (n, at) = tokio::time::timeout(Duration::from_secs(30), started.recv())
+            .await
+            .map_err(|_| "latency: jobs did not start within 30 s")?
+            .ok_or("pool stopped")?;
+        latencies.push(at.saturating_duration_since(enqueued_at[n]));
+    }
+    pool.shutdown().await;
+    latencies.sort();
+    Ok((percentile(&latencies, 0.50), percentile(&latencies, 0.99)))
+}
+
+/// The nearest-rank percentile of sorted values.
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+pub fn median<T: Copy + PartialOrd>(mut values: Vec<T>) -> T {
+    values.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    values[values.len() / 2]
+}
