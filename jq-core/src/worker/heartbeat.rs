@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use super::failure::Failure;
 use crate::job::{JobId, LeaseRef, LeaseToken};
 use crate::storage::Storage;
 
@@ -88,13 +89,15 @@ impl Inflight {
 
 /// Extends every held lease once per `interval` until `halt` fires. Errors
 /// are logged and retried at the next beat: with the default interval of a
-/// third of the lease, two beats may fail before a lease is at risk.
+/// third of the lease, two beats may fail before a lease is at risk. A
+/// fatal error is reported and ends the beating.
 pub(crate) async fn run<S: Storage>(
     storage: Arc<S>,
     inflight: Arc<Inflight>,
     interval: Duration,
     lease: Duration,
     halt: CancellationToken,
+    failure: Arc<Failure>,
 ) {
     loop {
         tokio::select! {
@@ -116,6 +119,10 @@ pub(crate) async fn run<S: Storage>(
                         running.len()
                     );
                 }
+            }
+            Err(error) if error.is_fatal() => {
+                failure.report("heartbeat", error);
+                return;
             }
             Err(error) => {
                 tracing::warn!(%error, held = leases.len(), "heartbeat failed; retrying at the next beat");
