@@ -18,12 +18,7 @@ fn job(queue: &str, n: u32) -> NewJob {
 }
 
 fn request(queue: &str, limit: usize) -> ClaimRequest {
-    ClaimRequest {
-        queues: vec![QueueName::new(queue).unwrap()],
-        limit,
-        lease: Duration::from_secs(30),
-        worker: "w1".into(),
-    }
+    ClaimRequest::new(vec![QueueName::new(queue).unwrap()], limit, Duration::from_secs(30), "w1")
 }
 
 #[tokio::test]

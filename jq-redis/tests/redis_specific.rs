@@ -19,12 +19,7 @@ fn job(queue: &str, n: usize) -> jq_core::JobBuilder {
 }
 
 fn request(queue: &str, limit: usize) -> ClaimRequest {
-    ClaimRequest {
-        queues: vec![QueueName::new(queue).unwrap()],
-        limit,
-        lease: Duration::from_secs(30),
-        worker: "w".into(),
-    }
+    ClaimRequest::new(vec![QueueName::new(queue).unwrap()], limit, Duration::from_secs(30), "w")
 }
 
 async fn raw_conn() -> redis::aio::MultiplexedConnection {
