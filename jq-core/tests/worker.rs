@@ -773,3 +773,51 @@ async fn without_maintenance_a_pool_never_campaigns_and_with_it_resigns_at_shutd
     maintainer.shutdown().await.unwrap();
     assert!(inner.leaders().await.unwrap().is_empty(), "resigned at shutdown");
 }
+
+/// Sends once when dropped.
+struct OnDrop(mpsc::UnboundedSender<()>);
+
+impl Drop for OnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.send(());
+    }
+}
+
+/// A job whose lease this pool lost and that the pool claims again before
+/// any heartbeat noticed: the earlier run is cancelled (it would otherwise
+/// hold its executor until it finished by itself), the new one completes.
+#[tokio::test]
+async fn a_job_claimed_again_by_the_same_pool_cancels_its_earlier_run() {
+    let storage = MemoryStorage::new();
+    let (cancelled_tx, mut cancelled) = mpsc::unbounded_channel();
+    let (started_tx, mut started) = mpsc::unbounded_channel();
+    let runs = Arc::new(AtomicU32::new(0));
+    let handler_runs = runs.clone();
+    let handle = pool(&storage)
+        .concurrency(2)
+        .prefetch(0)
+        .heartbeat_interval(Duration::from_secs(20))
+        .register::<Greet, _, _>(move |_job, ctx: JobContext| {
+            let (cancelled_tx, started_tx) = (cancelled_tx.clone(), started_tx.clone());
+            let first = handler_runs.fetch_add(1, Ordering::SeqCst) == 0;
+            async move {
+                if first {
+                    // The pool drops a cancelled handler: the guard says so.
+                    let _dropped = OnDrop(cancelled_tx);
+                    started_tx.send(ctx.lease()).unwrap();
+                    std::future::pending::<()>().await;
+                }
+                Ok(())
+            }
+        })
+        .start()
+        .unwrap();
+    let id = enqueue(&storage, &Greet { name: "twice".into() }, 3).await;
+    let lease = started.recv().await.unwrap();
+    storage.release(lease).await.unwrap(); // as an operator, or recover after expiry, would hand it back
+    tokio::time::timeout(PATIENCE, cancelled.recv()).await.expect("the earlier run is cancelled").unwrap();
+    let job = until_state(&storage, id, State::Completed).await;
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+    assert_eq!(job.attempts, 1, "the release gave the first attempt back");
+    handle.shutdown().await.unwrap();
+}

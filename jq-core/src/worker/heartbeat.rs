@@ -42,9 +42,17 @@ impl Inflight {
         self.map.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Starts tracking a claimed job.
+    /// Starts tracking a claimed job. When this pool still tracks an
+    /// earlier lease of the same job (lost, handed back, and claimed again
+    /// by this pool before a heartbeat noticed), that lease is gone: its
+    /// handler is cancelled as a lost lease's would be, or it would hold
+    /// its executor until it finished by itself.
     pub(crate) fn insert(&self, lease: LeaseRef, cancel: CancellationToken) {
-        self.lock().insert(lease.id, Held { token: lease.token, cancel, finished: false });
+        let earlier = self.lock().insert(lease.id, Held { token: lease.token, cancel, finished: false });
+        if let Some(earlier) = earlier.filter(|h| h.token != lease.token && !h.finished) {
+            tracing::warn!(job = %lease.id, "lease lost and the job claimed again by this pool: cancelling the earlier run");
+            earlier.cancel.cancel();
+        }
     }
 
     /// Stops tracking a job (its outcome is durable, or its lease is gone).
