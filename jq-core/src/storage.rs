@@ -254,6 +254,10 @@ pub trait Storage: Send + Sync + 'static {
     ///
     /// - Each job is checked first: its payload against the backend's size
     ///   limit ([`Error::PayloadTooLarge`]).
+    /// - A backend that cannot store a batch over several queues in one
+    ///   atomic step refuses it with [`Error::CrossSlotBatch`] before
+    ///   storing anything (Redis Cluster, when the queues' keys live in
+    ///   different hash slots); every other backend takes any batch.
     /// - `run_at` of `None` or `<= now` gives Pending, else Scheduled.
     ///   `attempts` starts at 0, `created_at` is now.
     /// - A job whose `unique_key` matches a non-terminal job of the same

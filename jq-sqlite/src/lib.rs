@@ -16,7 +16,7 @@
 //!   share one `BEGIN IMMEDIATE` transaction, each in its own savepoint.
 //!   Claims run there too, so a claim is one transaction that picks
 //!   candidates from a partial index in claim order and takes them with
-//!   fresh lease tokens.
+//!   the claim's lease token.
 //! - Reads (get, list, stats, leaders) use at most
 //!   [`SqliteConfig::readers`] read connections on the blocking thread
 //!   pool (more reads at once wait for one); WAL lets them run beside the
