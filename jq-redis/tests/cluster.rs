@@ -171,7 +171,7 @@ async fn batches_and_claims_over_several_slots() {
     let clock = ManualClock::starting_now();
     let s = connect(&h.prefix, clock.clock()).await;
     let at = clock.now();
-    let jobs = vec![
+    let jobs = [
         job("a", 0).priority(Priority::Low).build_at(at).unwrap(),
         job("b", 1).priority(Priority::High).build_at(at).unwrap(),
         job("c", 2).build_at(at).unwrap(),
