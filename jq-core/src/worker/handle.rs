@@ -13,7 +13,7 @@
 //!    period if the storage fails, then each lost outcome is logged);
 //! 5. the heartbeat stops, and the handle's wait returns.
 //!
-//! A fatal storage error starts the same sequence (see [`super::failure`]);
+//! A fatal storage error ([`crate::Error::is_fatal`]) starts the same sequence;
 //! the handle's wait then returns that error.
 
 use std::collections::HashMap;
