@@ -69,9 +69,15 @@
 //!   changes only the jobs it returns (it does not promote others).
 //! - Items of one `complete` batch apply in order: a second item on the
 //!   same job sees the first one's effect (typically `LeaseLost`).
+//! - A claim's jobs hold the request's token (`ClaimRequest::token`), and a
+//!   resend returns what the token still holds: both sides get the same
+//!   tokens, so leases compare equal.
+//! - The pool scenarios (`pool_*`, `one_maintainer_among_eight_pools`)
+//!   run a real `WorkerPool` through [`FaultyStorage`] with short real
+//!   timers; they need `connect` to give handles that can be used from
+//!   several tasks at once, as every other scenario does.
 //! - Not compared: the order of jobs inside one claim's answer, the order
-//!   of heartbeat's lost ids, lease tokens (each side's are mapped to the
-//!   claim that issued them), payload formatting (compared as JSON values).
+//!   of heartbeat's lost ids, payload formatting (compared as JSON values).
 
 use jq_core::{Clock, Error, JobFilter, JobId, State, Storage};
 
