@@ -168,7 +168,9 @@ impl<S: Storage> Fetcher<S> {
                 _ = tokio::time::sleep(delay) => continue,
             }
             // Shutting down with a claim unanswered: what it took, if it
-            // took anything, is handed over for the shutdown to release.
+            // took anything, is handed over for the shutdown to release. (If
+            // it took nothing, this claims afresh and those are released
+            // too, their attempts given back.)
             return match self.storage.claim(&self.request).await {
                 Ok(jobs) => Answer::Stopping(jobs),
                 Err(error) => {
