@@ -80,12 +80,18 @@ impl Inflight {
         self.lock().iter().map(|(id, h)| LeaseRef { id: *id, token: h.token }).collect()
     }
 
-    /// Forgets the jobs whose lease the storage reported lost, cancels the
-    /// handlers still running, and returns their ids.
-    fn lose(&self, lost: &[JobId]) -> Vec<JobId> {
+    /// Forgets the jobs whose lease the storage reported lost (of `sent`,
+    /// the leases that heartbeat presented), cancels the handlers still
+    /// running, and returns their ids. A job claimed again by this pool
+    /// since the snapshot holds a new lease: that one is not touched.
+    fn lose(&self, lost: &[JobId], sent: &[LeaseRef]) -> Vec<JobId> {
+        let sent: HashMap<JobId, LeaseToken> = sent.iter().map(|l| (l.id, l.token)).collect();
         let mut map = self.lock();
         let mut running = Vec::new();
         for id in lost {
+            if map.get(id).is_none_or(|h| sent.get(id) != Some(&h.token)) {
+                continue;
+            }
             if let Some(held) = map.remove(id).filter(|h| !h.finished) {
                 held.cancel.cancel();
                 running.push(*id);
@@ -119,7 +125,7 @@ pub(crate) async fn run<S: Storage>(
         match storage.heartbeat(&leases, lease).await {
             Ok(lost) if lost.is_empty() => tracing::trace!(held = leases.len(), "leases extended"),
             Ok(lost) => {
-                let running = inflight.lose(&lost);
+                let running = inflight.lose(&lost, &leases);
                 if !running.is_empty() {
                     tracing::warn!(
                         lost = ?running,
@@ -136,5 +142,34 @@ pub(crate) async fn run<S: Storage>(
                 tracing::warn!(%error, held = leases.len(), "heartbeat failed; retrying at the next beat");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lease(id: JobId) -> LeaseRef {
+        LeaseRef { id, token: LeaseToken::new() }
+    }
+
+    #[test]
+    fn a_job_claimed_again_keeps_its_new_lease_when_the_old_one_is_reported_lost() {
+        let inflight = Inflight::default();
+        let id = JobId(uuid::Uuid::now_v7());
+        let (old, new) = (lease(id), lease(id));
+        let (old_run, new_run) = (CancellationToken::new(), CancellationToken::new());
+        inflight.insert(old, old_run.clone());
+        let sent = inflight.snapshot();
+        // Lost, handed back and claimed again by this pool before the beat answered.
+        inflight.insert(new, new_run.clone());
+        assert!(old_run.is_cancelled(), "the earlier run is cancelled when the job is claimed again");
+        assert!(inflight.lose(&[id], &sent).is_empty(), "the report is about the old lease");
+        assert!(!new_run.is_cancelled());
+        assert_eq!(inflight.snapshot(), vec![new]);
+        // A report about the lease held now does cancel it.
+        assert_eq!(inflight.lose(&[id], &[new]), vec![id]);
+        assert!(new_run.is_cancelled());
+        assert_eq!(inflight.len(), 0);
     }
 }
