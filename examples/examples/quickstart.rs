@@ -137,7 +137,7 @@ async fn run<S: Storage + Clone>(storage: S) -> Result<(), Box<dyn std::error::E
         .register::<BuildReport, _, _>(build_report)
         .start()?;
     let settled = wait_until_settled(&storage, &ids, Duration::from_secs(15)).await?;
-    pool.shutdown().await;
+    pool.shutdown().await?;
     if !settled {
         eprintln!("some jobs did not settle within 15 s");
     }

@@ -145,7 +145,7 @@ async fn run<S: Storage>(storage: S) -> Result<(), BoxError> {
         })
     };
     while input.next_line().await?.is_some() {}
-    pool.shutdown().await;
+    pool.shutdown().await?;
     report.abort();
     println!("done {}", ran.load(Ordering::Relaxed));
     Ok(())

@@ -103,7 +103,7 @@ pub async fn run_pool<S: Storage>(storage: Arc<S>, jobs: usize, mark: Option<usi
         })
         .start()?;
     all_ran.notified().await;
-    pool.shutdown().await;
+    pool.shutdown().await?;
     let total = start.elapsed();
     let completed = storage.stats().await?.total(State::Completed) - completed_before;
     if completed != jobs as u64 {
@@ -139,7 +139,7 @@ pub async fn latency<S: Storage>(storage: Arc<S>) -> Result<(Duration, Duration)
             .ok_or("pool stopped")?;
         latencies.push(at.saturating_duration_since(enqueued_at[n]));
     }
-    pool.shutdown().await;
+    pool.shutdown().await?;
     latencies.sort();
     Ok((percentile(&latencies, 0.50), percentile(&latencies, 0.99)))
 }

@@ -1,10 +1,11 @@
 -- Claim up to $2 jobs of the queues $1 in one statement.
 --
 -- $1 queues text[], $2 limit int4, $3 now timestamptz, $4 worker text,
--- $5 lease expiry timestamptz, $6 start run_ats timestamptz[], $7 start ids
--- uuid[]: four per queue, in $1's order, for priorities 3, 2, 1, 0; a band
--- is walked from just after (run_at, id) = ($6[i], $7[i]), or from its
--- start where they are NULL.
+-- $5 lease expiry timestamptz, $6 the claim's lease token uuid (every job
+-- it takes shares it; fencing is per job id and token), $7 start run_ats
+-- timestamptz[], $8 start ids uuid[]: four per queue, in $1's order, for
+-- priorities 3, 2, 1, 0; a band is walked from just after (run_at, id) =
+-- ($7[i], $8[i]), or from its start where they are NULL.
 --
 -- For each asked queue, one index scan of jobs_claim per priority, from
 -- that band's start position, in claim order (run_at, id), skipping rows
@@ -40,8 +41,8 @@ WITH picked AS (
             SELECT * FROM (
                 SELECT jc.id, jc.priority, jc.run_at FROM {schema}.jobs AS jc
                 WHERE jc.queue = q.name AND jc.priority = 3
-                  AND (jc.run_at, jc.id) > (coalesce($6[q.n * 4 - 3], '-infinity'),
-                                            coalesce($7[q.n * 4 - 3], '00000000-0000-0000-0000-000000000000'))
+                  AND (jc.run_at, jc.id) > (coalesce($7[q.n * 4 - 3], '-infinity'),
+                                            coalesce($8[q.n * 4 - 3], '00000000-0000-0000-0000-000000000000'))
                   AND jc.state IN ('pending', 'scheduled') AND (jc.state = 'pending' OR jc.run_at <= $3)
                 ORDER BY jc.run_at, jc.id
                 LIMIT $2
@@ -51,8 +52,8 @@ WITH picked AS (
             SELECT * FROM (
                 SELECT jc.id, jc.priority, jc.run_at FROM {schema}.jobs AS jc
                 WHERE jc.queue = q.name AND jc.priority = 2
-                  AND (jc.run_at, jc.id) > (coalesce($6[q.n * 4 - 2], '-infinity'),
-                                            coalesce($7[q.n * 4 - 2], '00000000-0000-0000-0000-000000000000'))
+                  AND (jc.run_at, jc.id) > (coalesce($7[q.n * 4 - 2], '-infinity'),
+                                            coalesce($8[q.n * 4 - 2], '00000000-0000-0000-0000-000000000000'))
                   AND jc.state IN ('pending', 'scheduled') AND (jc.state = 'pending' OR jc.run_at <= $3)
                 ORDER BY jc.run_at, jc.id
                 LIMIT $2
@@ -62,8 +63,8 @@ WITH picked AS (
             SELECT * FROM (
                 SELECT jc.id, jc.priority, jc.run_at FROM {schema}.jobs AS jc
                 WHERE jc.queue = q.name AND jc.priority = 1
-                  AND (jc.run_at, jc.id) > (coalesce($6[q.n * 4 - 1], '-infinity'),
-                                            coalesce($7[q.n * 4 - 1], '00000000-0000-0000-0000-000000000000'))
+                  AND (jc.run_at, jc.id) > (coalesce($7[q.n * 4 - 1], '-infinity'),
+                                            coalesce($8[q.n * 4 - 1], '00000000-0000-0000-0000-000000000000'))
                   AND jc.state IN ('pending', 'scheduled') AND (jc.state = 'pending' OR jc.run_at <= $3)
                 ORDER BY jc.run_at, jc.id
                 LIMIT $2
@@ -73,8 +74,8 @@ WITH picked AS (
             SELECT * FROM (
                 SELECT jc.id, jc.priority, jc.run_at FROM {schema}.jobs AS jc
                 WHERE jc.queue = q.name AND jc.priority = 0
-                  AND (jc.run_at, jc.id) > (coalesce($6[q.n * 4], '-infinity'),
-                                            coalesce($7[q.n * 4], '00000000-0000-0000-0000-000000000000'))
+                  AND (jc.run_at, jc.id) > (coalesce($7[q.n * 4], '-infinity'),
+                                            coalesce($8[q.n * 4], '00000000-0000-0000-0000-000000000000'))
                   AND jc.state IN ('pending', 'scheduled') AND (jc.state = 'pending' OR jc.run_at <= $3)
                 ORDER BY jc.run_at, jc.id
                 LIMIT $2
@@ -98,7 +99,7 @@ WITH picked AS (
 UPDATE {schema}.jobs AS j
 SET state = 'running',
     attempts = j.attempts + 1,
-    lease_token = gen_random_uuid(),
+    lease_token = $6,
     lease_worker = $4,
     lease_expires_at = $5
 FROM picked
