@@ -4,7 +4,7 @@
 # raw limits of the same machine in the same sitting (see BENCHMARKS.md).
 #
 #   bash scripts/raw-limits.sh            # both servers
-#   bash scripts/raw-limits.sh postgres   # or only one: postgres | redis
+#   bash scripts/raw-limits.sh postgres   # or only one: postgres | redis | sqlite
 #
 # PostgreSQL (JQ_PG_HOST/JQ_PG_PORT/JQ_PG_USER, default 127.0.0.1:5432
 # postgres): a scratch schema `jq_raw_limits` with jq's jobs table and
@@ -15,6 +15,12 @@
 #     of the same rows: the ceiling of jq's batch enqueue;
 #   - fdatasync calls/s of the data directory's disk (pg_test_fsync), when
 #     run where the data directory is readable.
+# SQLite (`cargo run --release -p jq-sqlite --example raw_commits`): a
+# scratch file with jq's schema and the writer's settings (WAL,
+# synchronous=NORMAL, a checkpoint every 8,192 pages), one connection on
+# one thread.
+#   - single-row INSERT commits/s of the enqueue statement, each in its own
+#     BEGIN IMMEDIATE / COMMIT: the ceiling of jq's single enqueue.
 # Redis (JQ_REDIS_HOST/JQ_REDIS_PORT, default 127.0.0.1:6379): keys under
 # `jq_raw_limits:`, deleted at the end.
 #   - unpipelined PING/s from one client: the floor under any awaited call;
@@ -128,6 +134,14 @@ SQL
     fi
 }
 
+sqlite_limits() {
+    need cargo cargo
+    local root
+    root="$(cd "$(dirname "$0")/.." && pwd)"
+    echo "== SQLite (the library jq links, through rusqlite)"
+    (cd "$root" && cargo run --quiet --release -p jq-sqlite --example raw_commits)
+}
+
 redis_limits() {
     need redis-tools redis-cli redis-benchmark
     local cli=(redis-cli -h "$redis_host" -p "$redis_port")
@@ -158,8 +172,9 @@ redis_limits() {
 }
 
 case "$which" in
-    all) postgres_limits; redis_limits ;;
+    all) postgres_limits; redis_limits; sqlite_limits ;;
     postgres) postgres_limits ;;
     redis) redis_limits ;;
-    *) echo "usage: $0 [all|postgres|redis]" >&2; exit 2 ;;
+    sqlite) sqlite_limits ;;
+    *) echo "usage: $0 [all|postgres|redis|sqlite]" >&2; exit 2 ;;
 esac

@@ -60,10 +60,9 @@ pub(crate) async fn claim(inner: &Inner, request: &ClaimRequest) -> Result<Vec<J
             Err(e) => corrupt.push((row, e)),
         }
     }
-    inner.hints.finish(
-        ticket,
-        jobs.iter().map(|j| (j.queue.as_str(), j.priority, Key { run_at: j.run_at, id: j.id.0 })),
-    );
+    inner
+        .hints
+        .finish(ticket, jobs.iter().map(|j| (j.queue.as_str(), j.priority, Key { run_at: j.run_at, id: j.id.0 })));
     for (row, e) in corrupt {
         if let Err(bury_error) = bury(inner, row, &e).await {
             // The statement committed: the others are ours anyway.

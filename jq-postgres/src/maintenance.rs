@@ -26,8 +26,11 @@ pub(crate) async fn promote(inner: &Inner) -> Result<u64> {
             .map_err(map_sqlx)?;
         let mut earliest = Vec::with_capacity(rows.len());
         for row in &rows {
-            let (queue, priority, run_at): (String, i16, Timestamp) =
-                (row.try_get(1).map_err(map_sqlx)?, row.try_get(2).map_err(map_sqlx)?, row.try_get(3).map_err(map_sqlx)?);
+            let (queue, priority, run_at): (String, i16, Timestamp) = (
+                row.try_get(1).map_err(map_sqlx)?,
+                row.try_get(2).map_err(map_sqlx)?,
+                row.try_get(3).map_err(map_sqlx)?,
+            );
             earliest.push((queue, priority, run_at));
         }
         inner.hints.arrived(earliest.iter().map(|(q, p, r)| (q.as_str(), *p, *r)));

@@ -8,11 +8,11 @@ mod common;
 use std::time::Duration;
 
 use common::Fixture;
-use sqlx::Connection;
 use jq_core::{
     ClaimRequest, Clock, Completion, Error, JobFilter, ManualClock, NewJob, Outcome, Payload, QueueName, State,
     Storage, StorageExt,
 };
+use sqlx::Connection;
 
 fn job(queue: &str, n: u32) -> NewJob {
     NewJob::builder("smoke", Payload::from_json(format!(r#"{{"n": {n}}}"#)).unwrap()).queue(queue).build().unwrap()

@@ -225,6 +225,24 @@ impl Command {
     }
 }
 
+/// How long the writer polls for the next command before it sleeps.
+const SPIN: Duration = Duration::from_micros(50);
+
+/// The next command: polled for [`SPIN`] first, then waited for. A caller
+/// awaiting one answer after another sends its next command within tens of
+/// microseconds, and waking a sleeping thread costs more than that.
+fn next(commands: &Receiver<Command>) -> Option<Command> {
+    let start = Instant::now();
+    loop {
+        match commands.try_recv() {
+            Ok(cmd) => return Some(cmd),
+            Err(std::sync::mpsc::TryRecvError::Disconnected) => return None,
+            Err(std::sync::mpsc::TryRecvError::Empty) if start.elapsed() < SPIN => std::thread::yield_now(),
+            Err(std::sync::mpsc::TryRecvError::Empty) => return commands.recv().ok(),
+        }
+    }
+}
+
 /// Whether the writer thread still runs: false once it ended, however.
 /// Tells a caller whose answer was dropped whether its command panicked
 /// (the writer lives on) or the writer died.
@@ -285,7 +303,7 @@ impl Writer {
         let _dead_on_exit = AliveGuard(self.alive.clone());
         let mut last_wal_check = Instant::now();
         let mut purged = false;
-        while let Ok(first) = commands.recv() {
+        while let Some(first) = next(&commands) {
             #[cfg(test)]
             if matches!(first, Command::Exit) {
                 return;
