@@ -26,6 +26,9 @@
 //! claimable behind another process's position therefore waits at most until
 //! that process's next whole walk; nothing waits forever, and order is exact
 //! within one process.
+//!
+//! Recover walks the lease index the same way, from where its last pass
+//! ended ([`RecoverStart`]).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -195,6 +198,45 @@ impl Hints {
     }
 }
 
+/// Every this many passes, recover walks the lease index whole.
+pub(crate) const RECOVER_WHOLE_EVERY: u32 = 6;
+
+/// Where recover starts its walk of the lease index (`jobs_lease_expiry`).
+///
+/// Every claim and heartbeat leaves an entry there, and while an old
+/// snapshot is open the entries of jobs completed since cannot go: a
+/// recover that walks every expiry up to now walks all of them, every pass.
+/// A pass that got to the end recovered every lease that expired by its
+/// `now`; a lease taken or extended later expires after that (now plus a
+/// positive lease, unless clocks differ by more than a lease), so the next
+/// pass starts there. A row the pass skipped because another statement held
+/// it (an ack, a heartbeat) normally leaves Running or gets a later expiry
+/// meanwhile; one whose holder rolled back waits for the next whole walk:
+/// every [`RECOVER_WHOLE_EVERY`] passes, and whenever the clock went back.
+#[derive(Debug, Default)]
+pub(crate) struct RecoverStart {
+    /// The end of the last pass that got to the end, and passes since the
+    /// last whole walk.
+    state: Mutex<(Option<Timestamp>, u32)>,
+}
+
+impl RecoverStart {
+    /// Where a pass at `now` starts (exclusive); `None`: from the start.
+    pub(crate) fn begin(&self, now: Timestamp) -> Option<Timestamp> {
+        let s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        match s.0 {
+            Some(after) if after <= now && s.1 % RECOVER_WHOLE_EVERY != 0 => Some(after),
+            _ => None,
+        }
+    }
+
+    /// A pass at `now` got to the end.
+    pub(crate) fn finish(&self, now: Timestamp) {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        *s = (Some(now), s.1.wrapping_add(1));
+    }
+}
+
 fn band_of(priority: Priority) -> Option<usize> {
     BANDS.iter().position(|b| *b == priority)
 }
@@ -238,6 +280,20 @@ mod tests {
         let start = starts.run_ats[3].unwrap_or_default();
         assert!(start < t(0) && start > t(-1), "{start}");
         h.abort(ticket);
+    }
+
+    #[test]
+    fn recover_starts_where_the_last_pass_ended_and_walks_whole_now_and_then() {
+        let r = RecoverStart::default();
+        assert_eq!(r.begin(t(0)), None, "the first pass walks whole");
+        r.finish(t(0));
+        for pass in 1..RECOVER_WHOLE_EVERY {
+            assert_eq!(r.begin(t(pass as i64)), Some(t(pass as i64 - 1)));
+            r.finish(t(pass as i64));
+        }
+        assert_eq!(r.begin(t(100)), None, "every RECOVER_WHOLE_EVERY passes");
+        r.finish(t(100));
+        assert_eq!(r.begin(t(50)), None, "the clock went back");
     }
 
     #[test]

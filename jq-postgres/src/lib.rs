@@ -80,6 +80,8 @@ pub(crate) struct Inner {
     pub(crate) wake: listener::Wake,
     /// Where the next claim starts in each band of the claim index.
     pub(crate) hints: hints::Hints,
+    /// Where the next recover starts in the lease index.
+    pub(crate) recover_start: hints::RecoverStart,
 }
 
 impl PostgresStorage {
@@ -126,6 +128,7 @@ impl PostgresStorage {
             schema: config.schema,
             wake: listener::Wake::default(),
             hints: hints::Hints::default(),
+            recover_start: hints::RecoverStart::default(),
         };
         Ok(PostgresStorage { inner: Arc::new(inner) })
     }

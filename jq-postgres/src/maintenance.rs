@@ -49,18 +49,21 @@ pub(crate) async fn promote(inner: &Inner) -> Result<u64> {
 pub(crate) async fn recover(inner: &Inner) -> Result<u64> {
     let now = inner.clock.now();
     let text = rfc3339(now);
+    let after = inner.recover_start.begin(now);
     let mut total = 0;
     loop {
         let moved = sqlx::query(inner.sql.recover.q())
             .bind(now)
             .bind(BATCH as i32)
             .bind(&text)
+            .bind(after)
             .execute(&inner.pool)
             .await
             .map_err(map_sqlx)?
             .rows_affected();
         total += moved;
         if moved < BATCH as u64 {
+            inner.recover_start.finish(now);
             if total > 0 {
                 tracing::info!(schema = inner.schema, recovered = total, "recovered jobs with expired leases");
             }

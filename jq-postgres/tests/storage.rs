@@ -436,26 +436,31 @@ async fn enqueue_of_an_id_already_stored_returns_it_and_stores_nothing() {
     f.cleanup().await;
 }
 
-/// Entries of the claim index that scans of this schema have read so far.
-/// The counters live in the server's statistics, which each backend sends
-/// when it goes idle: the pool has one connection, whose next idle moment
-/// is forced to send them.
-async fn claim_index_entries_read(s: &jq_postgres::PostgresStorage) -> i64 {
+/// Entries of `index` that scans of this schema have read so far. The
+/// counters live in the server's statistics, which each backend sends when
+/// it goes idle: the pool has one connection, whose next idle moment is
+/// forced to send them.
+async fn index_entries_read(s: &jq_postgres::PostgresStorage, index: &str) -> i64 {
     sqlx::query("SELECT pg_stat_force_next_flush()").execute(s.pool()).await.unwrap();
-    sqlx::query_scalar(
-        "SELECT idx_tup_read FROM pg_stat_user_indexes WHERE schemaname = $1 AND indexrelname = 'jobs_claim'",
-    )
-    .bind(s.schema())
-    .fetch_one(s.pool())
-    .await
-    .unwrap()
+    sqlx::query_scalar("SELECT idx_tup_read FROM pg_stat_user_indexes WHERE schemaname = $1 AND indexrelname = $2")
+        .bind(s.schema())
+        .bind(index)
+        .fetch_one(s.pool())
+        .await
+        .unwrap()
+}
+
+async fn claim_index_entries_read(s: &jq_postgres::PostgresStorage) -> i64 {
+    index_entries_read(s, "jobs_claim").await
 }
 
 /// While another session holds a snapshot older than the claims (a long
 /// report, a session idle in a transaction), every claimed job leaves an
 /// entry in the claim index that nothing may remove. A claim must not walk
 /// them again: the entries it reads per job are the same with 3,500 claimed
-/// jobs behind it as with 500.
+/// jobs behind it as with 500. Likewise recover, in the lease index: a pass
+/// walks the leases that expired since the last one, not every lease ever
+/// taken since the snapshot.
 #[tokio::test]
 async fn claim_work_per_job_does_not_grow_with_the_dead_versions_behind_it() {
     const JOBS: usize = 4_000;
@@ -486,6 +491,17 @@ async fn claim_work_per_job_does_not_grow_with_the_dead_versions_behind_it() {
         late <= early + 2 && late <= 2 * BATCH as i64,
         "entries read per claim of {BATCH}: {early} with 500 claimed jobs behind, {late} with 3,500: {read_per_claim:?}"
     );
+
+    // Every lease taken above has expired: the first recover walks them all
+    // (recovering none: the jobs are completed), the next one none of them.
+    clock.advance(Duration::from_secs(31));
+    let mut recover_read = Vec::new();
+    for _ in 0..2 {
+        let before = index_entries_read(&s, "jobs_lease_expiry").await;
+        assert_eq!(s.recover().await.unwrap(), 0);
+        recover_read.push(index_entries_read(&s, "jobs_lease_expiry").await - before);
+    }
+    assert!(recover_read[0] >= JOBS as i64 && recover_read[1] <= 2, "lease entries read by recover: {recover_read:?}");
 
     // The snapshot does keep those entries: a storage that has claimed
     // nothing yet starts at the front and walks all of them.

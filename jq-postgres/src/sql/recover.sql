@@ -1,6 +1,10 @@
 -- Hand back up to $2 Running jobs whose lease expired.
 --
--- $1 now timestamptz, $2 batch size int4, $3 now as RFC 3339 text.
+-- $1 now timestamptz, $2 batch size int4, $3 now as RFC 3339 text, $4 the
+-- lease expiry to walk from (exclusive; NULL walks the index whole): the
+-- end of the previous pass, so the entries that completed jobs leave behind
+-- while an old snapshot keeps them are walked once, not by every pass (see
+-- RecoverStart in hints.rs).
 -- ONE guarded statement: the rows are locked in the CTE, and the UPDATE's
 -- guard (state = running AND lease_expires_at <= now) is evaluated on the
 -- latest row version, so a job a concurrent ack just completed, or a lease a
@@ -9,7 +13,7 @@
 -- guard could walk the lease index whole instead (see migration 3).
 WITH picked AS (
     SELECT ctid FROM {schema}.jobs
-    WHERE state = 'running' AND lease_expires_at <= $1
+    WHERE state = 'running' AND lease_expires_at <= $1 AND lease_expires_at > coalesce($4, '-infinity')
     ORDER BY lease_expires_at
     LIMIT $2
     FOR UPDATE SKIP LOCKED
