@@ -13,8 +13,11 @@
 //!   database. [`PostgresStorage::migrate`] creates or upgrades it; it never
 //!   runs on its own.
 //! - Claims lock rows with `FOR UPDATE SKIP LOCKED` in a CTE that walks a
-//!   partial index of the claimable jobs in claim order; every later change
-//!   is one UPDATE guarded on state and lease token, batched with `unnest`.
+//!   partial index of the claimable jobs in claim order, each priority from
+//!   where this storage's last claim left it, so a long transaction
+//!   elsewhere (which keeps every claimed job's old index entry) does not
+//!   make each claim slower than the last; every later change is one UPDATE
+//!   guarded on state and lease token, batched with `unnest`.
 //! - [`PostgresStorage::enqueue_tx`] / [`PostgresStorage::enqueue_in`]
 //!   enqueue inside the caller's transaction: the job exists if and only if
 //!   the caller commits.
