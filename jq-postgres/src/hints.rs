@@ -225,7 +225,7 @@ impl RecoverStart {
     pub(crate) fn begin(&self, now: Timestamp) -> Option<Timestamp> {
         let s = self.state.lock().unwrap_or_else(|e| e.into_inner());
         match s.0 {
-            Some(after) if after <= now && s.1 % RECOVER_WHOLE_EVERY != 0 => Some(after),
+            Some(after) if after <= now && !s.1.is_multiple_of(RECOVER_WHOLE_EVERY) => Some(after),
             _ => None,
         }
     }

@@ -518,3 +518,35 @@ async fn claim_work_per_job_does_not_grow_with_the_dead_versions_behind_it() {
     s.close().await;
     f.cleanup().await;
 }
+
+/// Claims start each priority where this storage's last claim left it
+/// (see hints.rs). A job made claimable behind that point is still claimed
+/// in order when this storage made it so, and by the next walk from the
+/// front when another process did.
+#[tokio::test]
+async fn a_job_claimable_behind_where_claims_reached_is_claimed() {
+    let f = Fixture::new().await;
+    let clock = ManualClock::starting_now();
+    let (a, b) = (f.connect(clock.clock()).await, f.connect(clock.clock()).await);
+    let at = |secs: i64| clock.now() + chrono::Duration::seconds(secs);
+    let past = |n: u32, secs: i64| {
+        let mut j = job("q", n);
+        j.run_at = Some(at(secs));
+        j
+    };
+    let ids = a.enqueue(vec![past(1, -60), past(2, -50)]).await.unwrap();
+    let first = a.claim(&request("q", 1)).await.unwrap();
+    assert_eq!(first[0].id, ids[0]);
+    // Behind the Normal band's start, enqueued by this storage: next in order.
+    let own = a.enqueue_one(past(3, -3_600)).await.unwrap();
+    let next: Vec<_> = a.claim(&request("q", 1)).await.unwrap().iter().map(|j| j.id).collect();
+    assert_eq!(next, vec![own]);
+    // Behind it again, enqueued elsewhere: found once a whole walk is due.
+    let other = b.enqueue_one(past(4, -7_200)).await.unwrap();
+    let before: Vec<_> = a.claim(&request("q", 1)).await.unwrap().iter().map(|j| j.id).collect();
+    assert_eq!(before, vec![ids[1]], "still in this storage's order until its next walk from the front");
+    clock.advance(Duration::from_secs(1));
+    let after: Vec<_> = a.claim(&request("q", 1)).await.unwrap().iter().map(|j| j.id).collect();
+    assert_eq!(after, vec![other]);
+    f.cleanup().await;
+}

@@ -78,7 +78,7 @@ async fn every_statement_finds_its_rows_by_key_whatever_the_statistics() {
             "(ARRAY['q'], 50, now(), 'w', now() + interval '30 s', gen_random_uuid(), \
               ARRAY[NULL, NULL, now(), NULL]::timestamptz[], ARRAY[NULL, NULL, gen_random_uuid(), NULL]::uuid[])"
                 .to_owned(),
-            &["jobs_claim", "jobs_claim", "jobs_claim", "jobs_claim", "jobs_claim", "jobs_claim", "jobs_pkey"],
+            &["jobs_claim", "jobs_claim", "jobs_claim", "jobs_pkey"],
         ),
         ("claim_earlier", &sql.claim_earlier, "uuid", format!("('{token}')"), &["jobs_lease_expiry"]),
         (

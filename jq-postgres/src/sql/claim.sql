@@ -12,10 +12,12 @@
 -- other claimers hold and stopping at the limit: finished jobs are not in
 -- that partial index, and the positions skip the entries that claimed jobs
 -- leave behind while an old snapshot keeps them (see hints.rs). The bands
--- are a UNION ALL cut at the limit with no ORDER BY: PostgreSQL appends the
+-- are walked highest priority first and the walk is cut at the limit with
+-- no ORDER BY: a LATERAL subquery runs once per row of its outer side, in
+-- that side's order (here the array's), and a UNION ALL appends its
 -- branches in the order written (locking rules out parallel plans), so a
 -- band is only walked, and its rows only locked, while the higher ones fell
--- short. An ORDER BY there would sort, i.e. lock every branch's limit.
+-- short. An ORDER BY there would sort, i.e. lock every band's limit.
 -- Priorities outside 0 to 3 (a corrupt row, buried by the caller) keep
 -- their place in the order: above 3 first, below 0 last.
 --
@@ -27,7 +29,7 @@ WITH picked AS (
     SELECT c.id
     FROM unnest($1::text[]) WITH ORDINALITY AS q(name, n)
     CROSS JOIN LATERAL (
-        SELECT b.id, b.priority, b.run_at
+        SELECT u.id, u.priority, u.run_at
         FROM (
             SELECT * FROM (
                 SELECT jc.id, jc.priority, jc.run_at FROM {schema}.jobs AS jc
@@ -38,49 +40,17 @@ WITH picked AS (
                 FOR UPDATE SKIP LOCKED
             ) AS above
             UNION ALL
-            SELECT * FROM (
+            SELECT b.* FROM unnest('{3, 2, 1, 0}'::int2[]) WITH ORDINALITY AS p(priority, k)
+            CROSS JOIN LATERAL (
                 SELECT jc.id, jc.priority, jc.run_at FROM {schema}.jobs AS jc
-                WHERE jc.queue = q.name AND jc.priority = 3
-                  AND (jc.run_at, jc.id) > (coalesce($7[q.n * 4 - 3], '-infinity'),
-                                            coalesce($8[q.n * 4 - 3], '00000000-0000-0000-0000-000000000000'))
+                WHERE jc.queue = q.name AND jc.priority = p.priority
+                  AND (jc.run_at, jc.id) > (coalesce($7[(q.n - 1) * 4 + p.k], '-infinity'),
+                                            coalesce($8[(q.n - 1) * 4 + p.k], '00000000-0000-0000-0000-000000000000'))
                   AND jc.state IN ('pending', 'scheduled') AND (jc.state = 'pending' OR jc.run_at <= $3)
                 ORDER BY jc.run_at, jc.id
                 LIMIT $2
                 FOR UPDATE SKIP LOCKED
-            ) AS critical
-            UNION ALL
-            SELECT * FROM (
-                SELECT jc.id, jc.priority, jc.run_at FROM {schema}.jobs AS jc
-                WHERE jc.queue = q.name AND jc.priority = 2
-                  AND (jc.run_at, jc.id) > (coalesce($7[q.n * 4 - 2], '-infinity'),
-                                            coalesce($8[q.n * 4 - 2], '00000000-0000-0000-0000-000000000000'))
-                  AND jc.state IN ('pending', 'scheduled') AND (jc.state = 'pending' OR jc.run_at <= $3)
-                ORDER BY jc.run_at, jc.id
-                LIMIT $2
-                FOR UPDATE SKIP LOCKED
-            ) AS high
-            UNION ALL
-            SELECT * FROM (
-                SELECT jc.id, jc.priority, jc.run_at FROM {schema}.jobs AS jc
-                WHERE jc.queue = q.name AND jc.priority = 1
-                  AND (jc.run_at, jc.id) > (coalesce($7[q.n * 4 - 1], '-infinity'),
-                                            coalesce($8[q.n * 4 - 1], '00000000-0000-0000-0000-000000000000'))
-                  AND jc.state IN ('pending', 'scheduled') AND (jc.state = 'pending' OR jc.run_at <= $3)
-                ORDER BY jc.run_at, jc.id
-                LIMIT $2
-                FOR UPDATE SKIP LOCKED
-            ) AS normal
-            UNION ALL
-            SELECT * FROM (
-                SELECT jc.id, jc.priority, jc.run_at FROM {schema}.jobs AS jc
-                WHERE jc.queue = q.name AND jc.priority = 0
-                  AND (jc.run_at, jc.id) > (coalesce($7[q.n * 4], '-infinity'),
-                                            coalesce($8[q.n * 4], '00000000-0000-0000-0000-000000000000'))
-                  AND jc.state IN ('pending', 'scheduled') AND (jc.state = 'pending' OR jc.run_at <= $3)
-                ORDER BY jc.run_at, jc.id
-                LIMIT $2
-                FOR UPDATE SKIP LOCKED
-            ) AS low
+            ) AS b
             UNION ALL
             SELECT * FROM (
                 SELECT jc.id, jc.priority, jc.run_at FROM {schema}.jobs AS jc
@@ -90,7 +60,7 @@ WITH picked AS (
                 LIMIT $2
                 FOR UPDATE SKIP LOCKED
             ) AS below
-        ) AS b
+        ) AS u
         LIMIT $2
     ) AS c
     ORDER BY c.priority DESC, c.run_at, c.id
