@@ -14,8 +14,8 @@ pub mod worker;
 pub use clock::{Clock, ManualClock, Timestamp};
 pub use error::{BoxError, Error, Result};
 pub use job::{
-    AttemptError, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_QUEUE, Job, JobBuilder, JobId, JobType,
-    Lease, LeaseRef, LeaseToken, NewJob, Payload, Priority, QueueName, State,
+    AttemptError, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_QUEUE, IntoJob, Job, JobBuilder, JobId,
+    JobType, Lease, LeaseRef, LeaseToken, NewJob, Payload, Priority, QueueName, State,
 };
 pub use retry::{Backoff, ConstantBackoff, ExponentialBackoff};
 pub use storage::{

@@ -26,7 +26,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::sync::watch;
 
-use crate::clock::Timestamp;
+use crate::clock::{Clock, Timestamp};
 use crate::error::{Error, Result};
 use crate::job::{Job, JobId, LeaseRef, QueueName, State};
 
@@ -265,6 +265,11 @@ pub trait Storage: Send + Sync + 'static {
     fn subscribe(&self) -> Option<WorkSignal> {
         None
     }
+
+    /// The clock this storage takes "now" from. The worker pool uses it too
+    /// (retention cut-offs), so a storage on a [`ManualClock`](crate::ManualClock)
+    /// moves the whole pool's time.
+    fn clock(&self) -> Clock;
 }
 
 use crate::job::NewJob;
@@ -351,5 +356,8 @@ impl<S: Storage + ?Sized> Storage for std::sync::Arc<S> {
     }
     fn subscribe(&self) -> Option<WorkSignal> {
         (**self).subscribe()
+    }
+    fn clock(&self) -> Clock {
+        (**self).clock()
     }
 }

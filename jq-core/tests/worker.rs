@@ -600,6 +600,9 @@ impl Storage for Flaky {
     async fn purge(&self, state: State, older_than: jq_core::Timestamp) -> jq_core::Result<u64> {
         self.inner.purge(state, older_than).await
     }
+    fn clock(&self) -> jq_core::Clock {
+        Storage::clock(&self.inner)
+    }
     fn subscribe(&self) -> Option<jq_core::WorkSignal> {
         self.inner.subscribe()
     }

@@ -222,4 +222,8 @@ impl Storage for PostgresStorage {
     fn subscribe(&self) -> Option<WorkSignal> {
         listener::subscribe(&self.inner)
     }
+
+    fn clock(&self) -> Clock {
+        self.inner.clock.clone()
+    }
 }

@@ -381,6 +381,10 @@ impl Storage for MemoryStorage {
     fn subscribe(&self) -> Option<WorkSignal> {
         Some(self.shared.signal.subscribe())
     }
+
+    fn clock(&self) -> Clock {
+        self.clock.clone()
+    }
 }
 
 /// The [`Harness`] of [`MemoryStorage`]: every `connect` shares one store.

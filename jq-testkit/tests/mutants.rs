@@ -79,6 +79,9 @@ impl Storage for Mutant {
     async fn purge(&self, state: State, older_than: Timestamp) -> Result<u64> {
         self.inner.purge(state, older_than).await
     }
+    fn clock(&self) -> jq_core::Clock {
+        Storage::clock(&self.inner)
+    }
 }
 
 struct MutantHarness {

@@ -155,7 +155,6 @@ pub(crate) fn start<S: Storage>(
         tokio::spawn(
             Maintenance {
                 storage: storage.clone(),
-                clock: config.clock.clone(),
                 promote_interval: config.promote_interval,
                 recover_interval: config.recover_interval,
                 purge_interval: config.purge_interval,

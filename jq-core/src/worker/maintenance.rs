@@ -11,14 +11,13 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::jitter;
-use crate::clock::{Clock, Timestamp};
+use crate::clock::Timestamp;
 use crate::job::State;
 use crate::storage::Storage;
 
 /// What maintenance needs.
 pub(crate) struct Maintenance<S> {
     pub(crate) storage: Arc<S>,
-    pub(crate) clock: Clock,
     pub(crate) promote_interval: Duration,
     pub(crate) recover_interval: Duration,
     pub(crate) purge_interval: Duration,
@@ -71,7 +70,7 @@ impl<S: Storage> Maintenance<S> {
             tokio::time::sleep(jitter(self.purge_interval, 0.2)).await;
             for &(state, keep) in &self.retention {
                 let Some(keep) = keep else { continue };
-                let older_than = before(self.clock.now(), keep);
+                let older_than = before(self.storage.clock().now(), keep);
                 match self.storage.purge(state, older_than).await {
                     Ok(0) => {}
                     Ok(n) => tracing::info!(purged = n, %state, "finished jobs past retention deleted"),
