@@ -55,11 +55,17 @@ impl Namespace {
     /// A fresh PostgreSQL schema `jq_facade_<uuid>`, migrated through the
     /// facade.
     pub async fn postgres() -> Self {
+        let ns = Self::postgres_unmigrated();
+        let client = ns.connect(Clock::system()).await;
+        client.migrate().await.unwrap_or_else(|e| panic!("migrate {}: {e}", ns.url));
+        ns
+    }
+
+    /// The name of a PostgreSQL schema `jq_facade_<uuid>` that does not
+    /// exist yet.
+    pub fn postgres_unmigrated() -> Self {
         let schema = format!("jq_facade_{}", uuid::Uuid::new_v4().simple());
-        let url = with_param(&postgres_url(), "schema", &schema);
-        let client = connect(&url, Clock::system()).await;
-        client.migrate().await.unwrap_or_else(|e| panic!("migrate {schema}: {e}"));
-        Namespace { url, dir: std::sync::Mutex::new(None) }
+        Namespace { url: with_param(&postgres_url(), "schema", &schema), dir: std::sync::Mutex::new(None) }
     }
 
     /// A random Redis key prefix `jqfacade:<uuid>`.
