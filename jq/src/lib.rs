@@ -79,7 +79,6 @@ pub use tx::Transactional;
 pub use tx::TxFuture;
 pub use url::BackendUrl;
 
-pub use jq_core::worker;
 pub use jq_core::{
     AttemptError, Backoff, BoxError, ClaimRequest, Clock, Completion, CompletionResult, ConstantBackoff,
     DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_QUEUE, Error, ExponentialBackoff, HandlerError,
@@ -87,6 +86,7 @@ pub use jq_core::{
     ManualClock, NewJob, Outcome, Payload, Priority, QueueName, Result, State, StateCounts, Stats, Storage, StorageExt,
     Timestamp, WorkSignal, WorkerHandle, WorkerPool,
 };
+pub use jq_core::{clock, worker};
 
 /// `#[async_trait]`, which [`Storage`] implementations need.
 pub use async_trait::async_trait;
