@@ -133,7 +133,8 @@ impl FromStr for Priority {
     }
 }
 
-/// Where a job is in its life. See the state diagram in `CONTRACT.md`.
+/// Where a job is in its life. See the state diagram in the repository's
+/// `docs/CONTRACT.md`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum State {

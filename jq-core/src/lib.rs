@@ -1,8 +1,8 @@
 //! jq-core: the job model, the [`Storage`] trait every backend implements,
 //! and the worker pool that runs typed handlers over any storage.
 //!
-//! The semantics every backend keeps are in `CONTRACT.md`; `jq-testkit`
-//! checks them.
+//! The semantics every backend keeps are in the repository's
+//! `docs/CONTRACT.md`; `jq-testkit` checks them.
 
 pub mod clock;
 pub mod error;

@@ -2,8 +2,8 @@
 //!
 //! # Contract
 //!
-//! `../shared/CONTRACT.md` is the full text; `jq-testkit` makes it
-//! executable. In short, for every backend:
+//! `docs/CONTRACT.md` in the repository is the full text; `jq-testkit`
+//! makes it executable. In short, for every backend:
 //!
 //! - "now" is the backend's [`Clock`](crate::Clock), never the server's, so
 //!   a test can move time without sleeping.
