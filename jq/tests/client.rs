@@ -7,17 +7,21 @@
 
 mod common;
 
-use std::time::Duration;
+use jq::SetupError;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+use {
+    common::Namespace,
+    jq::{Error, JobType, State},
+    serde::{Deserialize, Serialize},
+};
 
-use common::Namespace;
-use jq::{Error, JobType, ManualClock, NewJob, Priority, SetupError, State};
-use serde::{Deserialize, Serialize};
-
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 #[derive(Serialize, Deserialize, Debug, PartialEq)]
 struct ShipOrder {
     order: u64,
 }
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 impl JobType for ShipOrder {
     const KIND: &'static str = "ship_order";
     const QUEUE: &'static str = "shipping";
@@ -61,8 +65,10 @@ fn a_backend_left_out_names_its_feature() {
 
 #[cfg(feature = "sqlite")]
 mod sqlite {
+    use std::time::Duration;
+
     use jq::sqlite::rusqlite::{Connection, TransactionBehavior};
-    use jq::{Client, JobFilter, Storage};
+    use jq::{Client, JobFilter, ManualClock, NewJob, Priority, Storage};
 
     use super::*;
 
