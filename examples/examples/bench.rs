@@ -323,7 +323,7 @@ async fn drain<S: Storage>(storage: Arc<S>) -> Result<f64, BoxError> {
         .start()?;
     all_ran.notified().await;
     // Shutdown returns once every outcome is written: the last ack is durable.
-    pool.shutdown().await;
+    pool.shutdown().await?;
     let elapsed = start.elapsed();
     let completed = storage.stats().await?.total(State::Completed) - completed_before;
     if completed != DRAIN_JOBS as u64 {
@@ -359,7 +359,7 @@ async fn latency<S: Storage>(storage: Arc<S>) -> Result<(Duration, Duration), Bo
             .ok_or("pool stopped")?;
         latencies.push(at.saturating_duration_since(enqueued_at[n]));
     }
-    pool.shutdown().await;
+    pool.shutdown().await?;
     latencies.sort();
     Ok((percentile(&latencies, 0.50), percentile(&latencies, 0.99)))
 }

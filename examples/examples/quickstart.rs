@@ -159,7 +159,7 @@ pub async fn run(client: &Client) -> Result<Vec<Job>, BoxError> {
         .register::<BuildReport, _, _>(build_report)
         .start()?;
     let settled = wait_until_settled(client, &ids, Duration::from_secs(15)).await?;
-    pool.shutdown().await;
+    pool.shutdown().await?;
     if !settled {
         eprintln!("some jobs did not settle within 15 s");
     }

@@ -339,8 +339,9 @@ pub async fn serve(
         .with_state(App { client, db });
     let served = axum::serve(listener, app).with_graceful_shutdown(shutdown).await;
     tracing::info!("server stopped; draining the workers");
-    workers.shutdown().await;
-    Ok(served?)
+    let drained = workers.shutdown().await; // Err: a fatal storage error stopped the pool
+    served?;
+    Ok(drained?)
 }
 
 /// Completes on SIGTERM (what orchestrators send) or ctrl-c. The handlers

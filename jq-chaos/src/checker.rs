@@ -155,7 +155,7 @@ pub async fn all_jobs(storage: &dyn Storage) -> jq_core::Result<BTreeMap<JobId, 
     let mut jobs = BTreeMap::new();
     let mut filter = JobFilter { limit: 1000, ..JobFilter::default() };
     loop {
-        let page = storage.list(&filter).await?;
+        let page = list_patiently(storage, &filter).await?;
         let Some(last) = page.last().map(|j| j.id) else { break };
         let full = page.len() == filter.page_size();
         jobs.extend(page.into_iter().map(|j| (j.id, j)));
@@ -165,6 +165,23 @@ pub async fn all_jobs(storage: &dyn Storage) -> jq_core::Result<BTreeMap<JobId, 
         filter.after = Some(last);
     }
     Ok(jobs)
+}
+
+/// One page, retrying a retryable error a few times: a page of 1,000 jobs
+/// can outlast Redis's 500 ms response timeout on a loaded machine, and the
+/// checker must not fail a run over it.
+async fn list_patiently(storage: &dyn Storage, filter: &JobFilter) -> jq_core::Result<Vec<Job>> {
+    let mut tries = 0;
+    loop {
+        match storage.list(filter).await {
+            Err(e) if e.is_retryable() && tries < 5 => {
+                tries += 1;
+                tracing::warn!(error = %e, "checker: listing jobs failed; trying again");
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
+            result => return result,
+        }
+    }
 }
 
 fn lease_expired_for(job: &Job, attempt: u32) -> bool {

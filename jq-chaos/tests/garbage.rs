@@ -374,7 +374,7 @@ fn corrupt_rows(backend: Backend) {
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
-        pool.shutdown().await;
+        pool.shutdown().await.expect("the pool stopped cleanly");
 
         let mut completed = 0;
         for j in &good {

@@ -80,6 +80,9 @@ pub enum Command {
         #[arg(long, value_name = "DURATION", value_parser = duration::parse, allow_hyphen_values = true)]
         older_than: Duration,
     },
+    /// Show which worker pool holds each role and until when: the "maintenance"
+    /// holder is the one pool that promotes, recovers and purges for this store.
+    Leaders,
     /// Create or upgrade the backend's schema (PostgreSQL; nothing to do for SQLite and Redis).
     Migrate,
     /// Run jobs: execute a command for each claimed job.

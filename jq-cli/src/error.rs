@@ -45,10 +45,8 @@ impl CliError {
                 Some("check --url (or JQ_URL) and that the server is running")
             }
             // jq-postgres never migrates on its own: a fresh database has no tables yet.
-            CliError::Storage(e @ jq::Error::Backend { backend: "postgres", .. })
-                if e.to_string().contains("does not exist") =>
-            {
-                Some("has `jqctl migrate` been run on this database? it creates jq's schema")
+            CliError::Storage(jq::Error::SchemaMissing { .. }) => {
+                Some("`jqctl migrate` (with this --url) creates or upgrades jq's schema")
             }
             _ => None,
         }

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::io::Write as _;
 
-use jq::{AttemptError, Job, State, Stats, Timestamp};
+use jq::{AttemptError, Job, Leader, State, Stats, Timestamp};
 use serde::Serialize;
 use serde_json::value::RawValue;
 
@@ -161,6 +161,48 @@ impl From<&Stats> for StatsView {
             total: CountsView::of(&total),
         }
     }
+}
+
+/// A role's holder as `leaders --json` shows it.
+#[derive(Debug, Serialize)]
+pub struct LeaderView {
+    /// The role ("maintenance": the pool that promotes, recovers and purges).
+    pub role: String,
+    /// The holder's name: a worker pool's worker name.
+    pub holder: String,
+    /// When the role is free unless renewed.
+    pub expires_at: Timestamp,
+    /// True when that is past: the holder stopped renewing (it died, or
+    /// cannot reach the store) and the next pool to campaign takes over.
+    pub expired: bool,
+}
+
+impl LeaderView {
+    /// The view of `leader` at `now`.
+    pub fn of(leader: &Leader, now: Timestamp) -> Self {
+        LeaderView {
+            role: leader.role.clone(),
+            holder: leader.holder.clone(),
+            expires_at: leader.expires_at,
+            expired: leader.expires_at <= now,
+        }
+    }
+}
+
+/// The `leaders` table.
+pub fn leaders_table(leaders: &[Leader], now: Timestamp) -> String {
+    let rows: Vec<Vec<String>> = leaders
+        .iter()
+        .map(|l| {
+            let until = if l.expires_at <= now {
+                format!("{} (expired)", instant(l.expires_at))
+            } else {
+                instant(l.expires_at)
+            };
+            vec![l.role.clone(), l.holder.clone(), until]
+        })
+        .collect();
+    table(&["ROLE", "HOLDER", "HELD UNTIL"], &rows)
 }
 
 /// Formats an instant for people: UTC, second precision.

@@ -28,6 +28,7 @@ sqlite_scenarios!(
     dead_retry_all_retries_only_dead_jobs_of_the_queue,
     worker_runs_the_command_with_payload_and_environment,
     purge_removes_only_what_it_says,
+    leaders_shows_the_maintaining_worker,
 );
 
 #[test]

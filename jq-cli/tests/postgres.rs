@@ -60,6 +60,7 @@ postgres_scenarios!(
     dead_retry_all_retries_only_dead_jobs_of_the_queue,
     worker_runs_the_command_with_payload_and_environment,
     purge_removes_only_what_it_says,
+    leaders_shows_the_maintaining_worker,
 );
 
 #[test]
@@ -85,4 +86,17 @@ fn migrate_is_idempotent_and_an_unmigrated_schema_says_what_to_do() {
 fn an_unreachable_server_exits_1_and_says_so() {
     let s = Store::with_url("postgres://postgres@127.0.0.1:1/postgres".to_owned());
     refused(&s, &["enqueue", "k", "{}"], 1, "unavailable");
+}
+
+#[test]
+fn a_worker_on_an_unmigrated_schema_stops_by_itself_and_says_what_to_do() {
+    let fresh = Store::with_url(format!("{}?schema=jqctl_never_migrated", server_url()));
+    let mut worker = fresh.worker(&["--exec", "true"]);
+    let child = worker.0.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(child.wait_with_output()));
+    let out = rx.recv_timeout(common::DEADLINE).expect("the worker did not stop by itself").unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("jqctl migrate"), "{stderr}");
 }

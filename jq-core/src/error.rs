@@ -92,6 +92,41 @@ pub enum Error {
         #[source]
         source: BoxError,
     },
+    /// jq's tables are missing from the store: the schema was never
+    /// migrated, or is older than this jq (PostgreSQL SQLSTATE 42P01
+    /// undefined table or 3F000 undefined schema on jq's own tables).
+    /// Fatal: retrying cannot help until someone migrates.
+    #[error(
+        "{backend}: jq's tables are missing (the schema was never migrated, or is older than this jq): \
+         run `jqctl migrate` or `PostgresStorage::migrate` once, then restart; {source}"
+    )]
+    SchemaMissing {
+        /// Which backend.
+        backend: &'static str,
+        /// The driver's error.
+        #[source]
+        source: BoxError,
+    },
+    /// The storage handle can no longer work at all (the SQLite writer
+    /// thread died). Fatal: only a new handle (a restarted process) helps.
+    #[error("{backend} storage is broken: {reason}")]
+    Broken {
+        /// Which backend.
+        backend: &'static str,
+        /// What broke and what to do about it.
+        reason: String,
+    },
+    /// An enqueue batch spans queues that this backend cannot write in one
+    /// atomic step (Redis Cluster: queues whose keys live in different hash
+    /// slots). Nothing was stored.
+    #[error(
+        "a batch over queues {queues:?} cannot be stored atomically here (their keys live in different Redis \
+         Cluster hash slots); nothing was stored: enqueue one batch per queue"
+    )]
+    CrossSlotBatch {
+        /// The queues of the batch, sorted.
+        queues: Vec<String>,
+    },
     /// Any other error from the backend's driver.
     #[error("{backend} error: {source}")]
     Backend {
@@ -108,6 +143,13 @@ impl Error {
     /// or busy); the worker pool retries such errors with backoff.
     pub fn is_retryable(&self) -> bool {
         matches!(self, Error::Unavailable { .. })
+    }
+
+    /// True when no retry can succeed until someone acts (migrates the
+    /// schema, restarts the process): the worker pool logs it once, shuts
+    /// down and hands it to [`WorkerHandle::wait`](crate::WorkerHandle::wait).
+    pub fn is_fatal(&self) -> bool {
+        matches!(self, Error::SchemaMissing { .. } | Error::Broken { .. })
     }
 
     /// Builds an [`Error::InvalidInput`].

@@ -19,6 +19,7 @@ pub use job::{
 };
 pub use retry::{Backoff, ConstantBackoff, ExponentialBackoff};
 pub use storage::{
-    ClaimRequest, Completion, CompletionResult, JobFilter, Outcome, StateCounts, Stats, Storage, StorageExt, WorkSignal,
+    ClaimRequest, Completion, CompletionResult, Election, JobFilter, Leader, Outcome, StateCounts, Stats, Storage,
+    StorageExt, WorkSignal,
 };
 pub use worker::{HandlerError, HandlerResult, JobContext, WorkerHandle, WorkerPool};

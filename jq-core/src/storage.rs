@@ -16,6 +16,15 @@
 //!   fences (ack with it works) until [`Storage::recover`] or another claim
 //!   takes the job: recovery is what ends a lease, not the clock alone.
 //! - Nothing leaves the store except by [`Storage::purge`].
+//! - A claim is idempotent under its [`ClaimRequest::token`]: a claim whose
+//!   answer was lost is sent again with the same token and `resend` set,
+//!   and gets the jobs the first attempt took instead of taking more.
+//! - A claim hands over everything it took: once jobs are Running under
+//!   its token, no later failure inside the same call drops them (a job it
+//!   could not finish handling stays Running, is logged, and recover hands
+//!   it on); it returns an error only when it claimed nothing.
+//! - Named roles ([`Storage::elect`]) are leases with a token too: one
+//!   holder per role at a time, by the storage's clock.
 //!
 //! [`LeaseToken`]: crate::LeaseToken
 //! [`LeaseLost`]: crate::Error::LeaseLost
@@ -28,7 +37,7 @@ use tokio::sync::watch;
 
 use crate::clock::{Clock, Timestamp};
 use crate::error::{Error, Result};
-use crate::job::{Job, JobId, LeaseRef, QueueName, State};
+use crate::job::{Job, JobId, LeaseRef, LeaseToken, QueueName, State};
 
 /// What [`Storage::claim`] is asked for.
 #[derive(Clone, Debug)]
@@ -41,6 +50,71 @@ pub struct ClaimRequest {
     pub lease: Duration,
     /// The claimer's name, recorded in the lease for operators.
     pub worker: String,
+    /// The lease token of every job this claim takes: made fresh for each
+    /// claim ([`LeaseToken::new`]) and never used for another one, except
+    /// to send the same claim again (see `resend`). Fencing is per job id
+    /// and token, so jobs sharing a claim's token are still fenced apart.
+    pub token: LeaseToken,
+    /// True when this exact request was sent before and its answer was lost
+    /// (an error came back, possibly after the claim took effect). A claim
+    /// whose token already holds Running jobs then returns those (in claim
+    /// order) and claims nothing more; one whose token holds none claims as
+    /// usual. With `false` the backend may skip that lookup: the token is
+    /// new.
+    pub resend: bool,
+}
+
+impl ClaimRequest {
+    /// A first attempt at a claim, with a fresh token.
+    pub fn new(queues: Vec<QueueName>, limit: usize, lease: Duration, worker: impl Into<String>) -> Self {
+        ClaimRequest { queues, limit, lease, worker: worker.into(), token: LeaseToken::new(), resend: false }
+    }
+}
+
+/// A bid for a named role; see [`Storage::elect`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Election {
+    /// The role: 1 to 128 bytes of `A-Z a-z 0-9 _ - . :` (like a queue
+    /// name), e.g. `"maintenance"`.
+    pub role: String,
+    /// The candidate's token: made once per candidate (a pool) and kept
+    /// for every renewal; it is what proves the role is still its own.
+    pub token: LeaseToken,
+    /// The candidate's name, shown to operators ([`Storage::leaders`]).
+    pub holder: String,
+    /// How long the role is held from now without a renewal; above zero.
+    pub ttl: Duration,
+}
+
+impl Election {
+    /// Checks the role name and the ttl: [`Error::InvalidInput`] otherwise.
+    pub fn check(&self) -> Result<()> {
+        check_role(&self.role)?;
+        if self.ttl.is_zero() {
+            return Err(Error::invalid("election ttl", "0 s: a role must be held for some time"));
+        }
+        Ok(())
+    }
+}
+
+/// Checks a role name (the rules of a queue name): [`Error::InvalidInput`]
+/// when it is empty, longer than 128 bytes, or has another character.
+pub fn check_role(role: &str) -> Result<()> {
+    QueueName::new(role)
+        .map(drop)
+        .map_err(|_| Error::invalid("role", format!("{role:?}: use 1 to 128 bytes of letters, digits and _ - . :")))
+}
+
+/// Who holds a role, as [`Storage::leaders`] reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Leader {
+    /// The role.
+    pub role: String,
+    /// The holder's name ([`Election::holder`]).
+    pub holder: String,
+    /// When the role is free unless renewed; a past instant means the
+    /// holder stopped renewing and anyone may take it.
+    pub expires_at: Timestamp,
 }
 
 /// What happens to a claimed job. Sent in batches to [`Storage::complete`].
@@ -169,7 +243,7 @@ impl Stats {
 /// value is a counter that only matters by changing.
 pub type WorkSignal = watch::Receiver<u64>;
 
-/// A job store. Implement this (about a dozen methods) and run
+/// A job store. Implement this (fifteen methods) and run
 /// `jq_testkit::conformance!` against it to get a backend.
 ///
 /// Every method is one atomic step as seen by other callers; concurrency
@@ -180,6 +254,10 @@ pub trait Storage: Send + Sync + 'static {
     ///
     /// - Each job is checked first: its payload against the backend's size
     ///   limit ([`Error::PayloadTooLarge`]).
+    /// - A backend that cannot store a batch over several queues in one
+    ///   atomic step refuses it with [`Error::CrossSlotBatch`] before
+    ///   storing anything (Redis Cluster, when the queues' keys live in
+    ///   different hash slots); every other backend takes any batch.
     /// - `run_at` of `None` or `<= now` gives Pending, else Scheduled.
     ///   `attempts` starts at 0, `created_at` is now.
     /// - A job whose `unique_key` matches a non-terminal job of the same
@@ -190,14 +268,21 @@ pub trait Storage: Send + Sync + 'static {
     async fn enqueue(&self, jobs: Vec<NewJob>) -> Result<Vec<JobId>>;
 
     /// Atomically moves up to `limit` claimable jobs of the asked queues to
-    /// Running, each with a fresh lease (`attempts + 1`, a new token,
-    /// `expires_at = now + lease`), and returns them.
+    /// Running, each with a fresh lease (`attempts + 1`, the request's
+    /// token, `expires_at = now + lease`), and returns them.
     ///
     /// - Order: priority high to low, then `run_at`, then id.
     /// - A job whose lease is held is never returned to a second claimer,
     ///   however many claimers run at once; a claim never waits on jobs
     ///   another claimer is taking.
     /// - Never returns more than `limit` jobs; `limit` 0 returns none.
+    /// - A resend ([`ClaimRequest::resend`]) whose token already holds
+    ///   Running jobs returns exactly those and claims nothing.
+    /// - Everything taken is returned: a failure after jobs became Running
+    ///   under the token (burying a corrupt row, one chunk or slot of
+    ///   several) is logged, the jobs concerned stay Running for recover,
+    ///   and the others are returned. An error means nothing was claimed
+    ///   (or its answer was lost: resend with the same token).
     async fn claim(&self, request: &ClaimRequest) -> Result<Vec<Job>>;
 
     /// Applies a batch of fenced outcomes; see [`Outcome`].
@@ -258,6 +343,24 @@ pub trait Storage: Send + Sync + 'static {
     /// statement or script per batch, looping until none is left) so no
     /// single write holds locks or the WAL for long.
     async fn purge(&self, state: State, older_than: Timestamp) -> Result<u64>;
+
+    /// Takes or renews the lease of `election.role`: when the role is free,
+    /// its lease expired (`expires_at <= now`), or it is held with
+    /// `election.token` already, it becomes held with that token until
+    /// `now + ttl` and the answer is `true`; when another token holds it
+    /// unexpired, nothing changes and the answer is `false`.
+    ///
+    /// Atomic: of concurrent contenders for a free role exactly one wins.
+    /// A holder whose lease expired and was taken over gets `false` on its
+    /// next renewal. [`Error::InvalidInput`] for a bad role or a zero ttl.
+    async fn elect(&self, election: &Election) -> Result<bool>;
+
+    /// Frees `role` at once when it is held with `token`; does nothing
+    /// otherwise (another holder, or nobody).
+    async fn resign(&self, role: &str, token: LeaseToken) -> Result<()>;
+
+    /// Every role with a holder (expired or not), by role name.
+    async fn leaders(&self) -> Result<Vec<Leader>>;
 
     /// A signal that changes when work may have arrived (a same-process
     /// enqueue, a NOTIFY, a pub/sub message), or `None` when the backend has
@@ -353,6 +456,15 @@ impl<S: Storage + ?Sized> Storage for std::sync::Arc<S> {
     }
     async fn purge(&self, state: State, older_than: Timestamp) -> Result<u64> {
         (**self).purge(state, older_than).await
+    }
+    async fn elect(&self, election: &Election) -> Result<bool> {
+        (**self).elect(election).await
+    }
+    async fn resign(&self, role: &str, token: LeaseToken) -> Result<()> {
+        (**self).resign(role, token).await
+    }
+    async fn leaders(&self) -> Result<Vec<Leader>> {
+        (**self).leaders().await
     }
     fn subscribe(&self) -> Option<WorkSignal> {
         (**self).subscribe()

@@ -12,6 +12,7 @@ use std::time::Duration;
 use jq_core::worker::{HandlerError, HandlerResult, JobContext, WorkerPool};
 use jq_core::{ConstantBackoff, Job, JobId, JobType, NewJob, Payload, State, Storage, StorageExt};
 use jq_testkit::MemoryStorage;
+use jq_testkit::faults::{FaultyStorage, Operation, When};
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
@@ -98,7 +99,7 @@ async fn typed_handler_runs_and_acks() {
     assert_eq!(job.attempts, 1);
     assert!(job.errors.is_empty());
     assert!(job.finished_at.is_some());
-    handle.shutdown().await;
+    handle.shutdown().await.unwrap();
 }
 
 #[tokio::test]
@@ -119,7 +120,7 @@ async fn retry_then_success() {
     assert_eq!(job.attempts, 2);
     assert_eq!(messages(&job), ["smtp down"]);
     assert_eq!(job.errors[0].attempt, 1);
-    handle.shutdown().await;
+    handle.shutdown().await.unwrap();
 }
 
 #[tokio::test]
@@ -136,7 +137,7 @@ async fn always_failing_job_ends_dead_with_one_error_per_attempt() {
     assert_eq!(job.attempts, 3);
     assert_eq!(messages(&job), ["failure 1", "failure 2", "failure 3"]);
     assert_eq!(job.errors.iter().map(|e| e.attempt).collect::<Vec<_>>(), [1, 2, 3]);
-    handle.shutdown().await;
+    handle.shutdown().await.unwrap();
 }
 
 #[tokio::test]
@@ -149,7 +150,7 @@ async fn fail_goes_dead_at_once() {
     let id = enqueue(&storage, &Greet { name: "x".into() }, 5).await;
     let job = until_state(&storage, id, State::Dead).await;
     assert_eq!((job.attempts, messages(&job)), (1, vec!["no such user"]));
-    handle.shutdown().await;
+    handle.shutdown().await.unwrap();
 }
 
 #[tokio::test]
@@ -170,7 +171,7 @@ async fn panic_is_caught_and_recorded() {
     // The pool survived the panics: the next job still runs.
     let ok = enqueue(&storage, &Greet { name: "fine".into() }, 1).await;
     until_state(&storage, ok, State::Completed).await;
-    handle.shutdown().await;
+    handle.shutdown().await.unwrap();
 }
 
 #[tokio::test]
@@ -196,7 +197,7 @@ async fn bad_payload_goes_dead_at_once_with_the_serde_reason() {
     assert_eq!(job.errors.len(), 1);
     assert!(job.errors[0].message.contains("missing field `name`"), "{:?}", job.errors);
     assert_eq!(calls.load(Ordering::SeqCst), 0);
-    handle.shutdown().await;
+    handle.shutdown().await.unwrap();
 }
 
 #[tokio::test]
@@ -208,7 +209,7 @@ async fn unknown_kind_goes_dead_with_a_clear_reason() {
     let id = storage.enqueue_one(job).await.unwrap();
     let job = until_state(&storage, id, State::Dead).await;
     assert_eq!(messages(&job), [r#"no handler registered for kind "mystery" on this worker"#]);
-    handle.shutdown().await;
+    handle.shutdown().await.unwrap();
 }
 
 #[tokio::test]
@@ -222,7 +223,7 @@ async fn timeout_is_recorded() {
     let id = enqueue(&storage, &Greet { name: "slow".into() }, 1).await;
     let job = until_state(&storage, id, State::Dead).await;
     assert_eq!(messages(&job), ["timed out after 50ms"]);
-    handle.shutdown().await;
+    handle.shutdown().await.unwrap();
 }
 
 #[tokio::test]
@@ -246,7 +247,7 @@ async fn snooze_reschedules_without_counting_the_attempt() {
     assert_eq!(runs.load(Ordering::SeqCst), 3);
     assert_eq!(job.attempts, 1);
     assert!(job.errors.is_empty());
-    handle.shutdown().await;
+    handle.shutdown().await.unwrap();
 }
 
 #[tokio::test]
@@ -272,7 +273,7 @@ async fn prefetched_jobs_wait_claimed_and_are_released_at_shutdown() {
     // One executor runs the first job; the second is claimed ahead and waits.
     until_state(&storage, second, State::Running).await;
     assert_eq!(storage.get(first).await.unwrap().state, State::Running);
-    handle.shutdown().await;
+    handle.shutdown().await.unwrap();
     assert!(started.try_recv().is_err(), "the prefetched job never started");
     for id in [first, second] {
         let job = storage.get(id).await.unwrap();
@@ -308,7 +309,7 @@ async fn graceful_shutdown_releases_an_unfinished_job_with_its_attempt_given_bac
     let id = enqueue(&storage, &Greet { name: "long".into() }, 3).await;
     started.recv().await.unwrap();
     assert_eq!(storage.get(id).await.unwrap().state, State::Running);
-    handle.shutdown().await;
+    handle.shutdown().await.unwrap();
     // Everything is flushed when shutdown returns: no waiting needed.
     let job = storage.get(id).await.unwrap();
     assert_eq!(job.state, State::Pending);
@@ -340,7 +341,7 @@ async fn graceful_shutdown_lets_a_job_finish_within_the_grace() {
     started.recv().await.unwrap();
     let shutdown = tokio::spawn(handle.shutdown());
     go_tx.send(()).await.unwrap();
-    shutdown.await.unwrap();
+    shutdown.await.unwrap().unwrap();
     let job = storage.get(id).await.unwrap();
     assert_eq!((job.state, job.attempts), (State::Completed, 1));
 }
@@ -359,7 +360,7 @@ async fn takes_from_several_queues_and_only_those() {
         storage.enqueue_one(NewJob::typed(&Other { n: 2 }).queue("unwatched").build().unwrap()).await.unwrap();
     until_state(&storage, a, State::Completed).await;
     until_state(&storage, b, State::Completed).await;
-    handle.shutdown().await;
+    handle.shutdown().await.unwrap();
     assert_eq!(storage.get(elsewhere).await.unwrap().state, State::Pending);
 }
 
@@ -390,7 +391,7 @@ async fn concurrency_limit_is_never_exceeded() {
     for id in ids {
         until_state(&storage, id, State::Completed).await;
     }
-    handle.shutdown().await;
+    handle.shutdown().await.unwrap();
     let max = max_seen.load(Ordering::SeqCst);
     assert!((1..=LIMIT).contains(&max), "max concurrently running handlers: {max}");
 }
@@ -411,7 +412,7 @@ async fn an_idle_pool_wakes_on_enqueue_without_waiting_for_its_poll() {
         let id = enqueue(&storage, &Greet { name: n.to_string() }, 1).await;
         until_state(&storage, id, State::Completed).await;
     }
-    handle.shutdown().await;
+    handle.shutdown().await.unwrap();
 }
 
 #[tokio::test]
@@ -433,7 +434,7 @@ async fn raw_handler_gets_the_payload_text() {
     let id = storage.enqueue_one(job).await.unwrap();
     assert_eq!(rx.recv().await.unwrap(), r#"{"cmd":"true"}"#);
     until_state(&storage, id, State::Completed).await;
-    handle.shutdown().await;
+    handle.shutdown().await.unwrap();
 }
 
 #[tokio::test]
@@ -460,7 +461,7 @@ async fn fallback_runs_kinds_without_a_handler_of_their_own() {
     let exec = storage.enqueue_one(exec).await.unwrap();
     let dead = until_state(&storage, exec, State::Dead).await;
     assert_eq!(messages(&dead), ["the specific handler must not run"]);
-    handle.shutdown().await;
+    handle.shutdown().await.unwrap();
 }
 
 #[tokio::test]
@@ -492,7 +493,7 @@ async fn a_lost_lease_cancels_the_handler_and_records_nothing() {
     storage.ack(lease).await.unwrap();
     cancelled.recv().await.unwrap();
     eventually("the pool to let go of the job", || async { (handle.in_flight() == 0).then_some(()) }).await;
-    handle.shutdown().await;
+    handle.shutdown().await.unwrap();
     let job = storage.get(id).await.unwrap();
     assert_eq!((job.state, job.errors.len()), (State::Completed, 0));
 }
@@ -512,7 +513,7 @@ async fn maintenance_purges_past_retention() {
         matches!(storage.get(id).await, Err(jq_core::Error::NotFound { .. })).then_some(())
     })
     .await;
-    handle.shutdown().await;
+    handle.shutdown().await.unwrap();
 }
 
 /// The pool takes "now" from the storage: a retention of an hour purges a
@@ -536,7 +537,7 @@ async fn retention_follows_the_storage_clock() {
         matches!(storage.get(id).await, Err(jq_core::Error::NotFound { .. })).then_some(())
     })
     .await;
-    handle.shutdown().await;
+    handle.shutdown().await.unwrap();
 }
 
 #[tokio::test]
@@ -624,6 +625,15 @@ impl Storage for Flaky {
     async fn purge(&self, state: State, older_than: jq_core::Timestamp) -> jq_core::Result<u64> {
         self.inner.purge(state, older_than).await
     }
+    async fn elect(&self, election: &jq_core::Election) -> jq_core::Result<bool> {
+        self.inner.elect(election).await
+    }
+    async fn resign(&self, role: &str, token: jq_core::LeaseToken) -> jq_core::Result<()> {
+        self.inner.resign(role, token).await
+    }
+    async fn leaders(&self) -> jq_core::Result<Vec<jq_core::Leader>> {
+        self.inner.leaders().await
+    }
     fn clock(&self) -> jq_core::Clock {
         Storage::clock(&self.inner)
     }
@@ -646,7 +656,7 @@ async fn storage_errors_are_retried_and_no_outcome_is_lost() {
     assert_eq!(job.attempts, 1);
     assert_eq!(storage.claim_failures.load(Ordering::SeqCst), 0);
     assert_eq!(storage.complete_failures.load(Ordering::SeqCst), 0);
-    handle.shutdown().await;
+    handle.shutdown().await.unwrap();
 }
 
 /// Runs `jobs` jobs of kind `Other` whose handler takes `work`, with
@@ -672,7 +682,7 @@ async fn largest_claim_with_default_prefetch(concurrency: usize, jobs: u32, work
     for id in ids {
         until_state(&inner, id, State::Completed).await;
     }
-    handle.shutdown().await;
+    handle.shutdown().await.unwrap();
     storage.largest_claim.load(Ordering::SeqCst)
 }
 
@@ -692,4 +702,149 @@ async fn default_prefetch_of_slow_jobs_stays_at_the_concurrency() {
     // one job per executor waits.
     let largest = largest_claim_with_default_prefetch(2, 40, Duration::from_millis(20)).await;
     assert!((1..=4).contains(&largest), "a claim asked for {largest} jobs with 2 executors");
+}
+
+fn schema_missing() -> jq_core::Error {
+    jq_core::Error::SchemaMissing { backend: "test", source: "relation \"jobs\" does not exist".into() }
+}
+
+#[tokio::test]
+async fn a_fatal_claim_error_stops_the_pool_and_reaches_the_handle() {
+    let inner = MemoryStorage::new();
+    let storage = FaultyStorage::new(inner.clone());
+    storage.fail_with(Operation::Claim, 1, When::Before, schema_missing);
+    let id = enqueue(&inner, &Greet { name: "never".into() }, 1).await;
+    let handle = WorkerPool::new(storage.clone())
+        .register::<Greet, _, _>(|_j, _c| async { Ok(()) })
+        .poll_interval(Duration::from_millis(5))
+        .start()
+        .unwrap();
+    let stopped = handle.shutdown_token();
+    tokio::time::timeout(PATIENCE, stopped.cancelled()).await.expect("the pool stops by itself");
+    assert!(handle.has_failed());
+    let err = handle.wait().await.expect_err("the fatal error reaches the handle");
+    assert!(matches!(err, jq_core::Error::SchemaMissing { .. }), "{err:?}");
+    assert!(err.is_fatal() && err.to_string().contains("jqctl migrate"), "{err}");
+    assert_eq!(storage.calls(Operation::Claim), 1, "a fatal error is not retried");
+    assert_eq!(inner.get(id).await.unwrap().state, State::Pending);
+    assert!(inner.leaders().await.unwrap().is_empty(), "the stopped pool resigned");
+}
+
+#[tokio::test]
+async fn a_fatal_completion_error_stops_the_pool() {
+    let inner = MemoryStorage::new();
+    let storage = FaultyStorage::new(inner.clone());
+    storage.fail_with(Operation::Complete, 1, When::Before, || jq_core::Error::Broken {
+        backend: "test",
+        reason: "the writer thread died: restart the process".into(),
+    });
+    let id = enqueue(&inner, &Greet { name: "unrecorded".into() }, 1).await;
+    let result = WorkerPool::new(storage.clone())
+        .maintenance(false)
+        .register::<Greet, _, _>(|_j, _c| async { Ok(()) })
+        .run_until(std::future::pending())
+        .await;
+    assert!(matches!(result, Err(jq_core::Error::Broken { .. })), "{result:?}");
+    assert_eq!(storage.calls(Operation::Complete), 1, "a fatal error is not retried");
+    // The ack was not recorded: the lease expires and recovery runs it again.
+    assert_eq!(inner.get(id).await.unwrap().state, State::Running);
+}
+
+#[tokio::test]
+async fn a_claim_unanswered_at_shutdown_hands_its_jobs_back() {
+    let inner = MemoryStorage::new();
+    let storage = FaultyStorage::new(inner.clone());
+    let ids = inner
+        .enqueue((0..3).map(|n| NewJob::typed(&Other { n }).max_attempts(1).build().unwrap()).collect())
+        .await
+        .unwrap();
+    storage.fail(Operation::Claim, 1, When::AfterEffect);
+    let handle = pool(&inner).register::<Other, _, _>(|_j, _c| async { Ok(()) }).start().unwrap();
+    drop(handle);
+    let handle = WorkerPool::new(storage.clone())
+        .maintenance(false)
+        .register::<Other, _, _>(|_j, _c| async { Ok(()) })
+        .start()
+        .unwrap();
+    eventually("the claim to fail", || async { (storage.injected() == 1).then_some(()) }).await;
+    // Shut down during the backoff, before the claim is sent again.
+    handle.shutdown().await.unwrap();
+    assert_eq!(storage.calls(Operation::Claim), 2, "one last resend collected the jobs");
+    for id in ids {
+        let job = inner.get(id).await.unwrap();
+        assert_eq!((job.state, job.attempts), (State::Pending, 0), "released with the attempt given back: {job:?}");
+    }
+}
+
+#[tokio::test]
+async fn without_maintenance_a_pool_never_campaigns_and_with_it_resigns_at_shutdown() {
+    let inner = MemoryStorage::new();
+    let storage = FaultyStorage::new(inner.clone());
+    let quiet = WorkerPool::new(storage.clone())
+        .maintenance(false)
+        .register::<Greet, _, _>(|_j, _c| async { Ok(()) })
+        .start()
+        .unwrap();
+    let maintainer = WorkerPool::new(inner.clone())
+        .worker_name("maintainer")
+        .register::<Greet, _, _>(|_j, _c| async { Ok(()) })
+        .start()
+        .unwrap();
+    let held = eventually("the maintainer to take the role", || async {
+        inner.leaders().await.unwrap().pop().filter(|l| l.holder == "maintainer")
+    })
+    .await;
+    assert_eq!(held.role, jq_core::worker::MAINTENANCE_ROLE);
+    quiet.shutdown().await.unwrap();
+    assert_eq!(storage.calls(Operation::Elect) + storage.calls(Operation::Resign), 0);
+    maintainer.shutdown().await.unwrap();
+    assert!(inner.leaders().await.unwrap().is_empty(), "resigned at shutdown");
+}
+
+/// Sends once when dropped.
+struct OnDrop(mpsc::UnboundedSender<()>);
+
+impl Drop for OnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.send(());
+    }
+}
+
+/// A job whose lease this pool lost and that the pool claims again before
+/// any heartbeat noticed: the earlier run is cancelled (it would otherwise
+/// hold its executor until it finished by itself), the new one completes.
+#[tokio::test]
+async fn a_job_claimed_again_by_the_same_pool_cancels_its_earlier_run() {
+    let storage = MemoryStorage::new();
+    let (cancelled_tx, mut cancelled) = mpsc::unbounded_channel();
+    let (started_tx, mut started) = mpsc::unbounded_channel();
+    let runs = Arc::new(AtomicU32::new(0));
+    let handler_runs = runs.clone();
+    let handle = pool(&storage)
+        .concurrency(2)
+        .prefetch(0)
+        .heartbeat_interval(Duration::from_secs(20))
+        .register::<Greet, _, _>(move |_job, ctx: JobContext| {
+            let (cancelled_tx, started_tx) = (cancelled_tx.clone(), started_tx.clone());
+            let first = handler_runs.fetch_add(1, Ordering::SeqCst) == 0;
+            async move {
+                if first {
+                    // The pool drops a cancelled handler: the guard says so.
+                    let _dropped = OnDrop(cancelled_tx);
+                    started_tx.send(ctx.lease()).unwrap();
+                    std::future::pending::<()>().await;
+                }
+                Ok(())
+            }
+        })
+        .start()
+        .unwrap();
+    let id = enqueue(&storage, &Greet { name: "twice".into() }, 3).await;
+    let lease = started.recv().await.unwrap();
+    storage.release(lease).await.unwrap(); // as an operator, or recover after expiry, would hand it back
+    tokio::time::timeout(PATIENCE, cancelled.recv()).await.expect("the earlier run is cancelled").unwrap();
+    let job = until_state(&storage, id, State::Completed).await;
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+    assert_eq!(job.attempts, 1, "the release gave the first attempt back");
+    handle.shutdown().await.unwrap();
 }

@@ -1,4 +1,10 @@
 //! Claim: one `FOR UPDATE SKIP LOCKED` statement per batch (`sql/claim.sql`).
+//!
+//! A resend first reads the Running jobs its token holds
+//! (`sql/claim_earlier.sql`): an earlier attempt whose answer was lost.
+//! Once the statement committed, the claimed jobs are handed over whatever
+//! happens next: a row that does not decode is buried, and one that cannot
+//! be buried stays Running (logged) until recover buries it.
 
 use jq_core::{ClaimRequest, Error, Job, Result};
 use sqlx::Row;
@@ -14,6 +20,12 @@ pub(crate) async fn claim(inner: &Inner, request: &ClaimRequest) -> Result<Vec<J
     if request.limit == 0 || request.queues.is_empty() {
         return Ok(Vec::new());
     }
+    if request.resend {
+        let earlier = earlier(inner, request).await?;
+        if !earlier.is_empty() {
+            return Ok(earlier);
+        }
+    }
     let limit = i32::try_from(request.limit).unwrap_or(i32::MAX);
     let queues: Vec<&str> = request.queues.iter().map(|q| q.as_str()).collect();
     let now = inner.clock.now();
@@ -24,6 +36,7 @@ pub(crate) async fn claim(inner: &Inner, request: &ClaimRequest) -> Result<Vec<J
         .bind(now)
         .bind(&request.worker)
         .bind(expires_at)
+        .bind(request.token.0)
         .fetch_all(&inner.pool)
         .await
         .map_err(map_sqlx)?;
@@ -31,11 +44,36 @@ pub(crate) async fn claim(inner: &Inner, request: &ClaimRequest) -> Result<Vec<J
     for row in &rows {
         match decode_job(row) {
             Ok(job) => jobs.push(job),
-            Err(e) => bury(inner, row, &e).await?,
+            Err(e) => {
+                if let Err(bury_error) = bury(inner, row, &e).await {
+                    // The statement committed: the others are ours anyway.
+                    tracing::error!(error = %bury_error, "could not move the corrupt job to Dead; recover will");
+                }
+            }
         }
     }
-    // RETURNING has no order.
+    sort(&mut jobs);
+    Ok(jobs)
+}
+
+/// Claim order (RETURNING has none).
+fn sort(jobs: &mut [Job]) {
     jobs.sort_by(|a, b| b.priority.cmp(&a.priority).then(a.run_at.cmp(&b.run_at)).then(a.id.cmp(&b.id)));
+}
+
+/// The Running jobs `request.token` holds: what an earlier attempt of this
+/// claim took. Rows that do not decode are left for recover.
+async fn earlier(inner: &Inner, request: &ClaimRequest) -> Result<Vec<Job>> {
+    let rows = sqlx::query(inner.sql.claim_earlier.q())
+        .bind(request.token.0)
+        .fetch_all(&inner.pool)
+        .await
+        .map_err(map_sqlx)?;
+    let mut jobs: Vec<Job> = rows.iter().filter_map(|row| decode_job(row).ok()).collect();
+    sort(&mut jobs);
+    if !jobs.is_empty() {
+        tracing::info!(jobs = jobs.len(), "a resent claim returns what its first attempt took");
+    }
     Ok(jobs)
 }
 

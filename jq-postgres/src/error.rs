@@ -100,8 +100,20 @@ pub(crate) fn is_transient(e: &sqlx::Error) -> bool {
     }
 }
 
+/// SQLSTATE codes that mean jq's tables are not there: undefined table
+/// (42P01), undefined schema (3F000). jq's statements touch only its own
+/// tables, so the schema was never migrated, or is older than this build.
+fn is_schema_missing_code(code: &str) -> bool {
+    matches!(code, "42P01" | "3F000")
+}
+
 /// Maps a driver error of a storage operation.
 pub(crate) fn map_sqlx(e: sqlx::Error) -> Error {
+    if let sqlx::Error::Database(db) = &e
+        && db.code().is_some_and(|c| is_schema_missing_code(&c))
+    {
+        return Error::SchemaMissing { backend: BACKEND, source: Box::new(e) };
+    }
     if is_transient(&e) {
         Error::Unavailable { backend: BACKEND, source: Box::new(e) }
     } else {
@@ -126,6 +138,7 @@ mod tests {
         for code in ["23505", "42P01", "22P02"] {
             assert!(!is_transient_code(code), "{code}");
         }
+        assert!(is_schema_missing_code("42P01") && is_schema_missing_code("3F000") && !is_schema_missing_code("42601"));
         assert!(map_sqlx(sqlx::Error::PoolTimedOut).is_retryable());
         assert!(!map_sqlx(sqlx::Error::RowNotFound).is_retryable());
     }

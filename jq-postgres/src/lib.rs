@@ -28,12 +28,15 @@
 //! Errors: setup returns [`PostgresError`]; storage operations return
 //! [`jq_core::Error`], with `Unavailable` (retryable) for a refused, reset or
 //! closed connection, a pool timeout, a server shutdown or a statement
-//! timeout.
+//! timeout, and the fatal `SchemaMissing` when jq's tables are not there
+//! (SQLSTATE 42P01 or 3F000: the schema was never migrated, or is older
+//! than this build; run [`PostgresStorage::migrate`] or `jqctl migrate`).
 
 mod admin;
 mod claim;
 mod complete;
 mod config;
+mod election;
 mod enqueue;
 mod error;
 mod listener;
@@ -47,8 +50,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use jq_core::{
-    ClaimRequest, Clock, Completion, CompletionResult, Job, JobFilter, JobId, LeaseRef, NewJob, Result, State, Stats,
-    Storage, Timestamp, WorkSignal,
+    ClaimRequest, Clock, Completion, CompletionResult, Election, Job, JobFilter, JobId, Leader, LeaseRef, LeaseToken,
+    NewJob, Result, State, Stats, Storage, Timestamp, WorkSignal,
 };
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, Connection, PgPool, Postgres, Transaction};
@@ -220,6 +223,18 @@ impl Storage for PostgresStorage {
 
     async fn purge(&self, state: State, older_than: Timestamp) -> Result<u64> {
         maintenance::purge(&self.inner, state, older_than).await
+    }
+
+    async fn elect(&self, election: &Election) -> Result<bool> {
+        election::elect(&self.inner, election).await
+    }
+
+    async fn resign(&self, role: &str, token: LeaseToken) -> Result<()> {
+        election::resign(&self.inner, role, token).await
+    }
+
+    async fn leaders(&self) -> Result<Vec<Leader>> {
+        election::leaders(&self.inner).await
     }
 
     fn subscribe(&self) -> Option<WorkSignal> {

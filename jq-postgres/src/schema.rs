@@ -14,6 +14,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("jobs", include_str!("../migrations/0001_jobs.sql")),
     ("unique_slots", include_str!("../migrations/0002_unique_slots.sql")),
     ("partial_indexes", include_str!("../migrations/0003_partial_indexes.sql")),
+    ("leaders", include_str!("../migrations/0004_leaders.sql")),
 ];
 
 /// The newest schema version this build knows.
@@ -46,6 +47,7 @@ pub(crate) struct Sql {
     pub enqueue_one: Sql1,
     pub enqueue_keyed: Sql1,
     pub claim: Sql1,
+    pub claim_earlier: Sql1,
     pub bury: Sql1,
     pub complete: Sql1,
     pub heartbeat: Sql1,
@@ -58,6 +60,9 @@ pub(crate) struct Sql {
     pub retry: Sql1,
     pub cancel: Sql1,
     pub state: Sql1,
+    pub elect: Sql1,
+    pub resign: Sql1,
+    pub leaders: Sql1,
 }
 
 /// One statement's text.
@@ -84,6 +89,7 @@ impl Sql {
             enqueue_one: s(include_str!("sql/enqueue_one.sql")),
             enqueue_keyed: s(include_str!("sql/enqueue_keyed.sql")),
             claim: s(include_str!("sql/claim.sql")),
+            claim_earlier: s(include_str!("sql/claim_earlier.sql")),
             bury: s(include_str!("sql/bury.sql")),
             complete: s(include_str!("sql/complete.sql")),
             heartbeat: s(include_str!("sql/heartbeat.sql")),
@@ -96,6 +102,9 @@ impl Sql {
             retry: s(include_str!("sql/retry.sql")),
             cancel: s(include_str!("sql/cancel.sql")),
             state: s(include_str!("sql/state.sql")),
+            elect: s(include_str!("sql/elect.sql")),
+            resign: s(include_str!("sql/resign.sql")),
+            leaders: s(include_str!("sql/leaders.sql")),
         }
     }
 }

@@ -79,3 +79,40 @@ async fn terminated_connection_is_unavailable_and_the_pool_recovers() {
     s.stats().await.unwrap();
     f.cleanup().await;
 }
+
+/// A schema that was never migrated is a fatal, typed error that says what
+/// to do, and it stops a worker pool, whose handle returns it.
+#[tokio::test]
+async fn an_unmigrated_schema_is_fatal_and_stops_the_pool() {
+    let schema = format!("jq_test_{}", uuid::Uuid::new_v4().simple());
+    let s = common::connect(&schema, Clock::system()).await;
+    let err = s.stats().await.unwrap_err();
+    assert!(matches!(err, Error::SchemaMissing { backend: "postgres", .. }) && err.is_fatal(), "{err:?}");
+    assert!(err.to_string().contains("jqctl migrate"), "{err}");
+    let result = jq_core::WorkerPool::new(s.clone())
+        .queues(["q"])
+        .register_raw("k", |_job, _ctx| async { Ok(()) })
+        .run_until(std::future::pending())
+        .await;
+    assert!(matches!(result, Err(Error::SchemaMissing { .. })), "{result:?}");
+    s.close().await;
+}
+
+/// A schema migrated by an older jq lacks the leaders table: the pool's
+/// maintenance stops it with the same fatal error.
+#[tokio::test]
+async fn a_schema_older_than_this_build_stops_the_pool() {
+    let f = Fixture::new().await;
+    let s = f.connect(Clock::system()).await;
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP TABLE \"{}\".leaders", f.schema))).execute(s.pool()).await.unwrap();
+    let handle = jq_core::WorkerPool::new(s.clone())
+        .queues(["q"])
+        .register_raw("k", |_job, _ctx| async { Ok(()) })
+        .start()
+        .unwrap();
+    let stopped = handle.shutdown_token();
+    tokio::time::timeout(Duration::from_secs(30), stopped.cancelled()).await.expect("the pool stops by itself");
+    let err = handle.wait().await.unwrap_err();
+    assert!(matches!(err, Error::SchemaMissing { .. }), "{err:?}");
+    f.cleanup().await;
+}

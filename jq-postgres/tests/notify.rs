@@ -18,12 +18,7 @@ fn job(n: usize) -> NewJob {
 }
 
 fn request(worker: &str, limit: usize) -> ClaimRequest {
-    ClaimRequest {
-        queues: vec![QueueName::new("work").unwrap()],
-        limit,
-        lease: Duration::from_secs(60),
-        worker: worker.into(),
-    }
+    ClaimRequest::new(vec![QueueName::new("work").unwrap()], limit, Duration::from_secs(60), worker)
 }
 
 /// Waits for the listener's first signal, sent once it is LISTENing.

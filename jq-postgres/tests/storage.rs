@@ -18,12 +18,7 @@ fn job(queue: &str, n: u32) -> NewJob {
 }
 
 fn request(queue: &str, limit: usize) -> ClaimRequest {
-    ClaimRequest {
-        queues: vec![QueueName::new(queue).unwrap()],
-        limit,
-        lease: Duration::from_secs(30),
-        worker: "w1".into(),
-    }
+    ClaimRequest::new(vec![QueueName::new(queue).unwrap()], limit, Duration::from_secs(30), "w1")
 }
 
 #[tokio::test]
@@ -241,6 +236,37 @@ async fn corrupt_row_is_a_typed_error_and_a_corrupt_claim_goes_dead() {
         .await
         .unwrap();
     assert_eq!(state, "dead");
+    f.cleanup().await;
+}
+
+/// A claim whose corrupt row cannot be buried (here a trigger refuses the
+/// move to Dead) still hands over the other jobs it took; the corrupt one
+/// stays Running under the claim's lease, for recover.
+#[tokio::test]
+async fn a_claim_whose_bury_fails_hands_over_the_others() {
+    let f = Fixture::new().await;
+    let s = f.connect(Clock::system()).await;
+    let ok = s.enqueue_one(job("q", 1)).await.unwrap();
+    let bad = s.enqueue_one(job("q", 2)).await.unwrap();
+    corrupt(&s, &f.schema, "priority", "9", bad).await;
+    let q = format!("\"{}\"", f.schema);
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "CREATE FUNCTION {q}.refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'no burying'; END $$; \
+         CREATE TRIGGER refuse BEFORE UPDATE ON {q}.jobs FOR EACH ROW WHEN (NEW.state = 'dead') EXECUTE FUNCTION {q}.refuse();"
+    )))
+    .execute(s.pool())
+    .await
+    .unwrap();
+    let request = request("q", 10);
+    let claimed = s.claim(&request).await.expect("the claim succeeds although burying failed");
+    assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![ok]);
+    let (state, token): (String, uuid::Uuid) =
+        sqlx::query_as(sqlx::AssertSqlSafe(format!("SELECT state, lease_token FROM {q}.jobs WHERE id = $1")))
+            .bind(bad.0)
+            .fetch_one(s.pool())
+            .await
+            .unwrap();
+    assert_eq!((state.as_str(), token), ("running", request.token.0), "left Running under the claim's lease");
     f.cleanup().await;
 }
 

@@ -17,12 +17,7 @@ fn job() -> NewJob {
 }
 
 fn request() -> ClaimRequest {
-    ClaimRequest {
-        queues: vec![QueueName::new("orders").unwrap()],
-        limit: 10,
-        lease: Duration::from_secs(30),
-        worker: "w".into(),
-    }
+    ClaimRequest::new(vec![QueueName::new("orders").unwrap()], 10, Duration::from_secs(30), "w")
 }
 
 #[tokio::test]

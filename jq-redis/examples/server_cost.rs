@@ -86,18 +86,14 @@ async fn main() -> Result<(), BoxError> {
     let wall = t.elapsed();
     report("enqueue (single)", b, evalsha_usec(&mut conn).await?, wall, 5000);
 
-    let request = ClaimRequest {
-        queues: vec![QueueName::new("bench")?],
-        limit: 16,
-        lease: Duration::from_secs(30),
-        worker: "cost".into(),
-    };
+    let request = ClaimRequest::new(vec![QueueName::new("bench")?], 16, Duration::from_secs(30), "cost");
     let (mut claim_wall, mut complete_wall) = (Duration::ZERO, Duration::ZERO);
     let (mut claim_usec, mut complete_usec) = ((0, 0), (0, 0));
     let mut done = 0;
     loop {
         let b = evalsha_usec(&mut conn).await?;
         let t = Instant::now();
+        let request = ClaimRequest { token: jq_core::LeaseToken::new(), ..request.clone() };
         let claimed = s.claim(&request).await?;
         claim_wall += t.elapsed();
         let a = evalsha_usec(&mut conn).await?;

@@ -1,15 +1,24 @@
 //! claim: one script call (`lua/claim.lua`) takes a batch over every asked
-//! queue, Pending jobs and (bounded) due Scheduled ones alike.
+//! queue, Pending jobs and (bounded) due Scheduled ones alike, each under
+//! the claim's token.
 //!
 //! On Redis Cluster a script touches one slot, so a claim over several
 //! queues first peeks at each queue (`lua/peek.lua`, concurrently), merges
 //! the peeks in claim order, and then claims from each queue as many jobs as
 //! it contributed to the first `limit`. Jobs claimed meanwhile by others
 //! make the answer shorter, never out of order within a queue.
+//!
+//! A claim is several script calls when it spans slots or more than
+//! [`CHUNK`] jobs. Whatever one of them took is handed over even when
+//! another fails: then the claim looks up everything its token holds
+//! (`lua/claim_earlier.lua`, which also finds what a failed call took
+//! before its answer was lost) and returns that, or, if the lookup fails
+//! too, what the calls that answered returned. It returns an error only
+//! when no call claimed anything. A resend starts with the same lookup.
 
 use std::cmp::Reverse;
 
-use jq_core::{ClaimRequest, Completion, Job, JobId, LeaseRef, LeaseToken, Outcome, QueueName, Result};
+use jq_core::{ClaimRequest, Completion, Error, Job, JobId, LeaseRef, Outcome, QueueName, Result};
 
 use crate::{Inner, duration_micros, row, scripts};
 
@@ -19,6 +28,9 @@ const CHUNK: usize = 1_000;
 /// ones (the earliest due); `promote` moves the rest.
 const DUE_IN_CLAIM: usize = 1_000;
 
+/// What some script calls claimed, and the first error of the others.
+type Partial = (Vec<Job>, Option<Error>);
+
 pub(crate) async fn claim(s: &Inner, request: &ClaimRequest) -> Result<Vec<Job>> {
     let mut queues: Vec<&str> = request.queues.iter().map(|q| q.as_str()).collect();
     queues.sort_unstable();
@@ -26,10 +38,32 @@ pub(crate) async fn claim(s: &Inner, request: &ClaimRequest) -> Result<Vec<Job>>
     if request.limit == 0 || queues.is_empty() {
         return Ok(Vec::new());
     }
-    if queues.len() == 1 || !s.is_cluster() {
-        return claim_from(s, &queues, request.limit, request).await;
+    if request.resend {
+        let earlier = earlier(s, &queues, request).await?;
+        if !earlier.is_empty() {
+            tracing::info!(jobs = earlier.len(), "a resent claim returns what its first attempt took");
+            return Ok(earlier);
+        }
     }
-    // Cluster, several queues: peek, merge, then claim per queue.
+    let (jobs, failed) = if queues.len() == 1 || !s.is_cluster() {
+        claim_from(s, &queues, request.limit, request).await
+    } else {
+        claim_across_slots(s, &queues, request).await?
+    };
+    let Some(error) = failed else { return Ok(jobs) };
+    if jobs.is_empty() {
+        // Nothing claimed, or a lost answer: the caller resends.
+        return Err(error);
+    }
+    tracing::warn!(%error, claimed = jobs.len(), "part of a claim failed; handing over everything its token holds");
+    match earlier(s, &queues, request).await {
+        Ok(all) if all.len() >= jobs.len() => Ok(all),
+        Ok(_) | Err(_) => Ok(jobs),
+    }
+}
+
+/// Cluster, several queues: peek, merge, then claim per queue.
+async fn claim_across_slots(s: &Inner, queues: &[&str], request: &ClaimRequest) -> Result<Partial> {
     let limit = request.limit.min(CHUNK);
     let now = s.now_micros();
     let peeks = queues
@@ -53,64 +87,92 @@ pub(crate) async fn claim(s: &Inner, request: &ClaimRequest) -> Result<Vec<Job>>
     }
     let claims =
         counts.iter().enumerate().filter(|(_, n)| **n > 0).map(|(qi, n)| claim_from(s, &queues[qi..=qi], *n, request));
-    let mut jobs: Vec<Job> = futures::future::try_join_all(claims).await?.into_iter().flatten().collect();
+    let mut jobs = Vec::new();
+    let mut failed = None;
+    for (taken, error) in futures::future::join_all(claims).await {
+        jobs.extend(taken);
+        failed = failed.or(error);
+    }
     jobs.sort_by_key(|j| (Reverse(j.priority.as_i16()), j.run_at, j.id));
-    Ok(jobs)
+    Ok((jobs, failed))
 }
 
 /// Claims up to `limit` jobs of `queues` (all in one slot, or a single
-/// server) in script calls of at most [`CHUNK`].
-async fn claim_from(s: &Inner, queues: &[&str], limit: usize, request: &ClaimRequest) -> Result<Vec<Job>> {
+/// server) in script calls of at most [`CHUNK`]. A failing call ends the
+/// loop; what the earlier calls took is returned with its error.
+async fn claim_from(s: &Inner, queues: &[&str], limit: usize, request: &ClaimRequest) -> Partial {
     let bases: Vec<String> = queues.iter().map(|q| s.keys.base(q)).collect();
     let lease = duration_micros(request.lease);
+    let token = request.token.to_string();
     let mut out: Vec<Job> = Vec::new();
     while out.len() < limit {
         let n = (limit - out.len()).min(CHUNK);
         let now = s.now_micros();
         let expires = (now + lease).to_string();
-        let tokens: Vec<LeaseToken> = (0..n).map(|_| LeaseToken::new()).collect();
-        let token_args: Vec<String> = tokens.iter().map(ToString::to_string).collect();
         let mut cmd = scripts::call(&scripts::CLAIM, &bases);
-        cmd.arg(now).arg(n).arg(lease).arg(&request.worker).arg(DUE_IN_CLAIM).arg(&token_args);
-        let rows: Vec<Vec<Option<String>>> = s.query(&cmd).await?;
+        cmd.arg(now).arg(n).arg(lease).arg(&request.worker).arg(DUE_IN_CLAIM).arg(&token);
+        let rows: Vec<Vec<Option<String>>> = match s.query(&cmd).await {
+            Ok(rows) => rows,
+            Err(error) => return (out, Some(error)),
+        };
         let got = rows.len();
         let mut jobs = Vec::with_capacity(got);
         let mut corrupt = Vec::new();
-        for (row, token) in rows.into_iter().zip(tokens) {
+        for row in rows {
             if let [Some(tag), Some(id), Some(reason)] = row.as_slice()
                 && tag == "corrupt"
             {
-                // claim.lua moved it to Dead already; its token is unused
+                // claim.lua moved it to Dead already
                 tracing::error!(job = %id, %reason, "claimed a job that cannot be used: moved it to Dead");
                 continue;
             }
             let located = claimed_id_and_queue(&row, queues);
-            match row::decode_claimed(row, queues, token.to_string(), &request.worker, &expires) {
+            match row::decode_claimed(row, queues, token.clone(), &request.worker, &expires) {
                 Ok(job) => jobs.push(job),
                 Err(e) => match located {
-                    Some((id, queue)) => corrupt.push((LeaseRef { id, token }, queue, e.to_string())),
+                    Some((id, queue)) => corrupt.push((LeaseRef { id, token: request.token }, queue, e.to_string())),
                     None => {
                         tracing::error!(error = %e, "claimed a job whose id cannot be read; recover will hand it on")
                     }
                 },
             }
         }
-        {
-            let mut owners = s.owners.lock().unwrap_or_else(|e| e.into_inner());
-            for job in &jobs {
-                owners.insert(job.id, job.queue.clone());
-            }
-            for (lease, queue, _) in &corrupt {
-                owners.insert(lease.id, queue.clone());
-            }
-        }
-        bury(s, corrupt).await?;
+        s.owners.insert(jobs.iter().map(|j| (j.id, &j.queue)));
+        bury(s, corrupt).await;
         out.extend(jobs);
         if got < n {
             break;
         }
     }
-    Ok(out)
+    (out, None)
+}
+
+/// Every Running job of `queues` that `request.token` holds, in claim
+/// order: one script call (one per queue on Cluster).
+async fn earlier(s: &Inner, queues: &[&str], request: &ClaimRequest) -> Result<Vec<Job>> {
+    let token = request.token.to_string();
+    let groups: Vec<Vec<&str>> =
+        if s.is_cluster() { queues.iter().map(|q| vec![*q]).collect() } else { vec![queues.to_vec()] };
+    let cmds = groups
+        .iter()
+        .map(|group| {
+            let bases: Vec<String> = group.iter().map(|q| s.keys.base(q)).collect();
+            let mut cmd = scripts::call(&scripts::CLAIM_EARLIER, &bases);
+            cmd.arg(&token);
+            cmd
+        })
+        .collect();
+    let replies: Vec<Vec<Vec<String>>> = s.query_each(cmds).await?;
+    let mut jobs: Vec<Job> = replies
+        .into_iter()
+        .flatten()
+        .filter_map(|flat| {
+            row::decode(flat).inspect_err(|e| tracing::error!(error = %e, "a job of a resent claim cannot be decoded; recover will hand it on")).ok()
+        })
+        .collect();
+    jobs.sort_by_key(|j| (Reverse(j.priority.as_i16()), j.run_at, j.id));
+    s.owners.insert(jobs.iter().map(|j| (j.id, &j.queue)));
+    Ok(jobs)
 }
 
 /// The id and queue of a claimed row, read apart from its other fields so a
@@ -124,11 +186,15 @@ fn claimed_id_and_queue(row: &[Option<String>], queues: &[&str]) -> Option<(JobI
 
 /// Moves claimed jobs that cannot be decoded to Dead with the reason, under
 /// the lease the claim just took, so the worker never sees them and they
-/// do not come back after every lease expiry.
-async fn bury(s: &Inner, corrupt: Vec<(LeaseRef, QueueName, String)>) -> Result<()> {
+/// do not come back after every lease expiry. When that fails they stay
+/// Running for recover (which buries them then); the claim goes on.
+async fn bury(s: &Inner, corrupt: Vec<(LeaseRef, QueueName, String)>) {
     if corrupt.is_empty() {
-        return Ok(());
+        return;
     }
+    // complete() finds their queue here, and forgets them when done.
+    s.owners.insert(corrupt.iter().map(|(lease, queue, _)| (lease.id, queue)));
+    let ids: Vec<JobId> = corrupt.iter().map(|(lease, _, _)| lease.id).collect();
     let batch = corrupt
         .into_iter()
         .map(|(lease, _, reason)| {
@@ -136,10 +202,17 @@ async fn bury(s: &Inner, corrupt: Vec<(LeaseRef, QueueName, String)>) -> Result<
             Completion { lease, outcome: Outcome::Fail { error: reason } }
         })
         .collect();
-    for result in crate::complete::complete(s, batch).await? {
-        if let Err(e) = result {
-            tracing::error!(error = %e, "could not move a corrupt job to Dead; recover will hand it on");
+    match crate::complete::complete(s, batch).await {
+        Ok(results) => {
+            for result in results {
+                if let Err(e) = result {
+                    tracing::error!(error = %e, "could not move a corrupt job to Dead; recover will hand it on");
+                }
+            }
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "could not move the corrupt jobs of a claim to Dead; recover will hand them on");
+            s.owners.remove(&ids);
         }
     }
-    Ok(())
 }

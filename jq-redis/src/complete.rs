@@ -104,13 +104,8 @@ pub(crate) async fn complete(s: &Inner, batch: Vec<Completion>) -> Result<Vec<Co
             });
         }
     }
-    {
-        // Whatever happened, this handle no longer holds these jobs.
-        let mut owners = s.owners.lock().unwrap_or_else(|e| e.into_inner());
-        for id in &ids {
-            owners.remove(id);
-        }
-    }
+    // Whatever happened (LeaseLost too), this handle no longer holds them.
+    s.owners.remove(&ids);
     Ok(results.into_iter().map(|r| r.unwrap_or_else(|| Err(error::unexpected("complete lost an item")))).collect())
 }
 
@@ -144,5 +139,7 @@ pub(crate) async fn heartbeat(s: &Inner, leases: &[LeaseRef], lease: Duration) -
             lost.push(leases[i].id);
         }
     }
+    // The lost ones are someone else's now (or gone).
+    s.owners.remove(&lost);
     Ok(lost)
 }

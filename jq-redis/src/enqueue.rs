@@ -1,5 +1,7 @@
-//! enqueue: one script call (`lua/enqueue.lua`) for the whole batch; on
-//! Redis Cluster one per queue of the batch (a script touches one slot).
+//! enqueue: one script call (`lua/enqueue.lua`) for the whole batch, so a
+//! batch is stored whole or not at all. On Redis Cluster a script touches
+//! one slot: a batch whose queues live in several slots is refused with
+//! [`Error::CrossSlotBatch`] before anything is stored.
 //!
 //! Everything per job that does not depend on what is stored already (run_at,
 //! Pending or Scheduled, the ready-set member) is computed here, so the script
@@ -8,10 +10,10 @@
 
 use std::collections::HashMap;
 
-use jq_core::{JobId, NewJob, Result};
+use jq_core::{Error, JobId, NewJob, Result};
 use uuid::Uuid;
 
-use crate::keys::id_hex;
+use crate::keys::{id_hex, slot};
 use crate::{Inner, error, scripts};
 
 /// Values per job after the script's 3 leading arguments.
@@ -25,73 +27,53 @@ pub(crate) async fn enqueue(s: &Inner, jobs: Vec<NewJob>) -> Result<Vec<JobId>> 
         job.check_payload(s.config.max_payload_bytes)?;
     }
     let now = s.now_micros();
-    // positions of the jobs of each script call
-    let groups: Vec<Vec<usize>> = if s.is_cluster() {
-        let mut by_queue: Vec<Vec<usize>> = Vec::new();
-        let mut index: HashMap<&str, usize> = HashMap::new();
-        for (i, job) in jobs.iter().enumerate() {
-            let g = *index.entry(job.queue.as_str()).or_insert_with(|| {
-                by_queue.push(Vec::new());
-                by_queue.len() - 1
-            });
-            by_queue[g].push(i);
-        }
-        by_queue
-    } else {
-        vec![(0..jobs.len()).collect()]
-    };
     let mut names: Vec<&str> = jobs.iter().map(|j| j.queue.as_str()).collect();
     names.sort_unstable();
     names.dedup();
-    let cmds: Vec<redis::Cmd> = groups.iter().map(|g| script_call(s, &jobs, g, now)).collect();
-
+    if s.is_cluster() && names.iter().any(|q| slot(&s.keys.base(q)) != slot(&s.keys.base(names[0]))) {
+        return Err(Error::CrossSlotBatch { queues: names.iter().map(|q| (*q).to_owned()).collect() });
+    }
+    let cmd = script_call(s, &jobs, now);
     let due = s.registry_due(&names);
-    let replies: Vec<Vec<String>> = match (due, s.is_cluster()) {
-        (None, _) => s.query_each(cmds).await?,
+    let reply: Vec<String> = match (due, s.is_cluster()) {
+        (None, _) => s.query(&cmd).await?,
         // The registry first, in the same round trip: it must name every
         // queue that holds a job (see keys.rs).
         (Some(due), false) => {
             let mut pipe = redis::pipe();
             pipe.cmd("SADD").arg(s.keys.registry()).arg(&due).ignore();
-            for cmd in cmds {
-                pipe.add_command(cmd);
-            }
-            let replies: Vec<Vec<String>> = s.query_pipe(&pipe).await?;
+            pipe.add_command(cmd);
+            let (reply,): (Vec<String>,) = s.query_pipe(&pipe).await?;
             s.registered(&due);
-            replies
+            reply
         }
         // On Cluster the registry is in another slot: first, then the rest.
         (Some(due), true) => {
             let _: u64 = s.query(redis::cmd("SADD").arg(s.keys.registry()).arg(&due)).await?;
             s.registered(&due);
-            s.query_each(cmds).await?
+            s.query(&cmd).await?
         }
     };
-    if replies.len() != groups.len() {
-        return Err(error::unexpected(format!("enqueue got {} replies for {} calls", replies.len(), groups.len())));
+    if reply.len() != jobs.len() {
+        return Err(error::unexpected(format!("enqueue returned {} ids for {} jobs", reply.len(), jobs.len())));
     }
     let mut ids: Vec<JobId> = jobs.iter().map(|j| j.id).collect();
-    for (group, reply) in groups.iter().zip(replies) {
-        if reply.len() != group.len() {
-            return Err(error::unexpected(format!("enqueue returned {} ids for {} jobs", reply.len(), group.len())));
-        }
-        for (&i, existing) in group.iter().zip(reply) {
-            if !existing.is_empty() {
-                ids[i] = Uuid::parse_str(&existing)
-                    .map(JobId)
-                    .map_err(|_| error::unexpected(format!("enqueue returned the id {existing:?}")))?;
-            }
+    for (id, existing) in ids.iter_mut().zip(reply) {
+        if !existing.is_empty() {
+            *id = Uuid::parse_str(&existing)
+                .map(JobId)
+                .map_err(|_| error::unexpected(format!("enqueue returned the id {existing:?}")))?;
         }
     }
     Ok(ids)
 }
 
-/// The script call storing `jobs[i]` for every `i` of `group`.
-fn script_call(s: &Inner, jobs: &[NewJob], group: &[usize], now: i64) -> redis::Cmd {
+/// The script call storing every job of the batch.
+fn script_call(s: &Inner, jobs: &[NewJob], now: i64) -> redis::Cmd {
     let mut index: HashMap<&str, usize> = HashMap::new();
     let mut names: Vec<&str> = Vec::new();
-    for &i in group {
-        let q = jobs[i].queue.as_str();
+    for job in jobs {
+        let q = job.queue.as_str();
         if !index.contains_key(q) {
             names.push(q);
             index.insert(q, names.len());
@@ -101,8 +83,7 @@ fn script_call(s: &Inner, jobs: &[NewJob], group: &[usize], now: i64) -> redis::
     let mut cmd = scripts::call(&scripts::ENQUEUE, &bases);
     cmd.arg(now).arg(s.keys.channel()).arg(names.join("\n"));
     let mut member = String::with_capacity(52);
-    for &i in group {
-        let job = &jobs[i];
+    for job in jobs {
         let hex = id_hex(job.id);
         let run_at = job.run_at.map_or(now, |at| at.timestamp_micros());
         member.clear();
@@ -121,6 +102,6 @@ fn script_call(s: &Inner, jobs: &[NewJob], group: &[usize], now: i64) -> redis::
             .arg(job.unique_key.as_deref().unwrap_or(""))
             .arg(&member);
     }
-    debug_assert_eq!(cmd.args_iter().count(), 3 + bases.len() + 3 + PER_JOB * group.len());
+    debug_assert_eq!(cmd.args_iter().count(), 3 + bases.len() + 3 + PER_JOB * jobs.len());
     cmd
 }

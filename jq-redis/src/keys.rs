@@ -16,6 +16,8 @@
 //! | `P:{P:Q}:ids` | sorted set | every job of the queue, score 0, member id: lexicographic = id order, for `list` |
 //! | `P:{P:Q}:unique` | hash | unique key -> id of the live (Scheduled, Pending, Running) job holding it |
 //! | `P:queues` | set | registry of queue names (its own slot) |
+//! | `P:role:{P:role:R}` | hash | the holder of role `R` (`Storage::elect`): `token holder expires_at`; deleted on resign; the role in its own hash tag |
+//! | `P:roles` | set | registry of role names ever elected (its own slot), for `leaders` |
 //! | `P:wake` | pub/sub channel | published by the scripts that make a job Pending |
 //!
 //! A job is in exactly one of `ready`, `scheduled`, `leases`, `done:*`,
@@ -87,6 +89,16 @@ impl Keys {
     /// The registry of queue names.
     pub fn registry(&self) -> String {
         format!("{}:queues", self.prefix)
+    }
+
+    /// The hash of role `role`, in its own hash slot.
+    pub fn role(&self, role: &str) -> String {
+        format!("{p}:role:{{{p}:role:{role}}}", p = self.prefix)
+    }
+
+    /// The registry of role names.
+    pub fn roles(&self) -> String {
+        format!("{}:roles", self.prefix)
     }
 
     /// The wake-up pub/sub channel.

@@ -11,7 +11,7 @@
 //! on the server: enqueue (with uniqueness), claim, complete (ack, retry,
 //! fail, release; one call per batch), heartbeat (one call per batch),
 //! promote, recover, retry, cancel, purge. Every claim writes a lease (a
-//! fresh token and an expiry) on the job and indexes it by expiry, so a
+//! token and an expiry) on the job and indexes it by expiry, so a
 //! worker that dies loses nothing: `recover` hands its jobs on once the
 //! lease expires. "Now" comes from the configured `jq_core::Clock`, passed to
 //! every script, never from Redis's `TIME`.
@@ -57,9 +57,13 @@
 //! All keys of one queue share a hash tag, so every per-queue script runs
 //! on one slot. What differs on Cluster:
 //!
-//! - a batch (enqueue, complete, heartbeat) over several queues becomes one
-//!   script call per queue, sent concurrently: atomic per queue, not as a
-//!   whole (uniqueness is per queue anyway);
+//! - an enqueue batch stays one script call, so it is stored whole or not
+//!   at all; a batch whose queues live in different hash slots cannot be
+//!   one call and is refused with `jq_core::Error::CrossSlotBatch` before
+//!   anything is stored (enqueue one batch per queue instead);
+//! - a complete or heartbeat batch over several queues becomes one script
+//!   call per queue, sent concurrently (each item is fenced on its own
+//!   anyway);
 //! - a claim over several queues peeks at each queue (`lua/peek.lua`), merges
 //!   the peeks in claim order, then claims from each queue its share of the
 //!   first `limit`, so the global order holds;
@@ -94,11 +98,13 @@ mod admin;
 mod claim;
 mod complete;
 mod config;
+mod election;
 mod enqueue;
 mod error;
 pub mod keys;
 mod listener;
 mod maintenance;
+mod owners;
 mod row;
 mod scripts;
 
@@ -109,8 +115,8 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use jq_core::{
-    ClaimRequest, Clock, Completion, CompletionResult, Job, JobFilter, JobId, LeaseRef, NewJob, QueueName, Result,
-    State, Stats, Storage, Timestamp, WorkSignal,
+    ClaimRequest, Clock, Completion, CompletionResult, Election, Job, JobFilter, JobId, Leader, LeaseRef, LeaseToken,
+    NewJob, QueueName, Result, State, Stats, Storage, Timestamp, WorkSignal,
 };
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
@@ -143,9 +149,9 @@ pub(crate) struct Inner {
     /// A plain client of the (first) server, for pub/sub.
     pub(crate) client: redis::Client,
     pub(crate) conn: Conn,
-    /// Queue of each job this handle claimed and has not completed yet, so
-    /// completions and heartbeats need no lookup. Never held across await.
-    pub(crate) owners: Mutex<HashMap<JobId, QueueName>>,
+    /// Queue of each job this handle claimed and still holds, so
+    /// completions and heartbeats need no lookup (a bounded cache).
+    pub(crate) owners: owners::Owners,
     /// When this handle last added each queue to the registry; enqueue
     /// skips the `SADD` for a queue added within [`REGISTRY_REFRESH`].
     pub(crate) registered: Mutex<HashMap<String, Instant>>,
@@ -200,7 +206,7 @@ impl RedisStorage {
                 keys,
                 client,
                 conn,
-                owners: Mutex::new(HashMap::new()),
+                owners: owners::Owners::new(owners::DEFAULT_CAP),
                 registered: Mutex::new(HashMap::new()),
                 wake: watch::Sender::new(0),
                 listening: AtomicBool::new(false),
@@ -214,6 +220,14 @@ impl RedisStorage {
     /// The key layout of this storage.
     pub fn keys(&self) -> &Keys {
         &self.inner.keys
+    }
+
+    /// How many claimed jobs this handle remembers the queue of (a cache
+    /// that spares completions and heartbeats a lookup by id). Entries go
+    /// when a job stops being this handle's, and there are never more than
+    /// 65,536; for monitoring.
+    pub fn owned_jobs(&self) -> usize {
+        self.inner.owners.len()
     }
 
     /// Deletes every key under this storage's prefix (jobs, indexes, the
@@ -341,19 +355,7 @@ impl Inner {
     /// The queue holding each of `ids`, from this handle's claims or else by
     /// probing every registered queue; ids found nowhere are absent.
     pub(crate) async fn locate(&self, ids: &[JobId]) -> Result<HashMap<JobId, QueueName>> {
-        let mut found = HashMap::with_capacity(ids.len());
-        let mut missing = Vec::new();
-        {
-            let owners = self.owners.lock().unwrap_or_else(|e| e.into_inner());
-            for id in ids {
-                match owners.get(id) {
-                    Some(q) => {
-                        found.insert(*id, q.clone());
-                    }
-                    None => missing.push(*id),
-                }
-            }
-        }
+        let (mut found, missing) = self.owners.find(ids);
         if missing.is_empty() {
             return Ok(found);
         }
@@ -479,6 +481,18 @@ impl Storage for RedisStorage {
 
     async fn purge(&self, state: State, older_than: Timestamp) -> Result<u64> {
         maintenance::purge(&self.inner, state, older_than).await
+    }
+
+    async fn elect(&self, election: &Election) -> Result<bool> {
+        election::elect(&self.inner, election).await
+    }
+
+    async fn resign(&self, role: &str, token: LeaseToken) -> Result<()> {
+        election::resign(&self.inner, role, token).await
+    }
+
+    async fn leaders(&self) -> Result<Vec<Leader>> {
+        election::leaders(&self.inner).await
     }
 
     fn subscribe(&self) -> Option<WorkSignal> {

@@ -30,10 +30,28 @@ script!(CANCEL, "lua/cancel.lua");
 script!(PURGE, "lua/purge.lua");
 script!(LIST, "lua/list.lua");
 script!(PEEK, "lua/peek.lua");
+script!(CLAIM_EARLIER, "lua/claim_earlier.lua");
+script!(ELECT, "lua/elect.lua");
+script!(RESIGN, "lua/resign.lua");
 
 /// Every script, for `SCRIPT LOAD` at connect and after a NOSCRIPT.
-pub(crate) fn all() -> [&'static Lua; 11] {
-    [&ENQUEUE, &CLAIM, &COMPLETE, &HEARTBEAT, &PROMOTE, &RECOVER, &RETRY, &CANCEL, &PURGE, &LIST, &PEEK]
+pub(crate) fn all() -> [&'static Lua; 14] {
+    [
+        &ENQUEUE,
+        &CLAIM,
+        &COMPLETE,
+        &HEARTBEAT,
+        &PROMOTE,
+        &RECOVER,
+        &RETRY,
+        &CANCEL,
+        &PURGE,
+        &LIST,
+        &PEEK,
+        &CLAIM_EARLIER,
+        &ELECT,
+        &RESIGN,
+    ]
 }
 
 /// `EVALSHA <sha> <numkeys> <keys...>`; the caller appends ARGV.

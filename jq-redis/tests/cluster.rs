@@ -147,6 +147,10 @@ impl jq_testkit::Harness for ClusterHarness {
     async fn cleanup(&self) {
         connect(&self.prefix, Clock::system()).await.delete_all_keys().await.expect("delete the test's keys");
     }
+
+    fn cross_queue_batches(&self) -> bool {
+        false
+    }
 }
 
 async fn setup() -> ClusterHarness {
@@ -167,7 +171,7 @@ async fn batches_and_claims_over_several_slots() {
     let clock = ManualClock::starting_now();
     let s = connect(&h.prefix, clock.clock()).await;
     let at = clock.now();
-    let jobs = vec![
+    let jobs = [
         job("a", 0).priority(Priority::Low).build_at(at).unwrap(),
         job("b", 1).priority(Priority::High).build_at(at).unwrap(),
         job("c", 2).build_at(at).unwrap(),
@@ -176,11 +180,18 @@ async fn batches_and_claims_over_several_slots() {
         job("c", 5).unique_key("u").build_at(at).unwrap(),
         job("c", 6).unique_key("u").build_at(at).unwrap(),
     ];
-    let ids = s.enqueue(jobs).await.unwrap();
-    assert_eq!(ids[6], ids[5], "the unique key holds within a queue of a split batch");
+    // One batch per queue: their slots differ.
+    let mut ids = Vec::new();
+    for queue in ["a", "b", "c", "d"] {
+        let batch: Vec<NewJob> = jobs.iter().filter(|j| j.queue.as_str() == queue).cloned().collect();
+        let stored = s.enqueue(batch.clone()).await.unwrap();
+        ids.extend(batch.iter().map(|j| j.id).zip(stored));
+    }
+    let ids: Vec<jq_core::JobId> =
+        jobs.iter().map(|j| ids.iter().find(|(id, _)| *id == j.id).map(|(_, stored)| *stored).unwrap()).collect();
+    assert_eq!(ids[6], ids[5], "the unique key holds within a queue's batch");
     let queues: Vec<QueueName> = ["a", "b", "c", "d"].iter().map(|q| QueueName::new(*q).unwrap()).collect();
-    let request =
-        |limit| ClaimRequest { queues: queues.clone(), limit, lease: Duration::from_secs(30), worker: "w".into() };
+    let request = |limit| ClaimRequest::new(queues.clone(), limit, Duration::from_secs(30), "w");
     let first: Vec<_> = s.claim(&request(3)).await.unwrap().into_iter().map(|j| j.id).collect();
     assert_eq!(first, vec![ids[3], ids[1], ids[2]], "priority first, then run_at and id, across slots");
     let rest = s.claim(&request(10)).await.unwrap();
@@ -226,5 +237,37 @@ async fn enqueue_on_any_node_wakes_the_subscriber() {
             .unwrap_or_else(|_| panic!("not woken by an enqueue into {q}"))
             .unwrap();
     }
+    jq_testkit::Harness::cleanup(&h).await;
+}
+
+/// A batch over queues in different hash slots is refused before anything
+/// is stored; over queues that share a slot it is one atomic script call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_enqueue_batch_over_several_slots_is_refused_whole() {
+    let h = setup().await;
+    let clock = ManualClock::starting_now();
+    let s = connect(&h.prefix, clock.clock()).await;
+    let slot = |q: &str| jq_redis::keys::slot(&s.keys().base(q));
+    let other = (0..).map(|n| format!("o{n}")).find(|q| slot(q) != slot("a")).unwrap();
+    let twin = (0..).map(|n| format!("t{n}")).find(|q| slot(q) == slot("a")).unwrap();
+    let at = clock.now();
+
+    let spread = vec![job("a", 0).build_at(at).unwrap(), job(&other, 1).build_at(at).unwrap()];
+    let err = s.enqueue(spread.clone()).await.unwrap_err();
+    match &err {
+        jq_core::Error::CrossSlotBatch { queues } => assert_eq!(queues, &vec!["a".to_owned(), other.clone()]),
+        other => panic!("expected CrossSlotBatch, got {other:?}"),
+    }
+    assert!(err.to_string().contains("one batch per queue"), "{err}");
+    for j in &spread {
+        assert!(matches!(s.get(j.id).await, Err(jq_core::Error::NotFound { .. })), "nothing stored");
+    }
+
+    // Same slot: one script call, stored whole.
+    let together = vec![job("a", 2).build_at(at).unwrap(), job(&twin, 3).build_at(at).unwrap()];
+    let ids = s.enqueue(together.clone()).await.unwrap();
+    assert_eq!(ids, together.iter().map(|j| j.id).collect::<Vec<_>>());
+    let stats = s.stats().await.unwrap();
+    assert_eq!((stats.total(State::Pending), stats.queues.len()), (2, 2));
     jq_testkit::Harness::cleanup(&h).await;
 }

@@ -19,12 +19,7 @@ fn job(queue: &str, n: usize) -> jq_core::JobBuilder {
 }
 
 fn request(queue: &str, limit: usize) -> ClaimRequest {
-    ClaimRequest {
-        queues: vec![QueueName::new(queue).unwrap()],
-        limit,
-        lease: Duration::from_secs(30),
-        worker: "w".into(),
-    }
+    ClaimRequest::new(vec![QueueName::new(queue).unwrap()], limit, Duration::from_secs(30), "w")
 }
 
 async fn raw_conn() -> redis::aio::MultiplexedConnection {
@@ -330,4 +325,94 @@ async fn enqueue_after_delete_all_keys_registers_the_queue_again() {
     let id = s.enqueue_one(job("q", 1).build_at(clock.now()).unwrap()).await.unwrap();
     assert_eq!(s.get(id).await.unwrap().state, State::Pending, "the queue is in the registry again");
     common::drop_prefix(&prefix).await;
+}
+
+/// A long-running worker's cache of claimed jobs shrinks back to nothing:
+/// round after round, jobs complete, lose their lease to an operator's
+/// release (the heartbeat reports it) and are claimed again, and a corrupt
+/// job is buried by the claim that took it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_running_worker_forgets_the_jobs_it_no_longer_holds() {
+    use std::collections::HashSet;
+    use std::sync::{Arc, Mutex};
+
+    use jq_core::worker::{JobContext, WorkerPool};
+
+    let prefix = common::prefix();
+    let clock = ManualClock::starting_now();
+    let s = common::connect(&prefix, clock.clock()).await;
+    let operator = common::connect(&prefix, clock.clock()).await;
+    // The first run of an even job blocks until its lease is lost.
+    let seen: Arc<Mutex<HashSet<jq_core::JobId>>> = Arc::default();
+    let blocked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (handler_seen, handler_blocked) = (seen.clone(), blocked.clone());
+    let handle = WorkerPool::new(s.clone())
+        .queues(["long"])
+        .concurrency(16)
+        .prefetch(0)
+        .heartbeat_interval(Duration::from_millis(20))
+        .poll_interval(Duration::from_millis(10))
+        .maintenance(false)
+        .register_raw("test", move |job: jq_core::Job, ctx: JobContext| {
+            let first = handler_seen.lock().unwrap().insert(job.id);
+            let even = serde_json_even(job.payload.as_str());
+            let blocked = handler_blocked.clone();
+            async move {
+                if first && even {
+                    blocked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    ctx.cancellation().cancelled().await;
+                }
+                Ok(())
+            }
+        })
+        .start()
+        .unwrap();
+    let until = |what: &'static str, check: Box<dyn Fn(jq_core::Stats) -> bool + Send>| {
+        let operator = operator.clone();
+        async move {
+            let deadline = std::time::Instant::now() + Duration::from_secs(30);
+            loop {
+                let stats = operator.stats().await.unwrap();
+                if check(stats.clone()) {
+                    break;
+                }
+                assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}: {stats:?}");
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    };
+    for round in 0..3u64 {
+        let jobs: Vec<NewJob> = (0..20).map(|n| job("long", n).build_at(clock.now()).unwrap()).collect();
+        // Due only once corrupted, so no claim sees it intact.
+        let broken = job("long", 99).delay(Duration::from_secs(1)).build_at(clock.now()).unwrap();
+        operator.enqueue(vec![broken.clone()]).await.unwrap();
+        corrupt(&s, "long", broken.id, "created_at", "yesterday").await;
+        clock.advance(Duration::from_secs(1));
+        operator.enqueue(jobs.clone()).await.unwrap();
+        let done = 20 * round;
+        until("the odd jobs to complete", Box::new(move |st| st.total(State::Completed) == done + 10)).await;
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while blocked.load(std::sync::atomic::Ordering::SeqCst) < 10 * (round as usize + 1) {
+            assert!(std::time::Instant::now() < deadline, "the even jobs never started");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        for j in jobs.iter().filter(|j| serde_json_even(j.payload.as_str())) {
+            let lease = operator.get(j.id).await.unwrap().lease_ref().unwrap();
+            operator.release(lease).await.unwrap();
+        }
+        until("every job to complete", Box::new(move |st| st.total(State::Completed) == done + 20)).await;
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while s.owned_jobs() != 0 {
+            assert!(std::time::Instant::now() < deadline, "round {round}: {} jobs still remembered", s.owned_jobs());
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+    assert_eq!(operator.stats().await.unwrap().total(State::Dead), 3, "the corrupt jobs were buried");
+    handle.shutdown().await.unwrap();
+    common::drop_prefix(&prefix).await;
+}
+
+/// True for the payload `{"n":N}` with N even.
+fn serde_json_even(payload: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(payload).ok().and_then(|v| v["n"].as_u64()).is_some_and(|n| n % 2 == 0)
 }

@@ -2,10 +2,13 @@
 //! indexes walked in claim order, each walk stopping at the limit: the
 //! Pending jobs of each asked queue (one walk), and its due Scheduled jobs
 //! (one range scan per priority). They are merged here, so nothing is ever
-//! sorted in bulk, and each is then taken with a fresh token.
+//! sorted in bulk, and each is then taken with the claim's token.
+//!
+//! A resend first looks for the Running jobs its token holds (an earlier
+//! attempt whose answer was lost) and returns those instead.
 
 use jq_core::clock::add;
-use jq_core::{ClaimRequest, Job, LeaseToken, Priority, QueueName, Result, Timestamp};
+use jq_core::{ClaimRequest, Job, Priority, QueueName, Result, Timestamp};
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, Rows, params};
 
@@ -17,6 +20,7 @@ const DUE: &str = include_str!("sql/claim_due.sql");
 const TAKE: &str = include_str!("sql/claim_take.sql");
 const ROW: &str = include_str!("sql/claim_row.sql");
 const BURY: &str = include_str!("sql/bury.sql");
+const EARLIER: &str = include_str!("sql/claim_earlier.sql");
 
 struct Candidate {
     seq: i64,
@@ -51,6 +55,12 @@ pub(crate) fn claim(conn: &Connection, request: &ClaimRequest, now: Timestamp) -
     if request.limit == 0 || request.queues.is_empty() {
         return Ok(Vec::new());
     }
+    if request.resend {
+        let earlier = earlier(conn, request)?;
+        if !earlier.is_empty() {
+            return Ok(earlier);
+        }
+    }
     let now_us = now.timestamp_micros();
     let expires_at = add(now, request.lease).timestamp_micros();
     let mut queues: Vec<&QueueName> = request.queues.iter().collect();
@@ -76,9 +86,9 @@ pub(crate) fn claim(conn: &Connection, request: &ClaimRequest, now: Timestamp) -
     let mut take = conn.prepare_cached(TAKE).map_err(db)?;
     let mut read = conn.prepare_cached(ROW).map_err(db)?;
     let mut jobs = Vec::with_capacity(candidates.len());
+    let token = blob(&request.token.0);
     for c in candidates {
-        let token = LeaseToken::new();
-        if take.execute(params![c.seq, blob(&token.0), request.worker, expires_at]).map_err(db)? == 0 {
+        if take.execute(params![c.seq, token, request.worker, expires_at]).map_err(db)? == 0 {
             continue;
         }
         let taken = read.query_row(params![c.seq], |r| Ok(row::decode(r))).optional().map_err(db)?;
@@ -87,10 +97,40 @@ pub(crate) fn claim(conn: &Connection, request: &ClaimRequest, now: Timestamp) -
             Some(Ok(job)) => jobs.push(job),
             Some(Err(e)) => {
                 tracing::error!(error = %e, "claimed a job that cannot be decoded; it goes to Dead");
-                let mut bury = conn.prepare_cached(BURY).map_err(db)?;
-                bury.execute(params![c.seq, now_us, e.to_string()]).map_err(db)?;
+                let buried =
+                    conn.prepare_cached(BURY).and_then(|mut bury| bury.execute(params![c.seq, now_us, e.to_string()]));
+                if let Err(bury_error) = buried {
+                    // The others are claimed: keep them. This one stays
+                    // Running until recover buries it.
+                    tracing::error!(error = %bury_error, "could not move the corrupt job to Dead; recover will");
+                }
             }
         }
+    }
+    Ok(jobs)
+}
+
+/// The Running jobs `request.token` holds, in claim order: what an earlier
+/// attempt of this claim took. A row that does not decode is left for
+/// recover (the attempt that took it tried to bury it).
+fn earlier(conn: &Connection, request: &ClaimRequest) -> Result<Vec<Job>> {
+    let seqs: Vec<i64> = conn
+        .prepare_cached(EARLIER)
+        .map_err(db)?
+        .query_map(params![blob(&request.token.0)], |r| r.get(0))
+        .map_err(db)?
+        .collect::<rusqlite::Result<_>>()
+        .map_err(db)?;
+    let mut read = conn.prepare_cached(ROW).map_err(db)?;
+    let mut jobs = Vec::with_capacity(seqs.len());
+    for seq in seqs {
+        if let Some(Ok(job)) = read.query_row(params![seq], |r| Ok(row::decode(r))).optional().map_err(db)? {
+            jobs.push(job);
+        }
+    }
+    jobs.sort_by(|a, b| b.priority.cmp(&a.priority).then(a.run_at.cmp(&b.run_at)).then(a.id.cmp(&b.id)));
+    if !jobs.is_empty() {
+        tracing::info!(jobs = jobs.len(), "a resent claim returns what its first attempt took");
     }
     Ok(jobs)
 }

@@ -98,7 +98,8 @@ impl SqliteConfig {
         self
     }
 
-    /// How many read connections (get, list, stats) are kept open (default 4).
+    /// The most read connections (get, list, stats, leaders) open at once
+    /// (default 4); more reads at once wait for a free one.
     pub fn readers(mut self, n: usize) -> Self {
         self.readers = n.max(1);
         self

@@ -111,6 +111,15 @@ impl SharedFailure {
         SharedFailure { unavailable: is_unavailable(e), message: format!("{context}: {e}") }
     }
 
+    /// Innocent commands of a group rolled back because another command
+    /// of the group panicked: retrying them can succeed.
+    pub(crate) fn panicked(message: &str) -> Self {
+        SharedFailure {
+            unavailable: true,
+            message: format!("rolled back with another command of its group, which panicked: {message}"),
+        }
+    }
+
     pub(crate) fn to_error(&self) -> jq_core::Error {
         let source = self.message.clone().into();
         if self.unavailable {
@@ -121,7 +130,20 @@ impl SharedFailure {
     }
 }
 
-/// The writer thread is gone (it panicked, or the storage is shutting down).
+/// The writer thread ended: every call of this storage fails from now on
+/// ([`jq_core::Error::Broken`], fatal).
 pub(crate) fn writer_gone() -> jq_core::Error {
-    jq_core::Error::Unavailable { backend: BACKEND, source: "the SQLite writer thread has stopped".into() }
+    jq_core::Error::Broken {
+        backend: BACKEND,
+        reason: "the SQLite writer thread died (see the log for its panic): restart the process".into(),
+    }
+}
+
+/// A command's answer was dropped while the writer lives on: the command
+/// panicked and was rolled back (see the log).
+pub(crate) fn command_panicked() -> jq_core::Error {
+    jq_core::Error::Backend {
+        backend: BACKEND,
+        source: "the SQLite writer command panicked (see the log); it was rolled back and the writer carries on".into(),
+    }
 }

@@ -16,9 +16,14 @@
 //!   share one `BEGIN IMMEDIATE` transaction, each in its own savepoint.
 //!   Claims run there too, so a claim is one transaction that picks
 //!   candidates from a partial index in claim order and takes them with
-//!   fresh lease tokens.
-//! - Reads (get, list, stats) use a small pool of read connections on the
-//!   blocking thread pool; WAL lets them run beside the writer.
+//!   the claim's lease token.
+//! - Reads (get, list, stats, leaders) use at most
+//!   [`SqliteConfig::readers`] read connections on the blocking thread
+//!   pool (more reads at once wait for one); WAL lets them run beside the
+//!   writer.
+//! - A writer command that panics is rolled back and answered with an
+//!   error; the writer carries on. If the writer thread ends anyway, every
+//!   call gets the fatal [`jq_core::Error::Broken`].
 //! - Several processes may share one file: each has its own writer; SQLite's
 //!   write lock (`BEGIN IMMEDIATE` + busy timeout) serialises them. A busy
 //!   timeout that runs out gives [`jq_core::Error::Unavailable`].
@@ -36,6 +41,7 @@ mod admin;
 mod claim;
 mod complete;
 mod config;
+mod election;
 mod enqueue;
 mod error;
 mod maintenance;

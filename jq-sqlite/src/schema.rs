@@ -14,8 +14,11 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 use crate::error::SqliteError;
 
 /// Every migration, oldest first: (name, SQL).
-pub const MIGRATIONS: &[(&str, &str)] =
-    &[("001_jobs", include_str!("sql/001_jobs.sql")), ("002_maintenance", include_str!("sql/002_maintenance.sql"))];
+pub const MIGRATIONS: &[(&str, &str)] = &[
+    ("001_jobs", include_str!("sql/001_jobs.sql")),
+    ("002_maintenance", include_str!("sql/002_maintenance.sql")),
+    ("003_leaders", include_str!("sql/003_leaders.sql")),
+];
 
 /// The schema version this crate writes.
 pub fn current_version() -> u32 {

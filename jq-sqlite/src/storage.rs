@@ -2,30 +2,33 @@
 //! writer thread and reads to a small pool of read connections.
 
 use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use jq_core::{
-    ClaimRequest, Clock, Completion, CompletionResult, Error, Job, JobFilter, JobId, LeaseRef, NewJob, Result, State,
-    Stats, Storage, Timestamp, WorkSignal,
+    ClaimRequest, Clock, Completion, CompletionResult, Election, Error, Job, JobFilter, JobId, Leader, LeaseRef,
+    LeaseToken, NewJob, Result, State, Stats, Storage, Timestamp, WorkSignal,
 };
 use rusqlite::{Connection, Transaction};
-use tokio::sync::{oneshot, watch};
+use tokio::sync::{Semaphore, oneshot, watch};
 
 use crate::config::{Location, SqliteConfig};
-use crate::error::{BACKEND, SqliteError, writer_gone};
+use crate::error::{BACKEND, SqliteError, command_panicked, writer_gone};
 use crate::schema::{self, Role};
-use crate::writer::{Command, Reply, Writer};
-use crate::{admin, enqueue, wake};
+use crate::writer::{Alive, Command, Reply, Writer, panic_message};
+use crate::{admin, election, enqueue, wake};
 
 /// The embedded SQLite backend. Cheap to clone (an `Arc` inside); the
 /// writer thread stops when the last clone is dropped.
 ///
 /// One storage owns one writer thread with the only write connection of
 /// this process (writes are queued and group-committed) and up to
-/// [`SqliteConfig::readers`] read connections. Several processes may open
+/// [`SqliteConfig::readers`] read connections (reads beyond that wait for
+/// a free one). Several processes may open
 /// the same file: `BEGIN IMMEDIATE` and the busy timeout serialise their
 /// writers, and no job is ever claimed twice.
 #[derive(Clone)]
@@ -36,6 +39,8 @@ pub struct SqliteStorage {
 struct Inner {
     config: SqliteConfig,
     commands: Sender<Command>,
+    /// False once the writer thread ended.
+    alive: Arc<Alive>,
     readers: Option<Readers>,
     signal: Arc<watch::Sender<u64>>,
 }
@@ -46,25 +51,40 @@ impl fmt::Debug for SqliteStorage {
     }
 }
 
-/// Idle read connections of a file database, opened on demand.
+/// The read connections of a file database, opened on demand and kept
+/// idle between reads.
 struct Readers {
+    /// One permit per connection that may exist: a read holds one from
+    /// before it takes a connection until it puts it back, so no more than
+    /// [`SqliteConfig::readers`] are ever open and the others wait here
+    /// (a semaphore, not a lock: nothing is held across `.await`).
+    slots: Arc<Semaphore>,
     idle: Mutex<Vec<Connection>>,
+    /// Connections opened so far (for the tests of the bound).
+    opened: AtomicUsize,
 }
 
 impl Readers {
+    fn new(readers: usize) -> Self {
+        Readers { slots: Arc::new(Semaphore::new(readers)), idle: Mutex::new(Vec::new()), opened: AtomicUsize::new(0) }
+    }
+
+    /// An idle connection, or a new one. Call while holding a slot.
     fn take(&self, config: &SqliteConfig) -> Result<Connection> {
         let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
         match idle {
             Some(conn) => Ok(conn),
-            None => schema::open(config.path(), Role::Reader, config.busy_timeout).map_err(Error::from),
+            None => {
+                let conn = schema::open(config.path(), Role::Reader, config.busy_timeout).map_err(Error::from)?;
+                self.opened.fetch_add(1, Ordering::Relaxed);
+                Ok(conn)
+            }
         }
     }
 
-    fn put(&self, conn: Connection, max: usize) {
-        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-        if idle.len() < max {
-            idle.push(conn);
-        }
+    /// Keeps `conn` for the next read (before its slot is released).
+    fn put(&self, conn: Connection) {
+        self.idle.lock().unwrap_or_else(|p| p.into_inner()).push(conn);
     }
 }
 
@@ -92,6 +112,7 @@ impl SqliteStorage {
         let (signal, _) = watch::channel(0u64);
         let signal = Arc::new(signal);
         let (commands, receiver) = mpsc::channel();
+        let alive = Alive::new();
         let writer = Writer {
             conn,
             clock: config.clock.clone(),
@@ -99,16 +120,24 @@ impl SqliteStorage {
             signal: signal.clone(),
             path: path.clone(),
             checkpoint_wal_bytes: config.checkpoint_wal_bytes,
+            alive: alive.clone(),
         };
         std::thread::Builder::new()
             .name("jq-sqlite-writer".into())
-            .spawn(move || writer.run(receiver))
+            .spawn(move || {
+                if let Err(panic) = catch_unwind(AssertUnwindSafe(|| writer.run(receiver))) {
+                    tracing::error!(
+                        panic = %panic_message(&*panic),
+                        "the SQLite writer thread died: every call of this storage fails now; restart the process"
+                    );
+                }
+            })
             .map_err(SqliteError::Thread)?;
         let readers = match config.location {
-            Location::File(_) => Some(Readers { idle: Mutex::new(Vec::new()) }),
+            Location::File(_) => Some(Readers::new(config.readers)),
             Location::Memory => None,
         };
-        Ok(SqliteStorage { inner: Arc::new(Inner { config, commands, readers, signal }) })
+        Ok(SqliteStorage { inner: Arc::new(Inner { config, commands, alive, readers, signal }) })
     }
 
     /// Enqueues `jobs` inside the caller's own transaction on the same
@@ -144,7 +173,13 @@ impl SqliteStorage {
     async fn call<T>(&self, make: impl FnOnce(Reply<T>) -> Command) -> Result<T> {
         let (reply, answer) = oneshot::channel();
         self.inner.commands.send(make(reply)).map_err(|_| writer_gone())?;
-        answer.await.map_err(|_| writer_gone())?
+        answer.await.map_err(|_| self.dropped())?
+    }
+
+    /// Why an answer was dropped: the command panicked (the writer lives
+    /// on), or the writer died.
+    fn dropped(&self) -> Error {
+        if self.inner.alive.get() { command_panicked() } else { writer_gone() }
     }
 
     /// Runs `read` on a read connection (on the blocking pool), or on the
@@ -158,14 +193,17 @@ impl SqliteStorage {
             let (reply, answer) = oneshot::channel();
             let job: Box<dyn FnOnce(&Connection) + Send> = Box::new(move |conn| drop(reply.send(read(conn))));
             self.inner.commands.send(Command::Read(job)).map_err(|_| writer_gone())?;
-            return answer.await.map_err(|_| writer_gone())?;
+            return answer.await.map_err(|_| self.dropped())?;
         }
+        let slots = self.inner.readers.as_ref().map(|r| r.slots.clone()).ok_or_else(writer_gone)?;
+        let slot = slots.acquire_owned().await.map_err(|e| Error::Backend { backend: BACKEND, source: Box::new(e) })?;
         let inner = self.inner.clone();
         tokio::task::spawn_blocking(move || {
+            let _slot = slot;
             let readers = inner.readers.as_ref().ok_or_else(writer_gone)?;
             let conn = readers.take(&inner.config)?;
             let result = read(&conn);
-            readers.put(conn, inner.config.readers);
+            readers.put(conn);
             result
         })
         .await
@@ -250,11 +288,130 @@ impl Storage for SqliteStorage {
         }
     }
 
+    async fn elect(&self, election: &Election) -> Result<bool> {
+        election.check()?;
+        let election = election.clone();
+        self.call(|reply| Command::Elect { election, reply }).await
+    }
+
+    async fn resign(&self, role: &str, token: LeaseToken) -> Result<()> {
+        jq_core::storage::check_role(role)?;
+        let role = role.to_owned();
+        self.call(|reply| Command::Resign { role, token, reply }).await
+    }
+
+    async fn leaders(&self) -> Result<Vec<Leader>> {
+        self.read(election::leaders).await
+    }
+
     fn subscribe(&self) -> Option<WorkSignal> {
         Some(self.inner.signal.subscribe())
     }
 
     fn clock(&self) -> Clock {
         self.inner.config.clock.clone()
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+
+    use jq_core::{NewJob, Payload, QueueName, StorageExt};
+
+    use super::*;
+
+    fn job() -> NewJob {
+        NewJob::builder("test", Payload::from_json("{}").unwrap()).queue("q").build().unwrap()
+    }
+
+    fn open() -> (tempfile::TempDir, SqliteStorage) {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = SqliteStorage::open(SqliteConfig::new(dir.path().join("jobs.db")).readers(2)).unwrap();
+        (dir, storage)
+    }
+
+    /// Sends `command` without waiting for its answer.
+    fn send(storage: &SqliteStorage, command: Command) {
+        storage.inner.commands.send(command).unwrap();
+    }
+
+    fn test_command(run: impl FnOnce(&Connection) + Send + 'static) -> (Command, oneshot::Receiver<Result<()>>) {
+        let (reply, answer) = oneshot::channel();
+        (Command::Test { run: Box::new(run), reply }, answer)
+    }
+
+    #[tokio::test]
+    async fn a_panicking_command_is_rolled_back_and_the_writer_carries_on() {
+        let (_dir, storage) = open();
+        let id = storage.enqueue_one(job()).await.unwrap();
+        // Hold the writer so that the next three commands form one group.
+        let (hold, held) = test_command(|_| std::thread::sleep(Duration::from_millis(100)));
+        send(&storage, hold);
+        let (before, before_answer) = oneshot::channel();
+        let early = job();
+        send(&storage, Command::Enqueue { jobs: vec![early.clone()], reply: before });
+        let (panics, panic_answer) = test_command(|conn| {
+            conn.execute("UPDATE jobs SET kind = 'scribbled'", []).unwrap();
+            panic!("boom");
+        });
+        send(&storage, panics);
+        let (after, after_answer) = oneshot::channel();
+        let late = job();
+        send(&storage, Command::Enqueue { jobs: vec![late.clone()], reply: after });
+        let _ = held.await; // in the group of the panic, or alone
+
+        let err = before_answer.await.unwrap().expect_err("rolled back with the panicking command");
+        assert!(err.is_retryable(), "an innocent command of the group may be retried: {err:?}");
+        assert!(panic_answer.await.is_err(), "the panicking command's answer went with it");
+        assert_eq!(after_answer.await.unwrap().unwrap(), vec![late.id], "the next group commits");
+        // What the caller of the panicking command sees: not fatal.
+        let err = storage.call(|reply| Command::Test { run: Box::new(|_| panic!("again")), reply }).await.unwrap_err();
+        assert!(matches!(err, Error::Backend { .. }) && !err.is_fatal(), "{err:?}");
+
+        assert_eq!(storage.get(id).await.unwrap().kind, "test", "the panicking command's write was undone");
+        assert!(matches!(storage.get(early.id).await, Err(Error::NotFound { .. })));
+        let request = ClaimRequest::new(vec![QueueName::new("q").unwrap()], 10, Duration::from_secs(30), "w");
+        assert_eq!(storage.claim(&request).await.unwrap().len(), 2, "the writer still works");
+    }
+
+    #[tokio::test]
+    async fn a_dead_writer_gives_a_fatal_error() {
+        let (_dir, storage) = open();
+        send(&storage, Command::Exit);
+        let err = storage.enqueue_one(job()).await.expect_err("the writer is gone");
+        assert!(matches!(err, Error::Broken { backend: "sqlite", .. }) && err.is_fatal(), "{err:?}");
+        assert!(err.to_string().contains("restart the process"), "{err}");
+        assert!(storage.stats().await.is_ok(), "reads of a file database do not need the writer");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn reads_wait_for_one_of_the_configured_connections() {
+        let (_dir, storage) = open();
+        let running = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        let reads: Vec<_> = (0..16)
+            .map(|_| {
+                let (storage, running, most) = (storage.clone(), running.clone(), most.clone());
+                tokio::spawn(async move {
+                    storage
+                        .read(move |conn| {
+                            let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                            most.fetch_max(now, Ordering::SeqCst);
+                            std::thread::sleep(Duration::from_millis(10));
+                            running.fetch_sub(1, Ordering::SeqCst);
+                            admin::stats(conn)
+                        })
+                        .await
+                })
+            })
+            .collect();
+        for read in reads {
+            read.await.unwrap().unwrap();
+        }
+        let opened = storage.inner.readers.as_ref().unwrap().opened.load(Ordering::SeqCst);
+        assert_eq!(opened, 2, "16 concurrent reads share the 2 configured connections");
+        assert!(most.load(Ordering::SeqCst) <= 2, "{} reads ran at once", most.load(Ordering::SeqCst));
     }
 }

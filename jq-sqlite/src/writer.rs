@@ -7,20 +7,31 @@
 //! then answers all of them after COMMIT. A lone command needs no savepoint.
 //! `BEGIN IMMEDIATE` with the busy timeout is also what serialises the
 //! writers of several processes sharing the file.
+//!
+//! A command that panics does not take the writer down: the panic is
+//! caught, its transaction rolled back, the other commands that ran in it
+//! are answered with a retryable error, and the writer carries on. Its
+//! own caller sees its answer dropped while the writer is alive (see
+//! [`Alive`]) and gets a plain backend error. Should the thread end anyway,
+//! every call gets the fatal [`jq_core::Error::Broken`].
 
+use std::any::Any;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use jq_core::{
-    ClaimRequest, Clock, Completion, CompletionResult, Job, JobId, LeaseRef, NewJob, Result, State, Timestamp,
+    ClaimRequest, Clock, Completion, CompletionResult, Election, Job, JobId, LeaseRef, LeaseToken, NewJob, Result,
+    State, Timestamp,
 };
 use rusqlite::Connection;
 use tokio::sync::{oneshot, watch};
 
 use crate::error::SharedFailure;
-use crate::{admin, claim, complete, enqueue, maintenance};
+use crate::{admin, claim, complete, election, enqueue, maintenance};
 
 /// Where a command's answer goes.
 pub(crate) type Reply<T> = oneshot::Sender<Result<T>>;
@@ -64,6 +75,24 @@ pub(crate) enum Command {
         limit: usize,
         reply: Reply<u64>,
     },
+    Elect {
+        election: Election,
+        reply: Reply<bool>,
+    },
+    Resign {
+        role: String,
+        token: LeaseToken,
+        reply: Reply<()>,
+    },
+    /// Runs a closure in the group transaction (tests of the writer itself).
+    #[cfg(test)]
+    Test {
+        run: Box<dyn FnOnce(&Connection) + Send>,
+        reply: Reply<()>,
+    },
+    /// Ends the writer thread (tests of what callers see then).
+    #[cfg(test)]
+    Exit,
     /// A read run on the write connection (in-memory databases, which other
     /// connections cannot see). Runs outside any write transaction.
     Read(Box<dyn FnOnce(&Connection) + Send>),
@@ -76,6 +105,7 @@ enum Answer {
     Completions(Reply<Vec<CompletionResult>>, Result<Vec<CompletionResult>>),
     Count(Reply<u64>, Result<u64>),
     Unit(Reply<()>, Result<()>),
+    Bool(Reply<bool>, Result<bool>),
 }
 
 macro_rules! each_answer {
@@ -86,6 +116,7 @@ macro_rules! each_answer {
             Answer::Completions($reply, $result) => $body,
             Answer::Count($reply, $result) => $body,
             Answer::Unit($reply, $result) => $body,
+            Answer::Bool($reply, $result) => $body,
         }
     };
 }
@@ -147,6 +178,17 @@ impl Command {
             Command::PurgeBatch { state, older_than, limit, reply } => {
                 (Answer::Count(reply, maintenance::purge_batch(conn, state, older_than, limit)), false)
             }
+            Command::Elect { election, reply } => (Answer::Bool(reply, election::elect(conn, &election, now)), false),
+            Command::Resign { role, token, reply } => {
+                (Answer::Unit(reply, election::resign(conn, &role, token)), false)
+            }
+            #[cfg(test)]
+            Command::Test { run, reply } => {
+                run(conn);
+                (Answer::Unit(reply, Ok(())), false)
+            }
+            #[cfg(test)]
+            Command::Exit => (Answer::Unit(oneshot::channel().0, Ok(())), false),
             Command::Read(read) => {
                 // Never reached: reads are split off before a group starts.
                 read(conn);
@@ -166,9 +208,14 @@ impl Command {
             Command::Promote { reply } | Command::Recover { reply } | Command::PurgeBatch { reply, .. } => {
                 Answer::Count(reply, Err(failure.to_error()))
             }
-            Command::RetryDead { reply, .. } | Command::Cancel { reply, .. } => {
+            Command::RetryDead { reply, .. } | Command::Cancel { reply, .. } | Command::Resign { reply, .. } => {
                 Answer::Unit(reply, Err(failure.to_error()))
             }
+            Command::Elect { reply, .. } => Answer::Bool(reply, Err(failure.to_error())),
+            #[cfg(test)]
+            Command::Test { reply, .. } => Answer::Unit(reply, Err(failure.to_error())),
+            #[cfg(test)]
+            Command::Exit => Answer::Unit(oneshot::channel().0, Err(failure.to_error())),
             Command::Read(read) => {
                 drop(read);
                 Answer::Unit(oneshot::channel().0, Err(failure.to_error()))
@@ -176,6 +223,41 @@ impl Command {
         };
         Done { answer, wakes: false }
     }
+}
+
+/// Whether the writer thread still runs: false once it ended, however.
+/// Tells a caller whose answer was dropped whether its command panicked
+/// (the writer lives on) or the writer died.
+#[derive(Debug)]
+pub(crate) struct Alive(AtomicBool);
+
+impl Alive {
+    pub(crate) fn new() -> Arc<Self> {
+        Arc::new(Alive(AtomicBool::new(true)))
+    }
+
+    pub(crate) fn get(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// Marks the writer dead when dropped: at the end of its thread, by
+/// return or by panic.
+struct AliveGuard(Arc<Alive>);
+
+impl Drop for AliveGuard {
+    fn drop(&mut self) {
+        self.0.0.store(false, Ordering::SeqCst);
+    }
+}
+
+/// The text of a caught panic.
+pub(crate) fn panic_message(panic: &(dyn Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_owned())
 }
 
 /// The writer thread's state.
@@ -187,6 +269,7 @@ pub(crate) struct Writer {
     /// The database file, for WAL checkpoints; `None` in memory.
     pub(crate) path: Option<PathBuf>,
     pub(crate) checkpoint_wal_bytes: u64,
+    pub(crate) alive: Arc<Alive>,
 }
 
 /// How often the writer looks at the WAL's size at most.
@@ -196,9 +279,17 @@ impl Writer {
     /// Runs until every sender is gone (the last storage clone dropped).
     pub(crate) fn run(mut self, commands: Receiver<Command>) {
         let mut batch = Vec::with_capacity(self.max_group);
+        // Declared after `batch`, so dropped before it and before the
+        // channel: a caller whose command is dropped with them already
+        // sees the writer dead.
+        let _dead_on_exit = AliveGuard(self.alive.clone());
         let mut last_wal_check = Instant::now();
         let mut purged = false;
         while let Ok(first) = commands.recv() {
+            #[cfg(test)]
+            if matches!(first, Command::Exit) {
+                return;
+            }
             batch.push(first);
             while batch.len() < self.max_group {
                 match commands.try_recv() {
@@ -225,7 +316,10 @@ impl Writer {
             match cmd {
                 Command::Read(read) => {
                     self.commit_group(std::mem::take(&mut writes));
-                    read(&self.conn);
+                    // A panicking read drops its answer; the writer carries on.
+                    if let Err(panic) = catch_unwind(AssertUnwindSafe(|| read(&self.conn))) {
+                        tracing::error!(panic = %panic_message(&*panic), "a SQLite read on the writer panicked");
+                    }
                 }
                 write => writes.push(write),
             }
@@ -263,7 +357,22 @@ impl Writer {
                     lost = Some(failure);
                     break;
                 }
-                let d = cmd.execute(&self.conn, self.clock.now());
+                let now = self.clock.now();
+                let d = match catch_unwind(AssertUnwindSafe(|| cmd.execute(&self.conn, now))) {
+                    Ok(d) => d,
+                    Err(panic) => {
+                        // Its answer went with it (its caller learns from
+                        // `Alive`); whatever it wrote is undone with the
+                        // group, whose other commands may be retried.
+                        let message = panic_message(&*panic);
+                        tracing::error!(
+                            panic = %message,
+                            "a SQLite writer command panicked: its transaction is rolled back, the writer carries on"
+                        );
+                        lost = Some(SharedFailure::panicked(&message));
+                        break;
+                    }
+                };
                 if self.conn.is_autocommit() {
                     // SQLite rolled the whole transaction back (disk full,
                     // I/O error, ...): nothing of this group stands.

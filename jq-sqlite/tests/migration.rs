@@ -42,12 +42,7 @@ async fn version_1_file_is_upgraded_on_open() {
 
     let old = storage.get(id).await.unwrap();
     assert_eq!((old.kind.as_str(), old.state, old.max_attempts), ("old_kind", State::Pending, 3));
-    let request = ClaimRequest {
-        queues: vec![QueueName::new("default").unwrap()],
-        limit: 5,
-        lease: Duration::from_secs(10),
-        worker: "w".into(),
-    };
+    let request = ClaimRequest::new(vec![QueueName::new("default").unwrap()], 5, Duration::from_secs(10), "w");
     let claimed = storage.claim(&request).await.unwrap();
     assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![id]);
 

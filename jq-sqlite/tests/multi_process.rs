@@ -57,18 +57,19 @@ async fn produce(storage: &SqliteStorage, out: &Path, done: &Path) {
 
 async fn work(storage: &SqliteStorage, out: &Path, done: &Path) {
     let mut file = std::fs::File::create(out).unwrap();
-    let request = ClaimRequest {
-        queues: vec![QueueName::new("default").unwrap()],
-        limit: 16,
-        lease: Duration::from_secs(300),
-        worker: format!("worker-{}", std::process::id()),
-    };
+    let request = ClaimRequest::new(
+        vec![QueueName::new("default").unwrap()],
+        16,
+        Duration::from_secs(300),
+        format!("worker-{}", std::process::id()),
+    );
     let started = Instant::now();
     loop {
         assert!(started.elapsed() < CHILD_DEADLINE, "worker did not finish in time");
         // Read the marker BEFORE claiming: an empty claim after it means
         // every job was enqueued and taken.
         let producer_done = done.exists();
+        let request = ClaimRequest { token: jq_core::LeaseToken::new(), ..request.clone() };
         let batch = storage.claim(&request).await.unwrap();
         if batch.is_empty() {
             if producer_done {

@@ -15,12 +15,12 @@ fn job(clock: &ManualClock, queue: &str) -> NewJob {
 }
 
 fn request(queues: &[&str], limit: usize) -> ClaimRequest {
-    ClaimRequest {
-        queues: queues.iter().map(|q| QueueName::new(*q).unwrap()).collect(),
+    ClaimRequest::new(
+        queues.iter().map(|q| QueueName::new(*q).unwrap()).collect(),
         limit,
-        lease: Duration::from_secs(30),
-        worker: "w1".into(),
-    }
+        Duration::from_secs(30),
+        "w1",
+    )
 }
 
 fn open_file(dir: &tempfile::TempDir, clock: &ManualClock) -> SqliteStorage {

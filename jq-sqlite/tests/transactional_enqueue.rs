@@ -24,12 +24,7 @@ fn job(clock: &ManualClock) -> NewJob {
 }
 
 fn claim_request() -> ClaimRequest {
-    ClaimRequest {
-        queues: vec![QueueName::new("default").unwrap()],
-        limit: 10,
-        lease: Duration::from_secs(30),
-        worker: "w".into(),
-    }
+    ClaimRequest::new(vec![QueueName::new("default").unwrap()], 10, Duration::from_secs(30), "w")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

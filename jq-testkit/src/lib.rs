@@ -10,7 +10,9 @@
 //!   and on [`MemoryStorage`] (the reference model) side by side, compared
 //!   after every step ([`model`]).
 //!
-//! [`MemoryStorage`] doubles as an in-memory storage for your own tests.
+//! [`MemoryStorage`] doubles as an in-memory storage for your own tests, and
+//! [`FaultyStorage`] wraps any storage to fail chosen calls, before or
+//! after their effect ([`faults`]).
 //!
 //! # Running the suite against your backend
 //!
@@ -81,16 +83,24 @@
 //!   changes only the jobs it returns (it does not promote others).
 //! - Items of one `complete` batch apply in order: a second item on the
 //!   same job sees the first one's effect (typically `LeaseLost`).
+//! - A claim's jobs hold the request's token (`ClaimRequest::token`), and a
+//!   resend returns what the token still holds: both sides get the same
+//!   tokens, so leases compare equal.
+//! - The pool scenarios (`pool_*`, `one_maintainer_among_eight_pools`)
+//!   run a real `WorkerPool` through [`FaultyStorage`] with short real
+//!   timers; they need `connect` to give handles that can be used from
+//!   several tasks at once, as every other scenario does.
 //! - Not compared: the order of jobs inside one claim's answer, the order
-//!   of heartbeat's lost ids, lease tokens (each side's are mapped to the
-//!   claim that issued them), payload formatting (compared as JSON values).
+//!   of heartbeat's lost ids, payload formatting (compared as JSON values).
 
 use jq_core::{Clock, Error, JobFilter, JobId, State, Storage};
 
+pub mod faults;
 pub mod memory;
 pub mod model;
 pub mod scenarios;
 
+pub use faults::FaultyStorage;
 pub use memory::{MemoryHarness, MemoryStorage};
 
 /// The ids of every page [`Storage::list`] gives for `filter`, from the
@@ -154,6 +164,12 @@ pub trait Harness: Send + Sync + 'static {
     /// Removes the namespace. Called only when the scenario passed, so a
     /// failure leaves the evidence behind.
     async fn cleanup(&self);
+    /// False when the backend refuses an enqueue batch over several queues
+    /// with [`jq_core::Error::CrossSlotBatch`] (Redis Cluster): scenarios
+    /// and the property suite then enqueue one batch per queue.
+    fn cross_queue_batches(&self) -> bool {
+        true
+    }
 }
 
 /// Stamps one test per conformance scenario, named after the scenario.
@@ -178,6 +194,7 @@ macro_rules! conformance {
             queue_isolation,
             never_claimed_before_run_at,
             claim_sets_lease_and_attempts,
+            claim_resend_returns_the_earlier_claim,
             // lease
             crash_before_ack_recovered_after_lease_expiry,
             stale_token_fencing,
@@ -212,6 +229,20 @@ macro_rules! conformance {
             retry_dead_job,
             cancel_pending_and_scheduled,
             purge_removes_only_old_terminal,
+            // election
+            election_exclusive_under_concurrent_contenders,
+            election_renews_with_its_token,
+            election_takeover_only_after_expiry,
+            stale_holder_cannot_renew_after_takeover,
+            resign_frees_the_role_at_once,
+            // a worker pool through injected faults
+            pool_claim_failing_before_effect_strands_nothing,
+            pool_claim_failing_after_effect_strands_nothing,
+            pool_complete_failing_before_effect_strands_nothing,
+            pool_complete_failing_after_effect_strands_nothing,
+            pool_heartbeat_failing_before_effect_strands_nothing,
+            pool_heartbeat_failing_after_effect_strands_nothing,
+            one_maintainer_among_eight_pools,
         );
     };
 }

@@ -13,8 +13,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use jq_core::clock::add;
 use jq_core::{
-    AttemptError, ClaimRequest, Clock, Completion, CompletionResult, DEFAULT_MAX_PAYLOAD_BYTES, Error, Job, JobFilter,
-    JobId, Lease, LeaseRef, LeaseToken, NewJob, Outcome, Result, State, Stats, Storage, Timestamp, WorkSignal,
+    AttemptError, ClaimRequest, Clock, Completion, CompletionResult, DEFAULT_MAX_PAYLOAD_BYTES, Election, Error, Job,
+    JobFilter, JobId, Leader, Lease, LeaseRef, LeaseToken, NewJob, Outcome, Result, State, Stats, Storage, Timestamp,
+    WorkSignal,
 };
 use tokio::sync::watch;
 
@@ -24,6 +25,8 @@ use crate::Harness;
 #[derive(Debug)]
 struct Shared {
     jobs: Mutex<BTreeMap<JobId, Job>>,
+    /// role -> (token, leader); see [`Storage::elect`].
+    roles: Mutex<BTreeMap<String, (LeaseToken, Leader)>>,
     signal: watch::Sender<u64>,
 }
 
@@ -58,7 +61,7 @@ impl MemoryStorage {
     pub fn new() -> Self {
         let (signal, _) = watch::channel(0);
         MemoryStorage {
-            shared: Arc::new(Shared { jobs: Mutex::new(BTreeMap::new()), signal }),
+            shared: Arc::new(Shared { jobs: Mutex::new(BTreeMap::new()), roles: Mutex::new(BTreeMap::new()), signal }),
             clock: Clock::system(),
             max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
         }
@@ -94,6 +97,10 @@ impl MemoryStorage {
         self.shared.jobs.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    fn roles(&self) -> MutexGuard<'_, BTreeMap<String, (LeaseToken, Leader)>> {
+        self.shared.roles.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
     fn bump(&self) {
         self.shared.signal.send_modify(|n| *n = n.wrapping_add(1));
     }
@@ -106,6 +113,11 @@ fn waiting_state(run_at: Timestamp, now: Timestamp) -> State {
 
 fn claimable(job: &Job, now: Timestamp) -> bool {
     job.state == State::Pending || (job.state == State::Scheduled && job.run_at <= now)
+}
+
+/// Claim order: priority high to low, then run_at, then id.
+fn claim_order(a: &Job, b: &Job) -> std::cmp::Ordering {
+    b.priority.cmp(&a.priority).then(a.run_at.cmp(&b.run_at)).then(a.id.cmp(&b.id))
 }
 
 /// The message recover records; the same text in every backend.
@@ -177,16 +189,24 @@ impl Storage for MemoryStorage {
         let now = self.clock.now();
         let expires_at = add(now, request.lease);
         let mut map = self.jobs();
+        // The reference looks for an earlier attempt of the same claim even
+        // when `resend` is false: a fresh token finds nothing.
+        let mut earlier: Vec<Job> =
+            map.values().filter(|j| j.state == State::Running && j.token() == Some(request.token)).cloned().collect();
+        if !earlier.is_empty() {
+            earlier.sort_by(claim_order);
+            return Ok(earlier);
+        }
         let mut candidates: Vec<&Job> =
             map.values().filter(|j| claimable(j, now) && request.queues.contains(&j.queue)).collect();
-        candidates.sort_by(|a, b| b.priority.cmp(&a.priority).then(a.run_at.cmp(&b.run_at)).then(a.id.cmp(&b.id)));
+        candidates.sort_by(|a, b| claim_order(a, b));
         let picked: Vec<JobId> = candidates.into_iter().take(request.limit).map(|j| j.id).collect();
         let mut claimed = Vec::with_capacity(picked.len());
         for id in picked {
             if let Some(job) = map.get_mut(&id) {
                 job.state = State::Running;
                 job.attempts += 1;
-                job.lease = Some(Lease { token: LeaseToken::new(), worker: request.worker.clone(), expires_at });
+                job.lease = Some(Lease { token: request.token, worker: request.worker.clone(), expires_at });
                 claimed.push(job.clone());
             }
         }
@@ -378,6 +398,38 @@ impl Storage for MemoryStorage {
         Ok((before - map.len()) as u64)
     }
 
+    async fn elect(&self, election: &Election) -> Result<bool> {
+        election.check()?;
+        let now = self.clock.now();
+        let mut roles = self.roles();
+        let free = match roles.get(&election.role) {
+            None => true,
+            Some((token, leader)) => *token == election.token || leader.expires_at <= now,
+        };
+        if free {
+            let leader = Leader {
+                role: election.role.clone(),
+                holder: election.holder.clone(),
+                expires_at: add(now, election.ttl),
+            };
+            roles.insert(election.role.clone(), (election.token, leader));
+        }
+        Ok(free)
+    }
+
+    async fn resign(&self, role: &str, token: LeaseToken) -> Result<()> {
+        jq_core::storage::check_role(role)?;
+        let mut roles = self.roles();
+        if roles.get(role).is_some_and(|(held, _)| *held == token) {
+            roles.remove(role);
+        }
+        Ok(())
+    }
+
+    async fn leaders(&self) -> Result<Vec<Leader>> {
+        Ok(self.roles().values().map(|(_, leader)| leader.clone()).collect())
+    }
+
     fn subscribe(&self) -> Option<WorkSignal> {
         Some(self.shared.signal.subscribe())
     }
@@ -415,6 +467,7 @@ impl Harness for MemoryHarness {
 
     async fn cleanup(&self) {
         self.storage.jobs().clear();
+        self.storage.roles().clear();
     }
 }
 
@@ -440,18 +493,15 @@ mod tests {
         assert!(signal.has_changed().expect("sender alive"), "enqueue signals");
         signal.borrow_and_update();
 
-        let request = ClaimRequest {
-            queues: vec![jq_core::QueueName::new("q").expect("queue")],
-            limit: 1,
-            lease: Duration::from_secs(1),
-            worker: "w".into(),
-        };
+        let request =
+            ClaimRequest::new(vec![jq_core::QueueName::new("q").expect("queue")], 1, Duration::from_secs(1), "w");
         let claimed = storage.claim(&request).await.expect("claim");
         assert!(!signal.has_changed().expect("sender alive"), "a claim is no new work");
         storage.release(claimed[0].lease_ref().expect("lease")).await.expect("release");
         assert!(signal.has_changed().expect("sender alive"), "release signals");
         assert_ne!(*signal.borrow_and_update(), seen);
 
+        let request = ClaimRequest { token: LeaseToken::new(), ..request };
         let claimed = storage.claim(&request).await.expect("claim");
         clock.advance(Duration::from_secs(1));
         assert!(!signal.has_changed().expect("sender alive"));

@@ -7,7 +7,9 @@
 //! complete and heartbeat, counts of promote and recover, get, stats, and
 //! the full list of jobs after each step (lease tokens are random, so each
 //! side's tokens are mapped to the claim that issued them before
-//! comparing; payloads are compared as JSON values).
+//! comparing; payloads are compared as JSON values). Both sides get the
+//! same claim tokens (a claim's token is the caller's), so a lease is known
+//! by its job id and token.
 //!
 //! What is checked on the backend besides: no job lost (every stored id is
 //! listed), a Running job holds exactly the lease of its latest claim (no
@@ -103,6 +105,9 @@ pub enum Op {
     Complete(Vec<(Pick, OutcomeSpec)>),
     /// One heartbeat batch.
     Heartbeat(Vec<Pick>),
+    /// The worker sends its last claim again (`resend`, same token), as
+    /// after a lost answer.
+    Resend(usize),
     /// Move the clock by this many half-leases.
     Advance(u32),
     /// promote().
@@ -158,6 +163,7 @@ pub fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         4 => prop::collection::vec(enqueue_spec(), 1..=3).prop_map(Op::Enqueue),
         4 => (0..WORKERS, 0usize..=5, 0usize..3).prop_map(|(worker, limit, queues)| Op::Claim { worker, limit, queues }),
+        1 => (0..WORKERS).prop_map(Op::Resend),
         4 => prop::collection::vec((pick(), outcome()), 1..=3).prop_map(Op::Complete),
         1 => prop::collection::vec(pick(), 1..=2).prop_map(Op::Heartbeat),
         2 => (0u32..=6).prop_map(Op::Advance),
@@ -261,20 +267,21 @@ fn key<T>(r: &jq_core::Result<T>) -> Result<&T, ErrKey> {
     r.as_ref().map_err(err_key)
 }
 
-/// A lease handed out by a claim, as each side knows it.
-struct Issued {
-    id: JobId,
-    backend: LeaseToken,
-    model: LeaseToken,
-}
+/// A lease handed out by a claim: the job and the claim's token.
+type Issued = LeaseRef;
 
 struct Case<'a, S> {
     backend: &'a S,
     model: MemoryStorage,
     clock: ManualClock,
+    /// False when the backend refuses enqueue batches over several queues
+    /// ([`Harness::cross_queue_batches`]): batches are then split per queue.
+    cross_queue_batches: bool,
     issued: Vec<Issued>,
-    backend_tokens: HashMap<LeaseToken, usize>,
-    model_tokens: HashMap<LeaseToken, usize>,
+    /// Position in `issued` of each lease.
+    tokens: HashMap<(JobId, LeaseToken), usize>,
+    /// Each worker's last claim, for [`Op::Resend`].
+    last_claim: [Option<ClaimRequest>; WORKERS],
     /// Per job, the lease of its latest claim.
     latest: HashMap<JobId, usize>,
     held: [Vec<usize>; WORKERS],
@@ -304,9 +311,10 @@ async fn run_case<H: Harness>(h: &H, ops: &[Op]) -> Result<(), String> {
         backend: &backend,
         model: MemoryStorage::new().clock(clock.clock()),
         clock,
+        cross_queue_batches: h.cross_queue_batches(),
         issued: Vec::new(),
-        backend_tokens: HashMap::new(),
-        model_tokens: HashMap::new(),
+        tokens: HashMap::new(),
+        last_claim: Default::default(),
         latest: HashMap::new(),
         held: Default::default(),
         known: Vec::new(),
@@ -333,8 +341,8 @@ impl<S: Storage> Case<'_, S> {
         if self.known.is_empty() { JobId(uuid::Uuid::nil()) } else { *index.get(&self.known) }
     }
 
-    /// The (backend, model) leases an operation presents.
-    fn resolve(&self, pick: &Pick) -> (LeaseRef, LeaseRef) {
+    /// The lease an operation presents (both sides know the same ones).
+    fn resolve(&self, pick: &Pick) -> LeaseRef {
         let held: Vec<usize> = self.held.iter().flatten().copied().collect();
         let issued = match pick {
             Pick::Held(i) if !held.is_empty() => Some(*i.get(&held)),
@@ -342,38 +350,132 @@ impl<S: Storage> Case<'_, S> {
             _ => None,
         };
         match (issued, pick) {
-            (Some(n), _) => {
-                let l = &self.issued[n];
-                (LeaseRef { id: l.id, token: l.backend }, LeaseRef { id: l.id, token: l.model })
-            }
+            (Some(n), _) => self.issued[n],
             (None, Pick::Held(i) | Pick::Any(i) | Pick::Forged(i)) => {
-                let id = self.pick_known(i);
-                (LeaseRef { id, token: LeaseToken::new() }, LeaseRef { id, token: LeaseToken::new() })
+                LeaseRef { id: self.pick_known(i), token: LeaseToken::new() }
             }
         }
     }
 
-    fn forget(&mut self, backend: &LeaseRef) {
-        if let Some(n) = self.backend_tokens.get(&backend.token) {
+    fn forget(&mut self, lease: &LeaseRef) {
+        if let Some(n) = self.tokens.get(&(lease.id, lease.token)) {
             for held in &mut self.held {
                 held.retain(|h| h != n);
             }
         }
     }
 
-    fn normalize(&self, job: &Job, tokens: &HashMap<LeaseToken, usize>) -> Result<Job, String> {
+    /// The job with its payload canonical and its token replaced by the
+    /// number of its lease, so both sides compare equal.
+    fn normalize(&self, job: &Job) -> Result<Job, String> {
         let mut job = job.clone();
         let canonical = serde_json::from_str::<serde_json::Value>(job.payload.as_str())
             .map(|v| v.to_string())
             .unwrap_or_else(|_| job.payload.as_str().to_owned());
         job.payload = Payload::from_stored(canonical);
         if let Some(lease) = job.lease.as_mut() {
-            let n = tokens
-                .get(&lease.token)
+            let n = self
+                .tokens
+                .get(&(job.id, lease.token))
                 .ok_or_else(|| self.fail(format!("job {} holds a token no claim returned: {lease:?}", job.id)))?;
             lease.token = LeaseToken(uuid::Uuid::from_u128(*n as u128 + 1));
         }
         Ok(job)
+    }
+
+    /// Sends `request` (from `worker`) to both sides and checks the answers.
+    async fn claim(&mut self, worker: usize, request: ClaimRequest) -> Result<(), String> {
+        let b = self.backend.claim(&request).await;
+        let m = self.model.claim(&request).await;
+        let (mut b, mut m) = match (b, m) {
+            (Ok(b), Ok(m)) => (b, m),
+            (b, m) => {
+                same!(self, key(&b).map(Vec::len), key(&m).map(Vec::len), "claim result");
+                return Ok(());
+            }
+        };
+        b.sort_by_key(|j| j.id);
+        m.sort_by_key(|j| j.id);
+        let b_ids: Vec<JobId> = b.iter().map(|j| j.id).collect();
+        let m_ids: Vec<JobId> = m.iter().map(|j| j.id).collect();
+        same!(self, b_ids, m_ids, "claimed ids");
+        if b.len() > request.limit {
+            return Err(self.fail(format!("claim returned {} jobs for limit {}", b.len(), request.limit)));
+        }
+        let now = self.clock.now();
+        for (bj, mj) in b.iter().zip(&m) {
+            let Some(token) = bj.token() else {
+                return Err(self.fail(format!("claimed job {} has no lease", bj.id)));
+            };
+            if token != request.token {
+                return Err(self.fail(format!("claimed job {} does not hold the claim's token", bj.id)));
+            }
+            let prev = self.before.get(&bj.id);
+            let earlier = self.tokens.get(&(bj.id, token)).copied();
+            let running = prev.is_some_and(|p| p.state == State::Running);
+            match earlier {
+                // An earlier attempt of this claim took it: only a resend
+                // may return it, and only while that lease still holds it.
+                Some(n) if running => {
+                    if !request.resend || self.latest.get(&bj.id) != Some(&n) {
+                        return Err(self.fail(format!("claim of {} repeated an earlier lease: {prev:?}", bj.id)));
+                    }
+                    if !self.held[worker].contains(&n) {
+                        self.held[worker].push(n);
+                    }
+                }
+                // A resend whose token held nothing claims as usual, so it
+                // may take again a job it took and that was handed back.
+                Some(_) if !request.resend => {
+                    return Err(self.fail(format!("claim of {} repeated an earlier token", bj.id)));
+                }
+                _ => {
+                    match prev {
+                        Some(p) if p.state == State::Pending => {}
+                        Some(p) if p.state == State::Scheduled && p.run_at <= now => {}
+                        _ => {
+                            return Err(self.fail(format!("claimed job {} that was not claimable: {prev:?}", bj.id)));
+                        }
+                    }
+                    if bj.run_at > now {
+                        return Err(self.fail(format!("job {} claimed before its run_at", bj.id)));
+                    }
+                    let n = self.issued.len();
+                    self.issued.push(LeaseRef { id: bj.id, token });
+                    self.tokens.insert((bj.id, token), n);
+                    self.latest.insert(bj.id, n);
+                    self.held[worker].push(n);
+                }
+            }
+            let bn = self.normalize(bj)?;
+            let mn = self.normalize(mj)?;
+            same!(self, bn, mn, "claimed job");
+        }
+        self.last_claim[worker] = Some(request);
+        Ok(())
+    }
+
+    /// Enqueues on both sides: one batch, or one per queue when the
+    /// backend refuses batches over several queues.
+    async fn enqueue(&mut self, jobs: Vec<NewJob>) -> Result<(), String> {
+        let batches: Vec<Vec<NewJob>> = if self.cross_queue_batches {
+            vec![jobs]
+        } else {
+            let mut by_queue: BTreeMap<String, Vec<NewJob>> = BTreeMap::new();
+            for job in jobs {
+                by_queue.entry(job.queue.as_str().to_owned()).or_default().push(job);
+            }
+            by_queue.into_values().collect()
+        };
+        for jobs in batches {
+            let b = self.backend.enqueue(jobs.clone()).await;
+            let m = self.model.enqueue(jobs).await;
+            same!(self, key(&b), key(&m), "enqueue result");
+            if let Ok(ids) = m {
+                self.stored.extend(ids);
+            }
+        }
+        Ok(())
     }
 
     async fn apply(&mut self, op: &Op) -> Result<(), String> {
@@ -400,12 +502,7 @@ impl<S: Storage> Case<'_, S> {
                     jobs.push(b.build_at(now).map_err(|e| e.to_string())?);
                 }
                 self.known.extend(jobs.iter().map(|j| j.id));
-                let b = self.backend.enqueue(jobs.clone()).await;
-                let m = self.model.enqueue(jobs).await;
-                same!(self, key(&b), key(&m), "enqueue result");
-                if let Ok(ids) = m {
-                    self.stored.extend(ids);
-                }
+                self.enqueue(jobs).await?;
             }
             Op::Claim { worker, limit, queues } => {
                 let names: &[&str] = match queues {
@@ -413,64 +510,22 @@ impl<S: Storage> Case<'_, S> {
                     1 => &QUEUES[1..],
                     _ => &QUEUES,
                 };
-                let request = ClaimRequest {
-                    queues: names.iter().filter_map(|q| QueueName::new(*q).ok()).collect(),
-                    limit: *limit,
-                    lease: LEASE,
-                    worker: format!("worker-{worker}"),
-                };
-                let b = self.backend.claim(&request).await;
-                let m = self.model.claim(&request).await;
-                let (mut b, mut m) = match (b, m) {
-                    (Ok(b), Ok(m)) => (b, m),
-                    (b, m) => {
-                        same!(self, key(&b).map(Vec::len), key(&m).map(Vec::len), "claim result");
-                        return Ok(());
-                    }
-                };
-                b.sort_by_key(|j| j.id);
-                m.sort_by_key(|j| j.id);
-                let b_ids: Vec<JobId> = b.iter().map(|j| j.id).collect();
-                let m_ids: Vec<JobId> = m.iter().map(|j| j.id).collect();
-                same!(self, b_ids, m_ids, "claimed ids");
-                if b.len() > *limit {
-                    return Err(self.fail(format!("claim returned {} jobs for limit {limit}", b.len())));
-                }
-                let now = self.clock.now();
-                for (bj, mj) in b.iter().zip(&m) {
-                    match self.before.get(&bj.id) {
-                        Some(prev) if prev.state == State::Pending => {}
-                        Some(prev) if prev.state == State::Scheduled && prev.run_at <= now => {}
-                        prev => {
-                            return Err(self.fail(format!("claimed job {} that was not claimable: {prev:?}", bj.id)));
-                        }
-                    }
-                    if bj.run_at > now {
-                        return Err(self.fail(format!("job {} claimed before its run_at", bj.id)));
-                    }
-                    let (Some(bt), Some(mt)) = (bj.token(), mj.token()) else {
-                        return Err(self.fail(format!("claimed job {} has no lease", bj.id)));
-                    };
-                    if self.backend_tokens.contains_key(&bt) {
-                        return Err(self.fail(format!("claim of {} repeated an earlier token", bj.id)));
-                    }
-                    let n = self.issued.len();
-                    self.issued.push(Issued { id: bj.id, backend: bt, model: mt });
-                    self.backend_tokens.insert(bt, n);
-                    self.model_tokens.insert(mt, n);
-                    self.latest.insert(bj.id, n);
-                    self.held[*worker].push(n);
-                    let bn = self.normalize(bj, &self.backend_tokens)?;
-                    let mn = self.normalize(mj, &self.model_tokens)?;
-                    same!(self, bn, mn, "claimed job");
+                let queues = names.iter().filter_map(|q| QueueName::new(*q).ok()).collect();
+                let request = ClaimRequest::new(queues, *limit, LEASE, format!("worker-{worker}"));
+                self.claim(*worker, request).await?;
+            }
+            Op::Resend(worker) => {
+                if let Some(earlier) = &self.last_claim[*worker] {
+                    let request = ClaimRequest { resend: true, ..earlier.clone() };
+                    self.claim(*worker, request).await?;
                 }
             }
             Op::Complete(items) => {
                 let mut bb = Vec::new();
                 let mut mb = Vec::new();
                 for (pick, spec) in items {
-                    let (bl, ml) = self.resolve(pick);
-                    self.forget(&bl);
+                    let lease = self.resolve(pick);
+                    self.forget(&lease);
                     let outcome = match spec {
                         OutcomeSpec::Ack => Outcome::Ack,
                         OutcomeSpec::Retry(d) => {
@@ -479,8 +534,8 @@ impl<S: Storage> Case<'_, S> {
                         OutcomeSpec::Fail => Outcome::Fail { error: format!("discarded at step {step}") },
                         OutcomeSpec::Release(d) => Outcome::Release { delay: HALF * u32::from(*d) },
                     };
-                    bb.push(Completion { lease: bl, outcome: outcome.clone() });
-                    mb.push(Completion { lease: ml, outcome });
+                    bb.push(Completion { lease, outcome: outcome.clone() });
+                    mb.push(Completion { lease, outcome });
                 }
                 let b = self.backend.complete(bb).await.map_err(|e| self.fail(format!("complete failed: {e}")))?;
                 let m = self.model.complete(mb).await.map_err(|e| e.to_string())?;
@@ -489,12 +544,12 @@ impl<S: Storage> Case<'_, S> {
                 same!(self, b, m, "complete results");
             }
             Op::Heartbeat(picks) => {
-                let (bl, ml): (Vec<LeaseRef>, Vec<LeaseRef>) = picks.iter().map(|p| self.resolve(p)).unzip();
-                let b = self.backend.heartbeat(&bl, LEASE).await.map(|mut v| {
+                let leases: Vec<LeaseRef> = picks.iter().map(|p| self.resolve(p)).collect();
+                let b = self.backend.heartbeat(&leases, LEASE).await.map(|mut v| {
                     v.sort();
                     v
                 });
-                let m = self.model.heartbeat(&ml, LEASE).await.map(|mut v| {
+                let m = self.model.heartbeat(&leases, LEASE).await.map(|mut v| {
                     v.sort();
                     v
                 });
@@ -515,11 +570,11 @@ impl<S: Storage> Case<'_, S> {
                 let b = self.backend.get(id).await;
                 let m = self.model.get(id).await;
                 let b = match &b {
-                    Ok(j) => Ok(self.normalize(j, &self.backend_tokens)?),
+                    Ok(j) => Ok(self.normalize(j)?),
                     Err(e) => Err(err_key(e)),
                 };
                 let m = match &m {
-                    Ok(j) => Ok(self.normalize(j, &self.model_tokens)?),
+                    Ok(j) => Ok(self.normalize(j)?),
                     Err(e) => Err(err_key(e)),
                 };
                 same!(self, b, m, format!("get {id}"));
@@ -572,8 +627,8 @@ impl<S: Storage> Case<'_, S> {
         if !b.windows(2).all(|w| w[0].id < w[1].id) {
             return Err(self.fail("list is not in ascending id order".into()));
         }
-        let bn = b.iter().map(|j| self.normalize(j, &self.backend_tokens)).collect::<Result<Vec<_>, _>>()?;
-        let mn = m.iter().map(|j| self.normalize(j, &self.model_tokens)).collect::<Result<Vec<_>, _>>()?;
+        let bn = b.iter().map(|j| self.normalize(j)).collect::<Result<Vec<_>, _>>()?;
+        let mn = m.iter().map(|j| self.normalize(j)).collect::<Result<Vec<_>, _>>()?;
         if bn != mn {
             let diff: Vec<String> = bn
                 .iter()
@@ -620,7 +675,7 @@ impl<S: Storage> Case<'_, S> {
             return Err(self.fail(format!("job {}: finished_at iff terminal: {job:?}", job.id)));
         }
         if let Some(token) = job.token() {
-            let holder = self.backend_tokens.get(&token);
+            let holder = self.tokens.get(&(job.id, token));
             if holder.is_none() || holder != self.latest.get(&job.id) {
                 return Err(self.fail(format!("job {} is held by a lease other than its latest claim's", job.id)));
             }
@@ -642,8 +697,7 @@ impl<S: Storage> Case<'_, S> {
             same!(self, key(&b), key(&m), format!("drain round {round}: recover"));
             let (b, m) = (self.backend.promote().await, self.model.promote().await);
             same!(self, key(&b), key(&m), format!("drain round {round}: promote"));
-            let request =
-                ClaimRequest { queues: all_queues.clone(), limit: 1000, lease: LEASE, worker: "drainer".into() };
+            let request = ClaimRequest::new(all_queues.clone(), 1000, LEASE, "drainer");
             let mut b = self.backend.claim(&request).await.map_err(|e| self.fail(format!("claim failed: {e}")))?;
             let mut m = self.model.claim(&request).await.map_err(|e| e.to_string())?;
             b.sort_by_key(|j| j.id);
@@ -659,9 +713,8 @@ impl<S: Storage> Case<'_, S> {
             for (bj, mj) in b.iter().zip(&m) {
                 if let (Some(bl), Some(ml)) = (bj.lease_ref(), mj.lease_ref()) {
                     let n = self.issued.len();
-                    self.issued.push(Issued { id: bj.id, backend: bl.token, model: ml.token });
-                    self.backend_tokens.insert(bl.token, n);
-                    self.model_tokens.insert(ml.token, n);
+                    self.issued.push(bl);
+                    self.tokens.insert((bl.id, bl.token), n);
                     self.latest.insert(bj.id, n);
                     bb.push(Completion { lease: bl, outcome: Outcome::Ack });
                     mb.push(Completion { lease: ml, outcome: Outcome::Ack });

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use jq_core::{
-    ClaimRequest, Clock, Completion, CompletionResult, Job, JobFilter, JobId, LeaseRef, NewJob, Result, State, Stats,
-    Storage, Timestamp,
+    ClaimRequest, Clock, Completion, CompletionResult, Election, Job, JobFilter, JobId, Leader, LeaseRef, LeaseToken,
+    NewJob, Result, State, Stats, Storage, Timestamp,
 };
 use jq_testkit::{Harness, MemoryHarness, MemoryStorage};
 
@@ -19,6 +19,10 @@ enum Bug {
     HeartbeatLies,
     /// stats() forgets Dead jobs.
     StatsMissDead,
+    /// A resent claim ignores its earlier attempt and claims afresh.
+    ResendClaimsAgain,
+    /// elect() says every contender won.
+    ElectAlwaysWins,
 }
 
 #[derive(Clone)]
@@ -33,6 +37,12 @@ impl Storage for Mutant {
         self.inner.enqueue(jobs).await
     }
     async fn claim(&self, request: &ClaimRequest) -> Result<Vec<Job>> {
+        if self.bug == Bug::ResendClaimsAgain && request.resend {
+            return self
+                .inner
+                .claim(&ClaimRequest { token: LeaseToken::new(), resend: false, ..request.clone() })
+                .await;
+        }
         self.inner.claim(request).await
     }
     async fn complete(&self, mut batch: Vec<Completion>) -> Result<Vec<CompletionResult>> {
@@ -78,6 +88,16 @@ impl Storage for Mutant {
     }
     async fn purge(&self, state: State, older_than: Timestamp) -> Result<u64> {
         self.inner.purge(state, older_than).await
+    }
+    async fn elect(&self, election: &Election) -> Result<bool> {
+        let won = self.inner.elect(election).await?;
+        Ok(won || self.bug == Bug::ElectAlwaysWins)
+    }
+    async fn resign(&self, role: &str, token: LeaseToken) -> Result<()> {
+        self.inner.resign(role, token).await
+    }
+    async fn leaders(&self) -> Result<Vec<Leader>> {
+        self.inner.leaders().await
     }
     fn clock(&self) -> jq_core::Clock {
         Storage::clock(&self.inner)
@@ -143,4 +163,25 @@ fn scenarios_catch_lying_heartbeat_and_stats() {
     assert!(fails(|| jq_testkit::__private::block_on(jq_testkit::scenarios::lease_boundary_and_heartbeat(&h))));
     let h = MutantHarness { inner: MemoryHarness::new(), bug: Bug::StatsMissDead };
     assert!(fails(|| jq_testkit::__private::block_on(jq_testkit::scenarios::stats_agree_with_list(&h))));
+}
+
+#[test]
+fn model_and_scenarios_catch_a_resend_that_claims_again() {
+    assert!(model_catches(Bug::ResendClaimsAgain));
+    let h = MutantHarness { inner: MemoryHarness::new(), bug: Bug::ResendClaimsAgain };
+    assert!(fails(|| jq_testkit::__private::block_on(jq_testkit::scenarios::claim_resend_returns_the_earlier_claim(
+        &h
+    ))));
+}
+
+#[test]
+fn scenarios_catch_an_election_everyone_wins() {
+    let h = MutantHarness { inner: MemoryHarness::new(), bug: Bug::ElectAlwaysWins };
+    assert!(fails(|| {
+        jq_testkit::__private::block_on(jq_testkit::scenarios::election_exclusive_under_concurrent_contenders(&h))
+    }));
+    let h = MutantHarness { inner: MemoryHarness::new(), bug: Bug::ElectAlwaysWins };
+    assert!(fails(|| {
+        jq_testkit::__private::block_on(jq_testkit::scenarios::stale_holder_cannot_renew_after_takeover(&h))
+    }));
 }

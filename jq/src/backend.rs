@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use jq_core::{
-    ClaimRequest, Clock, Completion, CompletionResult, Job, JobFilter, JobId, LeaseRef, NewJob, Result, State, Stats,
-    Storage, Timestamp, WorkSignal,
+    ClaimRequest, Clock, Completion, CompletionResult, Election, Job, JobFilter, JobId, Leader, LeaseRef, LeaseToken,
+    NewJob, Result, State, Stats, Storage, Timestamp, WorkSignal,
 };
 
 use crate::error::SetupError;
@@ -312,6 +312,15 @@ impl Storage for Backend {
     }
     async fn purge(&self, state: State, older_than: Timestamp) -> Result<u64> {
         dispatch!(self, s => s.purge(state, older_than).await)
+    }
+    async fn elect(&self, election: &Election) -> Result<bool> {
+        dispatch!(self, s => s.elect(election).await)
+    }
+    async fn resign(&self, role: &str, token: LeaseToken) -> Result<()> {
+        dispatch!(self, s => s.resign(role, token).await)
+    }
+    async fn leaders(&self) -> Result<Vec<Leader>> {
+        dispatch!(self, s => s.leaders().await)
     }
     fn subscribe(&self) -> Option<WorkSignal> {
         dispatch!(self, s => s.subscribe())

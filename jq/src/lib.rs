@@ -40,7 +40,7 @@
 //!
 //! let pool = client.worker_pool().register::<SendEmail, _, _>(send_email).start()?;
 //! # while !client.get(now).await?.state.is_terminal() { tokio::time::sleep(Duration::from_millis(10)).await; }
-//! pool.shutdown().await; // stop claiming, finish or hand back what runs
+//! pool.shutdown().await?; // stop claiming, finish or hand back what runs
 //! assert_eq!(client.get(later).await?.state, jq::State::Scheduled);
 //! # Ok(()) }
 //! ```
@@ -81,12 +81,12 @@ pub use url::BackendUrl;
 
 pub use jq_core::{
     AttemptError, Backoff, BoxError, ClaimRequest, Clock, Completion, CompletionResult, ConstantBackoff,
-    DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_QUEUE, Error, ExponentialBackoff, HandlerError,
-    HandlerResult, IntoJob, Job, JobBuilder, JobContext, JobFilter, JobId, JobType, Lease, LeaseRef, LeaseToken,
-    ManualClock, NewJob, Outcome, Payload, Priority, QueueName, Result, State, StateCounts, Stats, Storage, StorageExt,
-    Timestamp, WorkSignal, WorkerHandle, WorkerPool,
+    DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_QUEUE, Election, Error, ExponentialBackoff, HandlerError,
+    HandlerResult, IntoJob, Job, JobBuilder, JobContext, JobFilter, JobId, JobType, Leader, Lease, LeaseRef,
+    LeaseToken, ManualClock, NewJob, Outcome, Payload, Priority, QueueName, Result, State, StateCounts, Stats, Storage,
+    StorageExt, Timestamp, WorkSignal, WorkerHandle, WorkerPool,
 };
-pub use jq_core::{clock, worker};
+pub use jq_core::{clock, storage, worker};
 
 /// `#[async_trait]`, which [`Storage`] implementations need.
 pub use async_trait::async_trait;

@@ -147,12 +147,12 @@ mod sqlite {
             // A worker fails it for good: Dead.
             let claimed = client
                 .storage()
-                .claim(&jq::ClaimRequest {
-                    queues: vec![jq::QueueName::new("shipping").unwrap()],
-                    limit: 1,
-                    lease: Duration::from_secs(30),
-                    worker: "w".into(),
-                })
+                .claim(&jq::ClaimRequest::new(
+                    vec![jq::QueueName::new("shipping").unwrap()],
+                    1,
+                    Duration::from_secs(30),
+                    "w",
+                ))
                 .await
                 .unwrap();
             let lease = claimed[0].lease_ref().unwrap();
@@ -193,7 +193,7 @@ mod sqlite {
             while orders.len() < 3 {
                 orders.push(tokio::time::timeout(Duration::from_secs(10), finished.recv()).await.unwrap().unwrap());
             }
-            pool.shutdown().await;
+            pool.shutdown().await.unwrap();
             orders.sort();
             assert_eq!(orders, vec![1, 2, 3]);
             for id in ids {

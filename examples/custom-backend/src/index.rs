@@ -6,7 +6,7 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use jq::{Job, JobId, LeaseRef, Priority, QueueName, State, Timestamp};
+use jq::{Job, JobId, Leader, LeaseRef, LeaseToken, Priority, QueueName, State, Timestamp};
 
 /// A waiting job's place in its queue: claim order (priority high to low,
 /// then run_at, then id) is the key's order.
@@ -28,6 +28,8 @@ pub(crate) struct Tables {
     /// The live (not terminal) jobs holding each (queue, unique key). Usually
     /// one; an operator's retry of a Dead job can make two.
     unique: HashMap<(QueueName, String), BTreeSet<JobId>>,
+    /// Named roles (`Storage::elect`): role -> the holder's token and lease.
+    pub(crate) roles: BTreeMap<String, (LeaseToken, Leader)>,
 }
 
 impl Tables {
@@ -58,6 +60,17 @@ impl Tables {
     /// every change after a claim passes.
     pub(crate) fn holds(&self, lease: &LeaseRef) -> bool {
         self.rows.get(&lease.id).is_some_and(|job| job.state == State::Running && job.token() == Some(lease.token))
+    }
+
+    /// The Running jobs whose lease has `token` (one claim's jobs), in
+    /// claim order.
+    pub(crate) fn held_by(&self, token: LeaseToken) -> Vec<Job> {
+        let mut held: Vec<&Job> = (self.running.iter())
+            .filter_map(|(_, id)| self.rows.get(id))
+            .filter(|job| job.token() == Some(token))
+            .collect();
+        held.sort_by_key(|job| (Reverse(job.priority), job.run_at, job.id));
+        held.into_iter().cloned().collect()
     }
 
     /// The smallest id of the live jobs of `queue` holding `key`.

@@ -17,6 +17,7 @@
 //! | `running` (by lease expiry) | a partial index on lease expiry of Running jobs | a sorted set |
 //! | `finished` (by state, finish time) | an index on (state, finished_at) | a sorted set per state |
 //! | `unique` | a unique partial index on (queue, unique_key) of live jobs | a hash |
+//! | `roles` | a table of named roles (role, token, holder, expires_at) | a hash per role |
 //! | the mutex | a transaction (`SELECT ... FOR UPDATE SKIP LOCKED` for claims) | a script or a `MULTI` |
 //!
 //! What each method must do is in the rustdoc of [`jq::Storage`] and in the
@@ -29,8 +30,9 @@ use std::time::Duration;
 
 use jq::clock::add;
 use jq::{
-    AttemptError, ClaimRequest, Clock, Completion, CompletionResult, DEFAULT_MAX_PAYLOAD_BYTES, Error, Job, JobFilter,
-    JobId, Lease, LeaseRef, LeaseToken, NewJob, Outcome, Result, State, Stats, Storage, Timestamp, WorkSignal,
+    AttemptError, ClaimRequest, Clock, Completion, CompletionResult, DEFAULT_MAX_PAYLOAD_BYTES, Election, Error, Job,
+    JobFilter, JobId, Leader, Lease, LeaseRef, LeaseToken, NewJob, Outcome, Result, State, Stats, Storage, Timestamp,
+    WorkSignal,
 };
 use tokio::sync::watch;
 
@@ -154,13 +156,22 @@ impl Storage for IndexedStorage {
         let now = self.clock.now();
         let expires_at = add(now, request.lease);
         let mut t = self.begin();
+        if request.resend {
+            // The first attempt's answer was lost: hand over what it took.
+            let earlier = t.held_by(request.token);
+            if !earlier.is_empty() {
+                return Ok(earlier);
+            }
+        }
         let picked = t.claimable(&request.queues, request.limit, now);
         let mut claimed = Vec::with_capacity(picked.len());
         for id in picked {
             let job = t.update(id, |job| {
                 job.state = State::Running;
                 job.attempts += 1;
-                job.lease = Some(Lease { token: LeaseToken::new(), worker: request.worker.clone(), expires_at });
+                // Every job of one claim carries the claim's token; fencing
+                // is by id and token together.
+                job.lease = Some(Lease { token: request.token, worker: request.worker.clone(), expires_at });
             });
             claimed.extend(job.cloned());
         }
@@ -339,6 +350,38 @@ impl Storage for IndexedStorage {
             t.remove(*id);
         }
         Ok(old.len() as u64)
+    }
+
+    async fn elect(&self, election: &Election) -> Result<bool> {
+        election.check()?;
+        let now = self.clock.now();
+        let mut t = self.begin();
+        let free = t.roles.get(&election.role).is_none_or(|(token, leader)| {
+            // Renewing one's own role, or taking one whose holder stopped renewing.
+            *token == election.token || leader.expires_at <= now
+        });
+        if free {
+            let leader = Leader {
+                role: election.role.clone(),
+                holder: election.holder.clone(),
+                expires_at: add(now, election.ttl),
+            };
+            t.roles.insert(election.role.clone(), (election.token, leader));
+        }
+        Ok(free)
+    }
+
+    async fn resign(&self, role: &str, token: LeaseToken) -> Result<()> {
+        jq::storage::check_role(role)?;
+        let mut t = self.begin();
+        if t.roles.get(role).is_some_and(|(held, _)| *held == token) {
+            t.roles.remove(role);
+        }
+        Ok(())
+    }
+
+    async fn leaders(&self) -> Result<Vec<Leader>> {
+        Ok(self.begin().roles.values().map(|(_, leader)| leader.clone()).collect())
     }
 
     fn subscribe(&self) -> Option<WorkSignal> {

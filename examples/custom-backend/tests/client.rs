@@ -38,7 +38,7 @@ async fn the_client_and_the_pool_run_on_it() {
     for _ in 0..2 {
         tokio::time::timeout(Duration::from_secs(10), finished.recv()).await.unwrap().unwrap();
     }
-    pool.shutdown().await;
+    pool.shutdown().await.unwrap();
     for id in ids {
         assert_eq!(client.get(id).await.unwrap().state, State::Completed);
     }

@@ -111,6 +111,8 @@ async fn serve<S: Storage>(storage: S, args: &Args, audit: Arc<AuditWriter>) -> 
         .heartbeat_interval(Duration::from_millis(args.heartbeat_ms))
         .poll_interval(Duration::from_millis(50))
         .recover_interval(Duration::from_millis(500))
+        // A SIGKILLed maintainer is replaced within one lease, like its jobs.
+        .maintenance_lease(Duration::from_millis(args.lease_ms))
         .promote_interval(Duration::from_millis(500))
         .shutdown_grace(Duration::from_secs(5))
         .job_timeout(Some(Duration::from_secs(30)))

@@ -42,6 +42,8 @@ pub enum Action {
         /// Jobs that finished longer ago than this.
         older_than: Duration,
     },
+    /// Show the holders of roles.
+    Leaders,
     /// Run a worker.
     Worker(worker::WorkerPlan),
 }
@@ -69,6 +71,7 @@ impl Action {
             Command::Dead(DeadCommand::Retry { id: Some(id), .. }) => Action::DeadRetry(RetryTarget::One(id)),
             Command::Dead(DeadCommand::Retry { id: None, queue, .. }) => Action::DeadRetry(RetryTarget::All(queue)),
             Command::Purge { state, older_than } => Action::Purge { state, older_than },
+            Command::Leaders => Action::Leaders,
             Command::Worker(args) => Action::Worker(worker::WorkerPlan::prepare(args)?),
             Command::Migrate => return Ok(None),
         }))
@@ -86,6 +89,7 @@ impl Action {
             Action::DeadList(page) => read::list(&storage, Some(State::Dead), &page, json, true).await,
             Action::DeadRetry(target) => admin::retry(&storage, target, json).await,
             Action::Purge { state, older_than } => admin::purge(&storage, state, older_than, json).await,
+            Action::Leaders => read::leaders(&storage, json).await,
             Action::Worker(plan) => worker::run(storage, plan).await,
         }
     }

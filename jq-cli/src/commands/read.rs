@@ -1,4 +1,4 @@
-//! The read commands: `get`, `list`, `dead list`, `stats`.
+//! The read commands: `get`, `list`, `dead list`, `stats`, `leaders`.
 
 use std::io::IsTerminal as _;
 use std::time::Duration;
@@ -8,7 +8,7 @@ use jq::{JobFilter, JobId, State, Storage};
 use crate::cli::PageArgs;
 use crate::duration;
 use crate::error::CliResult;
-use crate::view::{self, JobView, StatsView};
+use crate::view::{self, JobView, LeaderView, StatsView};
 
 /// `jqctl get ID`.
 pub async fn get<S: Storage>(storage: &S, id: JobId, json: bool) -> CliResult {
@@ -80,4 +80,19 @@ pub async fn watch_stats<S: Storage>(storage: &S, every: Duration, json: bool) -
         let clear = if in_place { "\x1b[2J\x1b[H" } else { "" };
         view::emit(&format!("{clear}{header}{}{}", view::stats_table(&stats), if in_place { "" } else { "\n" }))?;
     }
+}
+
+/// `jqctl leaders`: who holds each role, by the system clock.
+pub async fn leaders<S: Storage>(storage: &S, json: bool) -> CliResult {
+    let leaders = storage.leaders().await?;
+    let now = jq::Clock::system().now();
+    if json {
+        let views: Vec<LeaderView> = leaders.iter().map(|l| LeaderView::of(l, now)).collect();
+        return view::emit_json(&views);
+    }
+    if leaders.is_empty() {
+        eprintln!("no role is held (no worker pool with maintenance on is running)");
+        return Ok(());
+    }
+    view::emit(&view::leaders_table(&leaders, now))
 }

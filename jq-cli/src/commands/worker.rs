@@ -110,12 +110,20 @@ pub async fn run<S: Storage + Clone>(storage: S, plan: WorkerPlan) -> CliResult 
         queues.join(", "),
         plan.concurrency
     );
-    shutdown_signal().await?;
-    eprintln!(
-        "shutting down: no new jobs; waiting up to {} for running commands (the rest are handed back)",
-        duration::human(plan.shutdown_grace)
-    );
-    handle.shutdown().await;
+    // A fatal storage error (a schema never migrated, ...) stops the pool by
+    // itself: it cancels this token, and shutdown() returns the error.
+    let stopped = handle.shutdown_token();
+    tokio::select! {
+        signal = shutdown_signal() => signal?,
+        _ = stopped.cancelled() => {}
+    }
+    if !handle.has_failed() {
+        eprintln!(
+            "shutting down: no new jobs; waiting up to {} for running commands (the rest are handed back)",
+            duration::human(plan.shutdown_grace)
+        );
+    }
+    handle.shutdown().await?;
     eprintln!("worker stopped");
     Ok(())
 }

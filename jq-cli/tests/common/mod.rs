@@ -387,4 +387,27 @@ pub mod scenarios {
             .code(2)
             .stderr(predicate::str::contains("only completed, dead or cancelled"));
     }
+
+    /// A running worker holds the "maintenance" role (`jqctl leaders`
+    /// names it) and hands it back when it stops.
+    pub fn leaders_shows_the_maintaining_worker(s: &Store) {
+        let none = s.json(&["leaders"]);
+        assert_eq!(none, serde_json::json!([]), "no role held before any worker runs");
+        let worker = s.worker(&["--name", "the-maintainer", "--exec", "true"]);
+        let deadline = Instant::now() + DEADLINE;
+        let held = loop {
+            let leaders = s.json(&["leaders"]);
+            if let Some(held) = leaders.as_array().and_then(|a| a.first()).cloned() {
+                break held;
+            }
+            assert!(Instant::now() < deadline, "the worker never took the maintenance role");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert_eq!((held["role"].as_str(), held["holder"].as_str()), (Some("maintenance"), Some("the-maintainer")));
+        assert_eq!(held["expired"], serde_json::json!(false));
+        let table = s.ok(&["leaders"]);
+        assert!(table.contains("ROLE") && table.contains("the-maintainer"), "{table}");
+        worker.stop();
+        assert_eq!(s.json(&["leaders"]), serde_json::json!([]), "the stopped worker resigned");
+    }
 }

@@ -6,7 +6,9 @@
 //! failing storage is retried with a bounded backoff; an outcome is never
 //! dropped silently. Only when the shutdown's flush budget runs out does it
 //! give up, naming each job at error level (its lease then expires and
-//! recovery runs it again).
+//! recovery runs it again). A fatal error ([`Error::is_fatal`]) is not
+//! retried: it is reported (the pool shuts down) and the batch's outcomes
+//! are logged as not recorded.
 
 use std::sync::Arc;
 
@@ -14,6 +16,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::ErrorBackoff;
+use super::failure::Failure;
 use super::heartbeat::Inflight;
 use crate::error::Error;
 use crate::job::LeaseRef;
@@ -42,10 +45,11 @@ pub(crate) async fn run<S: Storage>(
     mut finished: mpsc::Receiver<Finished>,
     inflight: Arc<Inflight>,
     give_up: CancellationToken,
+    failure: Arc<Failure>,
 ) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while finished.recv_many(&mut batch, MAX_BATCH).await > 0 {
-        write(&*storage, &batch, &give_up).await;
+        write(&*storage, &batch, &give_up, &failure).await;
         for done in batch.drain(..) {
             inflight.remove(done.lease);
         }
@@ -53,7 +57,7 @@ pub(crate) async fn run<S: Storage>(
 }
 
 /// Writes one batch, retrying the storage until it answers or `give_up`.
-async fn write<S: Storage>(storage: &S, batch: &[Finished], give_up: &CancellationToken) {
+async fn write<S: Storage>(storage: &S, batch: &[Finished], give_up: &CancellationToken, failure: &Failure) {
     let completions: Vec<Completion> =
         batch.iter().map(|f| Completion { lease: f.lease, outcome: f.outcome.clone() }).collect();
     let mut errors = ErrorBackoff::default();
@@ -81,6 +85,16 @@ async fn write<S: Storage>(storage: &S, batch: &[Finished], give_up: &Cancellati
                         }
                     }
                 }
+                return;
+            }
+            Err(error) if error.is_fatal() => {
+                let jobs: Vec<String> = completions.iter().map(|c| c.lease.id.to_string()).collect();
+                tracing::error!(
+                    jobs = %jobs.join(","),
+                    "outcomes NOT recorded (fatal storage error): their leases will expire and recovery will run \
+                     the jobs again"
+                );
+                failure.report("completer", error);
                 return;
             }
             Err(error) => {

@@ -11,8 +11,16 @@
 //!
 //! An empty claim never loops: the fetcher then waits for the storage's
 //! wake-up signal ([`Storage::subscribe`]) or the jittered poll interval,
-//! whichever comes first. A storage error is logged and retried after a
-//! bounded exponential backoff.
+//! whichever comes first.
+//!
+//! Every claim gets a fresh [`LeaseToken`]. A claim that fails is sent
+//! again, after a bounded exponential backoff, with the same token, the
+//! same slots and `resend` set: if the failed attempt took effect and only
+//! its answer was lost, the storage hands over the jobs it took instead of
+//! leaving them Running with nobody holding them. When shutdown begins
+//! while a claim is unanswered, one last resend collects what it took, so
+//! the shutdown releases those jobs at once. A fatal error
+//! ([`crate::Error::is_fatal`]) stops the pool instead.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,10 +28,11 @@ use std::time::{Duration, Instant};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
+use super::failure::Failure;
 use super::heartbeat::Inflight;
 use super::prefetch::Prefetch;
 use super::{ErrorBackoff, jitter};
-use crate::job::Job;
+use crate::job::{Job, LeaseToken};
 use crate::storage::{ClaimRequest, Storage, WorkSignal};
 
 /// A claimed job on its way to an executor.
@@ -49,6 +58,18 @@ pub(crate) struct Fetcher<S> {
     pub(crate) stop: CancellationToken,
     /// Parent of every job's token: fires when the shutdown grace ran out.
     pub(crate) abort: CancellationToken,
+    /// Where a fatal error goes.
+    pub(crate) failure: Arc<Failure>,
+}
+
+/// How a claim ended.
+enum Answer {
+    /// The jobs it took (possibly none).
+    Jobs(Vec<Job>),
+    /// Shutdown began; these are what the last resend collected.
+    Stopping(Vec<Job>),
+    /// A fatal error, or shutdown with nothing to collect.
+    Stop,
 }
 
 impl<S: Storage> Fetcher<S> {
@@ -83,20 +104,12 @@ impl<S: Storage> Fetcher<S> {
                 s.borrow_and_update();
             }
             self.request.limit = permit.num_permits();
-            let claimed = match self.storage.claim(&self.request).await {
-                Ok(jobs) => {
-                    errors.reset();
-                    jobs
-                }
-                Err(error) => {
-                    drop(permit);
-                    let delay = errors.next_delay();
-                    tracing::warn!(%error, retry_in = ?delay, "claim failed; backing off");
-                    tokio::select! {
-                        _ = self.stop.cancelled() => return,
-                        _ = tokio::time::sleep(delay) => continue,
-                    }
-                }
+            self.request.token = LeaseToken::new();
+            self.request.resend = false;
+            let (claimed, stopping) = match self.claim(&mut errors).await {
+                Answer::Jobs(jobs) => (jobs, false),
+                Answer::Stopping(jobs) => (jobs, true),
+                Answer::Stop => return,
             };
             let asked = self.request.limit;
             let got = claimed.len();
@@ -119,6 +132,9 @@ impl<S: Storage> Fetcher<S> {
                 sent += 1;
             }
             drop(permit); // slots the claim could not fill
+            if stopping {
+                return; // the shutdown releases what was just handed over
+            }
             if got < asked {
                 // The queues are drained for now: wait for news.
                 self.idle(&mut signal).await;
@@ -126,6 +142,46 @@ impl<S: Storage> Fetcher<S> {
                     return;
                 }
             }
+        }
+    }
+
+    /// Sends `self.request` until the storage answers, resending it with
+    /// the same token after each error.
+    async fn claim(&mut self, errors: &mut ErrorBackoff) -> Answer {
+        loop {
+            let error = match self.storage.claim(&self.request).await {
+                Ok(jobs) => {
+                    errors.reset();
+                    return Answer::Jobs(jobs);
+                }
+                Err(error) if error.is_fatal() => {
+                    self.failure.report("fetcher", error);
+                    return Answer::Stop;
+                }
+                Err(error) => error,
+            };
+            self.request.resend = true;
+            let delay = errors.next_delay();
+            tracing::warn!(%error, retry_in = ?delay, "claim failed; sending it again with the same token");
+            tokio::select! {
+                _ = self.stop.cancelled() => {}
+                _ = tokio::time::sleep(delay) => continue,
+            }
+            // Shutting down with a claim unanswered: what it took, if it
+            // took anything, is handed over for the shutdown to release. (If
+            // it took nothing, this claims afresh and those are released
+            // too, their attempts given back.)
+            return match self.storage.claim(&self.request).await {
+                Ok(jobs) => Answer::Stopping(jobs),
+                Err(error) => {
+                    tracing::warn!(
+                        %error,
+                        "shutting down with a claim unanswered: any job it took stays Running until its lease \
+                         expires and recover hands it on"
+                    );
+                    Answer::Stop
+                }
+            };
         }
     }
 

@@ -12,6 +12,9 @@
 //! 4. the completer flushes every outcome (given up to one more grace
 //!    period if the storage fails, then each lost outcome is logged);
 //! 5. the heartbeat stops, and the handle's wait returns.
+//!
+//! A fatal storage error ([`crate::Error::is_fatal`]) starts the same sequence;
+//! the handle's wait then returns that error.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -24,11 +27,13 @@ use tokio_util::sync::CancellationToken;
 use super::Config;
 use super::completer::{self, Finished};
 use super::executor::Executor;
+use super::failure::Failure;
 use super::fetcher::{Claimed, Fetcher};
 use super::handler::ErasedHandler;
 use super::heartbeat::{self, Inflight};
 use super::maintenance::Maintenance;
 use super::prefetch::Prefetch;
+use crate::error::Result;
 use crate::job::QueueName;
 use crate::storage::{ClaimRequest, Outcome, Storage};
 
@@ -41,6 +46,7 @@ pub struct WorkerHandle {
     done: Option<JoinHandle<()>>,
     worker_name: String,
     inflight: Arc<Inflight>,
+    failure: Arc<Failure>,
 }
 
 impl WorkerHandle {
@@ -51,7 +57,8 @@ impl WorkerHandle {
 
     /// Cancelling this token asks for a graceful shutdown (from a signal
     /// handler, another task, ...); [`WorkerHandle::wait`] then returns once
-    /// it is done.
+    /// it is done. The pool cancels it itself when a fatal storage error
+    /// stops it, so `token.cancelled()` also waits for that.
     pub fn shutdown_token(&self) -> CancellationToken {
         self.stop.clone()
     }
@@ -63,21 +70,31 @@ impl WorkerHandle {
     }
 
     /// Asks for a graceful shutdown and waits until it is complete: running
-    /// jobs finished or released, every outcome recorded.
-    pub async fn shutdown(self) {
+    /// jobs finished or released, every outcome recorded. `Err` with the
+    /// fatal storage error ([`crate::Error::is_fatal`]) that stopped the pool, if
+    /// one did.
+    pub async fn shutdown(self) -> Result<()> {
         self.stop.cancel();
-        self.wait().await;
+        self.wait().await
     }
 
     /// Waits until the pool has shut down (someone cancelled
-    /// [`WorkerHandle::shutdown_token`]). Dropping this future before then
+    /// [`WorkerHandle::shutdown_token`], or a fatal storage error stopped
+    /// it: then `Err` with that error). Dropping this future before then
     /// shuts the pool down in the background.
-    pub async fn wait(mut self) {
+    pub async fn wait(mut self) -> Result<()> {
         if let Some(done) = self.done.take()
             && let Err(error) = done.await
         {
             tracing::error!(%error, "worker pool shutdown task failed");
         }
+        self.failure.take().map_or(Ok(()), Err)
+    }
+
+    /// True when a fatal storage error stopped (or is stopping) the pool;
+    /// [`WorkerHandle::wait`] returns it.
+    pub fn has_failed(&self) -> bool {
+        self.failure.happened()
     }
 }
 
@@ -101,6 +118,7 @@ pub(crate) fn start<S: Storage>(
     let abort = CancellationToken::new();
     let halt = CancellationToken::new();
     let give_up = CancellationToken::new();
+    let failure = Arc::new(Failure::new(stop.clone()));
     let inflight = Arc::new(Inflight::default());
     // A slot is a job claimed and not yet finished: running, or waiting in
     // the channel (prefetched). Only `concurrency` executors run them.
@@ -117,7 +135,7 @@ pub(crate) fn start<S: Storage>(
     let fetcher = tokio::spawn(
         Fetcher {
             storage: storage.clone(),
-            request: ClaimRequest { queues, limit: 0, lease: config.lease, worker: config.worker_name.clone() },
+            request: ClaimRequest::new(queues, 0, config.lease, config.worker_name.clone()),
             poll_interval: config.poll_interval,
             slots,
             prefetch,
@@ -125,6 +143,7 @@ pub(crate) fn start<S: Storage>(
             jobs: jobs_tx,
             stop: stop.clone(),
             abort: abort.clone(),
+            failure: failure.clone(),
         }
         .run(),
     );
@@ -143,23 +162,28 @@ pub(crate) fn start<S: Storage>(
     let executors: Vec<JoinHandle<()>> =
         (0..config.concurrency).map(|_| tokio::spawn(executor.clone().run())).collect();
     drop(executor); // the tasks hold the only copies: the outcome channel closes when they end
-    let completer = tokio::spawn(completer::run(storage.clone(), finished_rx, inflight.clone(), give_up.clone()));
+    let completer =
+        tokio::spawn(completer::run(storage.clone(), finished_rx, inflight.clone(), give_up.clone(), failure.clone()));
     let heartbeat = tokio::spawn(heartbeat::run(
         storage.clone(),
         inflight.clone(),
         config.heartbeat_interval.unwrap_or(config.lease / 3),
         config.lease,
         halt.clone(),
+        failure.clone(),
     ));
     let maintenance = config.maintenance.then(|| {
         tokio::spawn(
             Maintenance {
                 storage: storage.clone(),
+                holder: config.worker_name.clone(),
+                lease: config.maintenance_lease,
                 promote_interval: config.promote_interval,
                 recover_interval: config.recover_interval,
                 purge_interval: config.purge_interval,
                 retention: config.retention.clone(),
                 stop: stop.clone(),
+                failure: failure.clone(),
             }
             .run(),
         )
@@ -179,7 +203,7 @@ pub(crate) fn start<S: Storage>(
         finished: finished_tx,
     };
     let done = tokio::spawn(sequence.run());
-    WorkerHandle { stop, done: Some(done), worker_name: config.worker_name, inflight }
+    WorkerHandle { stop, done: Some(done), worker_name: config.worker_name, inflight, failure }
 }
 
 /// The tasks and tokens the shutdown sequence winds down, in order.

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use super::failure::Failure;
 use crate::job::{JobId, LeaseRef, LeaseToken};
 use crate::storage::Storage;
 
@@ -41,9 +42,17 @@ impl Inflight {
         self.map.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Starts tracking a claimed job.
+    /// Starts tracking a claimed job. When this pool still tracks an
+    /// earlier lease of the same job (lost, handed back, and claimed again
+    /// by this pool before a heartbeat noticed), that lease is gone: its
+    /// handler is cancelled as a lost lease's would be, or it would hold
+    /// its executor until it finished by itself.
     pub(crate) fn insert(&self, lease: LeaseRef, cancel: CancellationToken) {
-        self.lock().insert(lease.id, Held { token: lease.token, cancel, finished: false });
+        let earlier = self.lock().insert(lease.id, Held { token: lease.token, cancel, finished: false });
+        if let Some(earlier) = earlier.filter(|h| h.token != lease.token && !h.finished) {
+            tracing::warn!(job = %lease.id, "lease lost and the job claimed again by this pool: cancelling the earlier run");
+            earlier.cancel.cancel();
+        }
     }
 
     /// Stops tracking a job (its outcome is durable, or its lease is gone).
@@ -71,12 +80,18 @@ impl Inflight {
         self.lock().iter().map(|(id, h)| LeaseRef { id: *id, token: h.token }).collect()
     }
 
-    /// Forgets the jobs whose lease the storage reported lost, cancels the
-    /// handlers still running, and returns their ids.
-    fn lose(&self, lost: &[JobId]) -> Vec<JobId> {
+    /// Forgets the jobs whose lease the storage reported lost (of `sent`,
+    /// the leases that heartbeat presented), cancels the handlers still
+    /// running, and returns their ids. A job claimed again by this pool
+    /// since the snapshot holds a new lease: that one is not touched.
+    fn lose(&self, lost: &[JobId], sent: &[LeaseRef]) -> Vec<JobId> {
+        let sent: HashMap<JobId, LeaseToken> = sent.iter().map(|l| (l.id, l.token)).collect();
         let mut map = self.lock();
         let mut running = Vec::new();
         for id in lost {
+            if map.get(id).is_none_or(|h| sent.get(id) != Some(&h.token)) {
+                continue;
+            }
             if let Some(held) = map.remove(id).filter(|h| !h.finished) {
                 held.cancel.cancel();
                 running.push(*id);
@@ -88,13 +103,15 @@ impl Inflight {
 
 /// Extends every held lease once per `interval` until `halt` fires. Errors
 /// are logged and retried at the next beat: with the default interval of a
-/// third of the lease, two beats may fail before a lease is at risk.
+/// third of the lease, two beats may fail before a lease is at risk. A
+/// fatal error is reported and ends the beating.
 pub(crate) async fn run<S: Storage>(
     storage: Arc<S>,
     inflight: Arc<Inflight>,
     interval: Duration,
     lease: Duration,
     halt: CancellationToken,
+    failure: Arc<Failure>,
 ) {
     loop {
         tokio::select! {
@@ -108,7 +125,7 @@ pub(crate) async fn run<S: Storage>(
         match storage.heartbeat(&leases, lease).await {
             Ok(lost) if lost.is_empty() => tracing::trace!(held = leases.len(), "leases extended"),
             Ok(lost) => {
-                let running = inflight.lose(&lost);
+                let running = inflight.lose(&lost, &leases);
                 if !running.is_empty() {
                     tracing::warn!(
                         lost = ?running,
@@ -117,9 +134,42 @@ pub(crate) async fn run<S: Storage>(
                     );
                 }
             }
+            Err(error) if error.is_fatal() => {
+                failure.report("heartbeat", error);
+                return;
+            }
             Err(error) => {
                 tracing::warn!(%error, held = leases.len(), "heartbeat failed; retrying at the next beat");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lease(id: JobId) -> LeaseRef {
+        LeaseRef { id, token: LeaseToken::new() }
+    }
+
+    #[test]
+    fn a_job_claimed_again_keeps_its_new_lease_when_the_old_one_is_reported_lost() {
+        let inflight = Inflight::default();
+        let id = JobId(uuid::Uuid::now_v7());
+        let (old, new) = (lease(id), lease(id));
+        let (old_run, new_run) = (CancellationToken::new(), CancellationToken::new());
+        inflight.insert(old, old_run.clone());
+        let sent = inflight.snapshot();
+        // Lost, handed back and claimed again by this pool before the beat answered.
+        inflight.insert(new, new_run.clone());
+        assert!(old_run.is_cancelled(), "the earlier run is cancelled when the job is claimed again");
+        assert!(inflight.lose(&[id], &sent).is_empty(), "the report is about the old lease");
+        assert!(!new_run.is_cancelled());
+        assert_eq!(inflight.snapshot(), vec![new]);
+        // A report about the lease held now does cancel it.
+        assert_eq!(inflight.lose(&[id], &[new]), vec![id]);
+        assert!(new_run.is_cancelled());
+        assert_eq!(inflight.len(), 0);
     }
 }

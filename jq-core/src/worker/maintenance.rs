@@ -1,66 +1,150 @@
 //! Maintenance: promote due Scheduled jobs, recover expired leases, and purge
-//! finished jobs past their retention.
+//! finished jobs past their retention, on one pool per store.
 //!
-//! Three independent jittered loops inside one task. Each operation is
-//! idempotent and safe from many processes at once, so every pool runs them;
-//! an error is logged and the next round tries again.
+//! Each operation is idempotent and safe from many processes at once, but
+//! every pool running them multiplies the store's work by the number of
+//! pools. So the pools elect one maintainer: the task campaigns for the
+//! [`ROLE`] every quarter of the maintenance lease ([`Storage::elect`], held
+//! for three quarters of it, so two renewals may fail), and the three
+//! jittered loops run only while this pool holds the role. The others keep
+//! campaigning and take over within one maintenance lease when the holder
+//! dies; a pool shutting down resigns, so another takes over at its next
+//! campaign. An error is logged and the next round tries again; a fatal one
+//! stops the pool.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use super::failure::Failure;
 use super::jitter;
 use crate::clock::Timestamp;
-use crate::job::State;
-use crate::storage::Storage;
+use crate::error::Error;
+use crate::job::{LeaseToken, State};
+use crate::storage::{Election, Storage};
+
+/// The role the maintaining pool holds.
+pub const ROLE: &str = "maintenance";
 
 /// What maintenance needs.
 pub(crate) struct Maintenance<S> {
     pub(crate) storage: Arc<S>,
+    /// The candidate's name for operators (the pool's worker name).
+    pub(crate) holder: String,
+    /// See `WorkerPool::maintenance_lease`.
+    pub(crate) lease: Duration,
     pub(crate) promote_interval: Duration,
     pub(crate) recover_interval: Duration,
     pub(crate) purge_interval: Duration,
     /// (terminal state, how long to keep it); `None` keeps forever.
     pub(crate) retention: Vec<(State, Option<Duration>)>,
     pub(crate) stop: CancellationToken,
+    pub(crate) failure: Arc<Failure>,
 }
 
 impl<S: Storage> Maintenance<S> {
-    /// Runs the three loops until `stop` fires.
+    /// Campaigns and, while elected, runs the three loops, until `stop`
+    /// fires; then resigns.
     pub(crate) async fn run(self) {
+        let election = Election {
+            role: ROLE.to_owned(),
+            token: LeaseToken::new(),
+            holder: self.holder.clone(),
+            ttl: self.lease * 3 / 4,
+        };
+        let (leader, elected) = watch::channel(false);
         let work = async {
-            tokio::join!(self.promote_loop(), self.recover_loop(), self.purge_loop());
+            tokio::join!(
+                self.campaign(&election, &leader),
+                self.promote_loop(elected.clone()),
+                self.recover_loop(elected.clone()),
+                self.purge_loop(elected.clone()),
+            );
         };
         tokio::select! {
             _ = self.stop.cancelled() => {}
             _ = work => {}
         }
+        // A no-op unless the role is ours.
+        match self.storage.resign(ROLE, election.token).await {
+            Ok(()) => tracing::debug!("maintenance role handed back"),
+            Err(error) => {
+                tracing::warn!(%error, "resigning the maintenance role failed; it frees itself when its lease expires")
+            }
+        }
     }
 
-    async fn promote_loop(&self) {
+    /// Takes or renews the role every quarter of the lease, and tells the
+    /// loops whether this pool holds it.
+    async fn campaign(&self, election: &Election, leader: &watch::Sender<bool>) {
         loop {
+            let held = match self.storage.elect(election).await {
+                Ok(held) => held,
+                Err(error) => {
+                    if self.fatal("elect", error) {
+                        leader.send_replace(false);
+                        return;
+                    }
+                    // Unsure whether the role is still ours: pause the work;
+                    // the operations are safe from several pools anyway.
+                    false
+                }
+            };
+            if leader.send_replace(held) != held {
+                if held {
+                    tracing::info!(holder = %election.holder, "this pool now runs maintenance for the store");
+                } else {
+                    tracing::info!("this pool no longer runs maintenance; another pool holds the role");
+                }
+            }
+            // Never later than a quarter: the lease is three of them.
+            tokio::time::sleep(jitter(self.lease / 4, 0.1).min(self.lease / 4)).await;
+        }
+    }
+
+    /// Logs a failed operation; reports a fatal one and returns true.
+    fn fatal(&self, operation: &'static str, error: Error) -> bool {
+        if error.is_fatal() {
+            self.failure.report("maintenance", error);
+            return true;
+        }
+        tracing::warn!(%error, operation, "maintenance operation failed; retrying next round");
+        false
+    }
+
+    async fn promote_loop(&self, mut elected: watch::Receiver<bool>) {
+        while elected.wait_for(|held| *held).await.is_ok() {
             match self.storage.promote().await {
                 Ok(0) => {}
                 Ok(n) => tracing::debug!(promoted = n, "due scheduled jobs made pending"),
-                Err(error) => tracing::warn!(%error, "promote failed; retrying next round"),
+                Err(error) => {
+                    if self.fatal("promote", error) {
+                        return;
+                    }
+                }
             }
             tokio::time::sleep(jitter(self.promote_interval, 0.2)).await;
         }
     }
 
-    async fn recover_loop(&self) {
-        loop {
+    async fn recover_loop(&self, mut elected: watch::Receiver<bool>) {
+        while elected.wait_for(|held| *held).await.is_ok() {
             match self.storage.recover().await {
                 Ok(0) => {}
                 Ok(n) => tracing::info!(recovered = n, "jobs with expired leases handed back"),
-                Err(error) => tracing::warn!(%error, "recover failed; retrying next round"),
+                Err(error) => {
+                    if self.fatal("recover", error) {
+                        return;
+                    }
+                }
             }
             tokio::time::sleep(jitter(self.recover_interval, 0.2)).await;
         }
     }
 
-    async fn purge_loop(&self) {
+    async fn purge_loop(&self, mut elected: watch::Receiver<bool>) {
         if self.retention.iter().all(|(_, keep)| keep.is_none()) {
             return;
         }
@@ -68,13 +152,20 @@ impl<S: Storage> Maintenance<S> {
             // First round after one interval: a restart loop must not turn
             // into a purge loop.
             tokio::time::sleep(jitter(self.purge_interval, 0.2)).await;
+            if elected.wait_for(|held| *held).await.is_err() {
+                return;
+            }
             for &(state, keep) in &self.retention {
                 let Some(keep) = keep else { continue };
                 let older_than = before(self.storage.clock().now(), keep);
                 match self.storage.purge(state, older_than).await {
                     Ok(0) => {}
                     Ok(n) => tracing::info!(purged = n, %state, "finished jobs past retention deleted"),
-                    Err(error) => tracing::warn!(%error, %state, "purge failed; retrying next round"),
+                    Err(error) => {
+                        if self.fatal("purge", error) {
+                            return;
+                        }
+                    }
                 }
             }
         }

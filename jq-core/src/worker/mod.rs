@@ -67,12 +67,24 @@
 //!   [`Storage::complete`] call.
 //! - [`heartbeat`]: extends every held lease in one call per
 //!   interval; cancels the jobs whose lease was lost.
-//! - [`maintenance`]: promote, recover and retention purges.
+//! - [`maintenance`]: promote, recover and retention purges, run by the one
+//!   pool per store that holds the "maintenance" role ([`Storage::elect`]).
 //! - [`handle`]: the [`WorkerHandle`] and the graceful
 //!   shutdown sequence.
+//!
+//! # Fatal errors
+//!
+//! Storage errors are retried with a bounded backoff, except the fatal
+//! ones ([`Error::is_fatal`]: a schema that was never migrated, a dead
+//! SQLite writer): no retry can help, so the pool logs the error once at
+//! error level (its message says what to do), shuts itself down
+//! gracefully, and [`WorkerHandle::wait`] / [`WorkerHandle::shutdown`]
+//! return it. [`WorkerHandle::shutdown_token`] is cancelled at that moment,
+//! so a program waiting for a signal can wait for it too.
 
 pub mod completer;
 pub mod executor;
+mod failure;
 pub mod fetcher;
 pub mod handle;
 pub mod handler;
@@ -89,6 +101,7 @@ use rand::Rng;
 
 pub use handle::WorkerHandle;
 pub use handler::{HandlerError, HandlerResult, JobContext};
+pub use maintenance::ROLE as MAINTENANCE_ROLE;
 
 use crate::error::{Error, Result};
 use crate::job::{Job, JobType, QueueName, State};
@@ -112,6 +125,9 @@ pub const DEFAULT_PROMOTE_INTERVAL: Duration = Duration::from_secs(1);
 pub const DEFAULT_RECOVER_INTERVAL: Duration = Duration::from_secs(10);
 /// Default interval between retention purges.
 pub const DEFAULT_PURGE_INTERVAL: Duration = Duration::from_secs(60);
+/// Default maintenance lease: when the pool that maintains a store dies,
+/// another takes over within this long.
+pub const DEFAULT_MAINTENANCE_LEASE: Duration = Duration::from_secs(30);
 
 /// The settings of a pool; see the [`WorkerPool`] builder methods for each
 /// one's meaning and default.
@@ -128,6 +144,7 @@ pub(crate) struct Config {
     pub(crate) backoff: Arc<dyn Backoff>,
     pub(crate) shutdown_grace: Duration,
     pub(crate) maintenance: bool,
+    pub(crate) maintenance_lease: Duration,
     pub(crate) promote_interval: Duration,
     pub(crate) recover_interval: Duration,
     pub(crate) purge_interval: Duration,
@@ -195,6 +212,7 @@ impl<S: Storage> WorkerPool<S> {
                 backoff: Arc::new(ExponentialBackoff::default()),
                 shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
                 maintenance: true,
+                maintenance_lease: DEFAULT_MAINTENANCE_LEASE,
                 promote_interval: DEFAULT_PROMOTE_INTERVAL,
                 recover_interval: DEFAULT_RECOVER_INTERVAL,
                 purge_interval: DEFAULT_PURGE_INTERVAL,
@@ -330,8 +348,24 @@ impl<S: Storage> WorkerPool<S> {
     /// Turns the maintenance task (promote, recover, purge) on or off
     /// (default on). Run it in at least one process per storage: without
     /// recovery, a crashed worker's jobs stay Running forever.
+    ///
+    /// Of all the pools on one store with maintenance on, one at a time
+    /// does the work: the one holding the "maintenance" role
+    /// ([`Storage::elect`]); the others only campaign for it. Off, the
+    /// pool does not campaign either.
     pub fn maintenance(mut self, enabled: bool) -> Self {
         self.config.maintenance = enabled;
+        self
+    }
+
+    /// How soon another pool takes over maintenance when the maintaining
+    /// pool dies without resigning (default 30 s). The maintainer holds the
+    /// role for three quarters of this and renews it every quarter, so two
+    /// renewals may fail before it loses the role; the other pools
+    /// campaign every quarter too. A pool that shuts down gracefully
+    /// resigns, and another takes over within a quarter.
+    pub fn maintenance_lease(mut self, lease: Duration) -> Self {
+        self.config.maintenance_lease = lease;
         self
     }
 
@@ -386,9 +420,9 @@ impl<S: Storage> WorkerPool<S> {
     /// runtime.
     ///
     /// Errors: [`Error::InvalidQueue`] for a bad queue name;
-    /// [`Error::InvalidInput`] for no queue, concurrency 0, a zero lease, a
-    /// heartbeat interval not shorter than the lease, or a retention of a
-    /// non-terminal state.
+    /// [`Error::InvalidInput`] for no queue, concurrency 0, a zero lease or
+    /// maintenance lease, a heartbeat interval not shorter than the lease,
+    /// or a retention of a non-terminal state.
     pub fn start(self) -> Result<WorkerHandle> {
         let WorkerPool { storage, mut config, handlers, fallback, typed_queues } = self;
         if config.queues.is_empty() {
@@ -412,19 +446,30 @@ impl<S: Storage> WorkerPool<S> {
             ));
         }
         config.heartbeat_interval = Some(heartbeat);
+        if config.maintenance_lease < Duration::from_millis(4) {
+            return Err(Error::invalid(
+                "maintenance lease",
+                format!("{:?}: it must be at least 4 ms (it is renewed every quarter)", config.maintenance_lease),
+            ));
+        }
         if let Some((state, _)) = config.retention.iter().find(|(s, _)| !s.is_terminal()) {
             return Err(Error::invalid("retention", format!("{state} is not terminal: only finished jobs are purged")));
         }
         Ok(handle::start(storage, config, queues, handlers, fallback))
     }
 
-    /// Starts the pool, runs until `until` completes, then shuts down
-    /// gracefully and returns once every outcome is recorded.
+    /// Starts the pool, runs until `until` completes (or a fatal storage
+    /// error stops the pool), then shuts down gracefully and returns once
+    /// every outcome is recorded: `Err` with the fatal error, if one
+    /// stopped it.
     pub async fn run_until(self, until: impl Future<Output = ()>) -> Result<()> {
         let handle = self.start()?;
-        until.await;
-        handle.shutdown().await;
-        Ok(())
+        let stopped = handle.shutdown_token();
+        tokio::select! {
+            _ = until => {}
+            _ = stopped.cancelled() => {}
+        }
+        handle.shutdown().await
     }
 }
 

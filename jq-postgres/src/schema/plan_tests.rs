@@ -74,10 +74,11 @@ async fn every_statement_finds_its_rows_by_key_whatever_the_statistics() {
         (
             "claim",
             &sql.claim,
-            "text[], int4, timestamptz, text, timestamptz",
-            "(ARRAY['q'], 50, now(), 'w', now() + interval '30 s')".to_owned(),
+            "text[], int4, timestamptz, text, timestamptz, uuid",
+            "(ARRAY['q'], 50, now(), 'w', now() + interval '30 s', gen_random_uuid())".to_owned(),
             &["jobs_claim", "jobs_pkey"],
         ),
+        ("claim_earlier", &sql.claim_earlier, "uuid", format!("('{token}')"), &["jobs_lease_expiry"]),
         (
             "complete",
             &sql.complete,

@@ -1,7 +1,8 @@
 -- Claim up to $2 jobs of the queues $1 in one statement.
 --
 -- $1 queues text[], $2 limit int4, $3 now timestamptz, $4 worker text,
--- $5 lease expiry timestamptz.
+-- $5 lease expiry timestamptz, $6 the claim's lease token uuid (every job
+-- it takes shares it; fencing is per job id and token).
 --
 -- For each asked queue, a LATERAL subquery walks jobs_claim in claim order
 -- (priority DESC, run_at, id), skips rows other claimers hold and stops at
@@ -29,7 +30,7 @@ WITH picked AS (
 UPDATE {schema}.jobs AS j
 SET state = 'running',
     attempts = j.attempts + 1,
-    lease_token = gen_random_uuid(),
+    lease_token = $6,
     lease_worker = $4,
     lease_expires_at = $5
 FROM picked

@@ -1,5 +1,5 @@
 -- claim.lua: moves up to `limit` claimable jobs of the given queues to
--- Running, each with a fresh lease, and returns them.
+-- Running, each with a lease under the claim's token, and returns them.
 --
 -- KEYS[q]  base of each asked queue
 -- ARGV[1]  now (microseconds)
@@ -10,21 +10,23 @@
 --          earliest due) are considered besides the Pending ones; promote
 --          moves the rest, so the order is exact while a queue has at most
 --          this many due Scheduled jobs
--- ARGV[6 .. 5+limit]  fresh lease tokens, one per job that may be claimed
+-- ARGV[6]  the claim's lease token, shared by every job it takes (fencing
+--          is per job id and token)
 -- Returns one array per claimed job, in claim order (priority high to low,
 -- then run_at, then id): kind, payload, priority, max_attempts, run_at,
 -- created_at, attempts (after this claim), errors, unique_key (nil when
--- absent), id, queue index (1-based into KEYS). The k-th job got the k-th
--- token; state, worker and expiry are what the client sent. A candidate
--- whose stored priority or attempts is not an integer is moved to Dead
--- with the reason instead (see int() in common.lua) and returned as
--- { "corrupt", id, reason } in its place, its token unused.
+-- absent), id, queue index (1-based into KEYS). State, token, worker and
+-- expiry are what the client sent. A candidate whose stored priority or
+-- attempts is not an integer is moved to Dead with the reason instead (see
+-- int() in common.lua) and returned as { "corrupt", id, reason } in its
+-- place.
 
 local now = tonumber(ARGV[1])
 local limit = tonumber(ARGV[2])
 local lease = tonumber(ARGV[3])
 local worker = ARGV[4]
 local due_bound = tonumber(ARGV[5])
+local token = ARGV[6]
 
 local candidates = {}
 -- rows of the candidates buried before the loop below (see the header)
@@ -104,7 +106,6 @@ for _, c in ipairs(candidates) do
     bury_corrupt(base, key, id, 0, now, reason)
     out[#out + 1] = { 'corrupt', id, reason }
   elseif f[1] then
-    local token = ARGV[6 + #out]
     local attempts = fmt(done_attempts + 1)
     f[7] = attempts
     redis.call('HSET', key, 'state', 'running', 'attempts', attempts, 'lease_token', token,

@@ -6,7 +6,8 @@ use std::time::Duration;
 use jq_core::{Error, JobFilter, JobId, State, Storage, StorageExt};
 
 use super::support::{
-    build, builder, claim, claim_one, enqueue_all, get, jobs, lease, list_all, manual_clock, queue, stats,
+    build, builder, claim, claim_one, enqueue_all, enqueue_mixed, get, jobs, lease, list_all, manual_clock, queue,
+    stats,
 };
 use crate::Harness;
 
@@ -49,7 +50,7 @@ pub async fn list_filters_and_pages<H: Harness>(h: &H) {
         let payload = jq_core::Payload::from_json(format!("{i}")).expect("JSON");
         all.push(build(jq_core::NewJob::builder(kind, payload).queue(q), &clock));
     }
-    let ids = enqueue_all(&storage, all.clone()).await;
+    let ids = enqueue_mixed(h, &storage, all.clone()).await;
     // The two oldest q1 jobs become Running.
     let running: Vec<JobId> = claim(&storage, &["q1"], 2, "w").await.into_iter().map(|j| j.id).collect();
     assert_eq!(running, vec![ids[0], ids[2]]);
@@ -204,7 +205,7 @@ pub async fn cancel_pending_and_scheduled<H: Harness>(h: &H) {
     let scheduled = build(builder("q", 1).delay(Duration::from_secs(60)), &clock);
     let running = build(builder("r", 2), &clock);
     let (p, s, r) = (pending.id, scheduled.id, running.id);
-    enqueue_all(&storage, vec![pending, scheduled, running]).await;
+    enqueue_mixed(h, &storage, vec![pending, scheduled, running]).await;
     let claimed = claim_one(&storage, "r", "w").await;
     assert_eq!(claimed.id, r);
 

@@ -7,7 +7,8 @@ use jq_core::clock::add;
 use jq_core::{Completion, JobId, Outcome, Priority, State, Storage};
 
 use super::support::{
-    MICRO, build, builder, claim, claim_one, complete, count_ids, enqueue_all, get, jobs, lease, manual_clock, stats,
+    MICRO, build, builder, claim, claim_one, complete, count_ids, enqueue_all, enqueue_mixed, get, jobs, lease,
+    manual_clock, stats,
 };
 use crate::Harness;
 
@@ -153,7 +154,7 @@ pub async fn queue_isolation<H: Harness>(h: &H) {
     let low = build(builder("x", 0).priority(Priority::Low), &clock);
     let high = build(builder("y", 0).priority(Priority::High), &clock);
     let high_id = high.id;
-    enqueue_all(&storage, vec![low, high]).await;
+    enqueue_mixed(h, &storage, vec![low, high]).await;
     assert_eq!(claim_one(&storage, "x", "w").await.queue.as_str(), "x");
     enqueue_all(&storage, vec![build(builder("x", 1).priority(Priority::Low), &clock)]).await;
     let job = claim(&storage, &["x", "y"], 1, "w").await.pop().expect("one job");
@@ -190,8 +191,9 @@ pub async fn never_claimed_before_run_at<H: Harness>(h: &H) {
     assert_eq!(claim_one(&storage, "q", "w").await.id, scheduled_id);
 }
 
-/// A claim counts the attempt and sets a fresh lease: worker, expiry and a
-/// token never seen before for that job.
+/// A claim counts the attempt and sets a fresh lease: worker, expiry and
+/// the claim's own token (shared by the jobs of that claim), never seen
+/// before for that job.
 pub async fn claim_sets_lease_and_attempts<H: Harness>(h: &H) {
     let clock = manual_clock();
     let storage = h.connect(clock.clock()).await;
@@ -205,6 +207,7 @@ pub async fn claim_sets_lease_and_attempts<H: Harness>(h: &H) {
     for job in &claimed {
         let held = job.lease.as_ref().expect("lease");
         assert_eq!(held.worker, "w-1");
+        assert_eq!(held.token, request.token, "the lease holds the claim's token");
         assert_eq!(held.expires_at, add(now, lease_len));
         assert_eq!(job.attempts, 1);
         assert!(ids.contains(&job.id));
@@ -212,7 +215,6 @@ pub async fn claim_sets_lease_and_attempts<H: Harness>(h: &H) {
         assert_eq!(stored.state, State::Running);
         assert_eq!(stored.lease, job.lease, "get shows the lease the claim returned");
     }
-    assert_ne!(claimed[0].token(), claimed[1].token(), "each claim has its own token");
 
     // Release gives the attempt back, yet the next claim's token is new.
     let first = &claimed[0];
@@ -224,4 +226,40 @@ pub async fn claim_sets_lease_and_attempts<H: Harness>(h: &H) {
     assert_eq!(again.id, first.id);
     assert_eq!(again.attempts, 1);
     assert_ne!(again.token(), first.token(), "a token is never repeated for a job");
+}
+
+/// A claim sent again with the same token and `resend` (its answer was
+/// lost) returns the jobs the first attempt took, leases untouched, and
+/// takes nothing more; a resend whose token holds nothing claims as
+/// usual, and a fresh token claims the rest.
+pub async fn claim_resend_returns_the_earlier_claim<H: Harness>(h: &H) {
+    let clock = manual_clock();
+    let storage = h.connect(clock.clock()).await;
+    let other = h.connect(clock.clock()).await;
+    let ids = enqueue_all(&storage, jobs(&clock, "q", 5)).await;
+    let first = super::support::request(&["q"], 2, "w");
+    let took = storage.claim(&first).await.expect("claim");
+    assert_eq!(took.iter().map(|j| j.id).collect::<Vec<_>>(), ids[..2]);
+
+    clock.advance(Duration::from_secs(1));
+    let resend = jq_core::ClaimRequest { resend: true, ..first.clone() };
+    let again = other.claim(&resend).await.expect("resend");
+    assert_eq!(again, took, "the resend returns the same jobs with the same leases, on any connection");
+    for id in &ids[2..] {
+        assert_eq!(get(&storage, *id).await.state, State::Pending, "a resend claims nothing more");
+    }
+
+    // One of the two finishes: a resend returns what its token still holds.
+    assert_eq!(complete(&storage, lease(&took[0]), Outcome::Ack).await.ok(), Some(State::Completed));
+    let rest = storage.claim(&resend).await.expect("resend");
+    assert_eq!(rest.iter().map(|j| j.id).collect::<Vec<_>>(), vec![ids[1]]);
+    assert_eq!(rest[0].attempts, 1);
+
+    // A resend whose first attempt took nothing claims as usual.
+    let lost = jq_core::ClaimRequest { resend: true, ..super::support::request(&["q"], 2, "w") };
+    let fresh = storage.claim(&lost).await.expect("resend of a claim that took nothing");
+    assert_eq!(fresh.iter().map(|j| j.id).collect::<Vec<_>>(), ids[2..4]);
+    assert!(fresh.iter().all(|j| j.token() == Some(lost.token) && j.attempts == 1));
+    let last = claim(&storage, &["q"], 5, "w").await;
+    assert_eq!(last.iter().map(|j| j.id).collect::<Vec<_>>(), ids[4..]);
 }

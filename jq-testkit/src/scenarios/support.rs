@@ -8,6 +8,8 @@ use jq_core::{
     Outcome, Payload, QueueName, Stats, Storage,
 };
 
+use crate::Harness;
+
 /// The lease most scenarios claim with.
 pub(crate) const LEASE: Duration = Duration::from_secs(30);
 
@@ -48,9 +50,30 @@ pub(crate) async fn enqueue_all<S: Storage>(storage: &S, jobs: Vec<NewJob>) -> V
     ids
 }
 
+/// [`enqueue_all`] of a batch over several queues: one batch, or one per
+/// queue (in order of first appearance) when the backend refuses batches
+/// over several queues ([`Harness::cross_queue_batches`]).
+pub(crate) async fn enqueue_mixed<H: Harness>(h: &H, storage: &H::Storage, jobs: Vec<NewJob>) -> Vec<JobId> {
+    if h.cross_queue_batches() {
+        return enqueue_all(storage, jobs).await;
+    }
+    let order: Vec<JobId> = jobs.iter().map(|j| j.id).collect();
+    let mut by_queue: Vec<(QueueName, Vec<NewJob>)> = Vec::new();
+    for job in jobs {
+        match by_queue.iter_mut().find(|(q, _)| *q == job.queue) {
+            Some((_, batch)) => batch.push(job),
+            None => by_queue.push((job.queue.clone(), vec![job])),
+        }
+    }
+    for (_, batch) in by_queue {
+        enqueue_all(storage, batch).await;
+    }
+    order
+}
+
 /// A claim request with the default [`LEASE`].
 pub(crate) fn request(queues: &[&str], limit: usize, worker: &str) -> ClaimRequest {
-    ClaimRequest { queues: queues.iter().map(|q| queue(q)).collect(), limit, lease: LEASE, worker: worker.to_owned() }
+    ClaimRequest::new(queues.iter().map(|q| queue(q)).collect(), limit, LEASE, worker)
 }
 
 /// Claims and checks what every claim must hold.

@@ -1,0 +1,2 @@
+-- Every held role, by name.
+SELECT role, holder, expires_at FROM {schema}.leaders ORDER BY role
