@@ -243,7 +243,7 @@ impl Stats {
 /// value is a counter that only matters by changing.
 pub type WorkSignal = watch::Receiver<u64>;
 
-/// A job store. Implement this (fifteen methods) and run
+/// A job store. Implement this (sixteen methods) and run
 /// `jq_testkit::conformance!` against it to get a backend.
 ///
 /// Every method is one atomic step as seen by other callers; concurrency
