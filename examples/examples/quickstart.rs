@@ -8,23 +8,24 @@
 //!
 //! Without a URL the database is `jq-quickstart.db` in the system temp
 //! directory (`$TMPDIR`, usually `/tmp`). On PostgreSQL the jobs live in the
-//! schema `jq_quickstart`, on Redis under the key prefix `jq-quickstart`.
-//! Each is emptied at start so every run begins afresh. Logs go to stderr at
-//! `warn` unless `RUST_LOG` says otherwise.
+//! schema `jq_quickstart`, on Redis under the key prefix `jq-quickstart`
+//! (unless the URL names another with `?schema=` or `?prefix=`). Each is
+//! emptied at start so every run begins afresh. Logs go to stderr at `warn`
+//! unless `RUST_LOG` says otherwise. `tests/quickstart.rs` runs this file's
+//! `open_fresh` and `run` on every backend.
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use jq_core::worker::{HandlerError, HandlerResult, JobContext, WorkerPool};
-use jq_core::{ExponentialBackoff, JobId, JobType, NewJob, State, Storage, StorageExt};
-use jq_postgres::{PostgresConfig, PostgresStorage};
-use jq_redis::{RedisConfig, RedisStorage};
-use jq_sqlite::{SqliteConfig, SqliteStorage};
+use jq::{Backend, Client, ExponentialBackoff, HandlerError, HandlerResult, Job, JobContext, JobType, NewJob, State};
 use serde::{Deserialize, Serialize};
+
+/// What `main` and the test return on failure.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Always succeeds.
 #[derive(Serialize, Deserialize)]
-struct SendWelcome {
+pub struct SendWelcome {
     user: String,
 }
 
@@ -35,7 +36,7 @@ impl JobType for SendWelcome {
 
 /// Fails on its first attempt (a flaky payment gateway), then succeeds.
 #[derive(Serialize, Deserialize)]
-struct ChargeCard {
+pub struct ChargeCard {
     order: u32,
     cents: u64,
 }
@@ -47,7 +48,7 @@ impl JobType for ChargeCard {
 
 /// Never succeeds: ends Dead after its attempts, with every error kept.
 #[derive(Serialize, Deserialize)]
-struct BuildReport {
+pub struct BuildReport {
     report: String,
 }
 
@@ -75,60 +76,81 @@ async fn build_report(job: BuildReport, ctx: JobContext) -> HandlerResult {
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> Result<(), BoxError> {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
 
-    match std::env::args().nth(1) {
-        None => run(open_sqlite(&std::env::temp_dir().join("jq-quickstart.db"))?).await,
-        Some(url) if url.starts_with("sqlite:") => run(SqliteStorage::open(SqliteConfig::from_url(&url)?)?).await,
-        Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
-            println!("database: {url}, schema jq_quickstart");
-            let storage = PostgresStorage::connect(PostgresConfig::new(url).schema("jq_quickstart")).await?;
-            sqlx::query("DROP SCHEMA IF EXISTS jq_quickstart CASCADE").execute(storage.pool()).await?;
-            storage.migrate().await?;
-            run(storage).await
+    let url = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| format!("sqlite://{}", std::env::temp_dir().join("jq-quickstart.db").display()));
+    let client = open_fresh(&url).await?;
+    let jobs = run(&client).await?;
+    for job in &jobs {
+        println!("{:<13} {:<9} attempts {}/{}", job.kind, job.state.as_str(), job.attempts, job.max_attempts);
+        for error in &job.errors {
+            println!("    attempt {}: {}", error.attempt, error.message);
         }
-        Some(url) if url.starts_with("redis://") => {
-            println!("database: {url}, key prefix jq-quickstart");
-            let storage = RedisStorage::connect(RedisConfig::new(url).prefix("jq-quickstart")).await?;
-            storage.delete_all_keys().await?;
-            run(storage).await
+    }
+    println!("\ncounts per state:");
+    let stats = client.stats().await?;
+    for state in State::ALL {
+        println!("  {:<10} {}", state.as_str(), stats.total(state));
+    }
+    Ok(())
+}
+
+/// Connects to `url` (with the quickstart's schema or key prefix unless the
+/// URL names one), empties what an earlier run left there, and migrates.
+pub async fn open_fresh(url: &str) -> Result<Client, BoxError> {
+    let url = with_default_namespace(url);
+    if let Some(path) = url.strip_prefix("sqlite://") {
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{path}{suffix}")); // absent on the first run
         }
-        Some(other) => Err(format!("unknown URL {other:?}: use sqlite://PATH, postgres://... or redis://...").into()),
+    }
+    println!("database: {url}");
+    let client = jq::connect(&url).await?;
+    match client.storage() {
+        Backend::Postgres(s) => {
+            let drop = format!("DROP SCHEMA IF EXISTS \"{}\" CASCADE", s.schema());
+            jq::postgres::sqlx::raw_sql(jq::postgres::sqlx::AssertSqlSafe(drop)).execute(s.pool()).await?;
+        }
+        Backend::Redis(s) => {
+            s.delete_all_keys().await?;
+        }
+        _ => {}
+    }
+    client.migrate().await?; // PostgreSQL's schema; nothing to do on SQLite and Redis
+    Ok(client)
+}
+
+fn with_default_namespace(url: &str) -> String {
+    let sep = if url.contains('?') { '&' } else { '?' };
+    if url.starts_with("postgres") && !url.contains("schema=") {
+        format!("{url}{sep}schema=jq_quickstart")
+    } else if url.starts_with("redis") && !url.contains("prefix=") {
+        format!("{url}{sep}prefix=jq-quickstart")
+    } else {
+        url.to_owned()
     }
 }
 
-/// A fresh SQLite file at `path`.
-fn open_sqlite(path: &std::path::Path) -> Result<SqliteStorage, Box<dyn std::error::Error>> {
-    for suffix in ["", "-wal", "-shm"] {
-        let mut file = path.to_path_buf().into_os_string();
-        file.push(suffix);
-        let _ = std::fs::remove_file(file); // absent on the first run
-    }
-    println!("database: {}", path.display());
-    Ok(SqliteStorage::open(SqliteConfig::new(path))?)
-}
-
-/// Enqueues the demo jobs, works them off and prints what became of each.
-async fn run<S: Storage + Clone>(storage: S) -> Result<(), Box<dyn std::error::Error>> {
+/// Enqueues the demo jobs, works them off, and returns what became of each.
+pub async fn run(client: &Client) -> Result<Vec<Job>, BoxError> {
     let ids = vec![
-        storage.enqueue_one(NewJob::typed(&SendWelcome { user: "ada@example.com".into() }).build()?).await?,
-        storage
-            .enqueue_one(
-                NewJob::typed(&SendWelcome { user: "later@example.com".into() })
-                    .delay(Duration::from_secs(2))
-                    .build()?,
-            )
+        client.enqueue(SendWelcome { user: "ada@example.com".into() }).await?,
+        client
+            .enqueue(NewJob::typed(&SendWelcome { user: "later@example.com".into() }).delay(Duration::from_secs(2)))
             .await?,
-        storage.enqueue_one(NewJob::typed(&ChargeCard { order: 42, cents: 1999 }).build()?).await?,
-        storage.enqueue_one(NewJob::typed(&BuildReport { report: "q3".into() }).build()?).await?,
+        client.enqueue(ChargeCard { order: 42, cents: 1999 }).await?,
+        client.enqueue(BuildReport { report: "q3".into() }).await?,
     ];
     println!("enqueued {} jobs (one delayed by 2 s)", ids.len());
 
     let started = Instant::now();
-    let pool = WorkerPool::new(storage.clone())
+    let pool = client
+        .worker_pool()
         // A fast backoff so the retries finish within the demo; the default
         // starts at 1 s and doubles up to an hour.
         .backoff(ExponentialBackoff { base: Duration::from_millis(100), max: Duration::from_millis(400) })
@@ -136,36 +158,28 @@ async fn run<S: Storage + Clone>(storage: S) -> Result<(), Box<dyn std::error::E
         .register::<ChargeCard, _, _>(charge_card)
         .register::<BuildReport, _, _>(build_report)
         .start()?;
-    let settled = wait_until_settled(&storage, &ids, Duration::from_secs(15)).await?;
+    let settled = wait_until_settled(client, &ids, Duration::from_secs(15)).await?;
     pool.shutdown().await?;
     if !settled {
         eprintln!("some jobs did not settle within 15 s");
     }
     println!("all settled in {:.1} s\n", started.elapsed().as_secs_f64());
 
-    for id in &ids {
-        let job = storage.get(*id).await?;
-        println!("{:<13} {:<9} attempts {}/{}", job.kind, job.state.as_str(), job.attempts, job.max_attempts);
-        for error in &job.errors {
-            println!("    attempt {}: {}", error.attempt, error.message);
-        }
+    let mut jobs = Vec::with_capacity(ids.len());
+    for id in ids {
+        jobs.push(client.get(id).await?);
     }
-    println!("\ncounts per state:");
-    let stats = storage.stats().await?;
-    for state in State::ALL {
-        println!("  {:<10} {}", state.as_str(), stats.total(state));
-    }
-    Ok(())
+    Ok(jobs)
 }
 
 /// Waits (bounded) until every job is in a terminal state.
-async fn wait_until_settled<S: Storage>(storage: &S, ids: &[JobId], limit: Duration) -> jq_core::Result<bool> {
+async fn wait_until_settled(client: &Client, ids: &[jq::JobId], limit: Duration) -> jq::Result<bool> {
     let deadline = Instant::now() + limit;
-    let mut open: HashSet<JobId> = ids.iter().copied().collect();
+    let mut open: HashSet<jq::JobId> = ids.iter().copied().collect();
     while Instant::now() < deadline {
         let mut done = Vec::new();
         for id in &open {
-            if storage.get(*id).await?.state.is_terminal() {
+            if client.get(*id).await?.state.is_terminal() {
                 done.push(*id);
             }
         }

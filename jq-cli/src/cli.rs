@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use jq_core::{JobId, Priority, QueueName, State, Timestamp};
+use jq::{JobId, Priority, QueueName, State, Timestamp};
 
 use crate::duration;
 
@@ -107,7 +107,7 @@ pub struct EnqueueArgs {
     #[arg(default_value = "{}", allow_hyphen_values = true)]
     pub payload: String,
     /// The queue (1 to 128 bytes of letters, digits and _ - . :).
-    #[arg(long, short, default_value = jq_core::DEFAULT_QUEUE, value_parser = parse_queue)]
+    #[arg(long, short, default_value = jq::DEFAULT_QUEUE, value_parser = parse_queue)]
     pub queue: QueueName,
     /// low, normal, high or critical; higher priorities are claimed first.
     #[arg(long, short, default_value = "normal", value_parser = parse_priority)]
@@ -135,7 +135,7 @@ impl EnqueueArgs {
         match (self.max_attempts, self.max_retries) {
             (Some(n), _) => n,
             (None, Some(retries)) => retries.saturating_add(1),
-            (None, None) => jq_core::DEFAULT_MAX_ATTEMPTS,
+            (None, None) => jq::DEFAULT_MAX_ATTEMPTS,
         }
     }
 }
@@ -212,7 +212,7 @@ Examples:
   jqctl worker -q mail -q reports -- python3 handle.py --verbose")]
 pub struct WorkerArgs {
     /// A queue to take jobs from; repeat for several.
-    #[arg(long = "queue", short, default_value = jq_core::DEFAULT_QUEUE, value_parser = parse_queue)]
+    #[arg(long = "queue", short, default_value = jq::DEFAULT_QUEUE, value_parser = parse_queue)]
     pub queues: Vec<QueueName>,
     /// How many jobs run at once.
     #[arg(long, short, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]

@@ -17,7 +17,7 @@ pub enum CliError {
     BadInput(String),
     /// The storage refused or failed; the exit code depends on the variant.
     #[error(transparent)]
-    Storage(#[from] jq_core::Error),
+    Storage(#[from] jq::Error),
     /// Anything else (exit 1).
     #[error("{0}")]
     Other(String),
@@ -41,11 +41,11 @@ impl CliError {
     /// A hint printed after the message, when there is one.
     pub fn hint(&self) -> Option<&'static str> {
         match self {
-            CliError::Storage(jq_core::Error::Unavailable { .. }) => {
+            CliError::Storage(jq::Error::Unavailable { .. }) => {
                 Some("check --url (or JQ_URL) and that the server is running")
             }
             // jq-postgres never migrates on its own: a fresh database has no tables yet.
-            CliError::Storage(jq_core::Error::SchemaMissing { .. }) => {
+            CliError::Storage(jq::Error::SchemaMissing { .. }) => {
                 Some("`jqctl migrate` (with this --url) creates or upgrades jq's schema")
             }
             _ => None,
@@ -55,8 +55,8 @@ impl CliError {
 
 /// Errors whose cause is in the command line: the user can fix them by
 /// changing what they typed (an argument, a job id, the job they act on).
-fn is_bad_input(e: &jq_core::Error) -> bool {
-    use jq_core::Error as E;
+fn is_bad_input(e: &jq::Error) -> bool {
+    use jq::Error as E;
     matches!(
         e,
         E::InvalidQueue { .. }

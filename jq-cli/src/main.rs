@@ -1,7 +1,7 @@
 //! jqctl: the command line for people who operate jq queues.
 //!
-//! Every command is a generic function over `S: jq_core::Storage`
-//! (`commands`); `backend` opens the storage `--url` names and calls it.
+//! Every command is a generic function over `S: jq::Storage` (`commands`),
+//! run on the `jq::Backend` that `backend` opens from `--url`.
 //! Exit codes: 0 success, 2 bad input (nothing stored), 1 anything else.
 
 #[cfg(not(any(feature = "sqlite", feature = "postgres", feature = "redis")))]
@@ -19,7 +19,6 @@ use std::process::ExitCode;
 
 use clap::Parser as _;
 
-use crate::backend::{Backend, BackendUrl, with_storage};
 use crate::cli::{Cli, Command};
 use crate::commands::Action;
 use crate::error::{CliError, CliResult};
@@ -48,15 +47,15 @@ fn report(e: &CliError) -> ExitCode {
 /// Checks the input, then opens the backend, then runs the command: bad
 /// input never touches (or creates) the store.
 async fn run(cli: Cli) -> CliResult {
-    let url = BackendUrl::parse(&cli.url)?;
+    let url = backend::parse(&cli.url)?;
     let action = Action::prepare(cli.command)?;
-    let backend = Backend::open(&url).await?;
+    let backend = backend::open(&url).await?;
     match action {
         None => {
-            let message = backend.migrate().await?;
+            let message = backend::migrate(&backend).await?;
             view::emit(&format!("{message}\n"))
         }
-        Some(action) => with_storage!(backend, |storage| action.run(storage, cli.json).await),
+        Some(action) => action.run(backend, cli.json).await,
     }
 }
 

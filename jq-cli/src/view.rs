@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::io::Write as _;
 
-use jq_core::{AttemptError, Job, Leader, State, Stats, Timestamp};
+use jq::{AttemptError, Job, Leader, State, Stats, Timestamp};
 use serde::Serialize;
 use serde_json::value::RawValue;
 
@@ -126,7 +126,7 @@ pub struct CountsView {
 }
 
 impl CountsView {
-    fn of(counts: &jq_core::StateCounts) -> Self {
+    fn of(counts: &jq::StateCounts) -> Self {
         CountsView {
             scheduled: counts.get(State::Scheduled),
             pending: counts.get(State::Pending),
@@ -150,7 +150,7 @@ pub struct StatsView {
 
 impl From<&Stats> for StatsView {
     fn from(stats: &Stats) -> Self {
-        let mut total = jq_core::StateCounts::default();
+        let mut total = jq::StateCounts::default();
         for counts in stats.queues.values() {
             for state in State::ALL {
                 total.add(state, counts.get(state));

@@ -133,7 +133,8 @@ impl FromStr for Priority {
     }
 }
 
-/// Where a job is in its life. See the state diagram in `CONTRACT.md`.
+/// Where a job is in its life. See the state diagram in the repository's
+/// `docs/CONTRACT.md`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum State {
@@ -547,6 +548,53 @@ pub trait JobType: Serialize + DeserializeOwned + Send + Sync + 'static {
     const QUEUE: &'static str = DEFAULT_QUEUE;
     /// Claims allowed in all unless the builder says otherwise.
     const MAX_ATTEMPTS: u32 = DEFAULT_MAX_ATTEMPTS;
+}
+
+/// Anything that becomes one job to enqueue: a [`JobType`] value (its
+/// type's defaults), a [`JobBuilder`] (options set, not yet built), or a
+/// built [`NewJob`]. Handles that enqueue take it, so one method covers
+/// every form:
+///
+/// ```
+/// # use serde::{Deserialize, Serialize};
+/// # use std::time::Duration;
+/// use jq_core::{IntoJob, JobType, NewJob, Priority};
+/// #[derive(Serialize, Deserialize)]
+/// struct SendEmail { to: String }
+/// impl JobType for SendEmail { const KIND: &'static str = "send_email"; }
+///
+/// let now = jq_core::Clock::system().now();
+/// let plain = SendEmail { to: "a@example.com".into() }.into_job(now).unwrap();
+/// let later = NewJob::typed(&SendEmail { to: "b@example.com".into() })
+///     .priority(Priority::High)
+///     .delay(Duration::from_secs(60))
+///     .into_job(now)
+///     .unwrap();
+/// assert_eq!(later.run_at, Some(jq_core::clock::add(now, Duration::from_secs(60))));
+/// # let _ = plain;
+/// ```
+pub trait IntoJob {
+    /// The job, with a delay turned into `run_at` from `now` (the storage's
+    /// clock, so a [`ManualClock`](crate::ManualClock) applies).
+    fn into_job(self, now: Timestamp) -> Result<NewJob>;
+}
+
+impl<T: JobType> IntoJob for T {
+    fn into_job(self, now: Timestamp) -> Result<NewJob> {
+        NewJob::typed(&self).build_at(now)
+    }
+}
+
+impl IntoJob for JobBuilder {
+    fn into_job(self, now: Timestamp) -> Result<NewJob> {
+        self.build_at(now)
+    }
+}
+
+impl IntoJob for NewJob {
+    fn into_job(self, _now: Timestamp) -> Result<NewJob> {
+        Ok(self)
+    }
 }
 
 #[cfg(test)]

@@ -1,8 +1,8 @@
 //! jq-core: the job model, the [`Storage`] trait every backend implements,
 //! and the worker pool that runs typed handlers over any storage.
 //!
-//! The semantics every backend keeps are in `CONTRACT.md`; `jq-testkit`
-//! checks them.
+//! The semantics every backend keeps are in the repository's
+//! `docs/CONTRACT.md`; `jq-testkit` checks them.
 
 pub mod clock;
 pub mod error;
@@ -14,8 +14,8 @@ pub mod worker;
 pub use clock::{Clock, ManualClock, Timestamp};
 pub use error::{BoxError, Error, Result};
 pub use job::{
-    AttemptError, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_QUEUE, Job, JobBuilder, JobId, JobType,
-    Lease, LeaseRef, LeaseToken, NewJob, Payload, Priority, QueueName, State,
+    AttemptError, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_QUEUE, IntoJob, Job, JobBuilder, JobId,
+    JobType, Lease, LeaseRef, LeaseToken, NewJob, Payload, Priority, QueueName, State,
 };
 pub use retry::{Backoff, ConstantBackoff, ExponentialBackoff};
 pub use storage::{

@@ -2,8 +2,8 @@
 //!
 //! # Contract
 //!
-//! `../shared/CONTRACT.md` is the full text; `jq-testkit` makes it
-//! executable. In short, for every backend:
+//! `docs/CONTRACT.md` in the repository is the full text; `jq-testkit`
+//! makes it executable. In short, for every backend:
 //!
 //! - "now" is the backend's [`Clock`](crate::Clock), never the server's, so
 //!   a test can move time without sleeping.
@@ -35,7 +35,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::sync::watch;
 
-use crate::clock::Timestamp;
+use crate::clock::{Clock, Timestamp};
 use crate::error::{Error, Result};
 use crate::job::{Job, JobId, LeaseRef, LeaseToken, QueueName, State};
 
@@ -243,7 +243,7 @@ impl Stats {
 /// value is a counter that only matters by changing.
 pub type WorkSignal = watch::Receiver<u64>;
 
-/// A job store. Implement this (fifteen methods) and run
+/// A job store. Implement this (sixteen methods) and run
 /// `jq_testkit::conformance!` against it to get a backend.
 ///
 /// Every method is one atomic step as seen by other callers; concurrency
@@ -368,6 +368,11 @@ pub trait Storage: Send + Sync + 'static {
     fn subscribe(&self) -> Option<WorkSignal> {
         None
     }
+
+    /// The clock this storage takes "now" from. The worker pool uses it too
+    /// (retention cut-offs), so a storage on a [`ManualClock`](crate::ManualClock)
+    /// moves the whole pool's time.
+    fn clock(&self) -> Clock;
 }
 
 use crate::job::NewJob;
@@ -463,5 +468,8 @@ impl<S: Storage + ?Sized> Storage for std::sync::Arc<S> {
     }
     fn subscribe(&self) -> Option<WorkSignal> {
         (**self).subscribe()
+    }
+    fn clock(&self) -> Clock {
+        (**self).clock()
     }
 }

@@ -516,6 +516,30 @@ async fn maintenance_purges_past_retention() {
     handle.shutdown().await.unwrap();
 }
 
+/// The pool takes "now" from the storage: a retention of an hour purges a
+/// job once the storage's manual clock has moved two hours, with no clock
+/// given to the pool.
+#[tokio::test]
+async fn retention_follows_the_storage_clock() {
+    let manual = jq_core::ManualClock::starting_now();
+    let storage = MemoryStorage::new().clock(manual.clock());
+    let handle = pool(&storage)
+        .maintenance(true)
+        .purge_interval(Duration::from_millis(20))
+        .retention(State::Completed, Some(Duration::from_secs(3600)))
+        .register::<Greet, _, _>(|_j, _c| async { Ok(()) })
+        .start()
+        .unwrap();
+    let id = enqueue(&storage, &Greet { name: "kept, then gone".into() }, 1).await;
+    until_state(&storage, id, State::Completed).await;
+    manual.advance(Duration::from_secs(2 * 3600));
+    eventually("the completed job to be purged", || async {
+        matches!(storage.get(id).await, Err(jq_core::Error::NotFound { .. })).then_some(())
+    })
+    .await;
+    handle.shutdown().await.unwrap();
+}
+
 #[tokio::test]
 async fn start_refuses_bad_settings() {
     let storage = MemoryStorage::new();
@@ -609,6 +633,9 @@ impl Storage for Flaky {
     }
     async fn leaders(&self) -> jq_core::Result<Vec<jq_core::Leader>> {
         self.inner.leaders().await
+    }
+    fn clock(&self) -> jq_core::Clock {
+        Storage::clock(&self.inner)
     }
     fn subscribe(&self) -> Option<jq_core::WorkSignal> {
         self.inner.subscribe()

@@ -63,6 +63,9 @@ use sqlx::{ConnectOptions, Connection, PgPool, Postgres, Transaction};
 pub use config::{MAX_SCHEMA_BYTES, PostgresConfig};
 pub use error::PostgresError;
 pub use schema::SCHEMA_VERSION;
+/// The sqlx this crate is built with, for [`PostgresStorage::enqueue_tx`]
+/// and [`PostgresStorage::from_pool`].
+pub use sqlx;
 
 /// jq's storage in a PostgreSQL schema. Cheap to clone: clones share the
 /// pool and the wake-up listener.
@@ -246,5 +249,9 @@ impl Storage for PostgresStorage {
 
     fn subscribe(&self) -> Option<WorkSignal> {
         listener::subscribe(&self.inner)
+    }
+
+    fn clock(&self) -> Clock {
+        self.inner.clock.clone()
     }
 }

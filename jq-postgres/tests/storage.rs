@@ -385,7 +385,7 @@ async fn retry_of_a_dead_job_whose_key_a_newer_live_job_holds() {
 }
 
 /// Enqueue of an id already stored returns that id and stores nothing
-/// (docs/contract-decisions.md): a client resending after a lost answer.
+/// (docs/CONTRACT.md): a client resending after a lost answer.
 #[tokio::test]
 async fn enqueue_of_an_id_already_stored_returns_it_and_stores_nothing() {
     let f = Fixture::new().await;

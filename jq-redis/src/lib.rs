@@ -115,8 +115,8 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use jq_core::{
-    ClaimRequest, Completion, CompletionResult, Election, Job, JobFilter, JobId, Leader, LeaseRef, LeaseToken, NewJob,
-    QueueName, Result, State, Stats, Storage, Timestamp, WorkSignal,
+    ClaimRequest, Clock, Completion, CompletionResult, Election, Job, JobFilter, JobId, Leader, LeaseRef, LeaseToken,
+    NewJob, QueueName, Result, State, Stats, Storage, Timestamp, WorkSignal,
 };
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
@@ -497,5 +497,9 @@ impl Storage for RedisStorage {
 
     fn subscribe(&self) -> Option<WorkSignal> {
         listener::subscribe(&self.inner)
+    }
+
+    fn clock(&self) -> Clock {
+        self.inner.config.clock.clone()
     }
 }

@@ -1,5 +1,5 @@
 //! Enqueue: one transaction per batch (the writer's group transaction, or
-//! the caller's own with [`SqliteStorage::enqueue_in_tx`](crate::SqliteStorage::enqueue_in_tx)).
+//! the caller's own with [`SqliteStorage::enqueue_tx`](crate::SqliteStorage::enqueue_tx)).
 
 use jq_core::{Error, JobId, NewJob, Result, State, Timestamp};
 use rusqlite::{Connection, OptionalExtension, params};

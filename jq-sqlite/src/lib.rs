@@ -30,8 +30,9 @@
 //! - The schema is versioned with `PRAGMA user_version`; [`schema`] holds
 //!   the migrations and an older file is upgraded on open.
 //! - [`SqliteStorage::subscribe`](jq_core::Storage::subscribe) is bumped
-//!   after commits that make work claimable in this process; other
-//!   processes are seen at the next poll.
+//!   after commits that make work claimable in this process, including a
+//!   caller's own transaction that used [`SqliteStorage::enqueue_tx`];
+//!   other processes are seen at the next poll.
 //! - When the WAL grows over [`SqliteConfig::checkpoint_wal_bytes`]
 //!   (64 MiB), the writer runs `PRAGMA wal_checkpoint(TRUNCATE)`; it looks
 //!   at most every 2 s and after every purge.
@@ -47,10 +48,11 @@ mod maintenance;
 mod row;
 pub mod schema;
 mod storage;
+mod wake;
 mod writer;
 
 pub use config::SqliteConfig;
 pub use error::SqliteError;
-/// The rusqlite this crate is built with, for [`SqliteStorage::enqueue_in_tx`].
+/// The rusqlite this crate is built with, for [`SqliteStorage::enqueue_tx`].
 pub use rusqlite;
 pub use storage::SqliteStorage;

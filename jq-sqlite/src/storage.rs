@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use jq_core::{
-    ClaimRequest, Completion, CompletionResult, Election, Error, Job, JobFilter, JobId, Leader, LeaseRef, LeaseToken,
-    NewJob, Result, State, Stats, Storage, Timestamp, WorkSignal,
+    ClaimRequest, Clock, Completion, CompletionResult, Election, Error, Job, JobFilter, JobId, Leader, LeaseRef,
+    LeaseToken, NewJob, Result, State, Stats, Storage, Timestamp, WorkSignal,
 };
 use rusqlite::{Connection, Transaction};
 use tokio::sync::{Semaphore, oneshot, watch};
@@ -20,7 +20,7 @@ use crate::config::{Location, SqliteConfig};
 use crate::error::{BACKEND, SqliteError, command_panicked, writer_gone};
 use crate::schema::{self, Role};
 use crate::writer::{Alive, Command, Reply, Writer, panic_message};
-use crate::{admin, election, enqueue};
+use crate::{admin, election, enqueue, wake};
 
 /// The embedded SQLite backend. Cheap to clone (an `Arc` inside); the
 /// writer thread stops when the last clone is dropped.
@@ -149,17 +149,20 @@ impl SqliteStorage {
     /// timeout: a deferred transaction that turns into a write fails with
     /// SQLITE_BUSY at once when another writer is active.
     ///
-    /// Workers of this process learn of the jobs at their next poll; call
-    /// [`SqliteStorage::notify`] after the commit to wake them at once.
-    pub fn enqueue_in_tx(&self, tx: &Transaction<'_>, jobs: Vec<NewJob>) -> Result<Vec<JobId>> {
+    /// The wake-up rides the commit: this process's workers (the
+    /// [`Storage::subscribe`] signal) are woken right after the commit has
+    /// happened and never for a rollback. For that it installs hooks on the
+    /// transaction's connection, replacing that connection's own commit,
+    /// rollback and WAL hooks (see the `wake` module); SQLite's automatic
+    /// checkpoint keeps working. Workers of other processes see the jobs at
+    /// their next poll.
+    pub fn enqueue_tx(&self, tx: &Transaction<'_>, jobs: Vec<NewJob>) -> Result<Vec<JobId>> {
         enqueue::check(&jobs, self.inner.config.max_payload_bytes)?;
-        enqueue::insert(tx, &jobs, self.inner.config.clock.now()).map(|(ids, _)| ids)
-    }
-
-    /// Wakes this process's workers (the [`Storage::subscribe`] signal), e.g.
-    /// after committing a transaction that used [`SqliteStorage::enqueue_in_tx`].
-    pub fn notify(&self) {
-        self.inner.signal.send_modify(|n| *n = n.wrapping_add(1));
+        let (ids, stored) = enqueue::insert(tx, &jobs, self.inner.config.clock.now())?;
+        if stored > 0 {
+            wake::arm(tx, &self.inner.signal)?;
+        }
+        Ok(ids)
     }
 
     /// The configuration this storage was opened with.
@@ -303,6 +306,10 @@ impl Storage for SqliteStorage {
 
     fn subscribe(&self) -> Option<WorkSignal> {
         Some(self.inner.signal.subscribe())
+    }
+
+    fn clock(&self) -> Clock {
+        self.inner.config.clock.clone()
     }
 }
 

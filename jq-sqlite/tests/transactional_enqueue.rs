@@ -1,5 +1,5 @@
-//! `enqueue_in_tx`: a job exists if and only if the caller's own rusqlite
-//! transaction commits.
+//! `enqueue_tx`: a job exists, and this process's workers are woken, if
+//! and only if the caller's own rusqlite transaction commits.
 #![allow(clippy::unwrap_used)] // tests may unwrap
 
 use std::time::Duration;
@@ -34,11 +34,11 @@ async fn committed_job_exists_and_is_claimable() {
     let new = job(&clock);
     let tx = app.transaction_with_behavior(TransactionBehavior::Immediate).unwrap();
     tx.execute("INSERT INTO orders (total) VALUES (42)", []).unwrap();
-    let ids = storage.enqueue_in_tx(&tx, vec![new.clone()]).unwrap();
+    let ids = storage.enqueue_tx(&tx, vec![new.clone()]).unwrap();
     assert_eq!(ids, vec![new.id]);
+    assert!(!signal.has_changed().unwrap(), "no wake-up before the commit");
     tx.commit().unwrap();
-    storage.notify();
-    assert!(signal.has_changed().unwrap());
+    assert!(signal.has_changed().unwrap(), "the commit woke the workers");
 
     let got = storage.get(new.id).await.unwrap();
     assert_eq!(got.state, State::Pending);
@@ -50,11 +50,12 @@ async fn committed_job_exists_and_is_claimable() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rolled_back_job_is_not_stored() {
     let (_dir, clock, storage, mut app) = setup();
+    let mut signal = storage.subscribe().unwrap();
     let new = job(&clock);
     {
         let tx = app.transaction_with_behavior(TransactionBehavior::Immediate).unwrap();
         tx.execute("INSERT INTO orders (total) VALUES (42)", []).unwrap();
-        storage.enqueue_in_tx(&tx, vec![new.clone()]).unwrap();
+        storage.enqueue_tx(&tx, vec![new.clone()]).unwrap();
         tx.rollback().unwrap();
     }
     assert!(matches!(storage.get(new.id).await, Err(Error::NotFound { .. })));
@@ -62,12 +63,54 @@ async fn rolled_back_job_is_not_stored() {
     assert_eq!(storage.stats().await.unwrap().queues.len(), 0);
     let orders: i64 = app.query_row("SELECT count(*) FROM orders", [], |r| r.get(0)).unwrap();
     assert_eq!(orders, 0);
+    signal.mark_unchanged();
+    // The connection's next commit enqueued nothing: it wakes no one.
+    app.execute("INSERT INTO orders (total) VALUES (7)", []).unwrap();
+    assert!(!signal.has_changed().unwrap(), "a rolled-back enqueue left no wake-up armed");
 }
 
+/// The wake-up is sent once the commit is visible: a read on another
+/// connection, made from the woken task, finds the job (a wake-up from
+/// SQLite's commit hook, which runs before the commit, could come too early).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn oversized_payload_in_tx_is_refused() {
-    let (dir, clock, _storage, mut app) = setup();
-    let small = SqliteStorage::open(SqliteConfig::new(dir.path().join("app.db")).max_payload_bytes(4)).unwrap();
+async fn woken_reader_sees_the_committed_job() {
+    let (_dir, clock, storage, mut app) = setup();
+    let mut signal = storage.subscribe().unwrap();
+    let new = job(&clock);
+    let id = new.id;
+    let reader = storage.clone();
+    let woken = tokio::spawn(async move {
+        tokio::time::timeout(Duration::from_secs(10), signal.changed()).await.expect("no wake-up").unwrap();
+        let seen = reader.get(id).await.map(|j| j.state);
+        (seen, reader.claim(&claim_request()).await.unwrap())
+    });
+    tokio::task::spawn_blocking(move || {
+        let tx = app.transaction_with_behavior(TransactionBehavior::Immediate).unwrap();
+        storage.enqueue_tx(&tx, vec![new]).unwrap();
+        tx.commit().unwrap();
+    })
+    .await
+    .unwrap();
+    let (seen, claimed) = woken.await.unwrap();
+    assert_eq!(seen.unwrap(), State::Pending);
+    assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![id]);
+}
+
+/// SQLite's automatic checkpoint still runs on a connection whose WAL hook
+/// jq replaced: the WAL does not grow without bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn checkpoints_still_run_on_the_callers_connection() {
+    let (_dir, clock, storage, mut app) = setup();
     let tx = app.transaction_with_behavior(TransactionBehavior::Immediate).unwrap();
-    assert!(matches!(small.enqueue_in_tx(&tx, vec![job(&clock)]), Err(Error::PayloadTooLarge { .. })));
+    storage.enqueue_tx(&tx, vec![job(&clock)]).unwrap();
+    tx.commit().unwrap();
+    app.execute("CREATE TABLE blobs (b BLOB)", []).unwrap();
+    let blob = vec![0u8; 64 * 1024];
+    for _ in 0..100 {
+        app.execute("INSERT INTO blobs (b) VALUES (?1)", [&blob]).unwrap();
+    }
+    // Over 1,600 pages were written; a checkpoint every 1,000 keeps the WAL
+    // (its frames since the last reset) well under that.
+    let frames: i64 = app.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get(1)).unwrap();
+    assert!(frames < 1_200, "the WAL holds {frames} frames: no automatic checkpoint ran");
 }

@@ -31,8 +31,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use jq_core::{
-    ClaimRequest, Completion, CompletionResult, Election, Error, Job, JobFilter, JobId, Leader, LeaseRef, LeaseToken,
-    NewJob, Result, State, Stats, Storage, Timestamp, WorkSignal,
+    ClaimRequest, Clock, Completion, CompletionResult, Election, Error, Job, JobFilter, JobId, Leader, LeaseRef,
+    LeaseToken, NewJob, Result, State, Stats, Storage, Timestamp, WorkSignal,
 };
 
 /// A method of [`Storage`] (all but `subscribe`, which cannot fail).
@@ -269,5 +269,8 @@ impl<S: Storage> Storage for FaultyStorage<S> {
     }
     fn subscribe(&self) -> Option<WorkSignal> {
         self.inner.subscribe()
+    }
+    fn clock(&self) -> Clock {
+        self.inner.clock()
     }
 }

@@ -1,4 +1,5 @@
-//! jq-testkit: the storage contract (`CONTRACT.md`) made executable.
+//! jq-testkit: the storage contract (the repository's `docs/CONTRACT.md`)
+//! made executable.
 //!
 //! Every jq backend (SQLite, PostgreSQL, Redis, and any backend you write)
 //! runs the same suites:
@@ -19,8 +20,17 @@
 //! your backend (a temp file, a fresh schema, a random key prefix), then
 //! write one test file:
 //!
-//! ```ignore
+//! ```no_run
 //! // my-backend/tests/conformance.rs
+//! # mod my_backend {
+//! #     pub struct MyConfig(jq_core::Clock);
+//! #     impl MyConfig { pub fn new(_prefix: &str) -> Self { MyConfig(jq_core::Clock::system()) }
+//! #         pub fn clock(self, clock: jq_core::Clock) -> Self { MyConfig(clock) } }
+//! #     pub type MyStorage = jq_testkit::MemoryStorage;
+//! #     pub async fn connect(config: MyConfig) -> Result<MyStorage, std::io::Error> {
+//! #         Ok(jq_testkit::MemoryStorage::new().clock(config.0)) }
+//! #     pub async fn drop_namespace(_prefix: &str) {}
+//! # }
 //! use jq_core::Clock;
 //!
 //! struct MyHarness { prefix: String }
@@ -30,7 +40,7 @@
 //!     type Storage = my_backend::MyStorage;
 //!     async fn connect(&self, clock: Clock) -> my_backend::MyStorage {
 //!         // A NEW connection every call, on the same namespace.
-//!         my_backend::MyStorage::connect(my_backend::MyConfig::new(&self.prefix).clock(clock))
+//!         my_backend::connect(my_backend::MyConfig::new(&self.prefix).clock(clock))
 //!             .await
 //!             .expect("cannot reach the server: run scripts/start-services.sh")
 //!     }
@@ -46,7 +56,11 @@
 //!
 //! jq_testkit::conformance!(setup); // one #[test] per scenario, same names for every backend
 //! jq_testkit::properties!(setup); // the model-based property suite
+//! # fn main() {}
 //! ```
+//!
+//! `examples/custom-backend` in the repository is a whole backend written
+//! this way, with its suites passing.
 //!
 //! `cargo test -- claim_` runs the claim scenarios only;
 //! `PROPTEST_CASES=200 cargo test -- model_` runs more random cases.

@@ -1,8 +1,8 @@
 //! [`MemoryStorage`]: the reference model every backend is compared with,
 //! and an in-process test double for users' own tests.
 //!
-//! It keeps every rule of the contract (`CONTRACT.md` and the lead's
-//! "Contract details") in the plainest possible code: one `std::sync::Mutex`
+//! It keeps every rule of the contract (the repository's
+//! `docs/CONTRACT.md`) in the plainest possible code: one `std::sync::Mutex`
 //! around a map of jobs, each operation one critical section. When a backend
 //! and this model disagree, the model is the one to read first.
 
@@ -432,6 +432,10 @@ impl Storage for MemoryStorage {
 
     fn subscribe(&self) -> Option<WorkSignal> {
         Some(self.shared.signal.subscribe())
+    }
+
+    fn clock(&self) -> Clock {
+        self.clock.clone()
     }
 }
 

@@ -99,6 +99,9 @@ impl Storage for Mutant {
     async fn leaders(&self) -> Result<Vec<Leader>> {
         self.inner.leaders().await
     }
+    fn clock(&self) -> jq_core::Clock {
+        Storage::clock(&self.inner)
+    }
 }
 
 struct MutantHarness {

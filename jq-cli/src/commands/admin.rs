@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use jq_core::{Error, JobFilter, JobId, State, Storage};
+use jq::{Error, JobFilter, JobId, State, Storage};
 use serde::Serialize;
 
 use super::RetryTarget;
@@ -40,7 +40,7 @@ pub async fn retry<S: Storage>(storage: &S, target: RetryTarget, json: bool) -> 
     }
 }
 
-async fn retry_all<S: Storage>(storage: &S, queue: Option<jq_core::QueueName>) -> CliResult<Vec<JobId>> {
+async fn retry_all<S: Storage>(storage: &S, queue: Option<jq::QueueName>) -> CliResult<Vec<JobId>> {
     let mut filter = JobFilter { queue, state: Some(State::Dead), limit: 1000, ..JobFilter::default() };
     let mut retried = Vec::new();
     loop {
@@ -64,7 +64,7 @@ async fn retry_all<S: Storage>(storage: &S, queue: Option<jq_core::QueueName>) -
 struct Purged {
     purged: u64,
     state: State,
-    finished_before: jq_core::Timestamp,
+    finished_before: jq::Timestamp,
 }
 
 /// How many time slices a long purge is cut into, for the progress bar.
@@ -85,7 +85,7 @@ pub async fn purge<S: Storage>(storage: &S, state: State, older_than: Duration, 
             "{state} is not a finished state; purge completed, dead or cancelled"
         )));
     }
-    let now = jq_core::Clock::system().now();
+    let now = jq::Clock::system().now();
     let cutoff = chrono::Duration::from_std(older_than)
         .ok()
         .and_then(|d| now.checked_sub_signed(d))

@@ -2,7 +2,7 @@
 
 use std::io::Read as _;
 
-use jq_core::{NewJob, Payload, Storage, StorageExt};
+use jq::{NewJob, Payload, Storage, StorageExt};
 use serde::Serialize;
 
 use crate::cli::EnqueueArgs;

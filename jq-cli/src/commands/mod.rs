@@ -10,7 +10,7 @@ pub mod worker;
 
 use std::time::Duration;
 
-use jq_core::{JobId, NewJob, State, Storage};
+use jq::{JobId, NewJob, State, Storage};
 
 use crate::cli::{Command, DeadCommand, ListArgs, PageArgs};
 use crate::error::CliResult;
@@ -54,7 +54,7 @@ pub enum RetryTarget {
     /// One job.
     One(JobId),
     /// Every dead job, or those of one queue.
-    All(Option<jq_core::QueueName>),
+    All(Option<jq::QueueName>),
 }
 
 impl Action {

@@ -3,7 +3,7 @@
 use std::io::IsTerminal as _;
 use std::time::Duration;
 
-use jq_core::{JobFilter, JobId, State, Storage};
+use jq::{JobFilter, JobId, State, Storage};
 
 use crate::cli::PageArgs;
 use crate::duration;
@@ -73,7 +73,7 @@ pub async fn watch_stats<S: Storage>(storage: &S, every: Duration, json: bool) -
             view::emit(&format!("{}\n", serde_json::to_string(&StatsView::from(&stats))?))?;
             continue;
         }
-        let now = view::instant(jq_core::Clock::system().now());
+        let now = view::instant(jq::Clock::system().now());
         let header = format!("{now}  every {}; Ctrl-C to stop\n\n", duration::human(every));
         // Clear the screen and home the cursor, then draw: one write, so the
         // table never flickers half-drawn.
@@ -85,7 +85,7 @@ pub async fn watch_stats<S: Storage>(storage: &S, every: Duration, json: bool) -
 /// `jqctl leaders`: who holds each role, by the system clock.
 pub async fn leaders<S: Storage>(storage: &S, json: bool) -> CliResult {
     let leaders = storage.leaders().await?;
-    let now = jq_core::Clock::system().now();
+    let now = jq::Clock::system().now();
     if json {
         let views: Vec<LeaderView> = leaders.iter().map(|l| LeaderView::of(l, now)).collect();
         return view::emit_json(&views);

@@ -11,8 +11,8 @@ use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use jq_core::worker::{HandlerError, HandlerResult, JobContext, WorkerPool};
-use jq_core::{Job, QueueName, Storage};
+use jq::worker::{HandlerError, HandlerResult, JobContext, WorkerPool};
+use jq::{Job, QueueName, Storage};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 use crate::cli::WorkerArgs;

@@ -176,7 +176,6 @@ pub(crate) fn start<S: Storage>(
         tokio::spawn(
             Maintenance {
                 storage: storage.clone(),
-                clock: config.clock.clone(),
                 holder: config.worker_name.clone(),
                 lease: config.maintenance_lease,
                 promote_interval: config.promote_interval,

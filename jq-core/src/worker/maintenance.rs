@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::failure::Failure;
 use super::jitter;
-use crate::clock::{Clock, Timestamp};
+use crate::clock::Timestamp;
 use crate::error::Error;
 use crate::job::{LeaseToken, State};
 use crate::storage::{Election, Storage};
@@ -31,7 +31,6 @@ pub const ROLE: &str = "maintenance";
 /// What maintenance needs.
 pub(crate) struct Maintenance<S> {
     pub(crate) storage: Arc<S>,
-    pub(crate) clock: Clock,
     /// The candidate's name for operators (the pool's worker name).
     pub(crate) holder: String,
     /// See `WorkerPool::maintenance_lease`.
@@ -158,7 +157,7 @@ impl<S: Storage> Maintenance<S> {
             }
             for &(state, keep) in &self.retention {
                 let Some(keep) = keep else { continue };
-                let older_than = before(self.clock.now(), keep);
+                let older_than = before(self.storage.clock().now(), keep);
                 match self.storage.purge(state, older_than).await {
                     Ok(0) => {}
                     Ok(n) => tracing::info!(purged = n, %state, "finished jobs past retention deleted"),

@@ -103,7 +103,6 @@ pub use handle::WorkerHandle;
 pub use handler::{HandlerError, HandlerResult, JobContext};
 pub use maintenance::ROLE as MAINTENANCE_ROLE;
 
-use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::job::{Job, JobType, QueueName, State};
 use crate::retry::{Backoff, ExponentialBackoff};
@@ -151,7 +150,6 @@ pub(crate) struct Config {
     pub(crate) purge_interval: Duration,
     pub(crate) retention: Vec<(State, Option<Duration>)>,
     pub(crate) worker_name: String,
-    pub(crate) clock: Clock,
     pub(crate) retry_unknown_kinds: bool,
 }
 
@@ -220,7 +218,6 @@ impl<S: Storage> WorkerPool<S> {
                 purge_interval: DEFAULT_PURGE_INTERVAL,
                 retention: Vec::new(),
                 worker_name: default_worker_name(),
-                clock: Clock::system(),
                 retry_unknown_kinds: false,
             },
             handlers: HashMap::new(),
@@ -404,13 +401,6 @@ impl<S: Storage> WorkerPool<S> {
     /// `hostname-pid-random`). Operators read it; fencing never uses it.
     pub fn worker_name(mut self, name: impl Into<String>) -> Self {
         self.config.worker_name = name.into();
-        self
-    }
-
-    /// The clock used to compute retention cut-offs; give the storage's own
-    /// clock (default the system clock).
-    pub fn clock(mut self, clock: Clock) -> Self {
-        self.config.clock = clock;
         self
     }
 

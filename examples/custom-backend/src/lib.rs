@@ -1,0 +1,406 @@
+//! A jq storage backend written from scratch, as you would start one for a
+//! database jq does not support: implement [`jq::Storage`], then run
+//! `jq_testkit::conformance!` and `jq_testkit::properties!` on it
+//! (`tests/conformance.rs`) until they pass. Once they do, everything in jq
+//! works on it: `jq::Client::new(storage)`, the worker pool, your tests.
+//!
+//! The "database" here is in-process: one table of rows and the indexes a
+//! real backend would keep beside it (`index.rs`), each operation one
+//! critical section under a mutex, standing for one transaction. Mapped onto
+//! your database:
+//!
+//! | here | a SQL database | a key-value store |
+//! |---|---|---|
+//! | `Tables::rows` | the jobs table, primary key id | a hash per job |
+//! | `waiting` (per queue, claim order) | a partial index on (queue, priority desc, run_at, id) of waiting jobs | a sorted set per queue |
+//! | `scheduled` (by run_at) | a partial index on run_at of Scheduled jobs | a sorted set |
+//! | `running` (by lease expiry) | a partial index on lease expiry of Running jobs | a sorted set |
+//! | `finished` (by state, finish time) | an index on (state, finished_at) | a sorted set per state |
+//! | `unique` | a unique partial index on (queue, unique_key) of live jobs | a hash |
+//! | `roles` | a table of named roles (role, token, holder, expires_at) | a hash per role |
+//! | the mutex | a transaction (`SELECT ... FOR UPDATE SKIP LOCKED` for claims) | a script or a `MULTI` |
+//!
+//! What each method must do is in the rustdoc of [`jq::Storage`] and in the
+//! repository's `docs/CONTRACT.md`; the suites check every clause.
+
+mod index;
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use jq::clock::add;
+use jq::{
+    AttemptError, ClaimRequest, Clock, Completion, CompletionResult, DEFAULT_MAX_PAYLOAD_BYTES, Election, Error, Job,
+    JobFilter, JobId, Leader, Lease, LeaseRef, LeaseToken, NewJob, Outcome, Result, State, Stats, Storage, Timestamp,
+    WorkSignal,
+};
+use tokio::sync::watch;
+
+use crate::index::Tables;
+
+/// A handle on an in-process job store. Clones share the store; so do the
+/// handles of [`IndexedStorage::connect`], each with its own clock (what a
+/// new connection to a shared database would be).
+#[derive(Clone, Debug)]
+pub struct IndexedStorage {
+    tables: Arc<Mutex<Tables>>,
+    /// Bumped when work may have become claimable, for the pool's fetcher.
+    wake: Arc<watch::Sender<u64>>,
+    clock: Clock,
+    max_payload_bytes: usize,
+}
+
+impl Default for IndexedStorage {
+    fn default() -> Self {
+        Self::new(Clock::system())
+    }
+}
+
+impl IndexedStorage {
+    /// An empty store taking "now" from `clock`.
+    pub fn new(clock: Clock) -> Self {
+        IndexedStorage {
+            tables: Arc::default(),
+            wake: Arc::new(watch::Sender::new(0)),
+            clock,
+            max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
+        }
+    }
+
+    /// Another handle on the same store, with its own clock.
+    pub fn connect(&self, clock: Clock) -> Self {
+        IndexedStorage { clock, ..self.clone() }
+    }
+
+    /// Refuses payloads over `bytes` of JSON (default 1 MiB).
+    pub fn max_payload_bytes(mut self, bytes: usize) -> Self {
+        self.max_payload_bytes = bytes;
+        self
+    }
+
+    /// One "transaction". Every operation leaves the tables consistent
+    /// before anything that could panic, so a poisoned lock still guards
+    /// valid data.
+    fn begin(&self) -> MutexGuard<'_, Tables> {
+        self.tables.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn wake(&self) {
+        self.wake.send_modify(|n| *n = n.wrapping_add(1));
+    }
+}
+
+/// Pending when `run_at <= now`, else Scheduled.
+fn waiting_state(run_at: Timestamp, now: Timestamp) -> State {
+    if run_at <= now { State::Pending } else { State::Scheduled }
+}
+
+/// The error recover records for the attempt whose lease expired: the same
+/// text on every backend (the property suite compares it).
+fn lease_expired(worker: &str) -> String {
+    format!("lease expired (worker {worker} did not finish or heartbeat in time)")
+}
+
+#[jq::async_trait]
+impl Storage for IndexedStorage {
+    async fn enqueue(&self, jobs: Vec<NewJob>) -> Result<Vec<JobId>> {
+        // Every job is checked before anything is written: all or none.
+        for job in &jobs {
+            job.check_payload(self.max_payload_bytes)?;
+        }
+        let now = self.clock.now();
+        let mut ids = Vec::with_capacity(jobs.len());
+        let mut stored = false;
+        {
+            let mut t = self.begin();
+            for job in jobs {
+                if t.rows.contains_key(&job.id) {
+                    ids.push(job.id); // sent again after a lost answer: stored once
+                    continue;
+                }
+                if let Some(holder) = job.unique_key.as_ref().and_then(|key| t.live_holder(&job.queue, key)) {
+                    ids.push(holder);
+                    continue;
+                }
+                let run_at = job.run_at.unwrap_or(now);
+                ids.push(job.id);
+                stored = true;
+                t.insert(Job {
+                    id: job.id,
+                    queue: job.queue,
+                    kind: job.kind,
+                    payload: job.payload,
+                    priority: job.priority,
+                    state: waiting_state(run_at, now),
+                    attempts: 0,
+                    max_attempts: job.max_attempts,
+                    run_at,
+                    created_at: now,
+                    finished_at: None,
+                    lease: None,
+                    errors: Vec::new(),
+                    unique_key: job.unique_key,
+                });
+            }
+        }
+        if stored {
+            self.wake();
+        }
+        Ok(ids)
+    }
+
+    async fn claim(&self, request: &ClaimRequest) -> Result<Vec<Job>> {
+        if request.limit == 0 || request.queues.is_empty() {
+            return Ok(Vec::new());
+        }
+        let now = self.clock.now();
+        let expires_at = add(now, request.lease);
+        let mut t = self.begin();
+        if request.resend {
+            // The first attempt's answer was lost: hand over what it took.
+            let earlier = t.held_by(request.token);
+            if !earlier.is_empty() {
+                return Ok(earlier);
+            }
+        }
+        let picked = t.claimable(&request.queues, request.limit, now);
+        let mut claimed = Vec::with_capacity(picked.len());
+        for id in picked {
+            let job = t.update(id, |job| {
+                job.state = State::Running;
+                job.attempts += 1;
+                // Every job of one claim carries the claim's token; fencing
+                // is by id and token together.
+                job.lease = Some(Lease { token: request.token, worker: request.worker.clone(), expires_at });
+            });
+            claimed.extend(job.cloned());
+        }
+        Ok(claimed)
+    }
+
+    async fn complete(&self, batch: Vec<Completion>) -> Result<Vec<CompletionResult>> {
+        let now = self.clock.now();
+        let mut results = Vec::with_capacity(batch.len());
+        let mut handed_back = false;
+        {
+            let mut t = self.begin();
+            // In order: a later item on the same job sees the earlier one.
+            for Completion { lease, outcome } in batch {
+                if !t.holds(&lease) {
+                    results.push(Err(Error::LeaseLost { id: lease.id }));
+                    continue;
+                }
+                let changed = t.update(lease.id, |job| {
+                    job.lease = None;
+                    match outcome {
+                        Outcome::Ack => finish(job, State::Completed, now),
+                        Outcome::Retry { error, delay } => {
+                            job.errors.push(AttemptError { attempt: job.attempts, at: now, message: error });
+                            if job.attempts >= job.max_attempts {
+                                finish(job, State::Dead, now);
+                            } else {
+                                hand_back(job, now, delay);
+                            }
+                        }
+                        Outcome::Fail { error } => {
+                            job.errors.push(AttemptError { attempt: job.attempts, at: now, message: error });
+                            finish(job, State::Dead, now);
+                        }
+                        Outcome::Release { delay } => {
+                            job.attempts = job.attempts.saturating_sub(1); // not a failed attempt
+                            hand_back(job, now, delay);
+                        }
+                    }
+                });
+                let state = changed.map(|job| job.state).ok_or(Error::LeaseLost { id: lease.id });
+                handed_back |= matches!(state, Ok(State::Pending | State::Scheduled));
+                results.push(state);
+            }
+        }
+        if handed_back {
+            self.wake();
+        }
+        Ok(results)
+    }
+
+    async fn heartbeat(&self, leases: &[LeaseRef], lease: Duration) -> Result<Vec<JobId>> {
+        let expires_at = add(self.clock.now(), lease);
+        let mut t = self.begin();
+        let mut lost = Vec::new();
+        for held in leases {
+            if t.holds(held) {
+                t.update(held.id, |job| {
+                    if let Some(lease) = job.lease.as_mut() {
+                        lease.expires_at = expires_at;
+                    }
+                });
+            } else {
+                lost.push(held.id);
+            }
+        }
+        Ok(lost)
+    }
+
+    async fn promote(&self) -> Result<u64> {
+        let now = self.clock.now();
+        let moved = {
+            let mut t = self.begin();
+            let due = t.due(now);
+            for id in &due {
+                t.update(*id, |job| job.state = State::Pending);
+            }
+            due.len() as u64
+        };
+        if moved > 0 {
+            self.wake();
+        }
+        Ok(moved)
+    }
+
+    async fn recover(&self) -> Result<u64> {
+        let now = self.clock.now();
+        let recovered = {
+            let mut t = self.begin();
+            let expired = t.expired(now);
+            for id in &expired {
+                t.update(*id, |job| {
+                    let worker = job.lease.take().map(|l| l.worker).unwrap_or_default();
+                    job.errors.push(AttemptError { attempt: job.attempts, at: now, message: lease_expired(&worker) });
+                    if job.attempts >= job.max_attempts {
+                        finish(job, State::Dead, now);
+                    } else {
+                        job.state = State::Pending;
+                        job.run_at = now;
+                    }
+                });
+            }
+            expired.len() as u64
+        };
+        if recovered > 0 {
+            self.wake();
+        }
+        Ok(recovered)
+    }
+
+    async fn get(&self, id: JobId) -> Result<Job> {
+        self.begin().rows.get(&id).cloned().ok_or(Error::NotFound { id })
+    }
+
+    async fn list(&self, filter: &JobFilter) -> Result<Vec<Job>> {
+        let t = self.begin();
+        let after = filter.after.map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded);
+        Ok(t.rows
+            .range((after, std::ops::Bound::Unbounded))
+            .map(|(_, job)| job)
+            .filter(|job| filter.matches(job))
+            .take(filter.page_size())
+            .cloned()
+            .collect())
+    }
+
+    async fn stats(&self) -> Result<Stats> {
+        let mut stats = Stats::default();
+        for job in self.begin().rows.values() {
+            stats.queues.entry(job.queue.as_str().to_owned()).or_default().add(job.state, 1);
+        }
+        Ok(stats)
+    }
+
+    async fn retry(&self, id: JobId) -> Result<()> {
+        let now = self.clock.now();
+        {
+            let mut t = self.begin();
+            let state = t.rows.get(&id).ok_or(Error::NotFound { id })?.state;
+            if state != State::Dead {
+                return Err(Error::InvalidState { id, state, operation: "retry" });
+            }
+            t.update(id, |job| {
+                job.state = State::Pending;
+                job.run_at = now;
+                job.finished_at = None;
+                job.lease = None;
+                job.max_attempts = job.max_attempts.max(job.attempts + 1); // one more attempt
+            });
+        }
+        self.wake();
+        Ok(())
+    }
+
+    async fn cancel(&self, id: JobId) -> Result<()> {
+        let now = self.clock.now();
+        let mut t = self.begin();
+        let state = t.rows.get(&id).ok_or(Error::NotFound { id })?.state;
+        if !matches!(state, State::Scheduled | State::Pending) {
+            return Err(Error::InvalidState { id, state, operation: "cancel" });
+        }
+        t.update(id, |job| finish(job, State::Cancelled, now));
+        Ok(())
+    }
+
+    async fn purge(&self, state: State, older_than: Timestamp) -> Result<u64> {
+        if !state.is_terminal() {
+            return Err(Error::invalid(
+                "purge state",
+                format!("{state} is not terminal: purge completed, dead or cancelled jobs"),
+            ));
+        }
+        let mut t = self.begin();
+        let old = t.finished_before(state, older_than);
+        for id in &old {
+            t.remove(*id);
+        }
+        Ok(old.len() as u64)
+    }
+
+    async fn elect(&self, election: &Election) -> Result<bool> {
+        election.check()?;
+        let now = self.clock.now();
+        let mut t = self.begin();
+        let free = t.roles.get(&election.role).is_none_or(|(token, leader)| {
+            // Renewing one's own role, or taking one whose holder stopped renewing.
+            *token == election.token || leader.expires_at <= now
+        });
+        if free {
+            let leader = Leader {
+                role: election.role.clone(),
+                holder: election.holder.clone(),
+                expires_at: add(now, election.ttl),
+            };
+            t.roles.insert(election.role.clone(), (election.token, leader));
+        }
+        Ok(free)
+    }
+
+    async fn resign(&self, role: &str, token: LeaseToken) -> Result<()> {
+        jq::storage::check_role(role)?;
+        let mut t = self.begin();
+        if t.roles.get(role).is_some_and(|(held, _)| *held == token) {
+            t.roles.remove(role);
+        }
+        Ok(())
+    }
+
+    async fn leaders(&self) -> Result<Vec<Leader>> {
+        Ok(self.begin().roles.values().map(|(_, leader)| leader.clone()).collect())
+    }
+
+    fn subscribe(&self) -> Option<WorkSignal> {
+        Some(self.wake.subscribe())
+    }
+
+    fn clock(&self) -> Clock {
+        self.clock.clone()
+    }
+}
+
+/// To a terminal state, now.
+fn finish(job: &mut Job, state: State, now: Timestamp) {
+    job.state = state;
+    job.finished_at = Some(now);
+}
+
+/// Back to waiting: Pending at once, or Scheduled after `delay`.
+fn hand_back(job: &mut Job, now: Timestamp, delay: Duration) {
+    job.run_at = add(now, delay);
+    job.state = if delay.is_zero() { State::Pending } else { State::Scheduled };
+}

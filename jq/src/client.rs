@@ -1,0 +1,159 @@
+//! [`Client`]: what an application holds to enqueue jobs, look at them, and
+//! build its worker pool.
+
+use jq_core::{
+    Clock, Error, IntoJob, Job, JobFilter, JobId, NewJob, Result, State, Stats, Storage, Timestamp, WorkerPool,
+};
+
+use crate::backend::Backend;
+use crate::error::SetupError;
+use crate::tx::Transactional;
+
+/// The user's handle on a job store: enqueue typed jobs (alone, in batches,
+/// or inside your own database transaction), read and manage them, and
+/// build the worker pool that runs them. Cheap to clone.
+///
+/// `S` is the storage underneath: a [`Backend`] when it came from
+/// [`crate::connect`], or any [`Storage`] you give [`Client::new`] (a backend
+/// crate's storage, your own backend, `jq_testkit::MemoryStorage` in tests).
+/// The backend interface ([`Storage`]: claim, complete, recover, ...) stays
+/// underneath; [`Client::storage`] reaches it when you need it.
+///
+/// Every job is built with the storage's clock, so a `delay` counts from the
+/// store's "now" (a [`jq_core::ManualClock`] in tests).
+#[derive(Clone, Debug)]
+pub struct Client<S = Backend> {
+    storage: S,
+}
+
+impl<S: Storage> Client<S> {
+    /// A client over `storage`.
+    pub fn new(storage: S) -> Self {
+        Client { storage }
+    }
+
+    /// The storage underneath.
+    pub fn storage(&self) -> &S {
+        &self.storage
+    }
+
+    /// The storage's clock: the "now" of delays, leases and retention.
+    pub fn clock(&self) -> Clock {
+        self.storage.clock()
+    }
+
+    /// Enqueues one job: a [`jq_core::JobType`] value (its type's queue and
+    /// attempts), or a [`jq_core::JobBuilder`] from `NewJob::typed(&value)`
+    /// with options (`delay`, `run_at`, `priority`, `queue`,
+    /// `max_attempts`, `unique_key`). Returns its id; with a unique key
+    /// that a live job of the queue holds, that job's id and nothing stored.
+    pub async fn enqueue(&self, job: impl IntoJob) -> Result<JobId> {
+        let job = job.into_job(self.storage.clock().now())?;
+        first(self.storage.enqueue(vec![job]).await?)
+    }
+
+    /// Enqueues every job of `jobs`, all or none, in one round trip; one id
+    /// per job, in order.
+    pub async fn enqueue_many<J: IntoJob>(&self, jobs: impl IntoIterator<Item = J>) -> Result<Vec<JobId>> {
+        let jobs = self.build(jobs)?;
+        self.storage.enqueue(jobs).await
+    }
+
+    /// Enqueues one job inside your own transaction (`tx`): the job exists if
+    /// and only if you commit it, and this store's workers are woken by the
+    /// commit, never before it and never by a rollback.
+    ///
+    /// - SQLite: `tx` is a `&jq::sqlite::rusqlite::Transaction` on the
+    ///   store's file; the call is synchronous and returns the `Result`.
+    ///   Begin the transaction with `TransactionBehavior::Immediate` and give
+    ///   the connection a busy timeout. The wake-up uses the connection's
+    ///   commit, rollback and WAL hooks (see `jq::sqlite::SqliteStorage::enqueue_tx`).
+    /// - PostgreSQL: `tx` is a `&mut jq::postgres::sqlx::Transaction<Postgres>`
+    ///   on the store's database; `.await` the call. The NOTIFY that wakes
+    ///   workers is part of the transaction.
+    ///
+    /// See [`Transactional`].
+    pub fn enqueue_tx<X: Transactional<S>>(&self, tx: X, job: impl IntoJob) -> X::Output<JobId> {
+        let job = job.into_job(self.storage.clock().now()).map(|j| vec![j]);
+        tx.enqueue_in(&self.storage, job, first)
+    }
+
+    /// [`Client::enqueue_tx`] for a batch: one id per job, in order.
+    pub fn enqueue_many_tx<X: Transactional<S>, J: IntoJob>(
+        &self,
+        tx: X,
+        jobs: impl IntoIterator<Item = J>,
+    ) -> X::Output<Vec<JobId>> {
+        tx.enqueue_in(&self.storage, self.build(jobs), Ok)
+    }
+
+    /// One job, or [`Error::NotFound`]. Decode its payload with
+    /// `job.payload.decode::<T>()`.
+    pub async fn get(&self, id: JobId) -> Result<Job> {
+        self.storage.get(id).await
+    }
+
+    /// One page of jobs matching `filter`, by ascending id; page with
+    /// `filter.after` set to the last id of the previous page.
+    pub async fn list(&self, filter: &JobFilter) -> Result<Vec<Job>> {
+        self.storage.list(filter).await
+    }
+
+    /// Job counts by queue and state.
+    pub async fn stats(&self) -> Result<Stats> {
+        self.storage.stats().await
+    }
+
+    /// Cancels a Scheduled or Pending job; a job in another state gives
+    /// [`Error::InvalidState`] (a running job belongs to its handler).
+    pub async fn cancel(&self, id: JobId) -> Result<()> {
+        self.storage.cancel(id).await
+    }
+
+    /// Gives a Dead job one more attempt (Dead -> Pending, errors kept);
+    /// another state gives [`Error::InvalidState`].
+    pub async fn retry(&self, id: JobId) -> Result<()> {
+        self.storage.retry(id).await
+    }
+
+    /// Deletes the jobs in the terminal `state` that finished before
+    /// `older_than`; returns how many. The pool can do this for you:
+    /// [`WorkerPool::retention`].
+    pub async fn purge(&self, state: State, older_than: Timestamp) -> Result<u64> {
+        self.storage.purge(state, older_than).await
+    }
+
+    /// A worker pool over this client's store, with the pool's defaults and
+    /// the store's clock; register handlers, then `start()` it.
+    pub fn worker_pool(&self) -> WorkerPool<S>
+    where
+        S: Clone,
+    {
+        WorkerPool::new(self.storage.clone())
+    }
+
+    fn build<J: IntoJob>(&self, jobs: impl IntoIterator<Item = J>) -> Result<Vec<NewJob>> {
+        let now = self.storage.clock().now();
+        jobs.into_iter().map(|j| j.into_job(now)).collect()
+    }
+}
+
+impl Client<Backend> {
+    /// Creates or upgrades jq's schema where the backend has one
+    /// (PostgreSQL) and returns how many migrations were applied; 0 and
+    /// nothing done on SQLite and Redis. See [`Backend::migrate`].
+    pub async fn migrate(&self) -> Result<usize, SetupError> {
+        self.storage.migrate().await
+    }
+}
+
+impl<S: Storage> From<S> for Client<S> {
+    fn from(storage: S) -> Self {
+        Client::new(storage)
+    }
+}
+
+/// The id of a one-job batch.
+fn first(ids: Vec<JobId>) -> Result<JobId> {
+    ids.into_iter().next().ok_or_else(|| Error::Backend { backend: "storage", source: "enqueue returned no id".into() })
+}

@@ -1,0 +1,124 @@
+//! jq: a background-job queue for Rust. This is the crate to depend on; pick
+//! the backends with Cargo features:
+//!
+//! | feature | backend | URL |
+//! |---|---|---|
+//! | `sqlite` (default) | a SQLite file, no server ([`sqlite`]) | `sqlite://jobs.db`, `sqlite::memory:` |
+//! | `postgres` | PostgreSQL ([`postgres`]) | `postgres://user@host:5432/db?schema=jq` |
+//! | `redis` | Redis ([`redis`]) | `redis://host:6379?prefix=jq` |
+//!
+//! A backend left out is not compiled at all (no rusqlite without `sqlite`,
+//! no sqlx without `postgres`, no redis without `redis`), and [`connect`]
+//! refuses its URL with [`SetupError::NotCompiled`], naming the feature.
+//!
+//! ```
+//! use std::time::Duration;
+//! use jq::{HandlerResult, JobContext, JobType, NewJob, Priority};
+//! use serde::{Deserialize, Serialize};
+//!
+//! #[derive(Serialize, Deserialize)]
+//! struct SendEmail { to: String }
+//!
+//! impl JobType for SendEmail {
+//!     const KIND: &'static str = "send_email";
+//!     const QUEUE: &'static str = "mail";
+//! }
+//!
+//! async fn send_email(job: SendEmail, _ctx: JobContext) -> HandlerResult {
+//!     println!("mail to {}", job.to);
+//!     Ok(())
+//! }
+//!
+//! # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = jq::connect("sqlite::memory:").await?;
+//! client.migrate().await?; // creates jq's schema on PostgreSQL; nothing to do here
+//!
+//! let now = client.enqueue(SendEmail { to: "a@example.com".into() }).await?;
+//! let later = client
+//!     .enqueue(NewJob::typed(&SendEmail { to: "b@example.com".into() }).priority(Priority::High).delay(Duration::from_secs(60)))
+//!     .await?;
+//!
+//! let pool = client.worker_pool().register::<SendEmail, _, _>(send_email).start()?;
+//! # while !client.get(now).await?.state.is_terminal() { tokio::time::sleep(Duration::from_millis(10)).await; }
+//! pool.shutdown().await?; // stop claiming, finish or hand back what runs
+//! assert_eq!(client.get(later).await?.state, jq::State::Scheduled);
+//! # Ok(()) }
+//! ```
+//!
+//! # What is here
+//!
+//! - [`connect`] / [`connect_with`]: a [`Client`] over the store a URL names
+//!   ([`BackendUrl`] has the forms). PostgreSQL is not migrated by
+//!   connecting: call [`Client::migrate`] once per deployment (it is a no-op
+//!   on SQLite, which migrates its file when it opens it, and on Redis).
+//! - [`Client`]: typed enqueue ([`Client::enqueue`], [`Client::enqueue_many`]),
+//!   enqueue inside your own transaction ([`Client::enqueue_tx`], the same
+//!   name on SQLite and PostgreSQL), `get`/`list`/`stats`/`cancel`/`retry`/
+//!   `purge`, and [`Client::worker_pool`].
+//! - [`WorkerPool`]: runs your handlers; [`HandlerError`] has the outcomes
+//!   besides `Ok` (retry later, fail for good, snooze).
+//! - [`Backend`]: the store behind a connected client, an enum over the
+//!   compiled-in backends that implements [`Storage`] by `match` (static
+//!   dispatch, no trait object).
+//! - [`Storage`]: the interface a backend implements, with the semantics in
+//!   its docs and in `docs/CONTRACT.md` of the repository; `jq-testkit`
+//!   checks a backend against it. A backend of your own works everywhere a
+//!   built-in one does: `Client::new(my_storage)`.
+
+mod backend;
+mod client;
+mod error;
+mod tx;
+mod url;
+
+pub use backend::{Backend, ConnectOptions};
+pub use client::Client;
+pub use error::SetupError;
+pub use tx::Transactional;
+#[cfg(feature = "postgres")]
+pub use tx::TxFuture;
+pub use url::BackendUrl;
+
+pub use jq_core::{
+    AttemptError, Backoff, BoxError, ClaimRequest, Clock, Completion, CompletionResult, ConstantBackoff,
+    DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_QUEUE, Election, Error, ExponentialBackoff, HandlerError,
+    HandlerResult, IntoJob, Job, JobBuilder, JobContext, JobFilter, JobId, JobType, Leader, Lease, LeaseRef,
+    LeaseToken, ManualClock, NewJob, Outcome, Payload, Priority, QueueName, Result, State, StateCounts, Stats, Storage,
+    StorageExt, Timestamp, WorkSignal, WorkerHandle, WorkerPool,
+};
+pub use jq_core::{clock, storage, worker};
+
+/// `#[async_trait]`, which [`Storage`] implementations need.
+pub use async_trait::async_trait;
+
+/// The SQLite backend (feature `sqlite`), with the `rusqlite` it is built
+/// with (`jq::sqlite::rusqlite`) for [`Client::enqueue_tx`].
+#[cfg(feature = "sqlite")]
+pub use jq_sqlite as sqlite;
+
+/// The PostgreSQL backend (feature `postgres`), with the `sqlx` it is built
+/// with (`jq::postgres::sqlx`) for [`Client::enqueue_tx`].
+#[cfg(feature = "postgres")]
+pub use jq_postgres as postgres;
+
+/// The Redis backend (feature `redis`).
+#[cfg(feature = "redis")]
+pub use jq_redis as redis;
+
+/// A [`Client`] over the store `url` names, with each backend's defaults.
+/// See [`BackendUrl`] for the URL forms and [`Backend::open`] for what
+/// opening does on each backend (PostgreSQL is not migrated).
+pub async fn connect(url: &str) -> Result<Client, SetupError> {
+    Ok(Client::new(Backend::connect(url).await?))
+}
+
+/// [`connect`] with settings ([`ConnectOptions`]: a clock, the payload
+/// limit, PostgreSQL's pool size).
+pub async fn connect_with(url: &str, options: &ConnectOptions) -> Result<Client, SetupError> {
+    Ok(Client::new(Backend::connect_with(url, options).await?))
+}
+
+/// The README's Rust snippets, compiled as doctests.
+#[cfg(all(doctest, feature = "sqlite", feature = "postgres", feature = "redis"))]
+#[doc = include_str!("../../README.md")]
+struct ReadmeDoctests;

@@ -1,0 +1,172 @@
+//! [`BackendUrl`]: which backend a URL names, and its jq-specific parts.
+//! One parser for the library ([`crate::connect`]) and for `jqctl --url`.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use crate::error::SetupError;
+
+/// A parsed store URL. Parsing never looks at which backends are compiled
+/// in: [`crate::connect`] says which feature a URL needs.
+#[derive(Clone, PartialEq, Eq)]
+pub enum BackendUrl {
+    /// `sqlite://PATH`: a file path, relative to the working directory
+    /// unless absolute (`sqlite:///var/lib/jq.db`); `sqlite::memory:` is a
+    /// private in-memory database. A `?query` part is ignored.
+    Sqlite(PathBuf),
+    /// `postgres://...` or `postgresql://...`; a `schema=NAME` query
+    /// parameter (jq's own) picks the schema holding the jobs (default `jq`).
+    Postgres {
+        /// The URL for the driver, without `schema=`.
+        url: String,
+        /// The schema, when given.
+        schema: Option<String>,
+    },
+    /// `redis://...` or `rediss://...`; a `prefix=NAME` query parameter
+    /// (jq's own) picks the key prefix (default `jq`).
+    Redis {
+        /// The URL for the driver, without `prefix=`.
+        url: String,
+        /// The key prefix, when given.
+        prefix: Option<String>,
+    },
+}
+
+impl BackendUrl {
+    /// Parses `url`; an unknown scheme or a SQLite URL without a path is
+    /// [`SetupError::InvalidUrl`].
+    pub fn parse(url: &str) -> Result<Self, SetupError> {
+        if url.eq_ignore_ascii_case("sqlite::memory:") {
+            return Ok(BackendUrl::Sqlite(":memory:".into()));
+        }
+        let (scheme, rest) = url.split_once("://").ok_or_else(|| unsupported(url))?;
+        match scheme.to_ascii_lowercase().as_str() {
+            "sqlite" => {
+                // Query parameters (`?mode=rwc`) are not ours to interpret.
+                let path = rest.split_once('?').map_or(rest, |(p, _)| p);
+                if path.is_empty() {
+                    return Err(SetupError::InvalidUrl {
+                        url: url.to_owned(),
+                        reason: "it names no file; write sqlite://jq.db or sqlite:///absolute/path.db".into(),
+                    });
+                }
+                Ok(BackendUrl::Sqlite(path.into()))
+            }
+            "postgres" | "postgresql" => {
+                let (url, schema) = take_query_param(url, "schema");
+                Ok(BackendUrl::Postgres { url, schema })
+            }
+            "redis" | "rediss" => {
+                let (url, prefix) = take_query_param(url, "prefix");
+                Ok(BackendUrl::Redis { url, prefix })
+            }
+            _ => Err(unsupported(url)),
+        }
+    }
+
+    /// The backend's name: `"sqlite"`, `"postgres"` or `"redis"`, which is
+    /// also the Cargo feature that compiles it in.
+    pub fn backend(&self) -> &'static str {
+        match self {
+            BackendUrl::Sqlite(_) => "sqlite",
+            BackendUrl::Postgres { .. } => "postgres",
+            BackendUrl::Redis { .. } => "redis",
+        }
+    }
+}
+
+impl FromStr for BackendUrl {
+    type Err = SetupError;
+    fn from_str(s: &str) -> Result<Self, SetupError> {
+        BackendUrl::parse(s)
+    }
+}
+
+/// Shows the URL without the password of a server URL.
+impl fmt::Debug for BackendUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BackendUrl::Sqlite(path) => f.debug_tuple("Sqlite").field(path).finish(),
+            BackendUrl::Postgres { url, schema } => {
+                f.debug_struct("Postgres").field("url", &redacted(url)).field("schema", schema).finish()
+            }
+            BackendUrl::Redis { url, prefix } => {
+                f.debug_struct("Redis").field("url", &redacted(url)).field("prefix", prefix).finish()
+            }
+        }
+    }
+}
+
+/// `url` with the password between `user:` and `@` replaced by `***`.
+fn redacted(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_owned() };
+    let authority = &rest[..rest.find(['/', '?']).unwrap_or(rest.len())];
+    match authority.rfind('@').and_then(|at| Some((authority[..at].split_once(':')?.0, at))) {
+        Some((user, at)) => format!("{scheme}://{user}:***{}", &rest[at..]),
+        None => url.to_owned(),
+    }
+}
+
+/// Removes `name=VALUE` from `url`'s query and returns the rest and VALUE.
+fn take_query_param(url: &str, name: &str) -> (String, Option<String>) {
+    let Some((base, query)) = url.split_once('?') else { return (url.to_owned(), None) };
+    let mut value = None;
+    let kept: Vec<&str> = query
+        .split('&')
+        .filter(|pair| match pair.split_once('=') {
+            Some((key, v)) if key == name => {
+                value = Some(v.to_owned());
+                false
+            }
+            _ => !pair.is_empty(),
+        })
+        .collect();
+    let url = if kept.is_empty() { base.to_owned() } else { format!("{base}?{}", kept.join("&")) };
+    (url, value)
+}
+
+fn unsupported(url: &str) -> SetupError {
+    SetupError::InvalidUrl {
+        url: redacted(url),
+        reason: "unsupported backend URL; use sqlite://PATH, postgres://USER@HOST:PORT/DB or redis://HOST:PORT".into(),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        assert_eq!(BackendUrl::parse("sqlite://jq.db").unwrap(), BackendUrl::Sqlite("jq.db".into()));
+        assert_eq!(BackendUrl::parse("sqlite:///tmp/x.db?mode=rwc").unwrap(), BackendUrl::Sqlite("/tmp/x.db".into()));
+        assert_eq!(BackendUrl::parse("sqlite::memory:").unwrap(), BackendUrl::Sqlite(":memory:".into()));
+        assert_eq!(
+            BackendUrl::parse("postgresql://u@h/db?sslmode=disable&schema=app_jobs").unwrap(),
+            BackendUrl::Postgres { url: "postgresql://u@h/db?sslmode=disable".into(), schema: Some("app_jobs".into()) }
+        );
+        assert_eq!(
+            BackendUrl::parse("redis://127.0.0.1?prefix=jq1").unwrap(),
+            BackendUrl::Redis { url: "redis://127.0.0.1".into(), prefix: Some("jq1".into()) }
+        );
+        assert_eq!(
+            BackendUrl::parse("redis://127.0.0.1").unwrap(),
+            BackendUrl::Redis { url: "redis://127.0.0.1".into(), prefix: None }
+        );
+        for bad in ["jq.db", "mysql://x", "sqlite://", ""] {
+            assert!(matches!(BackendUrl::parse(bad), Err(SetupError::InvalidUrl { .. })), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn passwords_stay_out_of_messages() {
+        let url = BackendUrl::parse("postgres://app:s3cret@db:5432/x?schema=jobs").unwrap();
+        let shown = format!("{url:?}");
+        assert!(!shown.contains("s3cret") && shown.contains("app:***@db:5432/x"), "{shown}");
+        let err = BackendUrl::parse("mysql://app:s3cret@db/x").unwrap_err().to_string();
+        assert!(!err.contains("s3cret"), "{err}");
+        assert_eq!(redacted("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
+    }
+}

@@ -1,0 +1,25 @@
+//! The shared conformance and property suites, run on every compiled-in
+//! backend through `jq::connect`: the facade (URL parsing, options, the
+//! `Backend` enum's dispatch) must add nothing wrong. PostgreSQL and Redis
+//! use the real servers (`JQ_POSTGRES_URL`, `JQ_REDIS_URL`) and fail, naming
+//! scripts/start-services.sh, when they are not running.
+
+mod common;
+
+#[cfg(feature = "sqlite")]
+mod sqlite {
+    jq_testkit::conformance!(super::common::sqlite);
+    jq_testkit::properties!(super::common::sqlite);
+}
+
+#[cfg(feature = "postgres")]
+mod postgres {
+    jq_testkit::conformance!(super::common::postgres);
+    jq_testkit::properties!(super::common::postgres);
+}
+
+#[cfg(feature = "redis")]
+mod redis {
+    jq_testkit::conformance!(super::common::redis);
+    jq_testkit::properties!(super::common::redis);
+}
