@@ -57,14 +57,18 @@ impl<S: Storage> Maintenance<S> {
         let (leader, elected) = watch::channel(false);
         let work = async {
             tokio::join!(
-                self.campaign(&election, &leader),
                 self.promote_loop(elected.clone()),
                 self.recover_loop(elected.clone()),
                 self.purge_loop(elected.clone()),
             );
         };
+        // The campaign ends only between two elections: an `elect` dropped
+        // in flight could still commit on the server after the `resign`
+        // below, leaving the role held by a pool that is gone until its
+        // lease expires. The work loops may be dropped anywhere: their
+        // operations are idempotent.
         tokio::select! {
-            _ = self.stop.cancelled() => {}
+            _ = self.campaign(&election, &leader) => {}
             _ = work => {}
         }
         // A no-op unless the role is ours.
@@ -79,7 +83,7 @@ impl<S: Storage> Maintenance<S> {
     /// Takes or renews the role every quarter of the lease, and tells the
     /// loops whether this pool holds it.
     async fn campaign(&self, election: &Election, leader: &watch::Sender<bool>) {
-        loop {
+        while !self.stop.is_cancelled() {
             let held = match self.storage.elect(election).await {
                 Ok(held) => held,
                 Err(error) => {
@@ -100,7 +104,10 @@ impl<S: Storage> Maintenance<S> {
                 }
             }
             // Never later than a quarter: the lease is three of them.
-            tokio::time::sleep(jitter(self.lease / 4, 0.1).min(self.lease / 4)).await;
+            tokio::select! {
+                _ = self.stop.cancelled() => return,
+                _ = tokio::time::sleep(jitter(self.lease / 4, 0.1).min(self.lease / 4)) => {}
+            }
         }
     }
 
