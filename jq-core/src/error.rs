@@ -127,6 +127,13 @@ pub enum Error {
         /// The queues of the batch, sorted.
         queues: Vec<String>,
     },
+    /// No schedule of this name is stored (`jqctl cron run` of a name no
+    /// pool ever declared).
+    #[error("schedule {name:?} not found: no worker pool has declared it on this store")]
+    ScheduleNotFound {
+        /// The name asked for.
+        name: String,
+    },
     /// Any other error from the backend's driver.
     #[error("{backend} error: {source}")]
     Backend {

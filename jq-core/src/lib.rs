@@ -8,6 +8,7 @@ pub mod clock;
 pub mod error;
 pub mod job;
 pub mod retry;
+pub mod schedule;
 pub mod storage;
 pub mod worker;
 
@@ -18,6 +19,7 @@ pub use job::{
     JobType, Lease, LeaseRef, LeaseToken, NewJob, Payload, Priority, QueueName, State,
 };
 pub use retry::{Backoff, ConstantBackoff, ExponentialBackoff};
+pub use schedule::{Fire, FireOutcome, MissedPolicy, Schedule, ScheduleBuilder, ScheduleInfo, Scheduler};
 pub use storage::{
     ClaimRequest, Completion, CompletionResult, Election, JobFilter, Leader, Outcome, StateCounts, Stats, Storage,
     StorageExt, WorkSignal,

@@ -25,6 +25,9 @@
 //!   it on); it returns an error only when it claimed nothing.
 //! - Named roles ([`Storage::elect`]) are leases with a token too: one
 //!   holder per role at a time, by the storage's clock.
+//! - A schedule's step ([`Storage::fire`]) is a compare-and-set on its
+//!   cursor that stores the tick's jobs in the same atomic step: one job
+//!   per (schedule, tick), with no leader.
 //!
 //! [`LeaseToken`]: crate::LeaseToken
 //! [`LeaseLost`]: crate::Error::LeaseLost
@@ -38,6 +41,7 @@ use tokio::sync::watch;
 use crate::clock::{Clock, Timestamp};
 use crate::error::{Error, Result};
 use crate::job::{Job, JobId, LeaseRef, LeaseToken, QueueName, State};
+use crate::schedule::{Fire, FireOutcome, ScheduleInfo};
 
 /// What [`Storage::claim`] is asked for.
 #[derive(Clone, Debug)]
@@ -243,7 +247,7 @@ impl Stats {
 /// value is a counter that only matters by changing.
 pub type WorkSignal = watch::Receiver<u64>;
 
-/// A job store. Implement this (sixteen methods) and run
+/// A job store. Implement this (nineteen methods) and run
 /// `jq_testkit::conformance!` against it to get a backend.
 ///
 /// Every method is one atomic step as seen by other callers; concurrency
@@ -362,6 +366,33 @@ pub trait Storage: Send + Sync + 'static {
     /// Every role with a holder (expired or not), by role name.
     async fn leaders(&self) -> Result<Vec<Leader>>;
 
+    /// One step of a recurring schedule, atomically: when the stored row
+    /// is the one `fire` expects (no row for `expected: None`; else the
+    /// cursor equal to `expected` and the run request equal to
+    /// `expected_run`), the row becomes [`Fire::applied`] (cursor moved,
+    /// counters added, run request cleared, `declared_at` now) and the
+    /// jobs are stored as [`Storage::enqueue`] stores them, in the same
+    /// step, and the answer is [`FireOutcome::Fired`] with their ids.
+    /// Otherwise nothing changes and the answer is [`FireOutcome::Moved`].
+    ///
+    /// This is what makes a tick's job exactly one, whatever the number of
+    /// pools: of concurrent steps from the same row, one wins; a step whose
+    /// answer was lost and is sent again finds the cursor moved.
+    /// [`Error::InvalidInput`] for a bad name or a job of another queue
+    /// than `fire.queue`; [`Error::PayloadTooLarge`] as for enqueue
+    /// (nothing stored either way).
+    async fn fire(&self, fire: &Fire) -> Result<FireOutcome>;
+
+    /// Every stored schedule, by name.
+    async fn schedules(&self) -> Result<Vec<ScheduleInfo>>;
+
+    /// Asks for one run of schedule `name` now: sets its run request to
+    /// now unless one is pending (requests coalesce). The next pool that
+    /// declares the schedule stores the job (only code can build it), with
+    /// the request's instant as its tick. [`Error::ScheduleNotFound`] when
+    /// no such schedule is stored.
+    async fn request_run(&self, name: &str) -> Result<()>;
+
     /// A signal that changes when work may have arrived (a same-process
     /// enqueue, a NOTIFY, a pub/sub message), or `None` when the backend has
     /// none; the pool then polls.
@@ -465,6 +496,15 @@ impl<S: Storage + ?Sized> Storage for std::sync::Arc<S> {
     }
     async fn leaders(&self) -> Result<Vec<Leader>> {
         (**self).leaders().await
+    }
+    async fn fire(&self, fire: &Fire) -> Result<FireOutcome> {
+        (**self).fire(fire).await
+    }
+    async fn schedules(&self) -> Result<Vec<ScheduleInfo>> {
+        (**self).schedules().await
+    }
+    async fn request_run(&self, name: &str) -> Result<()> {
+        (**self).request_run(name).await
     }
     fn subscribe(&self) -> Option<WorkSignal> {
         (**self).subscribe()

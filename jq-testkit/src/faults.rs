@@ -31,8 +31,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use jq_core::{
-    ClaimRequest, Clock, Completion, CompletionResult, Election, Error, Job, JobFilter, JobId, Leader, LeaseRef,
-    LeaseToken, NewJob, Result, State, Stats, Storage, Timestamp, WorkSignal,
+    ClaimRequest, Clock, Completion, CompletionResult, Election, Error, Fire, FireOutcome, Job, JobFilter, JobId,
+    Leader, LeaseRef, LeaseToken, NewJob, Result, ScheduleInfo, State, Stats, Storage, Timestamp, WorkSignal,
 };
 
 /// A method of [`Storage`] (all but `subscribe`, which cannot fail).
@@ -68,11 +68,17 @@ pub enum Operation {
     Resign,
     /// [`Storage::leaders`].
     Leaders,
+    /// [`Storage::fire`].
+    Fire,
+    /// [`Storage::schedules`].
+    Schedules,
+    /// [`Storage::request_run`].
+    RequestRun,
 }
 
 impl Operation {
     /// Every operation.
-    pub const ALL: [Operation; 15] = [
+    pub const ALL: [Operation; 18] = [
         Operation::Enqueue,
         Operation::Claim,
         Operation::Complete,
@@ -88,6 +94,9 @@ impl Operation {
         Operation::Elect,
         Operation::Resign,
         Operation::Leaders,
+        Operation::Fire,
+        Operation::Schedules,
+        Operation::RequestRun,
     ];
 
     fn index(self) -> usize {
@@ -266,6 +275,15 @@ impl<S: Storage> Storage for FaultyStorage<S> {
     }
     async fn leaders(&self) -> Result<Vec<Leader>> {
         faulty!(self, Operation::Leaders, self.inner.leaders())
+    }
+    async fn fire(&self, fire: &Fire) -> Result<FireOutcome> {
+        faulty!(self, Operation::Fire, self.inner.fire(fire))
+    }
+    async fn schedules(&self) -> Result<Vec<ScheduleInfo>> {
+        faulty!(self, Operation::Schedules, self.inner.schedules())
+    }
+    async fn request_run(&self, name: &str) -> Result<()> {
+        faulty!(self, Operation::RequestRun, self.inner.request_run(name))
     }
     fn subscribe(&self) -> Option<WorkSignal> {
         self.inner.subscribe()

@@ -13,9 +13,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use jq_core::clock::add;
 use jq_core::{
-    AttemptError, ClaimRequest, Clock, Completion, CompletionResult, DEFAULT_MAX_PAYLOAD_BYTES, Election, Error, Job,
-    JobFilter, JobId, Leader, Lease, LeaseRef, LeaseToken, NewJob, Outcome, Result, State, Stats, Storage, Timestamp,
-    WorkSignal,
+    AttemptError, ClaimRequest, Clock, Completion, CompletionResult, DEFAULT_MAX_PAYLOAD_BYTES, Election, Error, Fire,
+    FireOutcome, Job, JobFilter, JobId, Leader, Lease, LeaseRef, LeaseToken, NewJob, Outcome, Result, ScheduleInfo, State,
+    Stats, Storage, Timestamp, WorkSignal,
 };
 use tokio::sync::watch;
 
@@ -27,6 +27,8 @@ struct Shared {
     jobs: Mutex<BTreeMap<JobId, Job>>,
     /// role -> (token, leader); see [`Storage::elect`].
     roles: Mutex<BTreeMap<String, (LeaseToken, Leader)>>,
+    /// name -> row; see [`Storage::fire`]. Locked before `jobs` when both are.
+    schedules: Mutex<BTreeMap<String, ScheduleInfo>>,
     signal: watch::Sender<u64>,
 }
 
@@ -61,7 +63,12 @@ impl MemoryStorage {
     pub fn new() -> Self {
         let (signal, _) = watch::channel(0);
         MemoryStorage {
-            shared: Arc::new(Shared { jobs: Mutex::new(BTreeMap::new()), roles: Mutex::new(BTreeMap::new()), signal }),
+            shared: Arc::new(Shared {
+                jobs: Mutex::new(BTreeMap::new()),
+                roles: Mutex::new(BTreeMap::new()),
+                schedules: Mutex::new(BTreeMap::new()),
+                signal,
+            }),
             clock: Clock::system(),
             max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
         }
@@ -101,9 +108,60 @@ impl MemoryStorage {
         self.shared.roles.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    fn schedule_rows(&self) -> MutexGuard<'_, BTreeMap<String, ScheduleInfo>> {
+        self.shared.schedules.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
     fn bump(&self) {
         self.shared.signal.send_modify(|n| *n = n.wrapping_add(1));
     }
+}
+
+/// Stores `jobs` as [`Storage::enqueue`] does (the payloads already
+/// checked): the ids, and how many were new.
+fn insert(map: &mut BTreeMap<JobId, Job>, jobs: Vec<NewJob>, now: Timestamp) -> (Vec<JobId>, usize) {
+    let mut ids = Vec::with_capacity(jobs.len());
+    let mut stored = 0usize;
+    for job in jobs {
+        if let Some(existing) = map.get(&job.id) {
+            // A re-sent job (a client retrying after a lost answer)
+            // is not stored twice.
+            ids.push(existing.id);
+            continue;
+        }
+        if let Some(key) = &job.unique_key {
+            let duplicate = map
+                .values()
+                .find(|j| j.queue == job.queue && !j.state.is_terminal() && j.unique_key.as_ref() == Some(key));
+            if let Some(existing) = duplicate {
+                ids.push(existing.id);
+                continue;
+            }
+        }
+        let run_at = job.run_at.unwrap_or(now);
+        ids.push(job.id);
+        stored += 1;
+        map.insert(
+            job.id,
+            Job {
+                id: job.id,
+                queue: job.queue,
+                kind: job.kind,
+                payload: job.payload,
+                priority: job.priority,
+                state: waiting_state(run_at, now),
+                attempts: 0,
+                max_attempts: job.max_attempts,
+                run_at,
+                created_at: now,
+                finished_at: None,
+                lease: None,
+                errors: Vec::new(),
+                unique_key: job.unique_key,
+            },
+        );
+    }
+    (ids, stored)
 }
 
 /// Pending at `now` when `run_at <= now`, else Scheduled.
@@ -132,50 +190,7 @@ impl Storage for MemoryStorage {
             job.check_payload(self.max_payload_bytes)?;
         }
         let now = self.clock.now();
-        let mut ids = Vec::with_capacity(jobs.len());
-        let mut stored = 0usize;
-        {
-            let mut map = self.jobs();
-            for job in jobs {
-                if let Some(existing) = map.get(&job.id) {
-                    // A re-sent job (a client retrying after a lost answer)
-                    // is not stored twice.
-                    ids.push(existing.id);
-                    continue;
-                }
-                if let Some(key) = &job.unique_key {
-                    let duplicate = map
-                        .values()
-                        .find(|j| j.queue == job.queue && !j.state.is_terminal() && j.unique_key.as_ref() == Some(key));
-                    if let Some(existing) = duplicate {
-                        ids.push(existing.id);
-                        continue;
-                    }
-                }
-                let run_at = job.run_at.unwrap_or(now);
-                ids.push(job.id);
-                stored += 1;
-                map.insert(
-                    job.id,
-                    Job {
-                        id: job.id,
-                        queue: job.queue,
-                        kind: job.kind,
-                        payload: job.payload,
-                        priority: job.priority,
-                        state: waiting_state(run_at, now),
-                        attempts: 0,
-                        max_attempts: job.max_attempts,
-                        run_at,
-                        created_at: now,
-                        finished_at: None,
-                        lease: None,
-                        errors: Vec::new(),
-                        unique_key: job.unique_key,
-                    },
-                );
-            }
-        }
+        let (ids, stored) = insert(&mut self.jobs(), jobs, now);
         if stored > 0 {
             self.bump();
         }
@@ -430,6 +445,42 @@ impl Storage for MemoryStorage {
         Ok(self.roles().values().map(|(_, leader)| leader.clone()).collect())
     }
 
+    async fn fire(&self, fire: &Fire) -> Result<FireOutcome> {
+        fire.check()?;
+        for job in &fire.jobs {
+            job.check_payload(self.max_payload_bytes)?;
+        }
+        let now = self.clock.now();
+        let (ids, stored) = {
+            let mut rows = self.schedule_rows();
+            let before = rows.get(&fire.name);
+            if !fire.matches(before) {
+                return Ok(FireOutcome::Moved);
+            }
+            let (ids, stored) = insert(&mut self.jobs(), fire.jobs.clone(), now);
+            let row = fire.applied(before, now, &ids);
+            rows.insert(fire.name.clone(), row);
+            (ids, stored)
+        };
+        if stored > 0 {
+            self.bump();
+        }
+        Ok(FireOutcome::Fired(ids))
+    }
+
+    async fn schedules(&self) -> Result<Vec<ScheduleInfo>> {
+        Ok(self.schedule_rows().values().cloned().collect())
+    }
+
+    async fn request_run(&self, name: &str) -> Result<()> {
+        jq_core::schedule::check_name(name)?;
+        let now = self.clock.now();
+        let mut rows = self.schedule_rows();
+        let row = rows.get_mut(name).ok_or_else(|| Error::ScheduleNotFound { name: name.to_owned() })?;
+        row.run_requested.get_or_insert(now);
+        Ok(())
+    }
+
     fn subscribe(&self) -> Option<WorkSignal> {
         Some(self.shared.signal.subscribe())
     }
@@ -468,6 +519,7 @@ impl Harness for MemoryHarness {
     async fn cleanup(&self) {
         self.storage.jobs().clear();
         self.storage.roles().clear();
+        self.storage.schedule_rows().clear();
     }
 }
 

@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Config;
 use super::completer::{self, Finished};
+use super::cron::Cron;
 use super::executor::Executor;
 use super::failure::Failure;
 use super::fetcher::{Claimed, Fetcher};
@@ -35,6 +36,7 @@ use super::maintenance::Maintenance;
 use super::prefetch::Prefetch;
 use crate::error::Result;
 use crate::job::QueueName;
+use crate::schedule::Scheduler;
 use crate::storage::{ClaimRequest, Outcome, Storage};
 
 /// A running pool. Shut it down with [`WorkerHandle::shutdown`]; dropping
@@ -112,6 +114,7 @@ pub(crate) fn start<S: Storage>(
     queues: Vec<QueueName>,
     handlers: HashMap<String, ErasedHandler>,
     fallback: Option<ErasedHandler>,
+    scheduler: Scheduler,
 ) -> WorkerHandle {
     let storage = Arc::new(storage);
     let stop = CancellationToken::new();
@@ -188,6 +191,18 @@ pub(crate) fn start<S: Storage>(
             .run(),
         )
     });
+    let cron = (!scheduler.schedules().is_empty()).then(|| {
+        tokio::spawn(
+            Cron {
+                storage: storage.clone(),
+                scheduler,
+                interval: config.schedule_interval,
+                stop: stop.clone(),
+                failure: failure.clone(),
+            }
+            .run(),
+        )
+    });
     let sequence = Shutdown {
         stop: stop.clone(),
         abort,
@@ -199,6 +214,7 @@ pub(crate) fn start<S: Storage>(
         completer,
         heartbeat,
         maintenance,
+        cron,
         jobs: jobs_rx,
         finished: finished_tx,
     };
@@ -218,6 +234,7 @@ struct Shutdown {
     completer: JoinHandle<()>,
     heartbeat: JoinHandle<()>,
     maintenance: Option<JoinHandle<()>>,
+    cron: Option<JoinHandle<()>>,
     jobs: async_channel::Receiver<Claimed>,
     finished: mpsc::Sender<Finished>,
 }
@@ -246,6 +263,9 @@ impl Shutdown {
 
         if let Some(maintenance) = self.maintenance {
             joined("maintenance", maintenance).await;
+        }
+        if let Some(cron) = self.cron {
+            joined("schedules", cron).await;
         }
         // Executors are gone; dropping the last sender lets the completer
         // end once it has flushed everything.

@@ -69,6 +69,10 @@
 //!   interval; cancels the jobs whose lease was lost.
 //! - [`maintenance`]: promote, recover and retention purges, run by the one
 //!   pool per store that holds the "maintenance" role ([`Storage::elect`]).
+//! - `cron`: recurring jobs ([`WorkerPool::schedule`]): one task, only
+//!   when schedules are declared, running a [`Scheduler`] round every
+//!   second on every pool (no election: [`Storage::fire`] keeps one job per
+//!   tick).
 //! - [`handle`]: the [`WorkerHandle`] and the graceful
 //!   shutdown sequence.
 //!
@@ -83,6 +87,7 @@
 //! so a program waiting for a signal can wait for it too.
 
 pub mod completer;
+mod cron;
 pub mod executor;
 mod failure;
 pub mod fetcher;
@@ -106,6 +111,7 @@ pub use maintenance::ROLE as MAINTENANCE_ROLE;
 use crate::error::{Error, Result};
 use crate::job::{Job, JobType, QueueName, State};
 use crate::retry::{Backoff, ExponentialBackoff};
+use crate::schedule::{Schedule, Scheduler};
 use crate::storage::Storage;
 use handler::ErasedHandler;
 
@@ -125,6 +131,8 @@ pub const DEFAULT_PROMOTE_INTERVAL: Duration = Duration::from_secs(1);
 pub const DEFAULT_RECOVER_INTERVAL: Duration = Duration::from_secs(10);
 /// Default interval between retention purges.
 pub const DEFAULT_PURGE_INTERVAL: Duration = Duration::from_secs(60);
+/// Default interval between rounds of the declared schedules.
+pub const DEFAULT_SCHEDULE_INTERVAL: Duration = Duration::from_secs(1);
 /// Default maintenance lease: when the pool that maintains a store dies,
 /// another takes over within this long.
 pub const DEFAULT_MAINTENANCE_LEASE: Duration = Duration::from_secs(30);
@@ -151,6 +159,8 @@ pub(crate) struct Config {
     pub(crate) retention: Vec<(State, Option<Duration>)>,
     pub(crate) worker_name: String,
     pub(crate) retry_unknown_kinds: bool,
+    pub(crate) schedules: Vec<Schedule>,
+    pub(crate) schedule_interval: Duration,
 }
 
 /// A pool of workers over a storage `S`, configured with builder methods,
@@ -219,6 +229,8 @@ impl<S: Storage> WorkerPool<S> {
                 retention: Vec::new(),
                 worker_name: default_worker_name(),
                 retry_unknown_kinds: false,
+                schedules: Vec::new(),
+                schedule_interval: DEFAULT_SCHEDULE_INTERVAL,
             },
             handlers: HashMap::new(),
             fallback: None,
@@ -416,13 +428,30 @@ impl<S: Storage> WorkerPool<S> {
         self
     }
 
+    /// Declares a recurring job ([`Schedule`]): this pool stores the
+    /// schedule's tick jobs, sharing the work with every other pool that
+    /// declares it, one job per tick whatever their number (see
+    /// [`crate::schedule`]). The pool need not run the jobs' queue.
+    pub fn schedule(mut self, schedule: Schedule) -> Self {
+        self.config.schedules.push(schedule);
+        self
+    }
+
+    /// How often the declared schedules are looked at (default 1 s, jittered
+    /// ±10 %): the most a tick's job waits to be stored.
+    pub fn schedule_interval(mut self, interval: Duration) -> Self {
+        self.config.schedule_interval = interval;
+        self
+    }
+
     /// Checks the settings and starts the pool's tasks on the current tokio
     /// runtime.
     ///
     /// Errors: [`Error::InvalidQueue`] for a bad queue name;
     /// [`Error::InvalidInput`] for no queue, concurrency 0, a zero lease or
     /// maintenance lease, a heartbeat interval not shorter than the lease,
-    /// or a retention of a non-terminal state.
+    /// a retention of a non-terminal state, two schedules of one name or a
+    /// zero schedule interval.
     pub fn start(self) -> Result<WorkerHandle> {
         let WorkerPool { storage, mut config, handlers, fallback, typed_queues } = self;
         if config.queues.is_empty() {
@@ -455,7 +484,11 @@ impl<S: Storage> WorkerPool<S> {
         if let Some((state, _)) = config.retention.iter().find(|(s, _)| !s.is_terminal()) {
             return Err(Error::invalid("retention", format!("{state} is not terminal: only finished jobs are purged")));
         }
-        Ok(handle::start(storage, config, queues, handlers, fallback))
+        if config.schedule_interval.is_zero() {
+            return Err(Error::invalid("schedule interval", "0 s: schedules are looked at every interval"));
+        }
+        let scheduler = Scheduler::new(std::mem::take(&mut config.schedules))?;
+        Ok(handle::start(storage, config, queues, handlers, fallback, scheduler))
     }
 
     /// Starts the pool, runs until `until` completes (or a fatal storage
