@@ -99,6 +99,7 @@ pub mod faults;
 pub mod memory;
 pub mod model;
 pub mod scenarios;
+pub mod schedule_model;
 
 pub use faults::FaultyStorage;
 pub use memory::{MemoryHarness, MemoryStorage};
@@ -243,6 +244,13 @@ macro_rules! conformance {
             pool_heartbeat_failing_before_effect_strands_nothing,
             pool_heartbeat_failing_after_effect_strands_nothing,
             one_maintainer_among_eight_pools,
+            // recurring jobs
+            schedule_one_job_per_tick_under_racing_pools,
+            schedule_missed_ticks_follow_the_policy,
+            schedule_fire_is_a_compare_and_set,
+            schedule_run_request_is_served_once,
+            schedule_changes_with_the_code_and_orphans_stop,
+            schedule_daylight_saving_in_two_zones,
         );
     };
 }
@@ -265,9 +273,11 @@ macro_rules! __conformance_tests {
     };
 }
 
-/// Stamps the model-based property test `model_matches_reference`: random
+/// Stamps the model-based property tests: `model_matches_reference`, random
 /// operation sequences on the backend and on [`MemoryStorage`], compared
-/// after every step. `$setup` is called once per case (a fresh namespace).
+/// after every step; and `schedules_match_reference`, random timelines of
+/// pools starting and stopping under a clock that jumps forward
+/// ([`schedule_model`]). `$setup` is called once per case (a fresh namespace).
 /// Cases default to [`model::DEFAULT_CASES`]; set `PROPTEST_CASES` for more.
 #[macro_export]
 macro_rules! properties {
@@ -275,6 +285,11 @@ macro_rules! properties {
         #[test]
         fn model_matches_reference() {
             $crate::model::check(|| ($setup)());
+        }
+
+        #[test]
+        fn schedules_match_reference() {
+            $crate::schedule_model::check(|| ($setup)());
         }
     };
 }

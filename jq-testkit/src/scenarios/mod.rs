@@ -14,6 +14,7 @@ pub mod lease;
 pub mod maintenance;
 pub mod pool;
 pub mod retry;
+pub mod schedule;
 
 pub use admin::*;
 pub use bad_input::*;
@@ -24,3 +25,4 @@ pub use lease::*;
 pub use maintenance::*;
 pub use pool::*;
 pub use retry::*;
+pub use schedule::*;

@@ -1,0 +1,320 @@
+//! Recurring jobs ([`Storage::fire`], [`Storage::schedules`],
+//! [`Storage::request_run`]): one job per (schedule, tick) whatever the
+//! number of pools, missed ticks, orphans and daylight-saving time.
+//!
+//! The pools here are [`Scheduler`]s, the step a worker pool repeats every
+//! second, called directly under manual clocks so time moves without
+//! sleeping.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use jq_core::schedule::{ORPHAN_AFTER, Spec};
+use jq_core::{
+    Error, Fire, FireOutcome, JobFilter, JobId, ManualClock, MissedPolicy, NewJob, Payload, QueueName, Schedule,
+    ScheduleBuilder, ScheduleInfo, Scheduler, Storage, Timestamp,
+};
+
+use crate::Harness;
+
+/// A schedule whose job, of kind `tick` on `queue`, carries its tick
+/// (`{"schedule": name, "tick": rfc3339}`).
+pub fn tick_schedule(builder: ScheduleBuilder, name: &str, queue: &str) -> Schedule {
+    let name = name.to_owned();
+    builder
+        .job_with(queue, move |tick| {
+            let payload = serde_json::json!({ "schedule": name, "tick": tick.to_rfc3339() });
+            NewJob::builder("tick", Payload::of(&payload).expect("a JSON payload"))
+        })
+        .expect("scenario queue names are valid")
+}
+
+/// Every job of `queue` as (schedule, tick), in id order; panics on a
+/// duplicate pair.
+pub async fn tick_jobs<S: Storage + ?Sized>(storage: &S, queue: &str) -> Vec<(String, Timestamp)> {
+    let filter = JobFilter { queue: Some(QueueName::new(queue).expect("queue")), limit: 500, ..Default::default() };
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    for id in crate::list_pages(storage, filter).await.concat() {
+        let job = storage.get(id).await.expect("get");
+        let value: serde_json::Value = serde_json::from_str(job.payload.as_str()).expect("JSON");
+        let name = value["schedule"].as_str().expect("schedule").to_owned();
+        let tick = DateTime::parse_from_rfc3339(value["tick"].as_str().expect("tick")).expect("rfc3339").to_utc();
+        assert!(seen.insert((name.clone(), tick)), "two jobs for {name} at {tick}");
+        out.push((name, tick));
+    }
+    out
+}
+
+fn utc(s: &str) -> Timestamp {
+    DateTime::parse_from_rfc3339(s).expect("rfc3339").with_timezone(&Utc)
+}
+
+fn every_minute(name: &str, queue: &str) -> Schedule {
+    tick_schedule(Schedule::cron(name, "* * * * *").expect("cron"), name, queue)
+}
+
+async fn row<S: Storage + ?Sized>(storage: &S, name: &str) -> ScheduleInfo {
+    let rows = storage.schedules().await.expect("schedules");
+    rows.into_iter().find(|r| r.name == name).unwrap_or_else(|| panic!("no row for {name}"))
+}
+
+/// Four pools on four connections, with clocks up to 3 s apart, race over
+/// 1,000 ticks of a per-minute schedule: exactly one job per tick, for
+/// exactly the ticks that passed.
+pub async fn schedule_one_job_per_tick_under_racing_pools<H: Harness>(h: &H) {
+    let start = utc("2026-05-04T10:00:30Z");
+    let skews = [0i64, 1_500, -2_000, 3_000];
+    let mut pools = Vec::new();
+    for skew in skews {
+        let clock = ManualClock::new(start + chrono::Duration::milliseconds(skew));
+        let storage = h.connect(clock.clock()).await;
+        let scheduler = Scheduler::new(vec![every_minute("race", "cron-race")]).expect("scheduler");
+        pools.push((clock, storage, scheduler));
+    }
+    for _ in 0..=1_000 {
+        let rounds = pools.iter().map(|(_, storage, scheduler)| scheduler.run_once(storage));
+        for round in futures::future::join_all(rounds).await {
+            round.expect("round");
+        }
+        for (clock, _, _) in &pools {
+            clock.advance(Duration::from_secs(60));
+        }
+    }
+    let storage = &pools[0].1;
+    let got: Vec<Timestamp> = tick_jobs(storage, "cron-race").await.into_iter().map(|(_, t)| t).collect();
+    let expected: Vec<Timestamp> = (1..=1_000).map(|m| utc("2026-05-04T10:00:00Z") + chrono::Duration::minutes(m)).collect();
+    let got_set: BTreeSet<_> = got.iter().copied().collect();
+    assert_eq!(got.len(), 1_000, "one job per tick, no more, no less");
+    assert_eq!(got_set, expected.iter().copied().collect(), "exactly the ticks that passed");
+    let row = row(storage, "race").await;
+    assert_eq!((row.cursor, row.missed, row.last_missed), (expected[999], 0, None));
+    let last = row.last_job.expect("a last job");
+    let job = storage.get(last).await.expect("the last job");
+    assert!(job.payload.as_str().contains(&expected[999].to_rfc3339()), "{}", job.payload.as_str());
+}
+
+/// Every pool down for 3 h 20 min over an hourly schedule: `skip` stores
+/// nothing, `latest` one job for 13:00, `all` the most recent `cap`; the
+/// others are counted with the most recent of them.
+pub async fn schedule_missed_ticks_follow_the_policy<H: Harness>(h: &H) {
+    let clock = ManualClock::new(utc("2026-01-01T10:00:00Z"));
+    let storage = h.connect(clock.clock()).await;
+    let hourly = |name: &str, policy| tick_schedule(Schedule::cron(name, "0 * * * *").expect("cron").missed(policy), name, "cron-missed");
+    let scheduler = Scheduler::new(vec![
+        hourly("skip", MissedPolicy::Skip),
+        hourly("latest", MissedPolicy::Latest),
+        hourly("all", MissedPolicy::All { cap: 2 }),
+    ])
+    .expect("scheduler");
+    let round = scheduler.run_once(&storage).await.expect("round");
+    assert_eq!((round.fired, round.jobs), (3, 0), "first declaration stores the rows, no job");
+    clock.set(utc("2026-01-01T13:20:00Z"));
+    let round = scheduler.run_once(&storage).await.expect("round");
+    assert_eq!(round.jobs, 3);
+    let mut by_schedule: BTreeMap<String, Vec<Timestamp>> = BTreeMap::new();
+    for (name, tick) in tick_jobs(&storage, "cron-missed").await {
+        by_schedule.entry(name).or_default().push(tick);
+    }
+    by_schedule.values_mut().for_each(|ticks| ticks.sort());
+    assert_eq!(by_schedule.get("skip"), None);
+    assert_eq!(by_schedule["latest"], [utc("2026-01-01T13:00:00Z")]);
+    assert_eq!(by_schedule["all"], [utc("2026-01-01T12:00:00Z"), utc("2026-01-01T13:00:00Z")]);
+    for (name, missed, last) in
+        [("skip", 3, "2026-01-01T13:00:00Z"), ("latest", 2, "2026-01-01T12:00:00Z"), ("all", 1, "2026-01-01T11:00:00Z")]
+    {
+        let row = row(&storage, name).await;
+        assert_eq!((row.missed, row.last_missed), (missed, Some(utc(last))), "{name}");
+        assert_eq!(row.cursor, utc("2026-01-01T13:00:00Z"), "{name}");
+    }
+    // On time again: 14:00 runs under every policy.
+    clock.set(utc("2026-01-01T14:00:10Z"));
+    assert_eq!(scheduler.run_once(&storage).await.expect("round").jobs, 3);
+}
+
+/// The step itself: a compare-and-set on the cursor and the run request,
+/// with the jobs stored in the same step or not at all.
+pub async fn schedule_fire_is_a_compare_and_set<H: Harness>(h: &H) {
+    let clock = ManualClock::new(utc("2026-02-01T00:00:00Z"));
+    let storage = h.connect(clock.clock()).await;
+    let queue = QueueName::new("cron-cas").expect("queue");
+    let job = |n: u32| {
+        NewJob::builder("tick", Payload::of(&serde_json::json!({"schedule": "cas", "tick": format!("2026-02-01T00:0{n}:00+00:00")})).expect("json"))
+            .queue("cron-cas")
+            .build_at(clock.now())
+            .expect("job")
+    };
+    let step = |expected, cursor, jobs| Fire {
+        name: "cas".into(),
+        queue: queue.clone(),
+        spec: "* * * * *".into(),
+        zone: "UTC".into(),
+        expected,
+        expected_run: None,
+        cursor,
+        jobs,
+        missed: 0,
+        last_missed: None,
+    };
+    let t0 = clock.now();
+    assert_eq!(storage.fire(&step(None, t0, vec![])).await.expect("create"), FireOutcome::Fired(vec![]));
+    assert_eq!(storage.fire(&step(None, t0, vec![job(1)])).await.expect("again"), FireOutcome::Moved);
+    let t1 = utc("2026-02-01T00:01:00Z");
+    assert_eq!(storage.fire(&step(Some(t1), t1, vec![job(1)])).await.expect("wrong"), FireOutcome::Moved);
+    let first = job(1);
+    let id = first.id;
+    clock.set(utc("2026-02-01T00:01:02Z"));
+    assert_eq!(storage.fire(&step(Some(t0), t1, vec![first.clone()])).await.expect("fire"), FireOutcome::Fired(vec![id]));
+    // The same step sent again after a lost answer finds the cursor moved.
+    assert_eq!(storage.fire(&step(Some(t0), t1, vec![first])).await.expect("resend"), FireOutcome::Moved);
+    assert_eq!(tick_jobs(&storage, "cron-cas").await.len(), 1);
+    let stored = row(&storage, "cas").await;
+    assert_eq!((stored.cursor, stored.last_job, stored.declared_at, stored.queue.as_str()), (t1, Some(id), clock.now(), "cron-cas"));
+
+    // A job of another queue, or an oversized payload: refused, nothing stored.
+    let mut stray = job(2);
+    stray.queue = QueueName::new("elsewhere").expect("queue");
+    let t2 = utc("2026-02-01T00:02:00Z");
+    let err = storage.fire(&step(Some(t1), t2, vec![stray])).await.expect_err("another queue");
+    assert!(matches!(err, Error::InvalidInput { .. }), "{err:?}");
+    let mut big = job(2);
+    big.payload = Payload::of(&"x".repeat(jq_core::DEFAULT_MAX_PAYLOAD_BYTES + 1)).expect("json");
+    let err = storage.fire(&step(Some(t1), t2, vec![big])).await.expect_err("too large");
+    assert!(matches!(err, Error::PayloadTooLarge { .. }), "{err:?}");
+    assert_eq!(row(&storage, "cas").await.cursor, t1, "nothing moved");
+    assert_eq!(tick_jobs(&storage, "cron-cas").await.len(), 1);
+
+    // An operator's run request takes part in the comparison.
+    let err = storage.request_run("nope").await.expect_err("unknown");
+    assert!(matches!(err, Error::ScheduleNotFound { ref name } if name == "nope"), "{err:?}");
+    storage.request_run("cas").await.expect("request");
+    let asked = clock.now();
+    clock.advance(Duration::from_secs(1));
+    storage.request_run("cas").await.expect("requests coalesce");
+    assert_eq!(row(&storage, "cas").await.run_requested, Some(asked));
+    assert_eq!(storage.fire(&step(Some(t1), t1, vec![])).await.expect("stale"), FireOutcome::Moved);
+    let run = job(3);
+    let run_id = run.id;
+    let with_run = Fire { expected_run: Some(asked), missed: 2, last_missed: Some(t1), ..step(Some(t1), t1, vec![run]) };
+    assert_eq!(storage.fire(&with_run).await.expect("served"), FireOutcome::Fired(vec![run_id]));
+    let stored = row(&storage, "cas").await;
+    assert_eq!((stored.run_requested, stored.last_job, stored.missed, stored.last_missed), (None, Some(run_id), 2, Some(t1)));
+}
+
+/// `jqctl cron run`: a run request is served once, by the next round of a
+/// pool that declares the schedule, with the request's instant as tick.
+pub async fn schedule_run_request_is_served_once<H: Harness>(h: &H) {
+    let clock = ManualClock::new(utc("2026-03-01T08:00:10Z"));
+    let daily = || tick_schedule(Schedule::cron("daily", "0 3 * * *").expect("cron"), "daily", "cron-run");
+    let a = h.connect(clock.clock()).await;
+    let b = h.connect(clock.clock()).await;
+    let (sa, sb) = (Scheduler::new(vec![daily()]).expect("a"), Scheduler::new(vec![daily()]).expect("b"));
+    sa.run_once(&a).await.expect("declare");
+    clock.advance(Duration::from_secs(5));
+    b.request_run("daily").await.expect("request");
+    let asked = clock.now();
+    clock.advance(Duration::from_secs(1));
+    let (ra, rb) = tokio::join!(sa.run_once(&a), sb.run_once(&b));
+    assert_eq!(ra.expect("a").jobs + rb.expect("b").jobs, 1, "one job for one request");
+    assert_eq!(sa.run_once(&a).await.expect("again").jobs, 0);
+    assert_eq!(tick_jobs(&a, "cron-run").await, [("daily".to_owned(), asked)]);
+    assert_eq!(row(&a, "daily").await.run_requested, None);
+}
+
+/// A deploy that changes an expression changes the stored one; a schedule
+/// no pool declares any more stops and shows as orphaned.
+pub async fn schedule_changes_with_the_code_and_orphans_stop<H: Harness>(h: &H) {
+    let clock = ManualClock::new(utc("2026-06-01T00:00:30Z"));
+    let storage = h.connect(clock.clock()).await;
+    let old = Scheduler::new(vec![every_minute("kept", "cron-deploy"), every_minute("dropped", "cron-deploy")]).expect("old");
+    old.run_once(&storage).await.expect("declare");
+    clock.advance(Duration::from_secs(60));
+    assert_eq!(old.run_once(&storage).await.expect("round").jobs, 2);
+
+    // The new deploy: "kept" every two minutes, "dropped" gone.
+    let kept = tick_schedule(Schedule::cron("kept", "*/2 * * * *").expect("cron"), "kept", "cron-deploy");
+    let new = Scheduler::new(vec![kept]).expect("new");
+    clock.advance(Duration::from_secs(30)); // 00:02:00
+    new.run_once(&storage).await.expect("round");
+    assert_eq!(row(&storage, "kept").await.spec, "*/2 * * * *");
+    for _ in 0..10 {
+        clock.advance(Duration::from_secs(60));
+        new.run_once(&storage).await.expect("round");
+    }
+    let now = clock.now();
+    let jobs = tick_jobs(&storage, "cron-deploy").await;
+    let kept_ticks: Vec<_> = jobs.iter().filter(|(n, _)| n == "kept").map(|(_, t)| *t).collect();
+    assert!(kept_ticks[1..].iter().all(|t| t.timestamp() % 120 == 0), "{kept_ticks:?}");
+    assert_eq!(kept_ticks.len(), 1 + 6, "00:01, then 00:02 to 00:12 every two minutes");
+    assert_eq!(jobs.iter().filter(|(n, _)| n == "dropped").count(), 1, "stopped with the deploy");
+    clock.advance(ORPHAN_AFTER);
+    new.run_once(&storage).await.expect("round");
+    let (kept, dropped) = (row(&storage, "kept").await, row(&storage, "dropped").await);
+    assert!(!kept.is_orphaned(clock.now()), "{kept:?}");
+    assert!(dropped.is_orphaned(clock.now()), "{dropped:?}");
+    assert!(dropped.declared_at < now);
+}
+
+/// Daylight-saving time in a northern and a southern zone, both
+/// directions: a daily 02:30 job runs once on every day, at the first
+/// instant after a spring-forward gap and at the first occurrence of a
+/// repeated time.
+pub async fn schedule_daylight_saving_in_two_zones<H: Harness>(h: &H) {
+    let clock = ManualClock::new(utc("2026-03-27T06:00:00Z"));
+    let storage = h.connect(clock.clock()).await;
+    let daily = |name: &str, zone: &str| {
+        let builder = Schedule::cron(name, "30 2 * * *").expect("cron").zone(zone).expect("zone");
+        tick_schedule(builder.missed(MissedPolicy::Skip).grace(Duration::from_secs(3600)), name, "cron-dst")
+    };
+    let scheduler = Scheduler::new(vec![daily("berlin", "Europe/Berlin"), daily("sydney", "Australia/Sydney")]).expect("scheduler");
+    // Three days around each transition, 30 minutes a round; the jumps
+    // between windows skip (policy skip, nothing on time).
+    for start in ["2026-03-27T06:00:00Z", "2026-04-03T06:00:00Z", "2026-10-02T06:00:00Z", "2026-10-23T06:00:00Z"] {
+        clock.set(utc(start));
+        for _ in 0..=(3 * 48) {
+            scheduler.run_once(&storage).await.expect("round");
+            clock.advance(Duration::from_secs(1800));
+        }
+    }
+    let mut got: BTreeMap<String, Vec<Timestamp>> = BTreeMap::new();
+    for (name, tick) in tick_jobs(&storage, "cron-dst").await {
+        got.entry(name).or_default().push(tick);
+    }
+    got.values_mut().for_each(|ticks| ticks.sort());
+    let berlin = [
+        "2026-03-28T01:30:00Z",
+        "2026-03-29T01:00:00Z", // 02:30 does not exist: 03:00 CEST, the end of the gap
+        "2026-03-30T00:30:00Z",
+        "2026-04-04T00:30:00Z",
+        "2026-04-05T00:30:00Z",
+        "2026-04-06T00:30:00Z",
+        "2026-10-03T00:30:00Z",
+        "2026-10-04T00:30:00Z",
+        "2026-10-05T00:30:00Z",
+        "2026-10-24T00:30:00Z",
+        "2026-10-25T00:30:00Z", // 02:30 happens twice: the first (CEST)
+        "2026-10-26T01:30:00Z",
+    ];
+    let sydney = [
+        "2026-03-27T15:30:00Z",
+        "2026-03-28T15:30:00Z",
+        "2026-03-29T15:30:00Z",
+        "2026-04-03T15:30:00Z",
+        "2026-04-04T15:30:00Z", // 5 April 02:30 happens twice: the first (AEDT)
+        "2026-04-05T16:30:00Z",
+        "2026-10-02T16:30:00Z",
+        "2026-10-03T16:00:00Z", // 4 October 02:30 does not exist: 03:00 AEDT
+        "2026-10-04T15:30:00Z",
+        "2026-10-23T15:30:00Z",
+        "2026-10-24T15:30:00Z",
+        "2026-10-25T15:30:00Z",
+    ];
+    assert_eq!(got["berlin"], berlin.map(utc), "Europe/Berlin");
+    assert_eq!(got["sydney"], sydney.map(utc), "Australia/Sydney");
+    // The zone's wall clock, checked independently of the store.
+    let spec = Spec::cron("30 2 * * *").expect("cron");
+    let sydney_tz = jq_core::schedule::ticks::zone("Australia/Sydney").expect("zone");
+    assert_eq!(spec.next_after(utc("2026-10-03T00:00:00Z"), sydney_tz), Some(utc("2026-10-03T16:00:00Z")));
+    let _: Option<JobId> = row(&storage, "berlin").await.last_job;
+}
