@@ -46,6 +46,7 @@ mod enqueue;
 mod error;
 mod maintenance;
 mod row;
+mod schedule;
 pub mod schema;
 mod storage;
 mod wake;

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use jq_core::{
-    ClaimRequest, Clock, Completion, CompletionResult, Election, Error, Job, JobFilter, JobId, Leader, LeaseRef,
-    LeaseToken, NewJob, Result, State, Stats, Storage, Timestamp, WorkSignal,
+    ClaimRequest, Clock, Completion, CompletionResult, Election, Error, Fire, FireOutcome, Job, JobFilter, JobId,
+    Leader, LeaseRef, LeaseToken, NewJob, Result, ScheduleInfo, State, Stats, Storage, Timestamp, WorkSignal,
 };
 use rusqlite::{Connection, Transaction};
 use tokio::sync::{Semaphore, oneshot, watch};
@@ -20,7 +20,7 @@ use crate::config::{Location, SqliteConfig};
 use crate::error::{BACKEND, SqliteError, command_panicked, writer_gone};
 use crate::schema::{self, Role};
 use crate::writer::{Alive, Command, Reply, Writer, panic_message};
-use crate::{admin, election, enqueue, wake};
+use crate::{admin, election, enqueue, schedule, wake};
 
 /// The embedded SQLite backend. Cheap to clone (an `Arc` inside); the
 /// writer thread stops when the last clone is dropped.
@@ -302,6 +302,23 @@ impl Storage for SqliteStorage {
 
     async fn leaders(&self) -> Result<Vec<Leader>> {
         self.read(election::leaders).await
+    }
+
+    async fn fire(&self, fire: &Fire) -> Result<FireOutcome> {
+        fire.check()?;
+        enqueue::check(&fire.jobs, self.inner.config.max_payload_bytes)?;
+        let fire = Box::new(fire.clone());
+        self.call(|reply| Command::Fire { fire, reply }).await
+    }
+
+    async fn schedules(&self) -> Result<Vec<ScheduleInfo>> {
+        self.read(schedule::schedules).await
+    }
+
+    async fn request_run(&self, name: &str) -> Result<()> {
+        jq_core::schedule::check_name(name)?;
+        let name = name.to_owned();
+        self.call(|reply| Command::RequestRun { name, reply }).await
     }
 
     fn subscribe(&self) -> Option<WorkSignal> {

@@ -24,14 +24,14 @@ use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use jq_core::{
-    ClaimRequest, Clock, Completion, CompletionResult, Election, Job, JobId, LeaseRef, LeaseToken, NewJob, Result,
-    State, Timestamp,
+    ClaimRequest, Clock, Completion, CompletionResult, Election, Fire, FireOutcome, Job, JobId, LeaseRef, LeaseToken,
+    NewJob, Result, State, Timestamp,
 };
 use rusqlite::Connection;
 use tokio::sync::{oneshot, watch};
 
 use crate::error::SharedFailure;
-use crate::{admin, claim, complete, election, enqueue, maintenance};
+use crate::{admin, claim, complete, election, enqueue, maintenance, schedule};
 
 /// Where a command's answer goes.
 pub(crate) type Reply<T> = oneshot::Sender<Result<T>>;
@@ -84,6 +84,14 @@ pub(crate) enum Command {
         token: LeaseToken,
         reply: Reply<()>,
     },
+    Fire {
+        fire: Box<Fire>,
+        reply: Reply<FireOutcome>,
+    },
+    RequestRun {
+        name: String,
+        reply: Reply<()>,
+    },
     /// Runs a closure in the group transaction (tests of the writer itself).
     #[cfg(test)]
     Test {
@@ -106,6 +114,7 @@ enum Answer {
     Count(Reply<u64>, Result<u64>),
     Unit(Reply<()>, Result<()>),
     Bool(Reply<bool>, Result<bool>),
+    Fired(Reply<FireOutcome>, Result<FireOutcome>),
 }
 
 macro_rules! each_answer {
@@ -117,6 +126,7 @@ macro_rules! each_answer {
             Answer::Count($reply, $result) => $body,
             Answer::Unit($reply, $result) => $body,
             Answer::Bool($reply, $result) => $body,
+            Answer::Fired($reply, $result) => $body,
         }
     };
 }
@@ -182,6 +192,12 @@ impl Command {
             Command::Resign { role, token, reply } => {
                 (Answer::Unit(reply, election::resign(conn, &role, token)), false)
             }
+            Command::Fire { fire, reply } => {
+                let r = schedule::fire(conn, &fire, now);
+                let wakes = matches!(&r, Ok((_, stored)) if *stored > 0);
+                (Answer::Fired(reply, r.map(|(outcome, _)| outcome)), wakes)
+            }
+            Command::RequestRun { name, reply } => (Answer::Unit(reply, schedule::request_run(conn, &name, now)), false),
             #[cfg(test)]
             Command::Test { run, reply } => {
                 run(conn);
@@ -208,9 +224,11 @@ impl Command {
             Command::Promote { reply } | Command::Recover { reply } | Command::PurgeBatch { reply, .. } => {
                 Answer::Count(reply, Err(failure.to_error()))
             }
-            Command::RetryDead { reply, .. } | Command::Cancel { reply, .. } | Command::Resign { reply, .. } => {
-                Answer::Unit(reply, Err(failure.to_error()))
-            }
+            Command::RetryDead { reply, .. }
+            | Command::Cancel { reply, .. }
+            | Command::Resign { reply, .. }
+            | Command::RequestRun { reply, .. } => Answer::Unit(reply, Err(failure.to_error())),
+            Command::Fire { reply, .. } => Answer::Fired(reply, Err(failure.to_error())),
             Command::Elect { reply, .. } => Answer::Bool(reply, Err(failure.to_error())),
             #[cfg(test)]
             Command::Test { reply, .. } => Answer::Unit(reply, Err(failure.to_error())),

@@ -1,0 +1,88 @@
+//! Recurring schedules ([`Storage::fire`](jq_core::Storage::fire)): one row
+//! per schedule in `schedules`. A step reads the row and, when it is the
+//! one expected, writes it and inserts the jobs, all in the writer's
+//! `BEGIN IMMEDIATE` transaction: writers of every process are serialised
+//! by it, so the comparison and the write are one atomic step.
+
+use jq_core::clock::from_micros;
+use jq_core::{Error, Fire, FireOutcome, JobId, Result, ScheduleInfo, Timestamp};
+use rusqlite::{Connection, OptionalExtension, Row, params};
+use uuid::Uuid;
+
+use crate::enqueue;
+use crate::error::db;
+use crate::row::blob;
+
+const GET: &str = include_str!("sql/schedule_get.sql");
+const PUT: &str = include_str!("sql/schedule_put.sql");
+const LIST: &str = include_str!("sql/schedules.sql");
+const RUN: &str = include_str!("sql/schedule_run.sql");
+
+/// One step; the outcome and how many jobs were inserted. Runs on the
+/// writer, inside its transaction.
+pub(crate) fn fire(conn: &Connection, fire: &Fire, now: Timestamp) -> Result<(FireOutcome, usize)> {
+    let before = conn.prepare_cached(GET).map_err(db)?.query_row(params![fire.name], decode).optional().map_err(db)?;
+    let before = before.transpose()?;
+    if !fire.matches(before.as_ref()) {
+        return Ok((FireOutcome::Moved, 0));
+    }
+    let (ids, stored) = enqueue::insert(conn, &fire.jobs, now)?;
+    let row = fire.applied(before.as_ref(), now, &ids);
+    conn.prepare_cached(PUT)
+        .map_err(db)?
+        .execute(params![
+            row.name,
+            row.queue,
+            row.spec,
+            row.zone,
+            row.cursor.timestamp_micros(),
+            row.last_job.map(|id| blob(&id.0).to_vec()),
+            i64::try_from(row.missed).unwrap_or(i64::MAX),
+            row.last_missed.map(|t| t.timestamp_micros()),
+            row.declared_at.timestamp_micros(),
+        ])
+        .map_err(db)?;
+    Ok((FireOutcome::Fired(ids), stored))
+}
+
+/// Every schedule row.
+pub(crate) fn schedules(conn: &Connection) -> Result<Vec<ScheduleInfo>> {
+    let mut stmt = conn.prepare_cached(LIST).map_err(db)?;
+    let rows = stmt.query_map([], decode).map_err(db)?;
+    rows.map(|r| r.map_err(db).and_then(|r| r)).collect()
+}
+
+/// Sets the run request of `name`; runs on the writer.
+pub(crate) fn request_run(conn: &Connection, name: &str, now: Timestamp) -> Result<()> {
+    let changed = conn.prepare_cached(RUN).map_err(db)?.execute(params![name, now.timestamp_micros()]).map_err(db)?;
+    if changed == 0 {
+        return Err(Error::ScheduleNotFound { name: name.to_owned() });
+    }
+    Ok(())
+}
+
+/// A row of `schedules`; the inner error for a last job that is not a UUID.
+fn decode(r: &Row<'_>) -> rusqlite::Result<Result<ScheduleInfo>> {
+    let name: String = r.get(0)?;
+    let last_job: Option<Vec<u8>> = r.get(5)?;
+    let last_job = match last_job.map(|b| Uuid::from_slice(&b)) {
+        None => None,
+        Some(Ok(id)) => Some(JobId(id)),
+        Some(Err(_)) => {
+            return Ok(Err(Error::Corrupt { id: None, reason: format!("schedule {name:?} has a last job that is not a UUID") }));
+        }
+    };
+    let missed: i64 = r.get(6)?;
+    Ok(Ok(ScheduleInfo {
+        queue: r.get(1)?,
+        spec: r.get(2)?,
+        zone: r.get(3)?,
+        cursor: from_micros(r.get(4)?),
+        last_job,
+        missed: u64::try_from(missed).unwrap_or(0),
+        last_missed: r.get::<_, Option<i64>>(7)?.map(from_micros),
+        declared_at: from_micros(r.get(8)?),
+        run_requested: r.get::<_, Option<i64>>(9)?.map(from_micros),
+        name,
+    }))
+}
