@@ -40,6 +40,7 @@ mod claim;
 mod complete;
 mod config;
 mod election;
+mod schedule;
 mod enqueue;
 mod error;
 mod hints;
@@ -54,8 +55,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use jq_core::{
-    ClaimRequest, Clock, Completion, CompletionResult, Election, Job, JobFilter, JobId, Leader, LeaseRef, LeaseToken,
-    NewJob, Result, State, Stats, Storage, Timestamp, WorkSignal,
+    ClaimRequest, Clock, Completion, CompletionResult, Election, Fire, FireOutcome, Job, JobFilter, JobId, Leader,
+    LeaseRef, LeaseToken, NewJob, Result, ScheduleInfo, State, Stats, Storage, Timestamp, WorkSignal,
 };
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, Connection, PgPool, Postgres, Transaction};
@@ -245,6 +246,18 @@ impl Storage for PostgresStorage {
 
     async fn leaders(&self) -> Result<Vec<Leader>> {
         election::leaders(&self.inner).await
+    }
+
+    async fn fire(&self, fire: &Fire) -> Result<FireOutcome> {
+        schedule::fire(&self.inner, fire).await
+    }
+
+    async fn schedules(&self) -> Result<Vec<ScheduleInfo>> {
+        schedule::schedules(&self.inner).await
+    }
+
+    async fn request_run(&self, name: &str) -> Result<()> {
+        schedule::request_run(&self.inner, name).await
     }
 
     fn subscribe(&self) -> Option<WorkSignal> {

@@ -15,6 +15,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("unique_slots", include_str!("../migrations/0002_unique_slots.sql")),
     ("partial_indexes", include_str!("../migrations/0003_partial_indexes.sql")),
     ("leaders", include_str!("../migrations/0004_leaders.sql")),
+    ("schedules", include_str!("../migrations/0005_schedules.sql")),
 ];
 
 /// The newest schema version this build knows.
@@ -63,6 +64,11 @@ pub(crate) struct Sql {
     pub elect: Sql1,
     pub resign: Sql1,
     pub leaders: Sql1,
+    pub schedule_create: Sql1,
+    pub schedule_advance: Sql1,
+    pub schedule_last_job: Sql1,
+    pub schedules: Sql1,
+    pub schedule_run: Sql1,
 }
 
 /// One statement's text.
@@ -105,6 +111,11 @@ impl Sql {
             elect: s(include_str!("sql/elect.sql")),
             resign: s(include_str!("sql/resign.sql")),
             leaders: s(include_str!("sql/leaders.sql")),
+            schedule_create: s(include_str!("sql/schedule_create.sql")),
+            schedule_advance: s(include_str!("sql/schedule_advance.sql")),
+            schedule_last_job: s(include_str!("sql/schedule_last_job.sql")),
+            schedules: s(include_str!("sql/schedules.sql")),
+            schedule_run: s(include_str!("sql/schedule_run.sql")),
         }
     }
 }

@@ -1,0 +1,93 @@
+//! Recurring schedules ([`Storage::fire`](jq_core::Storage::fire)): one row
+//! per schedule in `schedules` (migration 5). A step is one transaction:
+//! the compare-and-set on the cursor first (it locks the row, so a racing
+//! step waits and then finds the cursor moved), then the jobs' insert, then
+//! the last job id; a step that loses rolls back having written nothing.
+
+use jq_core::{Error, Fire, FireOutcome, JobId, Result, ScheduleInfo, Timestamp};
+use sqlx::Row;
+use uuid::Uuid;
+
+use crate::error::map_sqlx;
+use crate::{Inner, enqueue};
+
+/// One step.
+pub(crate) async fn fire(inner: &Inner, fire: &Fire) -> Result<FireOutcome> {
+    fire.check()?;
+    for job in &fire.jobs {
+        job.check_payload(inner.max_payload_bytes)?;
+    }
+    let now = inner.clock.now();
+    let missed = i64::try_from(fire.missed).unwrap_or(i64::MAX);
+    let mut tx = inner.pool.begin().await.map_err(map_sqlx)?;
+    let sql = match fire.expected {
+        None => inner.sql.schedule_create.q(),
+        Some(_) => inner.sql.schedule_advance.q(),
+    };
+    let mut step = sqlx::query(sql)
+        .bind(&fire.name)
+        .bind(fire.queue.as_str())
+        .bind(&fire.spec)
+        .bind(&fire.zone)
+        .bind(fire.cursor)
+        .bind(now)
+        .bind(missed)
+        .bind(fire.last_missed);
+    if let Some(expected) = fire.expected {
+        step = step.bind(expected).bind(fire.expected_run);
+    }
+    if step.fetch_optional(&mut *tx).await.map_err(map_sqlx)?.is_none() {
+        tx.rollback().await.map_err(map_sqlx)?;
+        return Ok(FireOutcome::Moved);
+    }
+    let ids = enqueue::enqueue(inner, &mut *tx, fire.jobs.clone()).await?;
+    if let Some(last) = ids.last() {
+        sqlx::query(inner.sql.schedule_last_job.q())
+            .bind(&fire.name)
+            .bind(last.0)
+            .execute(&mut *tx)
+            .await
+            .map_err(map_sqlx)?;
+    }
+    tx.commit().await.map_err(map_sqlx)?;
+    Ok(FireOutcome::Fired(ids))
+}
+
+/// Every schedule row.
+pub(crate) async fn schedules(inner: &Inner) -> Result<Vec<ScheduleInfo>> {
+    let rows = sqlx::query(inner.sql.schedules.q()).fetch_all(&inner.pool).await.map_err(map_sqlx)?;
+    rows.iter()
+        .map(|row| {
+            let missed: i64 = row.try_get(6)?;
+            let last_job: Option<Uuid> = row.try_get(5)?;
+            Ok(ScheduleInfo {
+                name: row.try_get(0)?,
+                queue: row.try_get(1)?,
+                spec: row.try_get(2)?,
+                zone: row.try_get(3)?,
+                cursor: row.try_get::<Timestamp, _>(4)?,
+                last_job: last_job.map(JobId),
+                missed: u64::try_from(missed).unwrap_or(0),
+                last_missed: row.try_get(7)?,
+                declared_at: row.try_get(8)?,
+                run_requested: row.try_get(9)?,
+            })
+        })
+        .collect::<Result<Vec<_>, sqlx::Error>>()
+        .map_err(map_sqlx)
+}
+
+/// Sets the run request of `name`.
+pub(crate) async fn request_run(inner: &Inner, name: &str) -> Result<()> {
+    jq_core::schedule::check_name(name)?;
+    let found = sqlx::query(inner.sql.schedule_run.q())
+        .bind(name)
+        .bind(inner.clock.now())
+        .fetch_optional(&inner.pool)
+        .await
+        .map_err(map_sqlx)?;
+    if found.is_none() {
+        return Err(Error::ScheduleNotFound { name: name.to_owned() });
+    }
+    Ok(())
+}
