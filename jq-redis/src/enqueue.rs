@@ -82,26 +82,31 @@ fn script_call(s: &Inner, jobs: &[NewJob], now: i64) -> redis::Cmd {
     let bases: Vec<String> = names.iter().map(|q| s.keys.base(q)).collect();
     let mut cmd = scripts::call(&scripts::ENQUEUE, &bases);
     cmd.arg(now).arg(s.keys.channel()).arg(names.join("\n"));
-    let mut member = String::with_capacity(52);
     for job in jobs {
-        let hex = id_hex(job.id);
-        let run_at = job.run_at.map_or(now, |at| at.timestamp_micros());
-        member.clear();
-        if run_at <= now {
-            use std::fmt::Write as _;
-            // the ready member: run_at in 20 digits, then the id (keys.rs)
-            let _ = write!(member, "{:020}{hex}", run_at.max(0));
-        }
-        cmd.arg(&hex)
-            .arg(index[job.queue.as_str()])
-            .arg(&job.kind)
-            .arg(job.payload.as_str())
-            .arg(job.priority.as_i16())
-            .arg(run_at)
-            .arg(job.max_attempts)
-            .arg(job.unique_key.as_deref().unwrap_or(""))
-            .arg(&member);
+        job_args(&mut cmd, job, index[job.queue.as_str()], now);
     }
     debug_assert_eq!(cmd.args_iter().count(), 3 + bases.len() + 3 + PER_JOB * jobs.len());
     cmd
+}
+
+/// Appends the 9 script values of `job` (`lua/enqueue.lua`) to `cmd`;
+/// `queue_index` is 1-based into the script's KEYS.
+pub(crate) fn job_args(cmd: &mut redis::Cmd, job: &NewJob, queue_index: usize, now: i64) {
+    let hex = id_hex(job.id);
+    let run_at = job.run_at.map_or(now, |at| at.timestamp_micros());
+    let mut member = String::new();
+    if run_at <= now {
+        use std::fmt::Write as _;
+        // the ready member: run_at in 20 digits, then the id (keys.rs)
+        let _ = write!(member, "{:020}{hex}", run_at.max(0));
+    }
+    cmd.arg(&hex)
+        .arg(queue_index)
+        .arg(&job.kind)
+        .arg(job.payload.as_str())
+        .arg(job.priority.as_i16())
+        .arg(run_at)
+        .arg(job.max_attempts)
+        .arg(job.unique_key.as_deref().unwrap_or(""))
+        .arg(&member);
 }

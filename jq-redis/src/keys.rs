@@ -18,6 +18,8 @@
 //! | `P:queues` | set | registry of queue names (its own slot) |
 //! | `P:role:{P:role:R}` | hash | the holder of role `R` (`Storage::elect`): `token holder expires_at`; deleted on resign; the role in its own hash tag |
 //! | `P:roles` | set | registry of role names ever elected (its own slot), for `leaders` |
+//! | `P:{P:Q}:schedule:<name>` | hash | one recurring schedule whose jobs go to queue `Q` (`Storage::fire`): `name queue spec zone cursor last_job missed last_missed declared_at run_requested` (instants in microseconds); in its queue's slot, so one script moves the cursor and stores the tick's jobs |
+//! | `P:schedules` | hash | registry of schedules: name -> queue (its own slot), for `schedules` and `request_run` |
 //! | `P:wake` | pub/sub channel | published by the scripts that make a job Pending |
 //!
 //! A job is in exactly one of `ready`, `scheduled`, `leases`, `done:*`,
@@ -94,6 +96,17 @@ impl Keys {
     /// The hash of role `role`, in its own hash slot.
     pub fn role(&self, role: &str) -> String {
         format!("{p}:role:{{{p}:role:{role}}}", p = self.prefix)
+    }
+
+    /// The hash of schedule `name`, whose jobs go to `queue`: in the
+    /// queue's slot.
+    pub fn schedule(&self, queue: &str, name: &str) -> String {
+        format!("{}schedule:{name}", self.base(queue))
+    }
+
+    /// The registry of schedules: name -> queue.
+    pub fn schedules(&self) -> String {
+        format!("{}:schedules", self.prefix)
     }
 
     /// The registry of role names.

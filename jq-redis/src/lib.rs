@@ -106,6 +106,7 @@ mod listener;
 mod maintenance;
 mod owners;
 mod row;
+mod schedule;
 mod scripts;
 
 use std::collections::HashMap;
@@ -115,8 +116,8 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use jq_core::{
-    ClaimRequest, Clock, Completion, CompletionResult, Election, Job, JobFilter, JobId, Leader, LeaseRef, LeaseToken,
-    NewJob, QueueName, Result, State, Stats, Storage, Timestamp, WorkSignal,
+    ClaimRequest, Clock, Completion, CompletionResult, Election, Fire, FireOutcome, Job, JobFilter, JobId, Leader,
+    LeaseRef, LeaseToken, NewJob, QueueName, Result, ScheduleInfo, State, Stats, Storage, Timestamp, WorkSignal,
 };
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
@@ -489,6 +490,18 @@ impl Storage for RedisStorage {
 
     async fn resign(&self, role: &str, token: LeaseToken) -> Result<()> {
         election::resign(&self.inner, role, token).await
+    }
+
+    async fn fire(&self, fire: &Fire) -> Result<FireOutcome> {
+        schedule::fire(&self.inner, fire).await
+    }
+
+    async fn schedules(&self) -> Result<Vec<ScheduleInfo>> {
+        schedule::schedules(&self.inner).await
+    }
+
+    async fn request_run(&self, name: &str) -> Result<()> {
+        schedule::request_run(&self.inner, name).await
     }
 
     async fn leaders(&self) -> Result<Vec<Leader>> {

@@ -33,9 +33,11 @@ script!(PEEK, "lua/peek.lua");
 script!(CLAIM_EARLIER, "lua/claim_earlier.lua");
 script!(ELECT, "lua/elect.lua");
 script!(RESIGN, "lua/resign.lua");
+script!(FIRE, "lua/fire.lua");
+script!(RUN, "lua/run.lua");
 
 /// Every script, for `SCRIPT LOAD` at connect and after a NOSCRIPT.
-pub(crate) fn all() -> [&'static Lua; 14] {
+pub(crate) fn all() -> [&'static Lua; 16] {
     [
         &ENQUEUE,
         &CLAIM,
@@ -51,6 +53,8 @@ pub(crate) fn all() -> [&'static Lua; 14] {
         &CLAIM_EARLIER,
         &ELECT,
         &RESIGN,
+        &FIRE,
+        &RUN,
     ]
 }
 

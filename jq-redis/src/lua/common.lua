@@ -142,3 +142,74 @@ local function bury_corrupt(base, key, id, attempt, now, reason)
   append_error(key, attempt or 0, now, reason)
   return make_terminal(base, key, id, 'dead', now)
 end
+
+-- Stores new jobs as enqueue.lua describes (one place for enqueue.lua and
+-- fire.lua): `bases` and `names` per queue index, `now` their created_at,
+-- `channel` PUBLISHed once when a job became Pending, and 9 values per job
+-- in `args` from index `first` + 1 on. Returns one value per job: "" when
+-- stored, else the id of the live job of its queue with its unique key.
+local function store_jobs(bases, names, now, channel, args, first)
+  -- per queue index: ZADD arguments for ready, scheduled and ids
+  local ready, scheduled, ids = {}, {}, {}
+  for q = 1, #bases do
+    ready[q], scheduled[q], ids[q] = {}, {}, {}
+  end
+  local result = {}
+  local woke = false
+  local n = (#args - first) / 9
+  for j = 0, n - 1 do
+    local a = first + j * 9
+    local id, qi, uk = args[a + 1], tonumber(args[a + 2]), args[a + 8]
+    local base = bases[qi]
+    local existing = false
+    if uk ~= '' then
+      local other = redis.call('HGET', base .. 'unique', uk)
+      if other then
+        local st = redis.call('HGET', job_key(base, other), 'state')
+        if st == 'scheduled' or st == 'pending' or st == 'running' then
+          existing = other
+        end
+      end
+    end
+    if existing then
+      result[j + 1] = existing
+    else
+      result[j + 1] = ''
+      local priority, run_at, member = args[a + 5], args[a + 6], args[a + 9]
+      local state = 'scheduled'
+      if member ~= '' then state = 'pending' end
+      local key = base .. 'job:' .. id
+      if uk == '' then
+        redis.call('HSET', key, 'id', id, 'queue', names[qi], 'kind', args[a + 3], 'payload', args[a + 4],
+          'priority', priority, 'state', state, 'max_attempts', args[a + 7], 'run_at', run_at, 'created_at', now)
+      else
+        redis.call('HSET', key, 'id', id, 'queue', names[qi], 'kind', args[a + 3], 'payload', args[a + 4],
+          'priority', priority, 'state', state, 'max_attempts', args[a + 7], 'run_at', run_at, 'created_at', now,
+          'unique_key', uk)
+        redis.call('HSET', base .. 'unique', uk, id)
+      end
+      if member ~= '' then
+        woke = true
+        local t = ready[qi]
+        t[#t + 1] = -tonumber(priority)
+        t[#t + 1] = member
+      else
+        local t = scheduled[qi]
+        t[#t + 1] = run_at
+        t[#t + 1] = id
+      end
+      local t = ids[qi]
+      t[#t + 1] = 0
+      t[#t + 1] = id
+    end
+  end
+  for q = 1, #bases do
+    zadd_chunked(bases[q] .. 'ready', ready[q])
+    zadd_chunked(bases[q] .. 'scheduled', scheduled[q])
+    zadd_chunked(bases[q] .. 'ids', ids[q])
+  end
+  if woke then
+    redis.call('PUBLISH', channel, '1')
+  end
+  return result
+end
