@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use jq_core::{
-    ClaimRequest, Clock, Completion, CompletionResult, Election, Job, JobFilter, JobId, Leader, LeaseRef, LeaseToken,
-    NewJob, Result, State, Stats, Storage, Timestamp, WorkSignal,
+    ClaimRequest, Clock, Completion, CompletionResult, Election, Fire, FireOutcome, Job, JobFilter, JobId, Leader,
+    LeaseRef, LeaseToken, NewJob, Result, ScheduleInfo, State, Stats, Storage, Timestamp, WorkSignal,
 };
 
 use crate::error::SetupError;
@@ -321,6 +321,15 @@ impl Storage for Backend {
     }
     async fn leaders(&self) -> Result<Vec<Leader>> {
         dispatch!(self, s => s.leaders().await)
+    }
+    async fn fire(&self, fire: &Fire) -> Result<FireOutcome> {
+        dispatch!(self, s => s.fire(fire).await)
+    }
+    async fn schedules(&self) -> Result<Vec<ScheduleInfo>> {
+        dispatch!(self, s => s.schedules().await)
+    }
+    async fn request_run(&self, name: &str) -> Result<()> {
+        dispatch!(self, s => s.request_run(name).await)
     }
     fn subscribe(&self) -> Option<WorkSignal> {
         dispatch!(self, s => s.subscribe())

@@ -2,7 +2,8 @@
 //! build its worker pool.
 
 use jq_core::{
-    Clock, Error, IntoJob, Job, JobFilter, JobId, NewJob, Result, State, Stats, Storage, Timestamp, WorkerPool,
+    Clock, Error, IntoJob, Job, JobFilter, JobId, NewJob, Result, ScheduleInfo, State, Stats, Storage, Timestamp,
+    WorkerPool,
 };
 
 use crate::backend::Backend;
@@ -121,6 +122,23 @@ impl<S: Storage> Client<S> {
     /// [`WorkerPool::retention`].
     pub async fn purge(&self, state: State, older_than: Timestamp) -> Result<u64> {
         self.storage.purge(state, older_than).await
+    }
+
+    /// Every recurring schedule the store knows (declared by a pool at
+    /// some point), by name: cursor, last job, missed ticks; see
+    /// [`ScheduleInfo::is_orphaned`] for one no pool declares any more.
+    pub async fn schedules(&self) -> Result<Vec<ScheduleInfo>> {
+        self.storage.schedules().await
+    }
+
+    /// Asks for one run of schedule `name` now. Only code can build a
+    /// schedule's job, so the request is stored and the next round of a
+    /// pool that declares the schedule (within about a second while one
+    /// runs) enqueues the job, with the request's instant as its tick.
+    /// Requests made before it did coalesce into one job.
+    /// [`Error::ScheduleNotFound`] when no pool ever declared it here.
+    pub async fn run_schedule(&self, name: &str) -> Result<()> {
+        self.storage.request_run(name).await
     }
 
     /// A worker pool over this client's store, with the pool's defaults and

@@ -86,7 +86,8 @@ pub use jq_core::{
     LeaseToken, ManualClock, NewJob, Outcome, Payload, Priority, QueueName, Result, State, StateCounts, Stats, Storage,
     StorageExt, Timestamp, WorkSignal, WorkerHandle, WorkerPool,
 };
-pub use jq_core::{clock, storage, worker};
+pub use jq_core::{Fire, FireOutcome, MissedPolicy, Schedule, ScheduleBuilder, ScheduleInfo, Scheduler};
+pub use jq_core::{clock, schedule, storage, worker};
 
 /// `#[async_trait]`, which [`Storage`] implementations need.
 pub use async_trait::async_trait;

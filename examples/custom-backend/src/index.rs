@@ -6,7 +6,7 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use jq::{Job, JobId, Leader, LeaseRef, LeaseToken, Priority, QueueName, State, Timestamp};
+use jq::{Job, JobId, Leader, LeaseRef, LeaseToken, Priority, QueueName, ScheduleInfo, State, Timestamp};
 
 /// A waiting job's place in its queue: claim order (priority high to low,
 /// then run_at, then id) is the key's order.
@@ -30,6 +30,8 @@ pub(crate) struct Tables {
     unique: HashMap<(QueueName, String), BTreeSet<JobId>>,
     /// Named roles (`Storage::elect`): role -> the holder's token and lease.
     pub(crate) roles: BTreeMap<String, (LeaseToken, Leader)>,
+    /// Recurring schedules (`Storage::fire`): name -> row with its cursor.
+    pub(crate) schedules: BTreeMap<String, ScheduleInfo>,
 }
 
 impl Tables {

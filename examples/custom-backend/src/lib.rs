@@ -18,6 +18,7 @@
 //! | `finished` (by state, finish time) | an index on (state, finished_at) | a sorted set per state |
 //! | `unique` | a unique partial index on (queue, unique_key) of live jobs | a hash |
 //! | `roles` | a table of named roles (role, token, holder, expires_at) | a hash per role |
+//! | `schedules` | a table of schedules (name, cursor, ...); `fire` is an `UPDATE ... WHERE cursor = expected` and the jobs' insert in one transaction | a hash per schedule in its queue's slot, compared and written by the script that stores the jobs |
 //! | the mutex | a transaction (`SELECT ... FOR UPDATE SKIP LOCKED` for claims) | a script or a `MULTI` |
 //!
 //! What each method must do is in the rustdoc of [`jq::Storage`] and in the
@@ -30,9 +31,9 @@ use std::time::Duration;
 
 use jq::clock::add;
 use jq::{
-    AttemptError, ClaimRequest, Clock, Completion, CompletionResult, DEFAULT_MAX_PAYLOAD_BYTES, Election, Error, Job,
-    JobFilter, JobId, Leader, Lease, LeaseRef, LeaseToken, NewJob, Outcome, Result, State, Stats, Storage, Timestamp,
-    WorkSignal,
+    AttemptError, ClaimRequest, Clock, Completion, CompletionResult, DEFAULT_MAX_PAYLOAD_BYTES, Election, Error, Fire,
+    FireOutcome, Job, JobFilter, JobId, Leader, Lease, LeaseRef, LeaseToken, NewJob, Outcome, Result, ScheduleInfo, State,
+    Stats, Storage, Timestamp, WorkSignal,
 };
 use tokio::sync::watch;
 
@@ -90,6 +91,43 @@ impl IndexedStorage {
     }
 }
 
+/// Stores new jobs as `enqueue` does (payloads already checked): their
+/// ids (an existing job's where one matched) and whether any row is new.
+fn store(t: &mut Tables, jobs: Vec<NewJob>, now: Timestamp) -> (Vec<JobId>, bool) {
+    let mut ids = Vec::with_capacity(jobs.len());
+    let mut stored = false;
+    for job in jobs {
+        if t.rows.contains_key(&job.id) {
+            ids.push(job.id); // sent again after a lost answer: stored once
+            continue;
+        }
+        if let Some(holder) = job.unique_key.as_ref().and_then(|key| t.live_holder(&job.queue, key)) {
+            ids.push(holder);
+            continue;
+        }
+        let run_at = job.run_at.unwrap_or(now);
+        ids.push(job.id);
+        stored = true;
+        t.insert(Job {
+            id: job.id,
+            queue: job.queue,
+            kind: job.kind,
+            payload: job.payload,
+            priority: job.priority,
+            state: waiting_state(run_at, now),
+            attempts: 0,
+            max_attempts: job.max_attempts,
+            run_at,
+            created_at: now,
+            finished_at: None,
+            lease: None,
+            errors: Vec::new(),
+            unique_key: job.unique_key,
+        });
+    }
+    (ids, stored)
+}
+
 /// Pending when `run_at <= now`, else Scheduled.
 fn waiting_state(run_at: Timestamp, now: Timestamp) -> State {
     if run_at <= now { State::Pending } else { State::Scheduled }
@@ -109,40 +147,7 @@ impl Storage for IndexedStorage {
             job.check_payload(self.max_payload_bytes)?;
         }
         let now = self.clock.now();
-        let mut ids = Vec::with_capacity(jobs.len());
-        let mut stored = false;
-        {
-            let mut t = self.begin();
-            for job in jobs {
-                if t.rows.contains_key(&job.id) {
-                    ids.push(job.id); // sent again after a lost answer: stored once
-                    continue;
-                }
-                if let Some(holder) = job.unique_key.as_ref().and_then(|key| t.live_holder(&job.queue, key)) {
-                    ids.push(holder);
-                    continue;
-                }
-                let run_at = job.run_at.unwrap_or(now);
-                ids.push(job.id);
-                stored = true;
-                t.insert(Job {
-                    id: job.id,
-                    queue: job.queue,
-                    kind: job.kind,
-                    payload: job.payload,
-                    priority: job.priority,
-                    state: waiting_state(run_at, now),
-                    attempts: 0,
-                    max_attempts: job.max_attempts,
-                    run_at,
-                    created_at: now,
-                    finished_at: None,
-                    lease: None,
-                    errors: Vec::new(),
-                    unique_key: job.unique_key,
-                });
-            }
-        }
+        let (ids, stored) = store(&mut self.begin(), jobs, now);
         if stored {
             self.wake();
         }
@@ -382,6 +387,43 @@ impl Storage for IndexedStorage {
 
     async fn leaders(&self) -> Result<Vec<Leader>> {
         Ok(self.begin().roles.values().map(|(_, leader)| leader.clone()).collect())
+    }
+
+    async fn fire(&self, fire: &Fire) -> Result<FireOutcome> {
+        fire.check()?;
+        for job in &fire.jobs {
+            job.check_payload(self.max_payload_bytes)?;
+        }
+        let now = self.clock.now();
+        let (ids, stored) = {
+            // The comparison, the row and the jobs in one "transaction".
+            let mut t = self.begin();
+            let before = t.schedules.get(&fire.name).cloned();
+            if !fire.matches(before.as_ref()) {
+                return Ok(FireOutcome::Moved);
+            }
+            let (ids, stored) = store(&mut t, fire.jobs.clone(), now);
+            let row = fire.applied(before.as_ref(), now, &ids);
+            t.schedules.insert(fire.name.clone(), row);
+            (ids, stored)
+        };
+        if stored {
+            self.wake();
+        }
+        Ok(FireOutcome::Fired(ids))
+    }
+
+    async fn schedules(&self) -> Result<Vec<ScheduleInfo>> {
+        Ok(self.begin().schedules.values().cloned().collect())
+    }
+
+    async fn request_run(&self, name: &str) -> Result<()> {
+        jq::schedule::check_name(name)?;
+        let now = self.clock.now();
+        let mut t = self.begin();
+        let row = t.schedules.get_mut(name).ok_or_else(|| Error::ScheduleNotFound { name: name.to_owned() })?;
+        row.run_requested.get_or_insert(now); // requests coalesce
+        Ok(())
     }
 
     fn subscribe(&self) -> Option<WorkSignal> {
