@@ -83,6 +83,9 @@ pub enum Command {
     /// Show which worker pool holds each role and until when: the "maintenance"
     /// holder is the one pool that promotes, recovers and purges for this store.
     Leaders,
+    /// Recurring jobs: list the schedules worker pools declared, or run one now.
+    #[command(subcommand)]
+    Cron(CronCommand),
     /// Create or upgrade the backend's schema (PostgreSQL; nothing to do for SQLite and Redis).
     Migrate,
     /// Run jobs: execute a command for each claimed job.
@@ -184,6 +187,21 @@ pub enum DeadCommand {
         /// With --all: only this queue.
         #[arg(long, short, requires = "all", value_parser = parse_queue)]
         queue: Option<QueueName>,
+    },
+}
+
+/// `jqctl cron ...`.
+#[derive(Debug, Subcommand)]
+pub enum CronCommand {
+    /// Every schedule: expression, zone, next and last tick, last job and its
+    /// state, missed ticks, and whether a pool still declares it.
+    List,
+    /// Ask for one job of a schedule now. A worker pool that declares the
+    /// schedule enqueues it at its next round (within about a second): only
+    /// its code can build the job. Requests not served yet coalesce.
+    Run {
+        /// The schedule's name, as `cron list` shows it.
+        name: String,
     },
 }
 

@@ -4,6 +4,7 @@
 //! any backend is opened: bad input stores nothing and creates no file.
 
 mod admin;
+mod cron;
 mod enqueue;
 mod read;
 pub mod worker;
@@ -12,7 +13,7 @@ use std::time::Duration;
 
 use jq::{JobId, NewJob, State, Storage};
 
-use crate::cli::{Command, DeadCommand, ListArgs, PageArgs};
+use crate::cli::{Command, CronCommand, DeadCommand, ListArgs, PageArgs};
 use crate::error::CliResult;
 
 /// A command whose input has been checked, ready to run on a storage.
@@ -44,6 +45,10 @@ pub enum Action {
     },
     /// Show the holders of roles.
     Leaders,
+    /// List the schedules.
+    CronList,
+    /// Ask for one run of a schedule.
+    CronRun(String),
     /// Run a worker.
     Worker(worker::WorkerPlan),
 }
@@ -72,6 +77,8 @@ impl Action {
             Command::Dead(DeadCommand::Retry { id: None, queue, .. }) => Action::DeadRetry(RetryTarget::All(queue)),
             Command::Purge { state, older_than } => Action::Purge { state, older_than },
             Command::Leaders => Action::Leaders,
+            Command::Cron(CronCommand::List) => Action::CronList,
+            Command::Cron(CronCommand::Run { name }) => Action::CronRun(name),
             Command::Worker(args) => Action::Worker(worker::WorkerPlan::prepare(args)?),
             Command::Migrate => return Ok(None),
         }))
@@ -90,6 +97,8 @@ impl Action {
             Action::DeadRetry(target) => admin::retry(&storage, target, json).await,
             Action::Purge { state, older_than } => admin::purge(&storage, state, older_than, json).await,
             Action::Leaders => read::leaders(&storage, json).await,
+            Action::CronList => cron::list(&storage, json).await,
+            Action::CronRun(name) => cron::run(&storage, &name, json).await,
             Action::Worker(plan) => worker::run(storage, plan).await,
         }
     }

@@ -410,4 +410,44 @@ pub mod scenarios {
         worker.stop();
         assert_eq!(s.json(&["leaders"]), serde_json::json!([]), "the stopped worker resigned");
     }
+
+    /// `cron list` shows what a pool declared (next tick by the stored
+    /// expression and zone), `cron run` stores a request the next round of
+    /// a declaring pool serves with one job, and an unknown name is bad
+    /// input. The pool here is the library's `Scheduler`, as a worker pool
+    /// runs it: only code declares schedules.
+    pub fn cron_list_and_run(s: &Store) {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let client = rt.block_on(jq::connect(&s.url)).unwrap();
+        let schedule = jq::Schedule::cron("nightly", "30 2 * * *")
+            .unwrap()
+            .zone("Europe/Berlin")
+            .unwrap()
+            .job_with("reports", |tick| {
+                jq::NewJob::builder("report", jq::Payload::of(&serde_json::json!({ "tick": tick })).unwrap())
+            })
+            .unwrap();
+        let scheduler = jq::Scheduler::new(vec![schedule]).unwrap();
+        rt.block_on(scheduler.run_once(client.storage())).unwrap();
+
+        let list = s.json(&["cron", "list"]);
+        let row = &list[0];
+        assert_eq!((row["name"].as_str(), row["expression"].as_str()), (Some("nightly"), Some("30 2 * * *")));
+        assert_eq!((row["zone"].as_str(), row["queue"].as_str()), (Some("Europe/Berlin"), Some("reports")));
+        assert!(row["next_tick"].is_string() && row["last_job"].is_null(), "{row}");
+        assert_eq!((row["orphaned"].as_bool(), row["missed"].as_u64()), (Some(false), Some(0)));
+        let table = s.ok(&["cron", "list"]);
+        assert!(table.contains("NEXT TICK") && table.contains("nightly") && table.contains("declared"), "{table}");
+
+        refused(s, &["cron", "run", "nope"], 2, "not found");
+        assert!(s.ok(&["cron", "run", "nightly"]).contains("requested"));
+        assert!(s.json(&["cron", "list"])[0]["run_requested"].is_string());
+        let round = rt.block_on(scheduler.run_once(client.storage())).unwrap();
+        assert_eq!(round.jobs, 1, "one job for the request");
+        let row = s.json(&["cron", "list"])[0].clone();
+        assert!(row["run_requested"].is_null(), "{row}");
+        assert_eq!(row["last_job_state"].as_str(), Some("pending"), "{row}");
+        let id = row["last_job"].as_str().unwrap().to_owned();
+        assert_eq!(s.json(&["get", &id])["kind"].as_str(), Some("report"));
+    }
 }

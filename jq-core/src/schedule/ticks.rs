@@ -74,6 +74,19 @@ impl Spec {
         Ok(Spec::Every(interval))
     }
 
+    /// Reads back what [`Spec::text`] wrote: `every 30s`, `every 1500ms`,
+    /// or a cron expression (for tools that have the stored row only, such
+    /// as `jqctl cron list` computing the next tick).
+    pub fn parse(text: &str) -> Result<Spec> {
+        let Some(every) = text.strip_prefix("every ") else { return Spec::cron(text) };
+        let bad = || Error::invalid("schedule interval", format!("{text:?}: use every Ns or every Nms"));
+        let interval = match every.strip_suffix("ms") {
+            Some(ms) => Duration::from_millis(ms.parse().map_err(|_| bad())?),
+            None => Duration::from_secs(every.strip_suffix('s').ok_or_else(bad)?.parse().map_err(|_| bad())?),
+        };
+        Spec::every(interval)
+    }
+
     /// The text stored and shown to operators: the cron expression, or
     /// `every 30s` / `every 1500ms`.
     pub fn text(&self) -> String {
@@ -207,6 +220,14 @@ mod tests {
             assert!(matches!(Spec::cron(bad), Err(Error::InvalidInput { .. })), "{bad:?}");
         }
         assert_eq!(Spec::cron("  0   3 * * *").unwrap().text(), "0 3 * * *");
+    }
+
+    #[test]
+    fn parse_reads_back_text() {
+        for text in ["every 30s", "every 1500ms", "*/5 * * * *", "0 30 2 * * *"] {
+            assert_eq!(Spec::parse(text).unwrap().text(), text);
+        }
+        assert!(Spec::parse("every soon").is_err());
     }
 
     #[test]

@@ -1,0 +1,129 @@
+//! `jqctl cron list` and `jqctl cron run NAME`.
+
+use jq::schedule::Spec;
+use jq::schedule::ticks::zone;
+use jq::{JobId, ScheduleInfo, State, Storage, Timestamp};
+use serde::Serialize;
+
+use crate::error::CliResult;
+use crate::view;
+
+/// A schedule as `cron list --json` shows it.
+#[derive(Debug, Serialize)]
+pub struct ScheduleView {
+    /// The name.
+    pub name: String,
+    /// The queue its jobs go to.
+    pub queue: String,
+    /// The cron expression or `every Ns`.
+    pub expression: String,
+    /// The IANA zone.
+    pub zone: String,
+    /// The next tick after the last one handled, by the stored expression
+    /// (`null` when it never ticks again or cannot be read).
+    pub next_tick: Option<Timestamp>,
+    /// The last tick handled (run or skipped); for a schedule that has not
+    /// ticked yet, when it was first stored.
+    pub last_tick: Timestamp,
+    /// The job of the most recent run.
+    pub last_job: Option<JobId>,
+    /// Its state now (`null` when purged or never run).
+    pub last_job_state: Option<State>,
+    /// Ticks that passed without a job, in all.
+    pub missed: u64,
+    /// The most recent of them.
+    pub last_missed: Option<Timestamp>,
+    /// When a pool last declared it.
+    pub declared_at: Timestamp,
+    /// True when no pool has declared it for 5 minutes: nothing fires it.
+    pub orphaned: bool,
+    /// A `cron run` not served yet.
+    pub run_requested: Option<Timestamp>,
+}
+
+/// `jqctl cron list`.
+pub async fn list<S: Storage>(storage: &S, json: bool) -> CliResult {
+    let rows = storage.schedules().await?;
+    let now = jq::Clock::system().now();
+    let mut views = Vec::with_capacity(rows.len());
+    for row in rows {
+        let state = match row.last_job {
+            Some(id) => storage.get(id).await.ok().map(|job| job.state),
+            None => None,
+        };
+        views.push(ScheduleView::of(row, state, now));
+    }
+    if json {
+        return view::emit_json(&views);
+    }
+    if views.is_empty() {
+        eprintln!("no schedule is stored (no worker pool has declared one on this store)");
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = views.iter().map(ScheduleView::cells).collect();
+    view::emit(&view::table(
+        &["NAME", "EXPRESSION", "ZONE", "NEXT TICK", "LAST TICK", "LAST JOB", "MISSED", "STATUS"],
+        &rows,
+    ))
+}
+
+/// `jqctl cron run NAME`.
+pub async fn run<S: Storage>(storage: &S, name: &str, json: bool) -> CliResult {
+    storage.request_run(name).await?;
+    if json {
+        return view::emit_json(&serde_json::json!({ "schedule": name, "requested": true }));
+    }
+    view::emit(&format!(
+        "run of {name} requested: a worker pool that declares it enqueues the job at its next round\n"
+    ))
+}
+
+impl ScheduleView {
+    fn of(row: ScheduleInfo, last_job_state: Option<State>, now: Timestamp) -> Self {
+        let next_tick = match (Spec::parse(&row.spec), zone(&row.zone)) {
+            (Ok(spec), Ok(tz)) => spec.next_after(row.cursor, tz),
+            _ => None,
+        };
+        ScheduleView {
+            orphaned: row.is_orphaned(now),
+            name: row.name,
+            queue: row.queue,
+            expression: row.spec,
+            zone: row.zone,
+            next_tick,
+            last_tick: row.cursor,
+            last_job: row.last_job,
+            last_job_state,
+            missed: row.missed,
+            last_missed: row.last_missed,
+            declared_at: row.declared_at,
+            run_requested: row.run_requested,
+        }
+    }
+
+    fn cells(&self) -> Vec<String> {
+        let last_job = match (self.last_job, self.last_job_state) {
+            (Some(id), Some(state)) => format!("{id} {state}"),
+            (Some(id), None) => format!("{id} (gone)"),
+            (None, _) => "-".to_owned(),
+        };
+        let missed = match self.last_missed {
+            Some(t) => format!("{} (last {})", self.missed, view::instant(t)),
+            None => self.missed.to_string(),
+        };
+        let mut status = if self.orphaned { "orphaned".to_owned() } else { "declared".to_owned() };
+        if self.run_requested.is_some() {
+            status.push_str(", run requested");
+        }
+        vec![
+            self.name.clone(),
+            self.expression.clone(),
+            self.zone.clone(),
+            self.next_tick.map_or_else(|| "-".to_owned(), view::instant),
+            view::instant(self.last_tick),
+            last_job,
+            missed,
+            status,
+        ]
+    }
+}
