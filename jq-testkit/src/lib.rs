@@ -251,6 +251,7 @@ macro_rules! conformance {
             schedule_run_request_is_served_once,
             schedule_changes_with_the_code_and_orphans_stop,
             schedule_daylight_saving_in_two_zones,
+            schedule_worker_pools_store_each_tick_once_through_faults,
         );
     };
 }

@@ -12,10 +12,11 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use jq_core::schedule::{ORPHAN_AFTER, Spec};
 use jq_core::{
-    Error, Fire, FireOutcome, JobFilter, JobId, ManualClock, MissedPolicy, NewJob, Payload, QueueName, Schedule,
-    ScheduleBuilder, ScheduleInfo, Scheduler, Storage, Timestamp,
+    Error, Fire, FireOutcome, HandlerResult, Job, JobContext, JobFilter, JobId, ManualClock, MissedPolicy, NewJob,
+    Payload, QueueName, Schedule, ScheduleBuilder, ScheduleInfo, Scheduler, Storage, Timestamp, WorkerPool,
 };
 
+use crate::faults::{FaultyStorage, Operation, When};
 use crate::Harness;
 
 /// A schedule whose job, of kind `tick` on `queue`, carries its tick
@@ -317,4 +318,51 @@ pub async fn schedule_daylight_saving_in_two_zones<H: Harness>(h: &H) {
     let sydney_tz = jq_core::schedule::ticks::zone("Australia/Sydney").expect("zone");
     assert_eq!(spec.next_after(utc("2026-10-03T00:00:00Z"), sydney_tz), Some(utc("2026-10-03T16:00:00Z")));
     let _: Option<JobId> = row(&storage, "berlin").await.last_job;
+}
+
+/// Three real worker pools declare one schedule, over storages that lose
+/// some `fire` answers (after the effect) and fail others (before it): each
+/// of 20 ticks gets exactly one job, and the pools run them.
+pub async fn schedule_worker_pools_store_each_tick_once_through_faults<H: Harness>(h: &H) {
+    let clock = ManualClock::new(utc("2026-07-01T00:00:30Z"));
+    let mut handles = Vec::new();
+    let mut stores = Vec::new();
+    for i in 0..3u64 {
+        let store = FaultyStorage::new(h.connect(clock.clock()).await);
+        stores.push(store.clone());
+        store.fail(Operation::Fire, 2 + i, When::AfterEffect);
+        store.fail(Operation::Fire, 5 + i, When::Before);
+        let handle = WorkerPool::new(store)
+            .queues(["cron-pool"])
+            .register_raw("tick", |_job: Job, _ctx: JobContext| async { HandlerResult::Ok(()) })
+            .maintenance(false)
+            .poll_interval(Duration::from_millis(5))
+            .schedule_interval(Duration::from_millis(5))
+            .schedule(every_minute("pooled", "cron-pool"))
+            .worker_name(format!("cron-pool-{i}"))
+            .start()
+            .expect("start the pool");
+        handles.push(handle);
+    }
+    let storage = h.connect(clock.clock()).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !storage.schedules().await.expect("schedules").iter().any(|r| r.name == "pooled") {
+        assert!(std::time::Instant::now() < deadline, "no pool declared the schedule");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    for tick in 1..=20 {
+        clock.advance(Duration::from_secs(60));
+        while tick_jobs(&storage, "cron-pool").await.len() < tick {
+            assert!(std::time::Instant::now() < deadline, "tick {tick} got no job");
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+    for handle in handles {
+        handle.shutdown().await.expect("no fatal error");
+    }
+    let got: BTreeSet<Timestamp> = tick_jobs(&storage, "cron-pool").await.into_iter().map(|(_, t)| t).collect();
+    let want: BTreeSet<Timestamp> = (1..=20).map(|m| utc("2026-07-01T00:00:00Z") + chrono::Duration::minutes(m)).collect();
+    assert_eq!(got, want, "one job per tick");
+    let faults: u64 = stores.iter().map(FaultyStorage::injected).sum();
+    assert!(faults >= 2, "the lost and failed steps happened: {faults}");
 }
