@@ -634,6 +634,15 @@ impl Storage for Flaky {
     async fn leaders(&self) -> jq_core::Result<Vec<jq_core::Leader>> {
         self.inner.leaders().await
     }
+    async fn fire(&self, fire: &jq_core::Fire) -> jq_core::Result<jq_core::FireOutcome> {
+        self.inner.fire(fire).await
+    }
+    async fn schedules(&self) -> jq_core::Result<Vec<jq_core::ScheduleInfo>> {
+        self.inner.schedules().await
+    }
+    async fn request_run(&self, name: &str) -> jq_core::Result<()> {
+        self.inner.request_run(name).await
+    }
     fn clock(&self) -> jq_core::Clock {
         Storage::clock(&self.inner)
     }
@@ -847,4 +856,19 @@ async fn a_job_claimed_again_by_the_same_pool_cancels_its_earlier_run() {
     assert_eq!(runs.load(Ordering::SeqCst), 2);
     assert_eq!(job.attempts, 1, "the release gave the first attempt back");
     handle.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_pool_refuses_two_schedules_of_one_name_and_a_zero_interval() {
+    let schedule = || {
+        jq_core::Schedule::every("twice", Duration::from_secs(60))
+            .expect("every")
+            .job_with("q", |_| NewJob::builder("k", Payload::from_json("{}").expect("json")))
+            .expect("schedule")
+    };
+    let pool = WorkerPool::new(MemoryStorage::new()).queues(["q"]).schedule(schedule()).schedule(schedule());
+    let err = pool.start().expect_err("a name declared twice");
+    assert!(matches!(err, jq_core::Error::InvalidInput { .. }) && err.to_string().contains("twice"), "{err}");
+    let pool = WorkerPool::new(MemoryStorage::new()).queues(["q"]).schedule(schedule()).schedule_interval(Duration::ZERO);
+    assert!(matches!(pool.start(), Err(jq_core::Error::InvalidInput { .. })));
 }

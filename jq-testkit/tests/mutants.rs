@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use jq_core::{
-    ClaimRequest, Clock, Completion, CompletionResult, Election, Job, JobFilter, JobId, Leader, LeaseRef, LeaseToken,
-    NewJob, Result, State, Stats, Storage, Timestamp,
+    ClaimRequest, Clock, Completion, CompletionResult, Election, Fire, FireOutcome, Job, JobFilter, JobId, Leader,
+    LeaseRef, LeaseToken, NewJob, Result, ScheduleInfo, State, Stats, Storage, Timestamp,
 };
 use jq_testkit::{Harness, MemoryHarness, MemoryStorage};
 
@@ -23,6 +23,9 @@ enum Bug {
     ResendClaimsAgain,
     /// elect() says every contender won.
     ElectAlwaysWins,
+    /// fire() applies every step, whatever cursor it expected (a store that
+    /// writes the cursor without comparing it).
+    FireUncompared,
 }
 
 #[derive(Clone)]
@@ -98,6 +101,22 @@ impl Storage for Mutant {
     }
     async fn leaders(&self) -> Result<Vec<Leader>> {
         self.inner.leaders().await
+    }
+    async fn fire(&self, fire: &Fire) -> Result<FireOutcome> {
+        if self.bug == Bug::FireUncompared {
+            let stored = self.inner.schedules().await?.into_iter().find(|r| r.name == fire.name);
+            let mut forced = fire.clone();
+            forced.expected = stored.as_ref().map(|r| r.cursor);
+            forced.expected_run = stored.and_then(|r| r.run_requested);
+            return self.inner.fire(&forced).await;
+        }
+        self.inner.fire(fire).await
+    }
+    async fn schedules(&self) -> Result<Vec<ScheduleInfo>> {
+        self.inner.schedules().await
+    }
+    async fn request_run(&self, name: &str) -> Result<()> {
+        self.inner.request_run(name).await
     }
     fn clock(&self) -> jq_core::Clock {
         Storage::clock(&self.inner)
@@ -184,4 +203,14 @@ fn scenarios_catch_an_election_everyone_wins() {
     assert!(fails(|| {
         jq_testkit::__private::block_on(jq_testkit::scenarios::stale_holder_cannot_renew_after_takeover(&h))
     }));
+}
+
+#[test]
+fn scenarios_catch_a_schedule_step_without_its_comparison() {
+    let h = MutantHarness { inner: MemoryHarness::new(), bug: Bug::FireUncompared };
+    assert!(fails(|| {
+        jq_testkit::__private::block_on(jq_testkit::scenarios::schedule_one_job_per_tick_under_racing_pools(&h))
+    }));
+    let h = MutantHarness { inner: MemoryHarness::new(), bug: Bug::FireUncompared };
+    assert!(fails(|| jq_testkit::__private::block_on(jq_testkit::scenarios::schedule_fire_is_a_compare_and_set(&h))));
 }

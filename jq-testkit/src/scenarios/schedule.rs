@@ -61,16 +61,91 @@ async fn row<S: Storage + ?Sized>(storage: &S, name: &str) -> ScheduleInfo {
     rows.into_iter().find(|r| r.name == name).unwrap_or_else(|| panic!("no row for {name}"))
 }
 
+/// A storage whose `schedules` answers only once every pool of the round
+/// has read: the pools then all fire from the same cursor, the worst
+/// interleaving, at every tick (and on any backend, even one whose calls
+/// never yield).
+#[derive(Clone)]
+struct Lockstep<S> {
+    inner: S,
+    barrier: std::sync::Arc<tokio::sync::Barrier>,
+}
+
+#[async_trait::async_trait]
+impl<S: Storage> Storage for Lockstep<S> {
+    async fn enqueue(&self, jobs: Vec<NewJob>) -> jq_core::Result<Vec<JobId>> {
+        self.inner.enqueue(jobs).await
+    }
+    async fn claim(&self, request: &jq_core::ClaimRequest) -> jq_core::Result<Vec<jq_core::Job>> {
+        self.inner.claim(request).await
+    }
+    async fn complete(&self, batch: Vec<jq_core::Completion>) -> jq_core::Result<Vec<jq_core::CompletionResult>> {
+        self.inner.complete(batch).await
+    }
+    async fn heartbeat(&self, leases: &[jq_core::LeaseRef], lease: Duration) -> jq_core::Result<Vec<JobId>> {
+        self.inner.heartbeat(leases, lease).await
+    }
+    async fn promote(&self) -> jq_core::Result<u64> {
+        self.inner.promote().await
+    }
+    async fn recover(&self) -> jq_core::Result<u64> {
+        self.inner.recover().await
+    }
+    async fn get(&self, id: JobId) -> jq_core::Result<jq_core::Job> {
+        self.inner.get(id).await
+    }
+    async fn list(&self, filter: &JobFilter) -> jq_core::Result<Vec<jq_core::Job>> {
+        self.inner.list(filter).await
+    }
+    async fn stats(&self) -> jq_core::Result<jq_core::Stats> {
+        self.inner.stats().await
+    }
+    async fn retry(&self, id: JobId) -> jq_core::Result<()> {
+        self.inner.retry(id).await
+    }
+    async fn cancel(&self, id: JobId) -> jq_core::Result<()> {
+        self.inner.cancel(id).await
+    }
+    async fn purge(&self, state: jq_core::State, older_than: Timestamp) -> jq_core::Result<u64> {
+        self.inner.purge(state, older_than).await
+    }
+    async fn elect(&self, election: &jq_core::Election) -> jq_core::Result<bool> {
+        self.inner.elect(election).await
+    }
+    async fn resign(&self, role: &str, token: jq_core::LeaseToken) -> jq_core::Result<()> {
+        self.inner.resign(role, token).await
+    }
+    async fn leaders(&self) -> jq_core::Result<Vec<jq_core::Leader>> {
+        self.inner.leaders().await
+    }
+    async fn fire(&self, fire: &Fire) -> jq_core::Result<FireOutcome> {
+        self.inner.fire(fire).await
+    }
+    async fn schedules(&self) -> jq_core::Result<Vec<ScheduleInfo>> {
+        let rows = self.inner.schedules().await;
+        self.barrier.wait().await;
+        rows
+    }
+    async fn request_run(&self, name: &str) -> jq_core::Result<()> {
+        self.inner.request_run(name).await
+    }
+    fn clock(&self) -> jq_core::Clock {
+        self.inner.clock()
+    }
+}
+
 /// Four pools on four connections, with clocks up to 3 s apart, race over
-/// 1,000 ticks of a per-minute schedule: exactly one job per tick, for
-/// exactly the ticks that passed.
+/// 1,000 ticks of a per-minute schedule, each round all reading the cursor
+/// before any fires: exactly one job per tick, for exactly the ticks that
+/// passed.
 pub async fn schedule_one_job_per_tick_under_racing_pools<H: Harness>(h: &H) {
     let start = utc("2026-05-04T10:00:30Z");
     let skews = [0i64, 1_500, -2_000, 3_000];
+    let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(skews.len()));
     let mut pools = Vec::new();
     for skew in skews {
         let clock = ManualClock::new(start + chrono::Duration::milliseconds(skew));
-        let storage = h.connect(clock.clock()).await;
+        let storage = Lockstep { inner: h.connect(clock.clock()).await, barrier: barrier.clone() };
         let scheduler = Scheduler::new(vec![every_minute("race", "cron-race")]).expect("scheduler");
         pools.push((clock, storage, scheduler));
     }
@@ -83,7 +158,7 @@ pub async fn schedule_one_job_per_tick_under_racing_pools<H: Harness>(h: &H) {
             clock.advance(Duration::from_secs(60));
         }
     }
-    let storage = &pools[0].1;
+    let storage = &pools[0].1.inner;
     let got: Vec<Timestamp> = tick_jobs(storage, "cron-race").await.into_iter().map(|(_, t)| t).collect();
     let expected: Vec<Timestamp> = (1..=1_000).map(|m| utc("2026-05-04T10:00:00Z") + chrono::Duration::minutes(m)).collect();
     let got_set: BTreeSet<_> = got.iter().copied().collect();
