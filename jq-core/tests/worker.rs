@@ -869,6 +869,7 @@ async fn a_pool_refuses_two_schedules_of_one_name_and_a_zero_interval() {
     let pool = WorkerPool::new(MemoryStorage::new()).queues(["q"]).schedule(schedule()).schedule(schedule());
     let err = pool.start().expect_err("a name declared twice");
     assert!(matches!(err, jq_core::Error::InvalidInput { .. }) && err.to_string().contains("twice"), "{err}");
-    let pool = WorkerPool::new(MemoryStorage::new()).queues(["q"]).schedule(schedule()).schedule_interval(Duration::ZERO);
+    let pool =
+        WorkerPool::new(MemoryStorage::new()).queues(["q"]).schedule(schedule()).schedule_interval(Duration::ZERO);
     assert!(matches!(pool.start(), Err(jq_core::Error::InvalidInput { .. })));
 }

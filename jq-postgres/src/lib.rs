@@ -40,13 +40,13 @@ mod claim;
 mod complete;
 mod config;
 mod election;
-mod schedule;
 mod enqueue;
 mod error;
 mod hints;
 mod listener;
 mod maintenance;
 mod row;
+mod schedule;
 mod schema;
 
 use std::str::FromStr;

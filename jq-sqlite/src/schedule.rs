@@ -69,7 +69,10 @@ fn decode(r: &Row<'_>) -> rusqlite::Result<Result<ScheduleInfo>> {
         None => None,
         Some(Ok(id)) => Some(JobId(id)),
         Some(Err(_)) => {
-            return Ok(Err(Error::Corrupt { id: None, reason: format!("schedule {name:?} has a last job that is not a UUID") }));
+            return Ok(Err(Error::Corrupt {
+                id: None,
+                reason: format!("schedule {name:?} has a last job that is not a UUID"),
+            }));
         }
     };
     let missed: i64 = r.get(6)?;

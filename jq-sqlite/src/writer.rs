@@ -197,7 +197,9 @@ impl Command {
                 let wakes = matches!(&r, Ok((_, stored)) if *stored > 0);
                 (Answer::Fired(reply, r.map(|(outcome, _)| outcome)), wakes)
             }
-            Command::RequestRun { name, reply } => (Answer::Unit(reply, schedule::request_run(conn, &name, now)), false),
+            Command::RequestRun { name, reply } => {
+                (Answer::Unit(reply, schedule::request_run(conn, &name, now)), false)
+            }
             #[cfg(test)]
             Command::Test { run, reply } => {
                 run(conn);

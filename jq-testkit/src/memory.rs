@@ -14,8 +14,8 @@ use async_trait::async_trait;
 use jq_core::clock::add;
 use jq_core::{
     AttemptError, ClaimRequest, Clock, Completion, CompletionResult, DEFAULT_MAX_PAYLOAD_BYTES, Election, Error, Fire,
-    FireOutcome, Job, JobFilter, JobId, Leader, Lease, LeaseRef, LeaseToken, NewJob, Outcome, Result, ScheduleInfo, State,
-    Stats, Storage, Timestamp, WorkSignal,
+    FireOutcome, Job, JobFilter, JobId, Leader, Lease, LeaseRef, LeaseToken, NewJob, Outcome, Result, ScheduleInfo,
+    State, Stats, Storage, Timestamp, WorkSignal,
 };
 use tokio::sync::watch;
 

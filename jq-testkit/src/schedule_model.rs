@@ -50,7 +50,8 @@ where
     Fut: Future<Output = H>,
 {
     let cases = std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(DEFAULT_CASES);
-    let mut runner = TestRunner::new(Config { cases, max_shrink_iters: 256, failure_persistence: None, ..Config::default() });
+    let mut runner =
+        TestRunner::new(Config { cases, max_shrink_iters: 256, failure_persistence: None, ..Config::default() });
     let runtime = crate::__private::runtime();
     let result = runner.run(&prop::collection::vec(step(), 1..40), |steps| {
         runtime.block_on(async {
@@ -80,7 +81,11 @@ fn schedules(case: &str, queue: &str) -> Vec<Schedule> {
             &name("b"),
             queue,
         ),
-        tick_schedule(cron("c", "0 * * * *").zone("Europe/Berlin").expect("zone").missed(MissedPolicy::Skip), &name("c"), queue),
+        tick_schedule(
+            cron("c", "0 * * * *").zone("Europe/Berlin").expect("zone").missed(MissedPolicy::Skip),
+            &name("c"),
+            queue,
+        ),
         tick_schedule(cron("d", "15 2 * * *").zone("Australia/Sydney").expect("zone"), &name("d"), queue),
     ]
 }
@@ -94,7 +99,11 @@ async fn run_case<H: Harness>(h: &H, steps: &[Step]) -> Result<(), String> {
     let declared = schedules(&case, &queue);
     let mut pools = Vec::new();
     for _ in 0..POOLS {
-        pools.push((h.connect(clock.clock()).await, Scheduler::new(declared.clone()).map_err(|e| e.to_string())?, false));
+        pools.push((
+            h.connect(clock.clock()).await,
+            Scheduler::new(declared.clone()).map_err(|e| e.to_string())?,
+            false,
+        ));
     }
     pools[0].2 = true;
     let model = MemoryStorage::new().clock(clock.clock());

@@ -32,8 +32,8 @@ use std::time::Duration;
 use jq::clock::add;
 use jq::{
     AttemptError, ClaimRequest, Clock, Completion, CompletionResult, DEFAULT_MAX_PAYLOAD_BYTES, Election, Error, Fire,
-    FireOutcome, Job, JobFilter, JobId, Leader, Lease, LeaseRef, LeaseToken, NewJob, Outcome, Result, ScheduleInfo, State,
-    Stats, Storage, Timestamp, WorkSignal,
+    FireOutcome, Job, JobFilter, JobId, Leader, Lease, LeaseRef, LeaseToken, NewJob, Outcome, Result, ScheduleInfo,
+    State, Stats, Storage, Timestamp, WorkSignal,
 };
 use tokio::sync::watch;
 

@@ -73,9 +73,7 @@ pub async fn run<S: Storage>(storage: &S, name: &str, json: bool) -> CliResult {
     if json {
         return view::emit_json(&serde_json::json!({ "schedule": name, "requested": true }));
     }
-    view::emit(&format!(
-        "run of {name} requested: a worker pool that declares it enqueues the job at its next round\n"
-    ))
+    view::emit(&format!("run of {name} requested: a worker pool that declares it enqueues the job at its next round\n"))
 }
 
 impl ScheduleView {

@@ -239,9 +239,9 @@ impl ScheduleBuilder {
 
 /// Checks a schedule name (the rules of a queue name).
 pub fn check_name(name: &str) -> Result<()> {
-    QueueName::new(name)
-        .map(drop)
-        .map_err(|_| Error::invalid("schedule name", format!("{name:?}: use 1 to 128 bytes of letters, digits and _ - . :")))
+    QueueName::new(name).map(drop).map_err(|_| {
+        Error::invalid("schedule name", format!("{name:?}: use 1 to 128 bytes of letters, digits and _ - . :"))
+    })
 }
 
 /// A schedule as the store keeps it ([`Storage::schedules`](crate::Storage::schedules)).

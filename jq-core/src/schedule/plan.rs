@@ -148,8 +148,18 @@ mod tests {
         let cases = [
             (MissedPolicy::Skip, vec![], 3, Some("2026-01-01T13:00:00Z")),
             (MissedPolicy::Latest, vec!["2026-01-01T13:00:00Z"], 2, Some("2026-01-01T12:00:00Z")),
-            (MissedPolicy::All { cap: 2 }, vec!["2026-01-01T12:00:00Z", "2026-01-01T13:00:00Z"], 1, Some("2026-01-01T11:00:00Z")),
-            (MissedPolicy::All { cap: 10 }, vec!["2026-01-01T11:00:00Z", "2026-01-01T12:00:00Z", "2026-01-01T13:00:00Z"], 0, None),
+            (
+                MissedPolicy::All { cap: 2 },
+                vec!["2026-01-01T12:00:00Z", "2026-01-01T13:00:00Z"],
+                1,
+                Some("2026-01-01T11:00:00Z"),
+            ),
+            (
+                MissedPolicy::All { cap: 10 },
+                vec!["2026-01-01T11:00:00Z", "2026-01-01T12:00:00Z", "2026-01-01T13:00:00Z"],
+                0,
+                None,
+            ),
         ];
         for (policy, ticks, missed, last) in cases {
             let s = hourly(policy);

@@ -89,7 +89,11 @@ impl Scheduler {
                     round.fired += 1;
                     round.jobs += ids.len();
                     if plan.missed > 0 {
-                        tracing::warn!(schedule = schedule.name(), missed = plan.missed, "ticks passed while no pool ran the schedule; skipped by its missed policy");
+                        tracing::warn!(
+                            schedule = schedule.name(),
+                            missed = plan.missed,
+                            "ticks passed while no pool ran the schedule; skipped by its missed policy"
+                        );
                     }
                     if !ids.is_empty() {
                         tracing::debug!(schedule = schedule.name(), jobs = ids.len(), cursor = %plan.cursor, "schedule fired");

@@ -54,18 +54,21 @@ impl Spec {
         if !(5..=6).contains(&fields) {
             return Err(Error::invalid(
                 "cron expression",
-                format!("{expression:?} has {fields} fields: use 5 (min hour dom mon dow) or 6 (sec min hour dom mon dow)"),
+                format!(
+                    "{expression:?} has {fields} fields: use 5 (min hour dom mon dow) or 6 (sec min hour dom mon dow)"
+                ),
             ));
         }
         let parser = CronParser::builder().seconds(Seconds::Optional).year(Year::Disallowed).build();
-        let cron = parser.parse(&text).map_err(|e| Error::invalid("cron expression", format!("{expression:?}: {e}")))?;
+        let cron =
+            parser.parse(&text).map_err(|e| Error::invalid("cron expression", format!("{expression:?}: {e}")))?;
         Ok(Spec::Cron { cron: Box::new(cron), text })
     }
 
     /// A fixed interval; at least one second and a whole number of
     /// milliseconds.
     pub fn every(interval: Duration) -> Result<Spec> {
-        if interval < Duration::from_secs(1) || interval.subsec_nanos() % 1_000_000 != 0 {
+        if interval < Duration::from_secs(1) || !interval.subsec_nanos().is_multiple_of(1_000_000) {
             return Err(Error::invalid(
                 "schedule interval",
                 format!("{interval:?}: use at least 1 s, in whole milliseconds"),
@@ -186,7 +189,8 @@ pub fn ticks_between(
 
 /// Parses an IANA zone name (`Europe/Berlin`, `UTC`).
 pub fn zone(name: &str) -> Result<Tz> {
-    name.parse::<Tz>().map_err(|_| Error::invalid("time zone", format!("{name:?}: use an IANA name such as Europe/Berlin or UTC")))
+    name.parse::<Tz>()
+        .map_err(|_| Error::invalid("time zone", format!("{name:?}: use an IANA name such as Europe/Berlin or UTC")))
 }
 
 /// An instant in `zone`, for messages and tests.

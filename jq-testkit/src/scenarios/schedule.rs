@@ -16,8 +16,8 @@ use jq_core::{
     Payload, QueueName, Schedule, ScheduleBuilder, ScheduleInfo, Scheduler, Storage, Timestamp, WorkerPool,
 };
 
-use crate::faults::{FaultyStorage, Operation, When};
 use crate::Harness;
+use crate::faults::{FaultyStorage, Operation, When};
 
 /// A schedule whose job, of kind `tick` on `queue`, carries its tick
 /// (`{"schedule": name, "tick": rfc3339}`).
@@ -160,7 +160,8 @@ pub async fn schedule_one_job_per_tick_under_racing_pools<H: Harness>(h: &H) {
     }
     let storage = &pools[0].1.inner;
     let got: Vec<Timestamp> = tick_jobs(storage, "cron-race").await.into_iter().map(|(_, t)| t).collect();
-    let expected: Vec<Timestamp> = (1..=1_000).map(|m| utc("2026-05-04T10:00:00Z") + chrono::Duration::minutes(m)).collect();
+    let expected: Vec<Timestamp> =
+        (1..=1_000).map(|m| utc("2026-05-04T10:00:00Z") + chrono::Duration::minutes(m)).collect();
     let got_set: BTreeSet<_> = got.iter().copied().collect();
     assert_eq!(got.len(), 1_000, "one job per tick, no more, no less");
     assert_eq!(got_set, expected.iter().copied().collect(), "exactly the ticks that passed");
@@ -177,7 +178,9 @@ pub async fn schedule_one_job_per_tick_under_racing_pools<H: Harness>(h: &H) {
 pub async fn schedule_missed_ticks_follow_the_policy<H: Harness>(h: &H) {
     let clock = ManualClock::new(utc("2026-01-01T10:00:00Z"));
     let storage = h.connect(clock.clock()).await;
-    let hourly = |name: &str, policy| tick_schedule(Schedule::cron(name, "0 * * * *").expect("cron").missed(policy), name, "cron-missed");
+    let hourly = |name: &str, policy| {
+        tick_schedule(Schedule::cron(name, "0 * * * *").expect("cron").missed(policy), name, "cron-missed")
+    };
     let scheduler = Scheduler::new(vec![
         hourly("skip", MissedPolicy::Skip),
         hourly("latest", MissedPolicy::Latest),
@@ -216,10 +219,14 @@ pub async fn schedule_fire_is_a_compare_and_set<H: Harness>(h: &H) {
     let storage = h.connect(clock.clock()).await;
     let queue = QueueName::new("cron-cas").expect("queue");
     let job = |n: u32| {
-        NewJob::builder("tick", Payload::of(&serde_json::json!({"schedule": "cas", "tick": format!("2026-02-01T00:0{n}:00+00:00")})).expect("json"))
-            .queue("cron-cas")
-            .build_at(clock.now())
-            .expect("job")
+        NewJob::builder(
+            "tick",
+            Payload::of(&serde_json::json!({"schedule": "cas", "tick": format!("2026-02-01T00:0{n}:00+00:00")}))
+                .expect("json"),
+        )
+        .queue("cron-cas")
+        .build_at(clock.now())
+        .expect("job")
     };
     let step = |expected, cursor, jobs| Fire {
         name: "cas".into(),
@@ -241,12 +248,18 @@ pub async fn schedule_fire_is_a_compare_and_set<H: Harness>(h: &H) {
     let first = job(1);
     let id = first.id;
     clock.set(utc("2026-02-01T00:01:02Z"));
-    assert_eq!(storage.fire(&step(Some(t0), t1, vec![first.clone()])).await.expect("fire"), FireOutcome::Fired(vec![id]));
+    assert_eq!(
+        storage.fire(&step(Some(t0), t1, vec![first.clone()])).await.expect("fire"),
+        FireOutcome::Fired(vec![id])
+    );
     // The same step sent again after a lost answer finds the cursor moved.
     assert_eq!(storage.fire(&step(Some(t0), t1, vec![first])).await.expect("resend"), FireOutcome::Moved);
     assert_eq!(tick_jobs(&storage, "cron-cas").await.len(), 1);
     let stored = row(&storage, "cas").await;
-    assert_eq!((stored.cursor, stored.last_job, stored.declared_at, stored.queue.as_str()), (t1, Some(id), clock.now(), "cron-cas"));
+    assert_eq!(
+        (stored.cursor, stored.last_job, stored.declared_at, stored.queue.as_str()),
+        (t1, Some(id), clock.now(), "cron-cas")
+    );
 
     // A job of another queue, or an oversized payload: refused, nothing stored.
     let mut stray = job(2);
@@ -272,10 +285,14 @@ pub async fn schedule_fire_is_a_compare_and_set<H: Harness>(h: &H) {
     assert_eq!(storage.fire(&step(Some(t1), t1, vec![])).await.expect("stale"), FireOutcome::Moved);
     let run = job(3);
     let run_id = run.id;
-    let with_run = Fire { expected_run: Some(asked), missed: 2, last_missed: Some(t1), ..step(Some(t1), t1, vec![run]) };
+    let with_run =
+        Fire { expected_run: Some(asked), missed: 2, last_missed: Some(t1), ..step(Some(t1), t1, vec![run]) };
     assert_eq!(storage.fire(&with_run).await.expect("served"), FireOutcome::Fired(vec![run_id]));
     let stored = row(&storage, "cas").await;
-    assert_eq!((stored.run_requested, stored.last_job, stored.missed, stored.last_missed), (None, Some(run_id), 2, Some(t1)));
+    assert_eq!(
+        (stored.run_requested, stored.last_job, stored.missed, stored.last_missed),
+        (None, Some(run_id), 2, Some(t1))
+    );
 }
 
 /// `jqctl cron run`: a run request is served once, by the next round of a
@@ -303,7 +320,8 @@ pub async fn schedule_run_request_is_served_once<H: Harness>(h: &H) {
 pub async fn schedule_changes_with_the_code_and_orphans_stop<H: Harness>(h: &H) {
     let clock = ManualClock::new(utc("2026-06-01T00:00:30Z"));
     let storage = h.connect(clock.clock()).await;
-    let old = Scheduler::new(vec![every_minute("kept", "cron-deploy"), every_minute("dropped", "cron-deploy")]).expect("old");
+    let old =
+        Scheduler::new(vec![every_minute("kept", "cron-deploy"), every_minute("dropped", "cron-deploy")]).expect("old");
     old.run_once(&storage).await.expect("declare");
     clock.advance(Duration::from_secs(60));
     assert_eq!(old.run_once(&storage).await.expect("round").jobs, 2);
@@ -343,7 +361,8 @@ pub async fn schedule_daylight_saving_in_two_zones<H: Harness>(h: &H) {
         let builder = Schedule::cron(name, "30 2 * * *").expect("cron").zone(zone).expect("zone");
         tick_schedule(builder.missed(MissedPolicy::Skip).grace(Duration::from_secs(3600)), name, "cron-dst")
     };
-    let scheduler = Scheduler::new(vec![daily("berlin", "Europe/Berlin"), daily("sydney", "Australia/Sydney")]).expect("scheduler");
+    let scheduler =
+        Scheduler::new(vec![daily("berlin", "Europe/Berlin"), daily("sydney", "Australia/Sydney")]).expect("scheduler");
     // Three days around each transition, 30 minutes a round; the jumps
     // between windows skip (policy skip, nothing on time).
     for start in ["2026-03-27T06:00:00Z", "2026-04-03T06:00:00Z", "2026-10-02T06:00:00Z", "2026-10-23T06:00:00Z"] {
@@ -436,7 +455,8 @@ pub async fn schedule_worker_pools_store_each_tick_once_through_faults<H: Harnes
         handle.shutdown().await.expect("no fatal error");
     }
     let got: BTreeSet<Timestamp> = tick_jobs(&storage, "cron-pool").await.into_iter().map(|(_, t)| t).collect();
-    let want: BTreeSet<Timestamp> = (1..=20).map(|m| utc("2026-07-01T00:00:00Z") + chrono::Duration::minutes(m)).collect();
+    let want: BTreeSet<Timestamp> =
+        (1..=20).map(|m| utc("2026-07-01T00:00:00Z") + chrono::Duration::minutes(m)).collect();
     assert_eq!(got, want, "one job per tick");
     let faults: u64 = stores.iter().map(FaultyStorage::injected).sum();
     assert!(faults >= 2, "the lost and failed steps happened: {faults}");
