@@ -32,7 +32,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use jq_core::{
     ClaimRequest, Clock, Completion, CompletionResult, Election, Error, Job, JobFilter, JobId, Leader, LeaseRef,
-    LeaseToken, NewJob, Result, State, Stats, Storage, Timestamp, WorkSignal,
+    LeaseToken, NewJob, QueueInfo, QueueLimits, QueueName, Result, State, Stats, Storage, Timestamp, WorkSignal,
 };
 
 /// A method of [`Storage`] (all but `subscribe`, which cannot fail).
@@ -68,11 +68,17 @@ pub enum Operation {
     Resign,
     /// [`Storage::leaders`].
     Leaders,
+    /// [`Storage::set_paused`].
+    SetPaused,
+    /// [`Storage::set_limits`].
+    SetLimits,
+    /// [`Storage::queues`].
+    Queues,
 }
 
 impl Operation {
     /// Every operation.
-    pub const ALL: [Operation; 15] = [
+    pub const ALL: [Operation; 18] = [
         Operation::Enqueue,
         Operation::Claim,
         Operation::Complete,
@@ -88,6 +94,9 @@ impl Operation {
         Operation::Elect,
         Operation::Resign,
         Operation::Leaders,
+        Operation::SetPaused,
+        Operation::SetLimits,
+        Operation::Queues,
     ];
 
     fn index(self) -> usize {
@@ -266,6 +275,15 @@ impl<S: Storage> Storage for FaultyStorage<S> {
     }
     async fn leaders(&self) -> Result<Vec<Leader>> {
         faulty!(self, Operation::Leaders, self.inner.leaders())
+    }
+    async fn set_paused(&self, queue: &QueueName, paused: bool) -> Result<()> {
+        faulty!(self, Operation::SetPaused, self.inner.set_paused(queue, paused))
+    }
+    async fn set_limits(&self, queue: &QueueName, limits: &QueueLimits) -> Result<()> {
+        faulty!(self, Operation::SetLimits, self.inner.set_limits(queue, limits))
+    }
+    async fn queues(&self) -> Result<Vec<QueueInfo>> {
+        faulty!(self, Operation::Queues, self.inner.queues())
     }
     fn subscribe(&self) -> Option<WorkSignal> {
         self.inner.subscribe()
