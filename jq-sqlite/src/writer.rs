@@ -24,14 +24,14 @@ use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use jq_core::{
-    ClaimRequest, Clock, Completion, CompletionResult, Election, Job, JobId, LeaseRef, LeaseToken, NewJob, Result,
-    State, Timestamp,
+    ClaimRequest, Clock, Completion, CompletionResult, Election, Job, JobId, LeaseRef, LeaseToken, NewJob, QueueLimits,
+    QueueName, Result, State, Timestamp,
 };
 use rusqlite::Connection;
 use tokio::sync::{oneshot, watch};
 
 use crate::error::SharedFailure;
-use crate::{admin, claim, complete, election, enqueue, maintenance};
+use crate::{admin, claim, complete, control, election, enqueue, maintenance};
 
 /// Where a command's answer goes.
 pub(crate) type Reply<T> = oneshot::Sender<Result<T>>;
@@ -82,6 +82,16 @@ pub(crate) enum Command {
     Resign {
         role: String,
         token: LeaseToken,
+        reply: Reply<()>,
+    },
+    SetPaused {
+        queue: QueueName,
+        paused: bool,
+        reply: Reply<()>,
+    },
+    SetLimits {
+        queue: QueueName,
+        limits: QueueLimits,
         reply: Reply<()>,
     },
     /// Runs a closure in the group transaction (tests of the writer itself).
@@ -182,6 +192,13 @@ impl Command {
             Command::Resign { role, token, reply } => {
                 (Answer::Unit(reply, election::resign(conn, &role, token)), false)
             }
+            // A resume or a changed limit may make jobs claimable.
+            Command::SetPaused { queue, paused, reply } => {
+                (Answer::Unit(reply, control::set_paused(conn, &queue, paused, now)), !paused)
+            }
+            Command::SetLimits { queue, limits, reply } => {
+                (Answer::Unit(reply, control::set_limits(conn, &queue, &limits)), true)
+            }
             #[cfg(test)]
             Command::Test { run, reply } => {
                 run(conn);
@@ -208,9 +225,11 @@ impl Command {
             Command::Promote { reply } | Command::Recover { reply } | Command::PurgeBatch { reply, .. } => {
                 Answer::Count(reply, Err(failure.to_error()))
             }
-            Command::RetryDead { reply, .. } | Command::Cancel { reply, .. } | Command::Resign { reply, .. } => {
-                Answer::Unit(reply, Err(failure.to_error()))
-            }
+            Command::RetryDead { reply, .. }
+            | Command::Cancel { reply, .. }
+            | Command::Resign { reply, .. }
+            | Command::SetPaused { reply, .. }
+            | Command::SetLimits { reply, .. } => Answer::Unit(reply, Err(failure.to_error())),
             Command::Elect { reply, .. } => Answer::Bool(reply, Err(failure.to_error())),
             #[cfg(test)]
             Command::Test { reply, .. } => Answer::Unit(reply, Err(failure.to_error())),
