@@ -15,6 +15,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("unique_slots", include_str!("../migrations/0002_unique_slots.sql")),
     ("partial_indexes", include_str!("../migrations/0003_partial_indexes.sql")),
     ("leaders", include_str!("../migrations/0004_leaders.sql")),
+    ("queue_controls", include_str!("../migrations/0005_queue_controls.sql")),
 ];
 
 /// The newest schema version this build knows.
@@ -63,6 +64,13 @@ pub(crate) struct Sql {
     pub elect: Sql1,
     pub resign: Sql1,
     pub leaders: Sql1,
+    pub claim_controlled: Sql1,
+    pub control_lock: Sql1,
+    pub control_pause: Sql1,
+    pub control_limits: Sql1,
+    pub control_tidy: Sql1,
+    pub control_list: Sql1,
+    pub control_seen: Sql1,
 }
 
 /// One statement's text.
@@ -105,6 +113,13 @@ impl Sql {
             elect: s(include_str!("sql/elect.sql")),
             resign: s(include_str!("sql/resign.sql")),
             leaders: s(include_str!("sql/leaders.sql")),
+            claim_controlled: s(include_str!("sql/claim_controlled.sql")),
+            control_lock: s(include_str!("sql/control_lock.sql")),
+            control_pause: s(include_str!("sql/control_pause.sql")),
+            control_limits: s(include_str!("sql/control_limits.sql")),
+            control_tidy: s(include_str!("sql/control_tidy.sql")),
+            control_list: s(include_str!("sql/control_list.sql")),
+            control_seen: s(include_str!("sql/control_seen.sql")),
         }
     }
 }
