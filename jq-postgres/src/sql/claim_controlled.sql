@@ -11,8 +11,8 @@
 -- up to its allowance, locked with SKIP LOCKED (never `id IN (SELECT ...
 -- LIMIT)`), merged in claim order and cut at $2, and taken. Jobs not taken
 -- are not touched. The same statement records the starts of rate-limited
--- queues, forgets the starts that left their window, and records that $4
--- met each control.
+-- queues, forgets starts that left their window, and records that $4 met
+-- each control.
 WITH ctl AS (
     SELECT q.name, c.queue IS NOT NULL AS controlled, c.paused_at IS NOT NULL AS paused,
            c.rate_limit IS NOT NULL AS rated,
@@ -29,7 +29,11 @@ WITH ctl AS (
                                      AND s.at > $3::timestamptz - c.rate_period * interval '1 microsecond')))
            END AS allow
     FROM unnest($1::text[]) AS q(name)
-    LEFT JOIN {schema}.queue_controls AS c ON c.queue = q.name
+    -- LIMIT 1 keeps the lookup a probe of the primary key per queue,
+    -- whatever the statistics of this small table say.
+    LEFT JOIN LATERAL (
+        SELECT * FROM {schema}.queue_controls AS qc WHERE qc.queue = q.name LIMIT 1
+    ) AS c ON true
 ),
 picked AS (
     SELECT b.id
@@ -62,8 +66,12 @@ started AS (
     GROUP BY cl.queue
 ),
 forgotten AS (
-    DELETE FROM {schema}.queue_starts AS s USING ctl
-    WHERE ctl.rated AND s.queue = ctl.name AND s.at <= ctl.window_after
+    -- The asked queues' rows of the log (one per claim in the window, and
+    -- those that left it), from queue_starts_window. The window's count
+    -- above never depends on this delete: the log only has to keep up.
+    DELETE FROM {schema}.queue_starts AS s
+    WHERE s.queue = ANY ($1::text[])
+      AND s.at <= (SELECT ctl.window_after FROM ctl WHERE ctl.name = s.queue AND ctl.rated LIMIT 1)
 ),
 seen AS (
     INSERT INTO {schema}.queue_seen (queue, worker, seen_at, paused)
