@@ -33,9 +33,10 @@ script!(PEEK, "lua/peek.lua");
 script!(CLAIM_EARLIER, "lua/claim_earlier.lua");
 script!(ELECT, "lua/elect.lua");
 script!(RESIGN, "lua/resign.lua");
+script!(CONTROL, "lua/control.lua");
 
 /// Every script, for `SCRIPT LOAD` at connect and after a NOSCRIPT.
-pub(crate) fn all() -> [&'static Lua; 14] {
+pub(crate) fn all() -> [&'static Lua; 15] {
     [
         &ENQUEUE,
         &CLAIM,
@@ -51,6 +52,7 @@ pub(crate) fn all() -> [&'static Lua; 14] {
         &CLAIM_EARLIER,
         &ELECT,
         &RESIGN,
+        &CONTROL,
     ]
 }
 
