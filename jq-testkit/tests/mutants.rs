@@ -7,7 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use jq_core::{
     ClaimRequest, Clock, Completion, CompletionResult, Election, Job, JobFilter, JobId, Leader, LeaseRef, LeaseToken,
-    NewJob, Result, State, Stats, Storage, Timestamp,
+    NewJob, QueueInfo, QueueLimits, QueueName, Rate, Result, State, Stats, Storage, Timestamp,
 };
 use jq_testkit::{Harness, MemoryHarness, MemoryStorage};
 
@@ -23,6 +23,10 @@ enum Bug {
     ResendClaimsAgain,
     /// elect() says every contender won.
     ElectAlwaysWins,
+    /// set_paused(true) is not stored.
+    PauseForgotten,
+    /// set_limits() stores each limit one higher than asked.
+    LimitsLoose,
 }
 
 #[derive(Clone)]
@@ -98,6 +102,23 @@ impl Storage for Mutant {
     }
     async fn leaders(&self) -> Result<Vec<Leader>> {
         self.inner.leaders().await
+    }
+    async fn set_paused(&self, queue: &QueueName, paused: bool) -> Result<()> {
+        if self.bug == Bug::PauseForgotten && paused {
+            return Ok(());
+        }
+        self.inner.set_paused(queue, paused).await
+    }
+    async fn set_limits(&self, queue: &QueueName, limits: &QueueLimits) -> Result<()> {
+        let mut limits = *limits;
+        if self.bug == Bug::LimitsLoose {
+            limits.concurrency = limits.concurrency.map(|n| n + 1);
+            limits.rate = limits.rate.map(|r| Rate::new(r.limit + 1, r.period));
+        }
+        self.inner.set_limits(queue, &limits).await
+    }
+    async fn queues(&self) -> Result<Vec<QueueInfo>> {
+        self.inner.queues().await
     }
     fn clock(&self) -> jq_core::Clock {
         Storage::clock(&self.inner)
@@ -184,4 +205,18 @@ fn scenarios_catch_an_election_everyone_wins() {
     assert!(fails(|| {
         jq_testkit::__private::block_on(jq_testkit::scenarios::stale_holder_cannot_renew_after_takeover(&h))
     }));
+}
+
+#[test]
+fn scenarios_catch_a_forgotten_pause_and_loose_limits() {
+    let h = MutantHarness { inner: MemoryHarness::new(), bug: Bug::PauseForgotten };
+    assert!(fails(|| jq_testkit::__private::block_on(jq_testkit::scenarios::pause_is_honoured_across_handles(&h))));
+    let h = MutantHarness { inner: MemoryHarness::new(), bug: Bug::PauseForgotten };
+    assert!(fails(|| jq_testkit::__private::block_on(jq_testkit::scenarios::pause_survives_reconnect(&h))));
+    let h = MutantHarness { inner: MemoryHarness::new(), bug: Bug::LimitsLoose };
+    assert!(fails(|| {
+        jq_testkit::__private::block_on(jq_testkit::scenarios::limits_hold_under_concurrent_claimers(&h))
+    }));
+    let h = MutantHarness { inner: MemoryHarness::new(), bug: Bug::LimitsLoose };
+    assert!(fails(|| jq_testkit::__private::block_on(jq_testkit::scenarios::rate_limit_is_a_sliding_window(&h))));
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use jq_core::{
     ClaimRequest, Clock, Completion, CompletionResult, Election, Job, JobFilter, JobId, Leader, LeaseRef, LeaseToken,
-    NewJob, Result, State, Stats, Storage, Timestamp, WorkSignal,
+    NewJob, QueueInfo, QueueLimits, QueueName, Result, State, Stats, Storage, Timestamp, WorkSignal,
 };
 
 use crate::error::SetupError;
@@ -321,6 +321,15 @@ impl Storage for Backend {
     }
     async fn leaders(&self) -> Result<Vec<Leader>> {
         dispatch!(self, s => s.leaders().await)
+    }
+    async fn set_paused(&self, queue: &QueueName, paused: bool) -> Result<()> {
+        dispatch!(self, s => s.set_paused(queue, paused).await)
+    }
+    async fn set_limits(&self, queue: &QueueName, limits: &QueueLimits) -> Result<()> {
+        dispatch!(self, s => s.set_limits(queue, limits).await)
+    }
+    async fn queues(&self) -> Result<Vec<QueueInfo>> {
+        dispatch!(self, s => s.queues().await)
     }
     fn subscribe(&self) -> Option<WorkSignal> {
         dispatch!(self, s => s.subscribe())
