@@ -18,6 +18,7 @@
 //! | `finished` (by state, finish time) | an index on (state, finished_at) | a sorted set per state |
 //! | `unique` | a unique partial index on (queue, unique_key) of live jobs | a hash |
 //! | `roles` | a table of named roles (role, token, holder, expires_at) | a hash per role |
+//! | `controls` (pause, limits, starts, seen) | a controls table keyed by queue, a table of start instants indexed by (queue, at) | a hash per queue, a sorted set of starts |
 //! | the mutex | a transaction (`SELECT ... FOR UPDATE SKIP LOCKED` for claims) | a script or a `MULTI` |
 //!
 //! What each method must do is in the rustdoc of [`jq::Storage`] and in the
@@ -31,8 +32,8 @@ use std::time::Duration;
 use jq::clock::add;
 use jq::{
     AttemptError, ClaimRequest, Clock, Completion, CompletionResult, DEFAULT_MAX_PAYLOAD_BYTES, Election, Error, Job,
-    JobFilter, JobId, Leader, Lease, LeaseRef, LeaseToken, NewJob, Outcome, Result, State, Stats, Storage, Timestamp,
-    WorkSignal,
+    JobFilter, JobId, Leader, Lease, LeaseRef, LeaseToken, NewJob, Outcome, QueueInfo, QueueLimits, QueueName, Result,
+    State, Stats, Storage, Timestamp, WorkSignal,
 };
 use tokio::sync::watch;
 
@@ -163,7 +164,11 @@ impl Storage for IndexedStorage {
                 return Ok(earlier);
             }
         }
-        let picked = t.claimable(&request.queues, request.limit, now);
+        // Each queue's pause and limits, in the same "transaction".
+        let allowed: Vec<(jq::QueueName, usize)> = (request.queues.iter())
+            .map(|q| (q.clone(), t.allowance(q, &request.worker, request.limit, now)))
+            .collect();
+        let picked = t.claimable(&allowed, request.limit, now);
         let mut claimed = Vec::with_capacity(picked.len());
         for id in picked {
             let job = t.update(id, |job| {
@@ -174,6 +179,9 @@ impl Storage for IndexedStorage {
                 job.lease = Some(Lease { token: request.token, worker: request.worker.clone(), expires_at });
             });
             claimed.extend(job.cloned());
+        }
+        for job in &claimed {
+            t.started(&job.queue, now);
         }
         Ok(claimed)
     }
@@ -382,6 +390,35 @@ impl Storage for IndexedStorage {
 
     async fn leaders(&self) -> Result<Vec<Leader>> {
         Ok(self.begin().roles.values().map(|(_, leader)| leader.clone()).collect())
+    }
+
+    async fn set_paused(&self, queue: &QueueName, paused: bool) -> Result<()> {
+        let now = self.clock.now();
+        {
+            let mut t = self.begin();
+            let control = t.control(queue);
+            control.paused_at = if paused { control.paused_at.or(Some(now)) } else { None };
+            t.tidy(queue);
+        }
+        if !paused {
+            self.wake();
+        }
+        Ok(())
+    }
+
+    async fn set_limits(&self, queue: &QueueName, limits: &QueueLimits) -> Result<()> {
+        limits.check()?;
+        {
+            let mut t = self.begin();
+            t.control(queue).limits = *limits;
+            t.tidy(queue);
+        }
+        self.wake();
+        Ok(())
+    }
+
+    async fn queues(&self) -> Result<Vec<QueueInfo>> {
+        Ok(self.begin().queues())
     }
 
     fn subscribe(&self) -> Option<WorkSignal> {
