@@ -61,6 +61,7 @@ postgres_scenarios!(
     worker_runs_the_command_with_payload_and_environment,
     purge_removes_only_what_it_says,
     leaders_shows_the_maintaining_worker,
+    queue_pause_resume_and_limit,
 );
 
 #[test]

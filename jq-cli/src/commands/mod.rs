@@ -5,6 +5,7 @@
 
 mod admin;
 mod enqueue;
+mod queue;
 mod read;
 pub mod worker;
 
@@ -12,7 +13,7 @@ use std::time::Duration;
 
 use jq::{JobId, NewJob, State, Storage};
 
-use crate::cli::{Command, DeadCommand, ListArgs, PageArgs};
+use crate::cli::{Command, DeadCommand, ListArgs, PageArgs, QueueCommand};
 use crate::error::CliResult;
 
 /// A command whose input has been checked, ready to run on a storage.
@@ -44,6 +45,8 @@ pub enum Action {
     },
     /// Show the holders of roles.
     Leaders,
+    /// List, pause, resume or limit queues.
+    Queue(QueueCommand),
     /// Run a worker.
     Worker(worker::WorkerPlan),
 }
@@ -72,6 +75,7 @@ impl Action {
             Command::Dead(DeadCommand::Retry { id: None, queue, .. }) => Action::DeadRetry(RetryTarget::All(queue)),
             Command::Purge { state, older_than } => Action::Purge { state, older_than },
             Command::Leaders => Action::Leaders,
+            Command::Queue(command) => Action::Queue(command),
             Command::Worker(args) => Action::Worker(worker::WorkerPlan::prepare(args)?),
             Command::Migrate => return Ok(None),
         }))
@@ -90,6 +94,7 @@ impl Action {
             Action::DeadRetry(target) => admin::retry(&storage, target, json).await,
             Action::Purge { state, older_than } => admin::purge(&storage, state, older_than, json).await,
             Action::Leaders => read::leaders(&storage, json).await,
+            Action::Queue(command) => queue::run(&storage, command, json).await,
             Action::Worker(plan) => worker::run(storage, plan).await,
         }
     }
