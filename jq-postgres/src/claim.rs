@@ -12,10 +12,10 @@ use jq_core::{ClaimRequest, Error, Job, Result};
 use sqlx::Row;
 use uuid::Uuid;
 
-use crate::{Inner, control};
 use crate::error::map_sqlx;
 use crate::hints::Key;
 use crate::row::{decode_job, rfc3339};
+use crate::{Inner, control};
 
 /// Moves up to `request.limit` claimable jobs to Running and returns them in
 /// claim order.
@@ -57,7 +57,8 @@ pub(crate) async fn claim(inner: &Inner, request: &ClaimRequest) -> Result<Vec<J
     };
     // Rows naming a controlled queue (last column) mean the statement took
     // nothing: the locked path claims instead.
-    let marked: Vec<String> = rows.iter().filter_map(|row| row.try_get::<Option<String>, _>(16).ok().flatten()).collect();
+    let marked: Vec<String> =
+        rows.iter().filter_map(|row| row.try_get::<Option<String>, _>(16).ok().flatten()).collect();
     if !marked.is_empty() {
         inner.hints.finish(ticket, std::iter::empty());
         inner.controlled.found(&queues, &marked);

@@ -111,7 +111,11 @@ pub(crate) async fn queues(inner: &Inner) -> Result<Vec<QueueInfo>> {
     let mut seen: BTreeMap<String, Vec<Seen>> = BTreeMap::new();
     for r in &seen_rows {
         let queue: String = r.try_get(0).map_err(map_sqlx)?;
-        let entry = Seen { worker: r.try_get(1).map_err(map_sqlx)?, at: r.try_get(2).map_err(map_sqlx)?, paused: r.try_get(3).map_err(map_sqlx)? };
+        let entry = Seen {
+            worker: r.try_get(1).map_err(map_sqlx)?,
+            at: r.try_get(2).map_err(map_sqlx)?,
+            paused: r.try_get(3).map_err(map_sqlx)?,
+        };
         seen.entry(queue).or_default().push(entry);
     }
     let rows = sqlx::query(inner.sql.control_list.q()).fetch_all(&inner.pool).await.map_err(map_sqlx)?;

@@ -96,9 +96,9 @@ impl Keys {
             "starts",
             "seen",
         ]
-            .iter()
-            .map(|k| format!("{base}{k}"))
-            .collect()
+        .iter()
+        .map(|k| format!("{base}{k}"))
+        .collect()
     }
 
     /// The registry of queue names.

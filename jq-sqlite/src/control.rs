@@ -36,9 +36,9 @@ struct Stored {
 fn limits(concurrency: Option<i64>, rate_limit: Option<i64>, rate_period: Option<i64>) -> QueueLimits {
     QueueLimits {
         concurrency: concurrency.and_then(|n| u32::try_from(n).ok()),
-        rate: rate_limit.zip(rate_period).and_then(|(n, p)| {
-            Some(Rate::new(u32::try_from(n).ok()?, Duration::from_micros(u64::try_from(p).ok()?)))
-        }),
+        rate: rate_limit
+            .zip(rate_period)
+            .and_then(|(n, p)| Some(Rate::new(u32::try_from(n).ok()?, Duration::from_micros(u64::try_from(p).ok()?)))),
     }
 }
 
@@ -100,10 +100,19 @@ pub(crate) fn allowance_of(
 }
 
 /// Records `n` starts of `queue` at `now` when it is rate limited.
-pub(crate) fn started(conn: &Connection, queue: &QueueName, allowance: &Allowance, n: usize, now: Timestamp) -> Result<()> {
+pub(crate) fn started(
+    conn: &Connection,
+    queue: &QueueName,
+    allowance: &Allowance,
+    n: usize,
+    now: Timestamp,
+) -> Result<()> {
     if allowance.rated && n > 0 {
         let n = i64::try_from(n).unwrap_or(i64::MAX);
-        conn.prepare_cached(START).map_err(db)?.execute(params![queue.as_str(), now.timestamp_micros(), n]).map_err(db)?;
+        conn.prepare_cached(START)
+            .map_err(db)?
+            .execute(params![queue.as_str(), now.timestamp_micros(), n])
+            .map_err(db)?;
     }
     Ok(())
 }
@@ -137,7 +146,11 @@ pub(crate) fn queues(conn: &Connection) -> Result<Vec<QueueInfo>> {
         let mut rows = stmt.query([]).map_err(db)?;
         while let Some(r) = rows.next().map_err(db)? {
             let queue: String = r.get(0).map_err(db)?;
-            let entry = Seen { worker: r.get(1).map_err(db)?, at: from_micros(r.get(2).map_err(db)?), paused: r.get(3).map_err(db)? };
+            let entry = Seen {
+                worker: r.get(1).map_err(db)?,
+                at: from_micros(r.get(2).map_err(db)?),
+                paused: r.get(3).map_err(db)?,
+            };
             seen.entry(queue).or_default().push(entry);
         }
     }

@@ -6,7 +6,9 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
-use jq::{Job, JobId, Leader, LeaseRef, LeaseToken, Priority, QueueInfo, QueueLimits, QueueName, Seen, State, Timestamp};
+use jq::{
+    Job, JobId, Leader, LeaseRef, LeaseToken, Priority, QueueInfo, QueueLimits, QueueName, Seen, State, Timestamp,
+};
 
 /// A waiting job's place in its queue: claim order (priority high to low,
 /// then run_at, then id) is the key's order.

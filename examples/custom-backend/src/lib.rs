@@ -165,9 +165,8 @@ impl Storage for IndexedStorage {
             }
         }
         // Each queue's pause and limits, in the same "transaction".
-        let allowed: Vec<(jq::QueueName, usize)> = (request.queues.iter())
-            .map(|q| (q.clone(), t.allowance(q, &request.worker, request.limit, now)))
-            .collect();
+        let allowed: Vec<(jq::QueueName, usize)> =
+            (request.queues.iter()).map(|q| (q.clone(), t.allowance(q, &request.worker, request.limit, now))).collect();
         let picked = t.claimable(&allowed, request.limit, now);
         let mut claimed = Vec::with_capacity(picked.len());
         for id in picked {

@@ -14,7 +14,13 @@ pub async fn run<S: Storage>(storage: &S, command: QueueCommand, json: bool) -> 
         QueueCommand::List => list(storage, json).await,
         QueueCommand::Pause { queue } => {
             storage.set_paused(&queue, true).await?;
-            changed(storage, &queue, json, &format!("paused {queue}: no worker starts its jobs until `jqctl queue resume {queue}`\n")).await
+            changed(
+                storage,
+                &queue,
+                json,
+                &format!("paused {queue}: no worker starts its jobs until `jqctl queue resume {queue}`\n"),
+            )
+            .await
         }
         QueueCommand::Resume { queue } => {
             storage.set_paused(&queue, false).await?;
@@ -131,5 +137,8 @@ async fn list<S: Storage>(storage: &S, json: bool) -> CliResult {
             ]
         })
         .collect();
-    view::emit(&view::table(&["QUEUE", "STATE", "CONCURRENCY", "RATE", "WAITING", "RUNNING", "POOLS SEEN PAUSE"], &rows))
+    view::emit(&view::table(
+        &["QUEUE", "STATE", "CONCURRENCY", "RATE", "WAITING", "RUNNING", "POOLS SEEN PAUSE"],
+        &rows,
+    ))
 }

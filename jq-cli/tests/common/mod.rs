@@ -441,9 +441,15 @@ pub mod scenarios {
         worker.stop();
 
         let limited = s.json(&["queue", "limit", "mail", "--concurrency", "2", "--rate", "100/s"]);
-        assert_eq!((limited["concurrency"].clone(), limited["rate"].clone()), (serde_json::json!(2), serde_json::json!("100/1s")));
+        assert_eq!(
+            (limited["concurrency"].clone(), limited["rate"].clone()),
+            (serde_json::json!(2), serde_json::json!("100/1s"))
+        );
         let kept = s.json(&["queue", "limit", "mail", "--rate", "none"]);
-        assert_eq!((kept["concurrency"].clone(), kept["rate"].clone()), (serde_json::json!(2), serde_json::Value::Null));
+        assert_eq!(
+            (kept["concurrency"].clone(), kept["rate"].clone()),
+            (serde_json::json!(2), serde_json::Value::Null)
+        );
         let table = s.ok(&["queue", "list"]);
         let row = table.lines().find(|l| l.starts_with("mail ")).unwrap_or_default();
         assert!(row.contains("active") && !row.contains("paused"), "{table}");
