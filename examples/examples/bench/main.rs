@@ -30,9 +30,10 @@
 //!    `enqueue` call; p50 and p99;
 //! 5. `rated`: 10,000 pre-loaded no-op jobs through a queue with a rate
 //!    limit of 1,000 starts/s (`Storage::set_limits`), the drain's pool
-//!    polling every 10 ms; the start rate over the whole windows, and the
-//!    most starts seen in any 1 s (the drain above is the same pool
-//!    without a limit);
+//!    polling every 10 ms; the handler start rate over the whole windows
+//!    (the drain above is the same pool without a limit; the bound itself,
+//!    never more than the limit in any window, is what the conformance
+//!    suite checks);
 //! 6. `procs`: 40,000 pre-loaded no-op jobs drained by 1 worker process,
 //!    then by 4, each its own OS process with its own storage handle and a
 //!    pool of 16 handlers (`procs.rs`); jobs/s and the ratio.
@@ -148,8 +149,8 @@ struct Figures {
     drain: Option<f64>,
     p50: Option<Duration>,
     p99: Option<Duration>,
-    /// The rated drain's start rate and most starts in one second.
-    rated: Option<(f64, usize)>,
+    /// The rated drain's start rate.
+    rated: Option<f64>,
     /// The drain by 1 and by [`procs::PROCESSES`] worker processes.
     procs: Option<(f64, f64)>,
 }
@@ -316,8 +317,7 @@ where
             (f.p50, f.p99) = (Some(p50), Some(p99));
         }
         if wanted(Scenario::Rated) {
-            let r = fresh().await?.measure(rated).await?;
-            f.rated = Some((r.rate, r.max_in_window));
+            f.rated = Some(fresh().await?.measure(rated).await?.rate);
         }
         if wanted(Scenario::Procs) {
             let mut by = [0.0; 2];
@@ -330,14 +330,13 @@ where
         }
         let rate = |r: Option<f64>| r.map_or("-".to_owned(), |r| format!("{r:.0}/s"));
         eprintln!(
-            "run {run}/{runs}: batch {}, single {}, drain {}, p50 {:?}, p99 {:?}, rated {} (max {}/s), procs 1/{} {}/{}",
+            "run {run}/{runs}: batch {}, single {}, drain {}, p50 {:?}, p99 {:?}, rated {}, procs 1/{} {}/{}",
             rate(f.batch_enqueue),
             rate(f.single_enqueue),
             rate(f.drain),
             f.p50.unwrap_or_default(),
             f.p99.unwrap_or_default(),
-            rate(f.rated.map(|r| r.0)),
-            f.rated.map_or(0, |r| r.1),
+            rate(f.rated),
             procs::PROCESSES,
             rate(f.procs.map(|p| p.0)),
             rate(f.procs.map(|p| p.1)),
@@ -373,11 +372,7 @@ fn print_table(backend: &str, runs: usize, all: &[Figures]) {
         (format!("enqueue-to-start latency p99 ({LATENCY_JOBS} jobs, idle pool)"), pick(all, |f| f.p99).map(ms)),
         (
             format!("rated drain ({RATED_JOBS} jobs, limit {RATE_LIMIT}/s): start rate"),
-            pick(all, |f| f.rated.map(|r| r.0)).map(|r| format!("{r:.0} starts/s")),
-        ),
-        (
-            format!("rated drain: most starts in any 1 s (limit {RATE_LIMIT})"),
-            pick(all, |f| f.rated.map(|r| r.1)).map(|n| n.to_string()),
+            pick(all, |f| f.rated).map(|r| format!("{r:.0} starts/s")),
         ),
         (format!("drain ({} jobs) by 1 worker process", procs::PROCS_JOBS), one.map(rate)),
         (

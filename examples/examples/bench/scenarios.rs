@@ -79,12 +79,10 @@ pub async fn drain<S: Storage>(storage: Arc<S>) -> Result<f64, BoxError> {
 
 /// What the rated drain measured.
 pub struct Rated {
-    /// Starts per second over whole windows: the starts in the first
-    /// `RATED_JOBS / RATE_LIMIT - 1` seconds from the first one, divided by
-    /// that (the last window is left out: it is not full).
+    /// Starts per second over whole windows: the handler starts in the
+    /// first `RATED_JOBS / RATE_LIMIT - 1` seconds from the first one,
+    /// divided by that (the last window is left out: it is not full).
     pub rate: f64,
-    /// The most handler starts seen in any one-second window.
-    pub max_in_window: usize,
 }
 
 /// The drain of [`RATED_JOBS`] through a queue with a rate limit of
@@ -118,15 +116,7 @@ pub async fn rated<S: Storage>(storage: Arc<S>) -> Result<Rated, BoxError> {
     let whole = (RATED_JOBS / RATE_LIMIT as usize).saturating_sub(1).max(1) as u32;
     let span = rate.period * whole;
     let counted = starts.iter().take_while(|t| t.duration_since(first) < span).count();
-    let mut max_in_window = 0;
-    let mut from = 0;
-    for (i, t) in starts.iter().enumerate() {
-        while t.duration_since(starts[from]) >= rate.period {
-            from += 1;
-        }
-        max_in_window = max_in_window.max(i + 1 - from);
-    }
-    Ok(Rated { rate: counted as f64 / span.as_secs_f64(), max_in_window })
+    Ok(Rated { rate: counted as f64 / span.as_secs_f64() })
 }
 
 /// How long a pool took to drain.
