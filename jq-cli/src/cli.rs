@@ -86,6 +86,9 @@ pub enum Command {
     /// Recurring jobs: list the schedules worker pools declared, or run one now.
     #[command(subcommand)]
     Cron(CronCommand),
+    /// Pause, resume and limit queues across every worker, and list them.
+    #[command(subcommand)]
+    Queue(QueueCommand),
     /// Create or upgrade the backend's schema (PostgreSQL; nothing to do for SQLite and Redis).
     Migrate,
     /// Run jobs: execute a command for each claimed job.
@@ -203,6 +206,83 @@ pub enum CronCommand {
         /// The schedule's name, as `cron list` shows it.
         name: String,
     },
+}
+
+/// `jqctl queue ...`.
+#[derive(Debug, Subcommand)]
+pub enum QueueCommand {
+    /// Every queue with jobs or a control: paused or not, limits, job counts,
+    /// and which worker pools have seen the pause.
+    List,
+    /// Stop every worker pool, in every process, from starting jobs of QUEUE
+    /// (within one poll interval); running jobs finish, enqueue still works.
+    /// Stored: it survives restarts until `queue resume`.
+    Pause {
+        /// The queue.
+        #[arg(value_parser = parse_queue)]
+        queue: QueueName,
+    },
+    /// Let the workers start jobs of a paused queue again (wakes them at once).
+    Resume {
+        /// The queue.
+        #[arg(value_parser = parse_queue)]
+        queue: QueueName,
+    },
+    /// Cap a queue across every worker: Running jobs (--concurrency) and job
+    /// starts per period (--rate, a sliding window). A flag not given keeps
+    /// its current value; `none` lifts that limit.
+    #[command(after_help = "\
+Examples:
+  jqctl queue limit emails --rate 1000/s
+  jqctl queue limit reports --concurrency 4 --rate 50/10s
+  jqctl queue limit emails --rate none")]
+    Limit {
+        /// The queue.
+        #[arg(value_parser = parse_queue)]
+        queue: QueueName,
+        /// At most N of its jobs running at once (none: no limit).
+        #[arg(long, value_name = "N", value_parser = parse_concurrency)]
+        concurrency: Option<Lift<u32>>,
+        /// At most N starts per PERIOD: 1000/s, 50/10s, 5/250ms, 100/m (none: no limit).
+        #[arg(long, value_name = "N/PERIOD", value_parser = parse_rate)]
+        rate: Option<Lift<jq::Rate>>,
+    },
+}
+
+/// A limit flag's value: a new limit, or `none` to lift it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lift<T> {
+    /// Set this limit.
+    To(T),
+    /// Lift the limit.
+    None,
+}
+
+impl<T> Lift<T> {
+    /// The limit as stored: `None` when lifted.
+    pub fn into_option(self) -> Option<T> {
+        match self {
+            Lift::To(v) => Some(v),
+            Lift::None => None,
+        }
+    }
+}
+
+fn parse_concurrency(s: &str) -> Result<Lift<u32>, String> {
+    if s == "none" {
+        return Ok(Lift::None);
+    }
+    match s.parse::<u32>() {
+        Ok(n) if n > 0 => Ok(Lift::To(n)),
+        _ => Err(format!("{s:?}: use a number above 0, or none (to pause, use `jqctl queue pause`)")),
+    }
+}
+
+fn parse_rate(s: &str) -> Result<Lift<jq::Rate>, String> {
+    if s == "none" {
+        return Ok(Lift::None);
+    }
+    jq::Rate::parse(s).map(Lift::To).map_err(|e| e.to_string())
 }
 
 /// `jqctl worker`.

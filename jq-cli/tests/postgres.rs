@@ -63,6 +63,8 @@ postgres_scenarios!(
     leaders_shows_the_maintaining_worker,
     cron_list_and_run,
 );
+    queue_pause_resume_and_limit,
+);
 
 #[test]
 fn bad_input_is_refused_and_nothing_stored() {

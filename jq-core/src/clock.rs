@@ -95,6 +95,11 @@ pub fn add(t: Timestamp, d: Duration) -> Timestamp {
     chrono::Duration::from_std(d).ok().and_then(|d| t.checked_add_signed(d)).unwrap_or(DateTime::<Utc>::MAX_UTC)
 }
 
+/// `t - d`, saturating instead of overflowing.
+pub fn sub(t: Timestamp, d: Duration) -> Timestamp {
+    chrono::Duration::from_std(d).ok().and_then(|d| t.checked_sub_signed(d)).unwrap_or(DateTime::<Utc>::MIN_UTC)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

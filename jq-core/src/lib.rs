@@ -5,6 +5,7 @@
 //! `docs/CONTRACT.md`; `jq-testkit` checks them.
 
 pub mod clock;
+pub mod control;
 pub mod error;
 pub mod job;
 pub mod retry;
@@ -13,6 +14,7 @@ pub mod storage;
 pub mod worker;
 
 pub use clock::{Clock, ManualClock, Timestamp};
+pub use control::{QueueInfo, QueueLimits, Rate, Seen};
 pub use error::{BoxError, Error, Result};
 pub use job::{
     AttemptError, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_QUEUE, IntoJob, Job, JobBuilder, JobId,

@@ -39,6 +39,7 @@ use async_trait::async_trait;
 use tokio::sync::watch;
 
 use crate::clock::{Clock, Timestamp};
+use crate::control::{QueueInfo, QueueLimits};
 use crate::error::{Error, Result};
 use crate::job::{Job, JobId, LeaseRef, LeaseToken, QueueName, State};
 use crate::schedule::{Fire, FireOutcome, ScheduleInfo};
@@ -280,6 +281,11 @@ pub trait Storage: Send + Sync + 'static {
     ///   however many claimers run at once; a claim never waits on jobs
     ///   another claimer is taking.
     /// - Never returns more than `limit` jobs; `limit` 0 returns none.
+    /// - Takes nothing from a paused queue, and no more from a queue than
+    ///   its limits allow ([`Storage::set_limits`]), checked in the same
+    ///   atomic step; a job held back is not changed. Each claim that asks
+    ///   for a controlled queue records its worker as having seen the
+    ///   control ([`Storage::queues`]).
     /// - A resend ([`ClaimRequest::resend`]) whose token already holds
     ///   Running jobs returns exactly those and claims nothing.
     /// - Everything taken is returned: a failure after jobs became Running
@@ -393,6 +399,29 @@ pub trait Storage: Send + Sync + 'static {
     /// no such schedule is stored.
     async fn request_run(&self, name: &str) -> Result<()>;
 
+    /// Pauses (`true`) or resumes (`false`) `queue`, stored in the backend
+    /// so that every claimer of every process honours it and it outlives
+    /// restarts. While paused, claims take none of its jobs; enqueue still
+    /// stores them and running jobs finish. Pausing a paused queue keeps its
+    /// `paused_at`; resuming wakes the claimers ([`Storage::subscribe`]).
+    /// Works on a queue that holds no job yet.
+    async fn set_paused(&self, queue: &QueueName, paused: bool) -> Result<()>;
+
+    /// Replaces `queue`'s limits ([`QueueLimits`]; `QueueLimits::none()`
+    /// lifts both), checked inside every claim's atomic step: at most
+    /// `concurrency` of its jobs Running (counted from their leases, so a
+    /// job whose lease expired keeps its slot until recover ends it), and
+    /// at most `rate.limit` starts in any window `(t - period, t]` of the
+    /// storage's clock, across every claimer. A job a limit holds back is
+    /// not touched. [`Error::InvalidInput`] when [`QueueLimits::check`]
+    /// fails.
+    async fn set_limits(&self, queue: &QueueName, limits: &QueueLimits) -> Result<()>;
+
+    /// Every queue that holds a job or has a control, by name, with its
+    /// pause, its limits, and which claimers met its control
+    /// ([`QueueInfo::seen`]).
+    async fn queues(&self) -> Result<Vec<QueueInfo>>;
+
     /// A signal that changes when work may have arrived (a same-process
     /// enqueue, a NOTIFY, a pub/sub message), or `None` when the backend has
     /// none; the pool then polls.
@@ -505,6 +534,15 @@ impl<S: Storage + ?Sized> Storage for std::sync::Arc<S> {
     }
     async fn request_run(&self, name: &str) -> Result<()> {
         (**self).request_run(name).await
+    }
+    async fn set_paused(&self, queue: &QueueName, paused: bool) -> Result<()> {
+        (**self).set_paused(queue, paused).await
+    }
+    async fn set_limits(&self, queue: &QueueName, limits: &QueueLimits) -> Result<()> {
+        (**self).set_limits(queue, limits).await
+    }
+    async fn queues(&self) -> Result<Vec<QueueInfo>> {
+        (**self).queues().await
     }
     fn subscribe(&self) -> Option<WorkSignal> {
         (**self).subscribe()

@@ -12,10 +12,10 @@ use jq_core::{ClaimRequest, Error, Job, Result};
 use sqlx::Row;
 use uuid::Uuid;
 
-use crate::Inner;
 use crate::error::map_sqlx;
 use crate::hints::Key;
 use crate::row::{decode_job, rfc3339};
+use crate::{Inner, control};
 
 /// Moves up to `request.limit` claimable jobs to Running and returns them in
 /// claim order.
@@ -33,6 +33,9 @@ pub(crate) async fn claim(inner: &Inner, request: &ClaimRequest) -> Result<Vec<J
     let queues: Vec<&str> = request.queues.iter().map(|q| q.as_str()).collect();
     let now = inner.clock.now();
     let expires_at = jq_core::clock::truncate_micros(jq_core::clock::add(now, request.lease));
+    if inner.controlled.any(&queues) {
+        return controlled(inner, request, &queues, now, expires_at).await;
+    }
     let (ticket, starts) = inner.hints.begin(&queues, now);
     let rows = sqlx::query(inner.sql.claim.q())
         .bind(&queues)
@@ -52,25 +55,58 @@ pub(crate) async fn claim(inner: &Inner, request: &ClaimRequest) -> Result<Vec<J
             return Err(map_sqlx(e));
         }
     };
+    // Rows naming a controlled queue (last column) mean the statement took
+    // nothing: the locked path claims instead.
+    let marked: Vec<String> =
+        rows.iter().filter_map(|row| row.try_get::<Option<String>, _>(16).ok().flatten()).collect();
+    if !marked.is_empty() {
+        inner.hints.finish(ticket, std::iter::empty());
+        inner.controlled.found(&queues, &marked);
+        return controlled(inner, request, &queues, now, expires_at).await;
+    }
+    let jobs = decode_and_bury(inner, &rows).await;
+    inner
+        .hints
+        .finish(ticket, jobs.iter().map(|j| (j.queue.as_str(), j.priority, Key { run_at: j.run_at, id: j.id.0 })));
+    let mut jobs = jobs;
+    sort(&mut jobs);
+    Ok(jobs)
+}
+
+/// The claim of queues one of which has a control, in its locked
+/// transaction (`control.rs`).
+async fn controlled(
+    inner: &Inner,
+    request: &ClaimRequest,
+    queues: &[&str],
+    now: jq_core::Timestamp,
+    expires_at: jq_core::Timestamp,
+) -> Result<Vec<Job>> {
+    let (rows, found) = control::claim_rows(inner, request, queues, now, expires_at).await?;
+    inner.controlled.found(queues, &found);
+    let mut jobs = decode_and_bury(inner, &rows).await;
+    sort(&mut jobs);
+    Ok(jobs)
+}
+
+/// The jobs of claimed rows. A row that does not decode is buried (the
+/// claim committed: the others are handed over whatever happens).
+async fn decode_and_bury(inner: &Inner, rows: &[sqlx::postgres::PgRow]) -> Vec<Job> {
     let mut jobs = Vec::with_capacity(rows.len());
     let mut corrupt = Vec::new();
-    for row in &rows {
+    for row in rows {
         match decode_job(row) {
             Ok(job) => jobs.push(job),
             Err(e) => corrupt.push((row, e)),
         }
     }
-    inner
-        .hints
-        .finish(ticket, jobs.iter().map(|j| (j.queue.as_str(), j.priority, Key { run_at: j.run_at, id: j.id.0 })));
     for (row, e) in corrupt {
         if let Err(bury_error) = bury(inner, row, &e).await {
             // The statement committed: the others are ours anyway.
             tracing::error!(error = %bury_error, "could not move the corrupt job to Dead; recover will");
         }
     }
-    sort(&mut jobs);
-    Ok(jobs)
+    jobs
 }
 
 /// Claim order (RETURNING has none).

@@ -39,6 +39,7 @@ mod admin;
 mod claim;
 mod complete;
 mod config;
+mod control;
 mod election;
 mod enqueue;
 mod error;
@@ -56,7 +57,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use jq_core::{
     ClaimRequest, Clock, Completion, CompletionResult, Election, Fire, FireOutcome, Job, JobFilter, JobId, Leader,
-    LeaseRef, LeaseToken, NewJob, Result, ScheduleInfo, State, Stats, Storage, Timestamp, WorkSignal,
+    LeaseRef, LeaseToken, NewJob, Result, ScheduleInfo, State, Stats, Storage, Timestamp, WorkSignal, QueueInfo, QueueLimits, QueueName,
 };
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, Connection, PgPool, Postgres, Transaction};
@@ -89,6 +90,9 @@ pub(crate) struct Inner {
     pub(crate) hints: hints::Hints,
     /// Where the next recover starts in the lease index.
     pub(crate) recover_start: hints::RecoverStart,
+    /// The queues this storage last found controlled (claims over them go
+    /// straight to the locked path).
+    pub(crate) controlled: control::Controlled,
 }
 
 impl PostgresStorage {
@@ -136,6 +140,7 @@ impl PostgresStorage {
             wake: listener::Wake::default(),
             hints: hints::Hints::default(),
             recover_start: hints::RecoverStart::default(),
+            controlled: control::Controlled::default(),
         };
         Ok(PostgresStorage { inner: Arc::new(inner) })
     }
@@ -258,6 +263,18 @@ impl Storage for PostgresStorage {
 
     async fn request_run(&self, name: &str) -> Result<()> {
         schedule::request_run(&self.inner, name).await
+    }
+
+    async fn set_paused(&self, queue: &QueueName, paused: bool) -> Result<()> {
+        control::set_paused(&self.inner, queue, paused).await
+    }
+
+    async fn set_limits(&self, queue: &QueueName, limits: &QueueLimits) -> Result<()> {
+        control::set_limits(&self.inner, queue, limits).await
+    }
+
+    async fn queues(&self) -> Result<Vec<QueueInfo>> {
+        control::queues(&self.inner).await
     }
 
     fn subscribe(&self) -> Option<WorkSignal> {

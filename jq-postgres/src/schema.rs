@@ -16,6 +16,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("partial_indexes", include_str!("../migrations/0003_partial_indexes.sql")),
     ("leaders", include_str!("../migrations/0004_leaders.sql")),
     ("schedules", include_str!("../migrations/0005_schedules.sql")),
+    ("queue_controls", include_str!("../migrations/0006_queue_controls.sql")),
 ];
 
 /// The newest schema version this build knows.
@@ -70,6 +71,14 @@ pub(crate) struct Sql {
     pub schedules: Sql1,
     pub schedule_run: Sql1,
 }
+    pub claim_controlled: Sql1,
+    pub control_lock: Sql1,
+    pub control_pause: Sql1,
+    pub control_limits: Sql1,
+    pub control_tidy: Sql1,
+    pub control_list: Sql1,
+    pub control_seen: Sql1,
+}
 
 /// One statement's text.
 #[derive(Clone, Debug)]
@@ -116,6 +125,14 @@ impl Sql {
             schedule_last_job: s(include_str!("sql/schedule_last_job.sql")),
             schedules: s(include_str!("sql/schedules.sql")),
             schedule_run: s(include_str!("sql/schedule_run.sql")),
+        }
+            claim_controlled: s(include_str!("sql/claim_controlled.sql")),
+            control_lock: s(include_str!("sql/control_lock.sql")),
+            control_pause: s(include_str!("sql/control_pause.sql")),
+            control_limits: s(include_str!("sql/control_limits.sql")),
+            control_tidy: s(include_str!("sql/control_tidy.sql")),
+            control_list: s(include_str!("sql/control_list.sql")),
+            control_seen: s(include_str!("sql/control_seen.sql")),
         }
     }
 }

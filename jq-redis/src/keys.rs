@@ -15,6 +15,9 @@
 //! | `P:{P:Q}:done:<state>` | sorted set | Completed / Dead / Cancelled jobs, score finished_at (purge walks it) |
 //! | `P:{P:Q}:ids` | sorted set | every job of the queue, score 0, member id: lexicographic = id order, for `list` |
 //! | `P:{P:Q}:unique` | hash | unique key -> id of the live (Scheduled, Pending, Running) job holding it |
+//! | `P:{P:Q}:control` | hash | the queue's control (`Storage::set_paused`, `set_limits`): `paused_at concurrency rate_limit rate_period` (microseconds); absent when nothing is set |
+//! | `P:{P:Q}:starts` | sorted set | the rate limit's log: one member `<token>:<id>` per start, score its instant; claim drops those that left the window |
+//! | `P:{P:Q}:seen` | hash | worker -> `<instant>:<1 if paused>` of its latest claim that met a control |
 //! | `P:queues` | set | registry of queue names (its own slot) |
 //! | `P:role:{P:role:R}` | hash | the holder of role `R` (`Storage::elect`): `token holder expires_at`; deleted on resign; the role in its own hash tag |
 //! | `P:roles` | set | registry of role names ever elected (its own slot), for `leaders` |
@@ -82,10 +85,22 @@ impl Keys {
     /// operators), except job hashes (see [`Keys::job`]).
     pub fn queue_keys(&self, queue: &str) -> Vec<String> {
         let base = self.base(queue);
-        ["ready", "scheduled", "leases", "done:completed", "done:dead", "done:cancelled", "ids", "unique"]
-            .iter()
-            .map(|k| format!("{base}{k}"))
-            .collect()
+        [
+            "ready",
+            "scheduled",
+            "leases",
+            "done:completed",
+            "done:dead",
+            "done:cancelled",
+            "ids",
+            "unique",
+            "control",
+            "starts",
+            "seen",
+        ]
+        .iter()
+        .map(|k| format!("{base}{k}"))
+        .collect()
     }
 
     /// The registry of queue names.

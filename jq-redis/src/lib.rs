@@ -98,6 +98,7 @@ mod admin;
 mod claim;
 mod complete;
 mod config;
+mod control;
 mod election;
 mod enqueue;
 mod error;
@@ -117,7 +118,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use jq_core::{
     ClaimRequest, Clock, Completion, CompletionResult, Election, Fire, FireOutcome, Job, JobFilter, JobId, Leader,
-    LeaseRef, LeaseToken, NewJob, QueueName, Result, ScheduleInfo, State, Stats, Storage, Timestamp, WorkSignal,
+    LeaseRef, LeaseToken, NewJob, QueueName, Result, ScheduleInfo, State, Stats, Storage, Timestamp, WorkSignal, QueueInfo, QueueLimits,
 };
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
@@ -506,6 +507,18 @@ impl Storage for RedisStorage {
 
     async fn leaders(&self) -> Result<Vec<Leader>> {
         election::leaders(&self.inner).await
+    }
+
+    async fn set_paused(&self, queue: &QueueName, paused: bool) -> Result<()> {
+        control::set_paused(&self.inner, queue, paused).await
+    }
+
+    async fn set_limits(&self, queue: &QueueName, limits: &QueueLimits) -> Result<()> {
+        control::set_limits(&self.inner, queue, limits).await
+    }
+
+    async fn queues(&self) -> Result<Vec<QueueInfo>> {
+        control::queues(&self.inner).await
     }
 
     fn subscribe(&self) -> Option<WorkSignal> {

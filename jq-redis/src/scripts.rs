@@ -35,9 +35,10 @@ script!(ELECT, "lua/elect.lua");
 script!(RESIGN, "lua/resign.lua");
 script!(FIRE, "lua/fire.lua");
 script!(RUN, "lua/run.lua");
+script!(CONTROL, "lua/control.lua");
 
 /// Every script, for `SCRIPT LOAD` at connect and after a NOSCRIPT.
-pub(crate) fn all() -> [&'static Lua; 16] {
+pub(crate) fn all() -> [&'static Lua; 17] {
     [
         &ENQUEUE,
         &CLAIM,
@@ -55,6 +56,7 @@ pub(crate) fn all() -> [&'static Lua; 16] {
         &RESIGN,
         &FIRE,
         &RUN,
+        &CONTROL,
     ]
 }
 

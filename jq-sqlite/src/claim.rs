@@ -12,6 +12,7 @@ use jq_core::{ClaimRequest, Job, Priority, QueueName, Result, Timestamp};
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, Rows, params};
 
+use crate::control;
 use crate::error::db;
 use crate::row::{self, blob};
 
@@ -23,6 +24,8 @@ const BURY: &str = include_str!("sql/bury.sql");
 const EARLIER: &str = include_str!("sql/claim_earlier.sql");
 
 struct Candidate {
+    /// Index of its queue in the claim's sorted queue list.
+    queue: usize,
     seq: i64,
     id: [u8; 16],
     priority: i64,
@@ -30,7 +33,7 @@ struct Candidate {
 }
 
 /// Reads at most `limit` candidates from `rows`.
-fn collect(mut rows: Rows<'_>, limit: usize, into: &mut Vec<Candidate>) -> Result<()> {
+fn collect(mut rows: Rows<'_>, limit: usize, queue: usize, into: &mut Vec<Candidate>) -> Result<()> {
     let mut taken = 0;
     while taken < limit
         && let Some(r) = rows.next().map_err(db)?
@@ -44,9 +47,14 @@ fn collect(mut rows: Rows<'_>, limit: usize, into: &mut Vec<Candidate>) -> Resul
             id[..n].copy_from_slice(&b[..n]);
         }
         let int = |i| r.get_ref(i).ok().and_then(|v| v.as_i64().ok()).unwrap_or(0);
-        into.push(Candidate { seq: r.get(0).map_err(db)?, id, priority: int(2), run_at: int(3) });
+        into.push(Candidate { queue, seq: r.get(0).map_err(db)?, id, priority: int(2), run_at: int(3) });
     }
     Ok(())
+}
+
+/// Claim order: priority high to low, then run_at, then id.
+fn sort(candidates: &mut [Candidate]) {
+    candidates.sort_unstable_by(|a, b| b.priority.cmp(&a.priority).then(a.run_at.cmp(&b.run_at)).then(a.id.cmp(&b.id)));
 }
 
 /// Moves up to `request.limit` claimable jobs to Running and returns them.
@@ -67,21 +75,38 @@ pub(crate) fn claim(conn: &Connection, request: &ClaimRequest, now: Timestamp) -
     queues.sort();
     queues.dedup();
 
+    // Each queue's pause and limits, checked in this transaction: what a
+    // queue without a control costs is one primary-key lookup.
+    let mut allowed = Vec::with_capacity(queues.len());
+    for queue in &queues {
+        allowed.push(control::allowance_of(conn, queue, &request.worker, request.limit, now)?);
+    }
     let mut candidates = Vec::new();
     {
         let mut pending = conn.prepare_cached(PENDING).map_err(db)?;
         let mut due = conn.prepare_cached(DUE).map_err(db)?;
-        for queue in &queues {
+        for (q, queue) in queues.iter().enumerate() {
+            let limit = allowed[q].allow;
+            if limit == 0 {
+                continue;
+            }
+            let from = candidates.len();
             let rows = pending.query(params![queue.as_str()]).map_err(db)?;
-            collect(rows, request.limit, &mut candidates)?;
+            collect(rows, limit, q, &mut candidates)?;
             for priority in Priority::ALL.iter().rev() {
                 let rows = due.query(params![queue.as_str(), priority.as_i16(), now_us]).map_err(db)?;
-                collect(rows, request.limit, &mut candidates)?;
+                collect(rows, limit, q, &mut candidates)?;
+            }
+            if limit < request.limit {
+                // A limited queue gives at most its allowance: its best.
+                sort(&mut candidates[from..]);
+                candidates.truncate(from + limit);
             }
         }
     }
-    candidates.sort_unstable_by(|a, b| b.priority.cmp(&a.priority).then(a.run_at.cmp(&b.run_at)).then(a.id.cmp(&b.id)));
+    sort(&mut candidates);
     candidates.truncate(request.limit);
+    let mut taken_per_queue = vec![0usize; queues.len()];
 
     let mut take = conn.prepare_cached(TAKE).map_err(db)?;
     let mut read = conn.prepare_cached(ROW).map_err(db)?;
@@ -91,6 +116,7 @@ pub(crate) fn claim(conn: &Connection, request: &ClaimRequest, now: Timestamp) -
         if take.execute(params![c.seq, token, request.worker, expires_at]).map_err(db)? == 0 {
             continue;
         }
+        taken_per_queue[c.queue] += 1;
         let taken = read.query_row(params![c.seq], |r| Ok(row::decode(r))).optional().map_err(db)?;
         match taken {
             None => {}
@@ -106,6 +132,9 @@ pub(crate) fn claim(conn: &Connection, request: &ClaimRequest, now: Timestamp) -
                 }
             }
         }
+    }
+    for (q, queue) in queues.iter().enumerate() {
+        control::started(conn, queue, &allowed[q], taken_per_queue[q], now)?;
     }
     Ok(jobs)
 }

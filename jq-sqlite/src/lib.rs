@@ -41,6 +41,7 @@ mod admin;
 mod claim;
 mod complete;
 mod config;
+mod control;
 mod election;
 mod enqueue;
 mod error;

@@ -19,6 +19,7 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
     ("002_maintenance", include_str!("sql/002_maintenance.sql")),
     ("003_leaders", include_str!("sql/003_leaders.sql")),
     ("004_schedules", include_str!("sql/004_schedules.sql")),
+    ("005_queue_controls", include_str!("sql/005_queue_controls.sql")),
 ];
 
 /// The schema version this crate writes.

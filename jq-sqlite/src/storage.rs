@@ -11,7 +11,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use jq_core::{
     ClaimRequest, Clock, Completion, CompletionResult, Election, Error, Fire, FireOutcome, Job, JobFilter, JobId,
-    Leader, LeaseRef, LeaseToken, NewJob, Result, ScheduleInfo, State, Stats, Storage, Timestamp, WorkSignal,
+    Leader, LeaseRef, LeaseToken, NewJob, Result, ScheduleInfo, State, Stats, Storage, Timestamp, WorkSignal, QueueInfo, QueueLimits, QueueName,
 };
 use rusqlite::{Connection, Transaction};
 use tokio::sync::{Semaphore, oneshot, watch};
@@ -20,7 +20,7 @@ use crate::config::{Location, SqliteConfig};
 use crate::error::{BACKEND, SqliteError, command_panicked, writer_gone};
 use crate::schema::{self, Role};
 use crate::writer::{Alive, Command, Reply, Writer, panic_message};
-use crate::{admin, election, enqueue, schedule, wake};
+use crate::{admin, election, enqueue, schedule, wake, control};
 
 /// The embedded SQLite backend. Cheap to clone (an `Arc` inside); the
 /// writer thread stops when the last clone is dropped.
@@ -319,6 +319,21 @@ impl Storage for SqliteStorage {
         jq_core::schedule::check_name(name)?;
         let name = name.to_owned();
         self.call(|reply| Command::RequestRun { name, reply }).await
+    }
+
+    async fn set_paused(&self, queue: &QueueName, paused: bool) -> Result<()> {
+        let queue = queue.clone();
+        self.call(|reply| Command::SetPaused { queue, paused, reply }).await
+    }
+
+    async fn set_limits(&self, queue: &QueueName, limits: &QueueLimits) -> Result<()> {
+        limits.check()?;
+        let (queue, limits) = (queue.clone(), *limits);
+        self.call(|reply| Command::SetLimits { queue, limits, reply }).await
+    }
+
+    async fn queues(&self) -> Result<Vec<QueueInfo>> {
+        self.read(control::queues).await
     }
 
     fn subscribe(&self) -> Option<WorkSignal> {

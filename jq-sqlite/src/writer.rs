@@ -25,13 +25,13 @@ use std::time::{Duration, Instant};
 
 use jq_core::{
     ClaimRequest, Clock, Completion, CompletionResult, Election, Fire, FireOutcome, Job, JobId, LeaseRef, LeaseToken,
-    NewJob, Result, State, Timestamp,
+    NewJob, Result, State, Timestamp, QueueLimits, QueueName,
 };
 use rusqlite::Connection;
 use tokio::sync::{oneshot, watch};
 
 use crate::error::SharedFailure;
-use crate::{admin, claim, complete, election, enqueue, maintenance, schedule};
+use crate::{admin, claim, complete, election, enqueue, maintenance, schedule, control};
 
 /// Where a command's answer goes.
 pub(crate) type Reply<T> = oneshot::Sender<Result<T>>;
@@ -90,6 +90,16 @@ pub(crate) enum Command {
     },
     RequestRun {
         name: String,
+        reply: Reply<()>,
+    },
+    SetPaused {
+        queue: QueueName,
+        paused: bool,
+        reply: Reply<()>,
+    },
+    SetLimits {
+        queue: QueueName,
+        limits: QueueLimits,
         reply: Reply<()>,
     },
     /// Runs a closure in the group transaction (tests of the writer itself).
@@ -200,6 +210,13 @@ impl Command {
             Command::RequestRun { name, reply } => {
                 (Answer::Unit(reply, schedule::request_run(conn, &name, now)), false)
             }
+            // A resume or a changed limit may make jobs claimable.
+            Command::SetPaused { queue, paused, reply } => {
+                (Answer::Unit(reply, control::set_paused(conn, &queue, paused, now)), !paused)
+            }
+            Command::SetLimits { queue, limits, reply } => {
+                (Answer::Unit(reply, control::set_limits(conn, &queue, &limits)), true)
+            }
             #[cfg(test)]
             Command::Test { run, reply } => {
                 run(conn);
@@ -229,7 +246,9 @@ impl Command {
             Command::RetryDead { reply, .. }
             | Command::Cancel { reply, .. }
             | Command::Resign { reply, .. }
-            | Command::RequestRun { reply, .. } => Answer::Unit(reply, Err(failure.to_error())),
+            | Command::RequestRun { reply, .. }
+            | Command::SetPaused { reply, .. }
+            | Command::SetLimits { reply, .. } => Answer::Unit(reply, Err(failure.to_error())),
             Command::Fire { reply, .. } => Answer::Fired(reply, Err(failure.to_error())),
             Command::Elect { reply, .. } => Answer::Bool(reply, Err(failure.to_error())),
             #[cfg(test)]

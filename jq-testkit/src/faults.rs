@@ -32,7 +32,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use jq_core::{
     ClaimRequest, Clock, Completion, CompletionResult, Election, Error, Fire, FireOutcome, Job, JobFilter, JobId,
-    Leader, LeaseRef, LeaseToken, NewJob, Result, ScheduleInfo, State, Stats, Storage, Timestamp, WorkSignal,
+    Leader, LeaseRef, LeaseToken, NewJob, Result, ScheduleInfo, State, Stats, Storage, Timestamp, WorkSignal, QueueInfo, QueueLimits, QueueName,
 };
 
 /// A method of [`Storage`] (all but `subscribe`, which cannot fail).
@@ -75,6 +75,13 @@ pub enum Operation {
     /// [`Storage::request_run`].
     RequestRun,
 }
+    /// [`Storage::set_paused`].
+    SetPaused,
+    /// [`Storage::set_limits`].
+    SetLimits,
+    /// [`Storage::queues`].
+    Queues,
+}
 
 impl Operation {
     /// Every operation.
@@ -97,6 +104,9 @@ impl Operation {
         Operation::Fire,
         Operation::Schedules,
         Operation::RequestRun,
+        Operation::SetPaused,
+        Operation::SetLimits,
+        Operation::Queues,
     ];
 
     fn index(self) -> usize {
@@ -284,6 +294,15 @@ impl<S: Storage> Storage for FaultyStorage<S> {
     }
     async fn request_run(&self, name: &str) -> Result<()> {
         faulty!(self, Operation::RequestRun, self.inner.request_run(name))
+    }
+    async fn set_paused(&self, queue: &QueueName, paused: bool) -> Result<()> {
+        faulty!(self, Operation::SetPaused, self.inner.set_paused(queue, paused))
+    }
+    async fn set_limits(&self, queue: &QueueName, limits: &QueueLimits) -> Result<()> {
+        faulty!(self, Operation::SetLimits, self.inner.set_limits(queue, limits))
+    }
+    async fn queues(&self) -> Result<Vec<QueueInfo>> {
+        faulty!(self, Operation::Queues, self.inner.queues())
     }
     fn subscribe(&self) -> Option<WorkSignal> {
         self.inner.subscribe()

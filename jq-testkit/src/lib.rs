@@ -196,6 +196,12 @@ macro_rules! conformance {
             never_claimed_before_run_at,
             claim_sets_lease_and_attempts,
             claim_resend_returns_the_earlier_claim,
+            // queue controls
+            pause_is_honoured_across_handles,
+            pause_survives_reconnect,
+            concurrency_slot_returns_after_recover,
+            rate_limit_is_a_sliding_window,
+            limits_hold_under_concurrent_claimers,
             // lease
             crash_before_ack_recovered_after_lease_expiry,
             stale_token_fencing,

@@ -6,7 +6,7 @@
 //! around a map of jobs, each operation one critical section. When a backend
 //! and this model disagree, the model is the one to read first.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -15,7 +15,7 @@ use jq_core::clock::add;
 use jq_core::{
     AttemptError, ClaimRequest, Clock, Completion, CompletionResult, DEFAULT_MAX_PAYLOAD_BYTES, Election, Error, Fire,
     FireOutcome, Job, JobFilter, JobId, Leader, Lease, LeaseRef, LeaseToken, NewJob, Outcome, Result, ScheduleInfo,
-    State, Stats, Storage, Timestamp, WorkSignal,
+    State, Stats, Storage, Timestamp, WorkSignal, QueueInfo, QueueLimits, QueueName, Seen,
 };
 use tokio::sync::watch;
 
@@ -29,7 +29,26 @@ struct Shared {
     roles: Mutex<BTreeMap<String, (LeaseToken, Leader)>>,
     /// name -> row; see [`Storage::fire`]. Locked before `jobs` when both are.
     schedules: Mutex<BTreeMap<String, ScheduleInfo>>,
+    /// Queue controls; locked after `jobs` when both are needed.
+    controls: Mutex<BTreeMap<QueueName, Control>>,
     signal: watch::Sender<u64>,
+}
+
+/// One queue's control, with what enforcing it needs.
+#[derive(Debug, Default)]
+struct Control {
+    paused_at: Option<Timestamp>,
+    limits: QueueLimits,
+    /// The instant of every start still in the rate window, oldest first.
+    starts: VecDeque<Timestamp>,
+    /// worker -> (latest claim that met the control, paused then).
+    seen: BTreeMap<String, (Timestamp, bool)>,
+}
+
+impl Control {
+    fn is_set(&self) -> bool {
+        self.paused_at.is_some() || !self.limits.is_none()
+    }
 }
 
 /// An in-memory [`Storage`]: the reference model of the contract and a test
@@ -67,6 +86,7 @@ impl MemoryStorage {
                 jobs: Mutex::new(BTreeMap::new()),
                 roles: Mutex::new(BTreeMap::new()),
                 schedules: Mutex::new(BTreeMap::new()),
+                controls: Mutex::new(BTreeMap::new()),
                 signal,
             }),
             clock: Clock::system(),
@@ -110,6 +130,10 @@ impl MemoryStorage {
 
     fn schedule_rows(&self) -> MutexGuard<'_, BTreeMap<String, ScheduleInfo>> {
         self.shared.schedules.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn controls(&self) -> MutexGuard<'_, BTreeMap<QueueName, Control>> {
+        self.shared.controls.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn bump(&self) {
@@ -212,10 +236,47 @@ impl Storage for MemoryStorage {
             earlier.sort_by(claim_order);
             return Ok(earlier);
         }
+        // Each asked queue's allowance under its control, decided under the
+        // same locks as the claim: the claim's atomic step.
+        let mut controls = self.controls();
+        let mut allowed: BTreeMap<&QueueName, usize> = BTreeMap::new();
+        for queue in &request.queues {
+            let allow = match controls.get_mut(queue).filter(|c| c.is_set()) {
+                None => request.limit,
+                Some(control) => {
+                    control.seen.insert(request.worker.clone(), (now, control.paused_at.is_some()));
+                    let running = map.values().filter(|j| j.state == State::Running && j.queue == *queue).count();
+                    let started = match control.limits.rate {
+                        Some(rate) => {
+                            let after = rate.window_after(now);
+                            control.starts.retain(|s| *s > after);
+                            control.starts.len()
+                        }
+                        None => 0,
+                    };
+                    let paused = control.paused_at.is_some();
+                    jq_core::control::allowance(paused, &control.limits, running as u64, started as u64, request.limit)
+                }
+            };
+            allowed.insert(queue, allow);
+        }
         let mut candidates: Vec<&Job> =
-            map.values().filter(|j| claimable(j, now) && request.queues.contains(&j.queue)).collect();
+            map.values().filter(|j| claimable(j, now) && allowed.get(&j.queue).is_some_and(|n| *n > 0)).collect();
         candidates.sort_by(|a, b| claim_order(a, b));
-        let picked: Vec<JobId> = candidates.into_iter().take(request.limit).map(|j| j.id).collect();
+        let mut picked: Vec<JobId> = Vec::new();
+        for job in candidates {
+            if picked.len() == request.limit {
+                break;
+            }
+            if let Some(left) = allowed.get_mut(&job.queue).filter(|n| **n > 0) {
+                *left -= 1;
+                picked.push(job.id);
+                if let Some(control) = controls.get_mut(&job.queue).filter(|c| c.limits.rate.is_some()) {
+                    control.starts.push_back(now);
+                }
+            }
+        }
+        drop(controls);
         let mut claimed = Vec::with_capacity(picked.len());
         for id in picked {
             if let Some(job) = map.get_mut(&id) {
@@ -481,6 +542,57 @@ impl Storage for MemoryStorage {
         Ok(())
     }
 
+    async fn set_paused(&self, queue: &QueueName, paused: bool) -> Result<()> {
+        let now = self.clock.now();
+        {
+            let mut controls = self.controls();
+            let control = controls.entry(queue.clone()).or_default();
+            control.paused_at = if paused { control.paused_at.or(Some(now)) } else { None };
+        }
+        if !paused {
+            self.bump();
+        }
+        Ok(())
+    }
+
+    async fn set_limits(&self, queue: &QueueName, limits: &QueueLimits) -> Result<()> {
+        limits.check()?;
+        {
+            let mut controls = self.controls();
+            let control = controls.entry(queue.clone()).or_default();
+            control.limits = *limits;
+        }
+        // Raised or lifted limits may make jobs claimable.
+        self.bump();
+        Ok(())
+    }
+
+    async fn queues(&self) -> Result<Vec<QueueInfo>> {
+        let names: BTreeSet<QueueName> = self.jobs().values().map(|j| j.queue.clone()).collect();
+        let controls = self.controls();
+        let names = names.into_iter().chain(controls.iter().filter(|(_, c)| c.is_set()).map(|(q, _)| q.clone()));
+        let names: BTreeSet<QueueName> = names.collect();
+        Ok(names
+            .into_iter()
+            .map(|queue| {
+                let control = controls.get(&queue);
+                QueueInfo {
+                    paused_at: control.and_then(|c| c.paused_at),
+                    limits: control.map(|c| c.limits).unwrap_or_default(),
+                    seen: control
+                        .map(|c| {
+                            c.seen
+                                .iter()
+                                .map(|(worker, (at, paused))| Seen { worker: worker.clone(), at: *at, paused: *paused })
+                                .collect()
+                        })
+                        .unwrap_or_default(),
+                    queue,
+                }
+            })
+            .collect())
+    }
+
     fn subscribe(&self) -> Option<WorkSignal> {
         Some(self.shared.signal.subscribe())
     }
@@ -520,6 +632,8 @@ impl Harness for MemoryHarness {
         self.storage.jobs().clear();
         self.storage.roles().clear();
         self.storage.schedule_rows().clear();
+    }
+        self.storage.controls().clear();
     }
 }
 

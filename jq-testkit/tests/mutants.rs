@@ -7,7 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use jq_core::{
     ClaimRequest, Clock, Completion, CompletionResult, Election, Fire, FireOutcome, Job, JobFilter, JobId, Leader,
-    LeaseRef, LeaseToken, NewJob, Result, ScheduleInfo, State, Stats, Storage, Timestamp,
+    LeaseRef, LeaseToken, NewJob, Result, ScheduleInfo, State, Stats, Storage, Timestamp, QueueInfo, QueueLimits, QueueName, Rate,
 };
 use jq_testkit::{Harness, MemoryHarness, MemoryStorage};
 
@@ -26,6 +26,11 @@ enum Bug {
     /// fire() applies every step, whatever cursor it expected (a store that
     /// writes the cursor without comparing it).
     FireUncompared,
+}
+    /// set_paused(true) is not stored.
+    PauseForgotten,
+    /// set_limits() stores each limit one higher than asked.
+    LimitsLoose,
 }
 
 #[derive(Clone)]
@@ -117,6 +122,23 @@ impl Storage for Mutant {
     }
     async fn request_run(&self, name: &str) -> Result<()> {
         self.inner.request_run(name).await
+    }
+    async fn set_paused(&self, queue: &QueueName, paused: bool) -> Result<()> {
+        if self.bug == Bug::PauseForgotten && paused {
+            return Ok(());
+        }
+        self.inner.set_paused(queue, paused).await
+    }
+    async fn set_limits(&self, queue: &QueueName, limits: &QueueLimits) -> Result<()> {
+        let mut limits = *limits;
+        if self.bug == Bug::LimitsLoose {
+            limits.concurrency = limits.concurrency.map(|n| n + 1);
+            limits.rate = limits.rate.map(|r| Rate::new(r.limit + 1, r.period));
+        }
+        self.inner.set_limits(queue, &limits).await
+    }
+    async fn queues(&self) -> Result<Vec<QueueInfo>> {
+        self.inner.queues().await
     }
     fn clock(&self) -> jq_core::Clock {
         Storage::clock(&self.inner)
@@ -213,4 +235,18 @@ fn scenarios_catch_a_schedule_step_without_its_comparison() {
     }));
     let h = MutantHarness { inner: MemoryHarness::new(), bug: Bug::FireUncompared };
     assert!(fails(|| jq_testkit::__private::block_on(jq_testkit::scenarios::schedule_fire_is_a_compare_and_set(&h))));
+}
+
+#[test]
+fn scenarios_catch_a_forgotten_pause_and_loose_limits() {
+    let h = MutantHarness { inner: MemoryHarness::new(), bug: Bug::PauseForgotten };
+    assert!(fails(|| jq_testkit::__private::block_on(jq_testkit::scenarios::pause_is_honoured_across_handles(&h))));
+    let h = MutantHarness { inner: MemoryHarness::new(), bug: Bug::PauseForgotten };
+    assert!(fails(|| jq_testkit::__private::block_on(jq_testkit::scenarios::pause_survives_reconnect(&h))));
+    let h = MutantHarness { inner: MemoryHarness::new(), bug: Bug::LimitsLoose };
+    assert!(fails(|| {
+        jq_testkit::__private::block_on(jq_testkit::scenarios::limits_hold_under_concurrent_claimers(&h))
+    }));
+    let h = MutantHarness { inner: MemoryHarness::new(), bug: Bug::LimitsLoose };
+    assert!(fails(|| jq_testkit::__private::block_on(jq_testkit::scenarios::rate_limit_is_a_sliding_window(&h))));
 }

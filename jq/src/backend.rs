@@ -6,7 +6,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use jq_core::{
     ClaimRequest, Clock, Completion, CompletionResult, Election, Fire, FireOutcome, Job, JobFilter, JobId, Leader,
-    LeaseRef, LeaseToken, NewJob, Result, ScheduleInfo, State, Stats, Storage, Timestamp, WorkSignal,
+    LeaseRef, LeaseToken, NewJob, Result, ScheduleInfo, State, Stats, Storage, Timestamp, WorkSignal, QueueInfo, QueueLimits, QueueName,
 };
 
 use crate::error::SetupError;
@@ -330,6 +330,15 @@ impl Storage for Backend {
     }
     async fn request_run(&self, name: &str) -> Result<()> {
         dispatch!(self, s => s.request_run(name).await)
+    }
+    async fn set_paused(&self, queue: &QueueName, paused: bool) -> Result<()> {
+        dispatch!(self, s => s.set_paused(queue, paused).await)
+    }
+    async fn set_limits(&self, queue: &QueueName, limits: &QueueLimits) -> Result<()> {
+        dispatch!(self, s => s.set_limits(queue, limits).await)
+    }
+    async fn queues(&self) -> Result<Vec<QueueInfo>> {
+        dispatch!(self, s => s.queues().await)
     }
     fn subscribe(&self) -> Option<WorkSignal> {
         dispatch!(self, s => s.subscribe())

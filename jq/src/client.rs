@@ -3,7 +3,7 @@
 
 use jq_core::{
     Clock, Error, IntoJob, Job, JobFilter, JobId, NewJob, Result, ScheduleInfo, State, Stats, Storage, Timestamp,
-    WorkerPool,
+    WorkerPool, QueueInfo, QueueLimits, QueueName,
 };
 
 use crate::backend::Backend;
@@ -139,6 +139,33 @@ impl<S: Storage> Client<S> {
     /// [`Error::ScheduleNotFound`] when no pool ever declared it here.
     pub async fn run_schedule(&self, name: &str) -> Result<()> {
         self.storage.request_run(name).await
+    }
+
+    /// Pauses `queue` in the store: every worker pool of every process stops
+    /// claiming from it within one poll interval (at once where the
+    /// backend's wake-up reaches it); running jobs finish, enqueue still
+    /// works, and the pause outlives restarts. [`Error::InvalidInput`] for
+    /// a bad queue name.
+    pub async fn pause(&self, queue: &str) -> Result<()> {
+        self.storage.set_paused(&QueueName::new(queue)?, true).await
+    }
+
+    /// Resumes a paused queue and wakes the idle workers.
+    pub async fn resume(&self, queue: &str) -> Result<()> {
+        self.storage.set_paused(&QueueName::new(queue)?, false).await
+    }
+
+    /// Replaces `queue`'s limits across every worker: at most
+    /// `concurrency` of its jobs Running, at most `rate` starts per window
+    /// (sliding). `QueueLimits::none()` lifts them.
+    pub async fn limit(&self, queue: &str, limits: QueueLimits) -> Result<()> {
+        self.storage.set_limits(&QueueName::new(queue)?, &limits).await
+    }
+
+    /// Every queue with a job or a control: pause, limits, and which
+    /// workers met its control.
+    pub async fn queues(&self) -> Result<Vec<QueueInfo>> {
+        self.storage.queues().await
     }
 
     /// A worker pool over this client's store, with the pool's defaults and

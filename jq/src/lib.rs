@@ -83,11 +83,11 @@ pub use jq_core::{
     AttemptError, Backoff, BoxError, ClaimRequest, Clock, Completion, CompletionResult, ConstantBackoff,
     DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_QUEUE, Election, Error, ExponentialBackoff, HandlerError,
     HandlerResult, IntoJob, Job, JobBuilder, JobContext, JobFilter, JobId, JobType, Leader, Lease, LeaseRef,
-    LeaseToken, ManualClock, NewJob, Outcome, Payload, Priority, QueueName, Result, State, StateCounts, Stats, Storage,
-    StorageExt, Timestamp, WorkSignal, WorkerHandle, WorkerPool,
+    LeaseToken, ManualClock, NewJob, Outcome, Payload, Priority, QueueInfo, QueueLimits, QueueName, Rate, Result, Seen,
+    State, StateCounts, Stats, Storage, StorageExt, Timestamp, WorkSignal, WorkerHandle, WorkerPool,
 };
 pub use jq_core::{Fire, FireOutcome, MissedPolicy, Schedule, ScheduleBuilder, ScheduleInfo, Scheduler};
-pub use jq_core::{clock, schedule, storage, worker};
+pub use jq_core::{clock, control, schedule, storage, worker};
 
 /// `#[async_trait]`, which [`Storage`] implementations need.
 pub use async_trait::async_trait;

@@ -4,9 +4,9 @@
 //! every index in step with it.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
-use jq::{Job, JobId, Leader, LeaseRef, LeaseToken, Priority, QueueName, ScheduleInfo, State, Timestamp};
+use jq::{Job, JobId, Leader, LeaseRef, LeaseToken, Priority, QueueName, ScheduleInfo, State, Timestamp, QueueInfo, QueueLimits, Seen};
 
 /// A waiting job's place in its queue: claim order (priority high to low,
 /// then run_at, then id) is the key's order.
@@ -32,6 +32,24 @@ pub(crate) struct Tables {
     pub(crate) roles: BTreeMap<String, (LeaseToken, Leader)>,
     /// Recurring schedules (`Storage::fire`): name -> row with its cursor.
     pub(crate) schedules: BTreeMap<String, ScheduleInfo>,
+}
+    /// Running jobs per queue: the concurrency slots their leases hold.
+    running_per_queue: HashMap<QueueName, usize>,
+    /// Queue controls (`Storage::set_paused`, `set_limits`): a table keyed
+    /// by queue, which a claim reads by key for each asked queue.
+    pub(crate) controls: BTreeMap<QueueName, Control>,
+}
+
+/// One queue's control, and what enforcing it needs.
+#[derive(Debug, Default)]
+pub(crate) struct Control {
+    pub(crate) paused_at: Option<Timestamp>,
+    pub(crate) limits: QueueLimits,
+    /// Start instants still in the rate window, oldest first (a table of
+    /// starts indexed by (queue, at) in a database).
+    starts: VecDeque<Timestamp>,
+    /// worker -> its latest claim that met the control, paused then.
+    seen: BTreeMap<String, (Timestamp, bool)>,
 }
 
 impl Tables {
@@ -80,18 +98,81 @@ impl Tables {
         self.unique.get(&(queue.clone(), key.to_owned()))?.first().copied()
     }
 
+    /// How many jobs a claim of `want` by `worker` may take from `queue`
+    /// under its control (all of them without one), recording that the
+    /// worker met the control.
+    pub(crate) fn allowance(&mut self, queue: &QueueName, worker: &str, want: usize, now: Timestamp) -> usize {
+        let running = self.running_per_queue.get(queue).copied().unwrap_or(0) as u64;
+        let Some(control) = self.controls.get_mut(queue) else { return want };
+        let paused = control.paused_at.is_some();
+        control.seen.insert(worker.to_owned(), (now, paused));
+        if let Some(rate) = control.limits.rate {
+            let after = rate.window_after(now);
+            while control.starts.front().is_some_and(|s| *s <= after) {
+                control.starts.pop_front();
+            }
+        }
+        jq::control::allowance(paused, &control.limits, running, control.starts.len() as u64, want)
+    }
+
+    /// Records a start of a job of `queue` at `now` for its rate limit.
+    pub(crate) fn started(&mut self, queue: &QueueName, now: Timestamp) {
+        if let Some(control) = self.controls.get_mut(queue).filter(|c| c.limits.rate.is_some()) {
+            control.starts.push_back(now);
+        }
+    }
+
+    /// The control of `queue`, made when missing; dropped again by
+    /// [`Tables::tidy`] once nothing is set.
+    pub(crate) fn control(&mut self, queue: &QueueName) -> &mut Control {
+        self.controls.entry(queue.clone()).or_default()
+    }
+
+    /// Forgets `queue`'s control when neither a pause nor a limit is set.
+    pub(crate) fn tidy(&mut self, queue: &QueueName) {
+        if self.controls.get(queue).is_some_and(|c| c.paused_at.is_none() && c.limits.is_none()) {
+            self.controls.remove(queue);
+        }
+    }
+
+    /// Every queue with a job or a control, by name. Who met a control is
+    /// kept while the control is.
+    pub(crate) fn queues(&self) -> Vec<QueueInfo> {
+        let mut names: BTreeSet<&QueueName> = self.rows.values().map(|j| &j.queue).collect();
+        names.extend(self.controls.keys());
+        names
+            .into_iter()
+            .map(|queue| {
+                let control = self.controls.get(queue);
+                QueueInfo {
+                    queue: queue.clone(),
+                    paused_at: control.and_then(|c| c.paused_at),
+                    limits: control.map(|c| c.limits).unwrap_or_default(),
+                    seen: control
+                        .map(|c| {
+                            let seen = c.seen.iter();
+                            seen.map(|(w, (at, paused))| Seen { worker: w.clone(), at: *at, paused: *paused }).collect()
+                        })
+                        .unwrap_or_default(),
+                }
+            })
+            .collect()
+    }
+
     /// Up to `limit` claimable jobs (Pending, or Scheduled and due) of
-    /// `queues`, in claim order across the queues.
-    pub(crate) fn claimable(&self, queues: &[QueueName], limit: usize, now: Timestamp) -> Vec<JobId> {
-        let queues: BTreeSet<&QueueName> = queues.iter().collect();
+    /// `queues`, each queue giving at most its allowance, in claim order
+    /// across the queues.
+    pub(crate) fn claimable(&self, queues: &[(QueueName, usize)], limit: usize, now: Timestamp) -> Vec<JobId> {
+        let queues: BTreeMap<&QueueName, usize> = queues.iter().map(|(q, n)| (q, *n)).collect();
         let mut picked: Vec<WaitKey> = Vec::new();
-        for queue in queues {
+        for (queue, allowed) in queues {
             let Some(waiting) = self.waiting.get(queue) else { continue };
-            // Each queue's first `limit` claimable jobs are the only candidates.
+            // Each queue's first claimable jobs, up to its allowance, are
+            // the only candidates.
             let claimable = waiting.iter().filter(|(_, run_at, id)| {
                 *run_at <= now || self.rows.get(id).is_some_and(|job| job.state == State::Pending)
             });
-            picked.extend(claimable.take(limit).copied());
+            picked.extend(claimable.take(limit.min(allowed)).copied());
         }
         picked.sort_unstable();
         picked.into_iter().take(limit).map(|(_, _, id)| id).collect()
@@ -130,6 +211,7 @@ impl Tables {
                 if let Some(lease) = &job.lease {
                     self.running.insert((lease.expires_at, job.id));
                 }
+                *self.running_per_queue.entry(job.queue.clone()).or_default() += 1;
             }
             State::Completed | State::Dead | State::Cancelled => {
                 if let Some(finished_at) = job.finished_at {
@@ -150,6 +232,11 @@ impl Tables {
             }
         }
         self.scheduled.remove(&(job.run_at, job.id));
+        if job.state == State::Running
+            && let Some(n) = self.running_per_queue.get_mut(&job.queue)
+        {
+            *n = n.saturating_sub(1);
+        }
         if let Some(lease) = &job.lease {
             self.running.remove(&(lease.expires_at, job.id));
         }

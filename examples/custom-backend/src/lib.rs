@@ -19,6 +19,7 @@
 //! | `unique` | a unique partial index on (queue, unique_key) of live jobs | a hash |
 //! | `roles` | a table of named roles (role, token, holder, expires_at) | a hash per role |
 //! | `schedules` | a table of schedules (name, cursor, ...); `fire` is an `UPDATE ... WHERE cursor = expected` and the jobs' insert in one transaction | a hash per schedule in its queue's slot, compared and written by the script that stores the jobs |
+//! | `controls` (pause, limits, starts, seen) | a controls table keyed by queue, a table of start instants indexed by (queue, at) | a hash per queue, a sorted set of starts |
 //! | the mutex | a transaction (`SELECT ... FOR UPDATE SKIP LOCKED` for claims) | a script or a `MULTI` |
 //!
 //! What each method must do is in the rustdoc of [`jq::Storage`] and in the
@@ -33,7 +34,7 @@ use jq::clock::add;
 use jq::{
     AttemptError, ClaimRequest, Clock, Completion, CompletionResult, DEFAULT_MAX_PAYLOAD_BYTES, Election, Error, Fire,
     FireOutcome, Job, JobFilter, JobId, Leader, Lease, LeaseRef, LeaseToken, NewJob, Outcome, Result, ScheduleInfo,
-    State, Stats, Storage, Timestamp, WorkSignal,
+    State, Stats, Storage, Timestamp, WorkSignal, QueueInfo, QueueLimits, QueueName,
 };
 use tokio::sync::watch;
 
@@ -168,7 +169,10 @@ impl Storage for IndexedStorage {
                 return Ok(earlier);
             }
         }
-        let picked = t.claimable(&request.queues, request.limit, now);
+        // Each queue's pause and limits, in the same "transaction".
+        let allowed: Vec<(jq::QueueName, usize)> =
+            (request.queues.iter()).map(|q| (q.clone(), t.allowance(q, &request.worker, request.limit, now))).collect();
+        let picked = t.claimable(&allowed, request.limit, now);
         let mut claimed = Vec::with_capacity(picked.len());
         for id in picked {
             let job = t.update(id, |job| {
@@ -179,6 +183,9 @@ impl Storage for IndexedStorage {
                 job.lease = Some(Lease { token: request.token, worker: request.worker.clone(), expires_at });
             });
             claimed.extend(job.cloned());
+        }
+        for job in &claimed {
+            t.started(&job.queue, now);
         }
         Ok(claimed)
     }
@@ -424,6 +431,35 @@ impl Storage for IndexedStorage {
         let row = t.schedules.get_mut(name).ok_or_else(|| Error::ScheduleNotFound { name: name.to_owned() })?;
         row.run_requested.get_or_insert(now); // requests coalesce
         Ok(())
+    }
+
+    async fn set_paused(&self, queue: &QueueName, paused: bool) -> Result<()> {
+        let now = self.clock.now();
+        {
+            let mut t = self.begin();
+            let control = t.control(queue);
+            control.paused_at = if paused { control.paused_at.or(Some(now)) } else { None };
+            t.tidy(queue);
+        }
+        if !paused {
+            self.wake();
+        }
+        Ok(())
+    }
+
+    async fn set_limits(&self, queue: &QueueName, limits: &QueueLimits) -> Result<()> {
+        limits.check()?;
+        {
+            let mut t = self.begin();
+            t.control(queue).limits = *limits;
+            t.tidy(queue);
+        }
+        self.wake();
+        Ok(())
+    }
+
+    async fn queues(&self) -> Result<Vec<QueueInfo>> {
+        Ok(self.begin().queues())
     }
 
     fn subscribe(&self) -> Option<WorkSignal> {

@@ -28,7 +28,13 @@
 //! 4. `latency`: an idle pool in the same process; 200 jobs enqueued 20 ms
 //!    apart; latency = handler start minus the instant just before the
 //!    `enqueue` call; p50 and p99;
-//! 5. `procs`: 40,000 pre-loaded no-op jobs drained by 1 worker process,
+//! 5. `rated`: 10,000 pre-loaded no-op jobs through a queue with a rate
+//!    limit of 1,000 starts/s (`Storage::set_limits`), the drain's pool
+//!    polling every 10 ms; the handler start rate over the whole windows
+//!    (the drain above is the same pool without a limit; the bound itself,
+//!    never more than the limit in any window, is what the conformance
+//!    suite checks);
+//! 6. `procs`: 40,000 pre-loaded no-op jobs drained by 1 worker process,
 //!    then by 4, each its own OS process with its own storage handle and a
 //!    pool of 16 handlers (`procs.rs`); jobs/s and the ratio.
 //!
@@ -59,8 +65,8 @@ use jq_redis::{RedisConfig, RedisStorage};
 use jq_sqlite::{SqliteConfig, SqliteStorage};
 
 use crate::scenarios::{
-    BATCH_JOBS, BATCH_SIZE, DRAIN_CONCURRENCY, DRAIN_JOBS, LATENCY_JOBS, SINGLE_JOBS, batch_enqueue, drain, latency,
-    median, single_enqueue,
+    BATCH_JOBS, BATCH_SIZE, DRAIN_CONCURRENCY, DRAIN_JOBS, LATENCY_JOBS, RATE_LIMIT, RATED_JOBS, SINGLE_JOBS,
+    batch_enqueue, drain, latency, median, rated, single_enqueue,
 };
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -99,7 +105,7 @@ impl<S> Fresh<S> {
     }
 }
 
-const USAGE: &str = "usage: bench <backend> [--runs N] [--only batch|single|drain|latency|procs|loaded|held]\n\
+const USAGE: &str = "usage: bench <backend> [--runs N] [--only batch|single|drain|latency|rated|procs|loaded|held]\n\
                      backends: sqlite, redis, postgres (loaded: sqlite and postgres; held: postgres)";
 
 /// One scenario, for `--only`.
@@ -109,6 +115,8 @@ enum Scenario {
     Single,
     Drain,
     Latency,
+    /// The drain through a rate-limited queue.
+    Rated,
     Procs,
     /// The drain with a million completed jobs in the store.
     Loaded,
@@ -123,6 +131,7 @@ impl Scenario {
             "single" => Self::Single,
             "drain" => Self::Drain,
             "latency" => Self::Latency,
+            "rated" => Self::Rated,
             "procs" => Self::Procs,
             "loaded" => Self::Loaded,
             "held" => Self::Held,
@@ -140,6 +149,8 @@ struct Figures {
     drain: Option<f64>,
     p50: Option<Duration>,
     p99: Option<Duration>,
+    /// The rated drain's start rate.
+    rated: Option<f64>,
     /// The drain by 1 and by [`procs::PROCESSES`] worker processes.
     procs: Option<(f64, f64)>,
 }
@@ -305,6 +316,9 @@ where
             let (p50, p99) = fresh().await?.measure(latency).await?;
             (f.p50, f.p99) = (Some(p50), Some(p99));
         }
+        if wanted(Scenario::Rated) {
+            f.rated = Some(fresh().await?.measure(rated).await?.rate);
+        }
         if wanted(Scenario::Procs) {
             let mut by = [0.0; 2];
             for (rate, processes) in by.iter_mut().zip([1, procs::PROCESSES]) {
@@ -316,12 +330,13 @@ where
         }
         let rate = |r: Option<f64>| r.map_or("-".to_owned(), |r| format!("{r:.0}/s"));
         eprintln!(
-            "run {run}/{runs}: batch {}, single {}, drain {}, p50 {:?}, p99 {:?}, procs 1/{} {}/{}",
+            "run {run}/{runs}: batch {}, single {}, drain {}, p50 {:?}, p99 {:?}, rated {}, procs 1/{} {}/{}",
             rate(f.batch_enqueue),
             rate(f.single_enqueue),
             rate(f.drain),
             f.p50.unwrap_or_default(),
             f.p99.unwrap_or_default(),
+            rate(f.rated),
             procs::PROCESSES,
             rate(f.procs.map(|p| p.0)),
             rate(f.procs.map(|p| p.1)),
@@ -355,6 +370,10 @@ fn print_table(backend: &str, runs: usize, all: &[Figures]) {
         (format!("drain ({DRAIN_JOBS} no-op jobs, concurrency {DRAIN_CONCURRENCY})"), pick(all, |f| f.drain).map(rate)),
         (format!("enqueue-to-start latency p50 ({LATENCY_JOBS} jobs, idle pool)"), pick(all, |f| f.p50).map(ms)),
         (format!("enqueue-to-start latency p99 ({LATENCY_JOBS} jobs, idle pool)"), pick(all, |f| f.p99).map(ms)),
+        (
+            format!("rated drain ({RATED_JOBS} jobs, limit {RATE_LIMIT}/s): start rate"),
+            pick(all, |f| f.rated).map(|r| format!("{r:.0} starts/s")),
+        ),
         (format!("drain ({} jobs) by 1 worker process", procs::PROCS_JOBS), one.map(rate)),
         (
             format!("drain ({} jobs) by {procs} worker processes", procs::PROCS_JOBS),

@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use jq_core::worker::{JobContext, WorkerPool};
-use jq_core::{JobType, NewJob, State, Storage, StorageExt};
+use jq_core::{JobType, NewJob, QueueLimits, QueueName, Rate, State, Storage, StorageExt};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{Notify, mpsc};
 
@@ -18,6 +18,13 @@ pub const SINGLE_JOBS: usize = 5_000;
 pub const DRAIN_JOBS: usize = 20_000;
 pub const DRAIN_CONCURRENCY: usize = 16;
 pub const LATENCY_JOBS: usize = 200;
+/// The rated drain: this many jobs through a queue limited to
+/// [`RATE_LIMIT`] starts per second.
+pub const RATED_JOBS: usize = 10_000;
+pub const RATE_LIMIT: u32 = 1_000;
+/// The rated drain's pool polls this often: a rate-limited queue is found
+/// claimable again by polling (nothing signals a window that frees up).
+pub const RATED_POLL: Duration = Duration::from_millis(10);
 const LATENCY_GAP: Duration = Duration::from_millis(20);
 
 /// The benchmark's job: a no-op.
@@ -68,6 +75,48 @@ pub async fn drain<S: Storage>(storage: Arc<S>) -> Result<f64, BoxError> {
     enqueue_noops(&*storage, DRAIN_JOBS).await?;
     let drained = run_pool(storage, DRAIN_JOBS, None).await?;
     Ok(DRAIN_JOBS as f64 / drained.total.as_secs_f64())
+}
+
+/// What the rated drain measured.
+pub struct Rated {
+    /// Starts per second over whole windows: the handler starts in the
+    /// first `RATED_JOBS / RATE_LIMIT - 1` seconds from the first one,
+    /// divided by that (the last window is left out: it is not full).
+    pub rate: f64,
+}
+
+/// The drain of [`RATED_JOBS`] through a queue with a rate limit of
+/// [`RATE_LIMIT`] per second (the same pool as the drain, polling every
+/// [`RATED_POLL`]).
+pub async fn rated<S: Storage>(storage: Arc<S>) -> Result<Rated, BoxError> {
+    let rate = Rate::new(RATE_LIMIT, Duration::from_secs(1));
+    let limits = QueueLimits { concurrency: None, rate: Some(rate) };
+    storage.set_limits(&QueueName::new(Noop::QUEUE)?, &limits).await?;
+    enqueue_noops(&*storage, RATED_JOBS).await?;
+    let starts: Arc<std::sync::Mutex<Vec<Instant>>> = Arc::default();
+    let all_ran = Arc::new(Notify::new());
+    let (seen, notify) = (starts.clone(), all_ran.clone());
+    let pool = WorkerPool::new(storage.clone())
+        .concurrency(DRAIN_CONCURRENCY)
+        .poll_interval(RATED_POLL)
+        .register::<Noop, _, _>(move |_job, _ctx: JobContext| {
+            let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+            seen.push(Instant::now());
+            if seen.len() == RATED_JOBS {
+                notify.notify_one();
+            }
+            async { Ok(()) }
+        })
+        .start()?;
+    all_ran.notified().await;
+    pool.shutdown().await?;
+    let mut starts = std::mem::take(&mut *starts.lock().unwrap_or_else(|e| e.into_inner()));
+    starts.sort();
+    let first = *starts.first().ok_or("rated: no job ran")?;
+    let whole = (RATED_JOBS / RATE_LIMIT as usize).saturating_sub(1).max(1) as u32;
+    let span = rate.period * whole;
+    let counted = starts.iter().take_while(|t| t.duration_since(first) < span).count();
+    Ok(Rated { rate: counted as f64 / span.as_secs_f64() })
 }
 
 /// How long a pool took to drain.

@@ -6,6 +6,7 @@
 mod admin;
 mod cron;
 mod enqueue;
+mod queue;
 mod read;
 pub mod worker;
 
@@ -13,7 +14,7 @@ use std::time::Duration;
 
 use jq::{JobId, NewJob, State, Storage};
 
-use crate::cli::{Command, CronCommand, DeadCommand, ListArgs, PageArgs};
+use crate::cli::{Command, CronCommand, DeadCommand, ListArgs, PageArgs, QueueCommand};
 use crate::error::CliResult;
 
 /// A command whose input has been checked, ready to run on a storage.
@@ -49,6 +50,8 @@ pub enum Action {
     CronList,
     /// Ask for one run of a schedule.
     CronRun(String),
+    /// List, pause, resume or limit queues.
+    Queue(QueueCommand),
     /// Run a worker.
     Worker(worker::WorkerPlan),
 }
@@ -79,6 +82,7 @@ impl Action {
             Command::Leaders => Action::Leaders,
             Command::Cron(CronCommand::List) => Action::CronList,
             Command::Cron(CronCommand::Run { name }) => Action::CronRun(name),
+            Command::Queue(command) => Action::Queue(command),
             Command::Worker(args) => Action::Worker(worker::WorkerPlan::prepare(args)?),
             Command::Migrate => return Ok(None),
         }))
@@ -99,6 +103,7 @@ impl Action {
             Action::Leaders => read::leaders(&storage, json).await,
             Action::CronList => cron::list(&storage, json).await,
             Action::CronRun(name) => cron::run(&storage, &name, json).await,
+            Action::Queue(command) => queue::run(&storage, command, json).await,
             Action::Worker(plan) => worker::run(storage, plan).await,
         }
     }

@@ -450,4 +450,51 @@ pub mod scenarios {
         let id = row["last_job"].as_str().unwrap().to_owned();
         assert_eq!(s.json(&["get", &id])["kind"].as_str(), Some("report"));
     }
+
+    /// `queue pause` stops a running worker from starting the queue's jobs
+    /// (and `queue list` shows it has seen the pause), enqueue still works,
+    /// `queue resume` lets them run; `queue limit` sets, keeps and lifts
+    /// limits; bad limits are refused.
+    pub fn queue_pause_resume_and_limit(s: &Store) {
+        let paused = s.json(&["queue", "pause", "mail"]);
+        assert_eq!(paused["paused"], serde_json::json!(true), "{paused:#}");
+        let id = s.enqueue(&["--queue", "mail", "send", "{}"]);
+        let worker = s.worker(&["--queue", "mail", "--name", "the-pauser", "--exec", "true"]);
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            let list = s.json(&["queue", "list"]);
+            let mail = list.as_array().and_then(|a| a.iter().find(|q| q["queue"] == "mail")).cloned();
+            let mail = mail.unwrap_or_else(|| panic!("queue list shows mail: {list:#}"));
+            let seen = mail["seen_pause"].as_array().cloned().unwrap_or_default();
+            if seen.iter().any(|w| w.as_str().is_some_and(|w| w.contains("the-pauser"))) {
+                assert_eq!(mail["waiting"], serde_json::json!(1), "{mail:#}");
+                break;
+            }
+            assert!(Instant::now() < deadline, "the worker never met the pause: {mail:#}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(s.state(&id), "pending", "a worker that has seen the pause started nothing");
+        let table = s.ok(&["queue", "list"]);
+        assert!(table.contains("paused since") && table.contains("1 of 1"), "{table}");
+        s.ok(&["queue", "resume", "mail"]);
+        s.wait_for_state(&id, "completed");
+        worker.stop();
+
+        let limited = s.json(&["queue", "limit", "mail", "--concurrency", "2", "--rate", "100/s"]);
+        assert_eq!(
+            (limited["concurrency"].clone(), limited["rate"].clone()),
+            (serde_json::json!(2), serde_json::json!("100/1s"))
+        );
+        let kept = s.json(&["queue", "limit", "mail", "--rate", "none"]);
+        assert_eq!(
+            (kept["concurrency"].clone(), kept["rate"].clone()),
+            (serde_json::json!(2), serde_json::Value::Null)
+        );
+        let table = s.ok(&["queue", "list"]);
+        let row = table.lines().find(|l| l.starts_with("mail ")).unwrap_or_default();
+        assert!(row.contains("active") && !row.contains("paused"), "{table}");
+        refused(s, &["queue", "limit", "mail", "--concurrency", "0"], 2, "above 0");
+        refused(s, &["queue", "limit", "mail", "--rate", "10/d"], 2, "N/PERIOD");
+        refused(s, &["queue", "pause", "a b"], 2, "invalid");
+    }
 }

@@ -78,8 +78,26 @@ async fn every_statement_finds_its_rows_by_key_whatever_the_statistics() {
             "(ARRAY['q'], 50, now(), 'w', now() + interval '30 s', gen_random_uuid(), \
               ARRAY[NULL, NULL, now(), NULL]::timestamptz[], ARRAY[NULL, NULL, gen_random_uuid(), NULL]::uuid[])"
                 .to_owned(),
-            &["jobs_claim", "jobs_claim", "jobs_claim", "jobs_pkey"],
+            // The controls' lookup gates the walks (a one-time filter).
+            &["jobs_claim", "jobs_claim", "jobs_claim", "jobs_pkey", "queue_controls_pkey"],
         ),
+        (
+            "claim_controlled",
+            &sql.claim_controlled,
+            "text[], int4, timestamptz, text, timestamptz, uuid",
+            "(ARRAY['q'], 50, now(), 'w', now() + interval '30 s', gen_random_uuid())".to_owned(),
+            // The concurrency count walks the Running jobs (jobs_lease_expiry),
+            // only for a queue with a control.
+            &[
+                "jobs_claim",
+                "jobs_lease_expiry",
+                "jobs_pkey",
+                "queue_controls_pkey",
+                "queue_starts_window",
+                "queue_starts_window",
+            ],
+        ),
+        ("control_lock", &sql.control_lock, "text[]", "(ARRAY['q'])".to_owned(), &["queue_controls_pkey"]),
         ("claim_earlier", &sql.claim_earlier, "uuid", format!("('{token}')"), &["jobs_lease_expiry"]),
         (
             "complete",

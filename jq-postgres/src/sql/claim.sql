@@ -21,11 +21,21 @@
 -- Priorities outside 0 to 3 (a corrupt row, buried by the caller) keep
 -- their place in the order: above 3 first, below 0 last.
 --
+-- Queue controls: when an asked queue has one (a row in queue_controls,
+-- looked up by primary key), the statement takes nothing and returns one
+-- row per controlled queue instead, its name in the last column (NULL in
+-- job rows); the caller then claims through claim_controlled.sql, which
+-- locks the controls. A one-time filter over the lookup gates the walks,
+-- so a claim over uncontrolled queues pays two index probes.
+--
 -- The rows are locked in the CTE (never `id IN (SELECT ... LIMIT)`, which
 -- may lock more than the limit), merged across queues, cut to the limit,
 -- then updated. With several queues, rows locked but cut are released at
 -- the end of the statement and stay claimable.
-WITH picked AS (
+WITH controlled AS (
+    SELECT qc.queue FROM {schema}.queue_controls AS qc WHERE qc.queue = ANY($1::text[])
+),
+picked AS (
     SELECT c.id
     FROM unnest($1::text[]) WITH ORDINALITY AS q(name, n)
     CROSS JOIN LATERAL (
@@ -63,15 +73,22 @@ WITH picked AS (
         ) AS u
         LIMIT $2
     ) AS c
+    WHERE NOT EXISTS (SELECT 1 FROM controlled)
     ORDER BY c.priority DESC, c.run_at, c.id
     LIMIT $2
+),
+claimed AS (
+    UPDATE {schema}.jobs AS j
+    SET state = 'running',
+        attempts = j.attempts + 1,
+        lease_token = $6,
+        lease_worker = $4,
+        lease_expires_at = $5
+    FROM picked
+    WHERE j.id = picked.id
+    RETURNING {columns}
 )
-UPDATE {schema}.jobs AS j
-SET state = 'running',
-    attempts = j.attempts + 1,
-    lease_token = $6,
-    lease_worker = $4,
-    lease_expires_at = $5
-FROM picked
-WHERE j.id = picked.id
-RETURNING {columns}
+SELECT claimed.*, NULL::text AS controlled FROM claimed
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, controlled.queue
+FROM controlled

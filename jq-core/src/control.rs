@@ -1,0 +1,216 @@
+//! Queue controls: a pause and limits that every claimer of a queue
+//! honours, stored in the backend ([`Storage::set_paused`],
+//! [`Storage::set_limits`], [`Storage::queues`]).
+//!
+//! - A paused queue gives no job to any claim; enqueue still stores, and
+//!   running jobs finish.
+//! - A concurrency limit `N` caps the queue's Running jobs at `N`, counted
+//!   from their leases: a job whose lease expired keeps its slot until
+//!   recover (or its ack) ends it, so no slot is lost or double-counted.
+//! - A rate limit `N / period` caps the claims' starts: no window
+//!   `(t - period, t]` of the storage's clock holds more than `N` of them
+//!   (a sliding log, so there is no edge where twice `N` fit).
+//!
+//! Backends check all three inside the claim's atomic step, and a job a
+//! limit holds back is not touched.
+//!
+//! [`Storage::set_paused`]: crate::Storage::set_paused
+//! [`Storage::set_limits`]: crate::Storage::set_limits
+//! [`Storage::queues`]: crate::Storage::queues
+
+use std::time::Duration;
+
+use crate::clock::Timestamp;
+use crate::error::{Error, Result};
+use crate::job::QueueName;
+
+/// At most `limit` job starts in any window of `period`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rate {
+    /// Starts allowed per window; above zero.
+    pub limit: u32,
+    /// The window's length; at least one microsecond (the stored precision).
+    pub period: Duration,
+}
+
+impl Rate {
+    /// `limit` starts per `period`.
+    pub fn new(limit: u32, period: Duration) -> Self {
+        Rate { limit, period }
+    }
+
+    /// The window in microseconds, as backends store it.
+    pub fn period_micros(&self) -> i64 {
+        i64::try_from(self.period.as_micros()).unwrap_or(i64::MAX)
+    }
+
+    /// Parses `N/PERIOD`, where PERIOD is `s`, `m`, `h`, or a number and a
+    /// unit (`ms`, `s`, `m`, `h`): `1000/s`, `50/10s`, `5/250ms`.
+    pub fn parse(text: &str) -> Result<Rate> {
+        let bad = || Error::invalid("rate", format!("{text:?}: use N/PERIOD, e.g. 1000/s, 50/10s, 5/250ms, 100/m"));
+        let (n, period) = text.split_once('/').ok_or_else(bad)?;
+        let limit: u32 = n.trim().parse().map_err(|_| bad())?;
+        let period = period.trim();
+        let digits = period.find(|c: char| !c.is_ascii_digit()).unwrap_or(period.len());
+        let (count, unit) = period.split_at(digits);
+        let count: u64 = if count.is_empty() { 1 } else { count.parse().map_err(|_| bad())? };
+        let unit = match unit {
+            "ms" => Duration::from_millis(1),
+            "s" => Duration::from_secs(1),
+            "m" => Duration::from_secs(60),
+            "h" => Duration::from_secs(3600),
+            _ => return Err(bad()),
+        };
+        let rate = Rate { limit, period: unit.saturating_mul(u32::try_from(count).map_err(|_| bad())?) };
+        rate.check()?;
+        Ok(rate)
+    }
+
+    fn check(&self) -> Result<()> {
+        if self.limit == 0 {
+            return Err(Error::invalid("rate", "0 starts per period: pause the queue instead"));
+        }
+        if self.period < Duration::from_micros(1) {
+            return Err(Error::invalid("rate", "a period under 1 µs: instants are kept in microseconds"));
+        }
+        Ok(())
+    }
+
+    /// The earliest instant whose starts still count at `now`: starts at
+    /// instants strictly after this one are in the window.
+    pub fn window_after(&self, now: Timestamp) -> Timestamp {
+        crate::clock::sub(now, self.period)
+    }
+}
+
+impl std::fmt::Display for Rate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let p = self.period;
+        if p.subsec_nanos() == 0 && p.as_secs() % 3600 == 0 {
+            write!(f, "{}/{}h", self.limit, p.as_secs() / 3600)
+        } else if p.subsec_nanos() == 0 && p.as_secs() % 60 == 0 {
+            write!(f, "{}/{}m", self.limit, p.as_secs() / 60)
+        } else if p.subsec_nanos() == 0 {
+            write!(f, "{}/{}s", self.limit, p.as_secs())
+        } else {
+            write!(f, "{}/{}ms", self.limit, p.as_millis())
+        }
+    }
+}
+
+/// The limits of one queue ([`Storage::set_limits`](crate::Storage::set_limits)
+/// replaces both at once). `None` is no limit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueueLimits {
+    /// At most this many of the queue's jobs Running at once, across every
+    /// worker; above zero.
+    pub concurrency: Option<u32>,
+    /// At most this many starts per window, across every worker.
+    pub rate: Option<Rate>,
+}
+
+impl QueueLimits {
+    /// No limit at all.
+    pub fn none() -> Self {
+        QueueLimits::default()
+    }
+
+    /// True when neither limit is set.
+    pub fn is_none(&self) -> bool {
+        self.concurrency.is_none() && self.rate.is_none()
+    }
+
+    /// [`Error::InvalidInput`] for a concurrency of 0 (pause instead), a
+    /// rate of 0, or a period under a microsecond.
+    pub fn check(&self) -> Result<()> {
+        if self.concurrency == Some(0) {
+            return Err(Error::invalid("concurrency", "0: pause the queue instead"));
+        }
+        self.rate.as_ref().map_or(Ok(()), Rate::check)
+    }
+}
+
+/// A queue as [`Storage::queues`](crate::Storage::queues) reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueueInfo {
+    /// The queue.
+    pub queue: QueueName,
+    /// When it was paused (the storage's clock), or `None` when it is not.
+    pub paused_at: Option<Timestamp>,
+    /// Its limits.
+    pub limits: QueueLimits,
+    /// The claimers that met a control on this queue, by worker name: the
+    /// instant of each one's latest claim that asked for the queue while a
+    /// control (pause or limit) was set, and whether the queue was paused
+    /// then. A pool has seen the pause when its entry is `paused` at or
+    /// after `paused_at`.
+    pub seen: Vec<Seen>,
+}
+
+impl QueueInfo {
+    /// True while the queue is paused.
+    pub fn paused(&self) -> bool {
+        self.paused_at.is_some()
+    }
+}
+
+/// One claimer's latest claim on a controlled queue; see [`QueueInfo::seen`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Seen {
+    /// The claimer's name ([`ClaimRequest::worker`](crate::ClaimRequest::worker)).
+    pub worker: String,
+    /// When it claimed (the storage's clock).
+    pub at: Timestamp,
+    /// Whether the queue was paused then.
+    pub paused: bool,
+}
+
+/// How many jobs a claim may take from one queue, given its control:
+/// `want` capped by the pause (none), by `concurrency - running`, and by
+/// `rate.limit - started` (the starts in the current window).
+pub fn allowance(paused: bool, limits: &QueueLimits, running: u64, started: u64, want: usize) -> usize {
+    if paused {
+        return 0;
+    }
+    let mut allow = want as u64;
+    if let Some(n) = limits.concurrency {
+        allow = allow.min(u64::from(n).saturating_sub(running));
+    }
+    if let Some(rate) = limits.rate {
+        allow = allow.min(u64::from(rate.limit).saturating_sub(started));
+    }
+    usize::try_from(allow).unwrap_or(want)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_parse_and_print() {
+        assert_eq!(Rate::parse("1000/s").unwrap(), Rate::new(1000, Duration::from_secs(1)));
+        assert_eq!(Rate::parse("50/10s").unwrap(), Rate::new(50, Duration::from_secs(10)));
+        assert_eq!(Rate::parse("5/250ms").unwrap(), Rate::new(5, Duration::from_millis(250)));
+        assert_eq!(Rate::parse("100/m").unwrap().period, Duration::from_secs(60));
+        assert_eq!(Rate::parse("1/2h").unwrap().period, Duration::from_secs(7200));
+        for bad in ["", "10", "x/s", "10/", "10/d", "0/s", "10/0s", "-1/s"] {
+            assert!(matches!(Rate::parse(bad), Err(Error::InvalidInput { .. })), "{bad}");
+        }
+        for text in ["1000/1s", "50/10s", "5/250ms", "100/1m", "1/2h"] {
+            assert_eq!(Rate::parse(text).unwrap().to_string(), text);
+        }
+    }
+
+    #[test]
+    fn allowance_takes_the_tightest_cap() {
+        let limits = QueueLimits { concurrency: Some(5), rate: Some(Rate::new(10, Duration::from_secs(1))) };
+        assert_eq!(allowance(true, &QueueLimits::none(), 0, 0, 7), 0);
+        assert_eq!(allowance(false, &QueueLimits::none(), 100, 100, 7), 7);
+        assert_eq!(allowance(false, &limits, 2, 0, 7), 3);
+        assert_eq!(allowance(false, &limits, 0, 8, 7), 2);
+        assert_eq!(allowance(false, &limits, 9, 20, 7), 0);
+        assert!(QueueLimits { concurrency: Some(0), rate: None }.check().is_err());
+        assert!(limits.check().is_ok());
+    }
+}

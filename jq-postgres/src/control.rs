@@ -1,0 +1,146 @@
+//! Queue controls ([`Storage::set_paused`](jq_core::Storage::set_paused),
+//! `set_limits`, `queues`): rows in `queue_controls`.
+//!
+//! A claim over queues without a row keeps its one statement
+//! (`sql/claim.sql`), which checks the table by primary key and, when an
+//! asked queue is controlled, takes nothing and names it. Such a claim then
+//! runs in a transaction: lock the asked queues' controls
+//! (`sql/control_lock.sql`), then one statement that computes each queue's
+//! allowance from what earlier claims committed and claims within it
+//! (`sql/claim_controlled.sql`). A storage remembers which queues it last
+//! found controlled and goes to the transaction at once for them.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use jq_core::{ClaimRequest, QueueInfo, QueueLimits, QueueName, Rate, Result, Seen, Timestamp};
+use sqlx::Row;
+use sqlx::postgres::PgRow;
+
+use crate::Inner;
+use crate::error::map_sqlx;
+
+/// The queues this storage last found controlled.
+#[derive(Debug, Default)]
+pub(crate) struct Controlled(Mutex<HashSet<String>>);
+
+impl Controlled {
+    /// True when one of `queues` was controlled at the last look.
+    pub(crate) fn any(&self, queues: &[&str]) -> bool {
+        self.0.lock().is_ok_and(|set| !set.is_empty() && queues.iter().any(|q| set.contains(*q)))
+    }
+
+    /// Records what a claim over `asked` found: `controlled` of them are.
+    pub(crate) fn found(&self, asked: &[&str], controlled: &[String]) {
+        if let Ok(mut set) = self.0.lock() {
+            for q in asked {
+                set.remove(*q);
+            }
+            set.extend(controlled.iter().cloned());
+        }
+    }
+}
+
+/// Claims over queues one of which is controlled: lock, then claim, in
+/// one transaction. Returns the claimed rows (committed) and the asked
+/// queues found controlled.
+pub(crate) async fn claim_rows(
+    inner: &Inner,
+    request: &ClaimRequest,
+    queues: &[&str],
+    now: Timestamp,
+    expires_at: Timestamp,
+) -> Result<(Vec<PgRow>, Vec<String>)> {
+    let limit = i32::try_from(request.limit).unwrap_or(i32::MAX);
+    let mut tx = inner.pool.begin().await.map_err(map_sqlx)?;
+    let controlled: Vec<String> =
+        sqlx::query_scalar(inner.sql.control_lock.q()).bind(queues).fetch_all(&mut *tx).await.map_err(map_sqlx)?;
+    let rows = sqlx::query(inner.sql.claim_controlled.q())
+        .bind(queues)
+        .bind(limit)
+        .bind(now)
+        .bind(&request.worker)
+        .bind(expires_at)
+        .bind(request.token.0)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(map_sqlx)?;
+    tx.commit().await.map_err(map_sqlx)?;
+    Ok((rows, controlled))
+}
+
+/// Pauses or resumes `queue`; a resume wakes idle workers (NOTIFY).
+pub(crate) async fn set_paused(inner: &Inner, queue: &QueueName, paused: bool) -> Result<()> {
+    let at = paused.then(|| inner.clock.now());
+    let mut tx = inner.pool.begin().await.map_err(map_sqlx)?;
+    sqlx::query(inner.sql.control_pause.q())
+        .bind(queue.as_str())
+        .bind(at)
+        .bind(&inner.channel)
+        .execute(&mut *tx)
+        .await
+        .map_err(map_sqlx)?;
+    sqlx::query(inner.sql.control_tidy.q()).bind(queue.as_str()).execute(&mut *tx).await.map_err(map_sqlx)?;
+    tx.commit().await.map_err(map_sqlx)
+}
+
+/// Replaces `queue`'s limits and wakes idle workers.
+pub(crate) async fn set_limits(inner: &Inner, queue: &QueueName, limits: &QueueLimits) -> Result<()> {
+    limits.check()?;
+    let concurrency = limits.concurrency.map(|n| i32::try_from(n).unwrap_or(i32::MAX));
+    let rate_limit = limits.rate.map(|r| i32::try_from(r.limit).unwrap_or(i32::MAX));
+    let rate_period = limits.rate.map(|r| r.period_micros());
+    let mut tx = inner.pool.begin().await.map_err(map_sqlx)?;
+    sqlx::query(inner.sql.control_limits.q())
+        .bind(queue.as_str())
+        .bind(concurrency)
+        .bind(rate_limit)
+        .bind(rate_period)
+        .bind(&inner.channel)
+        .execute(&mut *tx)
+        .await
+        .map_err(map_sqlx)?;
+    sqlx::query(inner.sql.control_tidy.q()).bind(queue.as_str()).execute(&mut *tx).await.map_err(map_sqlx)?;
+    tx.commit().await.map_err(map_sqlx)
+}
+
+/// Every queue with a job or a control, by name.
+pub(crate) async fn queues(inner: &Inner) -> Result<Vec<QueueInfo>> {
+    let seen_rows = sqlx::query(inner.sql.control_seen.q()).fetch_all(&inner.pool).await.map_err(map_sqlx)?;
+    let mut seen: BTreeMap<String, Vec<Seen>> = BTreeMap::new();
+    for r in &seen_rows {
+        let queue: String = r.try_get(0).map_err(map_sqlx)?;
+        let entry = Seen {
+            worker: r.try_get(1).map_err(map_sqlx)?,
+            at: r.try_get(2).map_err(map_sqlx)?,
+            paused: r.try_get(3).map_err(map_sqlx)?,
+        };
+        seen.entry(queue).or_default().push(entry);
+    }
+    let rows = sqlx::query(inner.sql.control_list.q()).fetch_all(&inner.pool).await.map_err(map_sqlx)?;
+    let mut out = Vec::with_capacity(rows.len());
+    for r in &rows {
+        let name: String = r.try_get(0).map_err(map_sqlx)?;
+        let Ok(queue) = QueueName::new(&name) else {
+            tracing::error!(queue = %name, "queues skips a queue name jq cannot read (a corrupt row)");
+            continue;
+        };
+        let concurrency: Option<i32> = r.try_get(2).map_err(map_sqlx)?;
+        let rate_limit: Option<i32> = r.try_get(3).map_err(map_sqlx)?;
+        let rate_period: Option<i64> = r.try_get(4).map_err(map_sqlx)?;
+        let limits = QueueLimits {
+            concurrency: concurrency.and_then(|n| u32::try_from(n).ok()),
+            rate: rate_limit.zip(rate_period).and_then(|(n, p)| {
+                Some(Rate::new(u32::try_from(n).ok()?, Duration::from_micros(u64::try_from(p).ok()?)))
+            }),
+        };
+        out.push(QueueInfo {
+            paused_at: r.try_get(1).map_err(map_sqlx)?,
+            limits,
+            seen: seen.remove(&name).unwrap_or_default(),
+            queue,
+        });
+    }
+    Ok(out)
+}

@@ -1,0 +1,81 @@
+-- Claim up to $2 jobs of the queues $1 when one of them has a control,
+-- inside the transaction that locked the controls (control_lock.sql).
+--
+-- $1 queues text[], $2 limit int4, $3 now timestamptz, $4 worker text,
+-- $5 lease expiry timestamptz, $6 the claim's lease token uuid.
+--
+-- Each queue's allowance: $2 without a control; 0 when paused; else $2
+-- capped by its concurrency minus its Running jobs (their leases: the
+-- jobs_lease_expiry index holds exactly the Running jobs) and by its rate
+-- limit minus its starts after now - period. Then each queue's best jobs,
+-- up to its allowance, locked with SKIP LOCKED (never `id IN (SELECT ...
+-- LIMIT)`), merged in claim order and cut at $2, and taken. Jobs not taken
+-- are not touched. The same statement records the starts of rate-limited
+-- queues, forgets starts that left their window, and records that $4 met
+-- each control.
+WITH ctl AS (
+    SELECT q.name, c.queue IS NOT NULL AS controlled, c.paused_at IS NOT NULL AS paused,
+           c.rate_limit IS NOT NULL AS rated,
+           $3::timestamptz - c.rate_period * interval '1 microsecond' AS window_after,
+           CASE
+               WHEN c.queue IS NULL THEN $2::int4
+               WHEN c.paused_at IS NOT NULL THEN 0
+               ELSE greatest(0, least(
+                   $2::int4,
+                   c.concurrency - (SELECT count(*) FROM {schema}.jobs AS r
+                                    WHERE r.lease_expires_at IS NOT NULL AND r.queue = q.name),
+                   c.rate_limit - (SELECT coalesce(sum(s.n), 0) FROM {schema}.queue_starts AS s
+                                   WHERE s.queue = q.name
+                                     AND s.at > $3::timestamptz - c.rate_period * interval '1 microsecond')))
+           END AS allow
+    FROM unnest($1::text[]) AS q(name)
+    -- LIMIT 1 keeps the lookup a probe of the primary key per queue,
+    -- whatever the statistics of this small table say.
+    LEFT JOIN LATERAL (
+        SELECT * FROM {schema}.queue_controls AS qc WHERE qc.queue = q.name LIMIT 1
+    ) AS c ON true
+),
+picked AS (
+    SELECT b.id
+    FROM ctl
+    CROSS JOIN LATERAL (
+        SELECT jc.id, jc.priority, jc.run_at FROM {schema}.jobs AS jc
+        WHERE jc.queue = ctl.name
+          AND jc.state IN ('pending', 'scheduled') AND (jc.state = 'pending' OR jc.run_at <= $3)
+        ORDER BY jc.priority DESC, jc.run_at, jc.id
+        LIMIT ctl.allow
+        FOR UPDATE SKIP LOCKED
+    ) AS b
+    ORDER BY b.priority DESC, b.run_at, b.id
+    LIMIT $2
+),
+claimed AS (
+    UPDATE {schema}.jobs AS j
+    SET state = 'running',
+        attempts = j.attempts + 1,
+        lease_token = $6,
+        lease_worker = $4,
+        lease_expires_at = $5
+    FROM picked
+    WHERE j.id = picked.id
+    RETURNING {columns}
+),
+started AS (
+    INSERT INTO {schema}.queue_starts (queue, at, n)
+    SELECT cl.queue, $3, count(*) FROM claimed AS cl JOIN ctl ON ctl.name = cl.queue AND ctl.rated
+    GROUP BY cl.queue
+),
+forgotten AS (
+    -- The asked queues' rows of the log (one per claim in the window, and
+    -- those that left it), from queue_starts_window. The window's count
+    -- above never depends on this delete: the log only has to keep up.
+    DELETE FROM {schema}.queue_starts AS s
+    WHERE s.queue = ANY ($1::text[])
+      AND s.at <= (SELECT ctl.window_after FROM ctl WHERE ctl.name = s.queue AND ctl.rated LIMIT 1)
+),
+seen AS (
+    INSERT INTO {schema}.queue_seen (queue, worker, seen_at, paused)
+    SELECT ctl.name, $4, $3, ctl.paused FROM ctl WHERE ctl.controlled
+    ON CONFLICT (queue, worker) DO UPDATE SET seen_at = excluded.seen_at, paused = excluded.paused
+)
+SELECT * FROM claimed

@@ -1,0 +1,175 @@
+//! Queue controls ([`Storage::set_paused`](jq_core::Storage::set_paused),
+//! `set_limits`, `queues`): rows in `queue_controls`, read by every claim
+//! on the writer, inside its transaction, so a pause or a limit is checked
+//! in the claim's atomic step and holds across every process sharing the
+//! file.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use jq_core::clock::from_micros;
+use jq_core::control::allowance;
+use jq_core::{QueueInfo, QueueLimits, QueueName, Rate, Result, Seen, Timestamp};
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::error::db;
+
+const GET: &str = include_str!("sql/control_get.sql");
+const RUNNING: &str = include_str!("sql/control_running.sql");
+const STARTED: &str = include_str!("sql/control_started.sql");
+const FORGET: &str = include_str!("sql/control_forget.sql");
+const START: &str = include_str!("sql/control_start.sql");
+const SEEN: &str = include_str!("sql/control_seen.sql");
+const PAUSE: &str = include_str!("sql/control_pause.sql");
+const LIMITS: &str = include_str!("sql/control_limits.sql");
+const TIDY: &str = include_str!("sql/control_tidy.sql");
+const LIST: &str = include_str!("sql/control_list.sql");
+const SEEN_LIST: &str = include_str!("sql/control_seen_list.sql");
+
+/// A queue's stored control.
+#[derive(Clone, Copy, Debug, Default)]
+struct Stored {
+    paused_at: Option<i64>,
+    limits: QueueLimits,
+}
+
+fn limits(concurrency: Option<i64>, rate_limit: Option<i64>, rate_period: Option<i64>) -> QueueLimits {
+    QueueLimits {
+        concurrency: concurrency.and_then(|n| u32::try_from(n).ok()),
+        rate: rate_limit
+            .zip(rate_period)
+            .and_then(|(n, p)| Some(Rate::new(u32::try_from(n).ok()?, Duration::from_micros(u64::try_from(p).ok()?)))),
+    }
+}
+
+fn stored(conn: &Connection, queue: &str) -> Result<Option<Stored>> {
+    conn.prepare_cached(GET)
+        .map_err(db)?
+        .query_row(params![queue], |r| {
+            Ok(Stored { paused_at: r.get(0)?, limits: limits(r.get(1)?, r.get(2)?, r.get(3)?) })
+        })
+        .optional()
+        .map_err(db)
+}
+
+/// What one claim may take from one queue.
+pub(crate) struct Allowance {
+    /// Jobs it may take.
+    pub(crate) allow: usize,
+    /// True when starts are to be recorded (a rate limit).
+    rated: bool,
+}
+
+/// The allowance of `queue` for a claim of `want` jobs by `worker` at
+/// `now`, recording that the worker met the control. On the writer,
+/// inside the claim's transaction. A queue with no control costs one
+/// primary-key lookup.
+pub(crate) fn allowance_of(
+    conn: &Connection,
+    queue: &QueueName,
+    worker: &str,
+    want: usize,
+    now: Timestamp,
+) -> Result<Allowance> {
+    let Some(control) = stored(conn, queue.as_str())? else {
+        return Ok(Allowance { allow: want, rated: false });
+    };
+    let now_us = now.timestamp_micros();
+    let paused = control.paused_at.is_some();
+    conn.prepare_cached(SEEN).map_err(db)?.execute(params![queue.as_str(), worker, now_us, paused]).map_err(db)?;
+    let running: i64 = match control.limits.concurrency {
+        Some(_) if !paused => {
+            conn.prepare_cached(RUNNING).map_err(db)?.query_row(params![queue.as_str()], |r| r.get(0)).map_err(db)?
+        }
+        _ => 0,
+    };
+    let started: i64 = match control.limits.rate {
+        Some(rate) if !paused => {
+            let after = rate.window_after(now).timestamp_micros();
+            conn.prepare_cached(FORGET).map_err(db)?.execute(params![queue.as_str(), after]).map_err(db)?;
+            conn.prepare_cached(STARTED)
+                .map_err(db)?
+                .query_row(params![queue.as_str(), after], |r| r.get(0))
+                .map_err(db)?
+        }
+        _ => 0,
+    };
+    let (running, started) = (running.max(0) as u64, started.max(0) as u64);
+    let allow = allowance(paused, &control.limits, running, started, want);
+    Ok(Allowance { allow, rated: control.limits.rate.is_some() })
+}
+
+/// Records `n` starts of `queue` at `now` when it is rate limited.
+pub(crate) fn started(
+    conn: &Connection,
+    queue: &QueueName,
+    allowance: &Allowance,
+    n: usize,
+    now: Timestamp,
+) -> Result<()> {
+    if allowance.rated && n > 0 {
+        let n = i64::try_from(n).unwrap_or(i64::MAX);
+        conn.prepare_cached(START)
+            .map_err(db)?
+            .execute(params![queue.as_str(), now.timestamp_micros(), n])
+            .map_err(db)?;
+    }
+    Ok(())
+}
+
+/// Pauses or resumes `queue`. On the writer.
+pub(crate) fn set_paused(conn: &Connection, queue: &QueueName, paused: bool, now: Timestamp) -> Result<()> {
+    let at = paused.then(|| now.timestamp_micros());
+    conn.prepare_cached(PAUSE).map_err(db)?.execute(params![queue.as_str(), at]).map_err(db)?;
+    conn.prepare_cached(TIDY).map_err(db)?.execute(params![queue.as_str()]).map_err(db)?;
+    Ok(())
+}
+
+/// Replaces `queue`'s limits (checked by the caller). On the writer.
+pub(crate) fn set_limits(conn: &Connection, queue: &QueueName, limits: &QueueLimits) -> Result<()> {
+    let rate_limit = limits.rate.map(|r| i64::from(r.limit));
+    let rate_period = limits.rate.map(|r| r.period_micros());
+    let concurrency = limits.concurrency.map(i64::from);
+    conn.prepare_cached(LIMITS)
+        .map_err(db)?
+        .execute(params![queue.as_str(), concurrency, rate_limit, rate_period])
+        .map_err(db)?;
+    conn.prepare_cached(TIDY).map_err(db)?.execute(params![queue.as_str()]).map_err(db)?;
+    Ok(())
+}
+
+/// Every queue with a job or a control, by name.
+pub(crate) fn queues(conn: &Connection) -> Result<Vec<QueueInfo>> {
+    let mut seen: BTreeMap<String, Vec<Seen>> = BTreeMap::new();
+    {
+        let mut stmt = conn.prepare_cached(SEEN_LIST).map_err(db)?;
+        let mut rows = stmt.query([]).map_err(db)?;
+        while let Some(r) = rows.next().map_err(db)? {
+            let queue: String = r.get(0).map_err(db)?;
+            let entry = Seen {
+                worker: r.get(1).map_err(db)?,
+                at: from_micros(r.get(2).map_err(db)?),
+                paused: r.get(3).map_err(db)?,
+            };
+            seen.entry(queue).or_default().push(entry);
+        }
+    }
+    let mut stmt = conn.prepare_cached(LIST).map_err(db)?;
+    let mut rows = stmt.query([]).map_err(db)?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next().map_err(db)? {
+        let name: String = r.get(0).map_err(db)?;
+        let Ok(queue) = QueueName::new(&name) else {
+            tracing::error!(queue = %name, "queues skips a queue name jq cannot read (a corrupt row)");
+            continue;
+        };
+        let paused_at: Option<i64> = r.get(1).map_err(db)?;
+        out.push(QueueInfo {
+            paused_at: paused_at.map(from_micros),
+            limits: limits(r.get(2).map_err(db)?, r.get(3).map_err(db)?, r.get(4).map_err(db)?),
+            seen: seen.remove(&name).unwrap_or_default(),
+            queue,
+        });
+    }
+    Ok(out)
+}

@@ -1,0 +1,250 @@
+//! Queue controls: a pause and limits stored in the backend, honoured by
+//! every claimer on every connection inside the claim's atomic step.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use jq_core::clock::add;
+use jq_core::{Error, Job, JobId, QueueInfo, QueueLimits, Rate, State, Storage, StorageExt, Timestamp};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestCaseError, TestRunner};
+
+use super::support::{LEASE, MICRO, claim, enqueue_all, get, jobs, lease, manual_clock, queue};
+use crate::Harness;
+
+async fn info<S: Storage>(storage: &S, name: &str) -> QueueInfo {
+    let all = storage.queues().await.expect("queues");
+    assert!(all.windows(2).all(|w| w[0].queue < w[1].queue), "queues are listed by name: {all:?}");
+    all.into_iter().find(|q| q.queue.as_str() == name).unwrap_or_else(|| panic!("queue {name} is listed"))
+}
+
+async fn snapshot<S: Storage>(storage: &S, ids: &[JobId]) -> Vec<Job> {
+    let mut out = Vec::with_capacity(ids.len());
+    for id in ids {
+        out.push(get(storage, *id).await);
+    }
+    out
+}
+
+/// A pause made through one handle stops claims through another at once,
+/// leaves the queue's jobs untouched, lets enqueue and running jobs'
+/// acks through, shows which claimers met it, and a resume through a
+/// third handle makes the jobs claimable again.
+pub async fn pause_is_honoured_across_handles<H: Harness>(h: &H) {
+    let clock = manual_clock();
+    let operator = h.connect(clock.clock()).await;
+    let worker = h.connect(clock.clock()).await;
+    let ids = enqueue_all(&operator, jobs(&clock, "paused", 3)).await;
+    enqueue_all(&operator, jobs(&clock, "free", 1)).await;
+    let running = claim(&worker, &["paused"], 1, "w1").await;
+    assert_eq!(running.len(), 1);
+
+    operator.set_paused(&queue("paused"), true).await.expect("pause");
+    let paused_at = clock.now();
+    let waiting = snapshot(&worker, &ids[1..]).await;
+    clock.advance(Duration::from_secs(1));
+    let got = claim(&worker, &["paused", "free"], 10, "w2").await;
+    assert_eq!(got.len(), 1, "only the other queue's job: {got:?}");
+    assert_eq!(got[0].queue.as_str(), "free");
+    assert_eq!(snapshot(&worker, &ids[1..]).await, waiting, "a paused queue's jobs are not touched");
+
+    // Enqueue still stores; a running job still finishes.
+    let more = enqueue_all(&worker, jobs(&clock, "paused", 1)).await;
+    assert_eq!(get(&operator, more[0]).await.state, State::Pending);
+    worker.ack(lease(&running[0])).await.expect("a running job of a paused queue finishes");
+
+    // Pausing again keeps the instant it was first paused.
+    operator.set_paused(&queue("paused"), true).await.expect("pause again");
+    let seen = info(&operator, "paused").await;
+    assert_eq!(seen.paused_at, Some(paused_at));
+    assert!(seen.paused());
+    let w2 = seen.seen.iter().find(|s| s.worker == "w2").unwrap_or_else(|| panic!("w2 met the pause: {seen:?}"));
+    assert!(w2.paused && w2.at >= paused_at, "{w2:?}");
+    assert!(!info(&operator, "free").await.paused());
+
+    let third = h.connect(clock.clock()).await;
+    third.set_paused(&queue("paused"), false).await.expect("resume");
+    assert_eq!(info(&operator, "paused").await.paused_at, None);
+    let got = claim(&worker, &["paused"], 10, "w2").await;
+    assert_eq!(got.len(), 3, "every waiting job is claimable after the resume");
+}
+
+/// A pause is stored: a claimer connected after every other handle is
+/// gone still finds the queue paused, and so does `queues`. A queue with
+/// no job can be paused and is listed.
+pub async fn pause_survives_reconnect<H: Harness>(h: &H) {
+    let clock = manual_clock();
+    {
+        let operator = h.connect(clock.clock()).await;
+        enqueue_all(&operator, jobs(&clock, "q", 2)).await;
+        operator.set_paused(&queue("q"), true).await.expect("pause");
+        operator.set_paused(&queue("empty"), true).await.expect("pause an empty queue");
+    }
+    let restarted = h.connect(clock.clock()).await;
+    assert!(claim(&restarted, &["q"], 5, "w").await.is_empty(), "still paused after reconnecting");
+    assert!(info(&restarted, "q").await.paused());
+    assert!(info(&restarted, "empty").await.paused());
+    restarted.set_paused(&queue("q"), false).await.expect("resume");
+    assert_eq!(claim(&restarted, &["q"], 5, "w").await.len(), 2);
+}
+
+/// A concurrency limit counts Running jobs by their leases: an expired
+/// lease keeps its slot until recover ends it, then the slot comes back;
+/// an ack frees one at once. Lifting the limit frees the queue.
+pub async fn concurrency_slot_returns_after_recover<H: Harness>(h: &H) {
+    let clock = manual_clock();
+    let storage = h.connect(clock.clock()).await;
+    let other = h.connect(clock.clock()).await;
+    let ids = enqueue_all(&storage, jobs(&clock, "c", 6)).await;
+    let limits = QueueLimits { concurrency: Some(2), rate: None };
+    storage.set_limits(&queue("c"), &limits).await.expect("limit");
+    assert_eq!(info(&other, "c").await.limits, limits);
+
+    let first = claim(&other, &["c"], 10, "crashed").await;
+    assert_eq!(first.len(), 2, "two slots");
+    let held = snapshot(&storage, &ids[2..]).await;
+    assert!(claim(&storage, &["c"], 10, "w").await.is_empty(), "no slot left");
+    assert_eq!(snapshot(&storage, &ids[2..]).await, held, "held-back jobs are unchanged");
+
+    clock.advance(LEASE);
+    assert!(claim(&storage, &["c"], 10, "w").await.is_empty(), "an expired lease still holds its slot");
+    assert_eq!(storage.recover().await.expect("recover"), 2);
+    let second = claim(&storage, &["c"], 10, "w").await;
+    assert_eq!(second.len(), 2, "recover gave the slots back");
+    storage.ack(lease(&second[0])).await.expect("ack");
+    assert_eq!(claim(&storage, &["c"], 10, "w").await.len(), 1, "an ack frees its slot");
+
+    storage.set_limits(&queue("c"), &QueueLimits::none()).await.expect("lift");
+    assert_eq!(info(&other, "c").await.limits, QueueLimits::none());
+    assert_eq!(claim(&storage, &["c"], 10, "w").await.len(), 3, "no limit: the rest");
+}
+
+/// A rate limit is a sliding window: at most N starts in any window
+/// `(t - period, t]`, so a start leaves the window exactly one period
+/// later and no edge lets 2N through. Held-back jobs are unchanged (no
+/// attempt, no lease). Bad limits are refused.
+pub async fn rate_limit_is_a_sliding_window<H: Harness>(h: &H) {
+    let clock = manual_clock();
+    let storage = h.connect(clock.clock()).await;
+    let other = h.connect(clock.clock()).await;
+    let ids = enqueue_all(&storage, jobs(&clock, "r", 10)).await;
+    let period = Duration::from_secs(10);
+    let limits = QueueLimits { concurrency: None, rate: Some(Rate::new(3, period)) };
+    storage.set_limits(&queue("r"), &limits).await.expect("limit");
+    let start = clock.now();
+
+    assert_eq!(claim(&other, &["r"], 2, "w").await.len(), 2);
+    clock.advance(Duration::from_secs(6));
+    assert_eq!(claim(&storage, &["r"], 10, "w").await.len(), 1, "three starts per window");
+    let held = snapshot(&storage, &ids[3..]).await;
+    clock.set(add(start, period - MICRO));
+    assert!(claim(&other, &["r"], 10, "w").await.is_empty(), "the first starts are still in the window");
+    assert_eq!(snapshot(&storage, &ids[3..]).await, held, "held-back jobs are unchanged");
+    clock.set(add(start, period));
+    assert_eq!(claim(&other, &["r"], 10, "w").await.len(), 2, "the two first starts left the window");
+    clock.set(add(start, Duration::from_secs(16)));
+    assert_eq!(claim(&other, &["r"], 10, "w").await.len(), 1, "then the third");
+
+    let refused = [
+        QueueLimits { concurrency: Some(0), rate: None },
+        QueueLimits { concurrency: None, rate: Some(Rate::new(0, period)) },
+        QueueLimits { concurrency: None, rate: Some(Rate::new(1, Duration::ZERO)) },
+    ];
+    for limits in refused {
+        let got = storage.set_limits(&queue("r"), &limits).await;
+        assert!(matches!(got, Err(Error::InvalidInput { .. })), "{limits:?}: {got:?}");
+    }
+    assert_eq!(info(&storage, "r").await.limits.rate, Some(Rate::new(3, period)), "a refused change changes nothing");
+}
+
+/// One case of [`limits_hold_under_concurrent_claimers`].
+#[derive(Clone, Debug)]
+struct Case {
+    concurrency: Option<u32>,
+    rate: Option<(u32, u64)>,
+    /// Per round: each claimer's limit, how many Running jobs to ack
+    /// after it, and how far the clock moves (ms).
+    rounds: Vec<(Vec<usize>, usize, u64)>,
+}
+
+fn case() -> impl Strategy<Value = Case> {
+    let round = (proptest::collection::vec(1usize..4, 8), 0usize..4, 0u64..700);
+    (
+        proptest::option::weighted(0.7, 1u32..6),
+        proptest::option::weighted(0.7, (1u32..8, 200u64..2_000)),
+        proptest::collection::vec(round, 1..8),
+    )
+        .prop_filter("at least one limit", |(c, r, _)| c.is_some() || r.is_some())
+        .prop_map(|(concurrency, rate, rounds)| Case { concurrency, rate, rounds })
+}
+
+/// 8 claimers on 8 connections claim concurrently from a queue with a
+/// concurrency and/or rate limit, under the test's clock, between acks and
+/// clock moves (random cases, run with proptest): the Running jobs never
+/// exceed the concurrency, no window of the period holds more starts than
+/// the rate allows, and every job not claimed is exactly as it was.
+pub async fn limits_hold_under_concurrent_claimers<H: Harness>(h: &H) {
+    let cases = std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(6);
+    let mut runner = TestRunner::new(Config { cases, failure_persistence: None, ..Config::default() });
+    let runtime = tokio::runtime::Handle::current();
+    let n = std::sync::atomic::AtomicU32::new(0);
+    let result = runner.run(&case(), |case| {
+        let name = format!("limited-{}", n.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+        tokio::task::block_in_place(|| runtime.block_on(run_case(h, &name, case)))
+    });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+}
+
+async fn run_case<H: Harness>(h: &H, name: &str, case: Case) -> Result<(), TestCaseError> {
+    const JOBS: usize = 40;
+    let clock = manual_clock();
+    let storage = h.connect(clock.clock()).await;
+    let mut claimers = Vec::new();
+    for _ in 0..8 {
+        claimers.push(h.connect(clock.clock()).await);
+    }
+    let ids = enqueue_all(&storage, jobs(&clock, name, JOBS)).await;
+    let rate = case.rate.map(|(limit, ms)| Rate::new(limit, Duration::from_millis(ms)));
+    let limits = QueueLimits { concurrency: case.concurrency, rate };
+    storage.set_limits(&queue(name), &limits).await.expect("limit");
+    let mut before: BTreeMap<JobId, Job> = snapshot(&storage, &ids).await.into_iter().map(|j| (j.id, j)).collect();
+    let mut starts: Vec<Timestamp> = Vec::new();
+    let mut running: Vec<Job> = Vec::new();
+    for (limits_per_claimer, acks, advance) in case.rounds {
+        let now = clock.now();
+        let mut tasks = Vec::new();
+        for (c, (conn, limit)) in claimers.iter().zip(limits_per_claimer).enumerate() {
+            let conn = conn.clone();
+            let name = name.to_owned();
+            tasks.push(tokio::spawn(async move { claim(&conn, &[&name], limit, &format!("c{c}")).await }));
+        }
+        for task in tasks {
+            let got = task.await.expect("claimer task");
+            starts.extend(got.iter().map(|_| now));
+            for job in &got {
+                prop_assert!(before.remove(&job.id).is_some(), "job {} claimed twice", job.id);
+            }
+            running.extend(got);
+        }
+        if let Some(n) = case.concurrency {
+            prop_assert!(running.len() <= n as usize, "{} Running over a concurrency of {n}", running.len());
+        }
+        if let Some(rate) = rate {
+            for s in &starts {
+                let end = add(*s, rate.period);
+                let inside = starts.iter().filter(|t| *t >= s && *t < &end).count();
+                prop_assert!(inside <= rate.limit as usize, "{inside} starts within {rate} from {s}");
+            }
+        }
+        for (id, job) in &before {
+            prop_assert_eq!(&get(&storage, *id).await, job, "a job not claimed is unchanged");
+        }
+        for job in running.drain(..acks.min(running.len())) {
+            storage.ack(lease(&job)).await.expect("ack");
+        }
+        clock.advance(Duration::from_millis(advance));
+    }
+    Ok(())
+}
