@@ -7,8 +7,10 @@
 pub mod clock;
 pub mod error;
 pub mod job;
+pub mod observe;
 pub mod retry;
 pub mod storage;
+pub mod trace;
 pub mod worker;
 
 pub use clock::{Clock, ManualClock, Timestamp};
@@ -17,6 +19,7 @@ pub use job::{
     AttemptError, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_QUEUE, IntoJob, Job, JobBuilder, JobId,
     JobType, Lease, LeaseRef, LeaseToken, NewJob, Payload, Priority, QueueName, State,
 };
+pub use trace::TraceContext;
 pub use retry::{Backoff, ConstantBackoff, ExponentialBackoff};
 pub use storage::{
     ClaimRequest, Completion, CompletionResult, Election, JobFilter, Leader, Outcome, StateCounts, Stats, Storage,

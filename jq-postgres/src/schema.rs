@@ -15,6 +15,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("unique_slots", include_str!("../migrations/0002_unique_slots.sql")),
     ("partial_indexes", include_str!("../migrations/0003_partial_indexes.sql")),
     ("leaders", include_str!("../migrations/0004_leaders.sql")),
+    ("trace", include_str!("../migrations/0005_trace.sql")),
 ];
 
 /// The newest schema version this build knows.
@@ -24,7 +25,7 @@ pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
 /// always aliased `j`.
 const COLUMNS: &str = "j.id, j.queue, j.kind, j.payload, j.priority, j.state, j.attempts, j.max_attempts, \
                        j.run_at, j.created_at, j.finished_at, j.lease_token, j.lease_worker, j.lease_expires_at, \
-                       j.errors::text, j.unique_key";
+                       j.errors::text, j.unique_key, j.trace";
 
 /// `"name"`: a quoted identifier. The name was checked to be letters,
 /// digits and `_` (see `PostgresConfig::check`), so no escaping is needed.

@@ -17,7 +17,7 @@ use crate::keys::{id_hex, slot};
 use crate::{Inner, error, scripts};
 
 /// Values per job after the script's 3 leading arguments.
-const PER_JOB: usize = 9;
+const PER_JOB: usize = 10;
 
 pub(crate) async fn enqueue(s: &Inner, jobs: Vec<NewJob>) -> Result<Vec<JobId>> {
     if jobs.is_empty() {
@@ -65,6 +65,7 @@ pub(crate) async fn enqueue(s: &Inner, jobs: Vec<NewJob>) -> Result<Vec<JobId>> 
                 .map_err(|_| error::unexpected(format!("enqueue returned the id {existing:?}")))?;
         }
     }
+    jq_core::observe::EnqueueTally::of(&jobs).record();
     Ok(ids)
 }
 
@@ -100,7 +101,8 @@ fn script_call(s: &Inner, jobs: &[NewJob], now: i64) -> redis::Cmd {
             .arg(run_at)
             .arg(job.max_attempts)
             .arg(job.unique_key.as_deref().unwrap_or(""))
-            .arg(&member);
+            .arg(&member)
+            .arg(job.trace.as_ref().map_or("", |t| t.as_stored()));
     }
     debug_assert_eq!(cmd.args_iter().count(), 3 + bases.len() + 3 + PER_JOB * jobs.len());
     cmd

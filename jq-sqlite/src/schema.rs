@@ -18,6 +18,7 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
     ("001_jobs", include_str!("sql/001_jobs.sql")),
     ("002_maintenance", include_str!("sql/002_maintenance.sql")),
     ("003_leaders", include_str!("sql/003_leaders.sql")),
+    ("004_trace", include_str!("sql/004_trace.sql")),
 ];
 
 /// The schema version this crate writes.

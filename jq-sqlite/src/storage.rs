@@ -162,6 +162,7 @@ impl SqliteStorage {
         if stored > 0 {
             wake::arm(tx, &self.inner.signal)?;
         }
+        jq_core::observe::EnqueueTally::of(&jobs).record();
         Ok(ids)
     }
 
@@ -218,7 +219,10 @@ impl Storage for SqliteStorage {
         if jobs.is_empty() {
             return Ok(Vec::new());
         }
-        self.call(|reply| Command::Enqueue { jobs, reply }).await
+        let tally = jq_core::observe::EnqueueTally::of(&jobs);
+        let ids = self.call(|reply| Command::Enqueue { jobs, reply }).await?;
+        tally.record();
+        Ok(ids)
     }
 
     async fn claim(&self, request: &ClaimRequest) -> Result<Vec<Job>> {

@@ -172,6 +172,7 @@ impl Storage for MemoryStorage {
                         lease: None,
                         errors: Vec::new(),
                         unique_key: job.unique_key,
+                        trace: job.trace,
                     },
                 );
             }

@@ -140,6 +140,7 @@ impl Storage for IndexedStorage {
                     lease: None,
                     errors: Vec::new(),
                     unique_key: job.unique_key,
+                    trace: job.trace,
                 });
             }
         }

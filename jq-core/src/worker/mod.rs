@@ -129,6 +129,10 @@ pub const DEFAULT_PURGE_INTERVAL: Duration = Duration::from_secs(60);
 /// another takes over within this long.
 pub const DEFAULT_MAINTENANCE_LEASE: Duration = Duration::from_secs(30);
 
+/// Default interval between samples of the store's gauges (jobs per queue
+/// and state, oldest pending age) by the maintaining pool.
+pub const DEFAULT_SAMPLE_INTERVAL: Duration = Duration::from_secs(15);
+
 /// The settings of a pool; see the [`WorkerPool`] builder methods for each
 /// one's meaning and default.
 pub(crate) struct Config {
@@ -151,6 +155,8 @@ pub(crate) struct Config {
     pub(crate) retention: Vec<(State, Option<Duration>)>,
     pub(crate) worker_name: String,
     pub(crate) retry_unknown_kinds: bool,
+    pub(crate) observe: bool,
+    pub(crate) sample_interval: Duration,
 }
 
 /// A pool of workers over a storage `S`, configured with builder methods,
@@ -219,6 +225,8 @@ impl<S: Storage> WorkerPool<S> {
                 retention: Vec::new(),
                 worker_name: default_worker_name(),
                 retry_unknown_kinds: false,
+                observe: true,
+                sample_interval: DEFAULT_SAMPLE_INTERVAL,
             },
             handlers: HashMap::new(),
             fallback: None,
@@ -416,6 +424,27 @@ impl<S: Storage> WorkerPool<S> {
         self
     }
 
+    /// Turns the pool's spans and metrics on or off (default on): a
+    /// `jq.job` span per run (info level, with the job's id, kind, queue,
+    /// attempt and the worker; its outcome and duration recorded when it
+    /// closes; linked to the enqueuing span's trace context), the per-job
+    /// counters and histograms of [`crate::observe`], and, on the pool that
+    /// holds the maintenance role, the store's gauges. Off, a run costs no
+    /// span and no metric; for a measurement of what observation costs.
+    pub fn observe(mut self, enabled: bool) -> Self {
+        self.config.observe = enabled;
+        self
+    }
+
+    /// How often the maintaining pool samples the store's gauges
+    /// ([`crate::observe::JOBS`], [`crate::observe::OLDEST_PENDING_AGE`]):
+    /// one `stats` call and one one-job `list` per queue with Pending jobs
+    /// (default 15 s, a typical scrape interval).
+    pub fn sample_interval(mut self, interval: Duration) -> Self {
+        self.config.sample_interval = interval;
+        self
+    }
+
     /// Checks the settings and starts the pool's tasks on the current tokio
     /// runtime.
     ///
@@ -451,6 +480,9 @@ impl<S: Storage> WorkerPool<S> {
                 "maintenance lease",
                 format!("{:?}: it must be at least 4 ms (it is renewed every quarter)", config.maintenance_lease),
             ));
+        }
+        if config.sample_interval.is_zero() {
+            return Err(Error::invalid("sample interval", "0 s: the store's gauges would be sampled without pause"));
         }
         if let Some((state, _)) = config.retention.iter().find(|(s, _)| !s.is_terminal()) {
             return Err(Error::invalid("retention", format!("{state} is not terminal: only finished jobs are purged")));

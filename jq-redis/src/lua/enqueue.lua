@@ -4,13 +4,13 @@
 -- ARGV[1]  now (microseconds): created_at of every job
 -- ARGV[2]  wake-up channel (PUBLISHed once when a job became Pending)
 -- ARGV[3]  queue names, one per KEYS entry, separated by "\n"
--- then 9 values per job, all computed by the client so that the loop below
+-- then 10 values per job, all computed by the client so that the loop below
 -- only moves strings:
 --   id (32 hex), queue index (1-based into KEYS), kind, payload, priority
 --   (integer), run_at (microseconds, "now" already filled in),
 --   max_attempts, unique key ("" = none), ready member (the job's member of
 --   the ready set when it is Pending, i.e. run_at <= now; "" when it is
---   Scheduled)
+--   Scheduled), trace (the enqueuing span's W3C context; "" = none)
 -- attempts (0) and errors (none) are left out of new hashes: absent means
 -- that, and every field written per job costs on the hot path.
 -- Returns one value per job: "" when stored, else the id of the live job of
@@ -28,9 +28,9 @@ for q = 1, #KEYS do
 end
 local result = {}
 local woke = false
-local n = (#ARGV - 3) / 9
+local n = (#ARGV - 3) / 10
 for j = 0, n - 1 do
-  local a = 3 + j * 9
+  local a = 3 + j * 10
   local id, qi, uk = ARGV[a + 1], tonumber(ARGV[a + 2]), ARGV[a + 8]
   local base = KEYS[qi]
   local existing = false
@@ -59,6 +59,9 @@ for j = 0, n - 1 do
         'priority', priority, 'state', state, 'max_attempts', ARGV[a + 7], 'run_at', run_at, 'created_at', now,
         'unique_key', uk)
       redis.call('HSET', base .. 'unique', uk, id)
+    end
+    if ARGV[a + 10] ~= '' then
+      redis.call('HSET', key, 'trace', ARGV[a + 10])
     end
     if member ~= '' then
       woke = true
