@@ -16,8 +16,9 @@ use std::time::Duration;
 
 use metrics::{Counter, Histogram};
 
+use crate::error::Result;
 use crate::job::{NewJob, QueueName, State};
-use crate::storage::{Outcome, Stats};
+use crate::storage::{JobFilter, Outcome, Stats, Storage};
 
 /// Counter: jobs accepted by an enqueue call of a jq backend (a job that
 /// deduplicated to a stored one included), by `queue` and `kind`.
@@ -93,6 +94,32 @@ pub fn store_gauges(stats: &Stats) {
 /// Sets the [`OLDEST_PENDING_AGE`] gauge of `queue`.
 pub fn oldest_pending_age(queue: &str, age: Duration) {
     metrics::gauge!(OLDEST_PENDING_AGE, "queue" => queue.to_owned()).set(age.as_secs_f64());
+}
+
+/// Sets the store's gauges from one `stats` call and, per queue with
+/// Pending jobs, a one-job `list` of its earliest enqueued Pending job.
+/// The maintaining pool calls it every `WorkerPool::sample_interval`;
+/// `jqctl metrics` calls it for each scrape interval.
+pub async fn sample_store<S: Storage + ?Sized>(storage: &S) -> Result<()> {
+    let stats = storage.stats().await?;
+    store_gauges(&stats);
+    let now = storage.clock().now();
+    for (queue, counts) in &stats.queues {
+        let age = if counts.get(State::Pending) == 0 {
+            Duration::ZERO
+        } else {
+            let filter = JobFilter {
+                queue: Some(QueueName::new(queue.as_str())?),
+                state: Some(State::Pending),
+                limit: 1,
+                ..JobFilter::default()
+            };
+            let oldest = storage.list(&filter).await?;
+            oldest.first().and_then(|job| now.signed_duration_since(job.run_at).to_std().ok()).unwrap_or_default()
+        };
+        oldest_pending_age(queue, age);
+    }
+    Ok(())
 }
 
 /// The handles of one (queue, kind).

@@ -84,9 +84,9 @@ pub use jq_core::{
     DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_QUEUE, Election, Error, ExponentialBackoff, HandlerError,
     HandlerResult, IntoJob, Job, JobBuilder, JobContext, JobFilter, JobId, JobType, Leader, Lease, LeaseRef,
     LeaseToken, ManualClock, NewJob, Outcome, Payload, Priority, QueueName, Result, State, StateCounts, Stats, Storage,
-    StorageExt, Timestamp, WorkSignal, WorkerHandle, WorkerPool,
+    StorageExt, Timestamp, TraceContext, WorkSignal, WorkerHandle, WorkerPool,
 };
-pub use jq_core::{clock, storage, worker};
+pub use jq_core::{clock, observe, storage, trace, worker};
 
 /// `#[async_trait]`, which [`Storage`] implementations need.
 pub use async_trait::async_trait;

@@ -22,8 +22,8 @@ use super::failure::Failure;
 use super::jitter;
 use crate::clock::Timestamp;
 use crate::error::Error;
-use crate::job::{LeaseToken, QueueName, State};
-use crate::storage::{Election, JobFilter, Storage};
+use crate::job::{LeaseToken, State};
+use crate::storage::{Election, Storage};
 
 /// The role the maintaining pool holds.
 pub const ROLE: &str = "maintenance";
@@ -189,7 +189,7 @@ impl<S: Storage> Maintenance<S> {
     async fn sample_loop(&self, mut elected: watch::Receiver<bool>) {
         let Some(interval) = self.sample_interval else { return };
         while elected.wait_for(|held| *held).await.is_ok() {
-            if let Err(error) = sample(&*self.storage).await {
+            if let Err(error) = crate::observe::sample_store(&*self.storage).await {
                 if self.fatal("sample", error) {
                     return;
                 }
@@ -197,31 +197,6 @@ impl<S: Storage> Maintenance<S> {
             tokio::time::sleep(jitter(interval, 0.1)).await;
         }
     }
-}
-
-/// Sets the store's gauges from one `stats` call and, per queue with
-/// Pending jobs, a one-job `list` of its earliest enqueued Pending job.
-/// `jqctl metrics` samples with it too.
-pub async fn sample<S: Storage + ?Sized>(storage: &S) -> Result<(), Error> {
-    let stats = storage.stats().await?;
-    crate::observe::store_gauges(&stats);
-    let now = storage.clock().now();
-    for (queue, counts) in &stats.queues {
-        let age = if counts.get(State::Pending) == 0 {
-            Duration::ZERO
-        } else {
-            let filter = JobFilter {
-                queue: Some(QueueName::new(queue.as_str())?),
-                state: Some(State::Pending),
-                limit: 1,
-                ..JobFilter::default()
-            };
-            let oldest = storage.list(&filter).await?;
-            oldest.first().and_then(|job| now.signed_duration_since(job.run_at).to_std().ok()).unwrap_or_default()
-        };
-        crate::observe::oldest_pending_age(queue, age);
-    }
-    Ok(())
 }
 
 /// `now - keep`, saturating at the earliest instant.
