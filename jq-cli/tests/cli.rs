@@ -29,6 +29,7 @@ sqlite_scenarios!(
     worker_runs_the_command_with_payload_and_environment,
     purge_removes_only_what_it_says,
     leaders_shows_the_maintaining_worker,
+    metrics_endpoints_serve_gauges_and_counters,
 );
 
 #[test]

@@ -5,8 +5,11 @@
 
 mod admin;
 mod enqueue;
+mod metrics;
 mod read;
 pub mod worker;
+
+pub use metrics::serve as serve_metrics;
 
 use std::time::Duration;
 
@@ -44,6 +47,13 @@ pub enum Action {
     },
     /// Show the holders of roles.
     Leaders,
+    /// Serve the store's gauges on /metrics.
+    Metrics {
+        /// Where to listen.
+        listen: std::net::SocketAddr,
+        /// Sampling interval.
+        every: Duration,
+    },
     /// Run a worker.
     Worker(worker::WorkerPlan),
 }
@@ -72,6 +82,7 @@ impl Action {
             Command::Dead(DeadCommand::Retry { id: None, queue, .. }) => Action::DeadRetry(RetryTarget::All(queue)),
             Command::Purge { state, older_than } => Action::Purge { state, older_than },
             Command::Leaders => Action::Leaders,
+            Command::Metrics { listen, interval } => Action::Metrics { listen, every: interval },
             Command::Worker(args) => Action::Worker(worker::WorkerPlan::prepare(args)?),
             Command::Migrate => return Ok(None),
         }))
@@ -90,6 +101,7 @@ impl Action {
             Action::DeadRetry(target) => admin::retry(&storage, target, json).await,
             Action::Purge { state, older_than } => admin::purge(&storage, state, older_than, json).await,
             Action::Leaders => read::leaders(&storage, json).await,
+            Action::Metrics { listen, every } => metrics::run(&storage, listen, every).await,
             Action::Worker(plan) => worker::run(storage, plan).await,
         }
     }
