@@ -9,12 +9,13 @@
 //! cargo run --release -p examples --example bench -- sqlite --only drain --observe off   # run both, compare
 //! ```
 //!
-//! `--observe on`: what a traced, scraped deployment pays: the Prometheus
-//! recorder installed (its upkeep every 5 s), a `tracing-opentelemetry`
-//! layer over an always-sampling tracer (spans dropped at the end, no
-//! exporter) with `jq_core=info` enabled, and the pools' spans and metrics
-//! on. `--observe off`: no recorder, no OpenTelemetry layer, and the pools
-//! built with `observe(false)`. Without the flag, the pools' default
+//! `--observe on`: what jq's observation costs a scraped deployment: the
+//! Prometheus recorder installed (its upkeep every 5 s), jq's spans enabled
+//! (`jq_core=info`) in the fmt subscriber, and the pools' spans and metrics
+//! on. `--observe otel` adds a `tracing-opentelemetry` layer over an
+//! always-sampling tracer (no exporter): the OpenTelemetry SDK's own cost
+//! per span on top. `--observe off`: no recorder, logs at warn, and the
+//! pools built with `observe(false)`. Without the flag, the pools' default
 //! (observe on) with no recorder and logs at warn.
 //!
 //! Redis: the server at `JQ_REDIS_URL` (default `redis://127.0.0.1:6379`);
@@ -111,7 +112,7 @@ impl<S> Fresh<S> {
 }
 
 const USAGE: &str = "usage: bench <backend> [--runs N] [--only batch|single|drain|latency|procs|loaded|held] \
-                     [--observe on|off]\n\
+                     [--observe on|off|otel]\n\
                      backends: sqlite, redis, postgres (loaded: sqlite and postgres; held: postgres)";
 
 /// One scenario, for `--only`.
@@ -166,11 +167,12 @@ fn redis_url() -> String {
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
-    let observe = match std::env::args().skip_while(|a| a != "--observe").nth(1).as_deref() {
+    let observe = match std::env::args().skip_while(|a| a != "--observe").nth(1) {
         None => None,
-        Some("on") => Some(true),
-        Some("off") => Some(false),
-        Some(other) => return Err(format!("--observe {other:?}: use on or off\n{USAGE}").into()),
+        Some(mode) => Some(
+            observation::Observe::parse(&mode)
+                .ok_or_else(|| format!("--observe {mode:?}: use on, off or otel\n{USAGE}"))?,
+        ),
     };
     let _telemetry = observation::install(observe)?;
 
