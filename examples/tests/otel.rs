@@ -21,10 +21,8 @@ async fn otel_example_links_runs_to_the_request() {
     for run in &runs {
         let linked: Vec<_> = run.links.iter().map(|l| l.span_context.trace_id()).collect();
         assert_eq!(linked, [request.span_context.trace_id()]);
-        let nested = spans
-            .iter()
-            .filter(|s| s.name == "smtp.send" && s.parent_span_id == run.span_context.span_id())
-            .count();
+        let nested =
+            spans.iter().filter(|s| s.name == "smtp.send" && s.parent_span_id == run.span_context.span_id()).count();
         assert_eq!(nested, 1, "one smtp.send inside each run");
     }
     let text = telemetry.metrics.render();

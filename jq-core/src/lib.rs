@@ -19,10 +19,10 @@ pub use job::{
     AttemptError, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_QUEUE, IntoJob, Job, JobBuilder, JobId,
     JobType, Lease, LeaseRef, LeaseToken, NewJob, Payload, Priority, QueueName, State,
 };
-pub use trace::TraceContext;
 pub use retry::{Backoff, ConstantBackoff, ExponentialBackoff};
 pub use storage::{
     ClaimRequest, Completion, CompletionResult, Election, JobFilter, Leader, Outcome, StateCounts, Stats, Storage,
     StorageExt, WorkSignal,
 };
+pub use trace::TraceContext;
 pub use worker::{HandlerError, HandlerResult, JobContext, WorkerHandle, WorkerPool};

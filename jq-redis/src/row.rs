@@ -4,8 +4,7 @@ use std::collections::HashMap;
 
 use jq_core::clock::from_micros;
 use jq_core::{
-    AttemptError, Error, Job, JobId, Lease, LeaseToken, Payload, Priority, QueueName, Result, State,
-    TraceContext,
+    AttemptError, Error, Job, JobId, Lease, LeaseToken, Payload, Priority, QueueName, Result, State, TraceContext,
 };
 use serde::Deserialize;
 use uuid::Uuid;
@@ -20,8 +19,18 @@ struct StoredError {
 
 /// The fields `claim.lua` returns per job, in its order; then id and the
 /// queue's 1-based index.
-const CLAIMED: [&str; 10] =
-    ["kind", "payload", "priority", "max_attempts", "run_at", "created_at", "attempts", "errors", "unique_key", "trace"];
+const CLAIMED: [&str; 10] = [
+    "kind",
+    "payload",
+    "priority",
+    "max_attempts",
+    "run_at",
+    "created_at",
+    "attempts",
+    "errors",
+    "unique_key",
+    "trace",
+];
 
 /// Decodes one job of a `claim.lua` reply: [`CLAIMED`] values (nil when
 /// absent), the id and the queue index into `queues`; state, lease token,

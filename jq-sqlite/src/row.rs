@@ -5,8 +5,8 @@
 //! order of [`COLUMNS`].
 
 use jq_core::clock::from_micros;
-use jq_core::{AttemptError, Error, Job, JobId, Lease, LeaseToken, Payload, Priority, QueueName, Result, State,
-    TraceContext,
+use jq_core::{
+    AttemptError, Error, Job, JobId, Lease, LeaseToken, Payload, Priority, QueueName, Result, State, TraceContext,
 };
 use rusqlite::Row;
 use rusqlite::types::ValueRef;

@@ -147,7 +147,7 @@ fn enqueue_spec() -> impl Strategy<Value = EnqueueSpec> {
 /// Trace context `n`: with and without a `tracestate`.
 fn trace_context(n: u8) -> jq_core::TraceContext {
     let parent = format!("00-{:032x}-{:016x}-01", u128::from(n) + 1, u64::from(n) + 1);
-    let state = (n % 2 == 0).then(|| format!("jq=t{n},other=x"));
+    let state = n.is_multiple_of(2).then(|| format!("jq=t{n},other=x"));
     jq_core::TraceContext::new(&parent, state.as_deref()).unwrap_or_else(|_| jq_core::TraceContext::from_stored(parent))
 }
 

@@ -67,9 +67,8 @@ async fn scrape(addr: SocketAddr) -> Samples {
 /// Runs the drain on `url` in queue `queue`, then checks the scrape.
 async fn drain_and_check(url: &str, queue: &str, addr: SocketAddr) {
     let client = common::connect(url, Clock::system()).await;
-    let jobs: Vec<NewJob> = (0..JOBS)
-        .map(|i| NewJob::builder("drain", Payload::of(&i).unwrap()).queue(queue).build().unwrap())
-        .collect();
+    let jobs: Vec<NewJob> =
+        (0..JOBS).map(|i| NewJob::builder("drain", Payload::of(&i).unwrap()).queue(queue).build().unwrap()).collect();
     client.enqueue_many(jobs).await.unwrap();
     let later = NewJob::builder("later", Payload::of(&0).unwrap()).queue(queue).delay(Duration::from_secs(3600));
     let cancelled = client.enqueue_many([later.build().unwrap(), later_copy(queue)]).await.unwrap();

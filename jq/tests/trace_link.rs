@@ -32,8 +32,8 @@ fn attribute(span: &SpanData, key: &str) -> Option<String> {
 async fn a_jobs_run_span_links_to_the_span_that_enqueued_it() {
     let exporter = InMemorySpanExporter::default();
     let provider = SdkTracerProvider::builder().with_simple_exporter(exporter.clone()).build();
-    let subscriber = tracing_subscriber::registry()
-        .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("jq-test")));
+    let subscriber =
+        tracing_subscriber::registry().with(tracing_opentelemetry::layer().with_tracer(provider.tracer("jq-test")));
     // This test binary's only subscriber: the pool's tasks run on other
     // threads of the runtime.
     tracing::subscriber::set_global_default(subscriber).unwrap();
@@ -83,7 +83,8 @@ async fn a_jobs_run_span_links_to_the_span_that_enqueued_it() {
     let other = runs.iter().find(|s| s.span_context.span_id() != run.span_context.span_id()).unwrap();
     assert!(other.links.links.is_empty(), "a job enqueued outside a trace has no link");
 
-    let work = spans.iter().find(|s| s.name == "handler.work" && attribute(s, "order").as_deref() == Some("7")).unwrap();
+    let work =
+        spans.iter().find(|s| s.name == "handler.work" && attribute(s, "order").as_deref() == Some("7")).unwrap();
     assert_eq!(work.parent_span_id, run.span_context.span_id(), "handler spans nest in the run span");
     assert_eq!(work.span_context.trace_id(), run.span_context.trace_id());
 }

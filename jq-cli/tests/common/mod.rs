@@ -414,7 +414,8 @@ pub mod scenarios {
     /// `jqctl metrics` serves the store's gauges, and `jqctl worker
     /// --metrics-listen` the worker's counters: equal to the jobs it ran.
     pub fn metrics_endpoints_serve_gauges_and_counters(s: &Store) {
-        let ids: Vec<String> = (0..3).map(|i| s.enqueue(&["ping", &format!("{{\"n\":{i}}}"), "--queue", "mq"])).collect();
+        let ids: Vec<String> =
+            (0..3).map(|i| s.enqueue(&["ping", &format!("{{\"n\":{i}}}"), "--queue", "mq"])).collect();
         s.enqueue(&["ping", "{}", "--queue", "mq", "--delay", "1h"]);
         let addr = free_addr();
         let mut server = s

@@ -13,8 +13,8 @@
 use std::sync::Arc;
 
 use tokio::sync::mpsc;
-use tracing::Instrument;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::ErrorBackoff;
 use super::failure::Failure;

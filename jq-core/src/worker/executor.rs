@@ -82,7 +82,12 @@ impl Executor {
         }
     }
 
-    async fn execute(&self, Claimed { job, cancel, permit }: Claimed, metrics: Option<Arc<JobMetrics>>, span: tracing::Span) {
+    async fn execute(
+        &self,
+        Claimed { job, cancel, permit }: Claimed,
+        metrics: Option<Arc<JobMetrics>>,
+        span: tracing::Span,
+    ) {
         let Some(lease) = job.lease_ref() else { return }; // the fetcher only sends leased jobs
         let attempt = job.attempts;
         let max_attempts = job.max_attempts;

@@ -189,10 +189,10 @@ impl<S: Storage> Maintenance<S> {
     async fn sample_loop(&self, mut elected: watch::Receiver<bool>) {
         let Some(interval) = self.sample_interval else { return };
         while elected.wait_for(|held| *held).await.is_ok() {
-            if let Err(error) = crate::observe::sample_store(&*self.storage).await {
-                if self.fatal("sample", error) {
-                    return;
-                }
+            if let Err(error) = crate::observe::sample_store(&*self.storage).await
+                && self.fatal("sample", error)
+            {
+                return;
             }
             tokio::time::sleep(jitter(interval, 0.1)).await;
         }

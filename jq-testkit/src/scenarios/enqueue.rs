@@ -8,7 +8,8 @@ use jq_core::{
 };
 
 use super::support::{
-    build, builder, claim, claim_one, enqueue_all, get, lease, list_all, manual_clock, payload_of_size, same_json, stats,
+    build, builder, claim, claim_one, enqueue_all, get, lease, list_all, manual_clock, payload_of_size, same_json,
+    stats,
 };
 use crate::Harness;
 
