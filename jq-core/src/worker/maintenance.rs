@@ -1,11 +1,12 @@
-//! Maintenance: promote due Scheduled jobs, recover expired leases, and purge
-//! finished jobs past their retention, on one pool per store.
+//! Maintenance: promote due Scheduled jobs, recover expired leases, purge
+//! finished jobs past their retention, and sample the store's metrics
+//! gauges, on one pool per store.
 //!
 //! Each operation is idempotent and safe from many processes at once, but
 //! every pool running them multiplies the store's work by the number of
 //! pools. So the pools elect one maintainer: the task campaigns for the
 //! [`ROLE`] every quarter of the maintenance lease ([`Storage::elect`], held
-//! for three quarters of it, so two renewals may fail), and the three
+//! for three quarters of it, so two renewals may fail), and the
 //! jittered loops run only while this pool holds the role. The others keep
 //! campaigning and take over within one maintenance lease when the holder
 //! dies; a pool shutting down resigns, so another takes over at its next
@@ -47,7 +48,7 @@ pub(crate) struct Maintenance<S> {
 }
 
 impl<S: Storage> Maintenance<S> {
-    /// Campaigns and, while elected, runs the three loops, until `stop`
+    /// Campaigns and, while elected, runs the loops (promote, recover, purge, sample), until `stop`
     /// fires; then resigns.
     pub(crate) async fn run(self) {
         let election = Election {

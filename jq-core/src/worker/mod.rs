@@ -67,8 +67,13 @@
 //!   [`Storage::complete`] call.
 //! - [`heartbeat`]: extends every held lease in one call per
 //!   interval; cancels the jobs whose lease was lost.
-//! - [`maintenance`]: promote, recover and retention purges, run by the one
+//! - [`maintenance`]: promote, recover and retention purges, and the
+//!   sampling of the store's gauges ([`crate::observe`]), run by the one
 //!   pool per store that holds the "maintenance" role ([`Storage::elect`]).
+//!
+//! Each run is a `jq.job` span that the handler's future runs in, linked
+//! to the trace context the job was enqueued with; see
+//! [`WorkerPool::observe`].
 //! - [`handle`]: the [`WorkerHandle`] and the graceful
 //!   shutdown sequence.
 //!
