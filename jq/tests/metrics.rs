@@ -3,6 +3,7 @@
 //! the jobs run and their outcomes, the histograms count every run, and the
 //! store's gauges agree with `stats`.
 
+#![cfg(any(feature = "sqlite", feature = "postgres", feature = "redis"))]
 #![allow(clippy::unwrap_used)] // tests may unwrap
 
 mod common;
@@ -153,5 +154,4 @@ async fn scraped_counters_equal_the_jobs_run() {
         drain_and_check(&ns.url, "metrics-redis", addr).await;
         ns.cleanup().await;
     }
-    let _ = Namespace::sqlite; // a build with no backend still compiles
 }
