@@ -89,6 +89,23 @@ pub enum Command {
     /// Pause, resume and limit queues across every worker, and list them.
     #[command(subcommand)]
     Queue(QueueCommand),
+    /// Serve Prometheus metrics of the store on /metrics: jobs per queue and state
+    /// (`jq_jobs`) and the age of each queue's oldest pending job
+    /// (`jq_oldest_pending_age_seconds`), sampled every INTERVAL.
+    #[command(after_help = "\
+The job counters and histograms (jq_jobs_started_total, jq_job_run_duration_seconds, ...)
+live in the worker processes: serve them with `jqctl worker --metrics-listen ADDR`, or install
+metrics_exporter_prometheus::PrometheusBuilder in your program (see the README).
+
+Example: jqctl metrics --listen 0.0.0.0:9464 --interval 15s")]
+    Metrics {
+        /// The address to serve /metrics on.
+        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9464")]
+        listen: std::net::SocketAddr,
+        /// How often to sample the store (one stats query, one small list per queue with pending jobs).
+        #[arg(long, value_name = "INTERVAL", default_value = "15s", value_parser = duration::parse_positive)]
+        interval: Duration,
+    },
     /// Create or upgrade the backend's schema (PostgreSQL; nothing to do for SQLite and Redis).
     Migrate,
     /// Run jobs: execute a command for each claimed job.
@@ -328,6 +345,10 @@ pub struct WorkerArgs {
     /// The worker's name, recorded on the jobs it holds (default: HOST-PID-RANDOM).
     #[arg(long)]
     pub name: Option<String>,
+    /// Serve this worker's metrics (job counters, run duration, queue lag) on
+    /// http://ADDR/metrics, for Prometheus.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
     /// The command and its arguments; put it last, or use `-- CMD ARGS...`.
     #[arg(long, value_name = "CMD", num_args = 1.., allow_hyphen_values = true, conflicts_with = "command")]
     pub exec: Vec<String>,

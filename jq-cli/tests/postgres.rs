@@ -62,8 +62,8 @@ postgres_scenarios!(
     purge_removes_only_what_it_says,
     leaders_shows_the_maintaining_worker,
     cron_list_and_run,
-);
     queue_pause_resume_and_limit,
+    metrics_endpoints_serve_gauges_and_counters,
 );
 
 #[test]

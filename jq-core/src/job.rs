@@ -9,6 +9,7 @@ use uuid::Uuid;
 
 use crate::clock::{Timestamp, truncate_micros};
 use crate::error::{Error, Result};
+use crate::trace::TraceContext;
 
 /// Default number of claims a job gets before it goes to Dead
 /// (Sidekiq and River use 25 as well).
@@ -342,6 +343,9 @@ pub struct Job {
     pub errors: Vec<AttemptError>,
     /// Its uniqueness key, if any.
     pub unique_key: Option<String>,
+    /// The trace context of the span that enqueued it; every run's span
+    /// links to it.
+    pub trace: Option<TraceContext>,
 }
 
 impl Job {
@@ -386,6 +390,9 @@ pub struct NewJob {
     pub max_attempts: u32,
     /// Deduplicates against live (non-terminal) jobs of the same queue.
     pub unique_key: Option<String>,
+    /// The trace context of the span that enqueued it (captured by
+    /// [`JobBuilder::build_at`] with the `opentelemetry` feature).
+    pub trace: Option<TraceContext>,
 }
 
 impl NewJob {
@@ -400,6 +407,7 @@ impl NewJob {
             delay: None,
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             unique_key: None,
+            trace: None,
         }
     }
 
@@ -434,6 +442,8 @@ pub struct JobBuilder {
     delay: Option<Duration>,
     max_attempts: u32,
     unique_key: Option<String>,
+    /// `None`: capture the current span's context at build time.
+    trace: Option<Option<TraceContext>>,
 }
 
 impl JobBuilder {
@@ -480,8 +490,18 @@ impl JobBuilder {
         self
     }
 
+    /// The trace context to store instead of the current span's (`None`:
+    /// store none). For a job enqueued on behalf of a request whose context
+    /// arrived in headers rather than in a `tracing` span.
+    pub fn trace(mut self, trace: Option<TraceContext>) -> Self {
+        self.trace = Some(trace);
+        self
+    }
+
     /// Checks every field and makes the job. A delay is turned into `run_at`
-    /// with `now`.
+    /// with `now`. With the `opentelemetry` feature, the current `tracing`
+    /// span's trace context is stored with the job unless
+    /// [`JobBuilder::trace`] chose one.
     pub fn build_at(self, now: Timestamp) -> Result<NewJob> {
         let queue = QueueName::new(self.queue)?;
         check_name("kind", &self.kind)?;
@@ -505,12 +525,25 @@ impl JobBuilder {
             run_at,
             max_attempts: self.max_attempts,
             unique_key: self.unique_key,
+            trace: self.trace.unwrap_or_else(current_trace),
         })
     }
 
     /// [`JobBuilder::build_at`] with the system clock.
     pub fn build(self) -> Result<NewJob> {
         self.build_at(crate::clock::Clock::system().now())
+    }
+}
+
+/// The current span's trace context, where tracing-opentelemetry gives one.
+fn current_trace() -> Option<TraceContext> {
+    #[cfg(feature = "opentelemetry")]
+    {
+        TraceContext::current()
+    }
+    #[cfg(not(feature = "opentelemetry"))]
+    {
+        None
     }
 }
 

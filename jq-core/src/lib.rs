@@ -8,9 +8,11 @@ pub mod clock;
 pub mod control;
 pub mod error;
 pub mod job;
+pub mod observe;
 pub mod retry;
 pub mod schedule;
 pub mod storage;
+pub mod trace;
 pub mod worker;
 
 pub use clock::{Clock, ManualClock, Timestamp};
@@ -26,4 +28,5 @@ pub use storage::{
     ClaimRequest, Completion, CompletionResult, Election, JobFilter, Leader, Outcome, StateCounts, Stats, Storage,
     StorageExt, WorkSignal,
 };
+pub use trace::TraceContext;
 pub use worker::{HandlerError, HandlerResult, JobContext, WorkerHandle, WorkerPool};

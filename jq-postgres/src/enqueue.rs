@@ -20,9 +20,11 @@ pub(crate) async fn enqueue<'e, E: sqlx::PgExecutor<'e>>(
     executor: E,
     jobs: Vec<NewJob>,
 ) -> Result<Vec<JobId>> {
+    let tally = jq_core::observe::EnqueueTally::of(&jobs);
     let Some(batch) = Batch::new(inner, jobs)? else { return Ok(Vec::new()) };
     let ids = batch.run(inner, executor).await.map_err(map_sqlx)??;
     batch.arrived(inner);
+    tally.record();
     Ok(ids)
 }
 
@@ -31,12 +33,14 @@ pub(crate) async fn enqueue<'e, E: sqlx::PgExecutor<'e>>(
 /// unique violation on the primary key; a second statement (a new snapshot)
 /// then finds the stored id.
 pub(crate) async fn enqueue_pool(inner: &Inner, jobs: Vec<NewJob>) -> Result<Vec<JobId>> {
+    let tally = jq_core::observe::EnqueueTally::of(&jobs);
     let Some(batch) = Batch::new(inner, jobs)? else { return Ok(Vec::new()) };
     let ids = match batch.run(inner, &inner.pool).await {
         Err(e) if is_violation_of(&e, "jobs_pkey") => batch.run(inner, &inner.pool).await.map_err(map_sqlx)??,
         other => other.map_err(map_sqlx)??,
     };
     batch.arrived(inner);
+    tally.record();
     Ok(ids)
 }
 
@@ -130,6 +134,7 @@ impl Batch {
                     .bind(cols.states[0])
                     .bind(cols.max_attempts[0])
                     .bind(cols.run_ats[0])
+                    .bind(&cols.traces[0])
                     .bind(self.now)
                     .bind(&inner.channel)
                     .fetch_one(executor)
@@ -221,12 +226,13 @@ struct Columns {
     states: Vec<&'static str>,
     max_attempts: Vec<i32>,
     run_ats: Vec<DateTime<Utc>>,
+    traces: Vec<Option<String>>,
     unique_keys: Vec<Option<String>>,
 }
 
 impl Columns {
-    /// Binds the eight per-job arrays that `enqueue.sql` and
-    /// `enqueue_keyed.sql` both take as `$1`..`$8`, in their order.
+    /// Binds the nine per-job arrays that `enqueue.sql` and
+    /// `enqueue_keyed.sql` both take as `$1`..`$9`, in their order.
     fn bind_arrays<'q>(
         &'q self,
         query: sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
@@ -240,6 +246,7 @@ impl Columns {
             .bind(&self.states)
             .bind(&self.max_attempts)
             .bind(&self.run_ats)
+            .bind(&self.traces)
     }
 }
 
@@ -254,6 +261,7 @@ impl Columns {
             states: Vec::with_capacity(n),
             max_attempts: Vec::with_capacity(n),
             run_ats: Vec::with_capacity(n),
+            traces: Vec::with_capacity(n),
             unique_keys: Vec::with_capacity(n),
         }
     }
@@ -270,6 +278,7 @@ impl Columns {
         // Checked by the caller to fit.
         self.max_attempts.push(i32::try_from(job.max_attempts).unwrap_or(i32::MAX));
         self.run_ats.push(run_at);
+        self.traces.push(job.trace.map(|t| t.as_stored().to_owned()));
         self.unique_keys.push(job.unique_key);
     }
 }

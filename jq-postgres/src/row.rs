@@ -2,7 +2,9 @@
 //! decode gives [`jq_core::Error::Corrupt`] for that job only.
 
 use chrono::{DateTime, Utc};
-use jq_core::{AttemptError, Error, Job, JobId, Lease, LeaseToken, Payload, Priority, QueueName, Result, State};
+use jq_core::{
+    AttemptError, Error, Job, JobId, Lease, LeaseToken, Payload, Priority, QueueName, Result, State, TraceContext,
+};
 use sqlx::Row;
 use sqlx::postgres::PgRow;
 use uuid::Uuid;
@@ -42,6 +44,7 @@ pub(crate) fn decode_job(row: &PgRow) -> Result<Job> {
     let errors: Vec<AttemptError> =
         serde_json::from_str(&errors).map_err(|e| corrupt(some, format!("column errors: {e}")))?;
     let unique_key: Option<String> = col(row, some, 15, "unique_key")?;
+    let trace: Option<String> = col(row, some, 16, "trace")?;
     let lease = match (state, token, expires_at) {
         (State::Running, Some(token), Some(expires_at)) => {
             Some(Lease { token: LeaseToken(token), worker: worker.unwrap_or_default(), expires_at })
@@ -64,6 +67,7 @@ pub(crate) fn decode_job(row: &PgRow) -> Result<Job> {
         lease,
         errors,
         unique_key,
+        trace: trace.map(TraceContext::from_stored),
     })
 }
 

@@ -17,6 +17,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("leaders", include_str!("../migrations/0004_leaders.sql")),
     ("schedules", include_str!("../migrations/0005_schedules.sql")),
     ("queue_controls", include_str!("../migrations/0006_queue_controls.sql")),
+    ("trace", include_str!("../migrations/0007_trace.sql")),
 ];
 
 /// The newest schema version this build knows.
@@ -26,7 +27,7 @@ pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
 /// always aliased `j`.
 const COLUMNS: &str = "j.id, j.queue, j.kind, j.payload, j.priority, j.state, j.attempts, j.max_attempts, \
                        j.run_at, j.created_at, j.finished_at, j.lease_token, j.lease_worker, j.lease_expires_at, \
-                       j.errors::text, j.unique_key";
+                       j.errors::text, j.unique_key, j.trace";
 
 /// `"name"`: a quoted identifier. The name was checked to be letters,
 /// digits and `_` (see `PostgresConfig::check`), so no escaping is needed.
@@ -70,7 +71,6 @@ pub(crate) struct Sql {
     pub schedule_last_job: Sql1,
     pub schedules: Sql1,
     pub schedule_run: Sql1,
-}
     pub claim_controlled: Sql1,
     pub control_lock: Sql1,
     pub control_pause: Sql1,
@@ -125,7 +125,6 @@ impl Sql {
             schedule_last_job: s(include_str!("sql/schedule_last_job.sql")),
             schedules: s(include_str!("sql/schedules.sql")),
             schedule_run: s(include_str!("sql/schedule_run.sql")),
-        }
             claim_controlled: s(include_str!("sql/claim_controlled.sql")),
             control_lock: s(include_str!("sql/control_lock.sql")),
             control_pause: s(include_str!("sql/control_pause.sql")),

@@ -8,7 +8,7 @@
 //!
 //! | key | type | content |
 //! |---|---|---|
-//! | `P:{P:Q}:job:<id>` | hash | one job: `id queue kind payload priority state attempts max_attempts run_at created_at finished_at lease_token lease_worker lease_expires_at errors unique_key` (instants in microseconds since the epoch; `errors` a JSON array of `{"attempt","at","message"}`) |
+//! | `P:{P:Q}:job:<id>` | hash | one job: `id queue kind payload priority state attempts max_attempts run_at created_at finished_at lease_token lease_worker lease_expires_at errors unique_key trace` (instants in microseconds since the epoch; `errors` a JSON array of `{"attempt","at","message"}`) |
 //! | `P:{P:Q}:ready` | sorted set | Pending jobs. Score `-priority`; member `<run_at: 20 digits><id: 32 hex>`, which Redis orders lexicographically within one score: so `ZRANGE 0 n` is claim order (priority desc, run_at, id) exactly, with no precision lost to a packed double |
 //! | `P:{P:Q}:scheduled` | sorted set | Scheduled jobs, score run_at |
 //! | `P:{P:Q}:leases` | sorted set | Running jobs, score lease expiry |

@@ -118,7 +118,8 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use jq_core::{
     ClaimRequest, Clock, Completion, CompletionResult, Election, Fire, FireOutcome, Job, JobFilter, JobId, Leader,
-    LeaseRef, LeaseToken, NewJob, QueueName, Result, ScheduleInfo, State, Stats, Storage, Timestamp, WorkSignal, QueueInfo, QueueLimits,
+    LeaseRef, LeaseToken, NewJob, QueueInfo, QueueLimits, QueueName, Result, ScheduleInfo, State, Stats, Storage,
+    Timestamp, WorkSignal,
 };
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;

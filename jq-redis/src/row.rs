@@ -3,7 +3,9 @@
 use std::collections::HashMap;
 
 use jq_core::clock::from_micros;
-use jq_core::{AttemptError, Error, Job, JobId, Lease, LeaseToken, Payload, Priority, QueueName, Result, State};
+use jq_core::{
+    AttemptError, Error, Job, JobId, Lease, LeaseToken, Payload, Priority, QueueName, Result, State, TraceContext,
+};
 use serde::Deserialize;
 use uuid::Uuid;
 
@@ -17,8 +19,18 @@ struct StoredError {
 
 /// The fields `claim.lua` returns per job, in its order; then id and the
 /// queue's 1-based index.
-const CLAIMED: [&str; 9] =
-    ["kind", "payload", "priority", "max_attempts", "run_at", "created_at", "attempts", "errors", "unique_key"];
+const CLAIMED: [&str; 10] = [
+    "kind",
+    "payload",
+    "priority",
+    "max_attempts",
+    "run_at",
+    "created_at",
+    "attempts",
+    "errors",
+    "unique_key",
+    "trace",
+];
 
 /// Decodes one job of a `claim.lua` reply: [`CLAIMED`] values (nil when
 /// absent), the id and the queue index into `queues`; state, lease token,
@@ -87,6 +99,7 @@ pub(crate) fn decode(flat: Vec<String>) -> Result<Job> {
     let worker = fields.remove("lease_worker");
     let expires = fields.remove("lease_expires_at");
     let unique_key = fields.remove("unique_key").filter(|k| !k.is_empty());
+    let trace = fields.remove("trace").filter(|t| !t.is_empty()).map(TraceContext::from_stored);
 
     let queue = QueueName::new(queue).map_err(|e| corrupt(e.to_string()))?;
     let priority = priority
@@ -137,5 +150,6 @@ pub(crate) fn decode(flat: Vec<String>) -> Result<Job> {
         lease,
         errors,
         unique_key,
+        trace,
     })
 }

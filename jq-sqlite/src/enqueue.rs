@@ -62,6 +62,7 @@ pub(crate) fn insert(conn: &Connection, jobs: &[NewJob], now: Timestamp) -> Resu
                 run_at,
                 now_us,
                 job.unique_key,
+                job.trace.as_ref().map(|t| t.as_stored()),
             ])
             .map_err(db)?;
         ids.push(job.id);

@@ -45,7 +45,7 @@ fn bury_corrupt(conn: &Connection, now_us: i64) -> Result<u64> {
                     // decode too. It is still not a row recover can update.
                     Ok(job) => format!("job {} is corrupt in storage: recover cannot update its row", job.id),
                 };
-                Ok((r.get::<_, i64>(16)?, reason))
+                Ok((r.get::<_, i64>(17)?, reason))
             })
             .map_err(db)?;
         rows.collect::<rusqlite::Result<_>>().map_err(db)?

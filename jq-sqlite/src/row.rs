@@ -5,14 +5,16 @@
 //! order of [`COLUMNS`].
 
 use jq_core::clock::from_micros;
-use jq_core::{AttemptError, Error, Job, JobId, Lease, LeaseToken, Payload, Priority, QueueName, Result, State};
+use jq_core::{
+    AttemptError, Error, Job, JobId, Lease, LeaseToken, Payload, Priority, QueueName, Result, State, TraceContext,
+};
 use rusqlite::Row;
 use rusqlite::types::ValueRef;
 use uuid::Uuid;
 
 /// The column list of a job, in decoding order.
 pub(crate) const COLUMNS: &str = "id, queue, kind, payload, priority, state, attempts, max_attempts, run_at, \
-     created_at, finished_at, lease_token, lease_worker, lease_expires_at, errors, unique_key";
+     created_at, finished_at, lease_token, lease_worker, lease_expires_at, errors, unique_key, trace";
 
 /// The stored form of a state.
 pub(crate) fn parse_state(s: &str) -> Option<State> {
@@ -89,6 +91,11 @@ pub(crate) fn decode(row: &Row<'_>) -> Result<Job> {
         Ok(ValueRef::Text(t)) => Some(String::from_utf8_lossy(t).into_owned()),
         _ => return Err(corrupt("column unique_key is not text".into())),
     };
+    let trace = match row.get_ref(16) {
+        Ok(ValueRef::Null) => None,
+        Ok(ValueRef::Text(t)) => Some(TraceContext::from_stored(String::from_utf8_lossy(t).into_owned())),
+        _ => return Err(corrupt("column trace is not text".into())),
+    };
     Ok(Job {
         id,
         queue,
@@ -104,6 +111,7 @@ pub(crate) fn decode(row: &Row<'_>) -> Result<Job> {
         lease,
         errors,
         unique_key,
+        trace,
     })
 }
 

@@ -20,6 +20,7 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
     ("003_leaders", include_str!("sql/003_leaders.sql")),
     ("004_schedules", include_str!("sql/004_schedules.sql")),
     ("005_queue_controls", include_str!("sql/005_queue_controls.sql")),
+    ("006_trace", include_str!("sql/006_trace.sql")),
 ];
 
 /// The schema version this crate writes.

@@ -11,7 +11,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use jq_core::{
     ClaimRequest, Clock, Completion, CompletionResult, Election, Error, Fire, FireOutcome, Job, JobFilter, JobId,
-    Leader, LeaseRef, LeaseToken, NewJob, Result, ScheduleInfo, State, Stats, Storage, Timestamp, WorkSignal, QueueInfo, QueueLimits, QueueName,
+    Leader, LeaseRef, LeaseToken, NewJob, QueueInfo, QueueLimits, QueueName, Result, ScheduleInfo, State, Stats,
+    Storage, Timestamp, WorkSignal,
 };
 use rusqlite::{Connection, Transaction};
 use tokio::sync::{Semaphore, oneshot, watch};
@@ -20,7 +21,7 @@ use crate::config::{Location, SqliteConfig};
 use crate::error::{BACKEND, SqliteError, command_panicked, writer_gone};
 use crate::schema::{self, Role};
 use crate::writer::{Alive, Command, Reply, Writer, panic_message};
-use crate::{admin, election, enqueue, schedule, wake, control};
+use crate::{admin, control, election, enqueue, schedule, wake};
 
 /// The embedded SQLite backend. Cheap to clone (an `Arc` inside); the
 /// writer thread stops when the last clone is dropped.
@@ -162,6 +163,7 @@ impl SqliteStorage {
         if stored > 0 {
             wake::arm(tx, &self.inner.signal)?;
         }
+        jq_core::observe::EnqueueTally::of(&jobs).record();
         Ok(ids)
     }
 
@@ -218,7 +220,10 @@ impl Storage for SqliteStorage {
         if jobs.is_empty() {
             return Ok(Vec::new());
         }
-        self.call(|reply| Command::Enqueue { jobs, reply }).await
+        let tally = jq_core::observe::EnqueueTally::of(&jobs);
+        let ids = self.call(|reply| Command::Enqueue { jobs, reply }).await?;
+        tally.record();
+        Ok(ids)
     }
 
     async fn claim(&self, request: &ClaimRequest) -> Result<Vec<Job>> {

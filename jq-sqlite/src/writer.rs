@@ -25,13 +25,13 @@ use std::time::{Duration, Instant};
 
 use jq_core::{
     ClaimRequest, Clock, Completion, CompletionResult, Election, Fire, FireOutcome, Job, JobId, LeaseRef, LeaseToken,
-    NewJob, Result, State, Timestamp, QueueLimits, QueueName,
+    NewJob, QueueLimits, QueueName, Result, State, Timestamp,
 };
 use rusqlite::Connection;
 use tokio::sync::{oneshot, watch};
 
 use crate::error::SharedFailure;
-use crate::{admin, claim, complete, election, enqueue, maintenance, schedule, control};
+use crate::{admin, claim, complete, control, election, enqueue, maintenance, schedule};
 
 /// Where a command's answer goes.
 pub(crate) type Reply<T> = oneshot::Sender<Result<T>>;

@@ -32,7 +32,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use jq_core::{
     ClaimRequest, Clock, Completion, CompletionResult, Election, Error, Fire, FireOutcome, Job, JobFilter, JobId,
-    Leader, LeaseRef, LeaseToken, NewJob, Result, ScheduleInfo, State, Stats, Storage, Timestamp, WorkSignal, QueueInfo, QueueLimits, QueueName,
+    Leader, LeaseRef, LeaseToken, NewJob, QueueInfo, QueueLimits, QueueName, Result, ScheduleInfo, State, Stats,
+    Storage, Timestamp, WorkSignal,
 };
 
 /// A method of [`Storage`] (all but `subscribe`, which cannot fail).
@@ -74,7 +75,6 @@ pub enum Operation {
     Schedules,
     /// [`Storage::request_run`].
     RequestRun,
-}
     /// [`Storage::set_paused`].
     SetPaused,
     /// [`Storage::set_limits`].
@@ -85,7 +85,7 @@ pub enum Operation {
 
 impl Operation {
     /// Every operation.
-    pub const ALL: [Operation; 18] = [
+    pub const ALL: [Operation; 21] = [
         Operation::Enqueue,
         Operation::Claim,
         Operation::Complete,

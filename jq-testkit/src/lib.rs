@@ -219,6 +219,7 @@ macro_rules! conformance {
             enqueue_stores_every_field,
             unique_keys,
             enqueue_batch_is_atomic,
+            trace_context_is_stored_and_kept,
             // maintenance
             promote_exactly_once_under_concurrent_promoters,
             recover_is_idempotent_under_concurrent_recoverers,

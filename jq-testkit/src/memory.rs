@@ -14,8 +14,8 @@ use async_trait::async_trait;
 use jq_core::clock::add;
 use jq_core::{
     AttemptError, ClaimRequest, Clock, Completion, CompletionResult, DEFAULT_MAX_PAYLOAD_BYTES, Election, Error, Fire,
-    FireOutcome, Job, JobFilter, JobId, Leader, Lease, LeaseRef, LeaseToken, NewJob, Outcome, Result, ScheduleInfo,
-    State, Stats, Storage, Timestamp, WorkSignal, QueueInfo, QueueLimits, QueueName, Seen,
+    FireOutcome, Job, JobFilter, JobId, Leader, Lease, LeaseRef, LeaseToken, NewJob, Outcome, QueueInfo, QueueLimits,
+    QueueName, Result, ScheduleInfo, Seen, State, Stats, Storage, Timestamp, WorkSignal,
 };
 use tokio::sync::watch;
 
@@ -182,6 +182,7 @@ fn insert(map: &mut BTreeMap<JobId, Job>, jobs: Vec<NewJob>, now: Timestamp) -> 
                 lease: None,
                 errors: Vec::new(),
                 unique_key: job.unique_key,
+                trace: job.trace,
             },
         );
     }
@@ -632,7 +633,6 @@ impl Harness for MemoryHarness {
         self.storage.jobs().clear();
         self.storage.roles().clear();
         self.storage.schedule_rows().clear();
-    }
         self.storage.controls().clear();
     }
 }

@@ -61,6 +61,8 @@ pub struct EnqueueSpec {
     pub max_attempts: u32,
     /// One of a small set of keys, or none.
     pub unique_key: Option<u8>,
+    /// Stored with this trace context (one of three), or none.
+    pub trace: Option<u8>,
 }
 
 /// Which lease an operation presents.
@@ -130,15 +132,23 @@ pub enum Op {
 }
 
 fn enqueue_spec() -> impl Strategy<Value = EnqueueSpec> {
-    (0..QUEUES.len(), 0..4usize, -2i8..=3, 1u32..=4, prop::option::of(0u8..3)).prop_map(
-        |(queue, priority, delay, max_attempts, unique_key)| EnqueueSpec {
+    (0..QUEUES.len(), 0..4usize, -2i8..=3, 1u32..=4, prop::option::of(0u8..3), prop::option::of(0u8..3)).prop_map(
+        |(queue, priority, delay, max_attempts, unique_key, trace)| EnqueueSpec {
             queue,
             priority,
             delay,
             max_attempts,
             unique_key,
+            trace,
         },
     )
+}
+
+/// Trace context `n`: with and without a `tracestate`.
+fn trace_context(n: u8) -> jq_core::TraceContext {
+    let parent = format!("00-{:032x}-{:016x}-01", u128::from(n) + 1, u64::from(n) + 1);
+    let state = n.is_multiple_of(2).then(|| format!("jq=t{n},other=x"));
+    jq_core::TraceContext::new(&parent, state.as_deref()).unwrap_or_else(|_| jq_core::TraceContext::from_stored(parent))
 }
 
 fn pick() -> impl Strategy<Value = Pick> {
@@ -496,6 +506,7 @@ impl<S: Storage> Case<'_, S> {
                     } else if spec.delay < 0 {
                         b = b.run_at(now - chrono::Duration::from_std(HALF * (-spec.delay) as u32).unwrap_or_default());
                     }
+                    b = b.trace(spec.trace.map(trace_context));
                     if let Some(k) = spec.unique_key {
                         b = b.unique_key(format!("key-{k}"));
                     }

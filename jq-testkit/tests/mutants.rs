@@ -7,7 +7,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use jq_core::{
     ClaimRequest, Clock, Completion, CompletionResult, Election, Fire, FireOutcome, Job, JobFilter, JobId, Leader,
-    LeaseRef, LeaseToken, NewJob, Result, ScheduleInfo, State, Stats, Storage, Timestamp, QueueInfo, QueueLimits, QueueName, Rate,
+    LeaseRef, LeaseToken, NewJob, QueueInfo, QueueLimits, QueueName, Rate, Result, ScheduleInfo, State, Stats, Storage,
+    Timestamp,
 };
 use jq_testkit::{Harness, MemoryHarness, MemoryStorage};
 
@@ -26,7 +27,6 @@ enum Bug {
     /// fire() applies every step, whatever cursor it expected (a store that
     /// writes the cursor without comparing it).
     FireUncompared,
-}
     /// set_paused(true) is not stored.
     PauseForgotten,
     /// set_limits() stores each limit one higher than asked.

@@ -6,7 +6,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use jq_core::{
     ClaimRequest, Clock, Completion, CompletionResult, Election, Fire, FireOutcome, Job, JobFilter, JobId, Leader,
-    LeaseRef, LeaseToken, NewJob, Result, ScheduleInfo, State, Stats, Storage, Timestamp, WorkSignal, QueueInfo, QueueLimits, QueueName,
+    LeaseRef, LeaseToken, NewJob, QueueInfo, QueueLimits, QueueName, Result, ScheduleInfo, State, Stats, Storage,
+    Timestamp, WorkSignal,
 };
 
 use crate::error::SetupError;

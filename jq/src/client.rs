@@ -2,9 +2,11 @@
 //! build its worker pool.
 
 use jq_core::{
-    Clock, Error, IntoJob, Job, JobFilter, JobId, NewJob, Result, ScheduleInfo, State, Stats, Storage, Timestamp,
-    WorkerPool, QueueInfo, QueueLimits, QueueName,
+    Clock, Error, IntoJob, Job, JobFilter, JobId, NewJob, QueueInfo, QueueLimits, QueueName, Result, ScheduleInfo,
+    State, Stats, Storage, Timestamp, WorkerPool,
 };
+
+use tracing::Instrument;
 
 use crate::backend::Backend;
 use crate::error::SetupError;
@@ -50,14 +52,16 @@ impl<S: Storage> Client<S> {
     /// that a live job of the queue holds, that job's id and nothing stored.
     pub async fn enqueue(&self, job: impl IntoJob) -> Result<JobId> {
         let job = job.into_job(self.storage.clock().now())?;
-        first(self.storage.enqueue(vec![job]).await?)
+        let span = tracing::debug_span!("jq.enqueue", jobs = 1);
+        first(self.storage.enqueue(vec![job]).instrument(span).await?)
     }
 
     /// Enqueues every job of `jobs`, all or none, in one round trip; one id
     /// per job, in order.
     pub async fn enqueue_many<J: IntoJob>(&self, jobs: impl IntoIterator<Item = J>) -> Result<Vec<JobId>> {
         let jobs = self.build(jobs)?;
-        self.storage.enqueue(jobs).await
+        let span = tracing::debug_span!("jq.enqueue", jobs = jobs.len());
+        self.storage.enqueue(jobs).instrument(span).await
     }
 
     /// Enqueues one job inside your own transaction (`tx`): the job exists if
@@ -108,7 +112,13 @@ impl<S: Storage> Client<S> {
     /// Cancels a Scheduled or Pending job; a job in another state gives
     /// [`Error::InvalidState`] (a running job belongs to its handler).
     pub async fn cancel(&self, id: JobId) -> Result<()> {
-        self.storage.cancel(id).await
+        self.storage.cancel(id).await?;
+        // For the cancelled counter's labels; a cancel is rare, and a job
+        // purged in between is simply not counted.
+        if let Ok(job) = self.storage.get(id).await {
+            jq_core::observe::cancelled(&job.queue, &job.kind);
+        }
+        Ok(())
     }
 
     /// Gives a Dead job one more attempt (Dead -> Pending, errors kept);

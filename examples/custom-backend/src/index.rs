@@ -6,7 +6,10 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
-use jq::{Job, JobId, Leader, LeaseRef, LeaseToken, Priority, QueueName, ScheduleInfo, State, Timestamp, QueueInfo, QueueLimits, Seen};
+use jq::{
+    Job, JobId, Leader, LeaseRef, LeaseToken, Priority, QueueInfo, QueueLimits, QueueName, ScheduleInfo, Seen, State,
+    Timestamp,
+};
 
 /// A waiting job's place in its queue: claim order (priority high to low,
 /// then run_at, then id) is the key's order.
@@ -32,7 +35,6 @@ pub(crate) struct Tables {
     pub(crate) roles: BTreeMap<String, (LeaseToken, Leader)>,
     /// Recurring schedules (`Storage::fire`): name -> row with its cursor.
     pub(crate) schedules: BTreeMap<String, ScheduleInfo>,
-}
     /// Running jobs per queue: the concurrency slots their leases hold.
     running_per_queue: HashMap<QueueName, usize>,
     /// Queue controls (`Storage::set_paused`, `set_limits`): a table keyed

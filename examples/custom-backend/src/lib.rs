@@ -33,8 +33,8 @@ use std::time::Duration;
 use jq::clock::add;
 use jq::{
     AttemptError, ClaimRequest, Clock, Completion, CompletionResult, DEFAULT_MAX_PAYLOAD_BYTES, Election, Error, Fire,
-    FireOutcome, Job, JobFilter, JobId, Leader, Lease, LeaseRef, LeaseToken, NewJob, Outcome, Result, ScheduleInfo,
-    State, Stats, Storage, Timestamp, WorkSignal, QueueInfo, QueueLimits, QueueName,
+    FireOutcome, Job, JobFilter, JobId, Leader, Lease, LeaseRef, LeaseToken, NewJob, Outcome, QueueInfo, QueueLimits,
+    QueueName, Result, ScheduleInfo, State, Stats, Storage, Timestamp, WorkSignal,
 };
 use tokio::sync::watch;
 
@@ -124,6 +124,7 @@ fn store(t: &mut Tables, jobs: Vec<NewJob>, now: Timestamp) -> (Vec<JobId>, bool
             lease: None,
             errors: Vec::new(),
             unique_key: job.unique_key,
+            trace: job.trace,
         });
     }
     (ids, stored)

@@ -5,7 +5,18 @@
 //! cargo run --release -p examples --example bench -- redis [--runs N]
 //! cargo run --release -p examples --example bench -- postgres [--runs N]
 //! cargo run --release -p examples --example bench -- postgres --only drain   # one scenario, e.g. under a profiler
+//! cargo run --release -p examples --example bench -- sqlite --only drain --observe on    # A/B of observation:
+//! cargo run --release -p examples --example bench -- sqlite --only drain --observe off   # run both, compare
 //! ```
+//!
+//! `--observe on`: what jq's observation costs a scraped deployment: the
+//! Prometheus recorder installed (its upkeep every 5 s), jq's spans enabled
+//! (`jq_core=info`) in the fmt subscriber, and the pools' spans and metrics
+//! on. `--observe otel` adds a `tracing-opentelemetry` layer over an
+//! always-sampling tracer (no exporter): the OpenTelemetry SDK's own cost
+//! per span on top. `--observe off`: no recorder, logs at warn, and the
+//! pools built with `observe(false)`. Without the flag, the pools' default
+//! (observe on) with no recorder and logs at warn.
 //!
 //! Redis: the server at `JQ_REDIS_URL` (default `redis://127.0.0.1:6379`);
 //! every scenario uses a fresh random key prefix `jqbench:<uuid>`, whose keys
@@ -52,6 +63,7 @@
 
 mod held;
 mod loaded;
+mod observation;
 mod procs;
 mod scenarios;
 
@@ -105,7 +117,8 @@ impl<S> Fresh<S> {
     }
 }
 
-const USAGE: &str = "usage: bench <backend> [--runs N] [--only batch|single|drain|latency|rated|procs|loaded|held]\n\
+const USAGE: &str = "usage: bench <backend> [--runs N] [--only batch|single|drain|latency|rated|procs|loaded|held] \
+                     [--observe on|off|otel]\n\
                      backends: sqlite, redis, postgres (loaded: sqlite and postgres; held: postgres)";
 
 /// One scenario, for `--only`.
@@ -165,10 +178,14 @@ fn redis_url() -> String {
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        // sqlx warns of every statement over 1 s; the loaded drain's 1M-row load is one.
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,sqlx::query=error"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    let observe = match std::env::args().skip_while(|a| a != "--observe").nth(1) {
+        None => None,
+        Some(mode) => Some(
+            observation::Observe::parse(&mode)
+                .ok_or_else(|| format!("--observe {mode:?}: use on, off or otel\n{USAGE}"))?,
+        ),
+    };
+    let _telemetry = observation::install(observe)?;
 
     let mut args = std::env::args().skip(1);
     let mut positional = Vec::new();
@@ -178,6 +195,7 @@ async fn main() -> Result<(), BoxError> {
         match arg.as_str() {
             "--runs" => runs = args.next().ok_or("--runs needs a number")?.parse()?,
             "--only" => only = Some(Scenario::parse(&args.next().ok_or("--only needs a scenario")?)?),
+            "--observe" => drop(args.next()), // read above
             "--worker" => {
                 let backend = args.next().ok_or("--worker needs a backend")?;
                 let store = args.next().ok_or("--worker needs a store")?;

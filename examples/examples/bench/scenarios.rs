@@ -138,8 +138,11 @@ pub async fn run_pool<S: Storage>(storage: Arc<S>, jobs: usize, mark: Option<usi
     let marked: Arc<OnceLock<Instant>> = Arc::default();
     let (counter, notify, at_mark) = (ran.clone(), all_ran.clone(), marked.clone());
     let start = Instant::now();
-    let pool = WorkerPool::new(storage.clone())
-        .concurrency(DRAIN_CONCURRENCY)
+    let mut pool = WorkerPool::new(storage.clone()).concurrency(DRAIN_CONCURRENCY);
+    if let Some(on) = crate::observation::pool_observe() {
+        pool = pool.observe(on);
+    }
+    let pool = pool
         .register::<Noop, _, _>(move |_job, _ctx: JobContext| {
             let n = counter.fetch_add(1, Ordering::Relaxed) + 1;
             if Some(n) == mark {

@@ -6,9 +6,12 @@
 mod admin;
 mod cron;
 mod enqueue;
+mod metrics;
 mod queue;
 mod read;
 pub mod worker;
+
+pub use metrics::serve as serve_metrics;
 
 use std::time::Duration;
 
@@ -52,6 +55,13 @@ pub enum Action {
     CronRun(String),
     /// List, pause, resume or limit queues.
     Queue(QueueCommand),
+    /// Serve the store's gauges on /metrics.
+    Metrics {
+        /// Where to listen.
+        listen: std::net::SocketAddr,
+        /// Sampling interval.
+        every: Duration,
+    },
     /// Run a worker.
     Worker(worker::WorkerPlan),
 }
@@ -83,6 +93,7 @@ impl Action {
             Command::Cron(CronCommand::List) => Action::CronList,
             Command::Cron(CronCommand::Run { name }) => Action::CronRun(name),
             Command::Queue(command) => Action::Queue(command),
+            Command::Metrics { listen, interval } => Action::Metrics { listen, every: interval },
             Command::Worker(args) => Action::Worker(worker::WorkerPlan::prepare(args)?),
             Command::Migrate => return Ok(None),
         }))
@@ -104,6 +115,7 @@ impl Action {
             Action::CronList => cron::list(&storage, json).await,
             Action::CronRun(name) => cron::run(&storage, &name, json).await,
             Action::Queue(command) => queue::run(&storage, command, json).await,
+            Action::Metrics { listen, every } => metrics::run(&storage, listen, every).await,
             Action::Worker(plan) => worker::run(storage, plan).await,
         }
     }

@@ -34,6 +34,7 @@ pub struct WorkerPlan {
     exec: Exec,
     name: Option<String>,
     shutdown_grace: Duration,
+    metrics_listen: Option<std::net::SocketAddr>,
 }
 
 /// How to run the command for one job.
@@ -63,6 +64,7 @@ impl WorkerPlan {
             exec: Exec { program, timeout: args.timeout, fail_exit_code: i32::from(args.fail_exit_code) },
             name: args.name,
             shutdown_grace: args.shutdown_grace,
+            metrics_listen: args.metrics_listen,
         })
     }
 }
@@ -87,6 +89,10 @@ fn is_runnable(program: &str) -> bool {
 
 /// Runs the pool until SIGINT or SIGTERM, then shuts it down gracefully.
 pub async fn run<S: Storage + Clone>(storage: S, plan: WorkerPlan) -> CliResult {
+    if let Some(listen) = plan.metrics_listen {
+        super::serve_metrics(listen)?;
+        eprintln!("jqctl worker: serving http://{listen}/metrics");
+    }
     let exec = Arc::new(plan.exec);
     let handler_exec = exec.clone();
     let mut pool = WorkerPool::new(storage)
@@ -128,7 +134,7 @@ pub async fn run<S: Storage + Clone>(storage: S, plan: WorkerPlan) -> CliResult 
     Ok(())
 }
 
-async fn shutdown_signal() -> CliResult {
+pub(crate) async fn shutdown_signal() -> CliResult {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};

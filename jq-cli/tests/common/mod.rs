@@ -497,4 +497,85 @@ pub mod scenarios {
         refused(s, &["queue", "limit", "mail", "--rate", "10/d"], 2, "N/PERIOD");
         refused(s, &["queue", "pause", "a b"], 2, "invalid");
     }
+    /// `jqctl metrics` serves the store's gauges, and `jqctl worker
+    /// --metrics-listen` the worker's counters: equal to the jobs it ran.
+    pub fn metrics_endpoints_serve_gauges_and_counters(s: &Store) {
+        let ids: Vec<String> =
+            (0..3).map(|i| s.enqueue(&["ping", &format!("{{\"n\":{i}}}"), "--queue", "mq"])).collect();
+        s.enqueue(&["ping", "{}", "--queue", "mq", "--delay", "1h"]);
+        let addr = free_addr();
+        let mut server = s
+            .cmd()
+            .args(["metrics", "--listen", &addr, "--interval", "1s"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let gauges = scrape_until(&addr, |body| body.contains("jq_jobs{"));
+        let _ = server.kill();
+        let _ = server.wait();
+        assert_eq!(sample(&gauges, "jq_jobs", &[("queue", "mq"), ("state", "pending")]), 3.0, "{gauges}");
+        assert_eq!(sample(&gauges, "jq_jobs", &[("queue", "mq"), ("state", "scheduled")]), 1.0, "{gauges}");
+        assert_eq!(sample(&gauges, "jq_jobs", &[("queue", "mq"), ("state", "completed")]), 0.0, "{gauges}");
+        assert!(sample(&gauges, "jq_oldest_pending_age_seconds", &[("queue", "mq")]) >= 0.0, "{gauges}");
+
+        let addr = free_addr();
+        let worker = s.worker(&["--queue", "mq", "--concurrency", "2", "--metrics-listen", &addr, "--exec", "true"]);
+        for id in &ids {
+            s.wait_for_state(id, "completed");
+        }
+        // Counted right after the store answers the completion, which
+        // `get` may see first: wait for the count, then check the rest.
+        let labels = [("queue", "mq"), ("kind", "ping")];
+        let counters = scrape_until(&addr, |body| {
+            body.contains("jq_jobs_completed_total{") && sample(body, "jq_jobs_completed_total", &labels) == 3.0
+        });
+        assert_eq!(sample(&counters, "jq_jobs_completed_total", &labels), 3.0, "{counters}");
+        assert_eq!(sample(&counters, "jq_jobs_started_total", &labels), 3.0, "{counters}");
+        assert_eq!(sample(&counters, "jq_job_run_duration_seconds_count", &labels), 3.0, "{counters}");
+        worker.stop();
+    }
+}
+
+/// A local address nobody listens on (the port is free once the probe closes).
+fn free_addr() -> String {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string()
+}
+
+/// GET /metrics until the body satisfies `ready` (the server started, its
+/// first sample taken), bounded by DEADLINE.
+fn scrape_until(addr: &str, ready: impl Fn(&str) -> bool) -> String {
+    use std::io::{Read, Write};
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        if let Ok(mut stream) = std::net::TcpStream::connect(addr) {
+            let mut response = String::new();
+            if stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n").is_ok()
+                && stream.read_to_string(&mut response).is_ok()
+            {
+                let body = response.split_once("\r\n\r\n").map_or(response.as_str(), |(_, body)| body);
+                if ready(body) {
+                    return body.to_owned();
+                }
+            }
+        }
+        assert!(Instant::now() < deadline, "http://{addr}/metrics never served what the test waits for");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The value of the series `name` with exactly these labels.
+fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    let mut want: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
+    want.sort();
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let Some((series, value)) = line.rsplit_once(' ') else { continue };
+        let Some((n, rest)) = series.split_once('{') else { continue };
+        let mut got: Vec<String> = rest.trim_end_matches('}').split(',').map(str::to_owned).collect();
+        got.sort();
+        if n == name && got == want {
+            return value.parse().unwrap();
+        }
+    }
+    panic!("no {name}{labels:?} in:\n{text}");
 }

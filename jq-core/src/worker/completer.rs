@@ -14,12 +14,14 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::ErrorBackoff;
 use super::failure::Failure;
 use super::heartbeat::Inflight;
 use crate::error::Error;
 use crate::job::LeaseRef;
+use crate::observe::JobMetrics;
 use crate::storage::{Completion, Outcome, Storage};
 
 /// Most outcomes written by one storage call.
@@ -29,6 +31,8 @@ pub const MAX_BATCH: usize = 256;
 pub(crate) struct Finished {
     pub(crate) lease: LeaseRef,
     pub(crate) outcome: Outcome,
+    /// Where to count the recorded state (`None`: observation off).
+    pub(crate) metrics: Option<Arc<JobMetrics>>,
 }
 
 /// How many outcomes may wait for the completer. Executors free their slot
@@ -49,7 +53,8 @@ pub(crate) async fn run<S: Storage>(
 ) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while finished.recv_many(&mut batch, MAX_BATCH).await > 0 {
-        write(&*storage, &batch, &give_up, &failure).await;
+        let span = tracing::debug_span!("jq.complete", jobs = batch.len());
+        write(&*storage, &batch, &give_up, &failure).instrument(span).await;
         for done in batch.drain(..) {
             inflight.remove(done.lease);
         }
@@ -71,10 +76,15 @@ async fn write<S: Storage>(storage: &S, batch: &[Finished], give_up: &Cancellati
                         "storage answered a different number of completions than it was sent"
                     );
                 }
-                for (completion, result) in completions.iter().zip(results) {
+                for ((completion, result), finished) in completions.iter().zip(results).zip(batch) {
                     let id = completion.lease.id;
                     match result {
-                        Ok(state) => tracing::debug!(job = %id, %state, outcome = ?completion.outcome, "recorded"),
+                        Ok(state) => {
+                            if let Some(metrics) = &finished.metrics {
+                                metrics.recorded(&completion.outcome, state);
+                            }
+                            tracing::debug!(job = %id, %state, outcome = ?completion.outcome, "recorded")
+                        }
                         Err(Error::LeaseLost { .. }) => tracing::warn!(
                             job = %id,
                             outcome = ?completion.outcome,

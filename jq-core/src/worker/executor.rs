@@ -11,16 +11,20 @@ use std::any::Any;
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::FutureExt;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::completer::Finished;
 use super::fetcher::Claimed;
 use super::handler::{Action, ErasedHandler, HandlerError, HandlerResult, JobContext};
 use super::heartbeat::Inflight;
+use crate::clock::Clock;
+use crate::job::Job;
+use crate::observe::{JobMetrics, MetricsCache};
 use crate::retry::Backoff;
 use crate::storage::Outcome;
 
@@ -39,6 +43,12 @@ pub(crate) struct Executor {
     pub(crate) stop: CancellationToken,
     /// The shutdown grace ran out (parent of every job's token).
     pub(crate) abort: CancellationToken,
+    /// Spans and metrics on (`WorkerPool::observe`).
+    pub(crate) observe: bool,
+    /// The pool's worker name, a field of every run's span.
+    pub(crate) worker: Arc<str>,
+    /// The storage's clock: queue lag is measured against `run_at`.
+    pub(crate) clock: Clock,
 }
 
 /// How one run ended, before it is turned into an outcome.
@@ -52,6 +62,7 @@ enum Ran {
 impl Executor {
     /// Runs jobs until `stop` fires or the channel closes.
     pub(crate) async fn run(self: Arc<Self>) {
+        let mut metrics = MetricsCache::default();
         loop {
             let claimed = tokio::select! {
                 biased;
@@ -61,13 +72,31 @@ impl Executor {
                     Err(_) => return,
                 },
             };
-            self.execute(claimed).await;
+            if self.observe {
+                let handles = metrics.get(&claimed.job.queue, &claimed.job.kind);
+                let span = run_span(&claimed.job, &self.worker);
+                self.execute(claimed, Some(handles), span.clone()).instrument(span).await;
+            } else {
+                self.execute(claimed, None, tracing::Span::none()).await;
+            }
         }
     }
 
-    async fn execute(&self, Claimed { job, cancel, permit }: Claimed) {
+    async fn execute(
+        &self,
+        Claimed { job, cancel, permit }: Claimed,
+        metrics: Option<Arc<JobMetrics>>,
+        span: tracing::Span,
+    ) {
         let Some(lease) = job.lease_ref() else { return }; // the fetcher only sends leased jobs
         let attempt = job.attempts;
+        let max_attempts = job.max_attempts;
+        let started = Instant::now();
+        if let Some(m) = &metrics {
+            m.started.increment(1);
+            let lag = self.clock.now().signed_duration_since(job.run_at).to_std().unwrap_or(Duration::ZERO);
+            m.lag.record(lag.as_secs_f64());
+        }
         let kind = job.kind.clone();
         let ctx = JobContext::for_job(&job, lease, cancel.clone());
         let handler = self.handlers.get(&job.kind).or(self.fallback.as_ref()).cloned();
@@ -115,16 +144,23 @@ impl Executor {
                 Outcome::Release { delay: Duration::ZERO }
             }
             Ran::Cancelled => {
+                span.record("outcome", "lease_lost");
                 tracing::warn!(job = %lease.id, "lease lost: handler dropped; the job was handed on");
                 self.inflight.remove(lease);
                 drop(permit);
                 return;
             }
         };
+        if let Some(m) = &metrics {
+            let took = started.elapsed();
+            m.duration.record(took.as_secs_f64());
+            span.record("outcome", outcome_name(&outcome, attempt >= max_attempts));
+            span.record("duration_ms", took.as_secs_f64() * 1000.0);
+        }
         // The heartbeat keeps extending the lease until the outcome is
         // written, but a lease reported lost from now on is no news.
         self.inflight.finish(lease);
-        let sent = self.finished.send(Finished { lease, outcome }).await;
+        let sent = self.finished.send(Finished { lease, outcome, metrics }).await;
         // The slot is free once the outcome is queued, not once it is
         // written: claiming overlaps the completer's write.
         drop(permit);
@@ -133,6 +169,38 @@ impl Executor {
             // never lets happen before the executors end.
             tracing::error!(job = %lease.id, outcome = ?unsent.0.outcome, "completer gone: outcome not recorded; the lease will expire and the job be recovered");
         }
+    }
+}
+
+/// The span of one run: handler logs nest in it, and with the
+/// `opentelemetry` feature it links to the span that enqueued the job.
+fn run_span(job: &Job, worker: &str) -> tracing::Span {
+    let span = tracing::info_span!(
+        "jq.job",
+        job.id = %job.id,
+        job.kind = %job.kind,
+        job.queue = %job.queue,
+        job.attempt = job.attempts,
+        worker = %worker,
+        outcome = tracing::field::Empty,
+        duration_ms = tracing::field::Empty,
+    );
+    #[cfg(feature = "opentelemetry")]
+    if let Some(cx) = job.trace.as_ref().and_then(crate::trace::TraceContext::span_context) {
+        use tracing_opentelemetry::OpenTelemetrySpanExt;
+        span.add_link(cx);
+    }
+    span
+}
+
+/// How a run ended, for its span.
+fn outcome_name(outcome: &Outcome, last_attempt: bool) -> &'static str {
+    match outcome {
+        Outcome::Ack => "completed",
+        Outcome::Retry { .. } if last_attempt => "dead",
+        Outcome::Retry { .. } => "retry",
+        Outcome::Fail { .. } => "dead",
+        Outcome::Release { .. } => "released",
     }
 }
 

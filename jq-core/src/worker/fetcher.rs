@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::failure::Failure;
 use super::heartbeat::Inflight;
@@ -149,7 +150,8 @@ impl<S: Storage> Fetcher<S> {
     /// the same token after each error.
     async fn claim(&mut self, errors: &mut ErrorBackoff) -> Answer {
         loop {
-            let error = match self.storage.claim(&self.request).await {
+            let span = tracing::debug_span!("jq.claim", limit = self.request.limit, resend = self.request.resend);
+            let error = match self.storage.claim(&self.request).instrument(span).await {
                 Ok(jobs) => {
                     errors.reset();
                     return Answer::Jobs(jobs);

@@ -161,6 +161,9 @@ pub(crate) fn start<S: Storage>(
         inflight: inflight.clone(),
         stop: stop.clone(),
         abort: abort.clone(),
+        observe: config.observe,
+        worker: config.worker_name.as_str().into(),
+        clock: storage.clock(),
     });
     let executors: Vec<JoinHandle<()>> =
         (0..config.concurrency).map(|_| tokio::spawn(executor.clone().run())).collect();
@@ -185,6 +188,7 @@ pub(crate) fn start<S: Storage>(
                 recover_interval: config.recover_interval,
                 purge_interval: config.purge_interval,
                 retention: config.retention.clone(),
+                sample_interval: config.observe.then_some(config.sample_interval),
                 stop: stop.clone(),
                 failure: failure.clone(),
             }
@@ -289,7 +293,7 @@ async fn release_unstarted(jobs: &async_channel::Receiver<Claimed>, finished: &m
         let outcome = Outcome::Release { delay: Duration::ZERO };
         // The completer outlives this call: its receiver ends only after
         // `self.finished` is dropped below.
-        let _ = finished.send(Finished { lease, outcome }).await;
+        let _ = finished.send(Finished { lease, outcome, metrics: None }).await;
         drop(permit);
         released += 1;
     }

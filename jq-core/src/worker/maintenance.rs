@@ -1,11 +1,12 @@
-//! Maintenance: promote due Scheduled jobs, recover expired leases, and purge
-//! finished jobs past their retention, on one pool per store.
+//! Maintenance: promote due Scheduled jobs, recover expired leases, purge
+//! finished jobs past their retention, and sample the store's metrics
+//! gauges, on one pool per store.
 //!
 //! Each operation is idempotent and safe from many processes at once, but
 //! every pool running them multiplies the store's work by the number of
 //! pools. So the pools elect one maintainer: the task campaigns for the
 //! [`ROLE`] every quarter of the maintenance lease ([`Storage::elect`], held
-//! for three quarters of it, so two renewals may fail), and the three
+//! for three quarters of it, so two renewals may fail), and the
 //! jittered loops run only while this pool holds the role. The others keep
 //! campaigning and take over within one maintenance lease when the holder
 //! dies; a pool shutting down resigns, so another takes over at its next
@@ -40,12 +41,14 @@ pub(crate) struct Maintenance<S> {
     pub(crate) purge_interval: Duration,
     /// (terminal state, how long to keep it); `None` keeps forever.
     pub(crate) retention: Vec<(State, Option<Duration>)>,
+    /// How often to sample the store's gauges; `None`: observation off.
+    pub(crate) sample_interval: Option<Duration>,
     pub(crate) stop: CancellationToken,
     pub(crate) failure: Arc<Failure>,
 }
 
 impl<S: Storage> Maintenance<S> {
-    /// Campaigns and, while elected, runs the three loops, until `stop`
+    /// Campaigns and, while elected, runs the loops (promote, recover, purge, sample), until `stop`
     /// fires; then resigns.
     pub(crate) async fn run(self) {
         let election = Election {
@@ -60,6 +63,7 @@ impl<S: Storage> Maintenance<S> {
                 self.promote_loop(elected.clone()),
                 self.recover_loop(elected.clone()),
                 self.purge_loop(elected.clone()),
+                self.sample_loop(elected.clone()),
             );
         };
         // The campaign ends only between two elections: an `elect` dropped
@@ -175,6 +179,23 @@ impl<S: Storage> Maintenance<S> {
                     }
                 }
             }
+        }
+    }
+}
+
+impl<S: Storage> Maintenance<S> {
+    /// Samples the store's gauges while elected: one pool per store does
+    /// it, so fifty pools do not read the counts fifty times. A failed
+    /// sample is logged and the gauges keep their last values.
+    async fn sample_loop(&self, mut elected: watch::Receiver<bool>) {
+        let Some(interval) = self.sample_interval else { return };
+        while elected.wait_for(|held| *held).await.is_ok() {
+            if let Err(error) = crate::observe::sample_store(&*self.storage).await
+                && self.fatal("sample", error)
+            {
+                return;
+            }
+            tokio::time::sleep(jitter(interval, 0.1)).await;
         }
     }
 }

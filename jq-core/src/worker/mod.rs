@@ -67,12 +67,17 @@
 //!   [`Storage::complete`] call.
 //! - [`heartbeat`]: extends every held lease in one call per
 //!   interval; cancels the jobs whose lease was lost.
-//! - [`maintenance`]: promote, recover and retention purges, run by the one
+//! - [`maintenance`]: promote, recover and retention purges, and the
+//!   sampling of the store's gauges ([`crate::observe`]), run by the one
 //!   pool per store that holds the "maintenance" role ([`Storage::elect`]).
 //! - `cron`: recurring jobs ([`WorkerPool::schedule`]): one task, only
 //!   when schedules are declared, running a [`Scheduler`] round every
 //!   second on every pool (no election: [`Storage::fire`] keeps one job per
 //!   tick).
+//!
+//! Each run is a `jq.job` span that the handler's future runs in, linked
+//! to the trace context the job was enqueued with; see
+//! [`WorkerPool::observe`].
 //! - [`handle`]: the [`WorkerHandle`] and the graceful
 //!   shutdown sequence.
 //!
@@ -137,6 +142,10 @@ pub const DEFAULT_SCHEDULE_INTERVAL: Duration = Duration::from_secs(1);
 /// another takes over within this long.
 pub const DEFAULT_MAINTENANCE_LEASE: Duration = Duration::from_secs(30);
 
+/// Default interval between samples of the store's gauges (jobs per queue
+/// and state, oldest pending age) by the maintaining pool.
+pub const DEFAULT_SAMPLE_INTERVAL: Duration = Duration::from_secs(15);
+
 /// The settings of a pool; see the [`WorkerPool`] builder methods for each
 /// one's meaning and default.
 pub(crate) struct Config {
@@ -161,6 +170,8 @@ pub(crate) struct Config {
     pub(crate) retry_unknown_kinds: bool,
     pub(crate) schedules: Vec<Schedule>,
     pub(crate) schedule_interval: Duration,
+    pub(crate) observe: bool,
+    pub(crate) sample_interval: Duration,
 }
 
 /// A pool of workers over a storage `S`, configured with builder methods,
@@ -231,6 +242,8 @@ impl<S: Storage> WorkerPool<S> {
                 retry_unknown_kinds: false,
                 schedules: Vec::new(),
                 schedule_interval: DEFAULT_SCHEDULE_INTERVAL,
+                observe: true,
+                sample_interval: DEFAULT_SAMPLE_INTERVAL,
             },
             handlers: HashMap::new(),
             fallback: None,
@@ -444,6 +457,27 @@ impl<S: Storage> WorkerPool<S> {
         self
     }
 
+    /// Turns the pool's spans and metrics on or off (default on): a
+    /// `jq.job` span per run (info level, with the job's id, kind, queue,
+    /// attempt and the worker; its outcome and duration recorded when it
+    /// closes; linked to the enqueuing span's trace context), the per-job
+    /// counters and histograms of [`crate::observe`], and, on the pool that
+    /// holds the maintenance role, the store's gauges. Off, a run costs no
+    /// span and no metric; for a measurement of what observation costs.
+    pub fn observe(mut self, enabled: bool) -> Self {
+        self.config.observe = enabled;
+        self
+    }
+
+    /// How often the maintaining pool samples the store's gauges
+    /// ([`crate::observe::JOBS`], [`crate::observe::OLDEST_PENDING_AGE`]):
+    /// one `stats` call and one one-job `list` per queue with Pending jobs
+    /// (default 15 s, a typical scrape interval).
+    pub fn sample_interval(mut self, interval: Duration) -> Self {
+        self.config.sample_interval = interval;
+        self
+    }
+
     /// Checks the settings and starts the pool's tasks on the current tokio
     /// runtime.
     ///
@@ -480,6 +514,9 @@ impl<S: Storage> WorkerPool<S> {
                 "maintenance lease",
                 format!("{:?}: it must be at least 4 ms (it is renewed every quarter)", config.maintenance_lease),
             ));
+        }
+        if config.sample_interval.is_zero() {
+            return Err(Error::invalid("sample interval", "0 s: the store's gauges would be sampled without pause"));
         }
         if let Some((state, _)) = config.retention.iter().find(|(s, _)| !s.is_terminal()) {
             return Err(Error::invalid("retention", format!("{state} is not terminal: only finished jobs are purged")));

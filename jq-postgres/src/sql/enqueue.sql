@@ -3,7 +3,8 @@
 --
 -- $1 ids uuid[], $2 queues text[], $3 kinds text[], $4 payloads text[],
 -- $5 priorities int2[], $6 states text[], $7 max_attempts int4[],
--- $8 run_ats timestamptz[], $9 now timestamptz, $10 wake-up channel text.
+-- $8 run_ats timestamptz[], $9 traces text[] (NULL elements allowed),
+-- $10 now timestamptz, $11 wake-up channel text.
 --
 -- An id already stored (a client resending after a lost answer) is skipped by
 -- DO NOTHING, also when a concurrent transaction inserted it: every job of the
@@ -15,15 +16,15 @@
 -- Returns one row: how many jobs were inserted.
 WITH ins AS (
     INSERT INTO {schema}.jobs AS j
-        (id, queue, kind, payload, priority, state, max_attempts, run_at, created_at)
-    SELECT t.id, t.queue, t.kind, t.payload, t.priority, t.state, t.max_attempts, t.run_at, $9
+        (id, queue, kind, payload, priority, state, max_attempts, run_at, trace, created_at)
+    SELECT t.id, t.queue, t.kind, t.payload, t.priority, t.state, t.max_attempts, t.run_at, t.trace, $10
     FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::int2[], $6::text[], $7::int4[],
-                $8::timestamptz[])
-        AS t(id, queue, kind, payload, priority, state, max_attempts, run_at)
+                $8::timestamptz[], $9::text[])
+        AS t(id, queue, kind, payload, priority, state, max_attempts, run_at, trace)
     ON CONFLICT DO NOTHING
     RETURNING j.state
 )
 SELECT count(*) AS inserted,
        (SELECT count(*) FROM (
-            SELECT pg_notify($10, '') FROM ins AS fresh WHERE fresh.state = 'pending' LIMIT 1) AS n) AS notified
+            SELECT pg_notify($11, '') FROM ins AS fresh WHERE fresh.state = 'pending' LIMIT 1) AS n) AS notified
 FROM ins

@@ -2,8 +2,8 @@
 --
 -- $1 ids uuid[], $2 queues text[], $3 kinds text[], $4 payloads text[],
 -- $5 priorities int2[], $6 states text[], $7 max_attempts int4[],
--- $8 run_ats timestamptz[], $9 unique_keys text[] (NULL elements allowed),
--- $10 now timestamptz, $11 wake-up channel text.
+-- $8 run_ats timestamptz[], $9 traces text[], $10 unique_keys text[] (NULL
+-- elements allowed in both), $11 now timestamptz, $12 wake-up channel text.
 --
 -- Each job resolves, in this order, to:
 -- 1. its own id when that id is already stored (`known`: a client resending
@@ -25,8 +25,8 @@
 WITH input AS (
     SELECT *
     FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::int2[], $6::text[], $7::int4[],
-                $8::timestamptz[], $9::text[])
-        AS t(id, queue, kind, payload, priority, state, max_attempts, run_at, unique_key)
+                $8::timestamptz[], $9::text[], $10::text[])
+        AS t(id, queue, kind, payload, priority, state, max_attempts, run_at, trace, unique_key)
 ),
 known AS (
     SELECT j.id FROM {schema}.jobs AS j WHERE j.id = ANY($1::uuid[])
@@ -42,8 +42,9 @@ live AS (
 ),
 ins AS (
     INSERT INTO {schema}.jobs AS j
-        (id, queue, kind, payload, priority, state, max_attempts, run_at, created_at, unique_key)
-    SELECT t.id, t.queue, t.kind, t.payload, t.priority, t.state, t.max_attempts, t.run_at, $10, t.unique_key
+        (id, queue, kind, payload, priority, state, max_attempts, run_at, trace, created_at, unique_key)
+    SELECT t.id, t.queue, t.kind, t.payload, t.priority, t.state, t.max_attempts, t.run_at, t.trace, $11,
+           t.unique_key
     FROM input AS t
     WHERE NOT EXISTS (SELECT 1 FROM known AS k WHERE k.id = t.id)
       AND NOT EXISTS (SELECT 1 FROM live AS l WHERE l.queue = t.queue AND l.unique_key = t.unique_key)
@@ -53,7 +54,7 @@ ins AS (
     RETURNING j.id, j.queue, j.unique_key, j.state
 ),
 notify AS (
-    SELECT pg_notify($11, '') FROM ins AS fresh
+    SELECT pg_notify($12, '') FROM ins AS fresh
     WHERE fresh.state = 'pending' AND fresh.id = ANY($1::uuid[])
     LIMIT 1
 )

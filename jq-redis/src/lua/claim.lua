@@ -24,8 +24,8 @@
 --
 -- Returns one array per claimed job, in claim order (priority high to low,
 -- then run_at, then id): kind, payload, priority, max_attempts, run_at,
--- created_at, attempts (after this claim), errors, unique_key (nil when
--- absent), id, queue index (1-based into KEYS). State, token, worker and
+-- created_at, attempts (after this claim), errors, unique_key, trace (nil
+-- when absent), id, queue index (1-based into KEYS). State, token, worker and
 -- expiry are what the client sent. A candidate whose stored priority or
 -- attempts is not an integer is moved to Dead with the reason instead (see
 -- int() in common.lua) and returned as { "corrupt", id, reason } in its
@@ -141,7 +141,7 @@ for _, c in ipairs(candidates) do
     -- keeps it so). One HMGET reads what the client cannot know; the client
     -- adds id, queue, state and the lease, which it sent or computed.
     local f = redis.call('HMGET', key, 'kind', 'payload', 'priority', 'max_attempts', 'run_at', 'created_at',
-      'attempts', 'errors', 'unique_key')
+      'attempts', 'errors', 'unique_key', 'trace')
     local done_attempts = f[1] and int(f[7] or 0)
     if f[1] and not done_attempts then
       local reason = 'job ' .. id .. ' is corrupt in storage: ' .. unusable('attempts', f[7]) .. ' (found when it was claimed)'
@@ -156,8 +156,8 @@ for _, c in ipairs(candidates) do
       if not l then l = {}; leased[base] = l end
       l[#l + 1] = expires
       l[#l + 1] = id
-      f[10] = id
-      f[11] = c[5]
+      f[11] = id
+      f[12] = c[5]
       out[#out + 1] = f
       if rated[q] then
         redis.call('ZADD', base .. 'starts', now, token .. ':' .. id)

@@ -156,9 +156,9 @@ local function store_jobs(bases, names, now, channel, args, first)
   end
   local result = {}
   local woke = false
-  local n = (#args - first) / 9
+  local n = (#args - first) / 10
   for j = 0, n - 1 do
-    local a = first + j * 9
+    local a = first + j * 10
     local id, qi, uk = args[a + 1], tonumber(args[a + 2]), args[a + 8]
     local base = bases[qi]
     local existing = false
@@ -187,6 +187,9 @@ local function store_jobs(bases, names, now, channel, args, first)
           'priority', priority, 'state', state, 'max_attempts', args[a + 7], 'run_at', run_at, 'created_at', now,
           'unique_key', uk)
         redis.call('HSET', base .. 'unique', uk, id)
+      end
+      if args[a + 10] ~= '' then
+        redis.call('HSET', key, 'trace', args[a + 10])
       end
       if member ~= '' then
         woke = true

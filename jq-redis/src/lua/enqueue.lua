@@ -4,13 +4,13 @@
 -- ARGV[1]  now (microseconds): created_at of every job
 -- ARGV[2]  wake-up channel (PUBLISHed once when a job became Pending)
 -- ARGV[3]  queue names, one per KEYS entry, separated by "\n"
--- then 9 values per job, all computed by the client so that the loop below
+-- then 10 values per job, all computed by the client so that the loop below
 -- only moves strings:
 --   id (32 hex), queue index (1-based into KEYS), kind, payload, priority
 --   (integer), run_at (microseconds, "now" already filled in),
 --   max_attempts, unique key ("" = none), ready member (the job's member of
 --   the ready set when it is Pending, i.e. run_at <= now; "" when it is
---   Scheduled)
+--   Scheduled), trace (the enqueuing span's W3C context; "" = none)
 -- attempts (0) and errors (none) are left out of new hashes: absent means
 -- that, and every field written per job costs on the hot path.
 -- Returns one value per job: "" when stored, else the id of the live job of

@@ -12,7 +12,7 @@
 -- ARGV[8]  the expected run request (microseconds), "" for none
 -- ARGV[9]  the new cursor (microseconds)
 -- ARGV[10] missed ticks to add, ARGV[11] the most recent of them ("" for none)
--- then 9 values per job, as enqueue.lua takes them (queue index always 1).
+-- then 10 values per job, as enqueue.lua takes them (queue index always 1).
 -- Returns {0} when the stored hash is not the one expected (nothing
 -- written), else {1, one value per job as enqueue.lua returns them}.
 
@@ -27,7 +27,7 @@ local last = false
 local n = #result
 if n > 0 then
   last = result[n]
-  if last == '' then last = ARGV[11 + (n - 1) * 9 + 1] end
+  if last == '' then last = ARGV[11 + (n - 1) * 10 + 1] end
 end
 redis.call('HSET', KEYS[1], 'name', ARGV[4], 'queue', ARGV[3], 'spec', ARGV[5], 'zone', ARGV[6],
   'cursor', ARGV[9], 'declared_at', ARGV[1])

@@ -3,10 +3,13 @@
 use std::time::Duration;
 
 use jq_core::clock::add;
-use jq_core::{DEFAULT_MAX_PAYLOAD_BYTES, Error, JobFilter, NewJob, Payload, Priority, State, Storage, StorageExt};
+use jq_core::{
+    DEFAULT_MAX_PAYLOAD_BYTES, Error, JobFilter, NewJob, Payload, Priority, State, Storage, StorageExt, TraceContext,
+};
 
 use super::support::{
-    build, builder, claim_one, enqueue_all, get, lease, list_all, manual_clock, payload_of_size, same_json, stats,
+    build, builder, claim, claim_one, enqueue_all, get, lease, list_all, manual_clock, payload_of_size, same_json,
+    stats,
 };
 use crate::Harness;
 
@@ -117,4 +120,43 @@ pub async fn enqueue_batch_is_atomic<H: Harness>(h: &H) {
     let retry = build(builder("q", 3).unique_key("u"), &clock);
     let retry_id = retry.id;
     assert_eq!(storage.enqueue_one(retry).await.expect("enqueue"), retry_id);
+}
+
+/// A job's trace context is stored as given (with and without a
+/// `tracestate`, single and batch enqueue, keyed or not), comes back with
+/// its claim, and is kept when the job is retried, by the pool or by an
+/// operator; a job enqueued without one has none.
+pub async fn trace_context_is_stored_and_kept<H: Harness>(h: &H) {
+    let clock = manual_clock();
+    let storage = h.connect(clock.clock()).await;
+    let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let with_state = TraceContext::new(parent, Some("congo=t61rcWkgMzE,rojo=00f067aa0ba902b7")).expect("context");
+    let plain = TraceContext::new("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00", None).expect("context");
+    let single = build(builder("traced", 0).trace(Some(with_state.clone())), &clock);
+    let ids = enqueue_all(&storage, vec![single]).await;
+    let batch = vec![
+        build(builder("traced", 1).trace(Some(plain.clone())), &clock),
+        build(builder("traced", 2).trace(None), &clock),
+        build(builder("traced", 3).trace(Some(plain.clone())).unique_key("traced-key"), &clock),
+    ];
+    let more = enqueue_all(&storage, batch).await;
+    assert_eq!(get(&storage, ids[0]).await.trace.as_ref(), Some(&with_state));
+    assert_eq!(get(&storage, more[0]).await.trace.as_ref(), Some(&plain));
+    assert_eq!(get(&storage, more[1]).await.trace, None);
+    assert_eq!(get(&storage, more[2]).await.trace.as_ref(), Some(&plain));
+
+    let claimed = claim(&storage, &["traced"], 4, "w").await;
+    assert_eq!(claimed.len(), 4);
+    for job in &claimed {
+        assert_eq!(job.trace, get(&storage, job.id).await.trace, "claim of {}", job.id);
+    }
+    let first = claimed.iter().find(|j| j.id == ids[0]).expect("claimed");
+    let state = storage.nack(lease(first), "boom", Duration::ZERO).await.expect("nack");
+    assert_eq!(state, State::Pending);
+    let again = claim_one(&storage, "traced", "w").await;
+    assert_eq!(again.id, ids[0]);
+    assert_eq!(again.trace.as_ref(), Some(&with_state), "the pool's retry keeps the context");
+    storage.discard(lease(&again), "dead").await.expect("discard");
+    storage.retry(ids[0]).await.expect("operator retry");
+    assert_eq!(get(&storage, ids[0]).await.trace.as_ref(), Some(&with_state), "an operator's retry keeps it");
 }

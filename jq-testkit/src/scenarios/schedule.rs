@@ -129,6 +129,15 @@ impl<S: Storage> Storage for Lockstep<S> {
     async fn request_run(&self, name: &str) -> jq_core::Result<()> {
         self.inner.request_run(name).await
     }
+    async fn set_paused(&self, queue: &jq_core::QueueName, paused: bool) -> jq_core::Result<()> {
+        self.inner.set_paused(queue, paused).await
+    }
+    async fn set_limits(&self, queue: &jq_core::QueueName, limits: &jq_core::QueueLimits) -> jq_core::Result<()> {
+        self.inner.set_limits(queue, limits).await
+    }
+    async fn queues(&self) -> jq_core::Result<Vec<jq_core::QueueInfo>> {
+        self.inner.queues().await
+    }
     fn clock(&self) -> jq_core::Clock {
         self.inner.clock()
     }
