@@ -55,10 +55,10 @@ pub(crate) async fn claim(inner: &Inner, request: &ClaimRequest) -> Result<Vec<J
             return Err(map_sqlx(e));
         }
     };
-    // Rows naming a controlled queue (last column) mean the statement took
+    // Rows naming a controlled queue (the `controlled` column) mean the statement took
     // nothing: the locked path claims instead.
     let marked: Vec<String> =
-        rows.iter().filter_map(|row| row.try_get::<Option<String>, _>(16).ok().flatten()).collect();
+        rows.iter().filter_map(|row| row.try_get::<Option<String>, _>("controlled").ok().flatten()).collect();
     if !marked.is_empty() {
         inner.hints.finish(ticket, std::iter::empty());
         inner.controlled.found(&queues, &marked);
