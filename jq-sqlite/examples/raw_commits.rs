@@ -45,6 +45,7 @@ fn main() -> Result<(), BoxError> {
             25,
             now,
             now,
+            None::<String>,
             None::<String>
         ])?;
         conn.execute_batch("COMMIT")?;
