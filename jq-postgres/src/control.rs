@@ -73,16 +73,8 @@ pub(crate) async fn claim_rows(
 /// Pauses or resumes `queue`; a resume wakes idle workers (NOTIFY).
 pub(crate) async fn set_paused(inner: &Inner, queue: &QueueName, paused: bool) -> Result<()> {
     let at = paused.then(|| inner.clock.now());
-    let mut tx = inner.pool.begin().await.map_err(map_sqlx)?;
-    sqlx::query(inner.sql.control_pause.q())
-        .bind(queue.as_str())
-        .bind(at)
-        .bind(&inner.channel)
-        .execute(&mut *tx)
-        .await
-        .map_err(map_sqlx)?;
-    sqlx::query(inner.sql.control_tidy.q()).bind(queue.as_str()).execute(&mut *tx).await.map_err(map_sqlx)?;
-    tx.commit().await.map_err(map_sqlx)
+    let write = sqlx::query(inner.sql.control_pause.q()).bind(queue.as_str()).bind(at).bind(&inner.channel);
+    write_control(inner, queue, write).await
 }
 
 /// Replaces `queue`'s limits and wakes idle workers.
@@ -91,16 +83,24 @@ pub(crate) async fn set_limits(inner: &Inner, queue: &QueueName, limits: &QueueL
     let concurrency = limits.concurrency.map(|n| i32::try_from(n).unwrap_or(i32::MAX));
     let rate_limit = limits.rate.map(|r| i32::try_from(r.limit).unwrap_or(i32::MAX));
     let rate_period = limits.rate.map(|r| r.period_micros());
-    let mut tx = inner.pool.begin().await.map_err(map_sqlx)?;
-    sqlx::query(inner.sql.control_limits.q())
+    let write = sqlx::query(inner.sql.control_limits.q())
         .bind(queue.as_str())
         .bind(concurrency)
         .bind(rate_limit)
         .bind(rate_period)
-        .bind(&inner.channel)
-        .execute(&mut *tx)
-        .await
-        .map_err(map_sqlx)?;
+        .bind(&inner.channel);
+    write_control(inner, queue, write).await
+}
+
+/// Runs one write of `queue`'s control row, then drops the row if it no
+/// longer controls anything, in one transaction.
+async fn write_control(
+    inner: &Inner,
+    queue: &QueueName,
+    write: sqlx::query::Query<'_, sqlx::Postgres, sqlx::postgres::PgArguments>,
+) -> Result<()> {
+    let mut tx = inner.pool.begin().await.map_err(map_sqlx)?;
+    write.execute(&mut *tx).await.map_err(map_sqlx)?;
     sqlx::query(inner.sql.control_tidy.q()).bind(queue.as_str()).execute(&mut *tx).await.map_err(map_sqlx)?;
     tx.commit().await.map_err(map_sqlx)
 }
