@@ -1,5 +1,6 @@
 //! `--observe on|off|otel`: the bench's A/B of what spans and metrics cost.
 
+use std::io::IsTerminal;
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -52,7 +53,11 @@ pub fn install(observe: Option<Observe>) -> Result<Option<SdkTracerProvider>, Bo
     let default = if observing { "warn,sqlx::query=error,jq_core=info" } else { "warn,sqlx::query=error" };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    // Colour codes only for a person watching: a deployment's log
+    // collector gets plain lines, and colouring every field costs.
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
     if let Some(mode) = observe {
         let _ = POOL_OBSERVE.set(mode != Observe::Off);
     }
