@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Starts the local servers jq's tests use, where they are not already up:
 # PostgreSQL on 127.0.0.1:5432 (trust auth, user postgres) and Redis on
-# 127.0.0.1:6379. Installs them from Debian's packages when they are missing.
-# Idempotent: a server that answers is left alone.
+# 127.0.0.1:6379. Installs them from Debian's packages when they are missing,
+# and installs the headless browser the dashboard's tests drive (Debian's
+# chromium and chromium-driver). Idempotent: what is there is left alone.
 set -euo pipefail
 
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
@@ -43,5 +44,14 @@ start_redis() {
   echo "redis: started on 127.0.0.1:6379"
 }
 
+install_browser() {
+  if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then
+    echo "browser: chromium and chromedriver present"; return
+  fi
+  install_pkgs chromium chromium-driver
+  echo "browser: installed chromium and chromedriver"
+}
+
 start_postgres
 start_redis
+install_browser

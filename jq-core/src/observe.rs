@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use metrics::{Counter, Histogram};
 
+use crate::clock::Timestamp;
 use crate::error::Result;
 use crate::job::{NewJob, QueueName, State};
 use crate::storage::{JobFilter, Outcome, Stats, Storage};
@@ -108,18 +109,24 @@ pub async fn sample_store<S: Storage + ?Sized>(storage: &S) -> Result<()> {
         let age = if counts.get(State::Pending) == 0 {
             Duration::ZERO
         } else {
-            let filter = JobFilter {
-                queue: Some(QueueName::new(queue.as_str())?),
-                state: Some(State::Pending),
-                limit: 1,
-                ..JobFilter::default()
-            };
-            let oldest = storage.list(&filter).await?;
-            oldest.first().and_then(|job| now.signed_duration_since(job.run_at).to_std().ok()).unwrap_or_default()
+            oldest_pending(storage, &QueueName::new(queue.as_str())?)
+                .await?
+                .and_then(|since| now.signed_duration_since(since).to_std().ok())
+                .unwrap_or_default()
         };
         oldest_pending_age(queue, age);
     }
     Ok(())
+}
+
+/// Since when the earliest enqueued Pending job of `queue` has been
+/// runnable (its due time); `None` when nothing is pending. One one-job
+/// `list`: the earliest enqueued, which is the longest waiting unless a
+/// later job was due earlier.
+pub async fn oldest_pending<S: Storage + ?Sized>(storage: &S, queue: &QueueName) -> Result<Option<Timestamp>> {
+    let filter =
+        JobFilter { queue: Some(queue.clone()), state: Some(State::Pending), limit: 1, ..JobFilter::default() };
+    Ok(storage.list(&filter).await?.first().map(|job| job.run_at))
 }
 
 /// The handles of one (queue, kind).

@@ -127,6 +127,13 @@ impl<S: Storage> Client<S> {
         self.storage.retry(id).await
     }
 
+    /// Retries every Dead job, or those of `queue`; returns the ids retried.
+    /// Pages through the dead jobs; one retried or purged by someone else
+    /// meanwhile is skipped, not an error.
+    pub async fn retry_dead(&self, queue: Option<&QueueName>) -> Result<Vec<JobId>> {
+        retry_dead(&self.storage, queue).await
+    }
+
     /// Deletes the jobs in the terminal `state` that finished before
     /// `older_than`; returns how many. The pool can do this for you:
     /// [`WorkerPool::retention`].
@@ -211,4 +218,26 @@ impl<S: Storage> From<S> for Client<S> {
 /// The id of a one-job batch.
 fn first(ids: Vec<JobId>) -> Result<JobId> {
     ids.into_iter().next().ok_or_else(|| Error::Backend { backend: "storage", source: "enqueue returned no id".into() })
+}
+
+/// [`Client::retry_dead`] on any storage, for tools that hold a bare
+/// [`Storage`] (jqctl).
+pub async fn retry_dead<S: Storage + ?Sized>(storage: &S, queue: Option<&QueueName>) -> Result<Vec<JobId>> {
+    let mut filter =
+        JobFilter { queue: queue.cloned(), state: Some(State::Dead), limit: 1000, ..JobFilter::default() };
+    let mut retried = Vec::new();
+    loop {
+        let page = storage.list(&filter).await?;
+        for job in &page {
+            match storage.retry(job.id).await {
+                Ok(()) => retried.push(job.id),
+                Err(Error::InvalidState { .. } | Error::NotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        match page.last() {
+            Some(last) if page.len() == filter.page_size() => filter.after = Some(last.id),
+            _ => return Ok(retried),
+        }
+    }
 }

@@ -72,7 +72,7 @@ mod tx;
 mod url;
 
 pub use backend::{Backend, ConnectOptions};
-pub use client::Client;
+pub use client::{Client, retry_dead};
 pub use error::SetupError;
 pub use tx::Transactional;
 #[cfg(feature = "postgres")]

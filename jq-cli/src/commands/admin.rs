@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use jq::{Error, JobFilter, JobId, State, Storage};
+use jq::{JobFilter, JobId, State, Storage};
 use serde::Serialize;
 
 use super::RetryTarget;
@@ -28,7 +28,7 @@ pub async fn retry<S: Storage>(storage: &S, target: RetryTarget, json: bool) -> 
             storage.retry(id).await?;
             (vec![id], true)
         }
-        RetryTarget::All(queue) => (retry_all(storage, queue).await?, false),
+        RetryTarget::All(queue) => (jq::retry_dead(storage, queue.as_ref()).await?, false),
     };
     if json {
         let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();
@@ -37,26 +37,6 @@ pub async fn retry<S: Storage>(storage: &S, target: RetryTarget, json: bool) -> 
     match ids.as_slice() {
         [id] if one => view::emit(&format!("retried {id}: pending again, with one more attempt\n")),
         _ => view::emit(&format!("retried {} dead job(s)\n", ids.len())),
-    }
-}
-
-async fn retry_all<S: Storage>(storage: &S, queue: Option<jq::QueueName>) -> CliResult<Vec<JobId>> {
-    let mut filter = JobFilter { queue, state: Some(State::Dead), limit: 1000, ..JobFilter::default() };
-    let mut retried = Vec::new();
-    loop {
-        let page = storage.list(&filter).await?;
-        for job in &page {
-            match storage.retry(job.id).await {
-                Ok(()) => retried.push(job.id),
-                // Someone else retried or purged it since the listing: not ours to report.
-                Err(Error::InvalidState { .. } | Error::NotFound { .. }) => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
-        match page.last() {
-            Some(last) if page.len() == filter.page_size() => filter.after = Some(last.id),
-            _ => return Ok(retried),
-        }
     }
 }
 

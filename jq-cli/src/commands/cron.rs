@@ -1,7 +1,5 @@
 //! `jqctl cron list` and `jqctl cron run NAME`.
 
-use jq::schedule::Spec;
-use jq::schedule::ticks::zone;
 use jq::{JobId, ScheduleInfo, State, Storage, Timestamp};
 use serde::Serialize;
 
@@ -78,17 +76,13 @@ pub async fn run<S: Storage>(storage: &S, name: &str, json: bool) -> CliResult {
 
 impl ScheduleView {
     fn of(row: ScheduleInfo, last_job_state: Option<State>, now: Timestamp) -> Self {
-        let next_tick = match (Spec::parse(&row.spec), zone(&row.zone)) {
-            (Ok(spec), Ok(tz)) => spec.next_after(row.cursor, tz),
-            _ => None,
-        };
         ScheduleView {
+            next_tick: row.next_tick(),
             orphaned: row.is_orphaned(now),
             name: row.name,
             queue: row.queue,
             expression: row.spec,
             zone: row.zone,
-            next_tick,
             last_tick: row.cursor,
             last_job: row.last_job,
             last_job_state,

@@ -277,6 +277,14 @@ impl ScheduleInfo {
     pub fn is_orphaned(&self, now: Timestamp) -> bool {
         add(self.declared_at, ORPHAN_AFTER) <= now
     }
+
+    /// The next tick after the cursor by the stored expression and zone;
+    /// `None` when the stored text no longer parses (written by a newer jq)
+    /// or the expression has no later tick.
+    pub fn next_tick(&self) -> Option<Timestamp> {
+        let spec = Spec::parse(&self.spec).ok()?;
+        spec.next_after(self.cursor, ticks::zone(&self.zone).ok()?)
+    }
 }
 
 /// One compare-and-set step of a schedule, for [`Storage::fire`](crate::Storage::fire).
