@@ -106,6 +106,25 @@ Example: jqctl metrics --listen 0.0.0.0:9464 --interval 15s")]
         #[arg(long, value_name = "INTERVAL", default_value = "15s", value_parser = duration::parse_positive)]
         interval: Duration,
     },
+    /// Serve the web dashboard: queues, throughput, jobs, and actions on them.
+    #[command(after_help = "\
+Binds 127.0.0.1:8080 by default. Any other address needs a token (--token or
+JQ_DASHBOARD_TOKEN): the browser asks for it as the password of basic auth (any
+user name); scripts send `Authorization: Bearer TOKEN`. --read-only hides and
+refuses every action.
+
+Example: JQ_DASHBOARD_TOKEN=$(openssl rand -hex 16) jqctl serve --listen 0.0.0.0:8080 --read-only")]
+    Serve {
+        /// The address to serve the dashboard on.
+        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
+        listen: std::net::SocketAddr,
+        /// Show everything, change nothing: actions are hidden and refused.
+        #[arg(long)]
+        read_only: bool,
+        /// Require this token on every request (needed to bind anything but loopback).
+        #[arg(long, env = "JQ_DASHBOARD_TOKEN", value_name = "TOKEN", hide_env_values = true)]
+        token: Option<String>,
+    },
     /// Create or upgrade the backend's schema (PostgreSQL; nothing to do for SQLite and Redis).
     Migrate,
     /// Run jobs: execute a command for each claimed job.

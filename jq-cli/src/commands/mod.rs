@@ -9,6 +9,7 @@ mod enqueue;
 mod metrics;
 mod queue;
 mod read;
+mod serve;
 pub mod worker;
 
 pub use metrics::serve as serve_metrics;
@@ -62,6 +63,8 @@ pub enum Action {
         /// Sampling interval.
         every: Duration,
     },
+    /// Serve the dashboard.
+    Serve(serve::ServePlan),
     /// Run a worker.
     Worker(worker::WorkerPlan),
 }
@@ -94,6 +97,9 @@ impl Action {
             Command::Cron(CronCommand::Run { name }) => Action::CronRun(name),
             Command::Queue(command) => Action::Queue(command),
             Command::Metrics { listen, interval } => Action::Metrics { listen, every: interval },
+            Command::Serve { listen, read_only, token } => {
+                Action::Serve(serve::ServePlan::prepare(listen, read_only, token)?)
+            }
             Command::Worker(args) => Action::Worker(worker::WorkerPlan::prepare(args)?),
             Command::Migrate => return Ok(None),
         }))
@@ -116,6 +122,7 @@ impl Action {
             Action::CronRun(name) => cron::run(&storage, &name, json).await,
             Action::Queue(command) => queue::run(&storage, command, json).await,
             Action::Metrics { listen, every } => metrics::run(&storage, listen, every).await,
+            Action::Serve(plan) => serve::run(storage, plan).await,
             Action::Worker(plan) => worker::run(storage, plan).await,
         }
     }

@@ -1,0 +1,94 @@
+//! `/jobs/{id}`: one job, whole: payload, every failed attempt, lease,
+//! unique key, due time; retry or cancel it.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State as AxumState};
+use jq::{Job, JobId, State, Storage};
+use maud::{Markup, html};
+
+use crate::App;
+use crate::error::{DashboardError, PageResult};
+use crate::format;
+use crate::layout::{self, Base, Done, Nav};
+use crate::pages::state_badge;
+
+/// Parses the id in a job URL.
+pub(crate) fn job_id(text: &str) -> PageResult<JobId> {
+    text.parse().map_err(|e: jq::Error| DashboardError::BadRequest(e.to_string()))
+}
+
+/// `GET /jobs/{id}`.
+pub(crate) async fn page<S: Storage>(
+    AxumState(app): AxumState<Arc<App<S>>>,
+    base: Base,
+    Path(id): Path<String>,
+    Query(done): Query<Done>,
+) -> PageResult<Markup> {
+    let job = app.client.get(job_id(&id)?).await?;
+    let now = app.client.clock().now();
+    let body = html! {
+        h1 { "Job " code { (job.id) } " " (state_badge(job.state)) }
+        @if !app.options.read_only { (actions(&base, &app.csrf, &job)) }
+        dl.fields {
+            dt { "Queue" } dd { a href=(base.to(&format!("/jobs?queue={}", crate::pages::overview::urlencode(job.queue.as_str())))) { (job.queue) } }
+            dt { "Kind" } dd { (job.kind) }
+            dt { "State" } dd #job-state { (job.state) }
+            dt { "Priority" } dd { (job.priority) }
+            dt { "Attempts" } dd { (job.attempts) " of " (job.max_attempts) }
+            dt { "Due" } dd { (format::instant(job.run_at)) " (" (format::relative(job.run_at, now)) ")" }
+            dt { "Enqueued" } dd { (format::instant(job.created_at)) }
+            dt { "Finished" } dd { @match job.finished_at { Some(t) => { (format::instant(t)) } None => { span.muted { "-" } } } }
+            dt { "Lease" } dd {
+                @match &job.lease {
+                    Some(lease) => { "held by " strong { (lease.worker) } ", expires " (format::instant(lease.expires_at))
+                        " (" (format::relative(lease.expires_at, now)) ")" }
+                    None => { span.muted { "none" } }
+                }
+            }
+            dt { "Unique key" } dd { @match &job.unique_key { Some(k) => { code { (k) } } None => { span.muted { "none" } } } }
+            dt { "Trace" } dd { @match &job.trace { Some(t) => { code { (t.traceparent()) } } None => { span.muted { "none" } } } }
+        }
+        h2 { "Payload" }
+        pre.payload #payload { (pretty(&job)) }
+        h2 { "Attempts that failed" }
+        @if job.errors.is_empty() {
+            p.muted { "None." }
+        } @else {
+            table.errors {
+                thead { tr { th.num { "Attempt" } th { "At" } th { "Error" } } }
+                tbody {
+                    @for e in &job.errors {
+                        tr { td.num { (e.attempt) } td { (format::instant(e.at)) } td { pre.error { (e.message) } } }
+                    }
+                }
+            }
+        }
+    };
+    Ok(layout::page(&base, &format!("Job {}", job.id), Nav::Jobs, app.options.read_only, done.message(), body))
+}
+
+/// Retry for a dead job, cancel for one that has not started.
+fn actions(base: &Base, csrf: &str, job: &Job) -> Markup {
+    let id = job.id;
+    html! {
+        div.actions {
+            @if job.state == State::Dead {
+                (layout::action(&base.to(&format!("/jobs/{id}/retry")), csrf, "Retry",
+                    &format!("Retry job {id}? It becomes pending with one more attempt."), "primary"))
+            }
+            @if matches!(job.state, State::Scheduled | State::Pending) {
+                (layout::action(&base.to(&format!("/jobs/{id}/cancel")), csrf, "Cancel",
+                    &format!("Cancel job {id}? It will not run."), "danger"))
+            }
+        }
+    }
+}
+
+/// The payload as indented JSON; as stored when it does not parse.
+fn pretty(job: &Job) -> String {
+    let text = job.payload.as_str();
+    serde_json::from_str::<serde_json::Value>(text)
+        .and_then(|v| serde_json::to_string_pretty(&v))
+        .unwrap_or_else(|_| text.to_owned())
+}

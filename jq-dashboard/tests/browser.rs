@@ -1,0 +1,206 @@
+//! The dashboard in a real browser: Debian's headless Chromium driven
+//! through chromedriver (WebDriver). Installed by scripts/start-services.sh;
+//! without them these tests fail and say so.
+//!
+//! With `JQ_DASHBOARD_SCREENSHOTS=DIR` the SQLite run saves a screenshot of
+//! each page there (how docs/dashboard-*.png were made).
+
+#![cfg(all(feature = "sqlite", feature = "postgres", feature = "redis"))]
+#![allow(clippy::unwrap_used)] // tests may unwrap
+
+#[path = "../../jq/tests/common/mod.rs"]
+mod common;
+mod support;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use fantoccini::{Client as Browser, ClientBuilder, Locator};
+use hyper_util::client::legacy::connect::HttpConnector;
+use jq::State;
+use jq_dashboard::Options;
+use support::{HOSTILE, dashboard, seeded, state};
+use tokio::process::{Child, Command};
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+const CHROMEDRIVER: &str = "chromedriver";
+
+/// A chromedriver process and a headless Chromium session on it.
+struct Driver {
+    browser: Browser,
+    _chromedriver: Child,
+}
+
+impl Driver {
+    async fn start() -> Driver {
+        let port = free_port();
+        let chromedriver = Command::new(CHROMEDRIVER)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("cannot start {CHROMEDRIVER} ({e}): run scripts/start-services.sh, which installs Debian's chromium and chromium-driver")
+            });
+        assert!(std::path::Path::new(CHROMIUM).exists(), "no {CHROMIUM}: run scripts/start-services.sh, which installs Debian's chromium and chromium-driver");
+        let mut capabilities = serde_json::Map::new();
+        capabilities.insert(
+            "goog:chromeOptions".to_owned(),
+            serde_json::json!({
+                "binary": CHROMIUM,
+                // Root in a container has no sandbox; /dev/shm is small there.
+                "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,900"],
+            }),
+        );
+        let url = format!("http://127.0.0.1:{port}");
+        let mut last = None;
+        for _ in 0..100 {
+            match ClientBuilder::new(HttpConnector::new()).capabilities(capabilities.clone()).connect(&url).await {
+                Ok(browser) => return Driver { browser, _chromedriver: chromedriver },
+                Err(e) => last = Some(e),
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("chromedriver on {url} gave no browser session: {last:?}");
+    }
+
+    async fn close(self) {
+        self.browser.close().await.unwrap();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Serves `app` on a loopback port of this runtime.
+async fn serve(app: axum::Router) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    address
+}
+
+/// Where screenshots go, when asked for.
+fn screenshots() -> Option<PathBuf> {
+    std::env::var_os("JQ_DASHBOARD_SCREENSHOTS").map(PathBuf::from)
+}
+
+async fn shoot(browser: &Browser, name: &str) {
+    if let Some(dir) = screenshots() {
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(format!("dashboard-{name}.png")), browser.screenshot().await.unwrap()).unwrap();
+    }
+}
+
+/// Load the overview, follow the dead count to the dead job, see its
+/// hostile payload as inert text, retry it (confirming) and see it pending;
+/// then a read-only dashboard refuses a forged POST, and a POST from
+/// another origin without the token is refused by the writable one.
+async fn operator_retries_a_dead_job(backend: &str) {
+    let (ns, client, jobs) = seeded(backend).await;
+    let writable = serve(dashboard(&client, Options::new())).await;
+    let read_only = serve(dashboard(&client, Options::new().read_only(true))).await;
+    let driver = Driver::start().await;
+    let b = &driver.browser;
+
+    b.goto(&format!("http://{writable}/")).await.unwrap();
+    let row = b.find(Locator::Css("tr[data-queue=reports]")).await.unwrap();
+    assert!(row.text().await.unwrap().contains("reports"));
+    shoot(b, "overview").await;
+    row.find(Locator::Css("a[href*='state=dead']")).await.unwrap().click().await.unwrap();
+    let link = b.wait().for_element(Locator::Css(&format!("tr[data-job='{}'] a", jobs.dead))).await.unwrap();
+    shoot(b, "jobs").await;
+    link.click().await.unwrap();
+
+    let payload = b.wait().for_element(Locator::Id("payload")).await.unwrap();
+    let shown = payload.text().await.unwrap();
+    assert!(shown.contains("<script>window.__pwned = 1</script>"), "the payload is shown as text: {shown}");
+    assert!(HOSTILE.contains("onerror"));
+    let pwned = b.execute("return window.__pwned === undefined", vec![]).await.unwrap();
+    assert_eq!(pwned, serde_json::Value::Bool(true), "no script from the payload ran");
+    assert_eq!(b.find(Locator::Id("job-state")).await.unwrap().text().await.unwrap(), "dead");
+    shoot(b, "job").await;
+
+    b.find(Locator::Css("form[action$='/retry'] button")).await.unwrap().click().await.unwrap();
+    let question = b.get_alert_text().await.unwrap();
+    assert!(question.starts_with("Retry job"), "{question}");
+    b.accept_alert().await.unwrap();
+    b.wait().for_element(Locator::Css(".notice")).await.unwrap();
+    assert_eq!(b.find(Locator::Id("job-state")).await.unwrap().text().await.unwrap(), "pending");
+    assert!(b.find(Locator::Css(".notice")).await.unwrap().text().await.unwrap().starts_with("Retried"));
+    assert_eq!(state(&client, jobs.dead).await, State::Pending);
+
+    // Read-only: no form at all, and a POST made by hand is refused.
+    b.goto(&format!("http://{read_only}/jobs/{}", jobs.pending)).await.unwrap();
+    assert!(b.find_all(Locator::Css("form[method=post]")).await.unwrap().is_empty());
+    let status = b
+        .execute_async(
+            "const done = arguments[arguments.length - 1];
+             fetch(arguments[0], { method: 'POST', headers: { 'Content-Type': 'application/x-www-form-urlencoded' }, body: 'csrf=x' })
+               .then(r => done(r.status), e => done(String(e)));",
+            vec![serde_json::json!(format!("/jobs/{}/cancel", jobs.pending))],
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, serde_json::json!(403));
+
+    // From a page of no origin of ours (an attacker's), a form aimed at the
+    // writable dashboard: the browser sends it, the dashboard refuses it.
+    b.goto("about:blank").await.unwrap();
+    b.execute(
+        "const f = document.createElement('form'); f.method = 'POST'; f.action = arguments[0];
+         const i = document.createElement('input'); i.name = 'csrf'; i.value = 'guess'; f.appendChild(i);
+         document.body.appendChild(f); f.submit();",
+        vec![serde_json::json!(format!("http://{writable}/jobs/{}/cancel", jobs.pending))],
+    )
+    .await
+    .unwrap();
+    b.wait().for_element(Locator::Css("p.error[role=alert]")).await.unwrap();
+    assert_eq!(state(&client, jobs.pending).await, State::Pending, "the forged POST changed nothing");
+
+    driver.close().await;
+    ns.cleanup().await;
+}
+
+/// The overview refreshes itself and the pause control stops it.
+async fn overview_refreshes_until_paused(backend: &str) {
+    let (ns, client, _) = seeded(backend).await;
+    let app = serve(dashboard(&client, Options::new().refresh_every(Duration::from_secs(1)))).await;
+    let driver = Driver::start().await;
+    let b = &driver.browser;
+    b.goto(&format!("http://{app}/")).await.unwrap();
+    let count = |b: &Browser| {
+        let b = b.clone();
+        async move {
+            let cell = b.find(Locator::Css("tr[data-queue=mailers] td:nth-child(3)")).await.unwrap();
+            cell.text().await.unwrap()
+        }
+    };
+    assert_eq!(count(b).await, "2", "two pending mailers");
+    support::seed_one_pending(&client, "mailers").await;
+    b.wait().at_most(Duration::from_secs(10)).for_element(Locator::XPath("//tr[@data-queue='mailers']/td[3][normalize-space()='3']")).await.unwrap();
+
+    b.find(Locator::Id("refresh-toggle")).await.unwrap().click().await.unwrap();
+    assert_eq!(b.find(Locator::Id("refresh-toggle")).await.unwrap().text().await.unwrap(), "Resume auto-refresh");
+    support::seed_one_pending(&client, "mailers").await;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(count(b).await, "3", "paused: the page kept its figures");
+    b.find(Locator::Id("refresh-toggle")).await.unwrap().click().await.unwrap();
+    b.wait().at_most(Duration::from_secs(10)).for_element(Locator::XPath("//tr[@data-queue='mailers']/td[3][normalize-space()='4']")).await.unwrap();
+    driver.close().await;
+    ns.cleanup().await;
+}
+
+macro_rules! on_every_backend {
+    ($($test:ident),* $(,)?) => {
+        mod sqlite { $( #[tokio::test] async fn $test() { super::$test("sqlite").await } )* }
+        mod postgres { $( #[tokio::test] async fn $test() { super::$test("postgres").await } )* }
+        mod redis { $( #[tokio::test] async fn $test() { super::$test("redis").await } )* }
+    };
+}
+
+on_every_backend!(operator_retries_a_dead_job, overview_refreshes_until_paused);

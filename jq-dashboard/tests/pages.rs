@@ -1,0 +1,167 @@
+//! The dashboard's pages and actions over HTTP, on every backend: what an
+//! operator sees, what each action does, and what is refused.
+
+#![cfg(all(feature = "sqlite", feature = "postgres", feature = "redis"))]
+#![allow(clippy::unwrap_used)] // tests may unwrap
+
+#[path = "../../jq/tests/common/mod.rs"]
+mod common;
+mod support;
+
+use axum::Router;
+use jq::State;
+use jq_dashboard::Options;
+use support::{csrf, dashboard, get, post, seeded, state};
+
+/// The overview lists every queue with its counts, the dead job is one click
+/// away, and the hostile payload and error come back escaped.
+async fn pages_show_the_store_escaped(backend: &str) {
+    let (ns, client, jobs) = seeded(backend).await;
+    let app = dashboard(&client, Options::new());
+
+    let overview = get(&app, "/").await;
+    assert_eq!(overview.status, 200, "{}", overview.body);
+    assert!(overview.body.contains("data-queue=\"mailers\""), "{}", overview.body);
+    assert!(overview.body.contains("data-queue=\"reports\""));
+    assert!(overview.body.contains("/jobs?queue=reports&amp;state=dead"), "the dead count links to the dead jobs");
+    assert!(overview.headers["content-security-policy"].to_str().unwrap().contains("script-src 'self'"));
+
+    let dead_list = get(&app, "/jobs?queue=reports&state=dead").await;
+    assert_eq!(dead_list.status, 200);
+    assert!(dead_list.body.contains(&format!("data-job=\"{}\"", jobs.dead)));
+    assert!(!dead_list.body.contains(&format!("data-job=\"{}\"", jobs.pending)), "the filter keeps other queues out");
+    assert!(dead_list.body.contains("&lt;b&gt;boom&lt;/b&gt;"), "the last error, escaped");
+
+    let detail = get(&app, &format!("/jobs/{}", jobs.dead)).await;
+    assert_eq!(detail.status, 200);
+    assert!(detail.body.contains("&lt;script&gt;window.__pwned = 1&lt;/script&gt;"), "{}", detail.body);
+    assert!(!detail.body.contains("<script>window"), "no payload markup reaches the page as markup");
+    assert!(!detail.body.contains("<b>boom"));
+    assert!(detail.body.contains("test-worker") || detail.body.contains("Attempts that failed"));
+
+    let missing = get(&app, "/jobs/0190a1b2-0000-7000-8000-000000000000").await;
+    assert_eq!(missing.status, 404);
+    assert_eq!(get(&app, "/jobs/not-an-id").await.status, 400);
+    ns.cleanup().await;
+}
+
+/// Every action with the page's token does what it says and redirects to
+/// a page that says so; without the token nothing changes.
+async fn actions_act_and_forgeries_do_not(backend: &str) {
+    let (ns, client, jobs) = seeded(backend).await;
+    let app = dashboard(&client, Options::new());
+    let token = csrf(&get(&app, "/").await.body);
+
+    let forged = post(&app, &format!("/jobs/{}/retry", jobs.dead), "csrf=guess").await;
+    assert_eq!(forged.status, 403);
+    let no_token = post(&app, &format!("/jobs/{}/retry", jobs.dead), "").await;
+    assert_eq!(no_token.status, 403);
+    assert_eq!(state(&client, jobs.dead).await, State::Dead, "a forged POST changed nothing");
+
+    let retried = post(&app, &format!("/jobs/{}/retry", jobs.dead), &format!("csrf={token}")).await;
+    assert_eq!(retried.status, 303, "{}", retried.body);
+    assert_eq!(retried.location.as_deref(), Some(format!("/jobs/{}?done=retried", jobs.dead).as_str()));
+    assert_eq!(state(&client, jobs.dead).await, State::Pending);
+    let shown = get(&app, retried.location.as_deref().unwrap()).await;
+    assert!(shown.body.contains("Retried: the job is pending again"), "{}", shown.body);
+    let again = post(&app, &format!("/jobs/{}/retry", jobs.dead), &format!("csrf={token}")).await;
+    assert_eq!(again.status, 409, "a pending job cannot be retried: {}", again.body);
+
+    let cancelled = post(&app, &format!("/jobs/{}/cancel", jobs.pending), &format!("csrf={token}")).await;
+    assert_eq!(cancelled.status, 303);
+    assert_eq!(state(&client, jobs.pending).await, State::Cancelled);
+
+    assert_eq!(post(&app, "/queues/mailers/pause", &format!("csrf={token}")).await.status, 303);
+    let paused = client.queues().await.unwrap();
+    assert!(paused.iter().any(|q| q.queue.as_str() == "mailers" && q.paused()));
+    assert!(get(&app, "/?done=paused").await.body.contains("Paused: no worker starts"));
+    assert_eq!(post(&app, "/queues/mailers/resume", &format!("csrf={token}")).await.status, 303);
+    assert!(client.queues().await.unwrap().iter().all(|q| !q.paused()));
+
+    // Back to dead, then "retry all dead" for the queue.
+    ns_kill(&client, "reports").await;
+    let all = post(&app, "/queues/reports/retry-dead", &format!("csrf={token}")).await;
+    assert_eq!(all.status, 303);
+    assert!(all.location.unwrap().contains("done=retried-dead&n=1"));
+    assert_eq!(state(&client, jobs.dead).await, State::Pending);
+
+    let purged = post(&app, "/purge", &format!("csrf={token}&state=completed&older_than=0s")).await;
+    assert_eq!(purged.status, 303, "{}", purged.body);
+    assert_eq!(purged.location.as_deref(), Some("/?done=purged&n=1"));
+    assert!(client.get(jobs.completed).await.is_err(), "the completed job is gone");
+    let bad = post(&app, "/purge", &format!("csrf={token}&state=pending&older_than=1d")).await;
+    assert_eq!(bad.status, 400, "only finished states are purged: {}", bad.body);
+    let bad = post(&app, "/purge", &format!("csrf={token}&state=completed&older_than=soon")).await;
+    assert_eq!(bad.status, 400);
+
+    let unknown = post(&app, "/schedules/nightly/run", &format!("csrf={token}")).await;
+    assert_eq!(unknown.status, 404, "no pool declared it: {}", unknown.body);
+    ns.cleanup().await;
+}
+
+/// Claims the queue's one runnable job and kills it (for retry-all-dead).
+async fn ns_kill(client: &jq::Client, queue: &str) {
+    use jq::Storage;
+    use jq::storage::StorageExt as _;
+    let request = jq::ClaimRequest::new(vec![jq::QueueName::new(queue).unwrap()], 1, std::time::Duration::from_secs(30), "w");
+    let claimed = client.storage().claim(&request).await.unwrap();
+    client.storage().complete_one(claimed[0].lease_ref().unwrap(), jq::Outcome::Fail { error: "again".into() }).await.unwrap();
+}
+
+/// Read-only hides every form and refuses every POST, even one carrying a
+/// valid token; a token-protected dashboard wants the token on every page.
+async fn read_only_and_token(backend: &str) {
+    let (ns, client, jobs) = seeded(backend).await;
+    let writable = dashboard(&client, Options::new());
+    let token = csrf(&get(&writable, "/").await.body);
+    let app = dashboard(&client, Options::new().read_only(true));
+    for path in ["/".to_owned(), format!("/jobs/{}", jobs.dead), "/jobs".to_owned()] {
+        let page = get(&app, &path).await;
+        assert_eq!(page.status, 200);
+        assert!(!page.body.contains("method=\"post\""), "{path} shows an action: {}", page.body);
+        assert!(page.body.contains("read-only"));
+    }
+    for path in [format!("/jobs/{}/retry", jobs.dead), "/queues/mailers/pause".to_owned(), "/purge".to_owned()] {
+        let refused = post(&app, &path, &format!("csrf={token}&state=completed&older_than=0s")).await;
+        assert_eq!(refused.status, 403, "{path}");
+        assert!(refused.body.contains("read-only"));
+    }
+    assert_eq!(state(&client, jobs.dead).await, State::Dead);
+
+    let locked = dashboard(&client, Options::new().token("s3cret"));
+    let denied = get(&locked, "/").await;
+    assert_eq!(denied.status, 401);
+    assert!(denied.headers["www-authenticate"].to_str().unwrap().starts_with("Basic"));
+    let bearer = support::send(
+        &locked,
+        axum::http::Request::get("/").header("authorization", "Bearer s3cret").body(axum::body::Body::empty()).unwrap(),
+    )
+    .await;
+    assert_eq!(bearer.status, 200);
+    ns.cleanup().await;
+}
+
+/// Nested under a path of the user's app, every link and form starts with it.
+async fn nested_links_keep_the_prefix(backend: &str) {
+    let (ns, client, jobs) = seeded(backend).await;
+    let app: Router = Router::new().nest("/admin/jobs", dashboard(&client, Options::new()));
+    let overview = get(&app, "/admin/jobs").await;
+    assert_eq!(overview.status, 200, "{}", overview.body);
+    assert!(overview.body.contains("href=\"/admin/jobs/assets/dashboard.css\""));
+    assert!(overview.body.contains("action=\"/admin/jobs/queues/mailers/pause\""));
+    let token = csrf(&overview.body);
+    let retried = post(&app, &format!("/admin/jobs/jobs/{}/retry", jobs.dead), &format!("csrf={token}")).await;
+    assert_eq!(retried.location.as_deref(), Some(format!("/admin/jobs/jobs/{}?done=retried", jobs.dead).as_str()));
+    assert_eq!(get(&app, "/admin/jobs/assets/dashboard.js").await.status, 200);
+    ns.cleanup().await;
+}
+
+macro_rules! on_every_backend {
+    ($($test:ident),* $(,)?) => {
+        mod sqlite { $( #[tokio::test] async fn $test() { super::$test("sqlite").await } )* }
+        mod postgres { $( #[tokio::test] async fn $test() { super::$test("postgres").await } )* }
+        mod redis { $( #[tokio::test] async fn $test() { super::$test("redis").await } )* }
+    };
+}
+
+on_every_backend!(pages_show_the_store_escaped, actions_act_and_forgeries_do_not, read_only_and_token, nested_links_keep_the_prefix);
