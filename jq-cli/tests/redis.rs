@@ -63,6 +63,7 @@ redis_scenarios!(
     cron_list_and_run,
     queue_pause_resume_and_limit,
     metrics_endpoints_serve_gauges_and_counters,
+    serve_dashboard_guards_its_address,
 );
 
 #[test]

@@ -116,7 +116,9 @@ pub(crate) async fn retry_dead<S: Storage>(
     let retried = app.client.retry_dead(Some(&queue)).await?;
     tracing::info!(queue = %queue, retried = retried.len(), "dashboard: dead jobs retried");
     let n = retried.len();
-    Ok(Redirect::to(&base.to(&format!("/jobs?queue={}&state=pending&done=retried-dead&n={n}", urlencode(queue.as_str())))))
+    Ok(Redirect::to(
+        &base.to(&format!("/jobs?queue={}&state=pending&done=retried-dead&n={n}", urlencode(queue.as_str()))),
+    ))
 }
 
 /// `POST /purge`: deletes finished jobs of one state older than a duration.

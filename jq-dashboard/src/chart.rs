@@ -88,11 +88,8 @@ mod tests {
     fn rows_land_in_their_minute_and_old_ones_are_left_out() {
         let now = chrono::Utc.with_ymd_and_hms(2026, 11, 23, 12, 30, 40).unwrap();
         let current = chrono::Utc.with_ymd_and_hms(2026, 11, 23, 12, 30, 0).unwrap();
-        let rows = [
-            (current, 5, 1),
-            (current - TimeDelta::minutes(59), 2, 0),
-            (current - TimeDelta::minutes(60), 100, 100),
-        ];
+        let rows =
+            [(current, 5, 1), (current - TimeDelta::minutes(59), 2, 0), (current - TimeDelta::minutes(60), 100, 100)];
         let slots = slots(now, rows);
         assert_eq!(slots[MINUTES - 1], Minute { completed: 5, dead: 1 });
         assert_eq!(slots[0], Minute { completed: 2, dead: 0 });

@@ -17,7 +17,9 @@ pub enum DashboardError {
     #[error("this dashboard is read-only: actions are turned off")]
     ReadOnly,
     /// A POST without this process's CSRF token, or from another site.
-    #[error("the form's CSRF token is missing or stale, or the request came from another site: reload the page and try again")]
+    #[error(
+        "the form's CSRF token is missing or stale, or the request came from another site: reload the page and try again"
+    )]
     Csrf,
 }
 

@@ -70,7 +70,14 @@ pub(crate) enum Nav {
 }
 
 /// A whole page.
-pub(crate) fn page(base: &Base, title: &str, nav: Nav, read_only: bool, notice: Option<String>, body: Markup) -> Markup {
+pub(crate) fn page(
+    base: &Base,
+    title: &str,
+    nav: Nav,
+    read_only: bool,
+    notice: Option<String>,
+    body: Markup,
+) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {

@@ -52,8 +52,9 @@ pub(crate) fn layer(routes: Router, options: Options) -> Router {
             if let Some(token) = token.as_deref()
                 && !authorized(request.headers(), token)
             {
-                let mut denied = (StatusCode::UNAUTHORIZED, "a token is required: the password of basic auth, or a bearer token\n")
-                    .into_response();
+                let mut denied =
+                    (StatusCode::UNAUTHORIZED, "a token is required: the password of basic auth, or a bearer token\n")
+                        .into_response();
                 denied.headers_mut().insert(WWW_AUTHENTICATE, HeaderValue::from_static("Basic realm=\"jq dashboard\""));
                 return denied;
             }
@@ -115,9 +116,11 @@ mod tests {
         assert!(!authorized(&headers, "s3cret"));
         headers.insert(AUTHORIZATION, HeaderValue::from_static("Bearer s3cret"));
         assert!(authorized(&headers, "s3cret"));
-        headers.insert(AUTHORIZATION, HeaderValue::from_str(&format!("Basic {}", STANDARD.encode("ops:s3cret"))).unwrap());
+        headers
+            .insert(AUTHORIZATION, HeaderValue::from_str(&format!("Basic {}", STANDARD.encode("ops:s3cret"))).unwrap());
         assert!(authorized(&headers, "s3cret"));
-        headers.insert(AUTHORIZATION, HeaderValue::from_str(&format!("Basic {}", STANDARD.encode("ops:wrong"))).unwrap());
+        headers
+            .insert(AUTHORIZATION, HeaderValue::from_str(&format!("Basic {}", STANDARD.encode("ops:wrong"))).unwrap());
         assert!(!authorized(&headers, "s3cret"));
         headers.insert(AUTHORIZATION, HeaderValue::from_static("Bearer s3cre"));
         assert!(!authorized(&headers, "s3cret"));

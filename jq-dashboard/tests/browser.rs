@@ -45,7 +45,10 @@ impl Driver {
             .unwrap_or_else(|e| {
                 panic!("cannot start {CHROMEDRIVER} ({e}): run scripts/start-services.sh, which installs Debian's chromium and chromium-driver")
             });
-        assert!(std::path::Path::new(CHROMIUM).exists(), "no {CHROMIUM}: run scripts/start-services.sh, which installs Debian's chromium and chromium-driver");
+        assert!(
+            std::path::Path::new(CHROMIUM).exists(),
+            "no {CHROMIUM}: run scripts/start-services.sh, which installs Debian's chromium and chromium-driver"
+        );
         let mut capabilities = serde_json::Map::new();
         capabilities.insert(
             "goog:chromeOptions".to_owned(),
@@ -182,7 +185,11 @@ async fn overview_refreshes_until_paused(backend: &str) {
     };
     assert_eq!(count(b).await, "2", "two pending mailers");
     support::seed_one_pending(&client, "mailers").await;
-    b.wait().at_most(Duration::from_secs(10)).for_element(Locator::XPath("//tr[@data-queue='mailers']/td[3][normalize-space()='3']")).await.unwrap();
+    b.wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::XPath("//tr[@data-queue='mailers']/td[3][normalize-space()='3']"))
+        .await
+        .unwrap();
 
     b.find(Locator::Id("refresh-toggle")).await.unwrap().click().await.unwrap();
     assert_eq!(b.find(Locator::Id("refresh-toggle")).await.unwrap().text().await.unwrap(), "Resume auto-refresh");
@@ -190,7 +197,11 @@ async fn overview_refreshes_until_paused(backend: &str) {
     tokio::time::sleep(Duration::from_millis(2500)).await;
     assert_eq!(count(b).await, "3", "paused: the page kept its figures");
     b.find(Locator::Id("refresh-toggle")).await.unwrap().click().await.unwrap();
-    b.wait().at_most(Duration::from_secs(10)).for_element(Locator::XPath("//tr[@data-queue='mailers']/td[3][normalize-space()='4']")).await.unwrap();
+    b.wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::XPath("//tr[@data-queue='mailers']/td[3][normalize-space()='4']"))
+        .await
+        .unwrap();
     driver.close().await;
     ns.cleanup().await;
 }

@@ -103,9 +103,14 @@ async fn actions_act_and_forgeries_do_not(backend: &str) {
 async fn ns_kill(client: &jq::Client, queue: &str) {
     use jq::Storage;
     use jq::storage::StorageExt as _;
-    let request = jq::ClaimRequest::new(vec![jq::QueueName::new(queue).unwrap()], 1, std::time::Duration::from_secs(30), "w");
+    let request =
+        jq::ClaimRequest::new(vec![jq::QueueName::new(queue).unwrap()], 1, std::time::Duration::from_secs(30), "w");
     let claimed = client.storage().claim(&request).await.unwrap();
-    client.storage().complete_one(claimed[0].lease_ref().unwrap(), jq::Outcome::Fail { error: "again".into() }).await.unwrap();
+    client
+        .storage()
+        .complete_one(claimed[0].lease_ref().unwrap(), jq::Outcome::Fail { error: "again".into() })
+        .await
+        .unwrap();
 }
 
 /// Read-only hides every form and refuses every POST, even one carrying a
@@ -164,4 +169,9 @@ macro_rules! on_every_backend {
     };
 }
 
-on_every_backend!(pages_show_the_store_escaped, actions_act_and_forgeries_do_not, read_only_and_token, nested_links_keep_the_prefix);
+on_every_backend!(
+    pages_show_the_store_escaped,
+    actions_act_and_forgeries_do_not,
+    read_only_and_token,
+    nested_links_keep_the_prefix
+);

@@ -497,6 +497,43 @@ pub mod scenarios {
         refused(s, &["queue", "limit", "mail", "--rate", "10/d"], 2, "N/PERIOD");
         refused(s, &["queue", "pause", "a b"], 2, "invalid");
     }
+    /// The dashboard's binary-level guarantees: it will not bind a public
+    /// address without a token, it serves the store's queues, read-only hides
+    /// the actions, and a token locks every page.
+    pub fn serve_dashboard_guards_its_address(s: &Store) {
+        refused(s, &["serve", "--listen", "0.0.0.0:0"], 2, "needs a token");
+        s.enqueue(&["ping", "{}", "--queue", "web"]);
+
+        let addr = free_addr();
+        let mut server = s
+            .cmd()
+            .args(["serve", "--listen", &addr, "--read-only"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let page =
+            get_until(&addr, "/", |head, _| head.starts_with("HTTP/1.1 200") || head.starts_with("HTTP/1.0 200"));
+        let _ = server.kill();
+        let _ = server.wait();
+        assert!(page.contains("data-queue=\"web\""), "{page}");
+        assert!(page.contains("read-only") && !page.contains("method=\"post\""), "{page}");
+
+        let addr = free_addr();
+        let mut server = s
+            .cmd()
+            .args(["serve", "--listen", &addr])
+            .env("JQ_DASHBOARD_TOKEN", "s3cret")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let denied = get_until(&addr, "/", |head, _| head.starts_with("HTTP/1."));
+        let _ = server.kill();
+        let _ = server.wait();
+        assert!(denied.split_whitespace().nth(1) == Some("401"), "{denied}");
+    }
+
     /// `jqctl metrics` serves the store's gauges, and `jqctl worker
     /// --metrics-listen` the worker's counters: equal to the jobs it ran.
     pub fn metrics_endpoints_serve_gauges_and_counters(s: &Store) {
@@ -545,21 +582,27 @@ fn free_addr() -> String {
 /// GET /metrics until the body satisfies `ready` (the server started, its
 /// first sample taken), bounded by DEADLINE.
 fn scrape_until(addr: &str, ready: impl Fn(&str) -> bool) -> String {
+    let response = get_until(addr, "/metrics", |_, body| ready(body));
+    response.split_once("\r\n\r\n").map_or(response.as_str(), |(_, body)| body).to_owned()
+}
+
+/// GET `path` over HTTP/1.0 until `ready(head, body)`, bounded by DEADLINE;
+/// returns the whole response.
+fn get_until(addr: &str, path: &str, ready: impl Fn(&str, &str) -> bool) -> String {
     use std::io::{Read, Write};
     let deadline = Instant::now() + DEADLINE;
     loop {
         if let Ok(mut stream) = std::net::TcpStream::connect(addr) {
             let mut response = String::new();
-            if stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n").is_ok()
-                && stream.read_to_string(&mut response).is_ok()
-            {
-                let body = response.split_once("\r\n\r\n").map_or(response.as_str(), |(_, body)| body);
-                if ready(body) {
-                    return body.to_owned();
+            let request = format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n");
+            if stream.write_all(request.as_bytes()).is_ok() && stream.read_to_string(&mut response).is_ok() {
+                let (head, body) = response.split_once("\r\n\r\n").unwrap_or((response.as_str(), ""));
+                if ready(head, body) {
+                    return response;
                 }
             }
         }
-        assert!(Instant::now() < deadline, "http://{addr}/metrics never served what the test waits for");
+        assert!(Instant::now() < deadline, "http://{addr}{path} never served what the test waits for");
         std::thread::sleep(Duration::from_millis(50));
     }
 }

@@ -15,7 +15,12 @@ use crate::format;
 use crate::layout::{self, Base, Done, Nav};
 use crate::pages::{rate, state_badge};
 
-struct Finished { queue: String, minute: jq::Timestamp, completed: u64, dead: u64 }
+struct Finished {
+    queue: String,
+    minute: jq::Timestamp,
+    completed: u64,
+    dead: u64,
+}
 
 /// One queue's row.
 struct QueueRow<'a> {

@@ -37,15 +37,26 @@ pub async fn seed(client: &Client) -> Seeded {
         NewJob::builder(kind, Payload::of(&payload).unwrap()).queue(queue)
     };
     let dead = client
-        .enqueue(job("render_report", "reports", serde_json::json!({ "html": HOSTILE })).max_attempts(1).build().unwrap())
+        .enqueue(
+            job("render_report", "reports", serde_json::json!({ "html": HOSTILE })).max_attempts(1).build().unwrap(),
+        )
         .await
         .unwrap();
     run_once(client, "reports", Outcome::Fail { error: "<b>boom</b>: template failed".to_owned() }).await;
 
-    let completed = client.enqueue(job("send_email", "mailers", serde_json::json!({ "to": "a@example.com" })).build().unwrap()).await.unwrap();
+    let completed = client
+        .enqueue(job("send_email", "mailers", serde_json::json!({ "to": "a@example.com" })).build().unwrap())
+        .await
+        .unwrap();
     run_once(client, "mailers", Outcome::Ack).await;
-    let pending = client.enqueue(job("send_email", "mailers", serde_json::json!({ "to": "b@example.com" })).build().unwrap()).await.unwrap();
-    client.enqueue(job("send_email", "mailers", serde_json::json!({ "to": "c@example.com" })).build().unwrap()).await.unwrap();
+    let pending = client
+        .enqueue(job("send_email", "mailers", serde_json::json!({ "to": "b@example.com" })).build().unwrap())
+        .await
+        .unwrap();
+    client
+        .enqueue(job("send_email", "mailers", serde_json::json!({ "to": "c@example.com" })).build().unwrap())
+        .await
+        .unwrap();
     client
         .enqueue(job("send_digest", "mailers", serde_json::json!({})).delay(Duration::from_secs(3600)).build().unwrap())
         .await
