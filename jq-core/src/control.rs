@@ -86,9 +86,9 @@ impl Rate {
 impl std::fmt::Display for Rate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let p = self.period;
-        if p.subsec_nanos() == 0 && p.as_secs() % 3600 == 0 {
+        if p.subsec_nanos() == 0 && p.as_secs().is_multiple_of(3600) {
             write!(f, "{}/{}h", self.limit, p.as_secs() / 3600)
-        } else if p.subsec_nanos() == 0 && p.as_secs() % 60 == 0 {
+        } else if p.subsec_nanos() == 0 && p.as_secs().is_multiple_of(60) {
             write!(f, "{}/{}m", self.limit, p.as_secs() / 60)
         } else if p.subsec_nanos() == 0 {
             write!(f, "{}/{}s", self.limit, p.as_secs())

@@ -161,6 +161,31 @@ async fn nested_links_keep_the_prefix(backend: &str) {
     ns.cleanup().await;
 }
 
+/// The last hour's throughput, as the overview charts and totals it,
+/// equals the jobs finished minute by minute; limits and pauses show.
+async fn overview_counts_the_last_hour(backend: &str) {
+    let (ns, client, busy) = support::busy(backend).await;
+    let app = dashboard(&client, Options::new());
+    let overview = get(&app, "/").await;
+    assert_eq!(overview.status, 200);
+    assert_eq!(support::figure(&overview.body, "completed-hour"), busy.completed);
+    assert_eq!(support::figure(&overview.body, "failed-hour"), busy.dead + 1, "the dead report counts too");
+    assert!(overview.body.matches("<rect class=\"ok\"").count() >= 45, "a bar for each minute of work");
+    assert!(overview.body.contains("≤ 8 running") && overview.body.contains("100 / 1s"), "mailers' limits");
+    assert!(overview.body.contains("class=\"paused\""), "billing is paused");
+    assert!(overview.body.contains("nightly-report") && overview.body.contains("0 3 * * *"));
+    assert!(overview.body.contains("action=\"/queues/billing/resume\""));
+    assert!(overview.body.contains("action=\"/schedules/nightly-report/run\""));
+    let token = csrf(&overview.body);
+    let run = post(&app, "/schedules/nightly-report/run", &format!("csrf={token}")).await;
+    assert_eq!(run.status, 303, "{}", run.body);
+    let schedules = client.schedules().await.unwrap();
+    assert!(schedules[0].run_requested.is_some(), "the run is stored for a declaring pool");
+    let page2 = get(&app, "/jobs?queue=mailers&state=completed").await;
+    assert!(page2.body.contains("id=\"next-page\""), "more than 50 completed mailers page");
+    ns.cleanup().await;
+}
+
 macro_rules! on_every_backend {
     ($($test:ident),* $(,)?) => {
         mod sqlite { $( #[tokio::test] async fn $test() { super::$test("sqlite").await } )* }
@@ -173,5 +198,6 @@ on_every_backend!(
     pages_show_the_store_escaped,
     actions_act_and_forgeries_do_not,
     read_only_and_token,
-    nested_links_keep_the_prefix
+    nested_links_keep_the_prefix,
+    overview_counts_the_last_hour,
 );

@@ -139,3 +139,104 @@ pub async fn seed_one_pending(client: &Client, queue: &str) -> JobId {
     let job = NewJob::builder("send_email", Payload::of(&serde_json::json!({})).unwrap()).queue(queue);
     client.enqueue(job.build().unwrap()).await.unwrap()
 }
+
+/// What [`seed_busy`] finished in the last hour.
+pub struct Busy {
+    /// Jobs completed.
+    pub completed: u64,
+    /// Jobs that died.
+    pub dead: u64,
+}
+
+/// A store with history, on a manual clock that ends at the real now: 45
+/// minutes of work finished minute by minute (some of it failing), a
+/// backlog, a paused queue, a limited one, a dead job with a hostile
+/// payload and a recurring schedule.
+pub async fn seed_busy(client: &Client, clock: &jq::ManualClock) -> Busy {
+    let start = chrono::Utc::now() - chrono::TimeDelta::minutes(45);
+    clock.set(start);
+    let mut busy = Busy { completed: 0, dead: 0 };
+    let queues = vec![QueueName::new("mailers").unwrap(), QueueName::new("billing").unwrap()];
+    for minute in 0..45u64 {
+        let n = 3 + (minute * 7) % 11;
+        let mut jobs: Vec<NewJob> = (0..n)
+            .map(|i| {
+                NewJob::builder("send_email", Payload::of(&serde_json::json!({ "to": format!("user{i}@example.com") })).unwrap())
+                    .queue("mailers")
+                    .max_attempts(1)
+                    .build()
+                    .unwrap()
+            })
+            .collect();
+        if minute % 3 == 0 {
+            let invoice = NewJob::builder("charge_invoice", Payload::of(&serde_json::json!({ "invoice": minute })).unwrap());
+            jobs.push(invoice.queue("billing").max_attempts(1).build().unwrap());
+        }
+        client.enqueue_many(jobs).await.unwrap();
+        clock.advance(Duration::from_secs(20));
+        let request = ClaimRequest::new(queues.clone(), 100, Duration::from_secs(30), "worker-1");
+        let claimed = client.storage().claim(&request).await.unwrap();
+        let mut batch = Vec::with_capacity(claimed.len());
+        for (i, job) in claimed.iter().enumerate() {
+            let outcome = if i % 9 == 4 {
+                busy.dead += 1;
+                Outcome::Fail { error: "SMTP 554: message rejected".to_owned() }
+            } else {
+                busy.completed += 1;
+                Outcome::Ack
+            };
+            batch.push(jq::Completion { lease: job.lease_ref().unwrap(), outcome });
+        }
+        for result in client.storage().complete(batch).await.unwrap() {
+            result.unwrap();
+        }
+        clock.advance(Duration::from_secs(40));
+    }
+    clock.set(chrono::Utc::now());
+    for i in 0..25 {
+        seed_one_pending(client, if i % 5 == 0 { "billing" } else { "mailers" }).await;
+    }
+    let dead = NewJob::builder("render_report", Payload::of(&serde_json::json!({ "html": HOSTILE, "month": "2026-10" })).unwrap());
+    client.enqueue(dead.queue("reports").max_attempts(1).build().unwrap()).await.unwrap();
+    run_once(client, "reports", Outcome::Fail { error: "<b>boom</b>: template failed".to_owned() }).await;
+    client.pause("billing").await.unwrap();
+    client
+        .limit("mailers", jq::QueueLimits { concurrency: Some(8), rate: Some(jq::Rate::new(100, Duration::from_secs(1))) })
+        .await
+        .unwrap();
+    let fire = jq::Fire {
+        name: "nightly-report".to_owned(),
+        queue: QueueName::new("reports").unwrap(),
+        spec: "0 3 * * *".to_owned(),
+        zone: "Europe/Berlin".to_owned(),
+        expected: None,
+        expected_run: None,
+        cursor: clock.now(),
+        jobs: Vec::new(),
+        missed: 0,
+        last_missed: None,
+    };
+    client.storage().fire(&fire).await.unwrap();
+    busy
+}
+
+/// A namespace on `backend` whose client runs on a manual clock, seeded by
+/// [`seed_busy`].
+pub async fn busy(backend: &str) -> (Namespace, Client, Busy) {
+    let ns = match backend {
+        "sqlite" => Namespace::sqlite(),
+        "postgres" => Namespace::postgres().await,
+        "redis" => Namespace::redis(),
+        other => panic!("no backend {other}"),
+    };
+    let clock = jq::ManualClock::starting_now();
+    let client = ns.connect(clock.clock()).await;
+    let busy = seed_busy(&client, &clock).await;
+    (ns, client, busy)
+}
+
+/// The number in the element `id` of a page (`<strong id="...">N</strong>`).
+pub fn figure(page: &str, id: &str) -> u64 {
+    let at = page.find(&format!("id=\"{id}\">")).unwrap_or_else(|| panic!("no #{id} on the page")) + id.len() + 6;
+    page[at..].split('<').next().unwrap().trim().parse().unwrap()
+}
