@@ -38,6 +38,9 @@ impl Driver {
         let port = free_port();
         let chromedriver = Command::new(CHROMEDRIVER)
             .arg(format!("--port={port}"))
+            // Its own process group, so that a failed test's browser goes
+            // with it (see Drop).
+            .process_group(0)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .kill_on_drop(true)
@@ -71,7 +74,17 @@ impl Driver {
     }
 
     async fn close(self) {
-        self.browser.close().await.unwrap();
+        self.browser.clone().close().await.unwrap();
+    }
+}
+
+impl Drop for Driver {
+    /// chromedriver leaves its browsers behind when it is killed: a test
+    /// that panics would leave a Chromium running. Kill the whole group.
+    fn drop(&mut self) {
+        if let Some(pid) = self._chromedriver.id().and_then(|id| i32::try_from(id).ok()) {
+            let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+        }
     }
 }
 
