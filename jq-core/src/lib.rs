@@ -26,7 +26,7 @@ pub use retry::{Backoff, ConstantBackoff, ExponentialBackoff};
 pub use schedule::{Fire, FireOutcome, MissedPolicy, Schedule, ScheduleBuilder, ScheduleInfo, Scheduler};
 pub use storage::{
     ClaimRequest, Completion, CompletionResult, Election, JobFilter, Leader, Outcome, StateCounts, Stats, Storage,
-    StorageExt, WorkSignal,
+    StorageExt, Throughput, WorkSignal,
 };
 pub use trace::TraceContext;
 pub use worker::{HandlerError, HandlerResult, JobContext, WorkerHandle, WorkerPool};

@@ -244,11 +244,55 @@ impl Stats {
     }
 }
 
+/// The jobs of one queue that finished in one minute, for throughput
+/// charts; see [`Storage::throughput`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Throughput {
+    /// The queue.
+    pub queue: String,
+    /// The minute's first instant (UTC, whole minute).
+    pub minute: Timestamp,
+    /// Jobs that reached Completed in it.
+    pub completed: u64,
+    /// Jobs that reached Dead in it.
+    pub dead: u64,
+}
+
+impl Throughput {
+    /// [`Storage::throughput`] over jobs in memory: the reference the
+    /// conformance suite holds backends to, and what an in-memory backend
+    /// can return as it is.
+    pub fn tally<'a>(jobs: impl IntoIterator<Item = &'a Job>, since: Timestamp) -> Vec<Throughput> {
+        let since = minute_of(since);
+        let mut counts: BTreeMap<(String, Timestamp), (u64, u64)> = BTreeMap::new();
+        for job in jobs {
+            let Some(finished) = job.finished_at.filter(|t| *t >= since) else { continue };
+            let entry = counts.entry((job.queue.as_str().to_owned(), minute_of(finished))).or_default();
+            match job.state {
+                State::Completed => entry.0 += 1,
+                State::Dead => entry.1 += 1,
+                _ => {}
+            }
+        }
+        counts
+            .into_iter()
+            .filter(|(_, (completed, dead))| completed + dead > 0)
+            .map(|((queue, minute), (completed, dead))| Throughput { queue, minute, completed, dead })
+            .collect()
+    }
+}
+
+/// The start of the minute `t` falls in.
+pub fn minute_of(t: Timestamp) -> Timestamp {
+    let micros = t.timestamp_micros();
+    crate::clock::from_micros(micros - micros.rem_euclid(60_000_000))
+}
+
 /// A signal that work may have arrived; see [`Storage::subscribe`]. The
 /// value is a counter that only matters by changing.
 pub type WorkSignal = watch::Receiver<u64>;
 
-/// A job store. Implement this (nineteen methods) and run
+/// A job store. Implement this (twenty-three methods) and run
 /// `jq_testkit::conformance!` against it to get a backend.
 ///
 /// Every method is one atomic step as seen by other callers; concurrency
@@ -337,6 +381,15 @@ pub trait Storage: Send + Sync + 'static {
     /// Counts by queue and state; agrees with [`Storage::list`]. Jobs whose
     /// stored queue or state cannot be read are left out and logged.
     async fn stats(&self) -> Result<Stats>;
+
+    /// Jobs that reached Completed or Dead at or after the minute `since`
+    /// falls in, counted per queue and per minute of their `finished_at`
+    /// (UTC); one entry per (queue, minute) with any, ordered by queue then
+    /// minute. Cancelled jobs are not counted; a job retried after dying
+    /// counts where it finishes last; jobs already purged are gone. Reads
+    /// the finished-jobs index: its cost grows with the jobs finished in
+    /// the range, not with the store.
+    async fn throughput(&self, since: Timestamp) -> Result<Vec<Throughput>>;
 
     /// Dead -> Pending (run_at now, lease cleared, errors kept). The job
     /// gets one more attempt: `max_attempts` becomes at least
@@ -507,6 +560,9 @@ impl<S: Storage + ?Sized> Storage for std::sync::Arc<S> {
     }
     async fn stats(&self) -> Result<Stats> {
         (**self).stats().await
+    }
+    async fn throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {
+        (**self).throughput(since).await
     }
     async fn retry(&self, id: JobId) -> Result<()> {
         (**self).retry(id).await

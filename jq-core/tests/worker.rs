@@ -616,6 +616,9 @@ impl Storage for Flaky {
     async fn stats(&self) -> jq_core::Result<jq_core::Stats> {
         self.inner.stats().await
     }
+    async fn throughput(&self, since: jq_core::Timestamp) -> jq_core::Result<Vec<jq_core::Throughput>> {
+        self.inner.throughput(since).await
+    }
     async fn retry(&self, id: JobId) -> jq_core::Result<()> {
         self.inner.retry(id).await
     }

@@ -39,7 +39,8 @@ document.addEventListener("DOMContentLoaded", () => {
       if (!response.ok) return;
       const page = new DOMParser().parseFromString(await response.text(), "text/html");
       const fresh = page.getElementById("live");
-      if (fresh) {
+      // Paused while the request was out: keep what the operator froze.
+      if (fresh && !paused) {
         live.replaceChildren(...fresh.childNodes);
         label();
       }

@@ -201,12 +201,12 @@ async fn overview_refreshes_until_paused(backend: &str) {
         .await
         .unwrap();
 
-    b.find(Locator::Id("refresh-toggle")).await.unwrap().click().await.unwrap();
+    toggle_refresh(b).await;
     assert_eq!(b.find(Locator::Id("refresh-toggle")).await.unwrap().text().await.unwrap(), "Resume auto-refresh");
     support::seed_one_pending(&client, "mailers").await;
     tokio::time::sleep(Duration::from_millis(2500)).await;
     assert_eq!(count(b).await, "3", "paused: the page kept its figures");
-    b.find(Locator::Id("refresh-toggle")).await.unwrap().click().await.unwrap();
+    toggle_refresh(b).await;
     b.wait()
         .at_most(Duration::from_secs(10))
         .for_element(Locator::XPath("//tr[@data-queue='mailers']/td[3][normalize-space()='4']"))
@@ -239,6 +239,20 @@ async fn a_busy_store_in_the_browser() {
     shoot(b, "job").await;
     driver.close().await;
     ns.cleanup().await;
+}
+
+/// Clicks the refresh toggle; a refresh may replace the button between
+/// finding and clicking it, so a stale one is found again.
+async fn toggle_refresh(b: &Browser) {
+    for _ in 0..5 {
+        let button = b.find(Locator::Id("refresh-toggle")).await.unwrap();
+        match button.click().await {
+            Ok(()) => return,
+            Err(e) if e.to_string().contains("stale") => continue,
+            Err(e) => panic!("click the refresh toggle: {e}"),
+        }
+    }
+    panic!("the refresh toggle kept going stale");
 }
 
 macro_rules! on_every_backend {

@@ -1,6 +1,6 @@
 //! Operator operations: get, list, stats, retry, cancel.
 
-use jq_core::{Error, Job, JobFilter, JobId, Result, State, Stats};
+use jq_core::{Error, Job, JobFilter, JobId, Result, State, Stats, Throughput, Timestamp};
 use sqlx::Row;
 use uuid::Uuid;
 
@@ -87,6 +87,31 @@ pub(crate) async fn stats(inner: &Inner) -> Result<Stats> {
         }
     }
     Ok(stats)
+}
+
+/// Completed and dead jobs per queue and minute since `since`.
+pub(crate) async fn throughput(inner: &Inner, since: Timestamp) -> Result<Vec<Throughput>> {
+    let rows = sqlx::query(inner.sql.throughput.q())
+        .bind(jq_core::storage::minute_of(since))
+        .fetch_all(&inner.pool)
+        .await
+        .map_err(map_sqlx)?;
+    let count = |n: i64| u64::try_from(n).unwrap_or(0);
+    let mut out = rows
+        .iter()
+        .map(|row| {
+            Ok(Throughput {
+                queue: row.try_get(0).map_err(map_sqlx)?,
+                minute: row.try_get(1).map_err(map_sqlx)?,
+                completed: count(row.try_get(2).map_err(map_sqlx)?),
+                dead: count(row.try_get(3).map_err(map_sqlx)?),
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    // Byte order of queue names, as every backend returns them; the
+    // database's collation may order them otherwise.
+    out.sort_by(|a, b| (&a.queue, a.minute).cmp(&(&b.queue, b.minute)));
+    Ok(out)
 }
 
 /// Dead -> Pending with one more attempt.

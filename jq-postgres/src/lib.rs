@@ -58,7 +58,7 @@ use async_trait::async_trait;
 use jq_core::{
     ClaimRequest, Clock, Completion, CompletionResult, Election, Fire, FireOutcome, Job, JobFilter, JobId, Leader,
     LeaseRef, LeaseToken, NewJob, QueueInfo, QueueLimits, QueueName, Result, ScheduleInfo, State, Stats, Storage,
-    Timestamp, WorkSignal,
+    Throughput, Timestamp, WorkSignal,
 };
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, Connection, PgPool, Postgres, Transaction};
@@ -228,6 +228,10 @@ impl Storage for PostgresStorage {
 
     async fn stats(&self) -> Result<Stats> {
         admin::stats(&self.inner).await
+    }
+
+    async fn throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {
+        admin::throughput(&self.inner, since).await
     }
 
     async fn retry(&self, id: JobId) -> Result<()> {

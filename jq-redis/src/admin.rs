@@ -1,6 +1,6 @@
 //! get, list, stats, retry, cancel.
 
-use jq_core::{Error, Job, JobFilter, JobId, QueueName, Result, State, StateCounts, Stats};
+use jq_core::{Error, Job, JobFilter, JobId, QueueName, Result, State, StateCounts, Stats, Throughput, Timestamp};
 
 use std::collections::HashMap;
 
@@ -150,6 +150,55 @@ pub(crate) async fn stats(s: &Inner) -> Result<Stats> {
         }
     }
     Ok(stats)
+}
+
+/// Minutes one throughput call counts at most: a range longer than a day
+/// starts a day back (one ZCOUNT per queue, state and minute).
+const THROUGHPUT_MINUTES: i64 = 24 * 60;
+
+/// Completed and dead jobs per queue and minute since `since`: a ZCOUNT of
+/// each minute's score range in the queue's `done:completed` and
+/// `done:dead` sets (scored by finished_at), pipelined per slot.
+pub(crate) async fn throughput(s: &Inner, since: Timestamp) -> Result<Vec<Throughput>> {
+    const MINUTE: i64 = 60_000_000;
+    let queues = s.queues().await?;
+    let now = jq_core::storage::minute_of(jq_core::clock::from_micros(s.now_micros())).timestamp_micros();
+    let first = jq_core::storage::minute_of(since).timestamp_micros().max(now - (THROUGHPUT_MINUTES - 1) * MINUTE);
+    if queues.is_empty() || first > now {
+        return Ok(Vec::new());
+    }
+    let minutes: Vec<i64> = (0..).map(|i| first + i * MINUTE).take_while(|m| *m <= now).collect();
+    let mut cmds = Vec::with_capacity(queues.len() * minutes.len() * 2);
+    for q in &queues {
+        let base = s.keys.base(q.as_str());
+        for key in ["done:completed", "done:dead"] {
+            for (i, start) in minutes.iter().enumerate() {
+                // The last minute is open-ended: a job finished by a clock a
+                // little ahead of ours still counts now.
+                let end = if i + 1 == minutes.len() { "+inf".to_owned() } else { format!("({}", start + MINUTE) };
+                let mut cmd = redis::cmd("ZCOUNT");
+                cmd.arg(format!("{base}{key}")).arg(start).arg(end);
+                cmds.push(cmd);
+            }
+        }
+    }
+    let counts: Vec<u64> = s.query_each(cmds).await?;
+    let mut out = Vec::new();
+    for (q, chunk) in queues.iter().zip(counts.chunks(minutes.len() * 2)) {
+        let (completed, dead) = chunk.split_at(minutes.len());
+        for ((start, c), d) in minutes.iter().zip(completed).zip(dead) {
+            if c + d > 0 {
+                out.push(Throughput {
+                    queue: q.to_string(),
+                    minute: jq_core::clock::from_micros(*start),
+                    completed: *c,
+                    dead: *d,
+                });
+            }
+        }
+    }
+    out.sort_by(|a, b| (&a.queue, a.minute).cmp(&(&b.queue, b.minute)));
+    Ok(out)
 }
 
 /// Deletes every key under the prefix with `SCAN MATCH` and `UNLINK`, in

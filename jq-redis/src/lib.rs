@@ -119,7 +119,7 @@ use async_trait::async_trait;
 use jq_core::{
     ClaimRequest, Clock, Completion, CompletionResult, Election, Fire, FireOutcome, Job, JobFilter, JobId, Leader,
     LeaseRef, LeaseToken, NewJob, QueueInfo, QueueLimits, QueueName, Result, ScheduleInfo, State, Stats, Storage,
-    Timestamp, WorkSignal,
+    Throughput, Timestamp, WorkSignal,
 };
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
@@ -468,6 +468,10 @@ impl Storage for RedisStorage {
 
     async fn list(&self, filter: &JobFilter) -> Result<Vec<Job>> {
         admin::list(&self.inner, filter).await
+    }
+
+    async fn throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {
+        admin::throughput(&self.inner, since).await
     }
 
     async fn stats(&self) -> Result<Stats> {

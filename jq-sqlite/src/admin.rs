@@ -1,7 +1,7 @@
 //! Operator operations: get, list and stats (read connections), retry and
 //! cancel (writer).
 
-use jq_core::{Error, Job, JobFilter, JobId, Result, State, Stats, Timestamp};
+use jq_core::{Error, Job, JobFilter, JobId, Result, State, Stats, Throughput, Timestamp};
 use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 
@@ -10,6 +10,7 @@ use crate::row::{self, COLUMNS, blob, parse_state};
 
 const GET: &str = include_str!("sql/get.sql");
 const STATS: &str = include_str!("sql/stats.sql");
+const THROUGHPUT: &str = include_str!("sql/throughput.sql");
 const RETRY: &str = include_str!("sql/admin_retry.sql");
 const CANCEL: &str = include_str!("sql/admin_cancel.sql");
 const STATE: &str = include_str!("sql/admin_state.sql");
@@ -128,6 +129,24 @@ pub(crate) fn stats(conn: &Connection) -> Result<Stats> {
         }
     }
     Ok(stats)
+}
+
+/// Completed and dead jobs per queue and minute since `since`.
+pub(crate) fn throughput(conn: &Connection, since: Timestamp) -> Result<Vec<Throughput>> {
+    let mut stmt = conn.prepare_cached(THROUGHPUT).map_err(db)?;
+    let since = jq_core::storage::minute_of(since).timestamp_micros();
+    let rows = stmt
+        .query_map([since], |r| {
+            let minute: i64 = r.get(1)?;
+            Ok(Throughput {
+                queue: r.get(0)?,
+                minute: jq_core::clock::from_micros(minute * 60_000_000),
+                completed: u64::try_from(r.get::<_, i64>(2)?).unwrap_or(0),
+                dead: u64::try_from(r.get::<_, i64>(3)?).unwrap_or(0),
+            })
+        })
+        .map_err(db)?;
+    rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db)
 }
 
 /// A stored value for a log line: text as it is, anything else as its type.

@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use jq_core::{
     ClaimRequest, Clock, Completion, CompletionResult, Election, Error, Fire, FireOutcome, Job, JobFilter, JobId,
     Leader, LeaseRef, LeaseToken, NewJob, QueueInfo, QueueLimits, QueueName, Result, ScheduleInfo, State, Stats,
-    Storage, Timestamp, WorkSignal,
+    Storage, Throughput, Timestamp, WorkSignal,
 };
 use rusqlite::{Connection, Transaction};
 use tokio::sync::{Semaphore, oneshot, watch};
@@ -268,6 +268,10 @@ impl Storage for SqliteStorage {
 
     async fn stats(&self) -> Result<Stats> {
         self.read(admin::stats).await
+    }
+
+    async fn throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {
+        self.read(move |conn| admin::throughput(conn, since)).await
     }
 
     async fn retry(&self, id: JobId) -> Result<()> {

@@ -33,7 +33,7 @@ use async_trait::async_trait;
 use jq_core::{
     ClaimRequest, Clock, Completion, CompletionResult, Election, Error, Fire, FireOutcome, Job, JobFilter, JobId,
     Leader, LeaseRef, LeaseToken, NewJob, QueueInfo, QueueLimits, QueueName, Result, ScheduleInfo, State, Stats,
-    Storage, Timestamp, WorkSignal,
+    Storage, Throughput, Timestamp, WorkSignal,
 };
 
 /// A method of [`Storage`] (all but `subscribe`, which cannot fail).
@@ -57,6 +57,8 @@ pub enum Operation {
     List,
     /// [`Storage::stats`].
     Stats,
+    /// [`Storage::throughput`].
+    Throughput,
     /// [`Storage::retry`].
     Retry,
     /// [`Storage::cancel`].
@@ -85,7 +87,7 @@ pub enum Operation {
 
 impl Operation {
     /// Every operation.
-    pub const ALL: [Operation; 21] = [
+    pub const ALL: [Operation; 22] = [
         Operation::Enqueue,
         Operation::Claim,
         Operation::Complete,
@@ -95,6 +97,7 @@ impl Operation {
         Operation::Get,
         Operation::List,
         Operation::Stats,
+        Operation::Throughput,
         Operation::Retry,
         Operation::Cancel,
         Operation::Purge,
@@ -267,6 +270,9 @@ impl<S: Storage> Storage for FaultyStorage<S> {
     }
     async fn stats(&self) -> Result<Stats> {
         faulty!(self, Operation::Stats, self.inner.stats())
+    }
+    async fn throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {
+        faulty!(self, Operation::Throughput, self.inner.throughput(since))
     }
     async fn retry(&self, id: JobId) -> Result<()> {
         faulty!(self, Operation::Retry, self.inner.retry(id))

@@ -234,6 +234,7 @@ macro_rules! conformance {
             get_returns_the_job,
             list_filters_and_pages,
             stats_agree_with_list,
+            throughput_counts_finished_jobs_per_minute,
             retry_dead_job,
             cancel_pending_and_scheduled,
             purge_removes_only_old_terminal,

@@ -15,7 +15,7 @@ use jq_core::clock::add;
 use jq_core::{
     AttemptError, ClaimRequest, Clock, Completion, CompletionResult, DEFAULT_MAX_PAYLOAD_BYTES, Election, Error, Fire,
     FireOutcome, Job, JobFilter, JobId, Leader, Lease, LeaseRef, LeaseToken, NewJob, Outcome, QueueInfo, QueueLimits,
-    QueueName, Result, ScheduleInfo, Seen, State, Stats, Storage, Timestamp, WorkSignal,
+    QueueName, Result, ScheduleInfo, Seen, State, Stats, Storage, Throughput, Timestamp, WorkSignal,
 };
 use tokio::sync::watch;
 
@@ -421,6 +421,10 @@ impl Storage for MemoryStorage {
             .take(filter.page_size())
             .cloned()
             .collect())
+    }
+
+    async fn throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {
+        Ok(Throughput::tally(self.jobs().values(), since))
     }
 
     async fn stats(&self) -> Result<Stats> {

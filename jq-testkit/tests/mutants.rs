@@ -79,6 +79,9 @@ impl Storage for Mutant {
     async fn list(&self, filter: &JobFilter) -> Result<Vec<Job>> {
         self.inner.list(filter).await
     }
+    async fn throughput(&self, since: jq_core::Timestamp) -> Result<Vec<jq_core::Throughput>> {
+        self.inner.throughput(since).await
+    }
     async fn stats(&self) -> Result<Stats> {
         let mut stats = self.inner.stats().await?;
         if self.bug == Bug::StatsMissDead {

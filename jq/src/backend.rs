@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use jq_core::{
     ClaimRequest, Clock, Completion, CompletionResult, Election, Fire, FireOutcome, Job, JobFilter, JobId, Leader,
     LeaseRef, LeaseToken, NewJob, QueueInfo, QueueLimits, QueueName, Result, ScheduleInfo, State, Stats, Storage,
-    Timestamp, WorkSignal,
+    Throughput, Timestamp, WorkSignal,
 };
 
 use crate::error::SetupError;
@@ -304,6 +304,9 @@ impl Storage for Backend {
     }
     async fn stats(&self) -> Result<Stats> {
         dispatch!(self, s => s.stats().await)
+    }
+    async fn throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {
+        dispatch!(self, s => s.throughput(since).await)
     }
     async fn retry(&self, id: JobId) -> Result<()> {
         dispatch!(self, s => s.retry(id).await)

@@ -3,7 +3,7 @@
 
 use jq_core::{
     Clock, Error, IntoJob, Job, JobFilter, JobId, NewJob, QueueInfo, QueueLimits, QueueName, Result, ScheduleInfo,
-    State, Stats, Storage, Timestamp, WorkerPool,
+    State, Stats, Storage, Throughput, Timestamp, WorkerPool,
 };
 
 use tracing::Instrument;
@@ -107,6 +107,12 @@ impl<S: Storage> Client<S> {
     /// Job counts by queue and state.
     pub async fn stats(&self) -> Result<Stats> {
         self.storage.stats().await
+    }
+
+    /// Completed and dead jobs per queue and minute since `since`: what a
+    /// throughput chart draws. See [`Storage::throughput`].
+    pub async fn throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {
+        self.storage.throughput(since).await
     }
 
     /// Cancels a Scheduled or Pending job; a job in another state gives
@@ -223,8 +229,7 @@ fn first(ids: Vec<JobId>) -> Result<JobId> {
 /// [`Client::retry_dead`] on any storage, for tools that hold a bare
 /// [`Storage`] (jqctl).
 pub async fn retry_dead<S: Storage + ?Sized>(storage: &S, queue: Option<&QueueName>) -> Result<Vec<JobId>> {
-    let mut filter =
-        JobFilter { queue: queue.cloned(), state: Some(State::Dead), limit: 1000, ..JobFilter::default() };
+    let mut filter = JobFilter { queue: queue.cloned(), state: Some(State::Dead), limit: 1000, ..JobFilter::default() };
     let mut retried = Vec::new();
     loop {
         let page = storage.list(&filter).await?;

@@ -84,7 +84,8 @@ pub use jq_core::{
     DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_QUEUE, Election, Error, ExponentialBackoff, HandlerError,
     HandlerResult, IntoJob, Job, JobBuilder, JobContext, JobFilter, JobId, JobType, Leader, Lease, LeaseRef,
     LeaseToken, ManualClock, NewJob, Outcome, Payload, Priority, QueueInfo, QueueLimits, QueueName, Rate, Result, Seen,
-    State, StateCounts, Stats, Storage, StorageExt, Timestamp, TraceContext, WorkSignal, WorkerHandle, WorkerPool,
+    State, StateCounts, Stats, Storage, StorageExt, Throughput, Timestamp, TraceContext, WorkSignal, WorkerHandle,
+    WorkerPool,
 };
 pub use jq_core::{Fire, FireOutcome, MissedPolicy, Schedule, ScheduleBuilder, ScheduleInfo, Scheduler};
 pub use jq_core::{clock, control, observe, schedule, storage, trace, worker};

@@ -34,7 +34,7 @@ use jq::clock::add;
 use jq::{
     AttemptError, ClaimRequest, Clock, Completion, CompletionResult, DEFAULT_MAX_PAYLOAD_BYTES, Election, Error, Fire,
     FireOutcome, Job, JobFilter, JobId, Leader, Lease, LeaseRef, LeaseToken, NewJob, Outcome, QueueInfo, QueueLimits,
-    QueueName, Result, ScheduleInfo, State, Stats, Storage, Timestamp, WorkSignal,
+    QueueName, Result, ScheduleInfo, State, Stats, Storage, Throughput, Timestamp, WorkSignal,
 };
 use tokio::sync::watch;
 
@@ -309,6 +309,10 @@ impl Storage for IndexedStorage {
             .take(filter.page_size())
             .cloned()
             .collect())
+    }
+
+    async fn throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {
+        Ok(Throughput::tally(self.begin().rows.values(), since))
     }
 
     async fn stats(&self) -> Result<Stats> {

@@ -55,9 +55,7 @@ pub fn install(observe: Option<Observe>) -> Result<Option<SdkTracerProvider>, Bo
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     // Colour codes only for a person watching: a deployment's log
     // collector gets plain lines, and colouring every field costs.
-    let fmt = tracing_subscriber::fmt::layer()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal());
+    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(std::io::stderr().is_terminal());
     if let Some(mode) = observe {
         let _ = POOL_OBSERVE.set(mode != Observe::Off);
     }

@@ -142,7 +142,9 @@ impl Executor {
             Ran::Panicked(message) => retry(format!("handler panicked: {message}")),
             Ran::TimedOut(limit) => retry(format!("timed out after {limit:?}")),
             Ran::Cancelled if self.abort.is_cancelled() => {
-                span.in_scope(|| tracing::info!(job = %lease.id, "shutdown grace over: handler cancelled, releasing the job"));
+                span.in_scope(
+                    || tracing::info!(job = %lease.id, "shutdown grace over: handler cancelled, releasing the job"),
+                );
                 Outcome::Release { delay: Duration::ZERO }
             }
             Ran::Cancelled => {

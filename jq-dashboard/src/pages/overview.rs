@@ -15,13 +15,6 @@ use crate::format;
 use crate::layout::{self, Base, Done, Nav};
 use crate::pages::{rate, state_badge};
 
-struct Finished {
-    queue: String,
-    minute: jq::Timestamp,
-    completed: u64,
-    dead: u64,
-}
-
 /// One queue's row.
 struct QueueRow<'a> {
     name: String,
@@ -42,7 +35,7 @@ pub(crate) async fn page<S: Storage>(
     let now = client.clock().now();
     let stats = client.stats().await?;
     let controls = client.queues().await?;
-    let finished: Vec<Finished> = Vec::new(); // TODO(throughput): client.throughput(chart::since(now)).await?
+    let finished = client.throughput(chart::since(now)).await?;
     let schedules = client.schedules().await?;
 
     let mut per_queue: BTreeMap<&str, (u64, u64)> = BTreeMap::new();

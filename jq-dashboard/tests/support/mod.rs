@@ -161,15 +161,19 @@ pub async fn seed_busy(client: &Client, clock: &jq::ManualClock) -> Busy {
         let n = 3 + (minute * 7) % 11;
         let mut jobs: Vec<NewJob> = (0..n)
             .map(|i| {
-                NewJob::builder("send_email", Payload::of(&serde_json::json!({ "to": format!("user{i}@example.com") })).unwrap())
-                    .queue("mailers")
-                    .max_attempts(1)
-                    .build()
-                    .unwrap()
+                NewJob::builder(
+                    "send_email",
+                    Payload::of(&serde_json::json!({ "to": format!("user{i}@example.com") })).unwrap(),
+                )
+                .queue("mailers")
+                .max_attempts(1)
+                .build()
+                .unwrap()
             })
             .collect();
         if minute % 3 == 0 {
-            let invoice = NewJob::builder("charge_invoice", Payload::of(&serde_json::json!({ "invoice": minute })).unwrap());
+            let invoice =
+                NewJob::builder("charge_invoice", Payload::of(&serde_json::json!({ "invoice": minute })).unwrap());
             jobs.push(invoice.queue("billing").max_attempts(1).build().unwrap());
         }
         client.enqueue_many(jobs).await.unwrap();
@@ -196,12 +200,18 @@ pub async fn seed_busy(client: &Client, clock: &jq::ManualClock) -> Busy {
     for i in 0..25 {
         seed_one_pending(client, if i % 5 == 0 { "billing" } else { "mailers" }).await;
     }
-    let dead = NewJob::builder("render_report", Payload::of(&serde_json::json!({ "html": HOSTILE, "month": "2026-10" })).unwrap());
+    let dead = NewJob::builder(
+        "render_report",
+        Payload::of(&serde_json::json!({ "html": HOSTILE, "month": "2026-10" })).unwrap(),
+    );
     client.enqueue(dead.queue("reports").max_attempts(1).build().unwrap()).await.unwrap();
     run_once(client, "reports", Outcome::Fail { error: "<b>boom</b>: template failed".to_owned() }).await;
     client.pause("billing").await.unwrap();
     client
-        .limit("mailers", jq::QueueLimits { concurrency: Some(8), rate: Some(jq::Rate::new(100, Duration::from_secs(1))) })
+        .limit(
+            "mailers",
+            jq::QueueLimits { concurrency: Some(8), rate: Some(jq::Rate::new(100, Duration::from_secs(1))) },
+        )
         .await
         .unwrap();
     let fire = jq::Fire {

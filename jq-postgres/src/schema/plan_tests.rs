@@ -133,6 +133,7 @@ async fn every_statement_finds_its_rows_by_key_whatever_the_statistics() {
             &["jobs_lease_expiry"],
         ),
         ("purge", &sql.purge, "text, timestamptz, int4", "('dead', now(), 100)".to_owned(), &["jobs_finished"]),
+        ("throughput", &sql.throughput, "timestamptz", "(now() - interval '1 hour')".to_owned(), &["jobs_finished"]),
         ("get", &sql.get, "uuid", format!("('{dead}')"), &["jobs_pkey"]),
         ("state", &sql.state, "uuid", format!("('{dead}')"), &["jobs_pkey"]),
     ];

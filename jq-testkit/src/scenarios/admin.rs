@@ -3,7 +3,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use jq_core::{Error, JobFilter, JobId, State, Storage, StorageExt};
+use jq_core::storage::minute_of;
+use jq_core::{Error, JobFilter, JobId, State, Storage, StorageExt, Throughput};
 
 use super::support::{
     build, builder, claim, claim_one, enqueue_all, enqueue_mixed, get, jobs, lease, list_all, manual_clock, queue,
@@ -101,6 +102,76 @@ pub async fn list_filters_and_pages<H: Harness>(h: &H) {
     let first = storage.list(&JobFilter { queue: Some(queue("bulk")), ..JobFilter::default() }).await.expect("list");
     assert_eq!(first.len(), JobFilter::DEFAULT_LIMIT, "limit 0 means the default page size");
     assert_eq!(first.iter().map(|j| j.id).collect::<Vec<_>>(), bulk[..JobFilter::DEFAULT_LIMIT].to_vec());
+}
+
+/// throughput counts the jobs that reached Completed or Dead per queue and
+/// minute of their finish; cancelled, running, pending and retried jobs are
+/// not counted; `since` leaves the minutes before its own out; and it
+/// agrees with the reference tally over `list`.
+pub async fn throughput_counts_finished_jobs_per_minute<H: Harness>(h: &H) {
+    let clock = manual_clock();
+    let t0 = minute_of(clock.now());
+    let at = |secs: u64| t0 + chrono::TimeDelta::seconds(secs as i64);
+    clock.set(at(5));
+    let storage = h.connect(clock.clock()).await;
+    // Claims `outcomes.len()` jobs of `q` and acks (true) or kills (false) each.
+    async fn finish<S: Storage>(storage: &S, q: &str, outcomes: &[bool]) -> Vec<JobId> {
+        let claimed = claim(storage, &[q], outcomes.len(), "w").await;
+        assert_eq!(claimed.len(), outcomes.len());
+        for (job, ok) in claimed.iter().zip(outcomes) {
+            if *ok {
+                storage.ack(lease(job)).await.expect("ack");
+            } else {
+                storage.discard(lease(job), "failed").await.expect("discard");
+            }
+        }
+        claimed.iter().map(|j| j.id).collect()
+    }
+    // Minute 0.
+    enqueue_all(&storage, jobs(&clock, "t1", 3)).await;
+    enqueue_all(&storage, jobs(&clock, "t2", 1)).await;
+    finish(&storage, "t1", &[true, true, false]).await;
+    finish(&storage, "t2", &[true]).await;
+    // Minute 1, its last second.
+    clock.set(at(119));
+    enqueue_all(&storage, jobs(&clock, "t1", 1)).await;
+    enqueue_all(&storage, jobs(&clock, "t2", 2)).await;
+    finish(&storage, "t1", &[true]).await;
+    let t2_dead = finish(&storage, "t2", &[false, false]).await;
+    // Minute 3: one dead, one left running, one cancelled, one pending.
+    clock.set(at(181));
+    let t1 = enqueue_all(&storage, jobs(&clock, "t1", 4)).await;
+    let claimed = claim(&storage, &["t1"], 2, "w").await;
+    storage.discard(lease(&claimed[0]), "failed").await.expect("discard");
+    let untouched: Vec<JobId> = t1.iter().copied().filter(|id| !claimed.iter().any(|j| j.id == *id)).collect();
+    storage.cancel(untouched[0]).await.expect("cancel");
+    // A dead job given another try is not dead any more.
+    storage.retry(t2_dead[0]).await.expect("retry");
+
+    let minute = |m: i64| t0 + chrono::TimeDelta::minutes(m);
+    let row = |queue: &str, m: i64, completed: u64, dead: u64| Throughput {
+        queue: queue.to_owned(),
+        minute: minute(m),
+        completed,
+        dead,
+    };
+    let everything = storage.throughput(minute(-60)).await.expect("throughput");
+    assert_eq!(
+        everything,
+        vec![row("t1", 0, 2, 1), row("t1", 1, 1, 0), row("t1", 3, 0, 1), row("t2", 0, 1, 0), row("t2", 1, 0, 1)]
+    );
+    assert_eq!(
+        everything,
+        Throughput::tally(&list_all(&storage, JobFilter::default()).await, minute(-60)),
+        "agrees with list"
+    );
+    let since = storage.throughput(at(70)).await.expect("throughput");
+    assert_eq!(
+        since,
+        vec![row("t1", 1, 1, 0), row("t1", 3, 0, 1), row("t2", 1, 0, 1)],
+        "since rounds down to its minute"
+    );
+    assert!(storage.throughput(minute(4)).await.expect("throughput").is_empty());
 }
 
 /// stats count every job by queue and state, and agree with list for every

@@ -100,6 +100,9 @@ impl<S: Storage> Storage for Lockstep<S> {
     async fn stats(&self) -> jq_core::Result<jq_core::Stats> {
         self.inner.stats().await
     }
+    async fn throughput(&self, since: jq_core::Timestamp) -> jq_core::Result<Vec<jq_core::Throughput>> {
+        self.inner.throughput(since).await
+    }
     async fn retry(&self, id: JobId) -> jq_core::Result<()> {
         self.inner.retry(id).await
     }
