@@ -396,6 +396,30 @@ pub struct NewJob {
 }
 
 impl NewJob {
+    /// The job as a store holds it once enqueued at `now`: Pending when it
+    /// is due, else Scheduled; no attempt, lease or error yet. For backends
+    /// that keep `Job` values in memory.
+    pub fn stored_at(self, now: Timestamp) -> Job {
+        let run_at = self.run_at.unwrap_or(now);
+        Job {
+            id: self.id,
+            queue: self.queue,
+            kind: self.kind,
+            payload: self.payload,
+            priority: self.priority,
+            state: if run_at <= now { State::Pending } else { State::Scheduled },
+            attempts: 0,
+            max_attempts: self.max_attempts,
+            run_at,
+            created_at: now,
+            finished_at: None,
+            lease: None,
+            errors: Vec::new(),
+            unique_key: self.unique_key,
+            trace: self.trace,
+        }
+    }
+
     /// Starts a job of `kind` with a payload, in the default queue.
     pub fn builder(kind: impl Into<String>, payload: Payload) -> JobBuilder {
         JobBuilder {

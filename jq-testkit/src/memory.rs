@@ -162,36 +162,11 @@ fn insert(map: &mut BTreeMap<JobId, Job>, jobs: Vec<NewJob>, now: Timestamp) -> 
                 continue;
             }
         }
-        let run_at = job.run_at.unwrap_or(now);
         ids.push(job.id);
         stored += 1;
-        map.insert(
-            job.id,
-            Job {
-                id: job.id,
-                queue: job.queue,
-                kind: job.kind,
-                payload: job.payload,
-                priority: job.priority,
-                state: waiting_state(run_at, now),
-                attempts: 0,
-                max_attempts: job.max_attempts,
-                run_at,
-                created_at: now,
-                finished_at: None,
-                lease: None,
-                errors: Vec::new(),
-                unique_key: job.unique_key,
-                trace: job.trace,
-            },
-        );
+        map.insert(job.id, job.stored_at(now));
     }
     (ids, stored)
-}
-
-/// Pending at `now` when `run_at <= now`, else Scheduled.
-fn waiting_state(run_at: Timestamp, now: Timestamp) -> State {
-    if run_at <= now { State::Pending } else { State::Scheduled }
 }
 
 fn claimable(job: &Job, now: Timestamp) -> bool {

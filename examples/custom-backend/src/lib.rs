@@ -106,33 +106,11 @@ fn store(t: &mut Tables, jobs: Vec<NewJob>, now: Timestamp) -> (Vec<JobId>, bool
             ids.push(holder);
             continue;
         }
-        let run_at = job.run_at.unwrap_or(now);
         ids.push(job.id);
         stored = true;
-        t.insert(Job {
-            id: job.id,
-            queue: job.queue,
-            kind: job.kind,
-            payload: job.payload,
-            priority: job.priority,
-            state: waiting_state(run_at, now),
-            attempts: 0,
-            max_attempts: job.max_attempts,
-            run_at,
-            created_at: now,
-            finished_at: None,
-            lease: None,
-            errors: Vec::new(),
-            unique_key: job.unique_key,
-            trace: job.trace,
-        });
+        t.insert(job.stored_at(now));
     }
     (ids, stored)
-}
-
-/// Pending when `run_at <= now`, else Scheduled.
-fn waiting_state(run_at: Timestamp, now: Timestamp) -> State {
-    if run_at <= now { State::Pending } else { State::Scheduled }
 }
 
 /// The error recover records for the attempt whose lease expired: the same
