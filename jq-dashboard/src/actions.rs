@@ -15,7 +15,7 @@ use crate::App;
 use crate::error::{DashboardError, PageResult};
 use crate::layout::Base;
 use crate::pages::job::job_id;
-use crate::pages::overview::urlencode;
+use crate::pages::urlencode;
 use crate::security;
 
 /// The fields every action form sends.
@@ -41,84 +41,48 @@ fn allowed<S>(app: &App<S>, headers: &HeaderMap, csrf: &str) -> PageResult<()> {
     security::check_post(&app.csrf, csrf, headers)
 }
 
-fn queue(name: &str) -> PageResult<QueueName> {
-    QueueName::new(name).map_err(|e| DashboardError::BadRequest(e.to_string()))
-}
-
-/// `POST /jobs/{id}/retry`: a dead job runs again.
-pub(crate) async fn retry_job<S: Storage>(
+/// `POST /jobs/{id}/retry` (a dead job runs again) and
+/// `POST /jobs/{id}/cancel` (a job that has not started never will).
+pub(crate) async fn job_action<S: Storage>(
     AxumState(app): AxumState<Arc<App<S>>>,
     base: Base,
     headers: HeaderMap,
-    Path(id): Path<String>,
+    Path((id, action)): Path<(String, String)>,
     Form(form): Form<Token>,
 ) -> PageResult<Redirect> {
     allowed(&app, &headers, &form.csrf)?;
     let id = job_id(&id)?;
-    app.client.retry(id).await?;
-    tracing::info!(job = %id, "dashboard: job retried");
-    Ok(Redirect::to(&base.to(&format!("/jobs/{id}?done=retried"))))
+    let done = match action.as_str() {
+        "retry" => app.client.retry(id).await.map(|()| "retried")?,
+        "cancel" => app.client.cancel(id).await.map(|()| "cancelled")?,
+        other => return Err(DashboardError::BadRequest(format!("no job action {other:?}"))),
+    };
+    tracing::info!(job = %id, done, "dashboard: job action");
+    Ok(Redirect::to(&base.to(&format!("/jobs/{id}?done={done}"))))
 }
 
-/// `POST /jobs/{id}/cancel`: a job that has not started never will.
-pub(crate) async fn cancel_job<S: Storage>(
+/// `POST /queues/{queue}/pause`, `.../resume`, and `.../retry-dead` (every
+/// dead job of the queue).
+pub(crate) async fn queue_action<S: Storage>(
     AxumState(app): AxumState<Arc<App<S>>>,
     base: Base,
     headers: HeaderMap,
-    Path(id): Path<String>,
+    Path((name, action)): Path<(String, String)>,
     Form(form): Form<Token>,
 ) -> PageResult<Redirect> {
     allowed(&app, &headers, &form.csrf)?;
-    let id = job_id(&id)?;
-    app.client.cancel(id).await?;
-    tracing::info!(job = %id, "dashboard: job cancelled");
-    Ok(Redirect::to(&base.to(&format!("/jobs/{id}?done=cancelled"))))
-}
-
-/// `POST /queues/{queue}/pause`.
-pub(crate) async fn pause<S: Storage>(
-    AxumState(app): AxumState<Arc<App<S>>>,
-    base: Base,
-    headers: HeaderMap,
-    Path(name): Path<String>,
-    Form(form): Form<Token>,
-) -> PageResult<Redirect> {
-    allowed(&app, &headers, &form.csrf)?;
-    app.client.pause(queue(&name)?.as_str()).await?;
-    tracing::info!(queue = %name, "dashboard: queue paused");
-    Ok(Redirect::to(&base.to("/?done=paused")))
-}
-
-/// `POST /queues/{queue}/resume`.
-pub(crate) async fn resume<S: Storage>(
-    AxumState(app): AxumState<Arc<App<S>>>,
-    base: Base,
-    headers: HeaderMap,
-    Path(name): Path<String>,
-    Form(form): Form<Token>,
-) -> PageResult<Redirect> {
-    allowed(&app, &headers, &form.csrf)?;
-    app.client.resume(queue(&name)?.as_str()).await?;
-    tracing::info!(queue = %name, "dashboard: queue resumed");
-    Ok(Redirect::to(&base.to("/?done=resumed")))
-}
-
-/// `POST /queues/{queue}/retry-dead`: every dead job of the queue.
-pub(crate) async fn retry_dead<S: Storage>(
-    AxumState(app): AxumState<Arc<App<S>>>,
-    base: Base,
-    headers: HeaderMap,
-    Path(name): Path<String>,
-    Form(form): Form<Token>,
-) -> PageResult<Redirect> {
-    allowed(&app, &headers, &form.csrf)?;
-    let queue = queue(&name)?;
-    let retried = app.client.retry_dead(Some(&queue)).await?;
-    tracing::info!(queue = %queue, retried = retried.len(), "dashboard: dead jobs retried");
-    let n = retried.len();
-    Ok(Redirect::to(
-        &base.to(&format!("/jobs?queue={}&state=pending&done=retried-dead&n={n}", urlencode(queue.as_str()))),
-    ))
+    let queue = QueueName::new(name).map_err(|e| DashboardError::BadRequest(e.to_string()))?;
+    let to = match action.as_str() {
+        "pause" => app.client.pause(queue.as_str()).await.map(|()| "/?done=paused".to_owned())?,
+        "resume" => app.client.resume(queue.as_str()).await.map(|()| "/?done=resumed".to_owned())?,
+        "retry-dead" => {
+            let n = app.client.retry_dead(Some(&queue)).await?.len();
+            format!("/jobs?queue={}&state=pending&done=retried-dead&n={n}", urlencode(queue.as_str()))
+        }
+        other => return Err(DashboardError::BadRequest(format!("no queue action {other:?}"))),
+    };
+    tracing::info!(%queue, action, "dashboard: queue action");
+    Ok(Redirect::to(&base.to(&to)))
 }
 
 /// `POST /purge`: deletes finished jobs of one state older than a duration.

@@ -79,7 +79,7 @@ async fn actions_act_and_forgeries_do_not(backend: &str) {
     assert!(client.queues().await.unwrap().iter().all(|q| !q.paused()));
 
     // Back to dead, then "retry all dead" for the queue.
-    ns_kill(&client, "reports").await;
+    support::run_once(&client, "reports", jq::Outcome::Fail { error: "again".into() }).await;
     let all = post(&app, "/queues/reports/retry-dead", &format!("csrf={token}")).await;
     assert_eq!(all.status, 303);
     assert!(all.location.unwrap().contains("done=retried-dead&n=1"));
@@ -97,20 +97,6 @@ async fn actions_act_and_forgeries_do_not(backend: &str) {
     let unknown = post(&app, "/schedules/nightly/run", &format!("csrf={token}")).await;
     assert_eq!(unknown.status, 404, "no pool declared it: {}", unknown.body);
     ns.cleanup().await;
-}
-
-/// Claims the queue's one runnable job and kills it (for retry-all-dead).
-async fn ns_kill(client: &jq::Client, queue: &str) {
-    use jq::Storage;
-    use jq::storage::StorageExt as _;
-    let request =
-        jq::ClaimRequest::new(vec![jq::QueueName::new(queue).unwrap()], 1, std::time::Duration::from_secs(30), "w");
-    let claimed = client.storage().claim(&request).await.unwrap();
-    client
-        .storage()
-        .complete_one(claimed[0].lease_ref().unwrap(), jq::Outcome::Fail { error: "again".into() })
-        .await
-        .unwrap();
 }
 
 /// Read-only hides every form and refuses every POST, even one carrying a

@@ -31,7 +31,7 @@ pub(crate) async fn page<S: Storage>(
         h1 { "Job " code { (job.id) } " " (state_badge(job.state)) }
         @if !app.options.read_only { (actions(&base, &app.csrf, &job)) }
         dl.fields {
-            dt { "Queue" } dd { a href=(base.to(&format!("/jobs?queue={}", crate::pages::overview::urlencode(job.queue.as_str())))) { (job.queue) } }
+            dt { "Queue" } dd { a href=(base.to(&format!("/jobs?queue={}", crate::pages::urlencode(job.queue.as_str())))) { (job.queue) } }
             dt { "Kind" } dd { (job.kind) }
             dt { "State" } dd #job-state { (job.state) }
             dt { "Priority" } dd { (job.priority) }

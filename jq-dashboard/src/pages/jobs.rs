@@ -12,8 +12,7 @@ use crate::App;
 use crate::error::{DashboardError, PageResult};
 use crate::format;
 use crate::layout::{self, Base, Done, Nav};
-use crate::pages::overview::{short, urlencode};
-use crate::pages::{field, state_badge};
+use crate::pages::{field, short, state_badge, urlencode};
 
 /// Jobs per page.
 const PAGE: usize = 50;

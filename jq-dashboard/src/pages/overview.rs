@@ -13,7 +13,7 @@ use crate::chart;
 use crate::error::PageResult;
 use crate::format;
 use crate::layout::{self, Base, Done, Nav};
-use crate::pages::{rate, state_badge};
+use crate::pages::{rate, short, state_badge, urlencode};
 
 /// One queue's row.
 struct QueueRow<'a> {
@@ -207,18 +207,3 @@ fn controls_cell(control: Option<&QueueInfo>) -> Markup {
         @if !control.paused() && control.limits.concurrency.is_none() && control.limits.rate.is_none() { span.muted { "-" } }
     }
 }
-
-/// The first 8 characters of a job id, enough to tell jobs apart on a page.
-pub(crate) fn short(id: &str) -> &str {
-    id.get(..8).unwrap_or(id)
-}
-
-/// Percent-encodes a queue or schedule name for a URL path or query.
-pub(crate) fn urlencode(text: &str) -> String {
-    percent_encoding::utf8_percent_encode(text, URL_COMPONENT).to_string()
-}
-
-/// Everything but the unreserved characters of RFC 3986, which queue and
-/// schedule names mostly are made of.
-const URL_COMPONENT: &percent_encoding::AsciiSet =
-    &percent_encoding::NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.').remove(b'~');

@@ -65,21 +65,26 @@ pub async fn seed(client: &Client) -> Seeded {
 }
 
 /// Claims the one runnable job of `queue` as a worker would and finishes it.
-async fn run_once(client: &Client, queue: &str, outcome: Outcome) {
+pub async fn run_once(client: &Client, queue: &str, outcome: Outcome) {
     let request = ClaimRequest::new(vec![QueueName::new(queue).unwrap()], 1, Duration::from_secs(30), "test-worker");
     let claimed = client.storage().claim(&request).await.unwrap();
     assert_eq!(claimed.len(), 1, "one runnable job in {queue}");
     client.storage().complete_one(claimed[0].lease_ref().unwrap(), outcome).await.unwrap();
 }
 
-/// A namespace on `backend` ("sqlite", "postgres", "redis"), its client, seeded.
-pub async fn seeded(backend: &str) -> (Namespace, Client, Seeded) {
-    let ns = match backend {
+/// A fresh namespace on `backend`: "sqlite", "postgres" or "redis".
+async fn namespace(backend: &str) -> Namespace {
+    match backend {
         "sqlite" => Namespace::sqlite(),
         "postgres" => Namespace::postgres().await,
         "redis" => Namespace::redis(),
         other => panic!("no backend {other}"),
-    };
+    }
+}
+
+/// A namespace on `backend` ("sqlite", "postgres", "redis"), its client, seeded.
+pub async fn seeded(backend: &str) -> (Namespace, Client, Seeded) {
+    let ns = namespace(backend).await;
     let client = ns.connect(Clock::system()).await;
     let seeded = seed(&client).await;
     (ns, client, seeded)
@@ -233,12 +238,7 @@ pub async fn seed_busy(client: &Client, clock: &jq::ManualClock) -> Busy {
 /// A namespace on `backend` whose client runs on a manual clock, seeded by
 /// [`seed_busy`].
 pub async fn busy(backend: &str) -> (Namespace, Client, Busy) {
-    let ns = match backend {
-        "sqlite" => Namespace::sqlite(),
-        "postgres" => Namespace::postgres().await,
-        "redis" => Namespace::redis(),
-        other => panic!("no backend {other}"),
-    };
+    let ns = namespace(backend).await;
     let clock = jq::ManualClock::starting_now();
     let client = ns.connect(clock.clock()).await;
     let busy = seed_busy(&client, &clock).await;
