@@ -16,7 +16,6 @@ use std::time::{Duration, Instant};
 use futures::FutureExt;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 
 use super::completer::Finished;
 use super::fetcher::Claimed;
@@ -97,7 +96,6 @@ impl Executor {
             let lag = self.clock.now().signed_duration_since(job.run_at).to_std().unwrap_or(Duration::ZERO);
             m.lag.record(lag.as_secs_f64());
         }
-        let kind = job.kind.clone();
         let ctx = JobContext::for_job(&job, lease, cancel.clone());
         let handler = self.handlers.get(&job.kind).or(self.fallback.as_ref()).cloned();
         let retry_unknown = self.retry_unknown_kinds;
@@ -107,14 +105,22 @@ impl Executor {
             match handler {
                 Some(handler) => handler(job, ctx).await,
                 None => {
-                    let message = format!("no handler registered for kind {kind:?} on this worker");
+                    let message = format!("no handler registered for kind {:?} on this worker", job.kind);
                     Err(if retry_unknown { HandlerError::retry(message) } else { HandlerError::fail(message) })
                 }
             }
         };
         // Only the handler runs inside the span: entering it costs on every
         // poll, and the claim-to-outcome bookkeeping around it logs nothing.
-        let guarded = AssertUnwindSafe(run.instrument(span.clone())).catch_unwind();
+        // Entered by reference rather than `instrument(span.clone())`: a
+        // clone and its close are two more trips through the subscriber's
+        // registry for every job.
+        let mut run = std::pin::pin!(run);
+        let in_span = std::future::poll_fn(|cx| {
+            let _entered = span.enter();
+            run.as_mut().poll(cx)
+        });
+        let guarded = AssertUnwindSafe(in_span).catch_unwind();
         let timed = async {
             match self.job_timeout {
                 None => guarded.await.map_or_else(|p| Ran::Panicked(panic_message(&*p)), Ran::Returned),

@@ -190,12 +190,20 @@ impl<S: Storage> Maintenance<S> {
     async fn sample_loop(&self, mut elected: watch::Receiver<bool>) {
         let Some(interval) = self.sample_interval else { return };
         while elected.wait_for(|held| *held).await.is_ok() {
+            // The first sample waits an interval too: a pool elected as it
+            // starts into a backlog spends its first moments draining it,
+            // not counting it (a `stats` of the whole store cost 4% of a
+            // 20,000-job SQLite drain), and a scrape every 15 s or more
+            // cannot tell the difference.
+            tokio::time::sleep(jitter(interval, 0.1)).await;
+            if !*elected.borrow() {
+                continue;
+            }
             if let Err(error) = crate::observe::sample_store(&*self.storage).await
                 && self.fatal("sample", error)
             {
                 return;
             }
-            tokio::time::sleep(jitter(interval, 0.1)).await;
         }
     }
 }

@@ -472,7 +472,8 @@ impl<S: Storage> WorkerPool<S> {
     /// How often the maintaining pool samples the store's gauges
     /// ([`crate::observe::JOBS`], [`crate::observe::OLDEST_PENDING_AGE`]):
     /// one `stats` call and one one-job `list` per queue with Pending jobs
-    /// (default 15 s, a typical scrape interval).
+    /// (default 15 s, a typical scrape interval). The first sample comes one
+    /// interval after the pool takes the maintenance role, not at once.
     pub fn sample_interval(mut self, interval: Duration) -> Self {
         self.config.sample_interval = interval;
         self
