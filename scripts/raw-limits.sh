@@ -13,6 +13,9 @@
 #     ceiling of jq's single enqueue;
 #   - one INSERT of 20,000 rows from unnest arrays (server time), and a COPY
 #     of the same rows: the ceiling of jq's batch enqueue;
+#   - the drain's row writes as bare SQL (pgbench, 2 clients, batches of
+#     256): claim then UPDATE to completed (jq's layout), the same in one
+#     commit per batch, and claim then DELETE (graphile-worker's layout);
 #   - fdatasync calls/s of the data directory's disk (pg_test_fsync), when
 #     run where the data directory is readable.
 # SQLite (`cargo run --release -p jq-sqlite --example raw_commits`): a
@@ -117,6 +120,7 @@ SQL
         "$(awk -v ms="$insert_ms" 'BEGIN { print 20000 / (ms / 1000) }')"
     printf '%-58s %12.0f /s\n' "rows of one 20,000-row COPY (psql \\timing)" \
         "$(awk -v ms="$copy_ms" 'BEGIN { print 20000 / (ms / 1000) }')"
+    drain_limits || echo "(drain rows: failed, see above)"
     "${psql[@]}" -c "DROP SCHEMA jq_raw_limits CASCADE"
 
     local data_dir
@@ -132,6 +136,49 @@ SQL
     else
         echo "(fdatasync rate skipped: run as a user who can write the data directory $data_dir)"
     fi
+}
+
+# The drain's row writes without jq: 2 pgbench clients (a pool's claimer and
+# its completer run side by side; JQ_RAW_DRAIN_CLIENTS for more) each take
+# 256 pending rows in claim order
+# with FOR UPDATE SKIP LOCKED and mark them running with a lease, then finish
+# them, until 153,600 rows are done. Three ways to finish, on the same table
+# and indexes: jq's layout (an UPDATE to completed that keeps the row; two
+# commits per batch), the same in one transaction per batch (one commit),
+# and a DELETE (graphile-worker's layout: the finished row goes, with no new
+# version or index entry). Needs the scratch schema.
+drain_limits() {
+    # The batch's own lease instant finds its rows through jobs_lease_expiry.
+    local lease="timestamptz '2100-01-01' + :tok * interval '1 microsecond'"
+    local claim="UPDATE jq_raw_limits.jobs AS j SET state = 'running', attempts = j.attempts + 1,
+        lease_token = gen_random_uuid(), lease_worker = 'raw', lease_expires_at = $lease
+    FROM (SELECT id FROM jq_raw_limits.jobs WHERE queue = 'bench' AND priority = 0
+          AND state IN ('pending', 'scheduled') ORDER BY run_at, id LIMIT 256 FOR UPDATE SKIP LOCKED) AS p
+    WHERE j.id = p.id;"
+    local complete="UPDATE jq_raw_limits.jobs SET state = 'completed', finished_at = now(), lease_token = NULL,
+        lease_worker = NULL, lease_expires_at = NULL WHERE lease_expires_at = $lease;"
+    local delete="DELETE FROM jq_raw_limits.jobs WHERE lease_expires_at = $lease;"
+    local set='\set tok random(1, 2000000000)'
+    printf '%s\n%s\n%s\n' "$set" "$claim" "$complete" >"$scratch/drain-update.sql"
+    printf '%s\nBEGIN;\n%s\n%s\nCOMMIT;\n' "$set" "$claim" "$complete" >"$scratch/drain-update-1tx.sql"
+    printf '%s\n%s\n%s\n' "$set" "$claim" "$delete" >"$scratch/drain-delete.sql"
+    local variant label tps left clients=${JQ_RAW_DRAIN_CLIENTS:-2} # 1, 2, 3, 4, 5, 6 or 8: 600 batches in all
+    for variant in "update:drain rows: claim, UPDATE to completed (jq's layout)" \
+        "update-1tx:drain rows: the same, one commit per batch" \
+        "delete:drain rows: claim, DELETE (graphile-worker's layout)"; do
+        label=${variant#*:}
+        variant=${variant%%:*}
+        "${psql[@]}" -c "TRUNCATE jq_raw_limits.jobs" -c "INSERT INTO jq_raw_limits.jobs
+            (id, queue, kind, payload, priority, state, max_attempts, run_at, created_at)
+            SELECT gen_random_uuid(), 'bench', 'bench_noop', '{\"n\":' || n || '}', 0, 'pending', 25,
+                   now() - interval '1 hour' + n * interval '1 microsecond', now()
+            FROM generate_series(1, 160000) AS n" -c "VACUUM ANALYZE jq_raw_limits.jobs" -c "CHECKPOINT"
+        tps=$(pgbench -h "$pg_host" -p "$pg_port" -U "$pg_user" -n -c "$clients" -t $((600 / clients)) \
+            -f "$scratch/drain-$variant.sql" postgres 2>&1 | sed -n 's/^tps = \([0-9.]*\).*/\1/p')
+        left=$("${psql[@]}" -Atc "SELECT count(*) FROM jq_raw_limits.jobs WHERE state = 'pending'")
+        [[ "$left" == 6400 ]] || echo "($label: $left rows left pending, not 6,400: the figure is off)"
+        printf '%-58s %12.0f /s\n' "$label" "$(awk -v t="$tps" 'BEGIN { print t * 256 }')"
+    done
 }
 
 sqlite_limits() {

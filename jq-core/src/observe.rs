@@ -171,15 +171,28 @@ impl JobMetrics {
 #[derive(Default)]
 pub(crate) struct MetricsCache {
     by_queue: HashMap<String, HashMap<String, Arc<JobMetrics>>>,
+    /// The last (queue, kind) looked up: a claim's jobs mostly share it,
+    /// and comparing two short strings is cheaper than hashing them.
+    last: Option<(QueueName, String, Arc<JobMetrics>)>,
 }
 
 impl MetricsCache {
     pub(crate) fn get(&mut self, queue: &QueueName, kind: &str) -> Arc<JobMetrics> {
-        if let Some(found) = self.by_queue.get(queue.as_str()).and_then(|kinds| kinds.get(kind)) {
+        if let Some((last_queue, last_kind, found)) = &self.last
+            && last_queue == queue
+            && last_kind == kind
+        {
             return found.clone();
         }
-        let made = Arc::new(JobMetrics::register(queue.as_str(), kind));
-        self.by_queue.entry(queue.as_str().to_owned()).or_default().insert(kind.to_owned(), made.clone());
-        made
+        let found = match self.by_queue.get(queue.as_str()).and_then(|kinds| kinds.get(kind)) {
+            Some(found) => found.clone(),
+            None => {
+                let made = Arc::new(JobMetrics::register(queue.as_str(), kind));
+                self.by_queue.entry(queue.as_str().to_owned()).or_default().insert(kind.to_owned(), made.clone());
+                made
+            }
+        };
+        self.last = Some((queue.clone(), kind.to_owned(), found.clone()));
+        found
     }
 }

@@ -212,6 +212,9 @@ fn record_end(span: &tracing::Span, outcome: &'static str, took: Duration) {
     };
     // Whole microseconds: an integer formats far cheaper than a float.
     let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+    // Displayed, not recorded as a `str`: fmt quotes and escapes a `str`
+    // character by character, and the name needs neither.
+    let outcome = tracing::field::display(outcome);
     span.record_all(&fields.value_set(&[
         (&outcome_field, Some(&outcome as &dyn tracing::Value)),
         (&duration_field, Some(&micros as &dyn tracing::Value)),
