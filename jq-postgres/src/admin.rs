@@ -127,7 +127,15 @@ pub(crate) async fn retry(inner: &Inner, id: JobId) -> Result<()> {
     }
     .map_err(map_sqlx)?;
     match row {
-        Some(_) => Ok(()),
+        Some(row) => {
+            // Pending again at now: claims of this storage must not start past it.
+            if let (Ok(queue), Ok(priority), Ok(run_at)) =
+                (row.try_get::<String, _>(1), row.try_get::<i16, _>(2), row.try_get::<Timestamp, _>(3))
+            {
+                inner.hints.arrived([(queue.as_str(), priority, run_at)]);
+            }
+            Ok(())
+        }
         None => Err(refused(inner, id, "retry").await),
     }
 }

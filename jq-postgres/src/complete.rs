@@ -97,10 +97,23 @@ async fn apply(inner: &Inner, batch: &[Completion], round: &[usize]) -> Result<H
         .await
         .map_err(map_sqlx)?;
     let mut states = HashMap::with_capacity(rows.len());
+    let mut requeued: Vec<(String, i16, DateTime<Utc>)> = Vec::new();
     for row in &rows {
         let id: Uuid = row.try_get(0).map_err(map_sqlx)?;
         let state: String = row.try_get(1).map_err(map_sqlx)?;
-        states.insert(id, decode_state(JobId(id), &state)?);
+        let state = decode_state(JobId(id), &state)?;
+        if state == State::Pending {
+            requeued.push((
+                row.try_get(2).map_err(map_sqlx)?,
+                row.try_get(3).map_err(map_sqlx)?,
+                row.try_get(4).map_err(map_sqlx)?,
+            ));
+        }
+        states.insert(id, state);
+    }
+    // Pending again at now, a key a claim may already have passed.
+    if !requeued.is_empty() {
+        inner.hints.arrived(requeued.iter().map(|(q, p, r)| (q.as_str(), *p, *r)));
     }
     Ok(states)
 }

@@ -20,7 +20,10 @@
 //! and then let it go, a clock elsewhere is behind. So a claim never starts
 //! later than [`RECENT`] before now (which covers concurrent producers and
 //! small clock differences), this storage's own writes move a band's start
-//! back before what they made claimable ([`Hints::arrived`]), and at least
+//! back before what they made claimable ([`Hints::arrived`]: enqueues,
+//! promotions and recoveries, releases and zero-delay retries, which may
+//! hand a job back in the instant it was claimed, at the very key a claim
+//! just passed, and an operator's retry), and at least
 //! every [`REWALK_MIN`], or every [`REWALK_RATIO`] times what the last whole
 //! walk cost, a claim walks every band from its start. What one process makes
 //! claimable behind another process's position therefore waits at most until

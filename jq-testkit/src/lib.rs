@@ -213,6 +213,7 @@ macro_rules! conformance {
             retry_accounting_to_dead,
             poison_job_ends_dead,
             release_does_not_count_attempt,
+            release_in_the_claiming_instant_is_claimable_at_once,
             snooze_schedules_at_now_plus_delay,
             nack_with_zero_delay_is_pending,
             // enqueue

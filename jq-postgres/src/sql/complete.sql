@@ -11,7 +11,10 @@
 -- simply missing from RETURNING. Ids are distinct (the client deduplicates).
 -- SET expressions see the row before the update, so attempts is the attempt
 -- that failed. A job handed back as Pending (release, zero-delay retry)
--- sends one NOTIFY per statement so an idle worker picks it up at once.
+-- sends one NOTIFY per statement so an idle worker picks it up at once,
+-- and comes back with its queue, priority and run_at: the caller moves its
+-- claim positions back before it (hints.rs), since its key may be one a
+-- claim has already passed (released in the instant it was claimed).
 WITH input AS (
     SELECT *
     FROM unnest($1::uuid[], $2::uuid[], $3::int2[], $4::text[], $5::timestamptz[], $6::text[])
@@ -43,9 +46,10 @@ SET state = CASE
     END
 FROM input AS i
 WHERE j.id = i.id AND j.state = 'running' AND j.lease_token = i.token
-RETURNING j.id, j.state
+RETURNING j.id, j.state, j.queue, j.priority, j.run_at
 )
 SELECT upd.id, upd.state,
+       CASE WHEN upd.state = 'pending' THEN upd.queue END AS queue, upd.priority, upd.run_at,
        (SELECT count(*) FROM (
             SELECT pg_notify($9, '') FROM upd AS back WHERE back.state = 'pending' LIMIT 1) AS n) AS notified
 FROM upd

@@ -25,6 +25,6 @@ SET state = 'pending',
         ELSE '00000000-0000-0000-0000-000000000000'::uuid
     END
 WHERE j.id = $1 AND j.state = 'dead'
-RETURNING j.id
+RETURNING j.id, j.queue, j.priority, j.run_at
 )
-SELECT upd.id, (SELECT count(*) FROM (SELECT pg_notify($3, '')) AS n) AS notified FROM upd
+SELECT upd.id, upd.queue, upd.priority, upd.run_at, (SELECT count(*) FROM (SELECT pg_notify($3, '')) AS n) AS notified FROM upd

@@ -97,6 +97,31 @@ pub async fn release_does_not_count_attempt<H: Harness>(h: &H) {
     assert_eq!((done.state, done.attempts), (State::Completed, 1));
 }
 
+/// A job released in the instant it was claimed keeps its place in the
+/// claim order and is claimable at once, later too, whatever claims of
+/// other queues came between (the shrunk case of a model run on
+/// PostgreSQL, whose claims start where the last one left off).
+pub async fn release_in_the_claiming_instant_is_claimable_at_once<H: Harness>(h: &H) {
+    let clock = manual_clock();
+    let storage = h.connect(clock.clock()).await;
+    let id = enqueue_all(&storage, vec![build(builder("q", 0), &clock)]).await[0];
+    let job = claim_one(&storage, "q", "w").await;
+    storage.release(lease(&job)).await.expect("release");
+    clock.advance(Duration::from_secs(1));
+    assert!(claim(&storage, &["other"], 1, "w").await.is_empty());
+    let again = claim(&storage, &["q"], 1, "w").await;
+    assert_eq!(again.iter().map(|j| j.id).collect::<Vec<_>>(), vec![id], "the released job, at once");
+    storage.ack(lease(&again[0])).await.expect("ack");
+    // The same with a nack of zero delay (Pending again, the attempt counted).
+    let id = enqueue_all(&storage, vec![build(builder("q", 0), &clock)]).await[0];
+    let job = claim_one(&storage, "q", "w").await;
+    let nack = Outcome::Retry { error: "again".into(), delay: Duration::ZERO };
+    assert_eq!(complete(&storage, lease(&job), nack).await.expect("nack"), State::Pending);
+    clock.advance(Duration::from_secs(1));
+    assert!(claim(&storage, &["other"], 1, "w").await.is_empty());
+    assert_eq!(claim_one(&storage, "q", "w").await.id, id);
+}
+
 /// Release with a delay (a snooze): Scheduled at now + delay, attempt not
 /// counted, claimable again at exactly that instant.
 pub async fn snooze_schedules_at_now_plus_delay<H: Harness>(h: &H) {
