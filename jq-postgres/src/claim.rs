@@ -2,19 +2,29 @@
 //! starting each band's walk where this storage's last claim left it
 //! (`hints.rs`).
 //!
+//! The statement runs on connections of its own (`claim_pool`), which plan
+//! it once, generically, when they open: its six index walks per queue cost
+//! a millisecond to plan, and PostgreSQL would otherwise plan it five times
+//! per connection before settling on the generic plan, which was the slow
+//! tail of a pool's first seconds.
+//!
 //! A resend first reads the Running jobs its token holds
 //! (`sql/claim_earlier.sql`): an earlier attempt whose answer was lost.
 //! Once the statement committed, the claimed jobs are handed over whatever
 //! happens next: a row that does not decode is buried, and one that cannot
 //! be buried stays Running (logged) until recover buries it.
 
-use jq_core::{ClaimRequest, Error, Job, Result};
-use sqlx::Row;
+use std::time::Duration;
+
+use jq_core::{ClaimRequest, Error, Job, Result, Timestamp};
+use sqlx::postgres::{PgArguments, PgConnectOptions, PgPoolOptions};
+use sqlx::{PgConnection, PgPool, Postgres, Row};
 use uuid::Uuid;
 
 use crate::error::map_sqlx;
-use crate::hints::Key;
+use crate::hints::{Key, Starts};
 use crate::row::{decode_job, rfc3339};
+use crate::schema::Sql1;
 use crate::{Inner, control};
 
 /// Moves up to `request.limit` claimable jobs to Running and returns them in
@@ -37,17 +47,10 @@ pub(crate) async fn claim(inner: &Inner, request: &ClaimRequest) -> Result<Vec<J
         return controlled(inner, request, &queues, now, expires_at).await;
     }
     let (ticket, starts) = inner.hints.begin(&queues, now);
-    let rows = sqlx::query(inner.sql.claim.q())
-        .bind(&queues)
-        .bind(limit)
-        .bind(now)
-        .bind(&request.worker)
-        .bind(expires_at)
-        .bind(request.token.0)
-        .bind(&starts.run_ats)
-        .bind(&starts.ids)
-        .fetch_all(&inner.pool)
-        .await;
+    let rows =
+        claim_statement(&inner.sql.claim, &queues, limit, now, &request.worker, expires_at, request.token.0, &starts)
+            .fetch_all(&inner.claims)
+            .await;
     let rows = match rows {
         Ok(rows) => rows,
         Err(e) => {
@@ -71,6 +74,65 @@ pub(crate) async fn claim(inner: &Inner, request: &ClaimRequest) -> Result<Vec<J
     let mut jobs = jobs;
     sort(&mut jobs);
     Ok(jobs)
+}
+
+/// The claim statement with its arguments, one place for the claim and the
+/// warm-up of [`claim_pool`]: a prepared statement is cached by its text
+/// with the parameter types of its first use, so both must bind the same.
+#[allow(clippy::too_many_arguments)] // the statement's eight parameters, named
+fn claim_statement<'q>(
+    sql: &Sql1,
+    queues: &'q [&'q str],
+    limit: i32,
+    now: Timestamp,
+    worker: &'q str,
+    expires_at: Timestamp,
+    token: Uuid,
+    starts: &'q Starts,
+) -> sqlx::query::Query<'q, Postgres, PgArguments> {
+    sqlx::query(sql.q())
+        .bind(queues)
+        .bind(limit)
+        .bind(now)
+        .bind(worker)
+        .bind(expires_at)
+        .bind(token)
+        .bind(&starts.run_ats)
+        .bind(&starts.ids)
+}
+
+/// The pool the claim statement runs on: `size` connections opened with
+/// `options` on demand, each set to `plan_cache_mode = force_generic_plan`
+/// (only the claim runs there; `list`'s catch-all filters elsewhere want
+/// custom plans) and warmed when it opens by one run of the claim over no
+/// queue, which prepares the statement and builds its plan without taking
+/// or writing anything. A warm-up that fails is left to the claim itself to
+/// report (a missing schema, say).
+pub(crate) fn claim_pool(options: &PgConnectOptions, size: u32, acquire_timeout: Duration, claim: &Sql1) -> PgPool {
+    let options = options.clone().options([("plan_cache_mode", "force_generic_plan")]);
+    let claim = claim.clone();
+    PgPoolOptions::new()
+        .max_connections(size.max(1))
+        .acquire_timeout(acquire_timeout)
+        .test_before_acquire(false)
+        .after_connect(move |conn, _| {
+            let claim = claim.clone();
+            Box::pin(async move {
+                warm(conn, &claim).await;
+                Ok(())
+            })
+        })
+        .connect_lazy_with(options)
+}
+
+/// Runs the claim once over no queue: prepared, planned, nothing taken.
+async fn warm(conn: &mut PgConnection, claim: &Sql1) {
+    let now = jq_core::Clock::system().now();
+    let starts = Starts::default();
+    let result = claim_statement(claim, &[], 0, now, "", now, Uuid::nil(), &starts).fetch_all(&mut *conn).await;
+    if let Err(error) = result {
+        tracing::debug!(%error, "could not warm a claim connection; its first claim plans the statement");
+    }
 }
 
 /// The claim of queues one of which has a control, in its locked

@@ -24,6 +24,7 @@ pub struct PostgresConfig {
     pub(crate) clock: Clock,
     pub(crate) max_payload_bytes: usize,
     pub(crate) max_connections: u32,
+    pub(crate) claim_connections: u32,
     pub(crate) acquire_timeout: Duration,
     pub(crate) statement_timeout: Option<Duration>,
 }
@@ -33,6 +34,9 @@ impl PostgresConfig {
     pub const DEFAULT_SCHEMA: &'static str = "jq";
     /// Pool size used unless [`PostgresConfig::max_connections`] says otherwise.
     pub const DEFAULT_MAX_CONNECTIONS: u32 = 10;
+    /// Claim connections used unless [`PostgresConfig::claim_connections`]
+    /// says otherwise.
+    pub const DEFAULT_CLAIM_CONNECTIONS: u32 = 2;
     /// How long an operation waits for a pooled connection before it fails
     /// with a retryable [`jq_core::Error::Unavailable`].
     pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -40,7 +44,7 @@ impl PostgresConfig {
     /// A configuration for the database at `url`
     /// (`postgres://user[:password]@host[:port]/database`), with the
     /// defaults: schema `jq`, system clock, 1 MiB payload limit, 10
-    /// connections.
+    /// connections and 2 for the claims.
     pub fn new(url: impl Into<String>) -> Self {
         PostgresConfig {
             url: url.into(),
@@ -48,6 +52,7 @@ impl PostgresConfig {
             clock: Clock::system(),
             max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
             max_connections: Self::DEFAULT_MAX_CONNECTIONS,
+            claim_connections: Self::DEFAULT_CLAIM_CONNECTIONS,
             acquire_timeout: Self::DEFAULT_ACQUIRE_TIMEOUT,
             statement_timeout: None,
         }
@@ -77,10 +82,22 @@ impl PostgresConfig {
     }
 
     /// The pool size of [`PostgresStorage::connect`](crate::PostgresStorage::connect)
-    /// (default 10). The wake-up listener, once subscribed, holds one more
-    /// connection of its own.
+    /// (default 10). The claims have connections of their own
+    /// ([`PostgresConfig::claim_connections`]), and the wake-up listener,
+    /// once subscribed, holds one more.
     pub fn max_connections(mut self, n: u32) -> Self {
         self.max_connections = n.max(1);
+        self
+    }
+
+    /// How many connections the claims have to themselves (default 2, at
+    /// least 1), opened on the first claims, beside the pool. A worker
+    /// pool has one claim in flight at a time, so two serve two pools at
+    /// once; more pools on one storage take turns. On these connections
+    /// the claim statement is planned once, generically, when they open,
+    /// instead of five times each in a worker's first seconds.
+    pub fn claim_connections(mut self, n: u32) -> Self {
+        self.claim_connections = n.max(1);
         self
     }
 

@@ -16,8 +16,10 @@
 //!   partial index of the claimable jobs in claim order, each priority from
 //!   where this storage's last claim left it, so a long transaction
 //!   elsewhere (which keeps every claimed job's old index entry) does not
-//!   make each claim slower than the last; every later change is one UPDATE
-//!   guarded on state and lease token, batched with `unnest`.
+//!   make each claim slower than the last. The claim runs on connections
+//!   of its own ([`PostgresConfig::claim_connections`]) that plan it once,
+//!   when they open. Every later change is one UPDATE guarded on state and
+//!   lease token, batched with `unnest`.
 //! - [`PostgresStorage::enqueue_tx`] / [`PostgresStorage::enqueue_in`]
 //!   enqueue inside the caller's transaction: the job exists if and only if
 //!   the caller commits.
@@ -81,6 +83,8 @@ pub struct PostgresStorage {
 #[derive(Debug)]
 pub(crate) struct Inner {
     pub(crate) pool: PgPool,
+    /// The claim statement's own connections (`claim::claim_pool`).
+    pub(crate) claims: PgPool,
     pub(crate) clock: Clock,
     pub(crate) max_payload_bytes: usize,
     pub(crate) schema: String,
@@ -127,16 +131,22 @@ impl PostgresStorage {
     }
 
     /// Uses an existing pool (shared with the application, say). Only the
-    /// schema, clock and payload limit of `config` apply; the URL and pool
-    /// settings are the pool's own.
+    /// schema, clock, payload limit, claim connections and acquire timeout
+    /// of `config` apply; the URL and pool settings are the pool's own. The
+    /// claims open their own connections with the pool's connect options
+    /// (see [`PostgresConfig::claim_connections`]).
     pub fn from_pool(pool: PgPool, config: PostgresConfig) -> Result<Self, PostgresError> {
         config.check()?;
+        let sql = schema::Sql::new(&config.schema);
+        let claims =
+            claim::claim_pool(&pool.connect_options(), config.claim_connections, config.acquire_timeout, &sql.claim);
         let inner = Inner {
             pool,
+            claims,
             clock: config.clock,
             max_payload_bytes: config.max_payload_bytes,
             channel: schema::channel(&config.schema),
-            sql: schema::Sql::new(&config.schema),
+            sql,
             schema: config.schema,
             wake: listener::Wake::default(),
             hints: hints::Hints::default(),
@@ -174,6 +184,13 @@ impl PostgresStorage {
         &self.inner.pool
     }
 
+    /// The claims' own connections ([`PostgresConfig::claim_connections`]),
+    /// to watch their use beside [`PostgresStorage::pool`]'s; run nothing
+    /// of your own there: they are set to plan every statement generically.
+    pub fn claim_pool(&self) -> &PgPool {
+        &self.inner.claims
+    }
+
     /// The schema holding the jobs.
     pub fn schema(&self) -> &str {
         &self.inner.schema
@@ -184,10 +201,11 @@ impl PostgresStorage {
         &self.inner.channel
     }
 
-    /// Closes the pool (and stops the wake-up listener): waits for the
+    /// Closes the pools (and stops the wake-up listener): waits for the
     /// connections in use to be returned.
     pub async fn close(&self) {
         self.inner.wake.stop();
+        self.inner.claims.close().await;
         self.inner.pool.close().await;
     }
 }

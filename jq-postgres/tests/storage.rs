@@ -440,8 +440,13 @@ async fn enqueue_of_an_id_already_stored_returns_it_and_stores_nothing() {
 /// counters live in the server's statistics, which each backend sends when
 /// it goes idle: the pool has one connection, whose next idle moment is
 /// forced to send them.
+/// What the storage's statements read of `index` so far. Each backend keeps
+/// its counts until it flushes them: the claims' connection (the test's
+/// storages have one) and the pool's are made to now.
 async fn index_entries_read(s: &jq_postgres::PostgresStorage, index: &str) -> i64 {
-    sqlx::query("SELECT pg_stat_force_next_flush()").execute(s.pool()).await.unwrap();
+    for pool in [s.pool(), s.claim_pool()] {
+        sqlx::query("SELECT pg_stat_force_next_flush()").execute(pool).await.unwrap();
+    }
     sqlx::query_scalar("SELECT idx_tup_read FROM pg_stat_user_indexes WHERE schemaname = $1 AND indexrelname = $2")
         .bind(s.schema())
         .bind(index)
@@ -467,9 +472,11 @@ async fn claim_work_per_job_does_not_grow_with_the_dead_versions_behind_it() {
     const BATCH: usize = 100;
     let f = Fixture::new().await;
     let clock = ManualClock::starting_now();
-    let s = jq_postgres::PostgresStorage::connect(common::config(&f.schema, clock.clock()).max_connections(1))
-        .await
-        .unwrap();
+    let s = jq_postgres::PostgresStorage::connect(
+        common::config(&f.schema, clock.clock()).max_connections(1).claim_connections(1),
+    )
+    .await
+    .unwrap();
     for b in 0..JOBS / 1_000 {
         s.enqueue((0..1_000).map(|n| job("q", (b * 1_000 + n) as u32)).collect()).await.unwrap();
     }
@@ -487,6 +494,7 @@ async fn claim_work_per_job_does_not_grow_with_the_dead_versions_behind_it() {
         assert!(s.complete(acks).await.unwrap().iter().all(|r| r.is_ok()));
     }
     let (early, late) = (read_per_claim[5], read_per_claim[35]);
+    assert!(early >= BATCH as i64, "a claim of {BATCH} reads at least as many entries: {read_per_claim:?}");
     assert!(
         late <= early + 2 && late <= 2 * BATCH as i64,
         "entries read per claim of {BATCH}: {early} with 500 claimed jobs behind, {late} with 3,500: {read_per_claim:?}"
@@ -505,9 +513,11 @@ async fn claim_work_per_job_does_not_grow_with_the_dead_versions_behind_it() {
 
     // The snapshot does keep those entries: a storage that has claimed
     // nothing yet starts at the front and walks all of them.
-    let fresh = jq_postgres::PostgresStorage::connect(common::config(&f.schema, clock.clock()).max_connections(1))
-        .await
-        .unwrap();
+    let fresh = jq_postgres::PostgresStorage::connect(
+        common::config(&f.schema, clock.clock()).max_connections(1).claim_connections(1),
+    )
+    .await
+    .unwrap();
     let before = claim_index_entries_read(&fresh).await;
     assert!(fresh.claim(&request("q", BATCH)).await.unwrap().is_empty());
     let walked = claim_index_entries_read(&fresh).await - before;

@@ -27,16 +27,18 @@ struct Rates {
 
 /// Entries of `jobs_claim` that scans of `storage`'s schema have read so
 /// far. Each backend sends its counters when it goes idle, at most once a
-/// second unless asked: every pooled connection is asked.
+/// second unless asked: every connection of both pools (the claims' and
+/// the rest's) is asked.
 async fn claim_index_entries_read(storage: &PostgresStorage) -> Result<i64, BoxError> {
-    let pool = storage.pool();
-    let mut held = Vec::new();
-    for _ in 0..pool.size() {
-        let mut conn = pool.acquire().await?;
-        sqlx::query("SELECT pg_stat_force_next_flush()").execute(&mut *conn).await?;
-        held.push(conn);
+    for pool in [storage.claim_pool(), storage.pool()] {
+        let mut held = Vec::new();
+        for _ in 0..pool.size() {
+            let mut conn = pool.acquire().await?;
+            sqlx::query("SELECT pg_stat_force_next_flush()").execute(&mut *conn).await?;
+            held.push(conn);
+        }
     }
-    drop(held);
+    let pool = storage.pool();
     // Each backend sent its counters before answering the call above.
     let read = sqlx::query_scalar(
         "SELECT coalesce(sum(idx_tup_read), 0)::int8 FROM pg_stat_user_indexes \
