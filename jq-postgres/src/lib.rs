@@ -24,7 +24,7 @@
 //!   enqueue inside the caller's transaction: the job exists if and only if
 //!   the caller commits.
 //! - Wake-up: enqueues `NOTIFY` a channel named after the schema; the
-//!   signal of [`Storage::subscribe`](jq_core::Storage::subscribe) is fed by a
+//!   signal of [`jq_core::Storage::subscribe`] is fed by a
 //!   `LISTEN`ing connection started on first use, which reconnects with
 //!   backoff (workers keep polling meanwhile).
 //! - "Now" is always the configured [`jq_core::Clock`], sent as a parameter;
