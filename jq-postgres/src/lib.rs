@@ -133,8 +133,9 @@ impl PostgresStorage {
     /// Uses an existing pool (shared with the application, say). Only the
     /// schema, clock, payload limit, claim connections and acquire timeout
     /// of `config` apply; the URL and pool settings are the pool's own. The
-    /// claims open their own connections with the pool's connect options
-    /// (see [`PostgresConfig::claim_connections`]).
+    /// claims open their own connections with the pool's connect options,
+    /// without its `after_connect` hooks (see
+    /// [`PostgresConfig::claim_connections`]).
     pub fn from_pool(pool: PgPool, config: PostgresConfig) -> Result<Self, PostgresError> {
         config.check()?;
         let sql = schema::Sql::new(&config.schema);
