@@ -132,6 +132,8 @@ pub async fn oldest_pending<S: Storage + ?Sized>(storage: &S, queue: &QueueName)
 /// The handles of one (queue, kind).
 #[derive(Debug)]
 pub(crate) struct JobMetrics {
+    queue: String,
+    kind: String,
     pub(crate) started: Counter,
     pub(crate) completed: Counter,
     pub(crate) retried: Counter,
@@ -144,6 +146,8 @@ impl JobMetrics {
     fn register(queue: &str, kind: &str) -> Self {
         let labels = [("queue", queue.to_owned()), ("kind", kind.to_owned())];
         JobMetrics {
+            queue: queue.to_owned(),
+            kind: kind.to_owned(),
             started: metrics::counter!(STARTED, &labels),
             completed: metrics::counter!(COMPLETED, &labels),
             retried: metrics::counter!(RETRIED, &labels),
@@ -171,18 +175,19 @@ impl JobMetrics {
 #[derive(Default)]
 pub(crate) struct MetricsCache {
     by_queue: HashMap<String, HashMap<String, Arc<JobMetrics>>>,
-    /// The last (queue, kind) looked up: a claim's jobs mostly share it,
-    /// and comparing two short strings is cheaper than hashing them.
-    last: Option<(QueueName, String, Arc<JobMetrics>)>,
+    /// The handles last looked up: a claim's jobs mostly share their
+    /// (queue, kind), and comparing two short strings is cheaper than
+    /// hashing them.
+    last: Option<Arc<JobMetrics>>,
 }
 
 impl MetricsCache {
     pub(crate) fn get(&mut self, queue: &QueueName, kind: &str) -> Arc<JobMetrics> {
-        if let Some((last_queue, last_kind, found)) = &self.last
-            && last_queue == queue
-            && last_kind == kind
+        if let Some(last) = &self.last
+            && last.queue == queue.as_str()
+            && last.kind == kind
         {
-            return found.clone();
+            return last.clone();
         }
         let found = match self.by_queue.get(queue.as_str()).and_then(|kinds| kinds.get(kind)) {
             Some(found) => found.clone(),
@@ -192,7 +197,7 @@ impl MetricsCache {
                 made
             }
         };
-        self.last = Some((queue.clone(), kind.to_owned(), found.clone()));
+        self.last = Some(found.clone());
         found
     }
 }

@@ -49,7 +49,10 @@ WHERE j.id = i.id AND j.state = 'running' AND j.lease_token = i.token
 RETURNING j.id, j.state, j.queue, j.priority, j.run_at
 )
 SELECT upd.id, upd.state,
-       CASE WHEN upd.state = 'pending' THEN upd.queue END AS queue, upd.priority, upd.run_at,
+       -- NULL for the rest (acks are most rows): nothing to send or decode.
+       CASE WHEN upd.state = 'pending' THEN upd.queue END AS queue,
+       CASE WHEN upd.state = 'pending' THEN upd.priority END AS priority,
+       CASE WHEN upd.state = 'pending' THEN upd.run_at END AS run_at,
        (SELECT count(*) FROM (
             SELECT pg_notify($9, '') FROM upd AS back WHERE back.state = 'pending' LIMIT 1) AS n) AS notified
 FROM upd
