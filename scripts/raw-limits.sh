@@ -30,7 +30,14 @@
 #   - pipelined HSET/s creating new 9-field hashes (a job's hash), ZADD/s
 #     into one sorted set: the ceiling of jq's batch enqueue with one hash
 #     per job;
-#   - server time of an empty EVALSHA.
+#   - server time of an empty EVALSHA;
+#   - the drain's commands as plain pipelined commands, no Lua (20,000 jobs
+#     in batches of 128, as the bench's drain claims): ZPOPMIN; per job
+#     HGETALL and the HSET that leases it; one ZADD into the lease set; per
+#     job the HMGET that checks the lease and the HSET that completes it;
+#     one ZREM and one ZADD into the completed set. Server CPU per job
+#     (`INFO cpu`) and the rate it allows: the floor under jq's Lua claim
+#     and completion, compared with `server_cost`'s drain pass.
 set -euo pipefail
 export PGOPTIONS="${PGOPTIONS:-} -c client_min_messages=warning"
 
@@ -215,6 +222,84 @@ redis_limits() {
     printf '%-58s %12s us\n' "server time of an empty EVALSHA" \
         "$(awk -v b="${before:-0 0}" -v a="$after" 'BEGIN { split(b, x, " "); split(a, y, " ");
             printf "%.2f", (y[2] - x[2]) / (y[1] - x[1]) }')"
+    "${cli[@]}" --scan --pattern 'jq_raw_limits:*' | xargs -r -n 1000 "${cli[@]}" unlink >/dev/null
+    redis_raw_drain hash
+    redis_raw_drain columns
+}
+
+# The RESP encoding of one command per input line (arguments separated by
+# single spaces, none empty or holding a space), for `redis-cli --pipe`.
+resp() {
+    awk '{ printf "*%d\r\n", NF; for (i = 1; i <= NF; i++) printf "$%d\r\n%s\r\n", length($i), $i }'
+}
+
+# The drain's commands without Lua (see the header), in one of two layouts:
+#   hash     jq's: a hash per job, the lease and the outcome written into it;
+#   columns  what a layout with one hash per queue for the jobs' bodies and
+#            one for their state (attempts, lease, outcome packed in one
+#            value) would send: the same work in a few commands per batch.
+redis_raw_drain() { # layout
+    local layout=$1
+    local cli=(redis-cli -h "$redis_host" -p "$redis_port")
+    local jobs=20000 batch=128 base='jq_raw_limits:{jq_raw_limits:bench}:'
+    awk -v n=$jobs -v b="$base" -v layout="$layout" 'BEGIN { for (i = 0; i < n; i++) {
+        id = sprintf("%032x", i); run = 1763793000000000 + i
+        if (layout == "hash") {
+            printf "HSET %sjob:%s id %s queue bench kind bench_noop payload {\"n\":%d} priority 0 state pending max_attempts 25 run_at %d created_at %d\n", b, id, id, i, run, run
+        } else {
+            printf "HSET %sbody %s bench_noop|{\"n\":%d}|0|25|%d\n", b, id, i, run
+            printf "HSET %sstate %s pending|0|%d\n", b, id, run
+        }
+        printf "ZADD %sready 0 %020d%s\n", b, run, id } }' | resp >"$scratch/load.resp"
+    # A claim's leases go in backwards, as claim.lua adds them.
+    awk -v n=$jobs -v k=$batch -v b="$base" -v layout="$layout" 'BEGIN {
+        tok = "0f0e0d0c-0b0a-4908-8706-050403020100"; ex = 1763793030000000; now = 1763793000500000
+        for (s = 0; s < n; s += k) {
+            e = (s + k < n) ? s + k : n
+            printf "ZPOPMIN %sready %d\n", b, k
+            if (layout == "hash") {
+                for (i = s; i < e; i++) printf "HGETALL %sjob:%032x\n", b, i
+                for (i = s; i < e; i++) printf "HSET %sjob:%032x state running attempts 1 lease_token %s lease_worker raw lease_expires_at %d\n", b, i, tok, ex
+            } else {
+                printf "HMGET %sbody", b; for (i = s; i < e; i++) printf " %032x", i; printf "\n"
+                printf "HMGET %sstate", b; for (i = s; i < e; i++) printf " %032x", i; printf "\n"
+                printf "HSET %sstate", b; for (i = s; i < e; i++) printf " %032x running|1|%d|%s|raw", i, ex, tok; printf "\n"
+            }
+            printf "ZADD %sleases", b; for (i = e - 1; i >= s; i--) printf " %d %032x", ex, i; printf "\n"
+            if (layout == "hash") {
+                for (i = s; i < e; i++) printf "HMGET %sjob:%032x state lease_token unique_key\n", b, i
+                for (i = s; i < e; i++) printf "HSET %sjob:%032x state completed finished_at %d\n", b, i, now
+            } else {
+                printf "HMGET %sstate", b; for (i = s; i < e; i++) printf " %032x", i; printf "\n"
+                printf "HSET %sstate", b; for (i = s; i < e; i++) printf " %032x completed|1|%d", i, now; printf "\n"
+            }
+            printf "ZREM %sleases", b; for (i = s; i < e; i++) printf " %032x", i; printf "\n"
+            printf "ZADD %sdone:completed", b; for (i = s; i < e; i++) printf " %d %032x", now, i; printf "\n" } }' |
+        resp >"$scratch/drain.resp"
+    "${cli[@]}" --pipe <"$scratch/load.resp" >/dev/null
+    cpu() { "${cli[@]}" info cpu | tr -d '\r' | awk -F: '/^used_cpu_(user|sys):/ { s += $2 } END { printf "%.6f", s }'; }
+    # name calls usec of every command so far
+    cmdstats() {
+        "${cli[@]}" info commandstats | tr -d '\r' |
+            sed -n 's/^cmdstat_\([a-z|]*\):calls=\([0-9]*\),usec=\([0-9]*\),.*/\1 \2 \3/p'
+    }
+    local c0 c1 t0 t1
+    cmdstats >"$scratch/stats0"
+    c0=$(cpu)
+    t0=$(date +%s.%N)
+    "${cli[@]}" --pipe <"$scratch/drain.resp" >/dev/null
+    t1=$(date +%s.%N)
+    c1=$(cpu)
+    cmdstats >"$scratch/stats1"
+    awk -v c0="$c0" -v c1="$c1" -v t0="$t0" -v t1="$t1" -v n=$jobs -v layout="$layout" 'BEGIN {
+        us = (c1 - c0) * 1e6 / n
+        printf "%-58s %12.2f us\n", "drain commands without Lua (" layout " layout), server CPU/job", us
+        printf "%-58s %12.0f /s\n", "  the rate that allows (server-bound)", 1e6 / us
+        printf "%-58s %12.0f /s\n", "  measured through redis-cli --pipe", n / (t1 - t0) }'
+    # what each command took (commandstats: execution only, not the I/O)
+    awk -v n=$jobs 'NR == FNR { calls[$1] = $2; usec[$1] = $3; next }
+        $1 != "info" && $1 != "echo" && $2 > calls[$1] { printf "  %-56s %12.2f us\n", $1 " per job", ($3 - usec[$1]) / n }' \
+        "$scratch/stats0" "$scratch/stats1"
     "${cli[@]}" --scan --pattern 'jq_raw_limits:*' | xargs -r -n 1000 "${cli[@]}" unlink >/dev/null
 }
 

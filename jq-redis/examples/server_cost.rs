@@ -1,7 +1,11 @@
 //! Where Redis spends its time per job, independent of client noise: runs
 //! the storage operations the benchmark uses and reads the server's own
 //! accounting (`INFO commandstats`, microseconds spent in `EVALSHA`) around
-//! each phase.
+//! each phase. Then two drain passes (claims of 16 and of 128, the size the
+//! bench's drain asks for) read the server's CPU time (`INFO cpu`) and every
+//! command's time only around the whole pass: the CPU time counts the I/O
+//! too, so it compares with `scripts/raw-limits.sh`'s drain commands sent
+//! without Lua.
 //!
 //! ```text
 //! cargo run --release -p jq-redis --example server_cost
@@ -11,6 +15,7 @@
 //! prefix that it deletes at the end. The figures include other clients'
 //! scripts running meanwhile, so run it on a quiet server.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use jq_core::{ClaimRequest, Completion, NewJob, Outcome, Payload, QueueName, Storage, StorageExt};
@@ -20,17 +25,36 @@ const JOBS: usize = 20_000;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-async fn evalsha_usec(conn: &mut redis::aio::MultiplexedConnection) -> Result<(u64, u64), BoxError> {
+/// `(calls, usec)` of every command in `INFO commandstats`, by name.
+async fn command_stats(conn: &mut redis::aio::MultiplexedConnection) -> Result<BTreeMap<String, (u64, u64)>, BoxError> {
     let info: String = redis::cmd("INFO").arg("commandstats").query_async(conn).await?;
+    let mut stats = BTreeMap::new();
     for line in info.lines() {
-        if let Some(rest) = line.strip_prefix("cmdstat_evalsha:") {
+        if let Some((name, rest)) = line.strip_prefix("cmdstat_").and_then(|l| l.split_once(':')) {
             let field = |name: &str| -> u64 {
                 rest.split(',').find_map(|kv| kv.strip_prefix(name)).and_then(|v| v.parse().ok()).unwrap_or(0)
             };
-            return Ok((field("calls="), field("usec=")));
+            stats.insert(name.to_owned(), (field("calls="), field("usec=")));
         }
     }
-    Ok((0, 0))
+    Ok(stats)
+}
+
+/// The server process's CPU time so far (`INFO cpu`, user + system), in
+/// microseconds: unlike commandstats it includes reading requests and
+/// writing replies, so it compares plain commands with scripts fairly.
+async fn server_cpu_usec(conn: &mut redis::aio::MultiplexedConnection) -> Result<f64, BoxError> {
+    let info: String = redis::cmd("INFO").arg("cpu").query_async(conn).await?;
+    let seconds: f64 = info
+        .lines()
+        .filter_map(|l| l.strip_prefix("used_cpu_user:").or_else(|| l.strip_prefix("used_cpu_sys:")))
+        .filter_map(|v| v.trim().parse::<f64>().ok())
+        .sum();
+    Ok(seconds * 1e6)
+}
+
+async fn evalsha_usec(conn: &mut redis::aio::MultiplexedConnection) -> Result<(u64, u64), BoxError> {
+    Ok(command_stats(conn).await?.get("evalsha").copied().unwrap_or((0, 0)))
 }
 
 fn jobs(n: usize) -> Result<Vec<NewJob>, BoxError> {
@@ -116,6 +140,62 @@ async fn main() -> Result<(), BoxError> {
     }
     report("claim (16 at a time)", (0, 0), claim_usec, claim_wall, done);
     report("complete (16 acks at a time)", (0, 0), complete_usec, complete_wall, done);
+    for batch in [16, 128] {
+        drain_pass(&s, &mut conn, batch).await?;
+    }
     s.delete_all_keys().await?;
+    Ok(())
+}
+
+/// Enqueues [`JOBS`] jobs, then claims and acks them `batch` at a time
+/// with the server's statistics read only before and after the whole pass,
+/// and prints what the pass cost the server per job: its CPU time, then the
+/// commands the scripts called (Redis counts those too; the rest of
+/// EVALSHA's time is Lua itself). The bench's drain claims about 128 jobs
+/// per call.
+async fn drain_pass(
+    s: &RedisStorage,
+    conn: &mut redis::aio::MultiplexedConnection,
+    batch: usize,
+) -> Result<(), BoxError> {
+    for chunk in (0..JOBS / 1000).map(|_| jobs(1000)) {
+        s.enqueue(chunk?).await?;
+    }
+    let request = ClaimRequest::new(vec![QueueName::new("bench")?], batch, Duration::from_secs(30), "cost");
+    let before = command_stats(conn).await?;
+    let cpu_before = server_cpu_usec(conn).await?;
+    let t = Instant::now();
+    let mut done = 0;
+    loop {
+        let request = ClaimRequest { token: jq_core::LeaseToken::new(), ..request.clone() };
+        let claimed = s.claim(&request).await?;
+        if claimed.is_empty() {
+            break;
+        }
+        done += claimed.len();
+        s.complete(
+            claimed
+                .iter()
+                .filter_map(|j| j.lease_ref())
+                .map(|lease| Completion { lease, outcome: Outcome::Ack })
+                .collect(),
+        )
+        .await?;
+    }
+    let wall = t.elapsed();
+    let cpu = server_cpu_usec(conn).await? - cpu_before;
+    let after = command_stats(conn).await?;
+    let per_job = |usec: f64| usec / done.max(1) as f64;
+    println!(
+        "drain pass, {batch:>3} at a time   {:>6.2} us/job server CPU  {:>8.0} jobs/s wall",
+        per_job(cpu),
+        done as f64 / wall.as_secs_f64()
+    );
+    for (name, (calls, usec)) in &after {
+        let (calls0, usec0) = before.get(name).copied().unwrap_or((0, 0));
+        if name != "info" && *calls > calls0 {
+            println!("  {name:<16} {:>7} calls  {:>6.2} us/job", calls - calls0, per_job((usec - usec0) as f64));
+        }
+    }
     Ok(())
 }
