@@ -169,6 +169,15 @@ for base, r in pairs(removed) do
   zrem_chunked(base .. 'ready', r)
 end
 for base, l in pairs(leased) do
-  zadd_chunked(base .. 'leases', l)
+  -- One claim's leases share a score, and its ids mostly ascend (UUIDv7,
+  -- claimed in order), so they go in backwards: a small lease set is a
+  -- listpack, which finds each new member's place by walking its run of
+  -- equal scores, and ascending members made every insert walk all of it.
+  local backwards = {}
+  for i = #l - 1, 1, -2 do
+    backwards[#backwards + 1] = l[i]
+    backwards[#backwards + 1] = l[i + 1]
+  end
+  zadd_chunked(base .. 'leases', backwards)
 end
 return out
