@@ -14,7 +14,7 @@
 //! | `P:{P:Q}:leases` | sorted set | Running jobs, score lease expiry |
 //! | `P:{P:Q}:done:<state>` | sorted set | Completed / Dead / Cancelled jobs, score finished_at (purge walks it) |
 //! | `P:{P:Q}:ids` | sorted set | every job of the queue, score 0, member id: lexicographic = id order, for `list` |
-//! | `P:{P:Q}:unique` | hash | unique key -> id of the live (Scheduled, Pending, Running) job holding it |
+//! | `P:{P:Q}:unique` | hash | unique key -> ids of the live (Scheduled, Pending, Running) jobs holding it, ascending, joined by `,`: one id, or several after an operator's retry brought back a Dead job whose key a newer live job held; enqueue answers with the first |
 //! | `P:{P:Q}:control` | hash | the queue's control (`Storage::set_paused`, `set_limits`): `paused_at concurrency rate_limit rate_period` (microseconds); absent when nothing is set |
 //! | `P:{P:Q}:starts` | sorted set | the rate limit's log: one member `<token>:<id>` per start, score its instant; claim drops those that left the window |
 //! | `P:{P:Q}:seen` | hash | worker -> `<instant>:<1 if paused>` of its latest claim that met a control |

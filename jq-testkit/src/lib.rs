@@ -219,6 +219,7 @@ macro_rules! conformance {
             // enqueue
             enqueue_stores_every_field,
             unique_keys,
+            a_retried_job_shares_its_unique_key,
             enqueue_batch_is_atomic,
             trace_context_is_stored_and_kept,
             // maintenance

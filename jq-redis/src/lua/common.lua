@@ -80,15 +80,60 @@ local function requeue(base, key, id, priority, now, delay)
   return 'scheduled'
 end
 
+-- A queue's `unique` hash maps a unique key to the ids of the live jobs
+-- holding it, ascending and joined by ",". Almost always one id: several
+-- only after an operator's retry brought a Dead job back while a newer
+-- live job held its key (the contract lets them share it). Enqueue answers
+-- with the first, the smallest id, as the other backends do, and the key
+-- stays taken until the last of them leaves the live states.
+
+-- The id enqueue answers for unique key `uk` of the queue, or nil.
+local function unique_holder(base, uk)
+  local v = redis.call('HGET', base .. 'unique', uk)
+  if not v then return nil end
+  local comma = string.find(v, ',', 1, true)
+  if comma then return string.sub(v, 1, comma - 1) end
+  return v
+end
+
+-- Job `id`, live again, holds unique key `uk` (beside any live holder).
+local function unique_take(base, uk, id)
+  local v = redis.call('HGET', base .. 'unique', uk)
+  local ids = {}
+  if v then
+    for other in string.gmatch(v, '[^,]+') do
+      if other == id then return end
+      ids[#ids + 1] = other
+    end
+  end
+  ids[#ids + 1] = id
+  table.sort(ids)
+  redis.call('HSET', base .. 'unique', uk, table.concat(ids, ','))
+end
+
+-- Job `id` left the live states: it no longer holds unique key `uk`
+-- (nil or "" when it has none).
+local function unique_release(base, uk, id)
+  if not uk or uk == '' then return end
+  local v = redis.call('HGET', base .. 'unique', uk)
+  if v == id then
+    redis.call('HDEL', base .. 'unique', uk)
+  elseif v and string.find(v, ',', 1, true) then
+    local rest = {}
+    for other in string.gmatch(v, '[^,]+') do
+      if other ~= id then rest[#rest + 1] = other end
+    end
+    redis.call('HSET', base .. 'unique', uk, table.concat(rest, ','))
+  end
+end
+
 -- Moves a job to a terminal state and frees its unique key.
 -- uk: the job's unique key when the caller read it already, else nil.
 local function make_terminal(base, key, id, state, now, uk)
   redis.call('HSET', key, 'state', state, 'finished_at', fmt(now))
   redis.call('ZADD', done_key(base, state), now, id)
   if uk == nil then uk = redis.call('HGET', key, 'unique_key') end
-  if uk and uk ~= '' and redis.call('HGET', base .. 'unique', uk) == id then
-    redis.call('HDEL', base .. 'unique', uk)
-  end
+  unique_release(base, uk, id)
   return state
 end
 
@@ -163,7 +208,7 @@ local function store_jobs(bases, names, now, channel, args, first)
     local base = bases[qi]
     local existing = false
     if uk ~= '' then
-      local other = redis.call('HGET', base .. 'unique', uk)
+      local other = unique_holder(base, uk)
       if other then
         local st = redis.call('HGET', job_key(base, other), 'state')
         if st == 'scheduled' or st == 'pending' or st == 'running' then

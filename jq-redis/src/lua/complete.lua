@@ -34,9 +34,7 @@ local function finish(base, qi, key, id, state, uk)
   local t = done[qi][state]
   t[#t + 1] = now
   t[#t + 1] = id
-  if uk and uk ~= '' and redis.call('HGET', base .. 'unique', uk) == id then
-    redis.call('HDEL', base .. 'unique', uk)
-  end
+  unique_release(base, uk, id)
   return state
 end
 

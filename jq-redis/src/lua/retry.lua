@@ -21,11 +21,11 @@ if max_attempts < attempts + 1 then
   redis.call('HSET', key, 'max_attempts', fmt(attempts + 1))
 end
 make_pending(base, key, id, f[4], now)
--- the job is live again: it takes its unique key back unless another live
--- job holds it now
+-- the job is live again: it holds its unique key again, shared with any
+-- newer live job that took it meanwhile
 local uk = f[5]
-if uk and uk ~= '' and not redis.call('HGET', base .. 'unique', uk) then
-  redis.call('HSET', base .. 'unique', uk, id)
+if uk and uk ~= '' then
+  unique_take(base, uk, id)
 end
 redis.call('PUBLISH', ARGV[3], '1')
 return 'ok'

@@ -99,6 +99,50 @@ pub async fn unique_keys<H: Harness>(h: &H) {
     assert_eq!(stored, expected);
 }
 
+/// An operator's retry brings a Dead job back even when a newer live job
+/// holds its unique key: the two share it. Enqueue of the key answers with
+/// the smaller id, and the key stays taken until the last of them
+/// finishes, whichever finishes first.
+pub async fn a_retried_job_shares_its_unique_key<H: Harness>(h: &H) {
+    let clock = manual_clock();
+    let storage = h.connect(clock.clock()).await;
+    let keyed = |key: &str| build(builder("q", 0).unique_key(key), &clock);
+    for (key, older_finishes_first) in [("newer-first", false), ("older-first", true)] {
+        let old = enqueue_all(&storage, vec![keyed(key)]).await[0];
+        let job = claim_one(&storage, "q", "w").await;
+        storage.discard(lease(&job), "poison").await.expect("discard");
+        let newer = keyed(key);
+        let newer_id = newer.id;
+        assert_eq!(storage.enqueue_one(newer).await.expect("enqueue"), newer_id, "a Dead job no longer counts");
+        storage.retry(old).await.expect("retry while a newer live job holds the key");
+
+        let smaller = old.min(newer_id);
+        let dup = keyed(key);
+        assert_eq!(storage.enqueue_one(dup.clone()).await.expect("enqueue"), smaller, "{key}: the smaller id answers");
+        assert!(matches!(storage.get(dup.id).await, Err(Error::NotFound { .. })), "{key}: not stored");
+
+        let running = claim(&storage, &["q"], 2, "w").await;
+        assert_eq!(running.len(), 2, "{key}: both are live");
+        let (first, last) = if older_finishes_first { (old, newer_id) } else { (newer_id, old) };
+        let by_id = |id| lease(running.iter().find(|j| j.id == id).expect("claimed"));
+        storage.ack(by_id(first)).await.expect("ack");
+        let dup = keyed(key);
+        assert_eq!(
+            storage.enqueue_one(dup.clone()).await.expect("enqueue"),
+            last,
+            "{key}: the job still live keeps the key"
+        );
+        assert!(matches!(storage.get(dup.id).await, Err(Error::NotFound { .. })), "{key}: not stored");
+        storage.ack(by_id(last)).await.expect("ack");
+        let fresh = keyed(key);
+        let fresh_id = fresh.id;
+        assert_eq!(storage.enqueue_one(fresh).await.expect("enqueue"), fresh_id, "{key}: free once both finished");
+        let job = claim_one(&storage, "q", "w").await;
+        assert_eq!(job.id, fresh_id);
+        storage.ack(lease(&job)).await.expect("ack");
+    }
+}
+
 /// One oversized payload in a batch stores nothing of the batch.
 pub async fn enqueue_batch_is_atomic<H: Harness>(h: &H) {
     let clock = manual_clock();
