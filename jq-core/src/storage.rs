@@ -311,7 +311,8 @@ pub trait Storage: Send + Sync + 'static {
     ///   `attempts` starts at 0, `created_at` is now.
     /// - A job whose `unique_key` matches a non-terminal job of the same
     ///   queue (already stored, or earlier in the same batch) is not stored;
-    ///   the existing job's id is returned in its place.
+    ///   the existing job's id is returned in its place. When several live
+    ///   jobs share the key (see [`Storage::retry`]), the smallest id.
     ///
     /// Returns one id per input job, in input order.
     async fn enqueue(&self, jobs: Vec<NewJob>) -> Result<Vec<JobId>>;
@@ -394,6 +395,11 @@ pub trait Storage: Send + Sync + 'static {
     /// Dead -> Pending (run_at now, lease cleared, errors kept). The job
     /// gets one more attempt: `max_attempts` becomes at least
     /// `attempts + 1`. Other states give [`Error::InvalidState`].
+    ///
+    /// Allowed even when a newer live job of the queue holds the job's
+    /// unique key: both then hold it, enqueue of the key answers with the
+    /// smaller id, and the key stays taken until the last of them is
+    /// terminal.
     async fn retry(&self, id: JobId) -> Result<()>;
 
     /// Scheduled or Pending -> Cancelled. Other states give
