@@ -1,6 +1,12 @@
 //! [`RedisConfig`]: where the server is and how jq uses it.
 
+use std::time::Duration;
+
 use jq_core::{Clock, DEFAULT_MAX_PAYLOAD_BYTES};
+
+/// How long a command may take before the call fails (see
+/// [`RedisConfig::response_timeout`]).
+pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How to reach Redis and how to lay jq's keys out in it. Builder-style:
 ///
@@ -16,6 +22,7 @@ pub struct RedisConfig {
     pub(crate) prefix: String,
     pub(crate) clock: Clock,
     pub(crate) max_payload_bytes: usize,
+    pub(crate) response_timeout: Duration,
 }
 
 impl RedisConfig {
@@ -28,6 +35,7 @@ impl RedisConfig {
             prefix: "jq".to_owned(),
             clock: Clock::system(),
             max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
+            response_timeout: DEFAULT_RESPONSE_TIMEOUT,
         }
     }
 
@@ -68,6 +76,20 @@ impl RedisConfig {
     /// `jq_core::DEFAULT_MAX_PAYLOAD_BYTES`, 1 MiB).
     pub fn max_payload_bytes(mut self, n: usize) -> Self {
         self.max_payload_bytes = n;
+        self
+    }
+
+    /// How long one call waits for the server's reply before it fails with
+    /// `jq_core::Error::Unavailable` (default [`DEFAULT_RESPONSE_TIMEOUT`],
+    /// 10 s). It bounds how long a silently dead connection stalls a call; it must exceed the longest
+    /// script a call runs, or a call fails although its script went on to
+    /// finish. An enqueue of 100,000 jobs is one script of about half a
+    /// second, and the redis crate's own default of 500 ms made it fail
+    /// with every job stored. Whatever the setting, a timed-out call's
+    /// outcome is unknown: an enqueue retried after one may store its jobs
+    /// twice unless they carry unique keys.
+    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+        self.response_timeout = timeout;
         self
     }
 }

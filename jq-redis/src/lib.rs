@@ -126,7 +126,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::{ErrorKind, FromRedisValue, ServerErrorKind};
 use tokio::sync::watch;
 
-pub use config::RedisConfig;
+pub use config::{DEFAULT_RESPONSE_TIMEOUT, RedisConfig};
 pub use error::RedisError;
 pub use keys::Keys;
 
@@ -186,6 +186,7 @@ impl RedisStorage {
         let conn = if config.is_cluster() {
             let cluster = redis::cluster::ClusterClient::builder(config.cluster_nodes.clone())
                 .connection_timeout(Duration::from_secs(5))
+                .response_timeout(config.response_timeout)
                 .build()
                 .map_err(|source| RedisError::InvalidUrl { url: config.cluster_nodes.join(","), source })?;
             let conn = cluster
@@ -196,6 +197,7 @@ impl RedisStorage {
         } else {
             let manager_config = ConnectionManagerConfig::new()
                 .set_connection_timeout(Some(Duration::from_secs(5)))
+                .set_response_timeout(Some(config.response_timeout))
                 .set_number_of_retries(3)
                 .set_max_delay(Duration::from_secs(2));
             let conn = ConnectionManager::new_with_config(client.clone(), manager_config)

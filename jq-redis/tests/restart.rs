@@ -1,7 +1,9 @@
 //! A server that goes away and comes back: operations fail with the
 //! retryable `Error::Unavailable` meanwhile, and the same storage handle
 //! carries on once the server is back (the connection manager reconnects).
-//! Runs its own throwaway redis-server on a free loopback port.
+//! A server slow to answer: a call waits up to the configured response
+//! timeout. Each test runs its own throwaway redis-server on a free
+//! loopback port, so blocking it slows no other test.
 
 #![allow(clippy::unwrap_used)] // tests may unwrap
 
@@ -66,6 +68,65 @@ async fn server_restart_gives_unavailable_then_recovers() {
     assert_eq!(result.unwrap().state, State::Pending);
     s.enqueue_one(job(2)).await.unwrap();
     assert_eq!(s.stats().await.unwrap().total(State::Pending), 2);
+    server.kill().unwrap();
+    server.wait().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Keeps the server busy in one script for `micros` and returns when the
+/// script started and ended, in the server's microseconds since the epoch.
+async fn block_server(url: String, micros: u64) -> (u64, u64) {
+    let config = redis::AsyncConnectionConfig::new().set_response_timeout(None);
+    let mut conn =
+        redis::Client::open(url).unwrap().get_multiplexed_async_connection_with_config(&config).await.unwrap();
+    let script = "local function now() local t = redis.call('TIME') return t[1] * 1000000 + t[2] end \
+                  local start = now() local t = start repeat t = now() until t - start >= tonumber(ARGV[1]) \
+                  return { start, t }";
+    let (start, end): (u64, u64) =
+        redis::cmd("EVAL").arg(script).arg(0).arg(micros).query_async(&mut conn).await.unwrap();
+    (start, end)
+}
+
+fn micros_now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() as u64
+}
+
+/// The redis crate gives up on a reply after 500 ms unless told otherwise,
+/// which failed a large enqueue whose script went on to store every job.
+/// jq waits up to its own response timeout (10 s by default), and a shorter
+/// configured one still fails the call as `Unavailable`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_reply_is_awaited_up_to_the_response_timeout() {
+    let dir = std::env::temp_dir().join(format!("jq-redis-slow-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let port = free_port();
+    let mut server = start(port, &dir);
+    let url = format!("redis://127.0.0.1:{port}");
+    let patient = RedisStorage::connect(RedisConfig::new(url.clone()).prefix("jqtest")).await.unwrap();
+    let hasty = RedisStorage::connect(
+        RedisConfig::new(url.clone()).prefix("jqtest").response_timeout(Duration::from_millis(200)),
+    )
+    .await
+    .unwrap();
+    let job =
+        |n: usize| NewJob::builder("test", Payload::from_json(format!(r#"{{"n":{n}}}"#)).unwrap()).build().unwrap();
+
+    let blocker = tokio::spawn(block_server(url, 1_500_000));
+    // give the blocking script time to start (checked below, not assumed)
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let sent = micros_now();
+    let (patient_result, hasty_result) = tokio::join!(patient.enqueue_one(job(0)), hasty.enqueue_one(job(1)));
+    let (started, ended) = blocker.await.unwrap();
+    assert!(
+        started < sent && ended > sent + 1_000_000,
+        "the calls must be sent while the server is blocked (blocked {started}..{ended}, sent at {sent})"
+    );
+    let id = patient_result.expect("a reply within the default response timeout");
+    match hasty_result {
+        Err(e @ Error::Unavailable { .. }) => assert!(e.is_retryable()),
+        other => panic!("expected Unavailable after a 200 ms response timeout, got {other:?}"),
+    }
+    assert_eq!(patient.get(id).await.unwrap().state, State::Pending);
     server.kill().unwrap();
     server.wait().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
