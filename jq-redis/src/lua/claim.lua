@@ -75,14 +75,18 @@ for q = 1, #KEYS do
   if qlimit > 0 then
     -- Due Scheduled jobs are claimable too; they are candidates as they are
     -- (claim changes no job it does not take), read up to the bound.
-    local due = redis.call('ZRANGEBYSCORE', base .. 'scheduled', '-inf', now, 'WITHSCORES', 'LIMIT', 0, due_bound)
+    local due = redis.call('ZRANGEBYSCORE', base .. 'scheduled', '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', '0', ARGV[5])
     if #KEYS == 1 and #due == 0 then
       -- The common case, one queue with no due Scheduled job: ready's order
-      -- is claim order and every candidate is taken, so one ZPOPMIN reads
-      -- and removes them (cheaper than ZRANGE, then ZREM of each member).
-      local top = redis.call('ZPOPMIN', base .. 'ready', qlimit)
-      for i = 1, #top, 2 do
-        candidates[#candidates + 1] = { tonumber(top[i + 1]), top[i], base, false, q }
+      -- is claim order and every candidate is taken, so they are read and
+      -- removed by rank (cheaper than ZREM of each member; and ZPOPMIN's
+      -- scores, which nothing needs here, cost a "%.17g" each to send).
+      local top = redis.call('ZRANGE', base .. 'ready', '0', fmt(qlimit - 1))
+      if #top > 0 then
+        redis.call('ZREMRANGEBYRANK', base .. 'ready', '0', fmt(#top - 1))
+      end
+      for i = 1, #top do
+        candidates[#candidates + 1] = { 0, top[i], base, false, q }
       end
       popped = true
       break
@@ -154,13 +158,13 @@ for _, c in ipairs(candidates) do
         'lease_worker', worker, 'lease_expires_at', expires_s)
       local l = leased[base]
       if not l then l = {}; leased[base] = l end
-      l[#l + 1] = expires
+      l[#l + 1] = expires_s
       l[#l + 1] = id
       f[11] = id
       f[12] = c[5]
       out[#out + 1] = f
       if rated[q] then
-        redis.call('ZADD', base .. 'starts', now, token .. ':' .. id)
+        redis.call('ZADD', base .. 'starts', ARGV[1], token .. ':' .. id)
       end
     end
   end

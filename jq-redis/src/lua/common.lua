@@ -10,6 +10,9 @@
 local function fmt(n)
   return string.format('%d', n)
 end
+-- Numbers passed to redis.call go as strings made by fmt: Redis 7.0 turns a
+-- Lua number argument into text with snprintf("%.17g"), about 4,000
+-- instructions for a microsecond instant (scripts/redis-instructions.sh).
 
 -- Redis does not roll a script back when it fails halfway, so a script
 -- checks every stored field it computes with before its first write to
@@ -62,12 +65,12 @@ end
 
 local function make_pending(base, key, id, priority, run_at)
   redis.call('HSET', key, 'state', 'pending', 'run_at', fmt(run_at))
-  redis.call('ZADD', base .. 'ready', -tonumber(priority), ready_member(run_at, id))
+  redis.call('ZADD', base .. 'ready', fmt(-tonumber(priority)), ready_member(run_at, id))
 end
 
 local function make_scheduled(base, key, id, run_at)
   redis.call('HSET', key, 'state', 'scheduled', 'run_at', fmt(run_at))
-  redis.call('ZADD', base .. 'scheduled', run_at, id)
+  redis.call('ZADD', base .. 'scheduled', fmt(run_at), id)
 end
 
 -- Pending when due (delay zero), else Scheduled; returns the new state.
@@ -131,7 +134,7 @@ end
 -- uk: the job's unique key when the caller read it already, else nil.
 local function make_terminal(base, key, id, state, now, uk)
   redis.call('HSET', key, 'state', state, 'finished_at', fmt(now))
-  redis.call('ZADD', done_key(base, state), now, id)
+  redis.call('ZADD', done_key(base, state), fmt(now), id)
   if uk == nil then uk = redis.call('HGET', key, 'unique_key') end
   unique_release(base, uk, id)
   return state
@@ -239,7 +242,7 @@ local function store_jobs(bases, names, now, channel, args, first)
       if member ~= '' then
         woke = true
         local t = ready[qi]
-        t[#t + 1] = -tonumber(priority)
+        t[#t + 1] = fmt(-tonumber(priority))
         t[#t + 1] = member
       else
         local t = scheduled[qi]
@@ -247,7 +250,7 @@ local function store_jobs(bases, names, now, channel, args, first)
         t[#t + 1] = id
       end
       local t = ids[qi]
-      t[#t + 1] = 0
+      t[#t + 1] = '0'
       t[#t + 1] = id
     end
   end

@@ -32,7 +32,7 @@ end
 local function finish(base, qi, key, id, state, uk)
   redis.call('HSET', key, 'state', state, 'finished_at', now_s)
   local t = done[qi][state]
-  t[#t + 1] = now
+  t[#t + 1] = now_s
   t[#t + 1] = id
   unique_release(base, uk, id)
   return state

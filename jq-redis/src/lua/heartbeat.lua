@@ -7,7 +7,7 @@
 -- Returns the ids whose lease was lost (job unknown, not Running, or another
 -- token). An expired lease not yet recovered is still extended.
 
-local expires = tonumber(ARGV[1]) + tonumber(ARGV[2])
+local expires = fmt(tonumber(ARGV[1]) + tonumber(ARGV[2]))
 local lost = {}
 local n = (#ARGV - 2) / 3
 for j = 0, n - 1 do
@@ -18,7 +18,7 @@ for j = 0, n - 1 do
   if f[1] ~= 'running' or f[2] ~= token then
     lost[#lost + 1] = id
   else
-    redis.call('HSET', key, 'lease_expires_at', fmt(expires))
+    redis.call('HSET', key, 'lease_expires_at', expires)
     redis.call('ZADD', base .. 'leases', expires, id)
   end
 end

@@ -64,7 +64,7 @@ for _, id in ipairs(expired) do
       moved = moved + 1
     else
       -- the index was behind the hash (cannot happen through jq); repair it
-      redis.call('ZADD', base .. 'leases', expires, id)
+      redis.call('ZADD', base .. 'leases', fmt(expires), id)
     end
   end
 end
