@@ -9,7 +9,15 @@
 //!
 //! ```text
 //! cargo run --release -p jq-redis --example server_cost
+//! cargo run --release -p jq-redis --example server_cost -- --drain 128 [--gate]
 //! ```
+//!
+//! `--drain N` runs only the drain pass of N per claim. With `--gate` it
+//! prints `ready` before enqueueing the pass's jobs, `enqueued` after, and
+//! `done` after the pass, and waits for a line on stdin after each of the
+//! first two: `scripts/redis-instructions.sh` counts the server's
+//! instructions between them under callgrind, figures that, unlike time,
+//! repeat from one sitting to the next.
 //!
 //! Uses `JQ_REDIS_URL` (default `redis://127.0.0.1:6379`) under a random
 //! prefix that it deletes at the end. The figures include other clients'
@@ -74,6 +82,13 @@ async fn main() -> Result<(), BoxError> {
     let prefix = format!("jqcost:{}", uuid::Uuid::new_v4().simple());
     let s = RedisStorage::connect(RedisConfig::new(url.clone()).prefix(prefix)).await?;
     let mut conn = redis::Client::open(url)?.get_multiplexed_async_connection().await?;
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(batch) = args.iter().position(|a| a == "--drain").and_then(|i| args.get(i + 1)) {
+        let gate = args.iter().any(|a| a == "--gate");
+        drain_pass(&s, &mut conn, batch.parse()?, gate).await?;
+        s.delete_all_keys().await?;
+        return Ok(());
+    }
     let report = |name: &str, before: (u64, u64), after: (u64, u64), wall: Duration, per: usize| {
         let (calls, usec) = (after.0 - before.0, after.1 - before.1);
         println!(
@@ -141,9 +156,21 @@ async fn main() -> Result<(), BoxError> {
     report("claim (16 at a time)", (0, 0), claim_usec, claim_wall, done);
     report("complete (16 acks at a time)", (0, 0), complete_usec, complete_wall, done);
     for batch in [16, 128] {
-        drain_pass(&s, &mut conn, batch).await?;
+        drain_pass(&s, &mut conn, batch, false).await?;
     }
     s.delete_all_keys().await?;
+    Ok(())
+}
+
+/// With `gate`, prints `mark` and waits for a line on stdin (see the
+/// module doc); the last mark, `done`, only prints.
+fn gate_at(mark: &str, gate: bool) -> Result<(), BoxError> {
+    if gate {
+        println!("{mark}");
+        if mark != "done" {
+            std::io::stdin().read_line(&mut String::new())?;
+        }
+    }
     Ok(())
 }
 
@@ -152,18 +179,22 @@ async fn main() -> Result<(), BoxError> {
 /// and prints what the pass cost the server per job: its CPU time, then the
 /// commands the scripts called (Redis counts those too; the rest of
 /// EVALSHA's time is Lua itself). The bench's drain claims about 128 jobs
-/// per call.
+/// per call. `gate`: see the module doc.
 async fn drain_pass(
     s: &RedisStorage,
     conn: &mut redis::aio::MultiplexedConnection,
     batch: usize,
+    gate: bool,
 ) -> Result<(), BoxError> {
-    for chunk in (0..JOBS / 1000).map(|_| jobs(1000)) {
-        s.enqueue(chunk?).await?;
+    let chunks: Vec<Vec<NewJob>> = (0..JOBS / 1000).map(|_| jobs(1000)).collect::<Result<_, _>>()?;
+    gate_at("ready", gate)?;
+    for chunk in chunks {
+        s.enqueue(chunk).await?;
     }
     let request = ClaimRequest::new(vec![QueueName::new("bench")?], batch, Duration::from_secs(30), "cost");
     let before = command_stats(conn).await?;
     let cpu_before = server_cpu_usec(conn).await?;
+    gate_at("enqueued", gate)?;
     let t = Instant::now();
     let mut done = 0;
     loop {
@@ -183,6 +214,7 @@ async fn drain_pass(
         .await?;
     }
     let wall = t.elapsed();
+    gate_at("done", gate)?;
     let cpu = server_cpu_usec(conn).await? - cpu_before;
     let after = command_stats(conn).await?;
     let per_job = |usec: f64| usec / done.max(1) as f64;
