@@ -18,7 +18,7 @@
 
 use std::cmp::Reverse;
 
-use jq_core::{ClaimRequest, Completion, Error, Job, JobId, LeaseRef, Outcome, QueueName, Result};
+use jq_core::{ClaimRequest, Completion, Error, Job, JobId, Lease, LeaseRef, Outcome, QueueName, Result};
 
 use crate::{Inner, duration_micros, row, scripts};
 
@@ -108,7 +108,11 @@ async fn claim_from(s: &Inner, queues: &[&str], limit: usize, request: &ClaimReq
     while out.len() < limit {
         let n = (limit - out.len()).min(CHUNK);
         let now = s.now_micros();
-        let expires = (now + lease).to_string();
+        let claimed = Lease {
+            token: request.token,
+            worker: request.worker.clone(),
+            expires_at: jq_core::clock::from_micros(now + lease),
+        };
         let mut cmd = scripts::call(&scripts::CLAIM, &bases);
         cmd.arg(now).arg(n).arg(lease).arg(&request.worker).arg(DUE_IN_CLAIM).arg(&token);
         let rows: Vec<Vec<Option<String>>> = match s.query(&cmd).await {
@@ -127,7 +131,7 @@ async fn claim_from(s: &Inner, queues: &[&str], limit: usize, request: &ClaimReq
                 continue;
             }
             let located = claimed_id_and_queue(&row, queues);
-            match row::decode_claimed(row, queues, token.clone(), &request.worker, &expires) {
+            match row::decode_claimed(row, queues, &claimed) {
                 Ok(job) => jobs.push(job),
                 Err(e) => match located {
                     Some((id, queue)) => corrupt.push((LeaseRef { id, token: request.token }, queue, e.to_string())),

@@ -1,6 +1,5 @@
-//! Decoding a job hash (an `HGETALL` reply) into a `jq_core::Job`.
-
-use std::collections::HashMap;
+//! Decoding a job hash (an `HGETALL` reply, or the fields `claim.lua`
+//! returns) into a `jq_core::Job`.
 
 use jq_core::clock::from_micros;
 use jq_core::{
@@ -17,89 +16,114 @@ struct StoredError {
     message: String,
 }
 
-/// The fields `claim.lua` returns per job, in its order; then id and the
-/// queue's 1-based index.
-const CLAIMED: [&str; 10] = [
-    "kind",
-    "payload",
-    "priority",
-    "max_attempts",
-    "run_at",
-    "created_at",
-    "attempts",
-    "errors",
-    "unique_key",
-    "trace",
-];
+/// A job hash's fields as stored, each `None` when absent.
+#[derive(Default)]
+struct Stored {
+    id: Option<String>,
+    queue: Option<String>,
+    kind: Option<String>,
+    payload: Option<String>,
+    priority: Option<String>,
+    state: Option<String>,
+    max_attempts: Option<String>,
+    run_at: Option<String>,
+    created_at: Option<String>,
+    attempts: Option<String>,
+    errors: Option<String>,
+    finished_at: Option<String>,
+    lease_token: Option<String>,
+    lease_worker: Option<String>,
+    lease_expires_at: Option<String>,
+    unique_key: Option<String>,
+    trace: Option<String>,
+}
 
-/// Decodes one job of a `claim.lua` reply: [`CLAIMED`] values (nil when
-/// absent), the id and the queue index into `queues`; state, lease token,
-/// worker and expiry are what the claim sent.
-pub(crate) fn decode_claimed(
-    row: Vec<Option<String>>,
-    queues: &[&str],
-    token: String,
-    worker: &str,
-    expires: &str,
-) -> Result<Job> {
+/// Decodes one job of a `claim.lua` reply: kind, payload, priority,
+/// max_attempts, run_at, created_at, attempts, errors, unique_key, trace
+/// (nil when absent), then the id and the queue's 1-based index into
+/// `queues`. The job is Running under `lease`, which the claim sent, so
+/// none of it is read back or parsed again per job.
+pub(crate) fn decode_claimed(row: Vec<Option<String>>, queues: &[&str], lease: &Lease) -> Result<Job> {
     let mut values = row.into_iter();
-    let mut flat: Vec<String> = Vec::with_capacity(2 * (CLAIMED.len() + 6));
-    for name in CLAIMED {
-        if let Some(v) = values.next().flatten() {
-            flat.push(name.to_owned());
-            flat.push(v);
-        }
-    }
-    let id = values.next().flatten();
-    let queue =
-        values.next().flatten().and_then(|i| i.parse::<usize>().ok()).and_then(|i| queues.get(i.checked_sub(1)?));
+    let mut next = || values.next().flatten();
+    let mut stored = Stored {
+        kind: next(),
+        payload: next(),
+        priority: next(),
+        max_attempts: next(),
+        run_at: next(),
+        created_at: next(),
+        attempts: next(),
+        errors: next(),
+        unique_key: next(),
+        trace: next(),
+        ..Stored::default()
+    };
+    let id = next();
+    let queue = next().and_then(|i| i.parse::<usize>().ok()).and_then(|i| queues.get(i.checked_sub(1)?));
     let (Some(id), Some(queue)) = (id, queue) else {
         return Err(Error::Corrupt { id: None, reason: "claim returned a job without id or queue".to_owned() });
     };
-    for (name, v) in [
-        ("id", id),
-        ("queue", (*queue).to_owned()),
-        ("state", "running".to_owned()),
-        ("lease_token", token),
-        ("lease_worker", worker.to_owned()),
-        ("lease_expires_at", expires.to_owned()),
-    ] {
-        flat.push(name.to_owned());
-        flat.push(v);
-    }
-    decode(flat)
+    stored.id = Some(id);
+    stored.queue = Some((*queue).to_owned());
+    stored.state = Some("running".to_owned());
+    build(stored, Some(lease))
 }
 
-/// Decodes a flat `field, value, field, value, ...` reply.
+/// Decodes a flat `field, value, field, value, ...` reply (`HGETALL`);
+/// fields jq does not know are ignored.
 pub(crate) fn decode(flat: Vec<String>) -> Result<Job> {
-    let mut fields: HashMap<String, String> = HashMap::with_capacity(flat.len() / 2);
+    let mut stored = Stored::default();
     let mut it = flat.into_iter();
     while let (Some(k), Some(v)) = (it.next(), it.next()) {
-        fields.insert(k, v);
+        let slot = match k.as_str() {
+            "id" => &mut stored.id,
+            "queue" => &mut stored.queue,
+            "kind" => &mut stored.kind,
+            "payload" => &mut stored.payload,
+            "priority" => &mut stored.priority,
+            "state" => &mut stored.state,
+            "max_attempts" => &mut stored.max_attempts,
+            "run_at" => &mut stored.run_at,
+            "created_at" => &mut stored.created_at,
+            "attempts" => &mut stored.attempts,
+            "errors" => &mut stored.errors,
+            "finished_at" => &mut stored.finished_at,
+            "lease_token" => &mut stored.lease_token,
+            "lease_worker" => &mut stored.lease_worker,
+            "lease_expires_at" => &mut stored.lease_expires_at,
+            "unique_key" => &mut stored.unique_key,
+            "trace" => &mut stored.trace,
+            _ => continue,
+        };
+        *slot = Some(v);
     }
-    let id = fields.get("id").and_then(|s| Uuid::parse_str(s).ok()).map(JobId);
+    build(stored, None)
+}
+
+/// The job `stored` holds; `claimed` is its lease when a claim just made
+/// it Running (the stored lease fields are not read then).
+fn build(stored: Stored, claimed: Option<&Lease>) -> Result<Job> {
+    let id = stored.id.as_deref().and_then(|s| Uuid::parse_str(s).ok()).map(JobId);
     let corrupt = |reason: String| Error::Corrupt { id, reason };
     let Some(id) = id else {
-        return Err(corrupt(format!("field id is missing or not a UUID ({:?})", fields.get("id"))));
+        return Err(corrupt(format!("field id is missing or not a UUID ({:?})", stored.id)));
     };
-    let mut take = |name: &str| fields.remove(name).ok_or_else(|| corrupt(format!("field {name} is missing")));
-    let queue = take("queue")?;
-    let kind = take("kind")?;
-    let payload = take("payload")?;
-    let priority = take("priority")?;
-    let state = take("state")?;
-    let max_attempts = take("max_attempts")?;
-    let run_at = take("run_at")?;
-    let created_at = take("created_at")?;
+    let take = |name: &str, v: Option<String>| v.ok_or_else(|| corrupt(format!("field {name} is missing")));
+    let queue = take("queue", stored.queue)?;
+    let kind = take("kind", stored.kind)?;
+    let payload = take("payload", stored.payload)?;
+    let priority = take("priority", stored.priority)?;
+    let state = take("state", stored.state)?;
+    let max_attempts = take("max_attempts", stored.max_attempts)?;
+    let run_at = take("run_at", stored.run_at)?;
+    let created_at = take("created_at", stored.created_at)?;
     // absent until the first claim (enqueue writes as few fields as it can)
-    let attempts = fields.remove("attempts").unwrap_or_else(|| "0".to_owned());
-    let errors = fields.remove("errors").unwrap_or_default();
-    let finished_at = fields.remove("finished_at");
-    let token = fields.remove("lease_token");
-    let worker = fields.remove("lease_worker");
-    let expires = fields.remove("lease_expires_at");
-    let unique_key = fields.remove("unique_key").filter(|k| !k.is_empty());
-    let trace = fields.remove("trace").filter(|t| !t.is_empty()).map(TraceContext::from_stored);
+    let attempts = stored.attempts.unwrap_or_else(|| "0".to_owned());
+    let errors = stored.errors.unwrap_or_default();
+    let finished_at = stored.finished_at;
+    let unique_key = stored.unique_key.filter(|k| !k.is_empty());
+    let trace = stored.trace.filter(|t| !t.is_empty()).map(TraceContext::from_stored);
 
     let queue = QueueName::new(queue).map_err(|e| corrupt(e.to_string()))?;
     let priority = priority
@@ -117,7 +141,8 @@ pub(crate) fn decode(flat: Vec<String>) -> Result<Job> {
     let finished_at = finished_at.map(|v| int("finished_at", &v).map(from_micros)).transpose()?;
     // The lease fields mean something only while Running: the scripts that
     // end a lease leave them behind (see complete.lua).
-    let lease = match (state, token, worker, expires) {
+    let lease = match (state, stored.lease_token, stored.lease_worker, stored.lease_expires_at) {
+        (State::Running, ..) if claimed.is_some() => claimed.cloned(),
         (State::Running, Some(token), Some(worker), Some(expires)) => Some(Lease {
             token: LeaseToken(Uuid::parse_str(&token).map_err(|_| corrupt(format!("lease token {token:?}")))?),
             worker,
