@@ -115,7 +115,7 @@ async fn claim_from(s: &Inner, queues: &[&str], limit: usize, request: &ClaimReq
         };
         let mut cmd = scripts::call(&scripts::CLAIM, &bases);
         cmd.arg(now).arg(n).arg(lease).arg(&request.worker).arg(DUE_IN_CLAIM).arg(&token);
-        let rows: Vec<Vec<Option<String>>> = match s.query(&cmd).await {
+        let rows: Vec<redis::Value> = match s.query(&cmd).await {
             Ok(rows) => rows,
             Err(error) => return (out, Some(error)),
         };
@@ -123,6 +123,18 @@ async fn claim_from(s: &Inner, queues: &[&str], limit: usize, request: &ClaimReq
         let mut jobs = Vec::with_capacity(got);
         let mut corrupt = Vec::new();
         for row in rows {
+            let row = match split_claimed(row) {
+                Ok(row) => row,
+                Err((row, reason)) => {
+                    match claimed_id_and_queue(&row, queues) {
+                        Some((id, queue)) => corrupt.push((LeaseRef { id, token: request.token }, queue, reason)),
+                        None => {
+                            tracing::error!(%reason, "claimed a job whose id cannot be read; recover will hand it on")
+                        }
+                    }
+                    continue;
+                }
+            };
             if let [Some(tag), Some(id), Some(reason)] = row.as_slice()
                 && tag == "corrupt"
             {
@@ -177,6 +189,43 @@ async fn earlier(s: &Inner, queues: &[&str], request: &ClaimRequest) -> Result<V
     jobs.sort_by_key(|j| (Reverse(j.priority.as_i16()), j.run_at, j.id));
     s.owners.insert(jobs.iter().map(|j| (j.id, &j.queue)));
     Ok(jobs)
+}
+
+/// One row of a `claim.lua` reply, field by field (`None` when absent).
+type Row = Vec<Option<String>>;
+
+/// The fields of one row of a `claim.lua` reply: a job's 12 fields from
+/// the string that joins them with NUL ("" is absent), or the `corrupt`
+/// array as it is. A field that is not UTF-8, or a NUL inside a field (12
+/// fields no longer) makes the row corrupt: the error carries what could be
+/// split, with the id and queue index still last, and the reason.
+fn split_claimed(row: redis::Value) -> std::result::Result<Row, (Row, String)> {
+    let bytes = match row {
+        redis::Value::BulkString(bytes) => bytes,
+        other => {
+            return redis::from_redis_value(other)
+                .map_err(|e| (Vec::new(), format!("claim returned a row that is neither a job nor a report: {e}")));
+        }
+    };
+    let mut fields = Vec::with_capacity(12);
+    let mut bad = None;
+    for (i, field) in bytes.split(|b| *b == 0).enumerate() {
+        match std::str::from_utf8(field) {
+            Ok("") => fields.push(None),
+            Ok(field) => fields.push(Some(field.to_owned())),
+            Err(_) => {
+                bad.get_or_insert(format!("field {} of the claimed job is not UTF-8", i + 1));
+                fields.push(None);
+            }
+        }
+    }
+    if fields.len() != 12 {
+        bad.get_or_insert(format!("a field of the claimed job holds a NUL ({} fields, not 12)", fields.len()));
+    }
+    match bad {
+        None => Ok(fields),
+        Some(reason) => Err((fields, reason)),
+    }
 }
 
 /// The id and queue of a claimed row, read apart from its other fields so a

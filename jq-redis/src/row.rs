@@ -40,7 +40,7 @@ struct Stored {
 
 /// Decodes one job of a `claim.lua` reply: kind, payload, priority,
 /// max_attempts, run_at, created_at, attempts, errors, unique_key, trace
-/// (nil when absent), then the id and the queue's 1-based index into
+/// (`None` when absent), then the id and the queue's 1-based index into
 /// `queues`. The job is Running under `lease`, which the claim sent, so
 /// none of it is read back or parsed again per job.
 pub(crate) fn decode_claimed(row: Vec<Option<String>>, queues: &[&str], lease: &Lease) -> Result<Job> {

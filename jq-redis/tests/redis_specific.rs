@@ -203,6 +203,36 @@ async fn raw_state_and_errors(s: &RedisStorage, queue: &str, id: jq_core::JobId)
     redis::cmd("HMGET").arg(s.keys().job(queue, id)).arg("state").arg("errors").query_async(&mut conn).await.unwrap()
 }
 
+/// claim.lua returns each job as one string of NUL-separated fields; a
+/// field written around jq with a NUL or bytes that are not UTF-8 cannot be
+/// split back, so that job is buried with the reason and the others of the
+/// claim are handed over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claimed_fields_that_cannot_be_split_bury_their_job() {
+    let prefix = common::prefix();
+    let clock = ManualClock::starting_now();
+    let s = common::connect(&prefix, clock.clock()).await;
+    let jobs: Vec<NewJob> = (0..3).map(|n| job("q", n).build_at(clock.now()).unwrap()).collect();
+    s.enqueue(jobs.clone()).await.unwrap();
+    corrupt(&s, "q", jobs[0].id, "kind", "send\0email").await;
+    let mut conn = raw_conn().await;
+    let _: () = redis::cmd("HSET")
+        .arg(s.keys().job("q", jobs[2].id))
+        .arg("payload")
+        .arg(&b"{\"n\":\xff}"[..])
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let claimed = s.claim(&request("q", 10)).await.unwrap();
+    assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![jobs[1].id]);
+    for (job, reason) in [(&jobs[0], "NUL"), (&jobs[2], "UTF-8")] {
+        let (state, errors) = raw_state_and_errors(&s, "q", job.id).await;
+        assert_eq!(state, "dead", "{reason}");
+        assert!(errors.contains(reason), "{reason}: {errors}");
+    }
+    common::drop_prefix(&prefix).await;
+}
+
 /// Claim and complete check the numbers they compute with before writing:
 /// a script that failed halfway would leave its batch partly applied (out
 /// of every index, or Running without a lease entry), which Redis never

@@ -22,11 +22,15 @@
 -- costs one HMGET. Candidates beyond a queue's allowance are not touched.
 -- Each claim that meets a control records its worker in `seen`.
 --
--- Returns one array per claimed job, in claim order (priority high to low,
--- then run_at, then id): kind, payload, priority, max_attempts, run_at,
--- created_at, attempts (after this claim), errors, unique_key, trace (nil
--- when absent), id, queue index (1-based into KEYS). State, token, worker and
--- expiry are what the client sent. A candidate whose stored priority or
+-- Returns one string per claimed job, in claim order (priority high to low,
+-- then run_at, then id), its fields joined by "\0": kind, payload,
+-- priority, max_attempts, run_at, created_at, attempts (after this claim),
+-- errors, unique_key, trace, id, queue index (1-based into KEYS). An absent
+-- field is "" (no field has "" as a value) and none holds a "\0" (names
+-- refuse control characters, JSON text escapes them). One string rather
+-- than an array: Redis converts each array element between Lua and the
+-- reply, about 900 instructions apiece. State, token, worker and expiry are
+-- what the client sent. A candidate whose stored priority or
 -- attempts is not an integer is moved to Dead with the reason instead (see
 -- int() in common.lua) and returned as { "corrupt", id, reason } in its
 -- place.
@@ -122,6 +126,10 @@ end
 
 local expires = now + lease
 local expires_s = fmt(expires)
+local index = {}
+for q = 1, #KEYS do
+  index[q] = fmt(q)
+end
 local out = buried
 local removed = {}
 local leased = {}
@@ -146,13 +154,16 @@ for _, c in ipairs(candidates) do
     -- adds id, queue, state and the lease, which it sent or computed.
     local f = redis.call('HMGET', key, 'kind', 'payload', 'priority', 'max_attempts', 'run_at', 'created_at',
       'attempts', 'errors', 'unique_key', 'trace')
-    local done_attempts = f[1] and int(f[7] or 0)
+    -- absent attempts: never claimed before, the common case
+    local done_attempts = 0
+    if f[7] then done_attempts = int(f[7]) end
     if f[1] and not done_attempts then
       local reason = 'job ' .. id .. ' is corrupt in storage: ' .. unusable('attempts', f[7]) .. ' (found when it was claimed)'
       bury_corrupt(base, key, id, 0, now, reason)
       out[#out + 1] = { 'corrupt', id, reason }
     elseif f[1] then
-      local attempts = fmt(done_attempts + 1)
+      local attempts = '1'
+      if f[7] then attempts = fmt(done_attempts + 1) end
       f[7] = attempts
       redis.call('HSET', key, 'state', 'running', 'attempts', attempts, 'lease_token', token,
         'lease_worker', worker, 'lease_expires_at', expires_s)
@@ -160,9 +171,12 @@ for _, c in ipairs(candidates) do
       if not l then l = {}; leased[base] = l end
       l[#l + 1] = expires_s
       l[#l + 1] = id
+      for i = 1, 10 do
+        if not f[i] then f[i] = '' end
+      end
       f[11] = id
-      f[12] = c[5]
-      out[#out + 1] = f
+      f[12] = index[q]
+      out[#out + 1] = table.concat(f, '\0')
       if rated[q] then
         redis.call('ZADD', base .. 'starts', ARGV[1], token .. ':' .. id)
       end

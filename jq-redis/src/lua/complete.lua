@@ -38,10 +38,16 @@ local function finish(base, qi, key, id, state, uk)
   return state
 end
 
+-- queue index as sent -> number, so no item pays for a tonumber (strtod)
+local index = {}
+for q = 1, #KEYS do
+  index[fmt(q)] = q
+end
+
 local n = (#ARGV - 2) / 6
 for j = 0, n - 1 do
   local a = 2 + j * 6
-  local qi = tonumber(ARGV[a + 1])
+  local qi = index[ARGV[a + 1]]
   local base, id, token = KEYS[qi], ARGV[a + 2], ARGV[a + 3]
   local outcome = ARGV[a + 4]
   local key = base .. 'job:' .. id
