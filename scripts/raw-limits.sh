@@ -238,9 +238,10 @@ resp() {
 #   columns  what a layout with one hash per queue for the jobs' bodies and
 #            one for their state (attempts, lease, outcome packed in one
 #            value) would send: the same work in a few commands per batch.
-redis_raw_drain() { # layout
-    local layout=$1
-    local cli=(redis-cli -h "$redis_host" -p "$redis_port")
+# Writes the loading commands of redis_raw_drain (load.resp) and the
+# drain's (drain.resp), in RESP, into directory `dir`.
+redis_drain_files() { # layout dir
+    local layout=$1 dir=$2
     local jobs=20000 batch=128 base='jq_raw_limits:{jq_raw_limits:bench}:'
     awk -v n=$jobs -v b="$base" -v layout="$layout" 'BEGIN { for (i = 0; i < n; i++) {
         id = sprintf("%032x", i); run = 1763793000000000 + i
@@ -250,7 +251,7 @@ redis_raw_drain() { # layout
             printf "HSET %sbody %s bench_noop|{\"n\":%d}|0|25|%d\n", b, id, i, run
             printf "HSET %sstate %s pending|0|%d\n", b, id, run
         }
-        printf "ZADD %sready 0 %020d%s\n", b, run, id } }' | resp >"$scratch/load.resp"
+        printf "ZADD %sready 0 %020d%s\n", b, run, id } }' | resp >"$dir/load.resp"
     # A claim's leases go in backwards, as claim.lua adds them.
     awk -v n=$jobs -v k=$batch -v b="$base" -v layout="$layout" 'BEGIN {
         tok = "0f0e0d0c-0b0a-4908-8706-050403020100"; ex = 1763793030000000; now = 1763793000500000
@@ -275,7 +276,14 @@ redis_raw_drain() { # layout
             }
             printf "ZREM %sleases", b; for (i = s; i < e; i++) printf " %032x", i; printf "\n"
             printf "ZADD %sdone:completed", b; for (i = s; i < e; i++) printf " %d %032x", now, i; printf "\n" } }' |
-        resp >"$scratch/drain.resp"
+        resp >"$dir/drain.resp"
+}
+
+redis_raw_drain() { # layout
+    local layout=$1
+    local cli=(redis-cli -h "$redis_host" -p "$redis_port")
+    local jobs=20000
+    redis_drain_files "$layout" "$scratch"
     "${cli[@]}" --pipe <"$scratch/load.resp" >/dev/null
     cpu() { "${cli[@]}" info cpu | tr -d '\r' | awk -F: '/^used_cpu_(user|sys):/ { s += $2 } END { printf "%.6f", s }'; }
     # name calls usec of every command so far
@@ -308,5 +316,7 @@ case "$which" in
     postgres) postgres_limits ;;
     redis) redis_limits ;;
     sqlite) sqlite_limits ;;
+    # for scripts/redis-instructions.sh: only write the raw drain's commands
+    drain-files) redis_drain_files "${2:?layout: hash or columns}" "${3:?directory}" ;;
     *) echo "usage: $0 [all|postgres|redis|sqlite]" >&2; exit 2 ;;
 esac

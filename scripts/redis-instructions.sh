@@ -10,6 +10,8 @@
 #   bash scripts/redis-instructions.sh           # claims of 128, as the bench's drain
 #   bash scripts/redis-instructions.sh 16        # or another claim size
 #   JQ_TOP=25 bash scripts/redis-instructions.sh # also the 25 costliest functions
+#   bash scripts/redis-instructions.sh raw hash  # the floor: raw-limits.sh's drain
+#                                                # commands without Lua (hash or columns)
 #
 # Needs valgrind and the redis-server binary (both from Debian's packages).
 # The scratch server listens on JQ_CG_PORT (default 6390), keeps nothing on
@@ -18,6 +20,7 @@
 set -euo pipefail
 
 batch="${1:-128}"
+layout="${2:-hash}"
 port="${JQ_CG_PORT:-6390}"
 top="${JQ_TOP:-0}"
 jobs=20000
@@ -31,7 +34,7 @@ if redis-cli -p "$port" ping >/dev/null 2>&1; then
 fi
 
 cd "$(dirname "$0")/.."
-cargo build --release -q -p jq-redis --example server_cost
+[ "$batch" = raw ] || cargo build --release -q -p jq-redis --example server_cost
 dir="$(mktemp -d /tmp/jq-redis-instructions.XXXXXX)"
 valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$dir/callgrind.out" \
   redis-server --port "$port" --save '' --appendonly no >"$dir/valgrind.log" 2>&1 &
@@ -41,6 +44,21 @@ for _ in $(seq 1 100); do
   redis-cli -p "$port" ping >/dev/null 2>&1 && break
   sleep 0.2
 done
+
+total() { awk '/^totals:/ { print $2; exit }' "$1"; }
+
+if [ "$batch" = raw ]; then
+  bash scripts/raw-limits.sh drain-files "$layout" "$dir"
+  redis-cli -p "$port" --pipe <"$dir/load.resp" >/dev/null
+  callgrind_control -i on "$vg" >/dev/null 2>&1
+  redis-cli -p "$port" --pipe <"$dir/drain.resp" >/dev/null
+  callgrind_control -i off "$vg" >/dev/null 2>&1
+  callgrind_control -d "$vg" >/dev/null 2>&1
+  drain="$(total "$dir/callgrind.out.1")"
+  echo "redis-server instructions per job, $jobs jobs: the drain's commands without Lua ($layout layout, batches of 128) $((drain / jobs))"
+  echo "profile: $dir/callgrind.out.1"
+  exit 0
+fi
 
 coproc COST { JQ_REDIS_URL="redis://127.0.0.1:$port" "${CARGO_TARGET_DIR:-target}/release/examples/server_cost" --drain "$batch" --gate; }
 # bash forgets a coproc's pid and descriptors once it exits: keep copies.
@@ -72,7 +90,6 @@ callgrind_control -d "$vg" >/dev/null 2>&1
 cat <&"$cost_out" >/dev/null
 wait "$cost_pid" 2>/dev/null || true
 
-total() { awk '/^totals:/ { print $2; exit }' "$1"; }
 enqueue="$(total "$dir/callgrind.out.1")"
 drain="$(total "$dir/callgrind.out.2")"
 echo "redis-server instructions per job, $jobs jobs: enqueue (batches of 1,000) $((enqueue / jobs)), drain ($batch per claim, claim and ack) $((drain / jobs))"
