@@ -86,8 +86,8 @@ impl RedisConfig {
     /// finish. An enqueue of 100,000 jobs is one script of about half a
     /// second, and the redis crate's own default of 500 ms made it fail
     /// with every job stored. Whatever the setting, a timed-out call's
-    /// outcome is unknown: an enqueue retried after one may store its jobs
-    /// twice unless they carry unique keys.
+    /// outcome is unknown: resend the same jobs (their ids make the resend
+    /// store nothing twice), not new ones.
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.response_timeout = timeout;
         self

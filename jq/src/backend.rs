@@ -59,6 +59,7 @@ pub struct ConnectOptions {
     max_payload_bytes: Option<usize>,
     max_connections: Option<u32>,
     acquire_timeout: Option<Duration>,
+    response_timeout: Option<Duration>,
 }
 
 impl ConnectOptions {
@@ -91,6 +92,14 @@ impl ConnectOptions {
     /// (default 5 s). Ignored by the other backends.
     pub fn acquire_timeout(mut self, timeout: Duration) -> Self {
         self.acquire_timeout = Some(timeout);
+        self
+    }
+
+    /// Redis: how long a call waits for the server's reply (default 10 s;
+    /// see `jq_redis::RedisConfig::response_timeout`). Ignored by the other
+    /// backends.
+    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+        self.response_timeout = Some(timeout);
         self
     }
 }
@@ -176,6 +185,9 @@ impl Backend {
                 }
                 if let Some(bytes) = options.max_payload_bytes {
                     config = config.max_payload_bytes(bytes);
+                }
+                if let Some(timeout) = options.response_timeout {
+                    config = config.response_timeout(timeout);
                 }
                 Ok(Backend::Redis(jq_redis::RedisStorage::connect(config).await?))
             }
