@@ -227,12 +227,16 @@ local function store_jobs(bases, names, now, channel, args, first)
       local state = 'scheduled'
       if member ~= '' then state = 'pending' end
       local key = base .. 'job:' .. id
+      -- A small hash is a listpack, searched field by field from the front:
+      -- state (read or written three times per drained job) goes first,
+      -- then what a claim reads, and id and queue, which only HGETALL
+      -- reads, last.
       if uk == '' then
-        redis.call('HSET', key, 'id', id, 'queue', names[qi], 'kind', args[a + 3], 'payload', args[a + 4],
-          'priority', priority, 'state', state, 'max_attempts', args[a + 7], 'run_at', run_at, 'created_at', now)
+        redis.call('HSET', key, 'state', state, 'kind', args[a + 3], 'payload', args[a + 4], 'priority', priority,
+          'max_attempts', args[a + 7], 'run_at', run_at, 'created_at', now, 'id', id, 'queue', names[qi])
       else
-        redis.call('HSET', key, 'id', id, 'queue', names[qi], 'kind', args[a + 3], 'payload', args[a + 4],
-          'priority', priority, 'state', state, 'max_attempts', args[a + 7], 'run_at', run_at, 'created_at', now,
+        redis.call('HSET', key, 'state', state, 'kind', args[a + 3], 'payload', args[a + 4], 'priority', priority,
+          'max_attempts', args[a + 7], 'run_at', run_at, 'created_at', now, 'id', id, 'queue', names[qi],
           'unique_key', uk)
         redis.call('HSET', base .. 'unique', uk, id)
       end
