@@ -123,17 +123,9 @@ async fn claim_from(s: &Inner, queues: &[&str], limit: usize, request: &ClaimReq
         let mut jobs = Vec::with_capacity(got);
         let mut corrupt = Vec::new();
         for row in rows {
-            let row = match split_claimed(row) {
-                Ok(row) => row,
-                Err((row, reason)) => {
-                    match claimed_id_and_queue(&row, queues) {
-                        Some((id, queue)) => corrupt.push((LeaseRef { id, token: request.token }, queue, reason)),
-                        None => {
-                            tracing::error!(%reason, "claimed a job whose id cannot be read; recover will hand it on")
-                        }
-                    }
-                    continue;
-                }
+            let (row, unsplit) = match split_claimed(row) {
+                Ok(row) => (row, None),
+                Err((row, reason)) => (row, Some(reason)),
             };
             if let [Some(tag), Some(id), Some(reason)] = row.as_slice()
                 && tag == "corrupt"
@@ -142,15 +134,22 @@ async fn claim_from(s: &Inner, queues: &[&str], limit: usize, request: &ClaimReq
                 tracing::error!(job = %id, %reason, "claimed a job that cannot be used: moved it to Dead");
                 continue;
             }
+            // A row that cannot be split or decoded is buried under the
+            // claim's lease when its id and queue can still be read.
             let located = claimed_id_and_queue(&row, queues);
-            match row::decode_claimed(row, queues, &claimed) {
-                Ok(job) => jobs.push(job),
-                Err(e) => match located {
-                    Some((id, queue)) => corrupt.push((LeaseRef { id, token: request.token }, queue, e.to_string())),
-                    None => {
-                        tracing::error!(error = %e, "claimed a job whose id cannot be read; recover will hand it on")
+            let reason = match unsplit {
+                Some(reason) => reason,
+                None => match row::decode_claimed(row, queues, &claimed) {
+                    Ok(job) => {
+                        jobs.push(job);
+                        continue;
                     }
+                    Err(e) => e.to_string(),
                 },
+            };
+            match located {
+                Some((id, queue)) => corrupt.push((LeaseRef { id, token: request.token }, queue, reason)),
+                None => tracing::error!(%reason, "claimed a job whose id cannot be read; recover will hand it on"),
             }
         }
         s.owners.insert(jobs.iter().map(|j| (j.id, &j.queue)));
@@ -194,10 +193,14 @@ async fn earlier(s: &Inner, queues: &[&str], request: &ClaimRequest) -> Result<V
 /// One row of a `claim.lua` reply, field by field (`None` when absent).
 type Row = Vec<Option<String>>;
 
-/// The fields of one row of a `claim.lua` reply: a job's 12 fields from
-/// the string that joins them with NUL ("" is absent), or the `corrupt`
-/// array as it is. A field that is not UTF-8, or a NUL inside a field (12
-/// fields no longer) makes the row corrupt: the error carries what could be
+/// Fields per claimed job in `claim.lua`'s reply: ten of the hash, then the
+/// id and the queue index.
+const CLAIMED_FIELDS: usize = 12;
+
+/// The fields of one row of a `claim.lua` reply: a job's
+/// [`CLAIMED_FIELDS`] fields from the string that joins them with NUL (""
+/// is absent), or the `corrupt` array as it is. A field that is not UTF-8,
+/// or a NUL inside a field (more fields then) makes the row corrupt: the error carries what could be
 /// split, with the id and queue index still last, and the reason.
 fn split_claimed(row: redis::Value) -> std::result::Result<Row, (Row, String)> {
     let bytes = match row {
@@ -207,7 +210,7 @@ fn split_claimed(row: redis::Value) -> std::result::Result<Row, (Row, String)> {
                 .map_err(|e| (Vec::new(), format!("claim returned a row that is neither a job nor a report: {e}")));
         }
     };
-    let mut fields = Vec::with_capacity(12);
+    let mut fields = Vec::with_capacity(CLAIMED_FIELDS);
     let mut bad = None;
     for (i, field) in bytes.split(|b| *b == 0).enumerate() {
         match std::str::from_utf8(field) {
@@ -219,8 +222,11 @@ fn split_claimed(row: redis::Value) -> std::result::Result<Row, (Row, String)> {
             }
         }
     }
-    if fields.len() != 12 {
-        bad.get_or_insert(format!("a field of the claimed job holds a NUL ({} fields, not 12)", fields.len()));
+    if fields.len() != CLAIMED_FIELDS {
+        bad.get_or_insert(format!(
+            "a field of the claimed job holds a NUL ({} fields, not {CLAIMED_FIELDS})",
+            fields.len()
+        ));
     }
     match bad {
         None => Ok(fields),

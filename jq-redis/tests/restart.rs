@@ -8,6 +8,7 @@
 #![allow(clippy::unwrap_used)] // tests may unwrap
 
 use std::net::TcpListener;
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -36,29 +37,70 @@ fn start(port: u16, dir: &std::path::Path) -> Child {
     child
 }
 
+/// A throwaway redis-server on a free port with a data directory of its
+/// own (append-only file on), stopped and removed when dropped.
+struct ScratchServer {
+    dir: PathBuf,
+    port: u16,
+    child: Option<Child>,
+}
+
+impl ScratchServer {
+    fn new(tag: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("jq-redis-{tag}-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let port = free_port();
+        let child = Some(start(port, &dir));
+        ScratchServer { dir, port, child }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Kills the server (no shutdown: what the AOF holds is what survives).
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+    }
+
+    /// Starts it again on the same port and data directory.
+    fn restart(&mut self) {
+        self.kill();
+        self.child = Some(start(self.port, &self.dir));
+    }
+}
+
+impl Drop for ScratchServer {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_restart_gives_unavailable_then_recovers() {
-    let dir = std::env::temp_dir().join(format!("jq-redis-restart-{}", uuid::Uuid::new_v4().simple()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let port = free_port();
-    let mut server = start(port, &dir);
+    let mut server = ScratchServer::new("restart");
     let clock = ManualClock::starting_now();
-    let url = format!("redis://127.0.0.1:{port}");
-    let s = RedisStorage::connect(RedisConfig::new(url).prefix("jqtest").clock(clock.clock())).await.unwrap();
+    let s = RedisStorage::connect(RedisConfig::new(server.url()).prefix("jqtest").clock(clock.clock())).await.unwrap();
     let job = |n: usize| {
         NewJob::builder("test", Payload::from_json(format!(r#"{{"n":{n}}}"#)).unwrap()).build_at(clock.now()).unwrap()
     };
     let id = s.enqueue_one(job(0)).await.unwrap();
 
-    server.kill().unwrap();
-    server.wait().unwrap();
+    server.kill();
     match s.enqueue_one(job(1)).await {
         Err(e @ Error::Unavailable { .. }) => assert!(e.is_retryable()),
         other => panic!("expected Unavailable while the server is down, got {other:?}"),
     }
 
     // same port, same data directory: the AOF brings the first job back
-    let mut server = start(port, &dir);
+    server.restart();
     let mut result = s.get(id).await;
     let deadline = Instant::now() + Duration::from_secs(10);
     while matches!(result, Err(Error::Unavailable { .. })) && Instant::now() < deadline {
@@ -68,9 +110,6 @@ async fn server_restart_gives_unavailable_then_recovers() {
     assert_eq!(result.unwrap().state, State::Pending);
     s.enqueue_one(job(2)).await.unwrap();
     assert_eq!(s.stats().await.unwrap().total(State::Pending), 2);
-    server.kill().unwrap();
-    server.wait().unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Keeps the server busy in one script for `micros` and returns when the
@@ -97,11 +136,8 @@ fn micros_now() -> u64 {
 /// configured one still fails the call as `Unavailable`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_reply_is_awaited_up_to_the_response_timeout() {
-    let dir = std::env::temp_dir().join(format!("jq-redis-slow-{}", uuid::Uuid::new_v4().simple()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let port = free_port();
-    let mut server = start(port, &dir);
-    let url = format!("redis://127.0.0.1:{port}");
+    let server = ScratchServer::new("slow");
+    let url = server.url();
     let patient = RedisStorage::connect(RedisConfig::new(url.clone()).prefix("jqtest")).await.unwrap();
     let hasty = RedisStorage::connect(
         RedisConfig::new(url.clone()).prefix("jqtest").response_timeout(Duration::from_millis(200)),
@@ -127,7 +163,4 @@ async fn a_slow_reply_is_awaited_up_to_the_response_timeout() {
         other => panic!("expected Unavailable after a 200 ms response timeout, got {other:?}"),
     }
     assert_eq!(patient.get(id).await.unwrap().state, State::Pending);
-    server.kill().unwrap();
-    server.wait().unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
 }
