@@ -227,15 +227,9 @@ async fn corrupt(target: &Target, id: JobId, c: Corruption) -> Result<(), String
         Target::Redis { url, prefix } => {
             let client = redis::Client::open(url.as_str()).map_err(|e| e.to_string())?;
             let mut conn = client.get_multiplexed_async_connection().await.map_err(|e| e.to_string())?;
-            let key = jq_redis::Keys::new(prefix.clone()).job("garbage", id);
-            let value = c.literal.trim_matches('\'');
-            redis::cmd("HSET")
-                .arg(&key)
-                .arg(c.field)
-                .arg(value)
-                .query_async::<()>(&mut conn)
-                .await
-                .map_err(|e| e.to_string())
+            let keys = jq_redis::Keys::new(prefix.clone());
+            let value = c.literal.trim_matches('\'').as_bytes();
+            jq_redis::raw::set_field(&mut conn, &keys, "garbage", id, c.field, value).await.map_err(|e| e.to_string())
         }
     }
 }
@@ -266,15 +260,8 @@ async fn raw_state(target: &Target, id: JobId) -> Result<(String, String), Strin
         Target::Redis { url, prefix } => {
             let client = redis::Client::open(url.as_str()).map_err(|e| e.to_string())?;
             let mut conn = client.get_multiplexed_async_connection().await.map_err(|e| e.to_string())?;
-            let key = jq_redis::Keys::new(prefix.clone()).job("garbage", id);
-            let (state, errors): (Option<String>, Option<String>) = redis::cmd("HMGET")
-                .arg(&key)
-                .arg("state")
-                .arg("errors")
-                .query_async(&mut conn)
-                .await
-                .map_err(|e| e.to_string())?;
-            Ok((state.unwrap_or_default(), errors.unwrap_or_default()))
+            let keys = jq_redis::Keys::new(prefix.clone());
+            jq_redis::raw::state_and_errors(&mut conn, &keys, "garbage", id).await.map_err(|e| e.to_string())
         }
     }
 }

@@ -17,17 +17,18 @@ pub(crate) async fn get(s: &Inner, id: JobId) -> Result<Job> {
     if queues.is_empty() {
         return Err(Error::NotFound { id });
     }
+    let hex = id_hex(id);
     let cmds = queues
         .iter()
         .map(|q| {
-            let mut cmd = redis::cmd("HGETALL");
-            cmd.arg(s.keys.job(q.as_str(), id));
+            let mut cmd = scripts::call(&scripts::GET, &[s.keys.base(q.as_str())]);
+            cmd.arg(&hex);
             cmd
         })
         .collect();
-    let hashes: Vec<Vec<String>> = s.query_each(cmds).await?;
-    match hashes.into_iter().find(|h| !h.is_empty()) {
-        Some(h) => row::decode(h),
+    let found: Vec<Vec<String>> = s.query_each(cmds).await?;
+    match queues.iter().zip(found).find(|(_, h)| !h.is_empty()) {
+        Some((q, h)) => row::decode(h, q),
         None => Err(Error::NotFound { id }),
     }
 }
@@ -80,12 +81,12 @@ pub(crate) async fn list(s: &Inner, filter: &JobFilter) -> Result<Vec<Job>> {
             let mut cmd = scripts::call(&scripts::LIST, &keys);
             cmd.arg(&cursor).arg(limit - found).arg(state).arg(kind).arg(LIST_SCAN_BUDGET);
             let (rows, next): (Vec<Vec<String>>, String) = s.query(&cmd).await?;
-            // A hash that does not decode is left out and logged, and does
+            // A job that does not decode is left out and logged, and does
             // not count: the loop goes on after it (the script's cursor is
             // past every id it examined), so a short page still means "no
             // more" and paging with `after` neither stops early nor loops.
             for r in rows {
-                match row::decode(r) {
+                match row::decode(r, q) {
                     Ok(job) => {
                         jobs.push(job);
                         found += 1;
@@ -104,7 +105,7 @@ pub(crate) async fn list(s: &Inner, filter: &JobFilter) -> Result<Vec<Job>> {
     Ok(jobs)
 }
 
-/// Logs a job that `list` leaves out because its hash does not decode;
+/// Logs a job that `list` leaves out because it does not decode;
 /// `get` of it reports why.
 fn skipped(queue: &QueueName, e: &Error) {
     match e {
@@ -116,12 +117,12 @@ fn skipped(queue: &QueueName, e: &Error) {
 }
 
 const COUNTED: [(State, &str); 6] = [
-    (State::Scheduled, "scheduled"),
-    (State::Pending, "ready"),
-    (State::Running, "leases"),
-    (State::Completed, "done:completed"),
-    (State::Dead, "done:dead"),
-    (State::Cancelled, "done:cancelled"),
+    (State::Scheduled, "v2:scheduled"),
+    (State::Pending, "v2:ready"),
+    (State::Running, "v2:leases"),
+    (State::Completed, "v2:done:completed"),
+    (State::Dead, "v2:done:dead"),
+    (State::Cancelled, "v2:done:cancelled"),
 ];
 
 pub(crate) async fn stats(s: &Inner) -> Result<Stats> {
@@ -157,8 +158,8 @@ pub(crate) async fn stats(s: &Inner) -> Result<Stats> {
 const THROUGHPUT_MINUTES: i64 = 24 * 60;
 
 /// Completed and dead jobs per queue and minute since `since`: a ZCOUNT of
-/// each minute's score range in the queue's `done:completed` and
-/// `done:dead` sets (scored by finished_at), pipelined per slot.
+/// each minute's score range in the queue's `v2:done:completed` and
+/// `v2:done:dead` sets (scored by finished_at), pipelined per slot.
 pub(crate) async fn throughput(s: &Inner, since: Timestamp) -> Result<Vec<Throughput>> {
     const MINUTE: i64 = 60_000_000;
     let queues = s.queues().await?;
@@ -171,7 +172,7 @@ pub(crate) async fn throughput(s: &Inner, since: Timestamp) -> Result<Vec<Throug
     let mut cmds = Vec::with_capacity(queues.len() * minutes.len() * 2);
     for q in &queues {
         let base = s.keys.base(q.as_str());
-        for key in ["done:completed", "done:dead"] {
+        for key in ["v2:done:completed", "v2:done:dead"] {
             for (i, start) in minutes.iter().enumerate() {
                 // The last minute is open-ended: a job finished by a clock a
                 // little ahead of ours still counts now.

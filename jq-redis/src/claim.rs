@@ -163,26 +163,25 @@ async fn claim_from(s: &Inner, queues: &[&str], limit: usize, request: &ClaimReq
 }
 
 /// Every Running job of `queues` that `request.token` holds, in claim
-/// order: one script call (one per queue on Cluster).
+/// order: one script call per queue, pipelined.
 async fn earlier(s: &Inner, queues: &[&str], request: &ClaimRequest) -> Result<Vec<Job>> {
     let token = request.token.to_string();
-    let groups: Vec<Vec<&str>> =
-        if s.is_cluster() { queues.iter().map(|q| vec![*q]).collect() } else { vec![queues.to_vec()] };
-    let cmds = groups
+    let names: Vec<QueueName> = queues.iter().filter_map(|q| QueueName::new(*q).ok()).collect();
+    let cmds = names
         .iter()
-        .map(|group| {
-            let bases: Vec<String> = group.iter().map(|q| s.keys.base(q)).collect();
-            let mut cmd = scripts::call(&scripts::CLAIM_EARLIER, &bases);
+        .map(|q| {
+            let mut cmd = scripts::call(&scripts::CLAIM_EARLIER, &[s.keys.base(q.as_str())]);
             cmd.arg(&token);
             cmd
         })
         .collect();
     let replies: Vec<Vec<Vec<String>>> = s.query_each(cmds).await?;
-    let mut jobs: Vec<Job> = replies
-        .into_iter()
-        .flatten()
-        .filter_map(|flat| {
-            row::decode(flat).inspect_err(|e| tracing::error!(error = %e, "a job of a resent claim cannot be decoded; recover will hand it on")).ok()
+    let mut jobs: Vec<Job> = names
+        .iter()
+        .zip(replies)
+        .flat_map(|(q, flats)| flats.into_iter().map(move |flat| (q, flat)))
+        .filter_map(|(q, flat)| {
+            row::decode(flat, q).inspect_err(|e| tracing::error!(error = %e, "a job of a resent claim cannot be decoded; recover will hand it on")).ok()
         })
         .collect();
     jobs.sort_by_key(|j| (Reverse(j.priority.as_i16()), j.run_at, j.id));
@@ -193,8 +192,8 @@ async fn earlier(s: &Inner, queues: &[&str], request: &ClaimRequest) -> Result<V
 /// One row of a `claim.lua` reply, field by field (`None` when absent).
 type Row = Vec<Option<String>>;
 
-/// Fields per claimed job in `claim.lua`'s reply: ten of the hash, then the
-/// id and the queue index.
+/// Fields per claimed job in `claim.lua`'s reply: ten stored ones, then
+/// the id and the queue index.
 const CLAIMED_FIELDS: usize = 12;
 
 /// The fields of one row of a `claim.lua` reply: a job's

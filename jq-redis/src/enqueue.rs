@@ -16,7 +16,7 @@ use uuid::Uuid;
 use crate::keys::{id_hex, slot};
 use crate::{Inner, error, scripts};
 
-/// Values per job after the script's 3 leading arguments.
+/// Values per job after the script's 2 leading arguments.
 const PER_JOB: usize = 10;
 
 pub(crate) async fn enqueue(s: &Inner, jobs: Vec<NewJob>) -> Result<Vec<JobId>> {
@@ -82,11 +82,11 @@ fn script_call(s: &Inner, jobs: &[NewJob], now: i64) -> redis::Cmd {
     }
     let bases: Vec<String> = names.iter().map(|q| s.keys.base(q)).collect();
     let mut cmd = scripts::call(&scripts::ENQUEUE, &bases);
-    cmd.arg(now).arg(s.keys.channel()).arg(names.join("\n"));
+    cmd.arg(now).arg(s.keys.channel());
     for job in jobs {
         job_args(&mut cmd, job, index[job.queue.as_str()], now);
     }
-    debug_assert_eq!(cmd.args_iter().count(), 3 + bases.len() + 3 + PER_JOB * jobs.len());
+    debug_assert_eq!(cmd.args_iter().count(), 3 + bases.len() + 2 + PER_JOB * jobs.len());
     cmd
 }
 

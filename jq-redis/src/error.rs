@@ -36,6 +36,11 @@ pub enum RedisError {
     /// The server answered the setup commands with an error.
     #[error("Redis setup failed: {0}")]
     Setup(#[source] redis::RedisError),
+    /// Carrying the jobs of an older key layout over failed (see
+    /// `keys.rs`); what was carried over stays so, and the next connect
+    /// or maintenance pass goes on from there.
+    #[error("carrying jobs over from an older Redis key layout failed: {0}")]
+    Migrate(#[source] jq_core::Error),
 }
 
 const BACKEND: &str = "redis";

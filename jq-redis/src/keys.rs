@@ -2,18 +2,24 @@
 //!
 //! With prefix `P` (default `jq`) and a queue `Q`, every key of the queue
 //! starts with its *base* `P:{P:Q}:`. The braces are a Redis Cluster hash
-//! tag: all keys of one queue, job hashes included, live in one hash slot, so
+//! tag: all keys of one queue, its jobs included, live in one hash slot, so
 //! every script (which touches one queue, or on a single server possibly
 //! several) only touches keys of that slot.
 //!
+//! A job is one field, named by its id, in each of three hashes of its
+//! queue; each value joins its fields with NUL, `""` for an absent one
+//! (instants in microseconds since the epoch):
+//!
 //! | key | type | content |
 //! |---|---|---|
-//! | `P:{P:Q}:job:<id>` | hash | one job: `id queue kind payload priority state attempts max_attempts run_at created_at finished_at lease_token lease_worker lease_expires_at errors unique_key trace` (instants in microseconds since the epoch; `errors` a JSON array of `{"attempt","at","message"}`) |
-//! | `P:{P:Q}:ready` | sorted set | Pending jobs. Score `-priority`; member `<run_at: 20 digits><id: 32 hex>`, which Redis orders lexicographically within one score: so `ZRANGE 0 n` is claim order (priority desc, run_at, id) exactly, with no precision lost to a packed double |
-//! | `P:{P:Q}:scheduled` | sorted set | Scheduled jobs, score run_at |
-//! | `P:{P:Q}:leases` | sorted set | Running jobs, score lease expiry |
-//! | `P:{P:Q}:done:<state>` | sorted set | Completed / Dead / Cancelled jobs, score finished_at (purge walks it) |
-//! | `P:{P:Q}:ids` | sorted set | every job of the queue, score 0, member id: lexicographic = id order, for `list` |
+//! | `P:{P:Q}:v2:jobs` | hash | id -> what never changes after enqueue (except max_attempts on an operator's retry): `kind payload priority max_attempts created_at trace` |
+//! | `P:{P:Q}:v2:states` | hash | id -> what the job's life changes: `state attempts run_at unique_key lease_expires_at lease_token lease_worker finished_at` (the lease fields empty unless Running) |
+//! | `P:{P:Q}:v2:errors` | hash | id -> the job's errors, a JSON array of `{"attempt","at","message"}`; absent while there are none |
+//! | `P:{P:Q}:v2:ready` | sorted set | Pending jobs. Score `-priority`; member `<run_at: 20 digits><id: 32 hex>`, which Redis orders lexicographically within one score: so `ZRANGE 0 n` is claim order (priority desc, run_at, id) exactly, with no precision lost to a packed double |
+//! | `P:{P:Q}:v2:scheduled` | sorted set | Scheduled jobs, score run_at |
+//! | `P:{P:Q}:v2:leases` | sorted set | Running jobs, score lease expiry |
+//! | `P:{P:Q}:v2:done:<state>` | sorted set | Completed / Dead / Cancelled jobs, score finished_at (purge walks it) |
+//! | `P:{P:Q}:v2:ids` | sorted set | every job of the queue, score 0, member id: lexicographic = id order, for `list` |
 //! | `P:{P:Q}:unique` | hash | unique key -> ids of the live (Scheduled, Pending, Running) jobs holding it, ascending, joined by `,`: one id, or several after an operator's retry brought back a Dead job whose key a newer live job held; enqueue answers with the first |
 //! | `P:{P:Q}:control` | hash | the queue's control (`Storage::set_paused`, `set_limits`): `paused_at concurrency rate_limit rate_period` (microseconds); absent when nothing is set |
 //! | `P:{P:Q}:starts` | sorted set | the rate limit's log: one member `<token>:<id>` per start, score its instant; claim drops those that left the window |
@@ -28,11 +34,19 @@
 //! A job is in exactly one of `ready`, `scheduled`, `leases`, `done:*`,
 //! the one its `state` names; every script keeps that so.
 //!
-//! The lease fields (`lease_token lease_worker lease_expires_at`) mean
-//! something only while `state` is `running`: ack, retry, fail and release
-//! leave them behind (one write less per completion), readers ignore them in
-//! any other state, and the next claim overwrites them. Operator paths
-//! (retry, recover) still delete them.
+//! # Why three hashes per queue, and the `v2:` in their names
+//!
+//! A claim of 128 jobs reads them with one `HMGET` per hash and writes
+//! their states with one `HSET`, and an ack batch the same: with a hash per
+//! job (the layout before v2, `P:{P:Q}:job:<id>` listed in `P:{P:Q}:ids`)
+//! each job cost commands of its own, and the server spent about 120,000
+//! instructions per drained job against about 52,000 now
+//! (`scripts/redis-instructions.sh`, BENCHMARKS.md). The job layout's keys
+//! carry its version, so a worker of an older jq finds the queues empty
+//! instead of popping jobs it cannot read. `RedisStorage::connect` carries a
+//! queue's jobs of the older layout over (`lua/migrate.lua`), and recover,
+//! which maintenance runs on every queue, carries over what an older
+//! producer still stores meanwhile.
 //!
 //! Ids are written as 32 lowercase hex digits (the simple UUID form), so that
 //! byte order, Lua's string order in any locale, and UUID order agree.
@@ -76,23 +90,42 @@ impl Keys {
         format!("{p}:{{{p}:{queue}}}:", p = self.prefix)
     }
 
-    /// The hash of one job.
-    pub fn job(&self, queue: &str, id: JobId) -> String {
+    /// The hash of `queue`'s jobs' fixed fields (id -> packed fields).
+    pub fn jobs(&self, queue: &str) -> String {
+        format!("{}v2:jobs", self.base(queue))
+    }
+
+    /// The hash of `queue`'s jobs' states (id -> packed fields).
+    pub fn states(&self, queue: &str) -> String {
+        format!("{}v2:states", self.base(queue))
+    }
+
+    /// The hash of `queue`'s jobs' errors (id -> JSON array).
+    pub fn errors(&self, queue: &str) -> String {
+        format!("{}v2:errors", self.base(queue))
+    }
+
+    /// The hash of one job in the layout before v2, which
+    /// `RedisStorage::connect` carries over (for tests of that).
+    pub fn legacy_job(&self, queue: &str, id: JobId) -> String {
         format!("{}job:{}", self.base(queue), id_hex(id))
     }
 
     /// Every key a script may touch for `queue` (for the slot test and for
-    /// operators), except job hashes (see [`Keys::job`]).
+    /// operators).
     pub fn queue_keys(&self, queue: &str) -> Vec<String> {
         let base = self.base(queue);
         [
-            "ready",
-            "scheduled",
-            "leases",
-            "done:completed",
-            "done:dead",
-            "done:cancelled",
-            "ids",
+            "v2:jobs",
+            "v2:states",
+            "v2:errors",
+            "v2:ready",
+            "v2:scheduled",
+            "v2:leases",
+            "v2:done:completed",
+            "v2:done:dead",
+            "v2:done:cancelled",
+            "v2:ids",
             "unique",
             "control",
             "starts",

@@ -106,6 +106,7 @@ pub mod keys;
 mod listener;
 mod maintenance;
 mod owners;
+pub mod raw;
 mod row;
 mod schedule;
 mod scripts;
@@ -219,6 +220,10 @@ impl RedisStorage {
             }),
         };
         storage.inner.load_scripts().await.map_err(RedisError::Setup)?;
+        let carried = maintenance::migrate(&storage.inner).await.map_err(RedisError::Migrate)?;
+        if carried > 0 {
+            tracing::info!(jobs = carried, "carried jobs over from the Redis key layout before v2");
+        }
         Ok(storage)
     }
 
@@ -371,8 +376,8 @@ impl Inner {
         let mut cmds = Vec::with_capacity(missing.len() * queues.len());
         for id in &missing {
             for q in &queues {
-                let mut cmd = redis::cmd("EXISTS");
-                cmd.arg(self.keys.job(q.as_str(), *id));
+                let mut cmd = redis::cmd("HEXISTS");
+                cmd.arg(self.keys.states(q.as_str())).arg(keys::id_hex(*id));
                 cmds.push(cmd);
             }
         }

@@ -1,5 +1,6 @@
-//! Decoding a job hash (an `HGETALL` reply, or the fields `claim.lua`
-//! returns) into a `jq_core::Job`.
+//! Decoding a stored job (the field/value list `job_fields` in
+//! `lua/common.lua` makes, or the fields `claim.lua` returns) into a
+//! `jq_core::Job`.
 
 use jq_core::clock::from_micros;
 use jq_core::{
@@ -16,7 +17,7 @@ struct StoredError {
     message: String,
 }
 
-/// A job hash's fields as stored, each `None` when absent.
+/// A job's fields as stored, each `None` when absent.
 #[derive(Default)]
 struct Stored {
     id: Option<String>,
@@ -39,7 +40,7 @@ struct Stored {
 }
 
 /// Decodes one job of a `claim.lua` reply: kind, payload, priority,
-/// max_attempts, run_at, created_at, attempts, errors, unique_key, trace
+/// max_attempts, created_at, trace, attempts, run_at, unique_key, errors
 /// (`None` when absent), then the id and the queue's 1-based index into
 /// `queues`. The job is Running under `lease`, which the claim sent, so
 /// none of it is read back or parsed again per job.
@@ -51,12 +52,12 @@ pub(crate) fn decode_claimed(row: Vec<Option<String>>, queues: &[&str], lease: &
         payload: next(),
         priority: next(),
         max_attempts: next(),
-        run_at: next(),
         created_at: next(),
-        attempts: next(),
-        errors: next(),
-        unique_key: next(),
         trace: next(),
+        attempts: next(),
+        run_at: next(),
+        unique_key: next(),
+        errors: next(),
         ..Stored::default()
     };
     let id = next();
@@ -70,15 +71,14 @@ pub(crate) fn decode_claimed(row: Vec<Option<String>>, queues: &[&str], lease: &
     build(stored, Some(lease))
 }
 
-/// Decodes a flat `field, value, field, value, ...` reply (`HGETALL`);
-/// fields jq does not know are ignored.
-pub(crate) fn decode(flat: Vec<String>) -> Result<Job> {
-    let mut stored = Stored::default();
+/// Decodes a flat `field, value, field, value, ...` reply (`job_fields`)
+/// of a job of `queue`; fields jq does not know are ignored.
+pub(crate) fn decode(flat: Vec<String>, queue: &QueueName) -> Result<Job> {
+    let mut stored = Stored { queue: Some(queue.as_str().to_owned()), ..Stored::default() };
     let mut it = flat.into_iter();
     while let (Some(k), Some(v)) = (it.next(), it.next()) {
         let slot = match k.as_str() {
             "id" => &mut stored.id,
-            "queue" => &mut stored.queue,
             "kind" => &mut stored.kind,
             "payload" => &mut stored.payload,
             "priority" => &mut stored.priority,

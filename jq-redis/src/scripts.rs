@@ -36,9 +36,11 @@ script!(RESIGN, "lua/resign.lua");
 script!(FIRE, "lua/fire.lua");
 script!(RUN, "lua/run.lua");
 script!(CONTROL, "lua/control.lua");
+script!(GET, "lua/get.lua");
+script!(MIGRATE, "lua/migrate.lua");
 
 /// Every script, for `SCRIPT LOAD` at connect and after a NOSCRIPT.
-pub(crate) fn all() -> [&'static Lua; 17] {
+pub(crate) fn all() -> [&'static Lua; 19] {
     [
         &ENQUEUE,
         &CLAIM,
@@ -57,6 +59,8 @@ pub(crate) fn all() -> [&'static Lua; 17] {
         &FIRE,
         &RUN,
         &CONTROL,
+        &GET,
+        &MIGRATE,
     ]
 }
 

@@ -92,14 +92,7 @@ async fn corrupt_hash_is_reported_as_corrupt() {
     let clock = ManualClock::starting_now();
     let s = common::connect(&prefix, clock.clock()).await;
     let id = s.enqueue_one(job("q", 0).build_at(clock.now()).unwrap()).await.unwrap();
-    let mut conn = raw_conn().await;
-    let _: () = redis::cmd("HSET")
-        .arg(s.keys().job("q", id))
-        .arg("priority")
-        .arg("urgent")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    corrupt(&s, "q", id, "priority", "urgent").await;
     match s.get(id).await {
         Err(Error::Corrupt { id: Some(got), reason }) => {
             assert_eq!(got, id);
@@ -112,11 +105,10 @@ async fn corrupt_hash_is_reported_as_corrupt() {
     common::drop_prefix(&prefix).await;
 }
 
-/// Sets one field of job `id`'s hash, around the backend.
-async fn corrupt(s: &RedisStorage, queue: &str, id: jq_core::JobId, field: &str, value: &str) {
+/// Sets one field of job `id` to `value` (bytes), around the backend.
+async fn corrupt(s: &RedisStorage, queue: &str, id: jq_core::JobId, field: &str, value: impl AsRef<[u8]>) {
     let mut conn = raw_conn().await;
-    let _: () =
-        redis::cmd("HSET").arg(s.keys().job(queue, id)).arg(field).arg(value).query_async(&mut conn).await.unwrap();
+    jq_redis::raw::set_field(&mut conn, s.keys(), queue, id, field, value.as_ref()).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -177,16 +169,10 @@ async fn recover_buries_corrupt_running_jobs_and_recovers_the_others() {
 
     let mut conn = raw_conn().await;
     let base = s.keys().base("q");
-    let leased: u64 = redis::cmd("ZCARD").arg(format!("{base}leases")).query_async(&mut conn).await.unwrap();
+    let leased: u64 = redis::cmd("ZCARD").arg(format!("{base}v2:leases")).query_async(&mut conn).await.unwrap();
     assert_eq!(leased, 0, "no job stays in the lease index");
     for (field, _, i) in bad {
-        let (state, errors): (String, String) = redis::cmd("HMGET")
-            .arg(s.keys().job("q", jobs[i].id))
-            .arg("state")
-            .arg("errors")
-            .query_async(&mut conn)
-            .await
-            .unwrap();
+        let (state, errors) = raw_state_and_errors(&s, "q", jobs[i].id).await;
         assert_eq!(state, "dead", "{field}");
         assert!(errors.contains(field) && errors.contains("lease expired"), "{field}: {errors}");
     }
@@ -199,8 +185,7 @@ async fn recover_buries_corrupt_running_jobs_and_recovers_the_others() {
 
 /// State and errors of a job, read raw (a corrupt job does not decode).
 async fn raw_state_and_errors(s: &RedisStorage, queue: &str, id: jq_core::JobId) -> (String, String) {
-    let mut conn = raw_conn().await;
-    redis::cmd("HMGET").arg(s.keys().job(queue, id)).arg("state").arg("errors").query_async(&mut conn).await.unwrap()
+    jq_redis::raw::state_and_errors(&mut raw_conn().await, s.keys(), queue, id).await.unwrap()
 }
 
 /// claim.lua returns each job as one string of NUL-separated fields; a
@@ -215,14 +200,7 @@ async fn claimed_fields_that_cannot_be_split_bury_their_job() {
     let jobs: Vec<NewJob> = (0..3).map(|n| job("q", n).build_at(clock.now()).unwrap()).collect();
     s.enqueue(jobs.clone()).await.unwrap();
     corrupt(&s, "q", jobs[0].id, "kind", "send\0email").await;
-    let mut conn = raw_conn().await;
-    let _: () = redis::cmd("HSET")
-        .arg(s.keys().job("q", jobs[2].id))
-        .arg("payload")
-        .arg(&b"{\"n\":\xff}"[..])
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    corrupt(&s, "q", jobs[2].id, "payload", &b"{\"n\":\xff}"[..]).await;
     let claimed = s.claim(&request("q", 10)).await.unwrap();
     assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![jobs[1].id]);
     for (job, reason) in [(&jobs[0], "NUL"), (&jobs[2], "UTF-8")] {
@@ -254,7 +232,7 @@ async fn claim_and_complete_bury_jobs_whose_numbers_are_corrupt() {
     let (state, errors) = raw_state_and_errors(&s, "q", pending[1].id).await;
     assert_eq!(state, "dead");
     assert!(errors.contains("attempts") && errors.contains("claimed"), "{errors}");
-    let leased: u64 = redis::cmd("ZCARD").arg(format!("{base}leases")).query_async(&mut conn).await.unwrap();
+    let leased: u64 = redis::cmd("ZCARD").arg(format!("{base}v2:leases")).query_async(&mut conn).await.unwrap();
     assert_eq!(leased, 2, "exactly the two claimed jobs hold a lease entry");
 
     // Complete: a retry and a release of jobs corrupted while Running.

@@ -218,6 +218,7 @@ macro_rules! conformance {
             nack_with_zero_delay_is_pending,
             // enqueue
             enqueue_stores_every_field,
+            resent_enqueue_stores_nothing_twice,
             unique_keys,
             a_retried_job_shares_its_unique_key,
             enqueue_batch_is_atomic,

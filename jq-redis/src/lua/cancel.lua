@@ -6,10 +6,9 @@
 -- Returns "ok", "notfound", or the job's state when it cannot be cancelled.
 
 local base, now, id = KEYS[1], tonumber(ARGV[1]), ARGV[2]
-local key = job_key(base, id)
-local f = redis.call('HMGET', key, 'state', 'run_at')
-if not f[1] then return 'notfound' end
-if f[1] ~= 'scheduled' and f[1] ~= 'pending' then return f[1] end
-unindex(base, id, f[1], f[2])
-make_terminal(base, key, id, 'cancelled', now)
+local st = read_state(base, id)
+if not st then return 'notfound' end
+if st.state ~= 'scheduled' and st.state ~= 'pending' then return st.state end
+unindex(base, id, st)
+make_terminal(base, id, st, 'cancelled', now)
 return 'ok'

@@ -55,7 +55,7 @@ for q = 1, #KEYS do
       a = 0
     else
       if c[2] then
-        a = math.min(a, math.max(0, tonumber(c[2]) - redis.call('ZCARD', base .. 'leases')))
+        a = math.min(a, math.max(0, tonumber(c[2]) - redis.call('ZCARD', base .. 'v2:leases')))
       end
       if c[3] and c[4] then
         redis.call('ZREMRANGEBYSCORE', base .. 'starts', '-inf', fmt(now - tonumber(c[4])))
@@ -79,15 +79,15 @@ for q = 1, #KEYS do
   if qlimit > 0 then
     -- Due Scheduled jobs are claimable too; they are candidates as they are
     -- (claim changes no job it does not take), read up to the bound.
-    local due = redis.call('ZRANGEBYSCORE', base .. 'scheduled', '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', '0', ARGV[5])
+    local due = redis.call('ZRANGEBYSCORE', base .. 'v2:scheduled', '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', '0', ARGV[5])
     if #KEYS == 1 and #due == 0 then
       -- The common case, one queue with no due Scheduled job: ready's order
       -- is claim order and every candidate is taken, so they are read and
       -- removed by rank (cheaper than ZREM of each member; and ZPOPMIN's
       -- scores, which nothing needs here, cost a "%.17g" each to send).
-      local top = redis.call('ZRANGE', base .. 'ready', '0', fmt(qlimit - 1))
+      local top = redis.call('ZRANGE', base .. 'v2:ready', '0', fmt(qlimit - 1))
       if #top > 0 then
-        redis.call('ZREMRANGEBYRANK', base .. 'ready', '0', fmt(#top - 1))
+        redis.call('ZREMRANGEBYRANK', base .. 'v2:ready', '0', fmt(#top - 1))
       end
       for i = 1, #top do
         candidates[#candidates + 1] = { 0, top[i], base, false, q }
@@ -97,21 +97,23 @@ for q = 1, #KEYS do
     end
     for i = 1, #due, 2 do
       local id = due[i]
-      local key = job_key(base, id)
-      local stored = redis.call('HGET', key, 'priority')
+      local stored = read_body(base, id).priority
       local priority = int(stored)
       if priority then
         candidates[#candidates + 1] = { -priority, ready_member(tonumber(due[i + 1]), id), base, id, q }
         sorted = false
-      elseif stored then
+      else
         -- Unsortable, so it cannot wait for its turn: buried at once.
-        redis.call('ZREM', base .. 'scheduled', id)
-        local reason = 'job ' .. id .. ' is corrupt in storage: ' .. unusable('priority', stored) .. ' (found when it was due)'
-        bury_corrupt(base, key, id, int(redis.call('HGET', key, 'attempts') or 0), now, reason)
-        buried[#buried + 1] = { 'corrupt', id, reason }
+        redis.call('ZREM', base .. 'v2:scheduled', id)
+        local st = read_state(base, id)
+        if st then
+          local reason = 'job ' .. id .. ' is corrupt in storage: ' .. unusable('priority', stored) .. ' (found when it was due)'
+          bury_corrupt(base, id, st, int(st.attempts), now, reason)
+          buried[#buried + 1] = { 'corrupt', id, reason }
+        end
       end
     end
-    local top = redis.call('ZRANGE', base .. 'ready', 0, qlimit - 1, 'WITHSCORES')
+    local top = redis.call('ZRANGE', base .. 'v2:ready', 0, qlimit - 1, 'WITHSCORES')
     for i = 1, #top, 2 do
       candidates[#candidates + 1] = { tonumber(top[i + 1]), top[i], base, false, q }
     end
@@ -126,76 +128,122 @@ end
 
 local expires = now + lease
 local expires_s = fmt(expires)
-local index = {}
-for q = 1, #KEYS do
-  index[q] = fmt(q)
-end
-local out = buried
+-- The candidates taken, per queue index: (id, position in claim order)
+-- pairs, and the members to remove from ready when they were not popped
+-- already.
+local picked = {}
 local removed = {}
-local leased = {}
+local count = 0
+for q = 1, #KEYS do
+  picked[q] = {}
+end
 local taken = {}
 for _, c in ipairs(candidates) do
-  if #out >= limit then break end
+  if count >= limit then break end
   local member, base, q = c[2], c[3], c[5]
   -- a queue's candidates past its allowance are left as they are
   if (taken[q] or 0) < allow[q] then
     taken[q] = (taken[q] or 0) + 1
-    local id = string.sub(member, 21)
-    local key = job_key(base, id)
+    count = count + 1
+    local id = c[4] or string.sub(member, 21)
     if c[4] then
-      redis.call('ZREM', base .. 'scheduled', id)
+      redis.call('ZREM', base .. 'v2:scheduled', id)
     elseif not popped then
-      local r = removed[base]
-      if not r then r = {}; removed[base] = r end
+      local r = removed[q]
+      if not r then r = {}; removed[q] = r end
       r[#r + 1] = member
     end
-    -- ready holds Pending jobs only, scheduled Scheduled ones (every script
-    -- keeps it so). One HMGET reads what the client cannot know; the client
-    -- adds id, queue, state and the lease, which it sent or computed.
-    local f = redis.call('HMGET', key, 'kind', 'payload', 'priority', 'max_attempts', 'run_at', 'created_at',
-      'attempts', 'errors', 'unique_key', 'trace')
-    -- absent attempts: never claimed before, the common case
-    local done_attempts = 0
-    if f[7] then done_attempts = int(f[7]) end
-    if f[1] and not done_attempts then
-      local reason = 'job ' .. id .. ' is corrupt in storage: ' .. unusable('attempts', f[7]) .. ' (found when it was claimed)'
-      bury_corrupt(base, key, id, 0, now, reason)
-      out[#out + 1] = { 'corrupt', id, reason }
-    elseif f[1] then
-      local attempts = '1'
-      if f[7] then attempts = fmt(done_attempts + 1) end
-      f[7] = attempts
-      redis.call('HSET', key, 'state', 'running', 'attempts', attempts, 'lease_token', token,
-        'lease_worker', worker, 'lease_expires_at', expires_s)
-      local l = leased[base]
-      if not l then l = {}; leased[base] = l end
-      l[#l + 1] = expires_s
-      l[#l + 1] = id
-      for i = 1, 10 do
-        if not f[i] then f[i] = '' end
-      end
-      f[11] = id
-      f[12] = index[q]
-      out[#out + 1] = table.concat(f, '\0')
-      if rated[q] then
-        redis.call('ZADD', base .. 'starts', ARGV[1], token .. ':' .. id)
+    local p = picked[q]
+    p[#p + 1] = id
+    p[#p + 1] = count
+  end
+end
+for q, r in pairs(removed) do
+  zrem_chunked(KEYS[q] .. 'v2:ready', r)
+end
+
+-- ready and scheduled hold Pending and Scheduled jobs only (every script
+-- keeps them so), so a candidate's state is not checked. One HMGET per
+-- hash reads the batch; the client adds id, queue, state and the lease,
+-- which it sent.
+local find, sub = string.find, string.sub
+local rows = {}
+local head = 'running\0'
+local tail = '\0' .. expires_s .. '\0' .. token .. '\0' .. worker .. '\0'
+for q = 1, #KEYS do
+  local p = picked[q]
+  if #p > 0 then
+    local ids, at = {}, {}
+    for i = 1, #p, 2 do
+      ids[#ids + 1] = p[i]
+      at[#at + 1] = p[i + 1]
+    end
+    local base = KEYS[q]
+    local bodies = hmget_chunked(base .. 'v2:jobs', ids)
+    local states = hmget_chunked(base .. 'v2:states', ids)
+    local errors = hmget_chunked(base .. 'v2:errors', ids)
+    local writes = {}
+    local leased = {}
+    local qi = fmt(q)
+    for i, id in ipairs(ids) do
+      local body, state = bodies[i], states[i]
+      -- a job that is not stored (an index entry left by a foreign
+      -- writer) is dropped from the index and skipped
+      if state and not body then
+        local st = read_state(base, id)
+        local reason = 'job ' .. id .. ' is corrupt in storage: field kind is missing (found when it was claimed)'
+        bury_corrupt(base, id, st, int(st.attempts), now, reason)
+        rows[at[i]] = { 'corrupt', id, reason }
+      elseif state then
+        -- attempts and, as one piece, "\0<run_at>\0<unique_key>": plain
+        -- finds, several times cheaper than a Lua pattern here
+        local p1 = find(state, '\0', 1, true)
+        local p2 = p1 and find(state, '\0', p1 + 1, true)
+        local p3 = p2 and find(state, '\0', p2 + 1, true)
+        local p4 = p3 and find(state, '\0', p3 + 1, true)
+        local attempts, middle, done_attempts
+        if p4 then
+          attempts = sub(state, p1 + 1, p2 - 1)
+          middle = sub(state, p2, p4 - 1)
+          done_attempts = 0
+          if attempts ~= '0' then done_attempts = int(attempts) end
+        end
+        if not done_attempts then
+          local st = read_state(base, id)
+          local reason = 'job ' .. id .. ' is corrupt in storage: ' .. unusable('attempts', st.attempts)
+            .. ' (found when it was claimed)'
+          bury_corrupt(base, id, st, 0, now, reason)
+          rows[at[i]] = { 'corrupt', id, reason }
+        else
+          local now_attempts = '1'
+          if done_attempts > 0 then now_attempts = fmt(done_attempts + 1) end
+          writes[#writes + 1] = id
+          writes[#writes + 1] = head .. now_attempts .. middle .. tail
+          leased[#leased + 1] = expires_s
+          leased[#leased + 1] = id
+          rows[at[i]] = body .. '\0' .. now_attempts .. middle .. '\0' .. (errors[i] or '')
+            .. '\0' .. id .. '\0' .. qi
+          if rated[q] then
+            redis.call('ZADD', base .. 'starts', ARGV[1], token .. ':' .. id)
+          end
+        end
       end
     end
+    hset_chunked(base .. 'v2:states', writes)
+    -- One claim's leases share a score, and its ids mostly ascend (UUIDv7,
+    -- claimed in order), so they go in backwards: a small lease set is a
+    -- listpack, which finds each new member's place by walking its run of
+    -- equal scores, and ascending members made every insert walk all of it.
+    local backwards = {}
+    for i = #leased - 1, 1, -2 do
+      backwards[#backwards + 1] = leased[i]
+      backwards[#backwards + 1] = leased[i + 1]
+    end
+    zadd_chunked(base .. 'v2:leases', backwards)
   end
 end
-for base, r in pairs(removed) do
-  zrem_chunked(base .. 'ready', r)
-end
-for base, l in pairs(leased) do
-  -- One claim's leases share a score, and its ids mostly ascend (UUIDv7,
-  -- claimed in order), so they go in backwards: a small lease set is a
-  -- listpack, which finds each new member's place by walking its run of
-  -- equal scores, and ascending members made every insert walk all of it.
-  local backwards = {}
-  for i = #l - 1, 1, -2 do
-    backwards[#backwards + 1] = l[i]
-    backwards[#backwards + 1] = l[i + 1]
-  end
-  zadd_chunked(base .. 'leases', backwards)
+local out = buried
+for pos = 1, count do
+  if rows[pos] then out[#out + 1] = rows[pos] end
 end
 return out

@@ -1,21 +1,23 @@
 -- claim_earlier.lua: the Running jobs a claim with this token took, for a
 -- resent claim whose first answer was lost. Changes nothing. Walks the
--- leases set of each queue (Running jobs only), so it costs a call per job
+-- leases set of the queue (Running jobs only), so it costs a read per job
 -- running right now; it runs for resends only.
 --
--- KEYS[q]  base of each asked queue
+-- KEYS[1]  base of the queue
 -- ARGV[1]  the claim's token
--- Returns one flat field/value array (HGETALL) per job found.
+-- Returns one flat field/value array (job_fields) per job found.
 
-local token = ARGV[1]
+local base, token = KEYS[1], ARGV[1]
 local out = {}
-for q = 1, #KEYS do
-  local base = KEYS[q]
-  for _, id in ipairs(redis.call('ZRANGE', base .. 'leases', 0, -1)) do
-    local key = job_key(base, id)
-    local f = redis.call('HMGET', key, 'state', 'lease_token')
-    if f[1] == 'running' and f[2] == token then
-      out[#out + 1] = redis.call('HGETALL', key)
+local ids = redis.call('ZRANGE', base .. 'v2:leases', 0, -1)
+if #ids == 0 then return out end
+local states = hmget_chunked(base .. 'v2:states', ids)
+for i, id in ipairs(ids) do
+  local v = states[i]
+  if v then
+    local state, lease_token = string.match(v, '^(%Z*)%z%Z*%z%Z*%z%Z*%z%Z*%z(%Z*)')
+    if state == 'running' and lease_token == token then
+      out[#out + 1] = job_fields(base, id)
     end
   end
 end

@@ -6,6 +6,15 @@
 -- Instants are integer microseconds; they stay below 2^53, so a Lua number
 -- (a double) holds them exactly. Never format them with tostring (it uses
 -- %.14g): use fmt().
+--
+-- The job layout (keys.rs): a job is one field, its id, in each of three
+-- hashes of its queue, `v2:jobs` (what never changes after enqueue: kind,
+-- payload, priority, max_attempts, created_at, trace), `v2:states` (state,
+-- attempts, run_at, unique_key, lease_expires_at, lease_token, lease_worker,
+-- finished_at) and `v2:errors` (the JSON list, absent while empty); each
+-- value's fields are joined by "\0" in that order, "" when absent. A batch
+-- of jobs is then read or written with one HMGET or HSET per hash, where a
+-- hash per job cost a command per job.
 
 local function fmt(n)
   return string.format('%d', n)
@@ -29,7 +38,7 @@ end
 
 -- Why the field `name` with value `v` is unusable.
 local function unusable(name, v)
-  if v == nil or v == false then return 'field ' .. name .. ' is missing' end
+  if v == nil or v == false or v == '' then return 'field ' .. name .. ' is missing' end
   return 'field ' .. name .. ' ' .. cjson.encode(v) .. ' is not an integer'
 end
 
@@ -42,44 +51,124 @@ local function ready_member(run_at, id)
   return string.format('%020d', r) .. id
 end
 
-local function job_key(base, id)
-  return base .. 'job:' .. id
+local function done_key(base, state)
+  return base .. 'v2:done:' .. state
 end
 
-local function done_key(base, state)
-  return base .. 'done:' .. state
+-- The `n` fields of a packed value; fields it lacks are "", and the last
+-- field takes whatever follows (so a value with too many fields shows up
+-- as an unusable last field).
+local function split(v, n)
+  local t = {}
+  local i = 1
+  for k = 1, n - 1 do
+    local j = string.find(v, '\0', i, true)
+    if not j then
+      t[k] = string.sub(v, i)
+      for m = k + 1, n do t[m] = '' end
+      return t
+    end
+    t[k] = string.sub(v, i, j - 1)
+    i = j + 1
+  end
+  t[n] = string.sub(v, i)
+  return t
+end
+
+-- A job's state value as a table, or nil when the job is not stored.
+local function read_state(base, id)
+  local v = redis.call('HGET', base .. 'v2:states', id)
+  if not v then return nil end
+  local f = split(v, 8)
+  return { state = f[1], attempts = f[2], run_at = f[3], unique_key = f[4], lease_expires_at = f[5],
+    lease_token = f[6], lease_worker = f[7], finished_at = f[8] }
+end
+
+local function pack_state(s)
+  return s.state .. '\0' .. s.attempts .. '\0' .. s.run_at .. '\0' .. s.unique_key .. '\0' .. s.lease_expires_at
+    .. '\0' .. s.lease_token .. '\0' .. s.lease_worker .. '\0' .. s.finished_at
+end
+
+local function write_state(base, id, s)
+  redis.call('HSET', base .. 'v2:states', id, pack_state(s))
+end
+
+-- A job's fixed fields as a table ({} when the job is not stored).
+local function read_body(base, id)
+  local v = redis.call('HGET', base .. 'v2:jobs', id)
+  if not v then return {} end
+  local f = split(v, 6)
+  return { kind = f[1], payload = f[2], priority = f[3], max_attempts = f[4], created_at = f[5], trace = f[6] }
+end
+
+local function write_body(base, id, b)
+  redis.call('HSET', base .. 'v2:jobs', id,
+    b.kind .. '\0' .. b.payload .. '\0' .. b.priority .. '\0' .. b.max_attempts .. '\0' .. b.created_at .. '\0' .. b.trace)
+end
+
+-- A job as a flat field/value list (what row.rs decodes), {} when absent:
+-- id, the fields jq stores (the absent ones left out) and errors.
+local function job_fields(base, id)
+  local st = read_state(base, id)
+  if not st then return {} end
+  local out = { 'id', id }
+  local function put(name, v)
+    if v and v ~= '' then
+      out[#out + 1] = name
+      out[#out + 1] = v
+    end
+  end
+  for _, name in ipairs({ 'state', 'attempts', 'run_at', 'unique_key', 'lease_expires_at', 'lease_token',
+    'lease_worker', 'finished_at' }) do
+    put(name, st[name])
+  end
+  local b = read_body(base, id)
+  for _, name in ipairs({ 'kind', 'payload', 'priority', 'max_attempts', 'created_at', 'trace' }) do
+    put(name, b[name])
+  end
+  put('errors', redis.call('HGET', base .. 'v2:errors', id))
+  return out
 end
 
 -- Removes a job from the index of the state it is in.
-local function unindex(base, id, state, run_at)
-  if state == 'pending' then
-    redis.call('ZREM', base .. 'ready', ready_member(run_at, id))
-  elseif state == 'scheduled' then
-    redis.call('ZREM', base .. 'scheduled', id)
-  elseif state == 'running' then
-    redis.call('ZREM', base .. 'leases', id)
+local function unindex(base, id, st)
+  if st.state == 'pending' then
+    redis.call('ZREM', base .. 'v2:ready', ready_member(int(st.run_at) or 0, id))
+  elseif st.state == 'scheduled' then
+    redis.call('ZREM', base .. 'v2:scheduled', id)
+  elseif st.state == 'running' then
+    redis.call('ZREM', base .. 'v2:leases', id)
   else
-    redis.call('ZREM', done_key(base, state), id)
+    redis.call('ZREM', done_key(base, st.state), id)
   end
 end
 
-local function make_pending(base, key, id, priority, run_at)
-  redis.call('HSET', key, 'state', 'pending', 'run_at', fmt(run_at))
-  redis.call('ZADD', base .. 'ready', fmt(-tonumber(priority)), ready_member(run_at, id))
+-- Lease fields mean something only while the job is Running.
+local function clear_lease(st)
+  st.lease_expires_at, st.lease_token, st.lease_worker = '', '', ''
 end
 
-local function make_scheduled(base, key, id, run_at)
-  redis.call('HSET', key, 'state', 'scheduled', 'run_at', fmt(run_at))
-  redis.call('ZADD', base .. 'scheduled', fmt(run_at), id)
+local function make_pending(base, id, st, priority, run_at)
+  st.state, st.run_at, st.finished_at = 'pending', fmt(run_at), ''
+  clear_lease(st)
+  write_state(base, id, st)
+  redis.call('ZADD', base .. 'v2:ready', fmt(-tonumber(priority)), ready_member(run_at, id))
+end
+
+local function make_scheduled(base, id, st, run_at)
+  st.state, st.run_at, st.finished_at = 'scheduled', fmt(run_at), ''
+  clear_lease(st)
+  write_state(base, id, st)
+  redis.call('ZADD', base .. 'v2:scheduled', fmt(run_at), id)
 end
 
 -- Pending when due (delay zero), else Scheduled; returns the new state.
-local function requeue(base, key, id, priority, now, delay)
+local function requeue(base, id, st, priority, now, delay)
   if delay <= 0 then
-    make_pending(base, key, id, priority, now)
+    make_pending(base, id, st, priority, now)
     return 'pending'
   end
-  make_scheduled(base, key, id, now + delay)
+  make_scheduled(base, id, st, now + delay)
   return 'scheduled'
 end
 
@@ -130,34 +219,28 @@ local function unique_release(base, uk, id)
   end
 end
 
--- Moves a job to a terminal state and frees its unique key.
--- uk: the job's unique key when the caller read it already, else nil.
-local function make_terminal(base, key, id, state, now, uk)
-  redis.call('HSET', key, 'state', state, 'finished_at', fmt(now))
+-- Moves a job (state table `st`, out of the index it was in) to a
+-- terminal state and frees its unique key.
+local function make_terminal(base, id, st, state, now)
+  st.state, st.finished_at = state, fmt(now)
+  clear_lease(st)
+  write_state(base, id, st)
   redis.call('ZADD', done_key(base, state), fmt(now), id)
-  if uk == nil then uk = redis.call('HGET', key, 'unique_key') end
-  unique_release(base, uk, id)
+  unique_release(base, st.unique_key, id)
   return state
-end
-
--- Lease fields mean something only while the job is Running (readers
--- ignore them otherwise), so the hot paths (ack, retry, fail) leave them
--- behind and the next claim overwrites them; operator paths delete them.
-local function clear_lease(key)
-  redis.call('HDEL', key, 'lease_token', 'lease_worker', 'lease_expires_at')
 end
 
 -- Appends {"attempt":n,"at":micros,"message":"..."} to the job's errors
 -- (a JSON array kept as text, so appending never re-encodes old entries).
-local function append_error(key, attempt, now, message)
+local function append_error(base, id, attempt, now, message)
   local item = '{"attempt":' .. fmt(attempt) .. ',"at":' .. fmt(now) .. ',"message":' .. cjson.encode(message) .. '}'
-  local cur = redis.call('HGET', key, 'errors')
+  local cur = redis.call('HGET', base .. 'v2:errors', id)
   if not cur or cur == '' or cur == '[]' then
     cur = '[' .. item .. ']'
   else
     cur = string.sub(cur, 1, -2) .. ',' .. item .. ']'
   end
-  redis.call('HSET', key, 'errors', cur)
+  redis.call('HSET', base .. 'v2:errors', id, cur)
 end
 
 -- `command key items...` in chunks of 1,000 items, so unpack stays small
@@ -178,42 +261,91 @@ local function zrem_chunked(key, members)
   call_chunked('ZREM', key, members)
 end
 
--- ZADD of many (score, member) pairs.
+-- ZADD of many (score, member) pairs; HSET of many (field, value) pairs.
 local function zadd_chunked(key, pairs_)
   call_chunked('ZADD', key, pairs_)
+end
+local function hset_chunked(key, pairs_)
+  call_chunked('HSET', key, pairs_)
+end
+
+-- HMGET of many fields (at most 1,000 per call, as call_chunked).
+local function hmget_chunked(key, fields)
+  local n = #fields
+  if n <= 1000 then return redis.call('HMGET', key, unpack(fields)) end
+  local out = {}
+  local i = 1
+  while i <= n do
+    local j = math.min(i + 999, n)
+    local part = redis.call('HMGET', key, unpack(fields, i, j))
+    for k = 1, #part do out[#out + 1] = part[k] end
+    i = j + 1
+  end
+  return out
 end
 
 -- Moves a job whose stored fields are unusable to Dead, with the reason as
 -- the error of attempt `attempt` (0 when that is unknown too). The caller
 -- has taken the job out of the index it was in.
-local function bury_corrupt(base, key, id, attempt, now, reason)
-  append_error(key, attempt or 0, now, reason)
-  return make_terminal(base, key, id, 'dead', now)
+local function bury_corrupt(base, id, st, attempt, now, reason)
+  append_error(base, id, attempt or 0, now, reason)
+  return make_terminal(base, id, st, 'dead', now)
 end
 
 -- Stores new jobs as enqueue.lua describes (one place for enqueue.lua and
--- fire.lua): `bases` and `names` per queue index, `now` their created_at,
--- `channel` PUBLISHed once when a job became Pending, and 9 values per job
--- in `args` from index `first` + 1 on. Returns one value per job: "" when
--- stored, else the id of the live job of its queue with its unique key.
-local function store_jobs(bases, names, now, channel, args, first)
-  -- per queue index: ZADD arguments for ready, scheduled and ids
-  local ready, scheduled, ids = {}, {}, {}
+-- fire.lua): `bases` per queue index, `now` their created_at, `channel`
+-- PUBLISHed once when a job became Pending, and 10 values per job in
+-- `args` from index `first` + 1 on. Returns one value per job: "" when
+-- stored, else the id of the job answered instead: the same id when it is
+-- stored already (a resend), or the live job of its queue with its unique
+-- key.
+local function store_jobs(bases, now, channel, args, first)
+  local n = (#args - first) / 10
+  -- per queue index: the batch's ids, to learn in one HMGET which exist
+  local asked = {}
+  for q = 1, #bases do asked[q] = {} end
+  for j = 0, n - 1 do
+    local a = first + j * 10
+    local t = asked[tonumber(args[a + 2])]
+    t[#t + 1] = args[a + 1]
+  end
+  -- per queue index: id -> state of the jobs stored (or stored by this batch)
+  local known = {}
   for q = 1, #bases do
-    ready[q], scheduled[q], ids[q] = {}, {}, {}
+    local k = {}
+    if #asked[q] > 0 then
+      local states = hmget_chunked(bases[q] .. 'v2:states', asked[q])
+      for i, id in ipairs(asked[q]) do
+        if states[i] then k[id] = string.match(states[i], '^%Z*') end
+      end
+    end
+    known[q] = k
+  end
+  -- per queue index: HSET arguments for jobs and states, ZADD arguments
+  -- for ready, scheduled and ids
+  local bodies, states, ready, scheduled, ids = {}, {}, {}, {}, {}
+  for q = 1, #bases do
+    bodies[q], states[q], ready[q], scheduled[q], ids[q] = {}, {}, {}, {}, {}
   end
   local result = {}
   local woke = false
-  local n = (#args - first) / 10
   for j = 0, n - 1 do
     local a = first + j * 10
     local id, qi, uk = args[a + 1], tonumber(args[a + 2]), args[a + 8]
     local base = bases[qi]
+    local k = known[qi]
     local existing = false
-    if uk ~= '' then
+    if k[id] then
+      existing = id
+    elseif uk ~= '' then
       local other = unique_holder(base, uk)
       if other then
-        local st = redis.call('HGET', job_key(base, other), 'state')
+        local st = k[other]
+        if st == nil then
+          local v = redis.call('HGET', base .. 'v2:states', other)
+          st = v and string.match(v, '^%Z*') or false
+          k[other] = st
+        end
         if st == 'scheduled' or st == 'pending' or st == 'running' then
           existing = other
         end
@@ -226,45 +358,110 @@ local function store_jobs(bases, names, now, channel, args, first)
       local priority, run_at, member = args[a + 5], args[a + 6], args[a + 9]
       local state = 'scheduled'
       if member ~= '' then state = 'pending' end
-      local key = base .. 'job:' .. id
-      -- A small hash is a listpack, searched field by field from the front:
-      -- state (read or written three times per drained job) goes first,
-      -- then what a claim reads, and id and queue, which only HGETALL
-      -- reads, last.
-      if uk == '' then
-        redis.call('HSET', key, 'state', state, 'kind', args[a + 3], 'payload', args[a + 4], 'priority', priority,
-          'max_attempts', args[a + 7], 'run_at', run_at, 'created_at', now, 'id', id, 'queue', names[qi])
-      else
-        redis.call('HSET', key, 'state', state, 'kind', args[a + 3], 'payload', args[a + 4], 'priority', priority,
-          'max_attempts', args[a + 7], 'run_at', run_at, 'created_at', now, 'id', id, 'queue', names[qi],
-          'unique_key', uk)
+      k[id] = state
+      local t = bodies[qi]
+      t[#t + 1] = id
+      t[#t + 1] = args[a + 3] .. '\0' .. args[a + 4] .. '\0' .. priority .. '\0' .. args[a + 7] .. '\0' .. now .. '\0'
+        .. args[a + 10]
+      t = states[qi]
+      t[#t + 1] = id
+      t[#t + 1] = state .. '\0' .. '0\0' .. run_at .. '\0' .. uk .. '\0\0\0\0'
+      if uk ~= '' then
         redis.call('HSET', base .. 'unique', uk, id)
-      end
-      if args[a + 10] ~= '' then
-        redis.call('HSET', key, 'trace', args[a + 10])
       end
       if member ~= '' then
         woke = true
-        local t = ready[qi]
+        t = ready[qi]
         t[#t + 1] = fmt(-tonumber(priority))
         t[#t + 1] = member
       else
-        local t = scheduled[qi]
+        t = scheduled[qi]
         t[#t + 1] = run_at
         t[#t + 1] = id
       end
-      local t = ids[qi]
+      t = ids[qi]
       t[#t + 1] = '0'
       t[#t + 1] = id
     end
   end
   for q = 1, #bases do
-    zadd_chunked(bases[q] .. 'ready', ready[q])
-    zadd_chunked(bases[q] .. 'scheduled', scheduled[q])
-    zadd_chunked(bases[q] .. 'ids', ids[q])
+    local base = bases[q]
+    hset_chunked(base .. 'v2:jobs', bodies[q])
+    hset_chunked(base .. 'v2:states', states[q])
+    zadd_chunked(base .. 'v2:ready', ready[q])
+    zadd_chunked(base .. 'v2:scheduled', scheduled[q])
+    zadd_chunked(base .. 'v2:ids', ids[q])
   end
   if woke then
     redis.call('PUBLISH', channel, '1')
   end
   return result
+end
+
+-- Carries up to `batch` jobs of the queue at `base` over from the layout
+-- before v2 (a hash per job, `<base>job:<id>`, listed in `<base>ids`) and
+-- returns how many it looked at; once none is left it deletes that
+-- layout's indexes. A job whose index score cannot be computed goes to
+-- Dead with the reason; a job the v2 layout holds already keeps that copy.
+local function migrate_legacy(base, batch, now)
+  local legacy = redis.call('ZRANGE', base .. 'ids', '0', fmt(batch - 1))
+  for _, id in ipairs(legacy) do
+    local key = base .. 'job:' .. id
+    local flat = redis.call('HGETALL', key)
+    if #flat > 0 and redis.call('HEXISTS', base .. 'v2:states', id) == 0 then
+      local h = {}
+      for i = 1, #flat, 2 do h[flat[i]] = flat[i + 1] end
+      local b = { kind = h.kind or '', payload = h.payload or '', priority = h.priority or '',
+        max_attempts = h.max_attempts or '', created_at = h.created_at or '', trace = h.trace or '' }
+      write_body(base, id, b)
+      local st = { state = h.state or '', attempts = h.attempts or '0', run_at = h.run_at or '',
+        unique_key = h.unique_key or '', lease_expires_at = h.lease_expires_at or '', lease_token = h.lease_token or '',
+        lease_worker = h.lease_worker or '', finished_at = h.finished_at or '' }
+      if st.state ~= 'running' then clear_lease(st) end
+      write_state(base, id, st)
+      if h.errors and h.errors ~= '' then
+        redis.call('HSET', base .. 'v2:errors', id, h.errors)
+      end
+      redis.call('ZADD', base .. 'v2:ids', '0', id)
+      local why
+      if st.state == 'pending' then
+        if int(b.priority) and int(st.run_at) then
+          redis.call('ZADD', base .. 'v2:ready', fmt(-int(b.priority)), ready_member(int(st.run_at), id))
+        else
+          why = int(b.priority) and unusable('run_at', st.run_at) or unusable('priority', b.priority)
+        end
+      elseif st.state == 'scheduled' then
+        if int(st.run_at) then
+          redis.call('ZADD', base .. 'v2:scheduled', st.run_at, id)
+        else
+          why = unusable('run_at', st.run_at)
+        end
+      elseif st.state == 'running' then
+        if int(st.lease_expires_at) then
+          redis.call('ZADD', base .. 'v2:leases', st.lease_expires_at, id)
+        else
+          why = unusable('lease_expires_at', st.lease_expires_at)
+        end
+      elseif st.state == 'completed' or st.state == 'dead' or st.state == 'cancelled' then
+        if int(st.finished_at) then
+          redis.call('ZADD', done_key(base, st.state), st.finished_at, id)
+        else
+          why = unusable('finished_at', st.finished_at)
+        end
+      else
+        why = 'field state ' .. cjson.encode(st.state) .. ' is unknown'
+      end
+      if why then
+        bury_corrupt(base, id, st, int(st.attempts), now,
+          'job ' .. id .. ' is corrupt in storage: ' .. why .. ' (found when it was carried over to layout v2)')
+      end
+    end
+    redis.call('DEL', key)
+    redis.call('ZREM', base .. 'ids', id)
+  end
+  if #legacy < batch then
+    redis.call('DEL', base .. 'ready', base .. 'scheduled', base .. 'leases', base .. 'done:completed',
+      base .. 'done:dead', base .. 'done:cancelled')
+  end
+  return #legacy
 end

@@ -13,30 +13,18 @@
 -- outcome needs them, max_attempts or priority) is not an integer moves it
 -- to Dead with that reason.
 --
--- Per acked job this costs one HMGET and one HSET; the index moves (out of
--- leases, into done:<state>) are collected and written once per queue at
--- the end. The lease fields are left in the hash: they mean nothing once the
--- state is not running (see clear_lease in common.lua).
+-- Acks, the hot path, cost no command of their own: the batch's states
+-- are read with one HMGET per queue, and the new states and the index
+-- moves (out of leases, into done:completed) written once per queue at the
+-- end. Items are applied in order: a job already finished by an earlier
+-- item of the batch is no longer Running for a later one.
 
+local find, sub = string.find, string.sub
 local now = tonumber(ARGV[1])
 local now_s = ARGV[1]
 local out = {}
 local woke = false
--- per queue index: ids leaving leases; per queue index and state: ZADD args
-local unleased, done = {}, {}
-for q = 1, #KEYS do
-  unleased[q] = {}
-  done[q] = { completed = {}, dead = {} }
-end
-
-local function finish(base, qi, key, id, state, uk)
-  redis.call('HSET', key, 'state', state, 'finished_at', now_s)
-  local t = done[qi][state]
-  t[#t + 1] = now_s
-  t[#t + 1] = id
-  unique_release(base, uk, id)
-  return state
-end
+local n = (#ARGV - 2) / 6
 
 -- queue index as sent -> number, so no item pays for a tonumber (strtod)
 local index = {}
@@ -44,65 +32,110 @@ for q = 1, #KEYS do
   index[fmt(q)] = q
 end
 
-local n = (#ARGV - 2) / 6
+-- per queue index: the batch's ids, then id -> state value as stored
+local asked, cur = {}, {}
+for q = 1, #KEYS do
+  asked[q], cur[q] = {}, {}
+end
+for j = 0, n - 1 do
+  local a = 2 + j * 6
+  local t = asked[index[ARGV[a + 1]]]
+  t[#t + 1] = ARGV[a + 2]
+end
+for q = 1, #KEYS do
+  if #asked[q] > 0 then
+    local values = hmget_chunked(KEYS[q] .. 'v2:states', asked[q])
+    local c = cur[q]
+    for i, id in ipairs(asked[q]) do
+      c[id] = values[i]
+    end
+  end
+end
+
+-- per queue index: ids leaving leases, ZADD arguments of done:completed,
+-- HSET arguments of the acked jobs' states
+local unleased, completed, acked = {}, {}, {}
+for q = 1, #KEYS do
+  unleased[q], completed[q], acked[q] = {}, {}, {}
+end
+
 for j = 0, n - 1 do
   local a = 2 + j * 6
   local qi = index[ARGV[a + 1]]
   local base, id, token = KEYS[qi], ARGV[a + 2], ARGV[a + 3]
   local outcome = ARGV[a + 4]
-  local key = base .. 'job:' .. id
-  local f = redis.call('HMGET', key, 'state', 'lease_token', 'unique_key')
-  if f[1] ~= 'running' or f[2] ~= token then
+  local v = cur[qi][id]
+  -- the NULs ending state, attempts, run_at, unique_key, lease_expires_at
+  -- and lease_token: plain finds, several times cheaper than a Lua pattern
+  local p1 = v and find(v, '\0', 1, true)
+  local p2 = p1 and sub(v, 1, p1 - 1) == 'running' and find(v, '\0', p1 + 1, true)
+  local p3 = p2 and find(v, '\0', p2 + 1, true)
+  local p4 = p3 and find(v, '\0', p3 + 1, true)
+  local p5 = p4 and find(v, '\0', p4 + 1, true)
+  local p6 = p5 and find(v, '\0', p5 + 1, true)
+  if not p6 or sub(v, p5 + 1, p6 - 1) ~= token then
     out[j + 1] = 'lost'
   else
-    local uk = f[3]
     local l = unleased[qi]
     l[#l + 1] = id
-    local state
     if outcome == 'ack' then
-      state = finish(base, qi, key, id, 'completed', uk)
+      local uk = sub(v, p3 + 1, p4 - 1)
+      v = 'completed\0' .. sub(v, p1 + 1, p4) .. '\0\0\0' .. now_s
+      cur[qi][id] = v
+      local t = acked[qi]
+      t[#t + 1] = id
+      t[#t + 1] = v
+      t = completed[qi]
+      t[#t + 1] = now_s
+      t[#t + 1] = id
+      unique_release(base, uk, id)
+      out[j + 1] = 'completed'
     else
-      local g = redis.call('HMGET', key, 'attempts', 'max_attempts', 'priority')
-      local attempts, max_attempts, priority = int(g[1] or 0), int(g[2]), int(g[3])
+      local st = read_state(base, id)
+      local b = read_body(base, id)
+      local done_attempts, max_attempts, priority = int(st.attempts), int(b.max_attempts), int(b.priority)
       local message, delay = ARGV[a + 5], tonumber(ARGV[a + 6])
       local why
-      if not attempts then
-        why = unusable('attempts', g[1])
+      if not done_attempts then
+        why = unusable('attempts', st.attempts)
       elseif outcome == 'retry' and not max_attempts then
-        why = unusable('max_attempts', g[2])
+        why = unusable('max_attempts', b.max_attempts)
       elseif outcome ~= 'fail' and not priority then
-        why = unusable('priority', g[3])
+        why = unusable('priority', b.priority)
       end
+      local new
       if why then
         -- see int() in common.lua: the outcome cannot be applied as asked
         local reason = 'job ' .. id .. ' is corrupt in storage: ' .. why .. ' (found when its ' .. outcome
           .. ' was recorded)'
         if message ~= '' then reason = reason .. ': ' .. message end
-        append_error(key, attempts or 0, now, reason)
-        state = finish(base, qi, key, id, 'dead', uk)
+        new = bury_corrupt(base, id, st, done_attempts or 0, now, reason)
       elseif outcome == 'retry' then
-        append_error(key, attempts, now, message)
-        if attempts >= max_attempts then
-          state = finish(base, qi, key, id, 'dead', uk)
+        append_error(base, id, done_attempts, now, message)
+        if done_attempts >= max_attempts then
+          new = make_terminal(base, id, st, 'dead', now)
         else
-          state = requeue(base, key, id, priority, now, delay)
+          new = requeue(base, id, st, priority, now, delay)
         end
       elseif outcome == 'fail' then
-        append_error(key, attempts, now, message)
-        state = finish(base, qi, key, id, 'dead', uk)
+        append_error(base, id, done_attempts, now, message)
+        new = make_terminal(base, id, st, 'dead', now)
       else
-        redis.call('HINCRBY', key, 'attempts', -1)
-        state = requeue(base, key, id, priority, now, delay)
+        -- a release gives the attempt back
+        st.attempts = fmt(done_attempts - 1)
+        new = requeue(base, id, st, priority, now, delay)
       end
+      cur[qi][id] = pack_state(st)
+      if new == 'pending' then woke = true end
+      out[j + 1] = new
     end
-    if state == 'pending' then woke = true end
-    out[j + 1] = state
   end
 end
 for q = 1, #KEYS do
-  zrem_chunked(KEYS[q] .. 'leases', unleased[q])
-  zadd_chunked(done_key(KEYS[q], 'completed'), done[q].completed)
-  zadd_chunked(done_key(KEYS[q], 'dead'), done[q].dead)
+  local base = KEYS[q]
+  hset_chunked(base .. 'v2:states', acked[q])
+  zrem_chunked(base .. 'v2:leases', unleased[q])
+  zadd_chunked(done_key(base, 'completed'), completed[q])
 end
 if woke then
   redis.call('PUBLISH', ARGV[2], '1')

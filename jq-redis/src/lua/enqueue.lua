@@ -3,7 +3,6 @@
 -- KEYS[q]  base of the q-th queue of the batch ("<prefix>:{<prefix>:<queue>}:")
 -- ARGV[1]  now (microseconds): created_at of every job
 -- ARGV[2]  wake-up channel (PUBLISHed once when a job became Pending)
--- ARGV[3]  queue names, one per KEYS entry, separated by "\n"
 -- then 10 values per job, all computed by the client so that the loop below
 -- only moves strings:
 --   id (32 hex), queue index (1-based into KEYS), kind, payload, priority
@@ -11,13 +10,8 @@
 --   max_attempts, unique key ("" = none), ready member (the job's member of
 --   the ready set when it is Pending, i.e. run_at <= now; "" when it is
 --   Scheduled), trace (the enqueuing span's W3C context; "" = none)
--- attempts (0) and errors (none) are left out of new hashes: absent means
--- that, and every field written per job costs on the hot path.
--- Returns one value per job: "" when stored, else the id of the live job of
--- the same queue with the same unique key (nothing stored for it).
+-- Returns one value per job: "" when stored, else the id answered instead
+-- (nothing stored for it): its own when the queue holds that id already
+-- (a resend), or the live job of the same queue with the same unique key.
 
-local names = {}
-for name in string.gmatch(ARGV[3], '[^\n]+') do
-  names[#names + 1] = name
-end
-return store_jobs(KEYS, names, ARGV[1], ARGV[2], ARGV, 3)
+return store_jobs(KEYS, ARGV[1], ARGV[2], ARGV, 2)

@@ -22,7 +22,7 @@ if ARGV[7] == '' then
 else
   if cur[1] ~= ARGV[7] or (cur[2] or '') ~= ARGV[8] then return {0} end
 end
-local result = store_jobs({KEYS[2]}, {ARGV[3]}, ARGV[1], ARGV[2], ARGV, 11)
+local result = store_jobs({KEYS[2]}, ARGV[1], ARGV[2], ARGV, 11)
 local last = false
 local n = #result
 if n > 0 then

@@ -13,13 +13,13 @@ local n = (#ARGV - 2) / 3
 for j = 0, n - 1 do
   local a = 2 + j * 3
   local base, id, token = KEYS[tonumber(ARGV[a + 1])], ARGV[a + 2], ARGV[a + 3]
-  local key = job_key(base, id)
-  local f = redis.call('HMGET', key, 'state', 'lease_token')
-  if f[1] ~= 'running' or f[2] ~= token then
+  local st = read_state(base, id)
+  if not st or st.state ~= 'running' or st.lease_token ~= token then
     lost[#lost + 1] = id
   else
-    redis.call('HSET', key, 'lease_expires_at', expires)
-    redis.call('ZADD', base .. 'leases', expires, id)
+    st.lease_expires_at = expires
+    write_state(base, id, st)
+    redis.call('ZADD', base .. 'v2:leases', expires, id)
   end
 end
 return lost

@@ -6,7 +6,7 @@
 -- ARGV[3]  state filter ("" = any)
 -- ARGV[4]  kind filter ("" = any)
 -- ARGV[5]  scan budget: at most this many ids are examined per call
--- Returns { jobs (HGETALL replies), cursor }: cursor is "" when the queue
+-- Returns { jobs (job_fields arrays), cursor }: cursor is "" when the queue
 -- was exhausted, else the last id examined (call again after it).
 
 local base = KEYS[1]
@@ -19,15 +19,14 @@ local scanned = 0
 local last = ''
 while #out < limit and scanned < budget do
   local chunk = math.min(500, budget - scanned)
-  local ids = redis.call('ZRANGEBYLEX', base .. 'ids', from, '+', 'LIMIT', 0, chunk)
+  local ids = redis.call('ZRANGEBYLEX', base .. 'v2:ids', from, '+', 'LIMIT', 0, chunk)
   for _, id in ipairs(ids) do
     scanned = scanned + 1
     last = id
-    local key = job_key(base, id)
-    local f = redis.call('HMGET', key, 'state', 'kind')
-    if (state == '' or f[1] == state) and (kind == '' or f[2] == kind) then
-      local h = redis.call('HGETALL', key)
-      if #h > 0 then out[#out + 1] = h end
+    local st = redis.call('HGET', base .. 'v2:states', id)
+    if st and (state == '' or string.match(st, '^%Z*') == state)
+      and (kind == '' or string.match(redis.call('HGET', base .. 'v2:jobs', id) or '', '^%Z*') == kind) then
+      out[#out + 1] = job_fields(base, id)
       if #out >= limit then return { out, last } end
     end
   end

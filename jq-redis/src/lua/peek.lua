@@ -15,14 +15,14 @@ local base = KEYS[1]
 local now = tonumber(ARGV[1])
 local limit = tonumber(ARGV[2])
 local out = {}
-local due = redis.call('ZRANGEBYSCORE', base .. 'scheduled', '-inf', now, 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[3]))
+local due = redis.call('ZRANGEBYSCORE', base .. 'v2:scheduled', '-inf', now, 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[3]))
 for i = 1, #due, 2 do
-  local priority = redis.call('HGET', job_key(base, due[i]), 'priority')
+  local priority = int(read_body(base, due[i]).priority)
   if priority then
     out[#out + 1] = { -tonumber(priority), ready_member(tonumber(due[i + 1]), due[i]) }
   end
 end
-local top = redis.call('ZRANGE', base .. 'ready', 0, limit - 1, 'WITHSCORES')
+local top = redis.call('ZRANGE', base .. 'v2:ready', 0, limit - 1, 'WITHSCORES')
 for i = 1, #top, 2 do
   out[#out + 1] = { tonumber(top[i + 1]), top[i] }
 end

@@ -8,13 +8,20 @@
 
 local base = KEYS[1]
 local now = tonumber(ARGV[1])
-local due = redis.call('ZRANGEBYSCORE', base .. 'scheduled', '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
+local due = redis.call('ZRANGEBYSCORE', base .. 'v2:scheduled', '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
 for _, id in ipairs(due) do
-  local key = job_key(base, id)
-  local f = redis.call('HMGET', key, 'priority', 'run_at')
-  redis.call('ZREM', base .. 'scheduled', id)
-  if f[1] and f[2] then
-    make_pending(base, key, id, f[1], tonumber(f[2]))
+  redis.call('ZREM', base .. 'v2:scheduled', id)
+  local st = read_state(base, id)
+  if st then
+    local priority, run_at = int(read_body(base, id).priority), int(st.run_at)
+    if priority and run_at then
+      make_pending(base, id, st, priority, run_at)
+    else
+      local reason = 'job ' .. id .. ' is corrupt in storage: '
+        .. (priority and unusable('run_at', st.run_at) or unusable('priority', read_body(base, id).priority))
+        .. ' (found when it was due)'
+      bury_corrupt(base, id, st, int(st.attempts), now, reason)
+    end
   end
 end
 if #due > 0 then

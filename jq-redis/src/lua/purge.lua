@@ -10,9 +10,11 @@
 local base = KEYS[1]
 local done = done_key(base, ARGV[1])
 local ids = redis.call('ZRANGEBYSCORE', done, '-inf', '(' .. ARGV[2], 'LIMIT', 0, tonumber(ARGV[3]))
-for _, id in ipairs(ids) do
-  redis.call('DEL', job_key(base, id))
-  redis.call('ZREM', done, id)
-  redis.call('ZREM', base .. 'ids', id)
+if #ids > 0 then
+  for _, key in ipairs({ 'v2:jobs', 'v2:states', 'v2:errors' }) do
+    call_chunked('HDEL', base .. key, ids)
+  end
+  zrem_chunked(done, ids)
+  zrem_chunked(base .. 'v2:ids', ids)
 end
 return #ids

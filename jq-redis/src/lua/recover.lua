@@ -1,14 +1,17 @@
 -- recover.lua: hands back up to `batch` jobs of one queue whose lease
 -- expired: Pending (run_at now) with attempts left, else Dead, with a
--- "lease expired" error for the lost attempt.
+-- "lease expired" error for the lost attempt. It also carries over a batch
+-- of jobs a producer of the layout before v2 stored (migrate_legacy in
+-- common.lua): maintenance runs it on every queue, so such jobs reach the
+-- workers without anyone asking, at one EXISTS per pass when there are none.
 --
 -- KEYS[1]  base of the queue
 -- ARGV[1]  now (microseconds)
 -- ARGV[2]  batch size (the caller calls again while a full batch was seen)
 -- ARGV[3]  wake-up channel (PUBLISHed when a job became Pending)
--- Returns { jobs recovered, lease entries examined, reasons }: reasons
--- lists, for each job that went to Dead because its hash is corrupt, why
--- (the caller logs them).
+-- Returns { jobs recovered, lease entries examined (or legacy jobs carried
+-- over, when more), reasons }: reasons lists, for each job that went to
+-- Dead because its fields are corrupt, why (the caller logs them).
 --
 -- The guard (state Running and lease_expires_at <= now) is checked in the
 -- same script as the write, so a job a concurrent ack just finished is never
@@ -20,55 +23,61 @@
 
 local base = KEYS[1]
 local now = tonumber(ARGV[1])
-local expired = redis.call('ZRANGEBYSCORE', base .. 'leases', '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
+local batch = tonumber(ARGV[2])
+local carried = 0
+if redis.call('EXISTS', base .. 'ids') == 1 then
+  carried = migrate_legacy(base, batch, now)
+end
+local expired = redis.call('ZRANGEBYSCORE', base .. 'v2:leases', '-inf', ARGV[1], 'LIMIT', '0', ARGV[2])
 local moved = 0
-local woke = false
+local woke = carried > 0
 local reasons = {}
 for _, id in ipairs(expired) do
-  local key = job_key(base, id)
-  local f = redis.call('HMGET', key, 'state', 'lease_expires_at', 'attempts', 'max_attempts', 'priority', 'lease_worker')
-  if f[1] ~= 'running' then
+  local st = read_state(base, id)
+  if not st or st.state ~= 'running' then
     -- a stale index entry: the job is no longer Running
-    redis.call('ZREM', base .. 'leases', id)
+    redis.call('ZREM', base .. 'v2:leases', id)
   else
-    local expires, attempts, max_attempts, priority = int(f[2]), int(f[3] or 0), int(f[4]), int(f[5])
+    local b = read_body(base, id)
+    local expires, attempts, max_attempts, priority = int(st.lease_expires_at), int(st.attempts), int(b.max_attempts),
+      int(b.priority)
     local why
     if not expires then
-      why = unusable('lease_expires_at', f[2])
+      why = unusable('lease_expires_at', st.lease_expires_at)
     elseif not attempts then
-      why = unusable('attempts', f[3])
+      why = unusable('attempts', st.attempts)
     elseif not max_attempts then
-      why = unusable('max_attempts', f[4])
+      why = unusable('max_attempts', b.max_attempts)
     elseif not priority then
-      why = unusable('priority', f[5])
+      why = unusable('priority', b.priority)
     end
     if why then
-      -- The index says the lease expired; the hash cannot say otherwise.
+      -- The index says the lease expired; the state cannot say otherwise.
       local reason = 'job ' .. id .. ' is corrupt in storage: ' .. why .. ' (found when its lease expired)'
-      redis.call('ZREM', base .. 'leases', id)
-      clear_lease(key)
-      bury_corrupt(base, key, id, attempts, now, reason)
+      redis.call('ZREM', base .. 'v2:leases', id)
+      bury_corrupt(base, id, st, attempts, now, reason)
       reasons[#reasons + 1] = reason
       moved = moved + 1
     elseif expires <= now then
-      redis.call('ZREM', base .. 'leases', id)
-      clear_lease(key)
-      append_error(key, attempts, now,
-        'lease expired (worker ' .. (f[6] or '?') .. ' did not finish or heartbeat in time)')
+      redis.call('ZREM', base .. 'v2:leases', id)
+      local worker = st.lease_worker
+      if worker == '' then worker = '?' end
+      append_error(base, id, attempts, now,
+        'lease expired (worker ' .. worker .. ' did not finish or heartbeat in time)')
       if attempts >= max_attempts then
-        make_terminal(base, key, id, 'dead', now)
+        make_terminal(base, id, st, 'dead', now)
       else
-        make_pending(base, key, id, priority, now)
+        make_pending(base, id, st, priority, now)
         woke = true
       end
       moved = moved + 1
     else
-      -- the index was behind the hash (cannot happen through jq); repair it
-      redis.call('ZADD', base .. 'leases', fmt(expires), id)
+      -- the index was behind the state (cannot happen through jq); repair it
+      redis.call('ZADD', base .. 'v2:leases', fmt(expires), id)
     end
   end
 end
 if woke then
   redis.call('PUBLISH', ARGV[3], '1')
 end
-return { moved, #expired, reasons }
+return { moved, math.max(#expired, carried), reasons }

@@ -9,23 +9,21 @@
 -- and max_attempts becomes at least attempts + 1.
 
 local base, now, id = KEYS[1], tonumber(ARGV[1]), ARGV[2]
-local key = job_key(base, id)
-local f = redis.call('HMGET', key, 'state', 'attempts', 'max_attempts', 'priority', 'unique_key')
-if not f[1] then return 'notfound' end
-if f[1] ~= 'dead' then return f[1] end
-local attempts, max_attempts = tonumber(f[2] or 0), tonumber(f[3])
+local st = read_state(base, id)
+if not st then return 'notfound' end
+if st.state ~= 'dead' then return st.state end
+local b = read_body(base, id)
+local attempts, max_attempts = int(st.attempts) or 0, int(b.max_attempts) or 0
 redis.call('ZREM', done_key(base, 'dead'), id)
-redis.call('HDEL', key, 'finished_at')
-clear_lease(key)
-if max_attempts < attempts + 1 then
-  redis.call('HSET', key, 'max_attempts', fmt(attempts + 1))
+if max_attempts < attempts + 1 and b.kind then
+  b.max_attempts = fmt(attempts + 1)
+  write_body(base, id, b)
 end
-make_pending(base, key, id, f[4], now)
+make_pending(base, id, st, int(b.priority) or 0, now)
 -- the job is live again: it holds its unique key again, shared with any
 -- newer live job that took it meanwhile
-local uk = f[5]
-if uk and uk ~= '' then
-  unique_take(base, uk, id)
+if st.unique_key ~= '' then
+  unique_take(base, st.unique_key, id)
 end
 redis.call('PUBLISH', ARGV[3], '1')
 return 'ok'

@@ -55,6 +55,28 @@ pub async fn enqueue_stores_every_field<H: Harness>(h: &H) {
     assert!(storage.enqueue(Vec::new()).await.expect("empty batch").is_empty());
 }
 
+/// A batch sent again (its answer was lost) stores nothing twice: each job
+/// whose id is stored already is answered with that id and left as it is,
+/// Running under its lease or finished, and the rest of the batch is stored.
+pub async fn resent_enqueue_stores_nothing_twice<H: Harness>(h: &H) {
+    let clock = manual_clock();
+    let storage = h.connect(clock.clock()).await;
+    let first = vec![build(builder("q", 0), &clock), build(builder("q", 1), &clock)];
+    enqueue_all(&storage, first.clone()).await;
+    let running = claim_one(&storage, "q", "w").await;
+    let done = claim_one(&storage, "q", "w").await;
+    storage.ack(lease(&done)).await.expect("ack");
+
+    clock.advance(Duration::from_secs(1));
+    let fresh = build(builder("q", 2), &clock);
+    let again = vec![first[0].clone(), fresh.clone(), first[1].clone()];
+    enqueue_all(&storage, again).await;
+    assert_eq!(get(&storage, running.id).await, running, "a Running job is left under its lease");
+    assert_eq!(get(&storage, done.id).await.state, State::Completed, "a finished job is not run again");
+    assert_eq!(stats(&storage).await.total(State::Pending), 1, "only the new job is Pending");
+    assert_eq!(claim(&storage, &["q"], 10, "w").await.iter().map(|j| j.id).collect::<Vec<_>>(), vec![fresh.id]);
+}
+
 /// A unique key deduplicates against live jobs of the same queue, stored or
 /// earlier in the same batch; a finished job or another queue does not count.
 pub async fn unique_keys<H: Harness>(h: &H) {
