@@ -27,15 +27,16 @@
 # Redis (JQ_REDIS_HOST/JQ_REDIS_PORT, default 127.0.0.1:6379): keys under
 # `jq_raw_limits:`, deleted at the end.
 #   - unpipelined PING/s from one client: the floor under any awaited call;
-#   - pipelined HSET/s creating new 9-field hashes (a job's hash), ZADD/s
-#     into one sorted set: the ceiling of jq's batch enqueue with one hash
-#     per job;
+#   - pipelined HSET/s creating new 9-field hashes (a job's hash before
+#     jq's layout v2), ZADD/s into one sorted set: what a batch enqueue's
+#     writes cost without Lua;
 #   - server time of an empty EVALSHA;
 #   - the drain's commands as plain pipelined commands, no Lua (20,000 jobs
-#     in batches of 128, as the bench's drain claims): ZPOPMIN; per job
-#     HGETALL and the HSET that leases it; one ZADD into the lease set; per
-#     job the HMGET that checks the lease and the HSET that completes it;
-#     one ZREM and one ZADD into the completed set. Server CPU per job
+#     in batches of 128, as the bench's drain claims), in two layouts (see
+#     redis_drain_files): ZPOPMIN; the reads and the write that lease the
+#     batch; one ZADD into the lease set; the reads that check the leases
+#     and the write that completes them; one ZREM and one ZADD into the
+#     completed set. Server CPU per job
 #     (`INFO cpu`) and the rate it allows: the floor under jq's Lua claim
 #     and completion, compared with `server_cost`'s drain pass.
 set -euo pipefail
@@ -234,10 +235,11 @@ resp() {
 }
 
 # The drain's commands without Lua (see the header), in one of two layouts:
-#   hash     jq's: a hash per job, the lease and the outcome written into it;
-#   columns  what a layout with one hash per queue for the jobs' bodies and
-#            one for their state (attempts, lease, outcome packed in one
-#            value) would send: the same work in a few commands per batch.
+#   hash     jq's before layout v2: a hash per job, the lease and the outcome
+#            written into it, commands per job;
+#   columns  jq's layout v2 in outline: one hash per queue for the jobs'
+#            bodies and one for their state (attempts, lease, outcome packed
+#            in one value), so a few commands per batch.
 # Writes the loading commands of redis_raw_drain (load.resp) and the
 # drain's (drain.resp), in RESP, into directory `dir`.
 redis_drain_files() { # layout dir

@@ -10,8 +10,8 @@
 #   bash scripts/redis-instructions.sh           # claims of 128, as the bench's drain
 #   bash scripts/redis-instructions.sh 16        # or another claim size
 #   JQ_TOP=25 bash scripts/redis-instructions.sh # also the 25 costliest functions
-#   bash scripts/redis-instructions.sh raw hash  # the floor: raw-limits.sh's drain
-#                                                # commands without Lua (hash or columns)
+#   bash scripts/redis-instructions.sh raw columns  # the floor: raw-limits.sh's drain commands
+#                                                   # without Lua, layout v2 in outline (or hash: before v2)
 #
 # Needs valgrind and the redis-server binary (both from Debian's packages).
 # The scratch server listens on JQ_CG_PORT (default 6390), keeps nothing on
@@ -20,7 +20,7 @@
 set -euo pipefail
 
 batch="${1:-128}"
-layout="${2:-hash}"
+layout="${2:-columns}"
 port="${JQ_CG_PORT:-6390}"
 top="${JQ_TOP:-0}"
 jobs=20000

@@ -40,7 +40,7 @@
 //! their states with one `HSET`, and an ack batch the same: with a hash per
 //! job (the layout before v2, `P:{P:Q}:job:<id>` listed in `P:{P:Q}:ids`)
 //! each job cost commands of its own, and the server spent about 120,000
-//! instructions per drained job against about 52,000 now
+//! instructions per drained job against about 80,000 now
 //! (`scripts/redis-instructions.sh`, BENCHMARKS.md). The job layout's keys
 //! carry its version, so a worker of an older jq finds the queues empty
 //! instead of popping jobs it cannot read. `RedisStorage::connect` carries a

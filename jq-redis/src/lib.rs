@@ -81,18 +81,21 @@
 //!
 //! Redis runs the scripts on one thread, so the server's time per job is what
 //! limits throughput: every `redis.call` costs about 1 to 3 microseconds on a
-//! small machine whatever it does. The scripts therefore make as few calls
-//! per job as they can: enqueue one `HSET` per job and one bulk `ZADD` per
-//! index; claim one `HMGET` and one `HSET` per job (the client adds what it
-//! sent: id, queue, state, lease); ack one `HMGET` and one `HSET` per job,
-//! the index moves in bulk at the end. The lease fields are left in a hash
-//! once the job stops running (readers ignore them then; the next claim
-//! overwrites them), which saves an `HDEL` per completion. Everything that
-//! does not depend on stored data (run_at, Pending or Scheduled, the ready
-//! member, the lease expiry) is computed by the client. Enqueue re-adds a
-//! queue to the registry at most once a second per handle rather than on
-//! every call. `examples/server_cost.rs` reads the server's own accounting
-//! per operation.
+//! small machine whatever it does, and each string it hands Lua is
+//! interned. The scripts therefore make as few calls per job as they can:
+//! a queue's jobs are fields of three hashes (see [`keys`]), so a claim of
+//! 128 jobs reads them with one `HMGET` per hash and leases them with one
+//! `HSET`, an ack batch reads the states with one `HMGET` and writes them
+//! with one `HSET`, and every index moves in bulk. The lease fields are left
+//! in a job's state once it stops running (readers ignore them then; the
+//! next claim overwrites them). Everything that does not depend on stored
+//! data (run_at, Pending or Scheduled, the ready member, the lease expiry)
+//! is computed by the client, and numbers reach `redis.call` as strings
+//! (a Lua number is formatted with `%.17g`). Enqueue re-adds a queue to
+//! the registry at most once a second per handle rather than on every call.
+//! `examples/server_cost.rs` reads the server's own accounting per
+//! operation; `scripts/redis-instructions.sh` counts its instructions per
+//! job, a figure that repeats across sittings.
 
 mod admin;
 mod claim;
