@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Counts the instructions a Redis server executes per drained job: a scratch
 # redis-server runs under valgrind's callgrind, `server_cost --drain N
-# --gate` enqueues 20,000 jobs into it, and instrumentation is switched on
+# --gate` enqueues 20,000 jobs (JQ_JOBS) into it, and instrumentation is switched on
 # only around the pass that claims (N per claim) and acknowledges them.
 # Unlike the server's CPU time, the count repeats from one sitting to the
 # next and whatever else the machine runs (a few tenths of a percent apart),
@@ -10,6 +10,7 @@
 #   bash scripts/redis-instructions.sh           # claims of 128, as the bench's drain
 #   bash scripts/redis-instructions.sh 16        # or another claim size
 #   JQ_TOP=25 bash scripts/redis-instructions.sh # also the 25 costliest functions
+#   JQ_JOBS=400 bash scripts/redis-instructions.sh # a small queue (default 20,000 jobs)
 #   bash scripts/redis-instructions.sh raw columns  # the floor: raw-limits.sh's drain commands
 #                                                   # without Lua, layout v2 in outline (or hash: before v2)
 #
@@ -23,7 +24,7 @@ batch="${1:-128}"
 layout="${2:-columns}"
 port="${JQ_CG_PORT:-6390}"
 top="${JQ_TOP:-0}"
-jobs=20000
+jobs="${JQ_JOBS:-20000}"
 
 for tool in valgrind callgrind_control redis-server redis-cli; do
   command -v "$tool" >/dev/null || { echo "redis-instructions: $tool is missing (apt-get install valgrind redis-server)" >&2; exit 1; }
@@ -55,12 +56,12 @@ if [ "$batch" = raw ]; then
   callgrind_control -i off "$vg" >/dev/null 2>&1
   callgrind_control -d "$vg" >/dev/null 2>&1
   drain="$(total "$dir/callgrind.out.1")"
-  echo "redis-server instructions per job, $jobs jobs: the drain's commands without Lua ($layout layout, batches of 128) $((drain / jobs))"
+  echo "redis-server instructions per job, 20000 jobs (raw-limits.sh writes that many): the drain's commands without Lua ($layout layout, batches of 128) $((drain / 20000))"
   echo "profile: $dir/callgrind.out.1"
   exit 0
 fi
 
-coproc COST { JQ_REDIS_URL="redis://127.0.0.1:$port" "${CARGO_TARGET_DIR:-target}/release/examples/server_cost" --drain "$batch" --gate; }
+coproc COST { JQ_REDIS_URL="redis://127.0.0.1:$port" "${CARGO_TARGET_DIR:-target}/release/examples/server_cost" --drain "$batch" --jobs "$jobs" --gate; }
 # bash forgets a coproc's pid and descriptors once it exits: keep copies.
 cost_pid=$COST_PID
 exec {cost_out}<&"${COST[0]}" {cost_in}>&"${COST[1]}"

@@ -9,10 +9,12 @@
 //!
 //! ```text
 //! cargo run --release -p jq-redis --example server_cost
-//! cargo run --release -p jq-redis --example server_cost -- --drain 128 [--gate]
+//! cargo run --release -p jq-redis --example server_cost -- --drain 128 [--jobs N] [--gate]
 //! ```
 //!
-//! `--drain N` runs only the drain pass of N per claim. With `--gate` it
+//! `--drain N` runs only the drain pass of N per claim, over `--jobs`
+//! jobs (default 20,000; a few hundred show a small queue, whose hashes
+//! Redis keeps as listpacks searched from the front). With `--gate` it
 //! prints `ready` before enqueueing the pass's jobs, `enqueued` after, and
 //! `done` after the pass, and waits for a line on stdin after each of the
 //! first two: `scripts/redis-instructions.sh` counts the server's
@@ -85,7 +87,11 @@ async fn main() -> Result<(), BoxError> {
     let args: Vec<String> = std::env::args().collect();
     if let Some(batch) = args.iter().position(|a| a == "--drain").and_then(|i| args.get(i + 1)) {
         let gate = args.iter().any(|a| a == "--gate");
-        drain_pass(&s, &mut conn, batch.parse()?, gate).await?;
+        let jobs = match args.iter().position(|a| a == "--jobs").and_then(|i| args.get(i + 1)) {
+            Some(n) => n.parse()?,
+            None => JOBS,
+        };
+        drain_pass(&s, &mut conn, batch.parse()?, jobs, gate).await?;
         s.delete_all_keys().await?;
         return Ok(());
     }
@@ -156,7 +162,7 @@ async fn main() -> Result<(), BoxError> {
     report("claim (16 at a time)", (0, 0), claim_usec, claim_wall, done);
     report("complete (16 acks at a time)", (0, 0), complete_usec, complete_wall, done);
     for batch in [16, 128] {
-        drain_pass(&s, &mut conn, batch, false).await?;
+        drain_pass(&s, &mut conn, batch, JOBS, false).await?;
     }
     s.delete_all_keys().await?;
     Ok(())
@@ -174,7 +180,7 @@ fn gate_at(mark: &str, gate: bool) -> Result<(), BoxError> {
     Ok(())
 }
 
-/// Enqueues [`JOBS`] jobs, then claims and acks them `batch` at a time
+/// Enqueues `total` jobs, then claims and acks them `batch` at a time
 /// with the server's statistics read only before and after the whole pass,
 /// and prints what the pass cost the server per job: its CPU time, then the
 /// commands the scripts called (Redis counts those too; the rest of
@@ -184,9 +190,11 @@ async fn drain_pass(
     s: &RedisStorage,
     conn: &mut redis::aio::MultiplexedConnection,
     batch: usize,
+    total: usize,
     gate: bool,
 ) -> Result<(), BoxError> {
-    let chunks: Vec<Vec<NewJob>> = (0..JOBS / 1000).map(|_| jobs(1000)).collect::<Result<_, _>>()?;
+    let chunks: Vec<Vec<NewJob>> =
+        (0..total).step_by(1000).map(|start| jobs((total - start).min(1000))).collect::<Result<_, _>>()?;
     gate_at("ready", gate)?;
     for chunk in chunks {
         s.enqueue(chunk).await?;

@@ -34,6 +34,11 @@
 //! A job is in exactly one of `ready`, `scheduled`, `leases`, `done:*`,
 //! the one its `state` names; every script keeps that so.
 //!
+//! `v2:jobs` and `v2:states` also hold a field `""` (no id is empty) whose
+//! long value keeps them hashtables: Redis would keep a hash of a few
+//! hundred short values as a listpack and search it from the front on every
+//! lookup (`HASHTABLE` in `lua/common.lua`).
+//!
 //! # Why three hashes per queue, and the `v2:` in their names
 //!
 //! A claim of 128 jobs reads them with one `HMGET` per hash and writes

@@ -86,6 +86,36 @@ async fn enqueue_from_another_connection_wakes_the_subscriber() {
     common::drop_prefix(&prefix).await;
 }
 
+/// A queue's job hashes are hashtables from its first job, whatever Redis's
+/// listpack limits: a listpack is searched from the front on every lookup
+/// (common.lua, HASHTABLE). A purge that removes every job keeps them so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queues_job_hashes_are_hashtables_from_the_first_job() {
+    let prefix = common::prefix();
+    let clock = ManualClock::starting_now();
+    let s = common::connect(&prefix, clock.clock()).await;
+    let id = s.enqueue_one(job("q", 0).build_at(clock.now()).unwrap()).await.unwrap();
+    let mut conn = raw_conn().await;
+    let encodings = |conn: &mut redis::aio::MultiplexedConnection| {
+        let (jobs, states) = (s.keys().jobs("q"), s.keys().states("q"));
+        let mut conn = conn.clone();
+        async move {
+            let a: String = redis::cmd("OBJECT").arg("ENCODING").arg(jobs).query_async(&mut conn).await.unwrap();
+            let b: String = redis::cmd("OBJECT").arg("ENCODING").arg(states).query_async(&mut conn).await.unwrap();
+            (a, b)
+        }
+    };
+    assert_eq!(encodings(&mut conn).await, ("hashtable".to_owned(), "hashtable".to_owned()));
+    let claimed = s.claim(&request("q", 1)).await.unwrap();
+    s.complete(vec![Completion { lease: claimed[0].lease_ref().unwrap(), outcome: Outcome::Ack }]).await.unwrap();
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(s.purge(State::Completed, clock.now()).await.unwrap(), 1);
+    assert!(matches!(s.get(id).await, Err(Error::NotFound { .. })));
+    assert_eq!(encodings(&mut conn).await, ("hashtable".to_owned(), "hashtable".to_owned()));
+    assert!(s.list(&JobFilter::default()).await.unwrap().is_empty(), "the field that keeps them so is no job");
+    common::drop_prefix(&prefix).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn corrupt_hash_is_reported_as_corrupt() {
     let prefix = common::prefix();
