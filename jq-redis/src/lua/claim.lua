@@ -164,8 +164,8 @@ end
 
 -- ready and scheduled hold Pending and Scheduled jobs only (every script
 -- keeps them so), so a candidate's state is not checked. One HMGET per
--- hash reads the batch; the client adds id, queue, state and the lease,
--- which it sent.
+-- hash reads the batch, one HSET leases it; the client adds the state and
+-- the lease, which it sent.
 local find, sub = string.find, string.sub
 local rows = {}
 local head = 'running\0'
