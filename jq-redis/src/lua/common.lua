@@ -418,6 +418,16 @@ local function store_jobs(bases, now, channel, args, first)
   return result
 end
 
+-- The index of each state but Pending (whose score needs two fields), as
+-- the key after the queue's base and the state field that is its score.
+local LEGACY_INDEX = {
+  scheduled = { 'v2:scheduled', 'run_at' },
+  running = { 'v2:leases', 'lease_expires_at' },
+  completed = { 'v2:done:completed', 'finished_at' },
+  dead = { 'v2:done:dead', 'finished_at' },
+  cancelled = { 'v2:done:cancelled', 'finished_at' },
+}
+
 -- Carries up to `batch` jobs of the queue at `base` over from the layout
 -- before v2 (a hash per job, `<base>job:<id>`, listed in `<base>ids`) and
 -- returns how many it looked at; once none is left it deletes that
@@ -425,6 +435,10 @@ end
 -- Dead with the reason; a job the v2 layout holds already keeps that copy.
 local function migrate_legacy(base, batch, now)
   local legacy = redis.call('ZRANGE', base .. 'ids', '0', fmt(batch - 1))
+  if #legacy > 0 then
+    redis.call('HSETNX', base .. 'v2:jobs', '', HASHTABLE)
+    redis.call('HSETNX', base .. 'v2:states', '', HASHTABLE)
+  end
   for _, id in ipairs(legacy) do
     local key = base .. 'job:' .. id
     local flat = redis.call('HGETALL', key)
@@ -433,8 +447,6 @@ local function migrate_legacy(base, batch, now)
       for i = 1, #flat, 2 do h[flat[i]] = flat[i + 1] end
       local b = { kind = h.kind or '', payload = h.payload or '', priority = h.priority or '',
         max_attempts = h.max_attempts or '', created_at = h.created_at or '', trace = h.trace or '' }
-      redis.call('HSETNX', base .. 'v2:jobs', '', HASHTABLE)
-      redis.call('HSETNX', base .. 'v2:states', '', HASHTABLE)
       write_body(base, id, b)
       local st = { state = h.state or '', attempts = h.attempts or '0', run_at = h.run_at or '',
         unique_key = h.unique_key or '', lease_expires_at = h.lease_expires_at or '', lease_token = h.lease_token or '',
@@ -452,26 +464,15 @@ local function migrate_legacy(base, batch, now)
         else
           why = int(b.priority) and unusable('run_at', st.run_at) or unusable('priority', b.priority)
         end
-      elseif st.state == 'scheduled' then
-        if int(st.run_at) then
-          redis.call('ZADD', base .. 'v2:scheduled', st.run_at, id)
-        else
-          why = unusable('run_at', st.run_at)
-        end
-      elseif st.state == 'running' then
-        if int(st.lease_expires_at) then
-          redis.call('ZADD', base .. 'v2:leases', st.lease_expires_at, id)
-        else
-          why = unusable('lease_expires_at', st.lease_expires_at)
-        end
-      elseif st.state == 'completed' or st.state == 'dead' or st.state == 'cancelled' then
-        if int(st.finished_at) then
-          redis.call('ZADD', done_key(base, st.state), st.finished_at, id)
-        else
-          why = unusable('finished_at', st.finished_at)
-        end
       else
-        why = 'field state ' .. cjson.encode(st.state) .. ' is unknown'
+        local index = LEGACY_INDEX[st.state]
+        if not index then
+          why = 'field state ' .. cjson.encode(st.state) .. ' is unknown'
+        elseif int(st[index[2]]) then
+          redis.call('ZADD', base .. index[1], st[index[2]], id)
+        else
+          why = unusable(index[2], st[index[2]])
+        end
       end
       if why then
         bury_corrupt(base, id, st, int(st.attempts), now,
