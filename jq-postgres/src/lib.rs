@@ -39,7 +39,6 @@
 
 mod admin;
 mod claim;
-mod complete;
 mod config;
 mod control;
 mod election;
@@ -48,9 +47,10 @@ mod error;
 mod hints;
 mod listener;
 mod maintenance;
+mod periodic;
 mod row;
-mod schedule;
 mod schema;
+mod settle;
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -58,9 +58,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use jq_core::{
-    ClaimRequest, Clock, Completion, CompletionResult, Election, Fire, FireOutcome, Job, JobFilter, JobId, Leader,
-    LeaseRef, LeaseToken, NewJob, QueueInfo, QueueLimits, QueueName, Result, ScheduleInfo, State, Stats, Storage,
-    Throughput, Timestamp, WorkSignal,
+    ClaimRequest, Clock, Election, Fire, FireOutcome, Job, JobFilter, JobId, Leader, LeaseRef, LeaseToken, NewJob,
+    PeriodicInfo, QueueInfo, QueueLimits, QueueName, Result, Settled, Settlement, State, Stats, Storage, Throughput,
+    Timestamp, WorkSignal,
 };
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, Connection, PgPool, Postgres, Transaction};
@@ -221,12 +221,12 @@ impl Storage for PostgresStorage {
         claim::claim(&self.inner, request).await
     }
 
-    async fn complete(&self, batch: Vec<Completion>) -> Result<Vec<CompletionResult>> {
-        complete::complete(&self.inner, batch).await
+    async fn settle(&self, batch: Vec<Settlement>) -> Result<Vec<Settled>> {
+        settle::settle(&self.inner, batch).await
     }
 
     async fn heartbeat(&self, leases: &[LeaseRef], lease: Duration) -> Result<Vec<JobId>> {
-        complete::heartbeat(&self.inner, leases, lease).await
+        settle::heartbeat(&self.inner, leases, lease).await
     }
 
     async fn promote(&self) -> Result<u64> {
@@ -278,15 +278,15 @@ impl Storage for PostgresStorage {
     }
 
     async fn fire(&self, fire: &Fire) -> Result<FireOutcome> {
-        schedule::fire(&self.inner, fire).await
+        periodic::fire(&self.inner, fire).await
     }
 
-    async fn schedules(&self) -> Result<Vec<ScheduleInfo>> {
-        schedule::schedules(&self.inner).await
+    async fn periodic(&self) -> Result<Vec<PeriodicInfo>> {
+        periodic::list(&self.inner).await
     }
 
-    async fn request_run(&self, name: &str) -> Result<()> {
-        schedule::request_run(&self.inner, name).await
+    async fn trigger(&self, name: &str) -> Result<()> {
+        periodic::trigger(&self.inner, name).await
     }
 
     async fn set_paused(&self, queue: &QueueName, paused: bool) -> Result<()> {
