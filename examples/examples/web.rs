@@ -153,11 +153,13 @@ impl Db {
                 let (conn, client) = (conn.clone(), client.clone());
                 tokio::task::spawn_blocking(move || {
                     let mut conn = conn.lock().map_err(|_| "the database connection was poisoned")?;
-                    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+                    let mut tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
                     tx.execute("INSERT INTO orders (customer) VALUES (?1)", [&order.customer])?;
                     let id = tx.last_insert_rowid();
-                    // Synchronous on SQLite: the caller's own transaction.
-                    let job = client.enqueue_tx(&tx, SendReceipt { order: id })?;
+                    // The same call as on PostgreSQL; rusqlite is synchronous,
+                    // so the job is written now and the future is complete:
+                    // this blocking thread takes its result instead of awaiting.
+                    let job = client.enqueue_tx(&mut tx, SendReceipt { order: id }).into_inner()?;
                     for item in &order.items {
                         let added = tx.execute(
                             "INSERT INTO order_items (order_id, sku, qty) VALUES (?1, ?2, ?3)",

@@ -11,7 +11,8 @@ use std::io::{self, Write};
 use std::path::Path;
 use std::sync::Mutex;
 
-use jq_core::{JobId, LeaseToken};
+use jq_core::JobId;
+use jq_core::storage::LeaseToken;
 use serde::{Deserialize, Serialize};
 
 /// What a record marks.

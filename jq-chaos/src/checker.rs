@@ -23,7 +23,8 @@
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 
-use jq_core::{Job, JobFilter, JobId, State, Storage};
+use jq_core::storage::Storage;
+use jq_core::{Job, JobFilter, JobId, State};
 
 use crate::audit::{Run, Trail};
 

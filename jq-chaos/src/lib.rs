@@ -24,7 +24,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use jq_core::{Error, JobType, Storage};
+use jq_core::storage::Storage;
+use jq_core::{Error, JobType};
 use serde::{Deserialize, Serialize};
 
 /// The job every chaos worker runs: a sequence number and nothing else.

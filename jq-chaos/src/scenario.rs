@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use jq_core::{Error, JobId, NewJob, State, Storage};
+use jq_core::storage::Storage;
+use jq_core::{Error, JobId, NewJob, State};
 use nix::sys::signal::Signal;
 use rand::Rng;
 use tempfile::TempDir;

@@ -19,8 +19,9 @@ use std::time::{Duration, Instant};
 
 use jq_chaos::scenario::Env;
 use jq_chaos::{AnyStorage, Backend, ChaosJob, Target, soak};
-use jq_core::worker::WorkerPool;
-use jq_core::{Error, Job, JobFilter, JobId, NewJob, Payload, State, Storage};
+use jq_core::WorkerPool;
+use jq_core::storage::Storage;
+use jq_core::{Error, Job, JobFilter, JobId, NewJob, Payload, State};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 

@@ -2,6 +2,7 @@
 //! parser and its enum over the compiled-in backends (this crate's features
 //! are jq's), so every command runs statically dispatched on it.
 
+use jq::storage::Storage;
 use jq::{Backend, BackendUrl, SetupError};
 
 use crate::error::{CliError, CliResult};
@@ -44,12 +45,7 @@ impl From<SetupError> for CliError {
                 "this jqctl was built without {backend} support; reinstall it with \
                  `cargo install jq-cli --features {feature}` (or build with `--features {feature}`)"
             )),
-            #[cfg(feature = "redis")]
-            SetupError::Redis(
-                ref r @ (jq::redis::RedisError::InvalidUrl { .. } | jq::redis::RedisError::InvalidPrefix { .. }),
-            ) => CliError::bad_input(r.to_string()),
-            #[cfg(feature = "redis")]
-            SetupError::Redis(r) => CliError::Other(r.to_string()),
+            SetupError::Invalid { .. } | SetupError::InvalidOption { .. } => CliError::bad_input(e.to_string()),
             other => CliError::Storage(other.into()),
         }
     }

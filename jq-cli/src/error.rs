@@ -45,12 +45,24 @@ impl CliError {
                 Some("check --url (or JQ_URL) and that the server is running")
             }
             // jq-postgres never migrates on its own: a fresh database has no tables yet.
-            CliError::Storage(jq::Error::SchemaMissing { .. }) => {
+            CliError::Storage(jq::Error::Fatal { source, .. }) if is_schema_missing(source.as_ref()) => {
                 Some("`jqctl migrate` (with this --url) creates or upgrades jq's schema")
             }
             _ => None,
         }
     }
+}
+
+/// True when a fatal error is PostgreSQL's schema never migrated.
+#[cfg(feature = "postgres")]
+fn is_schema_missing(source: &(dyn std::error::Error + 'static)) -> bool {
+    matches!(source.downcast_ref(), Some(jq::postgres::PostgresError::SchemaMissing { .. }))
+}
+
+/// Without PostgreSQL no store has a schema to migrate.
+#[cfg(not(feature = "postgres"))]
+fn is_schema_missing(_source: &(dyn std::error::Error + 'static)) -> bool {
+    false
 }
 
 /// Errors whose cause is in the command line: the user can fix them by
@@ -66,6 +78,7 @@ fn is_bad_input(e: &jq::Error) -> bool {
             | E::NotFound { .. }
             | E::PeriodicNotFound { .. }
             | E::InvalidState { .. }
+            | E::Unsupported { .. }
     )
 }
 

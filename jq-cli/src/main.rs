@@ -1,6 +1,6 @@
 //! jqctl: the command line for people who operate jq queues.
 //!
-//! Every command is a generic function over `S: jq::Storage` (`commands`),
+//! Every command is a generic function over `S: jq::storage::Storage` (`commands`),
 //! run on the `jq::Backend` that `backend` opens from `--url`.
 //! Exit codes: 0 success, 2 bad input (nothing stored), 1 anything else.
 

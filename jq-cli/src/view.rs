@@ -4,7 +4,8 @@
 use std::fmt::Write as _;
 use std::io::Write as _;
 
-use jq::{AttemptError, Job, Leader, State, Stats, Timestamp};
+use jq::storage::Leader;
+use jq::{AttemptError, Job, State, Stats, Timestamp};
 use serde::Serialize;
 use serde_json::value::RawValue;
 

@@ -1,6 +1,6 @@
 //! Queue controls: a pause and limits that every claimer of a queue
-//! honours, stored in the backend ([`Storage::set_paused`],
-//! [`Storage::set_limits`], [`Storage::queues`]).
+//! honours, stored in the backend ([`ControlStorage::set_paused`],
+//! [`ControlStorage::set_limits`], [`ControlStorage::queues`]).
 //!
 //! - A paused queue gives no job to any claim; enqueue still stores, and
 //!   running jobs finish.
@@ -14,9 +14,9 @@
 //! Backends check all three inside the claim's atomic step, and a job a
 //! limit holds back is not touched.
 //!
-//! [`Storage::set_paused`]: crate::Storage::set_paused
-//! [`Storage::set_limits`]: crate::Storage::set_limits
-//! [`Storage::queues`]: crate::Storage::queues
+//! [`ControlStorage::set_paused`]: crate::storage::ControlStorage::set_paused
+//! [`ControlStorage::set_limits`]: crate::storage::ControlStorage::set_limits
+//! [`ControlStorage::queues`]: crate::storage::ControlStorage::queues
 
 use std::time::Duration;
 
@@ -98,7 +98,7 @@ impl std::fmt::Display for Rate {
     }
 }
 
-/// The limits of one queue ([`Storage::set_limits`](crate::Storage::set_limits)
+/// The limits of one queue ([`ControlStorage::set_limits`](crate::storage::ControlStorage::set_limits)
 /// replaces both at once). `None` is no limit.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct QueueLimits {
@@ -130,7 +130,7 @@ impl QueueLimits {
     }
 }
 
-/// A queue as [`Storage::queues`](crate::Storage::queues) reports it.
+/// A queue as [`ControlStorage::queues`](crate::storage::ControlStorage::queues) reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct QueueInfo {
     /// The queue.

@@ -92,44 +92,44 @@ pub enum Error {
         #[source]
         source: BoxError,
     },
-    /// jq's tables are missing from the store: the schema was never
-    /// migrated, or is older than this jq (PostgreSQL SQLSTATE 42P01
-    /// undefined table or 3F000 undefined schema on jq's own tables).
-    /// Fatal: retrying cannot help until someone migrates.
-    #[error(
-        "{backend}: jq's tables are missing (the schema was never migrated, or is older than this jq): \
-         run `jqctl migrate` or `PostgresStorage::migrate` once, then restart; {source}"
-    )]
-    SchemaMissing {
+    /// The store cannot work until someone acts, and no retry can help:
+    /// the backend's own error (`source`) says what happened and what to
+    /// do (PostgreSQL: jq's tables were never migrated; SQLite: the writer
+    /// thread died). The worker pool logs it once, shuts down and hands it
+    /// to [`WorkerHandle::wait`](crate::WorkerHandle::wait).
+    #[error("{backend} cannot go on: {source}")]
+    Fatal {
         /// Which backend.
         backend: &'static str,
-        /// The driver's error.
+        /// The backend's error, with what to do about it.
         #[source]
         source: BoxError,
-    },
-    /// The storage handle can no longer work at all (the SQLite writer
-    /// thread died). Fatal: only a new handle (a restarted process) helps.
-    #[error("{backend} storage is broken: {reason}")]
-    Broken {
-        /// Which backend.
-        backend: &'static str,
-        /// What broke and what to do about it.
-        reason: String,
     },
     /// An enqueue batch spans queues that this backend cannot write in one
     /// atomic step (Redis Cluster: queues whose keys live in different hash
     /// slots). Nothing was stored.
     #[error(
-        "a batch over queues {queues:?} cannot be stored atomically here (their keys live in different Redis \
-         Cluster hash slots); nothing was stored: enqueue one batch per queue"
+        "a batch over queues {queues:?} cannot be stored atomically here ({reason}); nothing was stored: enqueue one batch per queue"
     )]
-    CrossSlotBatch {
+    BatchNotAtomic {
         /// The queues of the batch, sorted.
         queues: Vec<String>,
+        /// Why this backend cannot store them in one step.
+        reason: String,
+    },
+    /// The storage lacks an optional capability the call needs (a backend
+    /// that implements only the core [`Storage`](crate::storage::Storage)).
+    #[error(
+        "this store does not support {capability}: its backend does not implement {}",
+        capability.trait_name()
+    )]
+    Unsupported {
+        /// The capability it lacks.
+        capability: crate::storage::Capability,
     },
     /// No periodic job of this name is stored (`jqctl periodic trigger` of a name no
     /// pool ever declared).
-    #[error("schedule {name:?} not found: no worker pool has declared it on this store")]
+    #[error("periodic job {name:?} not found: no worker pool has declared it on this store")]
     PeriodicNotFound {
         /// The name asked for.
         name: String,
@@ -156,7 +156,7 @@ impl Error {
     /// schema, restarts the process): the worker pool logs it once, shuts
     /// down and hands it to [`WorkerHandle::wait`](crate::WorkerHandle::wait).
     pub fn is_fatal(&self) -> bool {
-        matches!(self, Error::SchemaMissing { .. } | Error::Broken { .. })
+        matches!(self, Error::Fatal { .. })
     }
 
     /// Builds an [`Error::InvalidInput`].

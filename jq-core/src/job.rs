@@ -5,10 +5,11 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
-use uuid::Uuid;
 
 use crate::clock::{Timestamp, truncate_micros};
 use crate::error::{Error, Result};
+pub use crate::id::{JobId, LeaseToken};
+pub use crate::state::State;
 use crate::trace::TraceContext;
 
 /// Default number of claims a job gets before it goes to Dead
@@ -20,63 +21,6 @@ pub const DEFAULT_QUEUE: &str = "default";
 pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 1024 * 1024;
 /// Longest accepted queue name, kind and unique key, in bytes.
 pub const MAX_NAME_BYTES: usize = 128;
-
-/// A job's id: a UUID v7 made by the client, so ids sort by creation time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct JobId(pub Uuid);
-
-impl JobId {
-    /// A fresh, time-ordered id.
-    pub fn new() -> Self {
-        JobId(Uuid::now_v7())
-    }
-}
-
-impl Default for JobId {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl fmt::Display for JobId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
-impl FromStr for JobId {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        Uuid::parse_str(s).map(JobId).map_err(|e| Error::invalid("job id", format!("{s:?} is not a UUID: {e}")))
-    }
-}
-
-/// The token of one claim of one job. Made fresh (random) at every claim and
-/// never repeated, so a worker holding an old token can never touch the job
-/// again once someone else has claimed it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct LeaseToken(pub Uuid);
-
-impl LeaseToken {
-    /// A fresh random token.
-    pub fn new() -> Self {
-        LeaseToken(Uuid::new_v4())
-    }
-}
-
-impl Default for LeaseToken {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl fmt::Display for LeaseToken {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
-    }
-}
 
 /// How urgent a job is. Claims take higher priorities first.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -134,53 +78,10 @@ impl FromStr for Priority {
     }
 }
 
-/// Where a job is in its life. See the state diagram in the repository's
-/// `docs/CONTRACT.md`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum State {
-    /// Waiting for its `run_at`.
-    Scheduled,
-    /// Claimable now.
-    Pending,
-    /// Claimed: a worker holds a lease on it.
-    Running,
-    /// Acked. Terminal.
-    Completed,
-    /// Failed for good (no attempts left, buried, or poison). Terminal;
-    /// an operator can retry it.
-    Dead,
-    /// Cancelled before it ran. Terminal.
-    Cancelled,
-}
-
-impl State {
-    /// Every state, in life order.
-    pub const ALL: [State; 6] =
-        [State::Scheduled, State::Pending, State::Running, State::Completed, State::Dead, State::Cancelled];
-
-    /// The lowercase name, as stored.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            State::Scheduled => "scheduled",
-            State::Pending => "pending",
-            State::Running => "running",
-            State::Completed => "completed",
-            State::Dead => "dead",
-            State::Cancelled => "cancelled",
-        }
-    }
-
-    /// True for Completed, Dead and Cancelled: nothing moves such a job
-    /// except an operator's retry or a purge.
-    pub fn is_terminal(self) -> bool {
-        matches!(self, State::Completed | State::Dead | State::Cancelled)
-    }
-}
-
-impl fmt::Display for State {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+impl FromStr for JobId {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        uuid::Uuid::parse_str(s).map(JobId).map_err(|e| Error::invalid("job id", format!("{s:?} is not a UUID: {e}")))
     }
 }
 
@@ -627,7 +528,7 @@ pub trait JobType: Serialize + DeserializeOwned + Send + Sync + 'static {
 ///     .delay(Duration::from_secs(60))
 ///     .into_job(now)
 ///     .unwrap();
-/// assert_eq!(later.run_at, Some(jq_core::clock::add(now, Duration::from_secs(60))));
+/// assert_eq!(later.run_at, Some(jq_core::storage::add(now, Duration::from_secs(60))));
 /// # let _ = plain;
 /// ```
 pub trait IntoJob {

@@ -1,32 +1,51 @@
-//! jq-core: the job model, the [`Storage`] trait every backend implements,
-//! and the worker pool that runs typed handlers over any storage.
+//! jq-core: the job model, the [`storage::Storage`] trait every backend
+//! implements, and the worker pool that runs typed handlers over any
+//! storage. Applications use the `jq` crate, which re-exports this one.
 //!
-//! The semantics every backend keeps are in the repository's
-//! `docs/CONTRACT.md`; `jq-testkit` checks them.
+//! - The root holds what an application uses: jobs ([`JobType`],
+//!   [`NewJob`], [`Job`]), handlers ([`HandlerError`], [`JobContext`]),
+//!   the pool ([`WorkerPool`]), queue controls ([`QueueLimits`]), reads
+//!   ([`Stats`], [`JobFilter`]), time ([`Clock`]) and errors ([`Error`]).
+//! - [`periodic`]: periodic jobs (a cron expression or an interval, one job
+//!   per tick).
+//! - [`storage`]: what a backend author implements and calls: the core
+//!   trait, the capabilities, [`storage::Layer`] for wrappers.
+//! - [`observe`]: the metrics' names and the store's gauges.
+//!
+//! The words are the glossary's (`docs/GLOSSARY.md` in the repository);
+//! the semantics every backend keeps are in its `docs/CONTRACT.md`, and
+//! `jq-testkit` checks them.
+//!
+//! The modules read bottom-up: [`State`], the ids and [`Capability`](storage::Capability)
+//! name nothing else; the error names them; the trace context and the job
+//! build on the error; the storage on the job; the pool on the storage.
 
-pub mod backoff;
-pub mod clock;
-pub mod control;
-pub mod error;
-pub mod job;
+#![deny(missing_docs)]
+
+mod backoff;
+mod capability;
+mod clock;
+mod control;
+mod error;
+mod id;
+mod job;
 pub mod observe;
 pub mod periodic;
+mod state;
 pub mod storage;
-pub mod trace;
-pub mod worker;
+mod trace;
+mod worker;
 
 pub use backoff::{Backoff, ConstantBackoff, ExponentialBackoff};
 pub use clock::{Clock, ManualClock, Timestamp};
 pub use control::{QueueInfo, QueueLimits, Rate, Seen};
 pub use error::{BoxError, Error, Result};
+pub use id::JobId;
 pub use job::{
-    AttemptError, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_QUEUE, IntoJob, Job, JobBuilder, JobId,
-    JobType, Lease, LeaseRef, LeaseToken, NewJob, Payload, Priority, QueueName, State,
+    AttemptError, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_QUEUE, IntoJob, Job, JobBuilder, JobType,
+    Lease, NewJob, Payload, Priority, QueueName,
 };
-pub use periodic::{Fire, FireOutcome, MissedPolicy, Periodic, PeriodicBuilder, PeriodicInfo, PeriodicRunner};
-pub use storage::{
-    ClaimRequest, Election, JobFilter, Leader, Outcome, Settled, Settlement, StateCounts, Stats, Storage, StorageExt,
-    Throughput, WorkSignal,
-};
+pub use state::State;
+pub use storage::types::{JobFilter, StateCounts, Stats, Throughput};
 pub use trace::TraceContext;
 pub use worker::{HandlerError, HandlerResult, JobContext, WorkerHandle, WorkerPool};

@@ -19,7 +19,8 @@ use metrics::{Counter, Histogram};
 use crate::clock::Timestamp;
 use crate::error::Result;
 use crate::job::{NewJob, QueueName, State};
-use crate::storage::{JobFilter, Outcome, Stats, Storage};
+use crate::storage::{Outcome, Storage};
+use crate::{JobFilter, Stats};
 
 /// Counter: jobs accepted by an enqueue call of a jq backend (a job that
 /// deduplicated to a stored one included), by `queue` and `kind`.

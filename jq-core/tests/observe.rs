@@ -7,7 +7,8 @@
 
 use std::time::Duration;
 
-use jq_core::{HandlerError, HandlerResult, JobContext, NewJob, Payload, Storage, WorkerPool};
+use jq_core::storage::Storage;
+use jq_core::{HandlerError, HandlerResult, JobContext, NewJob, Payload, WorkerPool};
 use jq_testkit::MemoryStorage;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 

@@ -9,10 +9,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use jq_core::worker::{HandlerError, HandlerResult, JobContext, WorkerPool};
-use jq_core::{ConstantBackoff, Job, JobId, JobType, NewJob, Payload, State, Storage, StorageExt};
+use jq_core::storage::Operation;
+use jq_core::storage::{Storage, StorageExt};
+use jq_core::{ConstantBackoff, Job, JobId, JobType, NewJob, Payload, State};
+use jq_core::{HandlerError, HandlerResult, JobContext, WorkerPool};
 use jq_testkit::MemoryStorage;
-use jq_testkit::faults::{FaultyStorage, Operation, When};
+use jq_testkit::faults::{FaultyStorage, When};
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
@@ -551,22 +553,22 @@ async fn start_refuses_bad_settings() {
     assert!(pool(&storage).register::<Greet, _, _>(ok).retention(State::Pending, None).start().is_err());
 }
 
-/// MemoryStorage whose first `claim` and `complete` calls fail as if the
+/// MemoryStorage whose first `claim` and `settle` calls fail as if the
 /// server were down, and which records the largest claim asked of it.
 #[derive(Clone)]
 struct Flaky {
     inner: MemoryStorage,
     claim_failures: Arc<AtomicUsize>,
-    complete_failures: Arc<AtomicUsize>,
+    settle_failures: Arc<AtomicUsize>,
     largest_claim: Arc<AtomicUsize>,
 }
 
 impl Flaky {
-    fn new(inner: &MemoryStorage, claim_failures: usize, complete_failures: usize) -> Self {
+    fn new(inner: &MemoryStorage, claim_failures: usize, settle_failures: usize) -> Self {
         Flaky {
             inner: inner.clone(),
             claim_failures: Arc::new(AtomicUsize::new(claim_failures)),
-            complete_failures: Arc::new(AtomicUsize::new(complete_failures)),
+            settle_failures: Arc::new(AtomicUsize::new(settle_failures)),
             largest_claim: Arc::default(),
         }
     }
@@ -581,85 +583,26 @@ impl Flaky {
 }
 
 #[async_trait::async_trait]
-impl Storage for Flaky {
-    async fn enqueue(&self, jobs: Vec<NewJob>) -> jq_core::Result<Vec<JobId>> {
-        self.inner.enqueue(jobs).await
+impl jq_core::storage::Layer for Flaky {
+    type Inner = MemoryStorage;
+    fn inner(&self) -> &MemoryStorage {
+        &self.inner
     }
-    async fn claim(&self, request: &jq_core::ClaimRequest) -> jq_core::Result<Vec<Job>> {
+    async fn claim(&self, request: &jq_core::storage::ClaimRequest) -> jq_core::Result<Vec<Job>> {
         if Self::fails(&self.claim_failures) {
             return Err(Self::down());
         }
         self.largest_claim.fetch_max(request.limit, Ordering::SeqCst);
         self.inner.claim(request).await
     }
-    async fn settle(&self, batch: Vec<jq_core::Settlement>) -> jq_core::Result<Vec<jq_core::Settled>> {
-        if Self::fails(&self.complete_failures) {
+    async fn settle(
+        &self,
+        batch: Vec<jq_core::storage::Settlement>,
+    ) -> jq_core::Result<Vec<jq_core::storage::Settled>> {
+        if Self::fails(&self.settle_failures) {
             return Err(Self::down());
         }
         self.inner.settle(batch).await
-    }
-    async fn heartbeat(&self, leases: &[jq_core::LeaseRef], lease: Duration) -> jq_core::Result<Vec<JobId>> {
-        self.inner.heartbeat(leases, lease).await
-    }
-    async fn promote(&self) -> jq_core::Result<u64> {
-        self.inner.promote().await
-    }
-    async fn recover(&self) -> jq_core::Result<u64> {
-        self.inner.recover().await
-    }
-    async fn get(&self, id: JobId) -> jq_core::Result<Job> {
-        self.inner.get(id).await
-    }
-    async fn list(&self, filter: &jq_core::JobFilter) -> jq_core::Result<Vec<Job>> {
-        self.inner.list(filter).await
-    }
-    async fn stats(&self) -> jq_core::Result<jq_core::Stats> {
-        self.inner.stats().await
-    }
-    async fn throughput(&self, since: jq_core::Timestamp) -> jq_core::Result<Vec<jq_core::Throughput>> {
-        self.inner.throughput(since).await
-    }
-    async fn retry(&self, id: JobId) -> jq_core::Result<()> {
-        self.inner.retry(id).await
-    }
-    async fn cancel(&self, id: JobId) -> jq_core::Result<()> {
-        self.inner.cancel(id).await
-    }
-    async fn purge(&self, state: State, older_than: jq_core::Timestamp) -> jq_core::Result<u64> {
-        self.inner.purge(state, older_than).await
-    }
-    async fn elect(&self, election: &jq_core::Election) -> jq_core::Result<bool> {
-        self.inner.elect(election).await
-    }
-    async fn resign(&self, role: &str, token: jq_core::LeaseToken) -> jq_core::Result<()> {
-        self.inner.resign(role, token).await
-    }
-    async fn leaders(&self) -> jq_core::Result<Vec<jq_core::Leader>> {
-        self.inner.leaders().await
-    }
-    async fn fire(&self, fire: &jq_core::Fire) -> jq_core::Result<jq_core::FireOutcome> {
-        self.inner.fire(fire).await
-    }
-    async fn periodic(&self) -> jq_core::Result<Vec<jq_core::PeriodicInfo>> {
-        self.inner.periodic().await
-    }
-    async fn trigger(&self, name: &str) -> jq_core::Result<()> {
-        self.inner.trigger(name).await
-    }
-    async fn set_paused(&self, queue: &jq_core::QueueName, paused: bool) -> jq_core::Result<()> {
-        self.inner.set_paused(queue, paused).await
-    }
-    async fn set_limits(&self, queue: &jq_core::QueueName, limits: &jq_core::QueueLimits) -> jq_core::Result<()> {
-        self.inner.set_limits(queue, limits).await
-    }
-    async fn queues(&self) -> jq_core::Result<Vec<jq_core::QueueInfo>> {
-        self.inner.queues().await
-    }
-    fn clock(&self) -> jq_core::Clock {
-        Storage::clock(&self.inner)
-    }
-    fn subscribe(&self) -> Option<jq_core::WorkSignal> {
-        self.inner.subscribe()
     }
 }
 
@@ -676,7 +619,7 @@ async fn storage_errors_are_retried_and_no_outcome_is_lost() {
     let job = until_state(&inner, id, State::Completed).await;
     assert_eq!(job.attempts, 1);
     assert_eq!(storage.claim_failures.load(Ordering::SeqCst), 0);
-    assert_eq!(storage.complete_failures.load(Ordering::SeqCst), 0);
+    assert_eq!(storage.settle_failures.load(Ordering::SeqCst), 0);
     handle.shutdown().await.unwrap();
 }
 
@@ -713,7 +656,7 @@ async fn default_prefetch_grows_for_a_backlog_of_short_jobs() {
     // the 4 + 4 slots a prefetch of the concurrency would allow.
     let largest = largest_claim_with_default_prefetch(4, 5_000, Duration::ZERO).await;
     assert!(largest > 8, "the largest claim asked for {largest} jobs");
-    let cap = 4 + jq_core::worker::prefetch::MAX_PREFETCH;
+    let cap = 4 + 256;
     assert!(largest <= cap, "a claim asked for {largest} jobs, over the {cap} slots");
 }
 
@@ -726,7 +669,10 @@ async fn default_prefetch_of_slow_jobs_stays_at_the_concurrency() {
 }
 
 fn schema_missing() -> jq_core::Error {
-    jq_core::Error::SchemaMissing { backend: "test", source: "relation \"jobs\" does not exist".into() }
+    jq_core::Error::Fatal {
+        backend: "test",
+        source: "jq's tables are missing: run `jqctl migrate` once; relation \"jobs\" does not exist".into(),
+    }
 }
 
 #[tokio::test]
@@ -744,20 +690,20 @@ async fn a_fatal_claim_error_stops_the_pool_and_reaches_the_handle() {
     tokio::time::timeout(PATIENCE, stopped.cancelled()).await.expect("the pool stops by itself");
     assert!(handle.has_failed());
     let err = handle.wait().await.expect_err("the fatal error reaches the handle");
-    assert!(matches!(err, jq_core::Error::SchemaMissing { .. }), "{err:?}");
+    assert!(matches!(err, jq_core::Error::Fatal { .. }), "{err:?}");
     assert!(err.is_fatal() && err.to_string().contains("jqctl migrate"), "{err}");
     assert_eq!(storage.calls(Operation::Claim), 1, "a fatal error is not retried");
     assert_eq!(inner.get(id).await.unwrap().state, State::Pending);
-    assert!(inner.leaders().await.unwrap().is_empty(), "the stopped pool resigned");
+    assert!(inner.require_roles().expect("roles").leaders().await.unwrap().is_empty(), "the stopped pool resigned");
 }
 
 #[tokio::test]
 async fn a_fatal_settlement_error_stops_the_pool() {
     let inner = MemoryStorage::new();
     let storage = FaultyStorage::new(inner.clone());
-    storage.fail_with(Operation::Settle, 1, When::Before, || jq_core::Error::Broken {
+    storage.fail_with(Operation::Settle, 1, When::Before, || jq_core::Error::Fatal {
         backend: "test",
-        reason: "the writer thread died: restart the process".into(),
+        source: "the writer thread died: restart the process".into(),
     });
     let id = enqueue(&inner, &Greet { name: "unrecorded".into() }, 1).await;
     let result = WorkerPool::new(storage.clone())
@@ -765,7 +711,7 @@ async fn a_fatal_settlement_error_stops_the_pool() {
         .register::<Greet, _, _>(|_j, _c| async { Ok(()) })
         .run_until(std::future::pending())
         .await;
-    assert!(matches!(result, Err(jq_core::Error::Broken { .. })), "{result:?}");
+    assert!(matches!(result, Err(jq_core::Error::Fatal { .. })), "{result:?}");
     assert_eq!(storage.calls(Operation::Settle), 1, "a fatal error is not retried");
     // The ack was not recorded: the lease expires and recovery runs it again.
     assert_eq!(inner.get(id).await.unwrap().state, State::Running);
@@ -812,14 +758,14 @@ async fn without_maintenance_a_pool_never_campaigns_and_with_it_resigns_at_shutd
         .start()
         .unwrap();
     let held = eventually("the maintainer to take the role", || async {
-        inner.leaders().await.unwrap().pop().filter(|l| l.holder == "maintainer")
+        inner.require_roles().expect("roles").leaders().await.unwrap().pop().filter(|l| l.holder == "maintainer")
     })
     .await;
-    assert_eq!(held.role, jq_core::worker::MAINTENANCE_ROLE);
+    assert_eq!(held.role, jq_core::storage::MAINTENANCE_ROLE);
     quiet.shutdown().await.unwrap();
     assert_eq!(storage.calls(Operation::Elect) + storage.calls(Operation::Resign), 0);
     maintainer.shutdown().await.unwrap();
-    assert!(inner.leaders().await.unwrap().is_empty(), "resigned at shutdown");
+    assert!(inner.require_roles().expect("roles").leaders().await.unwrap().is_empty(), "resigned at shutdown");
 }
 
 /// Sends once when dropped.
@@ -873,7 +819,7 @@ async fn a_job_claimed_again_by_the_same_pool_cancels_its_earlier_run() {
 #[tokio::test]
 async fn a_pool_refuses_two_schedules_of_one_name_and_a_zero_interval() {
     let schedule = || {
-        jq_core::Periodic::every("twice", Duration::from_secs(60))
+        jq_core::periodic::Periodic::every("twice", Duration::from_secs(60))
             .expect("every")
             .job_with("q", |_| NewJob::builder("k", Payload::from_json("{}").expect("json")))
             .expect("schedule")

@@ -8,7 +8,8 @@ use axum::Form;
 use axum::extract::{Path, State as AxumState};
 use axum::http::HeaderMap;
 use axum::response::Redirect;
-use jq::{QueueName, State, Storage};
+use jq::storage::Storage;
+use jq::{QueueName, State};
 use serde::Deserialize;
 
 use crate::App;

@@ -34,7 +34,8 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::routing::{get, post};
-use jq::{Client, Storage};
+use jq::Client;
+use jq::storage::Storage;
 
 pub use error::DashboardError;
 pub use options::Options;

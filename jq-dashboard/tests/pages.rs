@@ -79,7 +79,7 @@ async fn actions_act_and_forgeries_do_not(backend: &str) {
     assert!(client.queues().await.unwrap().iter().all(|q| !q.paused()));
 
     // Back to dead, then "retry all dead" for the queue.
-    support::run_once(&client, "reports", jq::Outcome::Bury { error: "again".into() }).await;
+    support::run_once(&client, "reports", jq::storage::Outcome::Bury { error: "again".into() }).await;
     let all = post(&app, "/queues/reports/retry-dead", &format!("csrf={token}")).await;
     assert_eq!(all.status, 303);
     assert!(all.location.unwrap().contains("done=retried-dead&n=1"));

@@ -1,4 +1,4 @@
--- Migration 4: named roles (Storage::elect), e.g. "maintenance": the one
+-- Migration 4: named roles (RoleStorage::elect), e.g. "maintenance": the one
 -- worker pool per schema that runs promote, recover and purge.
 --
 -- `{schema}` is replaced by the configured (quoted) schema name.

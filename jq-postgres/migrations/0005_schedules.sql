@@ -1,4 +1,4 @@
--- Migration 5: recurring periodic jobs (Storage::fire). Existing jobs are
+-- Migration 5: recurring periodic jobs (PeriodicStorage::fire). Existing jobs are
 -- untouched.
 --
 -- `{schema}` is replaced by the configured (quoted) schema name.

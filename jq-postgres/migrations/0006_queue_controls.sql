@@ -1,4 +1,4 @@
--- Migration 6: queue controls (Storage::set_paused, set_limits, queues).
+-- Migration 6: queue controls (ControlStorage::set_paused, set_limits, queues).
 -- Existing jobs are untouched: a queue without a row in queue_controls has
 -- no control, and its claims keep the one-statement path (sql/claim.sql,
 -- which only looks this table up by primary key).

@@ -16,7 +16,8 @@
 
 use std::time::Duration;
 
-use jq_core::{ClaimRequest, Error, Job, Result, Timestamp};
+use jq_core::storage::ClaimRequest;
+use jq_core::{Error, Job, Result, Timestamp};
 use sqlx::postgres::{PgArguments, PgConnectOptions, PgPoolOptions};
 use sqlx::{PgConnection, PgPool, Postgres, Row};
 use uuid::Uuid;
@@ -42,7 +43,7 @@ pub(crate) async fn claim(inner: &Inner, request: &ClaimRequest) -> Result<Vec<J
     let limit = i32::try_from(request.limit).unwrap_or(i32::MAX);
     let queues: Vec<&str> = request.queues.iter().map(|q| q.as_str()).collect();
     let now = inner.clock.now();
-    let expires_at = jq_core::clock::truncate_micros(jq_core::clock::add(now, request.lease));
+    let expires_at = jq_core::storage::truncate_micros(jq_core::storage::add(now, request.lease));
     if inner.controlled.any(&queues) {
         return controlled(inner, request, &queues, now, expires_at).await;
     }

@@ -1,4 +1,4 @@
-//! Queue controls ([`Storage::set_paused`](jq_core::Storage::set_paused),
+//! Queue controls ([`ControlStorage::set_paused`](jq_core::storage::ControlStorage::set_paused),
 //! `set_limits`, `queues`): rows in `queue_controls`.
 //!
 //! A claim over queues without a row keeps its one statement
@@ -14,7 +14,8 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use jq_core::{ClaimRequest, QueueInfo, QueueLimits, QueueName, Rate, Result, Seen, Timestamp};
+use jq_core::storage::ClaimRequest;
+use jq_core::{QueueInfo, QueueLimits, QueueName, Rate, Result, Seen, Timestamp};
 use sqlx::Row;
 use sqlx::postgres::PgRow;
 

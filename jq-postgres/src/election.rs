@@ -1,8 +1,9 @@
-//! Named roles ([`Storage::elect`](jq_core::Storage::elect)): one row per
+//! Named roles ([`RoleStorage::elect`](jq_core::storage::RoleStorage::elect)): one row per
 //! held role in `leaders` (migration 4), taken or renewed by one upsert.
 
-use jq_core::clock::{add, truncate_micros};
-use jq_core::{Election, Leader, LeaseToken, Result, Timestamp};
+use jq_core::storage::{Election, Leader, LeaseToken};
+use jq_core::storage::{add, truncate_micros};
+use jq_core::{Result, Timestamp};
 use sqlx::Row;
 
 use crate::Inner;

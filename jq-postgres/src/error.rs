@@ -57,6 +57,20 @@ pub enum PostgresError {
         /// The newest version this build knows.
         known: i32,
     },
+    /// jq's tables are missing from the store: the schema was never
+    /// migrated, or is older than this jq (SQLSTATE 42P01 undefined table
+    /// or 3F000 undefined schema on jq's own tables). Carried by the fatal
+    /// [`jq_core::Error::Fatal`]: retrying cannot help until someone
+    /// migrates.
+    #[error(
+        "jq's tables are missing (the schema was never migrated, or is older than this jq): run `jqctl migrate` \
+         or `client.migrate()` once, then restart; {source}"
+    )]
+    SchemaMissing {
+        /// The driver's error.
+        #[source]
+        source: sqlx::Error,
+    },
 }
 
 impl PostgresError {
@@ -112,7 +126,7 @@ pub(crate) fn map_sqlx(e: sqlx::Error) -> Error {
     if let sqlx::Error::Database(db) = &e
         && db.code().is_some_and(|c| is_schema_missing_code(&c))
     {
-        return Error::SchemaMissing { backend: BACKEND, source: Box::new(e) };
+        return Error::Fatal { backend: BACKEND, source: Box::new(PostgresError::SchemaMissing { source: e }) };
     }
     if is_transient(&e) {
         Error::Unavailable { backend: BACKEND, source: Box::new(e) }

@@ -37,7 +37,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use jq_core::clock::add;
+use jq_core::storage::add;
 use jq_core::{Priority, Timestamp};
 use uuid::Uuid;
 

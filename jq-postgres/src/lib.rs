@@ -2,6 +2,7 @@
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use jq_core::storage::Storage;
 //! use jq_postgres::{PostgresConfig, PostgresStorage};
 //! let storage = PostgresStorage::connect(PostgresConfig::new("postgres://postgres@127.0.0.1:5432/postgres")).await?;
 //! storage.migrate().await?; // once per deployment; idempotent
@@ -24,7 +25,7 @@
 //!   enqueue inside the caller's transaction: the job exists if and only if
 //!   the caller commits.
 //! - Wake-up: enqueues `NOTIFY` a channel named after the schema; the
-//!   signal of [`jq_core::Storage::subscribe`] is fed by a
+//!   signal of [`jq_core::storage::Storage::subscribe`] is fed by a
 //!   `LISTEN`ing connection started on first use, which reconnects with
 //!   backoff (workers keep polling meanwhile).
 //! - "Now" is always the configured [`jq_core::Clock`], sent as a parameter;
@@ -57,10 +58,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use jq_core::periodic::{Fire, FireOutcome, PeriodicInfo};
+use jq_core::storage::{
+    ClaimRequest, ControlStorage, Election, Leader, LeaseRef, LeaseToken, PeriodicStorage, RoleStorage, Settled,
+    Settlement, Storage, ThroughputStorage, WorkSignal,
+};
 use jq_core::{
-    ClaimRequest, Clock, Election, Fire, FireOutcome, Job, JobFilter, JobId, Leader, LeaseRef, LeaseToken, NewJob,
-    PeriodicInfo, QueueInfo, QueueLimits, QueueName, Result, Settled, Settlement, State, Stats, Storage, Throughput,
-    Timestamp, WorkSignal,
+    Clock, Job, JobFilter, JobId, NewJob, QueueInfo, QueueLimits, QueueName, Result, State, Stats, Throughput,
+    Timestamp,
 };
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, Connection, PgPool, Postgres, Transaction};
@@ -157,13 +162,6 @@ impl PostgresStorage {
         Ok(PostgresStorage { inner: Arc::new(inner) })
     }
 
-    /// Creates the schema and applies the migrations it lacks, in one
-    /// transaction under an advisory lock (concurrent calls are safe; the
-    /// later ones find nothing to do). Returns how many were applied.
-    pub async fn migrate(&self) -> Result<usize, PostgresError> {
-        schema::migrate(&self.inner.pool, &self.inner.schema).await
-    }
-
     /// Enqueues `jobs` on `executor`: a `&mut PgConnection`, `&mut *tx` of
     /// a caller's transaction, or `&PgPool`. In a transaction, the jobs
     /// exist (and their wake-up is delivered) only if the caller commits.
@@ -213,6 +211,12 @@ impl PostgresStorage {
 
 #[async_trait]
 impl Storage for PostgresStorage {
+    /// Creates the schema and applies the migrations it lacks, in one
+    /// transaction under an advisory lock (concurrent calls are safe; the
+    /// later ones find nothing to do). Returns how many were applied.
+    async fn migrate(&self) -> Result<usize> {
+        Ok(schema::migrate(&self.inner.pool, &self.inner.schema).await?)
+    }
     async fn enqueue(&self, jobs: Vec<NewJob>) -> Result<Vec<JobId>> {
         enqueue::enqueue_pool(&self.inner, jobs).await
     }
@@ -249,10 +253,6 @@ impl Storage for PostgresStorage {
         admin::stats(&self.inner).await
     }
 
-    async fn throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {
-        admin::throughput(&self.inner, since).await
-    }
-
     async fn retry(&self, id: JobId) -> Result<()> {
         admin::retry(&self.inner, id).await
     }
@@ -265,6 +265,29 @@ impl Storage for PostgresStorage {
         maintenance::purge(&self.inner, state, older_than).await
     }
 
+    fn subscribe(&self) -> Option<WorkSignal> {
+        listener::subscribe(&self.inner)
+    }
+
+    fn clock(&self) -> Clock {
+        self.inner.clock.clone()
+    }
+    fn as_roles(&self) -> Option<&dyn RoleStorage> {
+        Some(self)
+    }
+    fn as_periodic(&self) -> Option<&dyn PeriodicStorage> {
+        Some(self)
+    }
+    fn as_controls(&self) -> Option<&dyn ControlStorage> {
+        Some(self)
+    }
+    fn as_throughput(&self) -> Option<&dyn ThroughputStorage> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl RoleStorage for PostgresStorage {
     async fn elect(&self, election: &Election) -> Result<bool> {
         election::elect(&self.inner, election).await
     }
@@ -276,7 +299,10 @@ impl Storage for PostgresStorage {
     async fn leaders(&self) -> Result<Vec<Leader>> {
         election::leaders(&self.inner).await
     }
+}
 
+#[async_trait]
+impl PeriodicStorage for PostgresStorage {
     async fn fire(&self, fire: &Fire) -> Result<FireOutcome> {
         periodic::fire(&self.inner, fire).await
     }
@@ -288,7 +314,10 @@ impl Storage for PostgresStorage {
     async fn trigger(&self, name: &str) -> Result<()> {
         periodic::trigger(&self.inner, name).await
     }
+}
 
+#[async_trait]
+impl ControlStorage for PostgresStorage {
     async fn set_paused(&self, queue: &QueueName, paused: bool) -> Result<()> {
         control::set_paused(&self.inner, queue, paused).await
     }
@@ -300,12 +329,11 @@ impl Storage for PostgresStorage {
     async fn queues(&self) -> Result<Vec<QueueInfo>> {
         control::queues(&self.inner).await
     }
+}
 
-    fn subscribe(&self) -> Option<WorkSignal> {
-        listener::subscribe(&self.inner)
-    }
-
-    fn clock(&self) -> Clock {
-        self.inner.clock.clone()
+#[async_trait]
+impl ThroughputStorage for PostgresStorage {
+    async fn throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {
+        admin::throughput(&self.inner, since).await
     }
 }

@@ -1,10 +1,11 @@
-//! Recurring periodic jobs ([`Storage::fire`](jq_core::Storage::fire)): one row
-//! per periodic job in `periodic jobs` (migration 5). A step is one transaction:
+//! Recurring periodic jobs ([`PeriodicStorage::fire`](jq_core::storage::PeriodicStorage::fire)): one row
+//! per periodic job in `schedules` (migration 5). A step is one transaction:
 //! the compare-and-set on the cursor first (it locks the row, so a racing
 //! step waits and then finds the cursor moved), then the jobs' insert, then
 //! the last job id; a step that loses rolls back having written nothing.
 
-use jq_core::{Error, Fire, FireOutcome, JobId, PeriodicInfo, Result, Timestamp};
+use jq_core::periodic::{Fire, FireOutcome, PeriodicInfo};
+use jq_core::{Error, JobId, Result, Timestamp};
 use sqlx::Row;
 use uuid::Uuid;
 

@@ -2,9 +2,8 @@
 //! decode gives [`jq_core::Error::Corrupt`] for that job only.
 
 use chrono::{DateTime, Utc};
-use jq_core::{
-    AttemptError, Error, Job, JobId, Lease, LeaseToken, Payload, Priority, QueueName, Result, State, TraceContext,
-};
+use jq_core::storage::LeaseToken;
+use jq_core::{AttemptError, Error, Job, JobId, Lease, Payload, Priority, QueueName, Result, State, TraceContext};
 use sqlx::Row;
 use sqlx::postgres::PgRow;
 use uuid::Uuid;

@@ -5,8 +5,9 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use jq_core::clock::{add, truncate_micros};
-use jq_core::{Error, JobId, LeaseRef, Outcome, Result, Settled, Settlement, State};
+use jq_core::storage::{LeaseRef, Outcome, Settled, Settlement};
+use jq_core::storage::{add, truncate_micros};
+use jq_core::{Error, JobId, Result, State};
 use sqlx::Row;
 use uuid::Uuid;
 

@@ -9,7 +9,8 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use common::Fixture;
-use jq_core::{ClaimRequest, Clock, NewJob, Outcome, Payload, QueueName, Settlement, State, Storage};
+use jq_core::storage::{ClaimRequest, Outcome, Settlement, Storage};
+use jq_core::{Clock, NewJob, Payload, QueueName, State};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -22,7 +23,7 @@ fn request(worker: &str, limit: usize) -> ClaimRequest {
 }
 
 /// Waits for the listener's first signal, sent once it is LISTENing.
-async fn ready(signal: &mut jq_core::WorkSignal) {
+async fn ready(signal: &mut jq_core::storage::WorkSignal) {
     tokio::time::timeout(WAIT, signal.changed()).await.expect("the listener came up").unwrap();
     signal.borrow_and_update();
 }

@@ -8,10 +8,8 @@ mod common;
 use std::time::Duration;
 
 use common::Fixture;
-use jq_core::{
-    ClaimRequest, Clock, Error, JobFilter, ManualClock, NewJob, Outcome, Payload, QueueName, Settlement, State,
-    Storage, StorageExt,
-};
+use jq_core::storage::{ClaimRequest, Outcome, Settlement, Storage, StorageExt};
+use jq_core::{Clock, Error, JobFilter, ManualClock, NewJob, Payload, QueueName, State};
 use sqlx::Connection;
 
 fn job(queue: &str, n: u32) -> NewJob {
@@ -133,7 +131,7 @@ async fn smoke_every_operation() {
     assert_eq!(batch.len(), 1, "only the retried job is left in q");
     let held = batch[0].lease_ref().unwrap();
     let mut stale = held;
-    stale.token = jq_core::LeaseToken::new();
+    stale.token = jq_core::storage::LeaseToken::new();
     let lost = s.heartbeat(&[held, stale], Duration::from_secs(60)).await.unwrap();
     assert_eq!(lost, vec![held.id], "the stale token is reported lost, the valid one extended");
     clock.advance(Duration::from_secs(59));

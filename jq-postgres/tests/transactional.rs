@@ -8,7 +8,8 @@ mod common;
 use std::time::Duration;
 
 use common::Fixture;
-use jq_core::{ClaimRequest, Clock, Error, NewJob, Payload, QueueName, Storage};
+use jq_core::storage::{ClaimRequest, Storage};
+use jq_core::{Clock, Error, NewJob, Payload, QueueName};
 use sqlx::Connection;
 use sqlx::postgres::PgListener;
 

@@ -28,7 +28,8 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use jq_core::{ClaimRequest, NewJob, Outcome, Payload, QueueName, Settlement, Storage, StorageExt};
+use jq_core::storage::{ClaimRequest, Outcome, Settlement, Storage, StorageExt};
+use jq_core::{NewJob, Payload, QueueName};
 use jq_redis::{RedisConfig, RedisStorage};
 
 const JOBS: usize = 20_000;
@@ -138,7 +139,7 @@ async fn main() -> Result<(), BoxError> {
     loop {
         let b = evalsha_usec(&mut conn).await?;
         let t = Instant::now();
-        let request = ClaimRequest { token: jq_core::LeaseToken::new(), ..request.clone() };
+        let request = ClaimRequest { token: jq_core::storage::LeaseToken::new(), ..request.clone() };
         let claimed = s.claim(&request).await?;
         claim_wall += t.elapsed();
         let a = evalsha_usec(&mut conn).await?;
@@ -206,7 +207,7 @@ async fn drain_pass(
     let t = Instant::now();
     let mut done = 0;
     loop {
-        let request = ClaimRequest { token: jq_core::LeaseToken::new(), ..request.clone() };
+        let request = ClaimRequest { token: jq_core::storage::LeaseToken::new(), ..request.clone() };
         let claimed = s.claim(&request).await?;
         if claimed.is_empty() {
             break;

@@ -163,7 +163,7 @@ const THROUGHPUT_MINUTES: i64 = 24 * 60;
 pub(crate) async fn throughput(s: &Inner, since: Timestamp) -> Result<Vec<Throughput>> {
     const MINUTE: i64 = 60_000_000;
     let queues = s.queues().await?;
-    let now = jq_core::storage::minute_of(jq_core::clock::from_micros(s.now_micros())).timestamp_micros();
+    let now = jq_core::storage::minute_of(jq_core::storage::from_micros(s.now_micros())).timestamp_micros();
     let first = jq_core::storage::minute_of(since).timestamp_micros().max(now - (THROUGHPUT_MINUTES - 1) * MINUTE);
     if queues.is_empty() || first > now {
         return Ok(Vec::new());
@@ -191,7 +191,7 @@ pub(crate) async fn throughput(s: &Inner, since: Timestamp) -> Result<Vec<Throug
             if c + d > 0 {
                 out.push(Throughput {
                     queue: q.to_string(),
-                    minute: jq_core::clock::from_micros(*start),
+                    minute: jq_core::storage::from_micros(*start),
                     completed: *c,
                     dead: *d,
                 });

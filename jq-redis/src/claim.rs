@@ -18,7 +18,8 @@
 
 use std::cmp::Reverse;
 
-use jq_core::{ClaimRequest, Error, Job, JobId, Lease, LeaseRef, Outcome, QueueName, Result, Settlement};
+use jq_core::storage::{ClaimRequest, LeaseRef, Outcome, Settlement};
+use jq_core::{Error, Job, JobId, Lease, QueueName, Result};
 
 use crate::{Inner, duration_micros, row, scripts};
 
@@ -111,7 +112,7 @@ async fn claim_from(s: &Inner, queues: &[&str], limit: usize, request: &ClaimReq
         let claimed = Lease {
             token: request.token,
             worker: request.worker.clone(),
-            expires_at: jq_core::clock::from_micros(now + lease),
+            expires_at: jq_core::storage::from_micros(now + lease),
         };
         let mut cmd = scripts::call(&scripts::CLAIM, &bases);
         cmd.arg(now).arg(n).arg(lease).arg(&request.worker).arg(DUE_IN_CLAIM).arg(&token);

@@ -1,4 +1,4 @@
-//! Queue controls ([`Storage::set_paused`](jq_core::Storage::set_paused),
+//! Queue controls ([`ControlStorage::set_paused`](jq_core::storage::ControlStorage::set_paused),
 //! `set_limits`, `queues`): a `control` hash per queue, in the queue's
 //! slot, which `lua/claim.lua` reads inside the claim's script, with the
 //! rate limit's log (`starts`) and the claimers that met a control
@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use jq_core::clock::from_micros;
+use jq_core::storage::from_micros;
 use jq_core::{QueueInfo, QueueLimits, QueueName, Rate, Result, Seen};
 
 use crate::{Inner, scripts};

@@ -1,10 +1,11 @@
-//! Named roles ([`Storage::elect`](jq_core::Storage::elect)): one hash per
+//! Named roles ([`RoleStorage::elect`](jq_core::storage::RoleStorage::elect)): one hash per
 //! role in its own slot, taken or renewed by `lua/elect.lua`, freed by
 //! `lua/resign.lua`. The role registry `P:roles` (another slot) is written
 //! first, as the queue registry is, so `leaders` can find every role.
 
-use jq_core::clock::from_micros;
-use jq_core::{Election, Leader, LeaseToken, Result};
+use jq_core::Result;
+use jq_core::storage::from_micros;
+use jq_core::storage::{Election, Leader, LeaseToken};
 
 use crate::{Inner, duration_micros, scripts};
 

@@ -1,7 +1,7 @@
 //! enqueue: one script call (`lua/enqueue.lua`) for the whole batch, so a
 //! batch is stored whole or not at all. On Redis Cluster a script touches
 //! one slot: a batch whose queues live in several slots is refused with
-//! [`Error::CrossSlotBatch`] before anything is stored.
+//! [`Error::BatchNotAtomic`] before anything is stored.
 //!
 //! Everything per job that does not depend on what is stored already (run_at,
 //! Pending or Scheduled, the ready-set member) is computed here, so the script
@@ -31,7 +31,10 @@ pub(crate) async fn enqueue(s: &Inner, jobs: Vec<NewJob>) -> Result<Vec<JobId>> 
     names.sort_unstable();
     names.dedup();
     if s.is_cluster() && names.iter().any(|q| slot(&s.keys.base(q)) != slot(&s.keys.base(names[0]))) {
-        return Err(Error::CrossSlotBatch { queues: names.iter().map(|q| (*q).to_owned()).collect() });
+        return Err(Error::BatchNotAtomic {
+            queues: names.iter().map(|q| (*q).to_owned()).collect(),
+            reason: "their keys live in different Redis Cluster hash slots".to_owned(),
+        });
     }
     let cmd = script_call(s, &jobs, now);
     let due = s.registry_due(&names);

@@ -21,14 +21,14 @@
 //! | `P:{P:Q}:v2:done:<state>` | sorted set | Completed / Dead / Cancelled jobs, score finished_at (purge walks it) |
 //! | `P:{P:Q}:v2:ids` | sorted set | every job of the queue, score 0, member id: lexicographic = id order, for `list` |
 //! | `P:{P:Q}:unique` | hash | unique key -> ids of the live (Scheduled, Pending, Running) jobs holding it, ascending, joined by `,`: one id, or several after an operator's retry brought back a Dead job whose key a newer live job held; enqueue answers with the first |
-//! | `P:{P:Q}:control` | hash | the queue's control (`Storage::set_paused`, `set_limits`): `paused_at concurrency rate_limit rate_period` (microseconds); absent when nothing is set |
+//! | `P:{P:Q}:control` | hash | the queue's control (`ControlStorage::set_paused`, `set_limits`): `paused_at concurrency rate_limit rate_period` (microseconds); absent when nothing is set |
 //! | `P:{P:Q}:starts` | sorted set | the rate limit's log: one member `<token>:<id>` per start, score its instant; claim drops those that left the window |
 //! | `P:{P:Q}:seen` | hash | worker -> `<instant>:<1 if paused>` of its latest claim that met a control |
 //! | `P:queues` | set | registry of queue names (its own slot) |
-//! | `P:role:{P:role:R}` | hash | the holder of role `R` (`Storage::elect`): `token holder expires_at`; deleted on resign; the role in its own hash tag |
+//! | `P:role:{P:role:R}` | hash | the holder of role `R` (`RoleStorage::elect`): `token holder expires_at`; deleted on resign; the role in its own hash tag |
 //! | `P:roles` | set | registry of role names ever elected (its own slot), for `leaders` |
-//! | `P:{P:Q}:periodic job:<name>` | hash | one recurring periodic job whose jobs go to queue `Q` (`Storage::fire`): `name queue spec zone cursor last_job missed last_missed declared_at triggered_at` (instants in microseconds); in its queue's slot, so one script moves the cursor and stores the tick's jobs |
-//! | `P:periodic jobs` | hash | registry of periodic jobs: name -> queue (its own slot), for `periodic jobs` and `trigger` |
+//! | `P:{P:Q}:schedule:<name>` | hash | one recurring periodic job whose jobs go to queue `Q` (`PeriodicStorage::fire`): `name queue spec zone cursor last_job missed last_missed declared_at triggered_at` (instants in microseconds); in its queue's slot, so one script moves the cursor and stores the tick's jobs |
+//! | `P:schedules` | hash | registry of periodic jobs: name -> queue (its own slot), for `periodic` and `trigger` |
 //! | `P:wake` | pub/sub channel | published by the scripts that make a job Pending |
 //!
 //! A job is in exactly one of `ready`, `scheduled`, `leases`, `done:*`,

@@ -21,7 +21,7 @@
 //! 1,000 (purge 10,000) jobs per script call and loop while a call was full.
 //!
 //! Wake-up: the scripts that make a job Pending `PUBLISH` on `<prefix>:wake`;
-//! [`jq_core::Storage::subscribe`] starts one pub/sub connection per storage
+//! [`jq_core::storage::Storage::subscribe`] starts one pub/sub connection per storage
 //! handle that bumps the returned watch channel, and reconnects with backoff
 //! when it drops (the worker pool's polling covers the gap).
 //!
@@ -59,7 +59,7 @@
 //!
 //! - an enqueue batch stays one script call, so it is stored whole or not
 //!   at all; a batch whose queues live in different hash slots cannot be
-//!   one call and is refused with `jq_core::Error::CrossSlotBatch` before
+//!   one call and is refused with `jq_core::Error::BatchNotAtomic` before
 //!   anything is stored (enqueue one batch per queue instead);
 //! - a complete or heartbeat batch over several queues becomes one script
 //!   call per queue, sent concurrently (each item is fenced on its own
@@ -120,10 +120,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use jq_core::periodic::{Fire, FireOutcome, PeriodicInfo};
+use jq_core::storage::{
+    ClaimRequest, ControlStorage, Election, Leader, LeaseRef, LeaseToken, PeriodicStorage, RoleStorage, Settled,
+    Settlement, Storage, ThroughputStorage, WorkSignal,
+};
 use jq_core::{
-    ClaimRequest, Clock, Election, Fire, FireOutcome, Job, JobFilter, JobId, Leader, LeaseRef, LeaseToken, NewJob,
-    PeriodicInfo, QueueInfo, QueueLimits, QueueName, Result, Settled, Settlement, State, Stats, Storage, Throughput,
-    Timestamp, WorkSignal,
+    Clock, Job, JobFilter, JobId, NewJob, QueueInfo, QueueLimits, QueueName, Result, State, Stats, Throughput,
+    Timestamp,
 };
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
@@ -480,10 +484,6 @@ impl Storage for RedisStorage {
         admin::list(&self.inner, filter).await
     }
 
-    async fn throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {
-        admin::throughput(&self.inner, since).await
-    }
-
     async fn stats(&self) -> Result<Stats> {
         admin::stats(&self.inner).await
     }
@@ -500,6 +500,29 @@ impl Storage for RedisStorage {
         maintenance::purge(&self.inner, state, older_than).await
     }
 
+    fn subscribe(&self) -> Option<WorkSignal> {
+        listener::subscribe(&self.inner)
+    }
+
+    fn clock(&self) -> Clock {
+        self.inner.config.clock.clone()
+    }
+    fn as_roles(&self) -> Option<&dyn RoleStorage> {
+        Some(self)
+    }
+    fn as_periodic(&self) -> Option<&dyn PeriodicStorage> {
+        Some(self)
+    }
+    fn as_controls(&self) -> Option<&dyn ControlStorage> {
+        Some(self)
+    }
+    fn as_throughput(&self) -> Option<&dyn ThroughputStorage> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl RoleStorage for RedisStorage {
     async fn elect(&self, election: &Election) -> Result<bool> {
         election::elect(&self.inner, election).await
     }
@@ -508,6 +531,13 @@ impl Storage for RedisStorage {
         election::resign(&self.inner, role, token).await
     }
 
+    async fn leaders(&self) -> Result<Vec<Leader>> {
+        election::leaders(&self.inner).await
+    }
+}
+
+#[async_trait]
+impl PeriodicStorage for RedisStorage {
     async fn fire(&self, fire: &Fire) -> Result<FireOutcome> {
         periodic::fire(&self.inner, fire).await
     }
@@ -519,11 +549,10 @@ impl Storage for RedisStorage {
     async fn trigger(&self, name: &str) -> Result<()> {
         periodic::trigger(&self.inner, name).await
     }
+}
 
-    async fn leaders(&self) -> Result<Vec<Leader>> {
-        election::leaders(&self.inner).await
-    }
-
+#[async_trait]
+impl ControlStorage for RedisStorage {
     async fn set_paused(&self, queue: &QueueName, paused: bool) -> Result<()> {
         control::set_paused(&self.inner, queue, paused).await
     }
@@ -535,12 +564,11 @@ impl Storage for RedisStorage {
     async fn queues(&self) -> Result<Vec<QueueInfo>> {
         control::queues(&self.inner).await
     }
+}
 
-    fn subscribe(&self) -> Option<WorkSignal> {
-        listener::subscribe(&self.inner)
-    }
-
-    fn clock(&self) -> Clock {
-        self.inner.config.clock.clone()
+#[async_trait]
+impl ThroughputStorage for RedisStorage {
+    async fn throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {
+        admin::throughput(&self.inner, since).await
     }
 }

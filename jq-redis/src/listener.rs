@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use futures::StreamExt;
-use jq_core::WorkSignal;
+use jq_core::storage::WorkSignal;
 
 use crate::Inner;
 

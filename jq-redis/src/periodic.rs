@@ -1,9 +1,9 @@
-//! Recurring periodic jobs ([`Storage::fire`](jq_core::Storage::fire)): one
-//! hash per periodic job in its queue's slot (`Keys::periodic job`), so
+//! Recurring periodic jobs ([`PeriodicStorage::fire`](jq_core::storage::PeriodicStorage::fire)): one
+//! hash per periodic job in its queue's slot (`Keys::schedule`), so
 //! `lua/fire.lua` compares the cursor and stores the tick's jobs in one
 //! script, on a single server and on Cluster alike. The registry
-//! `P:periodic jobs` (name -> queue, another slot) is written first, as the
-//! queue registry is, so `periodic jobs` and `trigger` find every periodic job.
+//! `P:schedules` (name -> queue, another slot) is written first, as the
+//! queue registry is, so `periodic` and `trigger` find every periodic job.
 //!
 //! A periodic job moved to another queue gets a new hash there: its cursor
 //! starts afresh at the first step in the new queue (the registry points to
@@ -11,8 +11,9 @@
 
 use std::collections::HashMap;
 
-use jq_core::clock::from_micros;
-use jq_core::{Error, Fire, FireOutcome, JobId, PeriodicInfo, Result, Timestamp};
+use jq_core::periodic::{Fire, FireOutcome, PeriodicInfo};
+use jq_core::storage::from_micros;
+use jq_core::{Error, JobId, Result, Timestamp};
 use uuid::Uuid;
 
 use crate::enqueue::job_args;

@@ -2,10 +2,9 @@
 //! `lua/common.lua` makes, or the fields `claim.lua` returns) into a
 //! `jq_core::Job`.
 
-use jq_core::clock::from_micros;
-use jq_core::{
-    AttemptError, Error, Job, JobId, Lease, LeaseToken, Payload, Priority, QueueName, Result, State, TraceContext,
-};
+use jq_core::storage::LeaseToken;
+use jq_core::storage::from_micros;
+use jq_core::{AttemptError, Error, Job, JobId, Lease, Payload, Priority, QueueName, Result, State, TraceContext};
 use serde::Deserialize;
 use uuid::Uuid;
 

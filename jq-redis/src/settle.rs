@@ -5,7 +5,8 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use jq_core::{Error, JobId, LeaseRef, Outcome, QueueName, Result, Settled, Settlement, State};
+use jq_core::storage::{LeaseRef, Outcome, Settled, Settlement};
+use jq_core::{Error, JobId, QueueName, Result, State};
 
 use crate::keys::id_hex;
 use crate::{Inner, duration_micros, error, scripts};

@@ -16,7 +16,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use jq_core::{ClaimRequest, Clock, ManualClock, NewJob, Payload, Priority, QueueName, State, Storage, StorageExt};
+use jq_core::storage::{ClaimRequest, Storage, StorageExt};
+use jq_core::{Clock, ManualClock, NewJob, Payload, Priority, QueueName, State};
 use jq_redis::{RedisConfig, RedisStorage};
 
 /// A running three-node cluster.
@@ -158,8 +159,8 @@ async fn setup() -> ClusterHarness {
     ClusterHarness { prefix: format!("jqtest:{}", uuid::Uuid::new_v4().simple()) }
 }
 
-jq_testkit::conformance!(setup);
-jq_testkit::properties!(setup);
+jq_testkit::conformance!(setup; roles, periodic, controls, throughput);
+jq_testkit::properties!(setup; periodic);
 
 fn job(queue: &str, n: usize) -> jq_core::JobBuilder {
     NewJob::builder("test", Payload::from_json(format!(r#"{{"n":{n}}}"#)).unwrap()).queue(queue)
@@ -199,8 +200,10 @@ async fn batches_and_claims_over_several_slots() {
     assert_eq!(rest_ids, vec![ids[4], ids[5], ids[0]]);
     // one settlement batch over three queues, from a handle that did not claim
     let other = connect(&h.prefix, clock.clock()).await;
-    let batch =
-        rest.iter().map(|j| jq_core::Settlement { lease: j.lease_ref().unwrap(), outcome: jq_core::Outcome::Ack });
+    let batch = rest.iter().map(|j| jq_core::storage::Settlement {
+        lease: j.lease_ref().unwrap(),
+        outcome: jq_core::storage::Outcome::Ack,
+    });
     let results = other.settle(batch.collect()).await.unwrap();
     assert!(results.iter().all(|r| matches!(r, Ok(State::Completed))), "{results:?}");
     let stats = s.stats().await.unwrap();
@@ -255,8 +258,8 @@ async fn an_enqueue_batch_over_several_slots_is_refused_whole() {
     let spread = vec![job("a", 0).build_at(at).unwrap(), job(&other, 1).build_at(at).unwrap()];
     let err = s.enqueue(spread.clone()).await.unwrap_err();
     match &err {
-        jq_core::Error::CrossSlotBatch { queues } => assert_eq!(queues, &vec!["a".to_owned(), other.clone()]),
-        other => panic!("expected CrossSlotBatch, got {other:?}"),
+        jq_core::Error::BatchNotAtomic { queues, .. } => assert_eq!(queues, &vec!["a".to_owned(), other.clone()]),
+        other => panic!("expected BatchNotAtomic, got {other:?}"),
     }
     assert!(err.to_string().contains("one batch per queue"), "{err}");
     for j in &spread {

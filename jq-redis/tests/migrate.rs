@@ -8,9 +8,8 @@ mod common;
 
 use std::time::Duration;
 
-use jq_core::{
-    ClaimRequest, JobFilter, JobId, LeaseRef, LeaseToken, ManualClock, QueueName, State, Storage, StorageExt,
-};
+use jq_core::storage::{ClaimRequest, LeaseRef, LeaseToken, Storage, StorageExt};
+use jq_core::{JobFilter, JobId, ManualClock, QueueName, State};
 use jq_redis::keys::id_hex;
 
 /// One job as the layout before v2 stored it: its hash, and the index it

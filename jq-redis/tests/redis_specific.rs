@@ -8,10 +8,8 @@ mod common;
 
 use std::time::Duration;
 
-use jq_core::{
-    ClaimRequest, Error, JobFilter, ManualClock, NewJob, Outcome, Payload, Priority, QueueName, Settlement, State,
-    Storage, StorageExt,
-};
+use jq_core::storage::{ClaimRequest, Outcome, Settlement, Storage, StorageExt};
+use jq_core::{Error, JobFilter, ManualClock, NewJob, Payload, Priority, QueueName, State};
 use jq_redis::{RedisConfig, RedisStorage};
 
 fn job(queue: &str, n: usize) -> jq_core::JobBuilder {
@@ -374,7 +372,7 @@ async fn a_long_running_worker_forgets_the_jobs_it_no_longer_holds() {
     use std::collections::HashSet;
     use std::sync::{Arc, Mutex};
 
-    use jq_core::worker::{JobContext, WorkerPool};
+    use jq_core::{JobContext, WorkerPool};
 
     let prefix = common::prefix();
     let clock = ManualClock::starting_now();

@@ -12,7 +12,8 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use jq_core::{Error, ManualClock, NewJob, Payload, State, Storage, StorageExt};
+use jq_core::storage::{Storage, StorageExt};
+use jq_core::{Error, ManualClock, NewJob, Payload, State};
 use jq_redis::{RedisConfig, RedisStorage};
 
 fn free_port() -> u16 {

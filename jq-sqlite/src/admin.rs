@@ -140,7 +140,7 @@ pub(crate) fn throughput(conn: &Connection, since: Timestamp) -> Result<Vec<Thro
             let minute: i64 = r.get(1)?;
             Ok(Throughput {
                 queue: r.get(0)?,
-                minute: jq_core::clock::from_micros(minute * 60_000_000),
+                minute: jq_core::storage::from_micros(minute * 60_000_000),
                 completed: u64::try_from(r.get::<_, i64>(2)?).unwrap_or(0),
                 dead: u64::try_from(r.get::<_, i64>(3)?).unwrap_or(0),
             })

@@ -7,8 +7,9 @@
 //! A resend first looks for the Running jobs its token holds (an earlier
 //! attempt whose answer was lost) and returns those instead.
 
-use jq_core::clock::add;
-use jq_core::{ClaimRequest, Job, Priority, QueueName, Result, Timestamp};
+use jq_core::storage::ClaimRequest;
+use jq_core::storage::add;
+use jq_core::{Job, Priority, QueueName, Result, Timestamp};
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, Rows, params};
 

@@ -1,4 +1,4 @@
-//! Queue controls ([`Storage::set_paused`](jq_core::Storage::set_paused),
+//! Queue controls ([`ControlStorage::set_paused`](jq_core::storage::ControlStorage::set_paused),
 //! `set_limits`, `queues`): rows in `queue_controls`, read by every claim
 //! on the writer, inside its transaction, so a pause or a limit is checked
 //! in the claim's atomic step and holds across every process sharing the
@@ -7,8 +7,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use jq_core::clock::from_micros;
-use jq_core::control::allowance;
+use jq_core::storage::allowance;
+use jq_core::storage::from_micros;
 use jq_core::{QueueInfo, QueueLimits, QueueName, Rate, Result, Seen, Timestamp};
 use rusqlite::{Connection, OptionalExtension, params};
 

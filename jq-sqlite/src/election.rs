@@ -1,8 +1,9 @@
-//! Named roles ([`Storage::elect`](jq_core::Storage::elect)): one row per
+//! Named roles ([`RoleStorage::elect`](jq_core::storage::RoleStorage::elect)): one row per
 //! held role in `leaders`, written by one upsert on the writer.
 
-use jq_core::clock::{add, from_micros};
-use jq_core::{Election, Leader, LeaseToken, Result, Timestamp};
+use jq_core::storage::{Election, Leader, LeaseToken};
+use jq_core::storage::{add, from_micros};
+use jq_core::{Result, Timestamp};
 use rusqlite::{Connection, params};
 
 use crate::error::db;

@@ -50,19 +50,34 @@ pub enum SqliteError {
         /// The newest version this crate knows.
         known: u32,
     },
+    /// The writer thread died (a panic outside any one command): every call
+    /// of the storage fails from then on with [`jq_core::Error::Fatal`]
+    /// carrying this; only a new storage (a restarted process) helps.
+    #[error("the SQLite writer thread died (see the log for its panic): restart the process")]
+    WriterGone,
     /// The writer thread could not be started.
     #[error("cannot start the SQLite writer thread: {0}")]
     Thread(#[source] std::io::Error),
 }
 
-impl From<SqliteError> for jq_core::Error {
-    fn from(e: SqliteError) -> Self {
-        let unavailable = match &e {
+impl SqliteError {
+    /// True when opening may succeed later (the file is busy or locked, the
+    /// disk is full, a thread could not start).
+    pub fn is_unavailable(&self) -> bool {
+        match self {
             SqliteError::Open { source, .. } | SqliteError::Migrate { source, .. } => is_unavailable(source),
             SqliteError::Thread(_) => true,
-            SqliteError::InvalidUrl { .. } | SqliteError::SchemaTooNew { .. } => false,
-        };
-        if unavailable {
+            SqliteError::InvalidUrl { .. } | SqliteError::SchemaTooNew { .. } | SqliteError::WriterGone => false,
+        }
+    }
+}
+
+impl From<SqliteError> for jq_core::Error {
+    fn from(e: SqliteError) -> Self {
+        if matches!(e, SqliteError::WriterGone) {
+            return jq_core::Error::Fatal { backend: BACKEND, source: Box::new(e) };
+        }
+        if e.is_unavailable() {
             jq_core::Error::Unavailable { backend: BACKEND, source: Box::new(e) }
         } else {
             jq_core::Error::Backend { backend: BACKEND, source: Box::new(e) }
@@ -131,12 +146,9 @@ impl SharedFailure {
 }
 
 /// The writer thread ended: every call of this storage fails from now on
-/// ([`jq_core::Error::Broken`], fatal).
+/// ([`jq_core::Error::Fatal`] with [`SqliteError::WriterGone`]).
 pub(crate) fn writer_gone() -> jq_core::Error {
-    jq_core::Error::Broken {
-        backend: BACKEND,
-        reason: "the SQLite writer thread died (see the log for its panic): restart the process".into(),
-    }
+    jq_core::Error::Fatal { backend: BACKEND, source: Box::new(SqliteError::WriterGone) }
 }
 
 /// A command's answer was dropped while the writer lives on: the command

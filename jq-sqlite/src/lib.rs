@@ -29,7 +29,7 @@
 //!   timeout that runs out gives [`jq_core::Error::Unavailable`].
 //! - The schema is versioned with `PRAGMA user_version`; [`schema`] holds
 //!   the migrations and an older file is upgraded on open.
-//! - [`SqliteStorage::subscribe`](jq_core::Storage::subscribe) is bumped
+//! - [`SqliteStorage::subscribe`](jq_core::storage::Storage::subscribe) is bumped
 //!   after commits that make work claimable in this process, including a
 //!   caller's own transaction that used [`SqliteStorage::enqueue_tx`];
 //!   other processes are seen at the next poll.

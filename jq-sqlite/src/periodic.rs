@@ -1,11 +1,12 @@
-//! Recurring periodic jobs ([`Storage::fire`](jq_core::Storage::fire)): one row
-//! per periodic job in `periodic jobs`. A step reads the row and, when it is the
+//! Recurring periodic jobs ([`PeriodicStorage::fire`](jq_core::storage::PeriodicStorage::fire)): one row
+//! per periodic job in `schedules`. A step reads the row and, when it is the
 //! one expected, writes it and inserts the jobs, all in the writer's
 //! `BEGIN IMMEDIATE` transaction: writers of every process are serialised
 //! by it, so the comparison and the write are one atomic step.
 
-use jq_core::clock::from_micros;
-use jq_core::{Error, Fire, FireOutcome, JobId, PeriodicInfo, Result, Timestamp};
+use jq_core::periodic::{Fire, FireOutcome, PeriodicInfo};
+use jq_core::storage::from_micros;
+use jq_core::{Error, JobId, Result, Timestamp};
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use uuid::Uuid;
 
@@ -62,7 +63,7 @@ pub(crate) fn trigger(conn: &Connection, name: &str, now: Timestamp) -> Result<(
     Ok(())
 }
 
-/// A row of `periodic jobs`; the inner error for a last job that is not a UUID.
+/// A row of `schedules`; the inner error for a last job that is not a UUID.
 fn decode(r: &Row<'_>) -> rusqlite::Result<Result<PeriodicInfo>> {
     let name: String = r.get(0)?;
     let last_job: Option<Vec<u8>> = r.get(5)?;

@@ -4,10 +4,9 @@
 //! Every `SELECT`/`RETURNING` that yields jobs lists the columns in the
 //! order of [`COLUMNS`].
 
-use jq_core::clock::from_micros;
-use jq_core::{
-    AttemptError, Error, Job, JobId, Lease, LeaseToken, Payload, Priority, QueueName, Result, State, TraceContext,
-};
+use jq_core::storage::LeaseToken;
+use jq_core::storage::from_micros;
+use jq_core::{AttemptError, Error, Job, JobId, Lease, Payload, Priority, QueueName, Result, State, TraceContext};
 use rusqlite::Row;
 use rusqlite::types::ValueRef;
 use uuid::Uuid;

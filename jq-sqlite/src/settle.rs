@@ -3,8 +3,9 @@
 
 use std::time::Duration;
 
-use jq_core::clock::add;
-use jq_core::{Error, JobId, LeaseRef, Outcome, Result, Settled, Settlement, State, Timestamp};
+use jq_core::storage::add;
+use jq_core::storage::{LeaseRef, Outcome, Settled, Settlement};
+use jq_core::{Error, JobId, Result, State, Timestamp};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::error::db;

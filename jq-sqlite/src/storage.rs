@@ -9,10 +9,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use jq_core::periodic::{Fire, FireOutcome, PeriodicInfo};
+use jq_core::storage::{
+    ClaimRequest, ControlStorage, Election, Leader, LeaseRef, LeaseToken, PeriodicStorage, RoleStorage, Settled,
+    Settlement, Storage, ThroughputStorage, WorkSignal,
+};
 use jq_core::{
-    ClaimRequest, Clock, Election, Error, Fire, FireOutcome, Job, JobFilter, JobId, Leader, LeaseRef, LeaseToken,
-    NewJob, PeriodicInfo, QueueInfo, QueueLimits, QueueName, Result, Settled, Settlement, State, Stats, Storage,
-    Throughput, Timestamp, WorkSignal,
+    Clock, Error, Job, JobFilter, JobId, NewJob, QueueInfo, QueueLimits, QueueName, Result, State, Stats, Throughput,
+    Timestamp,
 };
 use rusqlite::{Connection, Transaction};
 use tokio::sync::{Semaphore, oneshot, watch};
@@ -157,7 +161,18 @@ impl SqliteStorage {
     /// rollback and WAL hooks (see the `wake` module); SQLite's automatic
     /// checkpoint keeps working. Workers of other processes see the jobs at
     /// their next poll.
-    pub fn enqueue_tx(&self, tx: &Transaction<'_>, jobs: Vec<NewJob>) -> Result<Vec<JobId>> {
+    ///
+    /// The same shape as `PostgresStorage::enqueue_tx` (`&mut` the caller's
+    /// transaction, a future of the ids), but rusqlite is synchronous: the
+    /// jobs are written before this returns, and the future is already
+    /// complete. `.await` it in async code; in synchronous code take the
+    /// result with [`std::future::Ready::into_inner`].
+    pub fn enqueue_tx(&self, tx: &mut Transaction<'_>, jobs: Vec<NewJob>) -> std::future::Ready<Result<Vec<JobId>>> {
+        std::future::ready(self.enqueue_in(tx, jobs))
+    }
+
+    /// [`SqliteStorage::enqueue_tx`]'s work, done before it returns.
+    fn enqueue_in(&self, tx: &Transaction<'_>, jobs: Vec<NewJob>) -> Result<Vec<JobId>> {
         enqueue::check(&jobs, self.inner.config.max_payload_bytes)?;
         let (ids, stored) = enqueue::insert(tx, &jobs, self.inner.config.clock.now())?;
         if stored > 0 {
@@ -270,10 +285,6 @@ impl Storage for SqliteStorage {
         self.read(admin::stats).await
     }
 
-    async fn throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {
-        self.read(move |conn| admin::throughput(conn, since)).await
-    }
-
     async fn retry(&self, id: JobId) -> Result<()> {
         self.call(|reply| Command::RetryDead { id, reply }).await
     }
@@ -297,6 +308,29 @@ impl Storage for SqliteStorage {
         }
     }
 
+    fn subscribe(&self) -> Option<WorkSignal> {
+        Some(self.inner.signal.subscribe())
+    }
+
+    fn clock(&self) -> Clock {
+        self.inner.config.clock.clone()
+    }
+    fn as_roles(&self) -> Option<&dyn RoleStorage> {
+        Some(self)
+    }
+    fn as_periodic(&self) -> Option<&dyn PeriodicStorage> {
+        Some(self)
+    }
+    fn as_controls(&self) -> Option<&dyn ControlStorage> {
+        Some(self)
+    }
+    fn as_throughput(&self) -> Option<&dyn ThroughputStorage> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl RoleStorage for SqliteStorage {
     async fn elect(&self, election: &Election) -> Result<bool> {
         election.check()?;
         let election = election.clone();
@@ -312,7 +346,10 @@ impl Storage for SqliteStorage {
     async fn leaders(&self) -> Result<Vec<Leader>> {
         self.read(election::leaders).await
     }
+}
 
+#[async_trait]
+impl PeriodicStorage for SqliteStorage {
     async fn fire(&self, fire: &Fire) -> Result<FireOutcome> {
         fire.check()?;
         enqueue::check(&fire.jobs, self.inner.config.max_payload_bytes)?;
@@ -329,7 +366,10 @@ impl Storage for SqliteStorage {
         let name = name.to_owned();
         self.call(|reply| Command::Trigger { name, reply }).await
     }
+}
 
+#[async_trait]
+impl ControlStorage for SqliteStorage {
     async fn set_paused(&self, queue: &QueueName, paused: bool) -> Result<()> {
         let queue = queue.clone();
         self.call(|reply| Command::SetPaused { queue, paused, reply }).await
@@ -344,13 +384,12 @@ impl Storage for SqliteStorage {
     async fn queues(&self) -> Result<Vec<QueueInfo>> {
         self.read(control::queues).await
     }
+}
 
-    fn subscribe(&self) -> Option<WorkSignal> {
-        Some(self.inner.signal.subscribe())
-    }
-
-    fn clock(&self) -> Clock {
-        self.inner.config.clock.clone()
+#[async_trait]
+impl ThroughputStorage for SqliteStorage {
+    async fn throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {
+        self.read(move |conn| admin::throughput(conn, since)).await
     }
 }
 
@@ -359,7 +398,8 @@ impl Storage for SqliteStorage {
 mod tests {
     use std::sync::atomic::AtomicUsize;
 
-    use jq_core::{NewJob, Payload, QueueName, StorageExt};
+    use jq_core::storage::StorageExt;
+    use jq_core::{NewJob, Payload, QueueName};
 
     use super::*;
 
@@ -422,7 +462,11 @@ mod tests {
         let (_dir, storage) = open();
         send(&storage, Command::Exit);
         let err = storage.enqueue_one(job()).await.expect_err("the writer is gone");
-        assert!(matches!(err, Error::Broken { backend: "sqlite", .. }) && err.is_fatal(), "{err:?}");
+        assert!(
+            matches!(&err, Error::Fatal { backend: "sqlite", source } if matches!(source.downcast_ref(), Some(crate::SqliteError::WriterGone)))
+                && err.is_fatal(),
+            "{err:?}"
+        );
         assert!(err.to_string().contains("restart the process"), "{err}");
         assert!(storage.stats().await.is_ok(), "reads of a file database do not need the writer");
     }

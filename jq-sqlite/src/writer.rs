@@ -23,10 +23,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
-use jq_core::{
-    ClaimRequest, Clock, Election, Fire, FireOutcome, Job, JobId, LeaseRef, LeaseToken, NewJob, QueueLimits, QueueName,
-    Result, Settled, Settlement, State, Timestamp,
-};
+use jq_core::periodic::{Fire, FireOutcome};
+use jq_core::storage::{ClaimRequest, Election, LeaseRef, LeaseToken, Settled, Settlement};
+use jq_core::{Clock, Job, JobId, NewJob, QueueLimits, QueueName, Result, State, Timestamp};
 use rusqlite::Connection;
 use tokio::sync::{oneshot, watch};
 

@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use jq_core::{ClaimRequest, ManualClock, QueueName, State, Storage};
+use jq_core::storage::{ClaimRequest, Storage};
+use jq_core::{ManualClock, QueueName, State};
 use jq_sqlite::rusqlite::{Connection, params};
 use jq_sqlite::{SqliteConfig, SqliteStorage, schema};
 

@@ -11,7 +11,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use jq_core::{ClaimRequest, JobFilter, JobId, NewJob, Outcome, Payload, QueueName, Settlement, State, Storage};
+use jq_core::storage::{ClaimRequest, Outcome, Settlement, Storage};
+use jq_core::{JobFilter, JobId, NewJob, Payload, QueueName, State};
 use jq_sqlite::{SqliteConfig, SqliteStorage};
 
 const ROLE: &str = "JQ_SQLITE_MP_ROLE";
@@ -69,7 +70,7 @@ async fn work(storage: &SqliteStorage, out: &Path, done: &Path) {
         // Read the marker BEFORE claiming: an empty claim after it means
         // every job was enqueued and taken.
         let producer_done = done.exists();
-        let request = ClaimRequest { token: jq_core::LeaseToken::new(), ..request.clone() };
+        let request = ClaimRequest { token: jq_core::storage::LeaseToken::new(), ..request.clone() };
         let batch = storage.claim(&request).await.unwrap();
         if batch.is_empty() {
             if producer_done {

@@ -4,10 +4,8 @@
 
 use std::time::Duration;
 
-use jq_core::{
-    ClaimRequest, Error, JobFilter, ManualClock, NewJob, Outcome, Payload, Priority, QueueName, Settlement, State,
-    Storage, StorageExt,
-};
+use jq_core::storage::{ClaimRequest, Outcome, Settlement, Storage, StorageExt};
+use jq_core::{Error, JobFilter, ManualClock, NewJob, Payload, Priority, QueueName, State};
 use jq_sqlite::{SqliteConfig, SqliteStorage};
 
 fn job(clock: &ManualClock, queue: &str) -> NewJob {
@@ -66,12 +64,12 @@ async fn every_operation(s: SqliteStorage, clock: ManualClock) {
     assert_eq!(ja.attempts, 1);
     let lease = ja.lease.clone().unwrap();
     assert_eq!(lease.worker, "w1");
-    assert_eq!(lease.expires_at, jq_core::clock::add(clock.now(), Duration::from_secs(30)));
+    assert_eq!(lease.expires_at, jq_core::storage::add(clock.now(), Duration::from_secs(30)));
 
     // heartbeat and fencing
     let lost = s.heartbeat(&[ja.lease_ref().unwrap()], Duration::from_secs(60)).await.unwrap();
     assert!(lost.is_empty());
-    let stale = jq_core::LeaseRef { id: a.id, token: jq_core::LeaseToken::new() };
+    let stale = jq_core::storage::LeaseRef { id: a.id, token: jq_core::storage::LeaseToken::new() };
     assert_eq!(s.heartbeat(&[stale], Duration::from_secs(60)).await.unwrap(), vec![a.id]);
     assert!(matches!(s.ack(stale).await, Err(Error::LeaseLost { .. })));
 
@@ -144,7 +142,7 @@ async fn every_operation(s: SqliteStorage, clock: ManualClock) {
 
     // purge
     assert!(matches!(s.purge(State::Pending, clock.now()).await, Err(Error::InvalidInput { .. })));
-    assert_eq!(s.purge(State::Completed, jq_core::clock::add(clock.now(), Duration::from_secs(1))).await.unwrap(), 1);
+    assert_eq!(s.purge(State::Completed, jq_core::storage::add(clock.now(), Duration::from_secs(1))).await.unwrap(), 1);
     assert!(matches!(s.get(a.id).await, Err(Error::NotFound { .. })));
 }
 

@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use jq_core::{ClaimRequest, Error, ManualClock, NewJob, Payload, QueueName, State, Storage};
+use jq_core::storage::{ClaimRequest, Storage};
+use jq_core::{Error, ManualClock, NewJob, Payload, QueueName, State};
 use jq_sqlite::rusqlite::{Connection, TransactionBehavior};
 use jq_sqlite::{SqliteConfig, SqliteStorage};
 
@@ -32,9 +33,9 @@ async fn committed_job_exists_and_is_claimable() {
     let (_dir, clock, storage, mut app) = setup();
     let signal = storage.subscribe().unwrap();
     let new = job(&clock);
-    let tx = app.transaction_with_behavior(TransactionBehavior::Immediate).unwrap();
+    let mut tx = app.transaction_with_behavior(TransactionBehavior::Immediate).unwrap();
     tx.execute("INSERT INTO orders (total) VALUES (42)", []).unwrap();
-    let ids = storage.enqueue_tx(&tx, vec![new.clone()]).unwrap();
+    let ids = storage.enqueue_tx(&mut tx, vec![new.clone()]).into_inner().unwrap();
     assert_eq!(ids, vec![new.id]);
     assert!(!signal.has_changed().unwrap(), "no wake-up before the commit");
     tx.commit().unwrap();
@@ -53,9 +54,9 @@ async fn rolled_back_job_is_not_stored() {
     let mut signal = storage.subscribe().unwrap();
     let new = job(&clock);
     {
-        let tx = app.transaction_with_behavior(TransactionBehavior::Immediate).unwrap();
+        let mut tx = app.transaction_with_behavior(TransactionBehavior::Immediate).unwrap();
         tx.execute("INSERT INTO orders (total) VALUES (42)", []).unwrap();
-        storage.enqueue_tx(&tx, vec![new.clone()]).unwrap();
+        storage.enqueue_tx(&mut tx, vec![new.clone()]).into_inner().unwrap();
         tx.rollback().unwrap();
     }
     assert!(matches!(storage.get(new.id).await, Err(Error::NotFound { .. })));
@@ -85,8 +86,8 @@ async fn woken_reader_sees_the_committed_job() {
         (seen, reader.claim(&claim_request()).await.unwrap())
     });
     tokio::task::spawn_blocking(move || {
-        let tx = app.transaction_with_behavior(TransactionBehavior::Immediate).unwrap();
-        storage.enqueue_tx(&tx, vec![new]).unwrap();
+        let mut tx = app.transaction_with_behavior(TransactionBehavior::Immediate).unwrap();
+        storage.enqueue_tx(&mut tx, vec![new]).into_inner().unwrap();
         tx.commit().unwrap();
     })
     .await
@@ -101,8 +102,8 @@ async fn woken_reader_sees_the_committed_job() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn checkpoints_still_run_on_the_callers_connection() {
     let (_dir, clock, storage, mut app) = setup();
-    let tx = app.transaction_with_behavior(TransactionBehavior::Immediate).unwrap();
-    storage.enqueue_tx(&tx, vec![job(&clock)]).unwrap();
+    let mut tx = app.transaction_with_behavior(TransactionBehavior::Immediate).unwrap();
+    storage.enqueue_tx(&mut tx, vec![job(&clock)]).into_inner().unwrap();
     tx.commit().unwrap();
     app.execute("CREATE TABLE blobs (b BLOB)", []).unwrap();
     let blob = vec![0u8; 64 * 1024];

@@ -81,7 +81,7 @@
 //!   must be exactly [`memory::lease_expired_message`], `run_at` stays as it
 //!   was on transitions that do not set it (ack, fail, Dead), and a claim
 //!   changes only the jobs it returns (it does not promote others).
-//! - Items of one `complete` batch apply in order: a second item on the
+//! - Items of one `settle` batch apply in order: a second item on the
 //!   same job sees the first one's effect (typically `LeaseLost`).
 //! - A claim's jobs hold the request's token (`ClaimRequest::token`), and a
 //!   resend returns what the token still holds: both sides get the same
@@ -93,7 +93,8 @@
 //! - Not compared: the order of jobs inside one claim's answer, the order
 //!   of heartbeat's lost ids, payload formatting (compared as JSON values).
 
-use jq_core::{Clock, Error, JobFilter, JobId, State, Storage};
+use jq_core::storage::Storage;
+use jq_core::{Clock, Error, JobFilter, JobId, State};
 
 pub mod faults;
 pub mod memory;
@@ -166,25 +167,37 @@ pub trait Harness: Send + Sync + 'static {
     /// failure leaves the evidence behind.
     async fn cleanup(&self);
     /// False when the backend refuses an enqueue batch over several queues
-    /// with [`jq_core::Error::CrossSlotBatch`] (Redis Cluster): scenarios
+    /// with [`jq_core::Error::BatchNotAtomic`] (Redis Cluster): scenarios
     /// and the property suite then enqueue one batch per queue.
     fn cross_queue_batches(&self) -> bool {
         true
     }
 }
 
-/// Stamps one test per conformance scenario, named after the scenario.
+/// Stamps one test per conformance scenario, named after the scenario:
+/// the core's, then those of each capability listed after a `;`.
+///
+/// ```text
+/// jq_testkit::conformance!(setup);                                        // a core-only backend
+/// jq_testkit::conformance!(setup; roles, periodic, controls, throughput); // every capability
+/// ```
 ///
 /// `$setup` is an async fn (or any expression callable with no argument
-/// returning a future) that makes a fresh [`Harness`]. Each test runs
-/// `let h = $setup().await; jq_testkit::scenarios::<name>(&h).await;
-/// h.cleanup().await;` on a multi-thread runtime with 4 workers.
+/// returning a future) that makes a fresh [`Harness`], or `None` when the
+/// backend's server is unreachable and the tests may be skipped (see
+/// [`services`]). Each test runs `let h = $setup().await;
+/// jq_testkit::scenarios::<name>(&h).await; h.cleanup().await;` on a
+/// multi-thread runtime with 4 workers. One more test,
+/// `declares_its_capabilities`, checks that the storage declares exactly
+/// the capabilities listed (`Storage::as_roles`, ...): a capability
+/// declared but not listed would go untested, one listed but not declared
+/// is refused at run time.
 ///
-/// The list of scenarios lives here and only here, so every backend gets
+/// The lists of scenarios live here and only here, so every backend gets
 /// the same test names.
 #[macro_export]
 macro_rules! conformance {
-    ($setup:expr) => {
+    ($setup:expr $(; $($capability:ident),* $(,)?)?) => {
         $crate::__conformance_tests!(
             $setup;
             // claim
@@ -196,12 +209,6 @@ macro_rules! conformance {
             never_claimed_before_run_at,
             claim_sets_lease_and_attempts,
             claim_resend_returns_the_earlier_claim,
-            // queue controls
-            pause_is_honoured_across_handles,
-            pause_survives_reconnect,
-            concurrency_slot_returns_after_recover,
-            rate_limit_is_a_sliding_window,
-            limits_hold_under_concurrent_claimers,
             // lease
             crash_before_ack_recovered_after_lease_expiry,
             stale_token_fencing,
@@ -209,7 +216,7 @@ macro_rules! conformance {
             lease_boundary_and_heartbeat,
             reused_worker_identity_strands_nothing,
             recover_with_no_attempts_left_is_dead,
-            // retry
+            // settle: nack, bury, release
             nack_accounting_to_dead,
             poison_job_ends_dead,
             release_does_not_count_attempt,
@@ -237,25 +244,50 @@ macro_rules! conformance {
             get_returns_the_job,
             list_filters_and_pages,
             stats_agree_with_list,
-            throughput_counts_finished_jobs_per_minute,
             retry_dead_job,
             cancel_pending_and_scheduled,
             purge_removes_only_old_terminal,
-            // election
+            // a worker pool through injected faults
+            pool_claim_failing_before_effect_strands_nothing,
+            pool_claim_failing_after_effect_strands_nothing,
+            pool_settle_failing_before_effect_strands_nothing,
+            pool_settle_failing_after_effect_strands_nothing,
+            pool_heartbeat_failing_before_effect_strands_nothing,
+            pool_heartbeat_failing_after_effect_strands_nothing,
+        );
+        $($( $crate::__capability_tests!($capability, $setup); )*)?
+
+        #[test]
+        fn declares_its_capabilities() {
+            $crate::__private::block_on(async {
+                let Some(h) = $crate::__private::harness(($setup)()).await else { return };
+                let listed: &[&str] = &[$($(stringify!($capability)),*)?];
+                $crate::scenarios::declares_its_capabilities(&h, listed).await;
+                $crate::Harness::cleanup(&h).await;
+            });
+        }
+    };
+}
+
+/// Implementation detail of [`conformance!`]: the scenarios of one
+/// capability.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __capability_tests {
+    (roles, $setup:expr) => {
+        $crate::__conformance_tests!(
+            $setup;
             election_exclusive_under_concurrent_contenders,
             election_renews_with_its_token,
             election_takeover_only_after_expiry,
             stale_holder_cannot_renew_after_takeover,
             resign_frees_the_role_at_once,
-            // a worker pool through injected faults
-            pool_claim_failing_before_effect_strands_nothing,
-            pool_claim_failing_after_effect_strands_nothing,
-            pool_complete_failing_before_effect_strands_nothing,
-            pool_complete_failing_after_effect_strands_nothing,
-            pool_heartbeat_failing_before_effect_strands_nothing,
-            pool_heartbeat_failing_after_effect_strands_nothing,
             one_maintainer_among_eight_pools,
-            // periodic jobs
+        );
+    };
+    (periodic, $setup:expr) => {
+        $crate::__conformance_tests!(
+            $setup;
             periodic_one_job_per_tick_under_racing_pools,
             periodic_missed_ticks_follow_the_policy,
             periodic_fire_is_a_compare_and_set,
@@ -264,6 +296,26 @@ macro_rules! conformance {
             periodic_daylight_saving_in_two_zones,
             periodic_worker_pools_store_each_tick_once_through_faults,
         );
+    };
+    (controls, $setup:expr) => {
+        $crate::__conformance_tests!(
+            $setup;
+            pause_is_honoured_across_handles,
+            pause_survives_reconnect,
+            concurrency_slot_returns_after_recover,
+            rate_limit_is_a_sliding_window,
+            limits_hold_under_concurrent_claimers,
+        );
+    };
+    (throughput, $setup:expr) => {
+        $crate::__conformance_tests!($setup; throughput_counts_finished_jobs_per_minute);
+    };
+    ($other:ident, $setup:expr) => {
+        compile_error!(concat!(
+            "unknown capability `",
+            stringify!($other),
+            "`: use roles, periodic, controls or throughput"
+        ));
     };
 }
 
@@ -276,13 +328,37 @@ macro_rules! __conformance_tests {
             #[test]
             fn $name() {
                 $crate::__private::block_on(async {
-                    let h = ($setup)().await;
+                    let Some(h) = $crate::__private::harness(($setup)()).await else { return };
                     $crate::scenarios::$name(&h).await;
                     $crate::Harness::cleanup(&h).await;
                 });
             }
         )*
     };
+}
+
+/// What a conformance setup function may return: a [`Harness`], or
+/// `Option<Harness>` whose `None` means the backend's server is not
+/// reachable here and the tests were allowed to skip ([`services`]).
+pub trait IntoHarness {
+    /// The harness inside.
+    type Harness: Harness;
+    /// The harness, or `None` to skip.
+    fn into_harness(self) -> Option<Self::Harness>;
+}
+
+impl<H: Harness> IntoHarness for H {
+    type Harness = H;
+    fn into_harness(self) -> Option<H> {
+        Some(self)
+    }
+}
+
+impl<H: Harness> IntoHarness for Option<H> {
+    type Harness = H;
+    fn into_harness(self) -> Option<H> {
+        self
+    }
 }
 
 /// Stamps the model-based property tests: `model_matches_reference`, random
@@ -293,23 +369,60 @@ macro_rules! __conformance_tests {
 /// Cases default to [`model::DEFAULT_CASES`]; set `PROPTEST_CASES` for more.
 #[macro_export]
 macro_rules! properties {
-    ($setup:expr) => {
+    ($setup:expr $(; $($capability:ident),* $(,)?)?) => {
         #[test]
         fn model_matches_reference() {
+            if !$crate::__private::reachable(|| ($setup)()) {
+                return;
+            }
             $crate::model::check(|| ($setup)());
         }
+        $($( $crate::__capability_properties!($capability, $setup); )*)?
+    };
+}
 
+/// Implementation detail of [`properties!`]: the properties of one
+/// capability (only periodic jobs have one).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __capability_properties {
+    (periodic, $setup:expr) => {
         #[test]
         fn periodic_matches_reference() {
+            if !$crate::__private::reachable(|| ($setup)()) {
+                return;
+            }
             $crate::periodic_model::check(|| ($setup)());
         }
     };
+    ($other:ident, $setup:expr) => {};
 }
 
 /// Not public API: what the macros expand to.
 #[doc(hidden)]
 pub mod __private {
     use std::future::Future;
+
+    use crate::{Harness, IntoHarness};
+
+    /// The harness `setup` made, or `None` to skip the test.
+    pub async fn harness<T: IntoHarness>(setup: impl Future<Output = T>) -> Option<T::Harness> {
+        setup.await.into_harness()
+    }
+
+    /// True when `setup` gives a harness (removing the namespace it made);
+    /// false when the test may skip.
+    pub fn reachable<T: IntoHarness, Fut: Future<Output = T>>(setup: impl Fn() -> Fut) -> bool {
+        block_on(async {
+            match harness(setup()).await {
+                Some(h) => {
+                    h.cleanup().await;
+                    true
+                }
+                None => false,
+            }
+        })
+    }
 
     /// Runs `future` on a fresh multi-thread runtime, like
     /// `#[tokio::test(flavor = "multi_thread", worker_threads = 4)]`.

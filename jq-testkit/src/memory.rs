@@ -11,11 +11,15 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use jq_core::clock::add;
+use jq_core::periodic::{Fire, FireOutcome, PeriodicInfo};
+use jq_core::storage::add;
+use jq_core::storage::{
+    ClaimRequest, ControlStorage, Election, Leader, LeaseRef, LeaseToken, Outcome, PeriodicStorage, RoleStorage,
+    Settled, Settlement, Storage, ThroughputStorage, WorkSignal,
+};
 use jq_core::{
-    AttemptError, ClaimRequest, Clock, DEFAULT_MAX_PAYLOAD_BYTES, Election, Error, Fire, FireOutcome, Job, JobFilter,
-    JobId, Leader, Lease, LeaseRef, LeaseToken, NewJob, Outcome, PeriodicInfo, QueueInfo, QueueLimits, QueueName,
-    Result, Seen, Settled, Settlement, State, Stats, Storage, Throughput, Timestamp, WorkSignal,
+    AttemptError, Clock, DEFAULT_MAX_PAYLOAD_BYTES, Error, Job, JobFilter, JobId, Lease, NewJob, QueueInfo,
+    QueueLimits, QueueName, Result, Seen, State, Stats, Throughput, Timestamp,
 };
 use tokio::sync::watch;
 
@@ -25,9 +29,9 @@ use crate::Harness;
 #[derive(Debug)]
 struct Shared {
     jobs: Mutex<BTreeMap<JobId, Job>>,
-    /// role -> (token, leader); see [`Storage::elect`].
+    /// role -> (token, leader); see [`RoleStorage::elect`].
     roles: Mutex<BTreeMap<String, (LeaseToken, Leader)>>,
-    /// name -> row; see [`Storage::fire`]. Locked before `jobs` when both are.
+    /// name -> row; see [`PeriodicStorage::fire`]. Locked before `jobs` when both are.
     schedules: Mutex<BTreeMap<String, PeriodicInfo>>,
     /// Queue controls; locked after `jobs` when both are needed.
     controls: Mutex<BTreeMap<QueueName, Control>>,
@@ -55,7 +59,8 @@ impl Control {
 /// double. Cheap to clone; clones share the jobs.
 ///
 /// ```
-/// use jq_core::{ManualClock, NewJob, Payload, Storage, StorageExt};
+/// use jq_core::storage::{Storage, StorageExt};
+/// use jq_core::{ManualClock, NewJob, Payload};
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 /// let clock = ManualClock::starting_now();
 /// let storage = jq_testkit::MemoryStorage::new().clock(clock.clock());
@@ -231,7 +236,7 @@ impl Storage for MemoryStorage {
                         None => 0,
                     };
                     let paused = control.paused_at.is_some();
-                    jq_core::control::allowance(paused, &control.limits, running as u64, started as u64, request.limit)
+                    jq_core::storage::allowance(paused, &control.limits, running as u64, started as u64, request.limit)
                 }
             };
             allowed.insert(queue, allow);
@@ -398,10 +403,6 @@ impl Storage for MemoryStorage {
             .collect())
     }
 
-    async fn throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {
-        Ok(Throughput::tally(self.jobs().values(), since))
-    }
-
     async fn stats(&self) -> Result<Stats> {
         let map = self.jobs();
         let mut stats = Stats::default();
@@ -454,6 +455,29 @@ impl Storage for MemoryStorage {
         Ok((before - map.len()) as u64)
     }
 
+    fn subscribe(&self) -> Option<WorkSignal> {
+        Some(self.shared.signal.subscribe())
+    }
+
+    fn clock(&self) -> Clock {
+        self.clock.clone()
+    }
+    fn as_roles(&self) -> Option<&dyn RoleStorage> {
+        Some(self)
+    }
+    fn as_periodic(&self) -> Option<&dyn PeriodicStorage> {
+        Some(self)
+    }
+    fn as_controls(&self) -> Option<&dyn ControlStorage> {
+        Some(self)
+    }
+    fn as_throughput(&self) -> Option<&dyn ThroughputStorage> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl RoleStorage for MemoryStorage {
     async fn elect(&self, election: &Election) -> Result<bool> {
         election.check()?;
         let now = self.clock.now();
@@ -485,7 +509,10 @@ impl Storage for MemoryStorage {
     async fn leaders(&self) -> Result<Vec<Leader>> {
         Ok(self.roles().values().map(|(_, leader)| leader.clone()).collect())
     }
+}
 
+#[async_trait]
+impl PeriodicStorage for MemoryStorage {
     async fn fire(&self, fire: &Fire) -> Result<FireOutcome> {
         fire.check()?;
         for job in &fire.jobs {
@@ -521,7 +548,10 @@ impl Storage for MemoryStorage {
         row.triggered_at.get_or_insert(now);
         Ok(())
     }
+}
 
+#[async_trait]
+impl ControlStorage for MemoryStorage {
     async fn set_paused(&self, queue: &QueueName, paused: bool) -> Result<()> {
         let now = self.clock.now();
         {
@@ -572,13 +602,12 @@ impl Storage for MemoryStorage {
             })
             .collect())
     }
+}
 
-    fn subscribe(&self) -> Option<WorkSignal> {
-        Some(self.shared.signal.subscribe())
-    }
-
-    fn clock(&self) -> Clock {
-        self.clock.clone()
+#[async_trait]
+impl ThroughputStorage for MemoryStorage {
+    async fn throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {
+        Ok(Throughput::tally(self.jobs().values(), since))
     }
 }
 
@@ -618,7 +647,8 @@ impl Harness for MemoryHarness {
 
 #[cfg(test)]
 mod tests {
-    use jq_core::{ManualClock, NewJob, Payload, StorageExt};
+    use jq_core::storage::StorageExt;
+    use jq_core::{ManualClock, NewJob, Payload};
 
     use super::*;
 

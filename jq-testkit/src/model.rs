@@ -26,15 +26,14 @@ use std::fmt::Write as _;
 use std::future::Future;
 use std::time::Duration;
 
-use jq_core::{
-    ClaimRequest, Error, Job, JobFilter, JobId, LeaseRef, LeaseToken, ManualClock, NewJob, Outcome, Payload, Priority,
-    QueueName, Settlement, State, Storage,
-};
+use jq_core::storage::{ClaimRequest, LeaseRef, LeaseToken, Outcome, Settlement, Storage};
+use jq_core::{Error, Job, JobFilter, JobId, ManualClock, NewJob, Payload, Priority, QueueName, State};
 use proptest::prelude::*;
 use proptest::sample::Index;
 use proptest::test_runner::{Config, TestCaseError, TestError, TestRng, TestRunner};
 
-use crate::{Harness, MemoryStorage};
+use crate::__private::harness;
+use crate::{Harness, IntoHarness, MemoryStorage};
 
 /// Cases per run unless `PROPTEST_CASES` says otherwise: about 10 s on
 /// the PostgreSQL backend on 2 cores, a few seconds on the others. Every
@@ -197,7 +196,8 @@ pub fn check<H, F, Fut>(setup: F)
 where
     H: Harness,
     F: Fn() -> Fut,
-    Fut: Future<Output = H>,
+    Fut: Future,
+    Fut::Output: IntoHarness<Harness = H>,
 {
     let cases = std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(DEFAULT_CASES);
     run(TestRunner::new(config(cases)), setup);
@@ -211,7 +211,8 @@ pub fn check_deterministic<H, F, Fut>(cases: u32, setup: F)
 where
     H: Harness,
     F: Fn() -> Fut,
-    Fut: Future<Output = H>,
+    Fut: Future,
+    Fut::Output: IntoHarness<Harness = H>,
 {
     let config = config(cases);
     let rng = TestRng::deterministic_rng(config.rng_algorithm);
@@ -226,13 +227,14 @@ fn run<H, F, Fut>(mut runner: TestRunner, setup: F)
 where
     H: Harness,
     F: Fn() -> Fut,
-    Fut: Future<Output = H>,
+    Fut: Future,
+    Fut::Output: IntoHarness<Harness = H>,
 {
     let runtime = crate::__private::runtime();
     let strategy = prop::collection::vec(op(), 1..50);
     let result = runner.run(&strategy, |ops| {
         runtime.block_on(async {
-            let h = setup().await;
+            let h = harness(setup()).await.expect("the backend was reachable when the test began");
             match run_case(&h, &ops).await {
                 Ok(()) => {
                     h.cleanup().await;

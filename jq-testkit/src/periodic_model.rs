@@ -10,12 +10,15 @@ use std::future::Future;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use jq_core::{ManualClock, MissedPolicy, Periodic, PeriodicRunner, Storage, Timestamp};
+use jq_core::periodic::{MissedPolicy, Periodic, PeriodicRunner};
+use jq_core::storage::StorageExt;
+use jq_core::{ManualClock, Timestamp};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
 
+use crate::__private::harness;
 use crate::scenarios::periodic::{tick_jobs, tick_schedule};
-use crate::{Harness, MemoryStorage};
+use crate::{Harness, IntoHarness, MemoryStorage};
 
 /// Cases per run unless `PROPTEST_CASES` says otherwise.
 pub const DEFAULT_CASES: u32 = 12;
@@ -47,7 +50,8 @@ pub fn check<H, F, Fut>(setup: F)
 where
     H: Harness,
     F: Fn() -> Fut,
-    Fut: Future<Output = H>,
+    Fut: Future,
+    Fut::Output: IntoHarness<Harness = H>,
 {
     let cases = std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(DEFAULT_CASES);
     let mut runner =
@@ -55,7 +59,7 @@ where
     let runtime = crate::__private::runtime();
     let result = runner.run(&prop::collection::vec(step(), 1..40), |steps| {
         runtime.block_on(async {
-            let h = setup().await;
+            let h = harness(setup()).await.expect("the backend was reachable when the test began");
             run_case(&h, &steps).await.map_err(TestCaseError::fail)?;
             h.cleanup().await;
             Ok(())
@@ -137,14 +141,14 @@ async fn run_case<H: Harness>(h: &H, steps: &[Step]) -> Result<(), String> {
             want.difference(&got).collect::<Vec<_>>()
         ));
     }
-    let rows = |rows: Vec<jq_core::PeriodicInfo>| -> Vec<_> {
+    let rows = |rows: Vec<jq_core::periodic::PeriodicInfo>| -> Vec<_> {
         rows.into_iter()
             .filter(|r| r.name.starts_with(&case))
             .map(|r| (r.name, r.spec, r.zone, r.cursor, r.missed, r.last_missed))
             .collect()
     };
-    let got_rows = rows(storage.periodic().await.map_err(|e| e.to_string())?);
-    let want_rows = rows(model.periodic().await.map_err(|e| e.to_string())?);
+    let got_rows = rows(storage.require_periodic().expect("periodic").periodic().await.map_err(|e| e.to_string())?);
+    let want_rows = rows(model.require_periodic().expect("periodic").periodic().await.map_err(|e| e.to_string())?);
     if got_rows != want_rows {
         return Err(format!("schedule rows differ:\n backend   {got_rows:?}\n reference {want_rows:?}"));
     }

@@ -5,11 +5,9 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use jq_core::{
-    ClaimRequest, Clock, Election, Fire, FireOutcome, Job, JobFilter, JobId, Leader, LeaseRef, LeaseToken, NewJob,
-    PeriodicInfo, QueueInfo, QueueLimits, QueueName, Rate, Result, Settled, Settlement, State, Stats, Storage,
-    Timestamp,
-};
+use jq_core::periodic::{Fire, FireOutcome};
+use jq_core::storage::{ClaimRequest, Election, Layer, LeaseRef, LeaseToken, Settled, Settlement, Storage, StorageExt};
+use jq_core::{Clock, Job, JobId, QueueLimits, QueueName, Rate, Result, State, Stats};
 use jq_testkit::{Harness, MemoryHarness, MemoryStorage};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -39,10 +37,12 @@ struct Mutant {
     bug: Bug,
 }
 
+/// Only the mutated operations: every other one forwards ([`Layer`]).
 #[async_trait]
-impl Storage for Mutant {
-    async fn enqueue(&self, jobs: Vec<NewJob>) -> Result<Vec<JobId>> {
-        self.inner.enqueue(jobs).await
+impl Layer for Mutant {
+    type Inner = MemoryStorage;
+    fn inner(&self) -> &MemoryStorage {
+        &self.inner
     }
     async fn claim(&self, request: &ClaimRequest) -> Result<Vec<Job>> {
         if self.bug == Bug::ResendClaimsAgain && request.resend {
@@ -67,21 +67,6 @@ impl Storage for Mutant {
         let lost = self.inner.heartbeat(leases, lease).await?;
         Ok(if self.bug == Bug::HeartbeatLies { Vec::new() } else { lost })
     }
-    async fn promote(&self) -> Result<u64> {
-        self.inner.promote().await
-    }
-    async fn recover(&self) -> Result<u64> {
-        self.inner.recover().await
-    }
-    async fn get(&self, id: JobId) -> Result<Job> {
-        self.inner.get(id).await
-    }
-    async fn list(&self, filter: &JobFilter) -> Result<Vec<Job>> {
-        self.inner.list(filter).await
-    }
-    async fn throughput(&self, since: jq_core::Timestamp) -> Result<Vec<jq_core::Throughput>> {
-        self.inner.throughput(since).await
-    }
     async fn stats(&self) -> Result<Stats> {
         let mut stats = self.inner.stats().await?;
         if self.bug == Bug::StatsMissDead {
@@ -91,46 +76,26 @@ impl Storage for Mutant {
         }
         Ok(stats)
     }
-    async fn retry(&self, id: JobId) -> Result<()> {
-        self.inner.retry(id).await
-    }
-    async fn cancel(&self, id: JobId) -> Result<()> {
-        self.inner.cancel(id).await
-    }
-    async fn purge(&self, state: State, older_than: Timestamp) -> Result<u64> {
-        self.inner.purge(state, older_than).await
-    }
     async fn elect(&self, election: &Election) -> Result<bool> {
-        let won = self.inner.elect(election).await?;
+        let won = self.inner.require_roles()?.elect(election).await?;
         Ok(won || self.bug == Bug::ElectAlwaysWins)
     }
-    async fn resign(&self, role: &str, token: LeaseToken) -> Result<()> {
-        self.inner.resign(role, token).await
-    }
-    async fn leaders(&self) -> Result<Vec<Leader>> {
-        self.inner.leaders().await
-    }
     async fn fire(&self, fire: &Fire) -> Result<FireOutcome> {
+        let periodic = self.inner.require_periodic()?;
         if self.bug == Bug::FireUncompared {
-            let stored = self.inner.periodic().await?.into_iter().find(|r| r.name == fire.name);
+            let stored = periodic.periodic().await?.into_iter().find(|r| r.name == fire.name);
             let mut forced = fire.clone();
             forced.expected = stored.as_ref().map(|r| r.cursor);
             forced.expected_trigger = stored.and_then(|r| r.triggered_at);
-            return self.inner.fire(&forced).await;
+            return periodic.fire(&forced).await;
         }
-        self.inner.fire(fire).await
-    }
-    async fn periodic(&self) -> Result<Vec<PeriodicInfo>> {
-        self.inner.periodic().await
-    }
-    async fn trigger(&self, name: &str) -> Result<()> {
-        self.inner.trigger(name).await
+        periodic.fire(fire).await
     }
     async fn set_paused(&self, queue: &QueueName, paused: bool) -> Result<()> {
         if self.bug == Bug::PauseForgotten && paused {
             return Ok(());
         }
-        self.inner.set_paused(queue, paused).await
+        self.inner.require_controls()?.set_paused(queue, paused).await
     }
     async fn set_limits(&self, queue: &QueueName, limits: &QueueLimits) -> Result<()> {
         let mut limits = *limits;
@@ -138,13 +103,7 @@ impl Storage for Mutant {
             limits.concurrency = limits.concurrency.map(|n| n + 1);
             limits.rate = limits.rate.map(|r| Rate::new(r.limit + 1, r.period));
         }
-        self.inner.set_limits(queue, &limits).await
-    }
-    async fn queues(&self) -> Result<Vec<QueueInfo>> {
-        self.inner.queues().await
-    }
-    fn clock(&self) -> jq_core::Clock {
-        Storage::clock(&self.inner)
+        self.inner.require_controls()?.set_limits(queue, &limits).await
     }
 }
 

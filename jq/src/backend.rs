@@ -3,12 +3,7 @@
 
 use std::time::Duration;
 
-use async_trait::async_trait;
-use jq_core::{
-    ClaimRequest, Clock, Election, Fire, FireOutcome, Job, JobFilter, JobId, Leader, LeaseRef, LeaseToken, NewJob,
-    PeriodicInfo, QueueInfo, QueueLimits, QueueName, Result, Settled, Settlement, State, Stats, Storage, Throughput,
-    Timestamp, WorkSignal,
-};
+use jq_core::Clock;
 
 use crate::error::SetupError;
 use crate::url::BackendUrl;
@@ -39,7 +34,7 @@ pub enum Backend {
 /// Runs `$body` with `$s` bound to the backend storage inside `$backend`
 /// (a `&Backend`): the one place that lists the variants for a call.
 macro_rules! dispatch {
-    ($backend:expr, $s:ident => $body:expr) => {
+    ($backend:ident, $s:ident => $body:expr) => {
         match *$backend {
             #[cfg(feature = "sqlite")]
             Backend::Sqlite(ref $s) => $body,
@@ -81,26 +76,41 @@ impl ConnectOptions {
         self
     }
 
-    /// PostgreSQL: the size of the connection pool (default 10). Ignored by
-    /// the other backends.
+    /// PostgreSQL: the size of the connection pool (default 10). Another
+    /// backend refuses it ([`SetupError::InvalidOption`]).
     pub fn max_connections(mut self, n: u32) -> Self {
         self.max_connections = Some(n);
         self
     }
 
     /// PostgreSQL: how long an operation waits for a pooled connection
-    /// (default 5 s). Ignored by the other backends.
+    /// (default 5 s). Another backend refuses it
+    /// ([`SetupError::InvalidOption`]).
     pub fn acquire_timeout(mut self, timeout: Duration) -> Self {
         self.acquire_timeout = Some(timeout);
         self
     }
 
     /// Redis: how long a call waits for the server's reply (default 10 s;
-    /// see `jq_redis::RedisConfig::response_timeout`). Ignored by the other
-    /// backends.
+    /// see `jq_redis::RedisConfig::response_timeout`). Another backend
+    /// refuses it ([`SetupError::InvalidOption`]).
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.response_timeout = Some(timeout);
         self
+    }
+}
+
+impl ConnectOptions {
+    /// The first option set that `backend` (its feature name) has no use
+    /// for: refused rather than ignored, so a setting the operator believes
+    /// in is never silently dropped.
+    fn unused_by(&self, backend: &'static str) -> Option<&'static str> {
+        let set = [
+            ("max_connections", self.max_connections.is_some(), "postgres"),
+            ("acquire_timeout", self.acquire_timeout.is_some(), "postgres"),
+            ("response_timeout", self.response_timeout.is_some(), "redis"),
+        ];
+        set.into_iter().find(|(_, is_set, owner)| *is_set && *owner != backend).map(|(option, ..)| option)
     }
 }
 
@@ -122,15 +132,19 @@ impl Backend {
     ///   directory) and creates or upgrades jq's tables in it, on the calling
     ///   thread: a few milliseconds, at start-up.
     /// - PostgreSQL: connects a pool; does **not** migrate (see
-    ///   [`Backend::migrate`]), because schema changes are a deployment step
+    ///   [`Client::migrate`](crate::Client::migrate)), because schema changes are a deployment step
     ///   that an application starting several replicas should run once, not
     ///   race for at every start.
     /// - Redis: connects and loads the scripts; there is no schema.
     ///
     /// A URL whose backend is not compiled in gives
-    /// [`SetupError::NotCompiled`] naming the feature to enable.
+    /// [`SetupError::NotCompiled`] naming the feature to enable; an option
+    /// the backend has no use for, [`SetupError::InvalidOption`].
     #[cfg_attr(not(any(feature = "sqlite", feature = "postgres", feature = "redis")), allow(unused_variables))]
     pub async fn open(url: &BackendUrl, options: &ConnectOptions) -> Result<Self, SetupError> {
+        if let Some(option) = options.unused_by(url.backend()) {
+            return Err(SetupError::InvalidOption { option, backend: url.backend() });
+        }
         match url {
             #[cfg(feature = "sqlite")]
             BackendUrl::Sqlite(path) => {
@@ -152,7 +166,7 @@ impl Backend {
                 if let Some(bytes) = options.max_payload_bytes {
                     config = config.max_payload_bytes(bytes);
                 }
-                Ok(Backend::Sqlite(jq_sqlite::SqliteStorage::open(config)?))
+                Ok(Backend::Sqlite(jq_sqlite::SqliteStorage::open(config).map_err(SetupError::sqlite)?))
             }
             #[cfg(feature = "postgres")]
             BackendUrl::Postgres { url, schema } => {
@@ -172,7 +186,9 @@ impl Backend {
                 if let Some(timeout) = options.acquire_timeout {
                     config = config.acquire_timeout(timeout);
                 }
-                Ok(Backend::Postgres(jq_postgres::PostgresStorage::connect(config).await?))
+                Ok(Backend::Postgres(
+                    jq_postgres::PostgresStorage::connect(config).await.map_err(SetupError::postgres)?,
+                ))
             }
             #[cfg(feature = "redis")]
             BackendUrl::Redis { url, prefix } => {
@@ -189,25 +205,10 @@ impl Backend {
                 if let Some(timeout) = options.response_timeout {
                     config = config.response_timeout(timeout);
                 }
-                Ok(Backend::Redis(jq_redis::RedisStorage::connect(config).await?))
+                Ok(Backend::Redis(jq_redis::RedisStorage::connect(config).await.map_err(SetupError::redis)?))
             }
             #[allow(unreachable_patterns)] // every backend compiled in
             other => Err(not_compiled(other)),
-        }
-    }
-
-    /// Creates or upgrades jq's schema and returns how many migrations were
-    /// applied. PostgreSQL: the schema's migrations, in one transaction
-    /// under an advisory lock (concurrent calls are safe); run it once per
-    /// deployment, or at start-up of a single process. SQLite migrates when
-    /// the file is opened, and Redis has no schema: for them it does nothing
-    /// and returns 0.
-    pub async fn migrate(&self) -> Result<usize, SetupError> {
-        match *self {
-            #[cfg(feature = "postgres")]
-            Backend::Postgres(ref s) => Ok(s.migrate().await?),
-            #[allow(unreachable_patterns)] // PostgreSQL only
-            _ => Ok(0),
         }
     }
 
@@ -286,80 +287,10 @@ impl From<jq_redis::RedisStorage> for Backend {
     }
 }
 
-/// Every method is the same method of the backend inside: one `match`.
-#[async_trait]
-#[cfg_attr(not(any(feature = "sqlite", feature = "postgres", feature = "redis")), allow(unused_variables))]
-impl Storage for Backend {
-    async fn enqueue(&self, jobs: Vec<NewJob>) -> Result<Vec<JobId>> {
-        dispatch!(self, s => s.enqueue(jobs).await)
-    }
-    async fn claim(&self, request: &ClaimRequest) -> Result<Vec<Job>> {
-        dispatch!(self, s => s.claim(request).await)
-    }
-    async fn settle(&self, batch: Vec<Settlement>) -> Result<Vec<Settled>> {
-        dispatch!(self, s => s.settle(batch).await)
-    }
-    async fn heartbeat(&self, leases: &[LeaseRef], lease: Duration) -> Result<Vec<JobId>> {
-        dispatch!(self, s => s.heartbeat(leases, lease).await)
-    }
-    async fn promote(&self) -> Result<u64> {
-        dispatch!(self, s => s.promote().await)
-    }
-    async fn recover(&self) -> Result<u64> {
-        dispatch!(self, s => s.recover().await)
-    }
-    async fn get(&self, id: JobId) -> Result<Job> {
-        dispatch!(self, s => s.get(id).await)
-    }
-    async fn list(&self, filter: &JobFilter) -> Result<Vec<Job>> {
-        dispatch!(self, s => s.list(filter).await)
-    }
-    async fn stats(&self) -> Result<Stats> {
-        dispatch!(self, s => s.stats().await)
-    }
-    async fn throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {
-        dispatch!(self, s => s.throughput(since).await)
-    }
-    async fn retry(&self, id: JobId) -> Result<()> {
-        dispatch!(self, s => s.retry(id).await)
-    }
-    async fn cancel(&self, id: JobId) -> Result<()> {
-        dispatch!(self, s => s.cancel(id).await)
-    }
-    async fn purge(&self, state: State, older_than: Timestamp) -> Result<u64> {
-        dispatch!(self, s => s.purge(state, older_than).await)
-    }
-    async fn elect(&self, election: &Election) -> Result<bool> {
-        dispatch!(self, s => s.elect(election).await)
-    }
-    async fn resign(&self, role: &str, token: LeaseToken) -> Result<()> {
-        dispatch!(self, s => s.resign(role, token).await)
-    }
-    async fn leaders(&self) -> Result<Vec<Leader>> {
-        dispatch!(self, s => s.leaders().await)
-    }
-    async fn fire(&self, fire: &Fire) -> Result<FireOutcome> {
-        dispatch!(self, s => s.fire(fire).await)
-    }
-    async fn periodic(&self) -> Result<Vec<PeriodicInfo>> {
-        dispatch!(self, s => s.periodic().await)
-    }
-    async fn trigger(&self, name: &str) -> Result<()> {
-        dispatch!(self, s => s.trigger(name).await)
-    }
-    async fn set_paused(&self, queue: &QueueName, paused: bool) -> Result<()> {
-        dispatch!(self, s => s.set_paused(queue, paused).await)
-    }
-    async fn set_limits(&self, queue: &QueueName, limits: &QueueLimits) -> Result<()> {
-        dispatch!(self, s => s.set_limits(queue, limits).await)
-    }
-    async fn queues(&self) -> Result<Vec<QueueInfo>> {
-        dispatch!(self, s => s.queues().await)
-    }
-    fn subscribe(&self) -> Option<WorkSignal> {
-        dispatch!(self, s => s.subscribe())
-    }
-    fn clock(&self) -> Clock {
-        dispatch!(self, s => s.clock())
-    }
-}
+// Every operation is the same operation of the backend inside: one `match`,
+// written once in jq-core's forwarding macro.
+jq_core::forward_storage!(
+    #[cfg_attr(not(any(feature = "sqlite", feature = "postgres", feature = "redis")), allow(unused_variables))]
+    impl[] for Backend,
+    via dispatch
+);

@@ -1,15 +1,15 @@
 //! [`Client`]: what an application holds to enqueue jobs, look at them, and
 //! build its worker pool.
 
+use jq_core::periodic::PeriodicInfo;
+use jq_core::storage::{Capability, Leader, Storage, StorageExt};
 use jq_core::{
-    Clock, Error, IntoJob, Job, JobFilter, JobId, NewJob, PeriodicInfo, QueueInfo, QueueLimits, QueueName, Result,
-    State, Stats, Storage, Throughput, Timestamp, WorkerPool,
+    Clock, Error, IntoJob, Job, JobFilter, JobId, NewJob, QueueInfo, QueueLimits, QueueName, Result, State, Stats,
+    Throughput, Timestamp, WorkerPool,
 };
-
 use tracing::Instrument;
 
 use crate::backend::Backend;
-use crate::error::SetupError;
 use crate::tx::Transactional;
 
 /// The user's handle on a job store: enqueue typed jobs (alone, in batches,
@@ -19,8 +19,10 @@ use crate::tx::Transactional;
 /// `S` is the storage underneath: a [`Backend`] when it came from
 /// [`crate::connect`], or any [`Storage`] you give [`Client::new`] (a backend
 /// crate's storage, your own backend, `jq_testkit::MemoryStorage` in tests).
-/// The backend interface ([`Storage`]: claim, complete, recover, ...) stays
-/// underneath; [`Client::storage`] reaches it when you need it.
+/// The backend interface ([`Storage`]: claim, settle, recover, ...) stays
+/// underneath; [`Client::storage`] reaches it when you need it. A call that
+/// needs a capability the storage lacks (queue controls on a core-only
+/// backend) fails with [`Error::Unsupported`].
 ///
 /// Every job is built with the storage's clock, so a `delay` counts from the
 /// store's "now" (a [`jq_core::ManualClock`] in tests).
@@ -68,14 +70,20 @@ impl<S: Storage> Client<S> {
     /// and only if you commit it, and this store's workers are woken by the
     /// commit, never before it and never by a rollback.
     ///
-    /// - SQLite: `tx` is a `&jq::sqlite::rusqlite::Transaction` on the
-    ///   store's file; the call is synchronous and returns the `Result`.
-    ///   Begin the transaction with `TransactionBehavior::Immediate` and give
-    ///   the connection a busy timeout. The wake-up uses the connection's
-    ///   commit, rollback and WAL hooks (see `jq::sqlite::SqliteStorage::enqueue_tx`).
+    /// The same call on both SQL backends, `client.enqueue_tx(&mut tx,
+    /// job).await`:
+    ///
+    /// - SQLite: `tx` is a `&mut jq::sqlite::rusqlite::Transaction` on the
+    ///   store's file. rusqlite is synchronous, so the job is written when
+    ///   the call returns and its future is already complete: in
+    ///   synchronous code (inside `spawn_blocking`) take the result with
+    ///   `.into_inner()` instead of `.await`. Begin the transaction with
+    ///   `TransactionBehavior::Immediate` and give the connection a busy
+    ///   timeout. The wake-up uses the connection's commit, rollback and WAL
+    ///   hooks (see `jq::sqlite::SqliteStorage::enqueue_tx`).
     /// - PostgreSQL: `tx` is a `&mut jq::postgres::sqlx::Transaction<Postgres>`
-    ///   on the store's database; `.await` the call. The NOTIFY that wakes
-    ///   workers is part of the transaction.
+    ///   on the store's database. The NOTIFY that wakes workers is part of
+    ///   the transaction.
     ///
     /// See [`Transactional`].
     pub fn enqueue_tx<X: Transactional<S>>(&self, tx: X, job: impl IntoJob) -> X::Output<JobId> {
@@ -110,9 +118,9 @@ impl<S: Storage> Client<S> {
     }
 
     /// Completed and dead jobs per queue and minute since `since`: what a
-    /// throughput chart draws. See [`Storage::throughput`].
+    /// throughput chart draws. See [`ThroughputStorage::throughput`].
     pub async fn throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {
-        self.storage.throughput(since).await
+        self.storage.require_throughput()?.throughput(since).await
     }
 
     /// Cancels a Scheduled or Pending job; a job in another state gives
@@ -147,21 +155,21 @@ impl<S: Storage> Client<S> {
         self.storage.purge(state, older_than).await
     }
 
-    /// Every recurring periodic job the store knows (declared by a pool at
-    /// some point), by name: cursor, last job, missed ticks; see
+    /// Every periodic job the store knows (declared by a pool at some
+    /// point), by name: cursor, last job, missed ticks; see
     /// [`PeriodicInfo::is_orphaned`] for one no pool declares any more.
     pub async fn periodic(&self) -> Result<Vec<PeriodicInfo>> {
-        self.storage.periodic().await
+        self.storage.require_periodic()?.periodic().await
     }
 
-    /// Asks for one run of periodic job `name` now. Only code can build a
-    /// periodic job's job, so the request is stored and the next round of a
-    /// pool that declares the periodic job (within about a second while one
-    /// runs) enqueues the job, with the request's instant as its tick.
-    /// Requests made before it did coalesce into one job.
+    /// Triggers one job of periodic job `name` now. Only code can build a
+    /// periodic job's job, so the trigger is stored and the next round of a
+    /// pool that declares it (within about a second while one runs)
+    /// enqueues the job, with the trigger's instant as its tick. Triggers
+    /// made before it did coalesce into one job.
     /// [`Error::PeriodicNotFound`] when no pool ever declared it here.
     pub async fn trigger(&self, name: &str) -> Result<()> {
-        self.storage.trigger(name).await
+        self.storage.require_periodic()?.trigger(name).await
     }
 
     /// Pauses `queue` in the store: every worker pool of every process stops
@@ -170,25 +178,47 @@ impl<S: Storage> Client<S> {
     /// works, and the pause outlives restarts. [`Error::InvalidInput`] for
     /// a bad queue name.
     pub async fn pause(&self, queue: &str) -> Result<()> {
-        self.storage.set_paused(&QueueName::new(queue)?, true).await
+        self.storage.require_controls()?.set_paused(&QueueName::new(queue)?, true).await
     }
 
     /// Resumes a paused queue and wakes the idle workers.
     pub async fn resume(&self, queue: &str) -> Result<()> {
-        self.storage.set_paused(&QueueName::new(queue)?, false).await
+        self.storage.require_controls()?.set_paused(&QueueName::new(queue)?, false).await
     }
 
     /// Replaces `queue`'s limits across every worker: at most
     /// `concurrency` of its jobs Running, at most `rate` starts per window
     /// (sliding). `QueueLimits::none()` lifts them.
     pub async fn limit(&self, queue: &str, limits: QueueLimits) -> Result<()> {
-        self.storage.set_limits(&QueueName::new(queue)?, &limits).await
+        self.storage.require_controls()?.set_limits(&QueueName::new(queue)?, &limits).await
     }
 
     /// Every queue with a job or a control: pause, limits, and which
     /// workers met its control.
     pub async fn queues(&self) -> Result<Vec<QueueInfo>> {
-        self.storage.queues().await
+        self.storage.require_controls()?.queues().await
+    }
+
+    /// Creates or upgrades the store's schema where the backend has one
+    /// and returns how many migrations were applied: PostgreSQL applies
+    /// its migrations in one transaction under an advisory lock
+    /// (concurrent calls are safe); SQLite migrates its file when it
+    /// opens it and Redis has no schema, so for them it does nothing and
+    /// returns 0. Run it once per deployment.
+    pub async fn migrate(&self) -> Result<usize> {
+        self.storage.migrate().await
+    }
+
+    /// Who holds each named role (the pool maintaining the store holds
+    /// "maintenance"); see [`RoleStorage::leaders`].
+    pub async fn leaders(&self) -> Result<Vec<Leader>> {
+        self.storage.require_roles()?.leaders().await
+    }
+
+    /// The optional capabilities the store declares; a call that needs one
+    /// it lacks fails with [`Error::Unsupported`].
+    pub fn capabilities(&self) -> Vec<Capability> {
+        self.storage.capabilities()
     }
 
     /// A worker pool over this client's store, with the pool's defaults and
@@ -206,15 +236,6 @@ impl<S: Storage> Client<S> {
     }
 }
 
-impl Client<Backend> {
-    /// Creates or upgrades jq's schema where the backend has one
-    /// (PostgreSQL) and returns how many migrations were applied; 0 and
-    /// nothing done on SQLite and Redis. See [`Backend::migrate`].
-    pub async fn migrate(&self) -> Result<usize, SetupError> {
-        self.storage.migrate().await
-    }
-}
-
 impl<S: Storage> From<S> for Client<S> {
     fn from(storage: S) -> Self {
         Client::new(storage)
@@ -226,9 +247,8 @@ fn first(ids: Vec<JobId>) -> Result<JobId> {
     ids.into_iter().next().ok_or_else(|| Error::Backend { backend: "storage", source: "enqueue returned no id".into() })
 }
 
-/// [`Client::retry_dead`] on any storage, for tools that hold a bare
-/// [`Storage`] (jqctl).
-pub async fn retry_dead<S: Storage + ?Sized>(storage: &S, queue: Option<&QueueName>) -> Result<Vec<JobId>> {
+/// [`Client::retry_dead`].
+async fn retry_dead<S: Storage + ?Sized>(storage: &S, queue: Option<&QueueName>) -> Result<Vec<JobId>> {
     let mut filter = JobFilter { queue: queue.cloned(), state: Some(State::Dead), limit: 1000, ..JobFilter::default() };
     let mut retried = Vec::new();
     loop {

@@ -47,23 +47,41 @@
 //!
 //! # What is here
 //!
+//! The root holds what an application uses:
+//!
 //! - [`connect`] / [`connect_with`]: a [`Client`] over the store a URL names
 //!   ([`BackendUrl`] has the forms). PostgreSQL is not migrated by
-//!   connecting: call [`Client::migrate`] once per deployment (it is a no-op
-//!   on SQLite, which migrates its file when it opens it, and on Redis).
+//!   connecting: call [`Client::migrate`] once per deployment (it does
+//!   nothing on SQLite, which migrates its file when it opens it, and on
+//!   Redis).
 //! - [`Client`]: typed enqueue ([`Client::enqueue`], [`Client::enqueue_many`]),
 //!   enqueue inside your own transaction ([`Client::enqueue_tx`], the same
-//!   name on SQLite and PostgreSQL), `get`/`list`/`stats`/`cancel`/`retry`/
-//!   `purge`, and [`Client::worker_pool`].
-//! - [`WorkerPool`]: runs your handlers; [`HandlerError`] has the outcomes
-//!   besides `Ok` (retry later, fail for good, release).
-//! - [`Backend`]: the store behind a connected client, an enum over the
-//!   compiled-in backends that implements [`Storage`] by `match` (static
-//!   dispatch, no trait object).
-//! - [`Storage`]: the interface a backend implements, with the semantics in
-//!   its docs and in `docs/CONTRACT.md` of the repository; `jq-testkit`
-//!   checks a backend against it. A backend of your own works everywhere a
-//!   built-in one does: `Client::new(my_storage)`.
+//!   call on SQLite and PostgreSQL), `get`/`list`/`stats`/`cancel`/`retry`/
+//!   `purge`, queue controls, periodic jobs, and [`Client::worker_pool`].
+//! - Jobs: [`JobType`], [`NewJob`], [`Job`], [`State`], [`Priority`].
+//! - Handlers and the pool: [`WorkerPool`], [`HandlerResult`],
+//!   [`HandlerError`] (the outcomes besides `Ok`: nack, bury, release),
+//!   [`JobContext`].
+//! - [`Error`] for operations, [`SetupError`] for connecting.
+//!
+//! Three modules hold the rest, each item reachable by one path:
+//!
+//! - [`periodic`]: periodic jobs (a cron expression or an interval, one job
+//!   per tick, however many pools run).
+//! - [`storage`]: what a backend author implements (the core
+//!   [`storage::Storage`] and the optional capabilities), what wrappers
+//!   use ([`storage::Layer`]), and the low-level calls the pool makes.
+//!   [`Backend`] is a [`storage::Storage`] over whichever backend a URL
+//!   named; a backend of your own works everywhere a built-in one does:
+//!   `Client::new(my_storage)`.
+//! - [`observe`]: the metrics' names and the store's gauges.
+//! - One module per compiled backend: [`sqlite`], [`postgres`], [`redis`].
+//!
+//! The words are those of the repository's `docs/GLOSSARY.md`; the
+//! semantics every backend keeps are in its `docs/CONTRACT.md`, which
+//! `jq-testkit` checks.
+
+#![deny(missing_docs)]
 
 mod backend;
 mod client;
@@ -72,26 +90,18 @@ mod tx;
 mod url;
 
 pub use backend::{Backend, ConnectOptions};
-pub use client::{Client, retry_dead};
+pub use client::Client;
 pub use error::SetupError;
 pub use tx::Transactional;
-#[cfg(feature = "postgres")]
-pub use tx::TxFuture;
 pub use url::BackendUrl;
 
 pub use jq_core::{
-    AttemptError, Backoff, BoxError, ClaimRequest, Clock, ConstantBackoff, DEFAULT_MAX_ATTEMPTS,
-    DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_QUEUE, Election, Error, ExponentialBackoff, HandlerError, HandlerResult,
-    IntoJob, Job, JobBuilder, JobContext, JobFilter, JobId, JobType, Leader, Lease, LeaseRef, LeaseToken, ManualClock,
-    NewJob, Outcome, Payload, Priority, QueueInfo, QueueLimits, QueueName, Rate, Result, Seen, Settled, Settlement,
-    State, StateCounts, Stats, Storage, StorageExt, Throughput, Timestamp, TraceContext, WorkSignal, WorkerHandle,
-    WorkerPool,
+    AttemptError, Backoff, BoxError, Clock, ConstantBackoff, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES,
+    DEFAULT_QUEUE, Error, ExponentialBackoff, HandlerError, HandlerResult, IntoJob, Job, JobBuilder, JobContext,
+    JobFilter, JobId, JobType, Lease, ManualClock, NewJob, Payload, Priority, QueueInfo, QueueLimits, QueueName, Rate,
+    Result, Seen, State, StateCounts, Stats, Throughput, Timestamp, TraceContext, WorkerHandle, WorkerPool,
 };
-pub use jq_core::{Fire, FireOutcome, MissedPolicy, Periodic, PeriodicBuilder, PeriodicInfo, PeriodicRunner};
-pub use jq_core::{clock, control, observe, periodic, storage, trace, worker};
-
-/// `#[async_trait]`, which [`Storage`] implementations need.
-pub use async_trait::async_trait;
+pub use jq_core::{observe, periodic, storage};
 
 /// The SQLite backend (feature `sqlite`), with the `rusqlite` it is built
 /// with (`jq::sqlite::rusqlite`) for [`Client::enqueue_tx`].
@@ -115,7 +125,8 @@ pub async fn connect(url: &str) -> Result<Client, SetupError> {
 }
 
 /// [`connect`] with settings ([`ConnectOptions`]: a clock, the payload
-/// limit, PostgreSQL's pool size).
+/// limit, PostgreSQL's pool size, ...); a setting that does not apply to
+/// the backend the URL names is refused ([`SetupError::InvalidOption`]).
 pub async fn connect_with(url: &str, options: &ConnectOptions) -> Result<Client, SetupError> {
     Ok(Client::new(Backend::connect_with(url, options).await?))
 }

@@ -3,13 +3,14 @@
 //! method takes a `rusqlite::Transaction` on SQLite and a
 //! `sqlx::Transaction<Postgres>` on PostgreSQL.
 //!
-//! Each driver keeps its own calling style: rusqlite is synchronous, so on
-//! SQLite `enqueue_tx` returns the `Result` at once (it can run inside
-//! `spawn_blocking`, next to the caller's other statements); sqlx is async,
-//! so on PostgreSQL it returns a future to `.await`. Which one is decided
-//! by the transaction's type, at compile time.
+//! The call has one shape on both: `client.enqueue_tx(&mut tx, job).await`.
+//! rusqlite is synchronous, so on SQLite the work is done when the call
+//! returns and the future it gives back is already complete
+//! (`std::future::Ready`): `.await` it in async code, or take its result
+//! with `.into_inner()` in synchronous code (inside `spawn_blocking`, next
+//! to the caller's other statements). On PostgreSQL the future runs the
+//! statement when awaited.
 
-#[cfg(feature = "postgres")]
 use std::future::Future;
 #[cfg(feature = "postgres")]
 use std::pin::Pin;
@@ -23,7 +24,7 @@ use crate::backend::Backend;
 /// enqueued in: the jobs exist if and only if the transaction commits, and
 /// the workers' wake-up is sent with the commit.
 ///
-/// Implemented for `&rusqlite::Transaction` with [`jq_sqlite::SqliteStorage`]
+/// Implemented for `&mut rusqlite::Transaction` with [`jq_sqlite::SqliteStorage`]
 /// (feature `sqlite`) and `&mut sqlx::Transaction<Postgres>` with
 /// [`jq_postgres::PostgresStorage`] (feature `postgres`), and for both with
 /// [`Backend`] (where a transaction of the other backend's driver is
@@ -31,9 +32,9 @@ use crate::backend::Backend;
 /// `jq::sqlite::rusqlite` and `jq::postgres::sqlx`. A backend of your own
 /// can implement it for its driver's transaction.
 pub trait Transactional<S> {
-    /// What enqueueing returns: `Result<T>` for a synchronous driver, a
-    /// future of it for an async one.
-    type Output<T: Send + 'static>;
+    /// What enqueueing returns: a future of the ids (already complete for
+    /// a synchronous driver).
+    type Output<T: Send + 'static>: Future<Output = Result<T>>;
 
     /// Enqueues `jobs` (an `Err` is passed through: the jobs could not be
     /// built) in this transaction on `storage`, then maps the ids with
@@ -47,32 +48,33 @@ pub trait Transactional<S> {
 }
 
 #[cfg(feature = "sqlite")]
-impl Transactional<jq_sqlite::SqliteStorage> for &jq_sqlite::rusqlite::Transaction<'_> {
-    type Output<T: Send + 'static> = Result<T>;
+impl Transactional<jq_sqlite::SqliteStorage> for &mut jq_sqlite::rusqlite::Transaction<'_> {
+    type Output<T: Send + 'static> = std::future::Ready<Result<T>>;
 
     fn enqueue_in<T: Send + 'static>(
         self,
         storage: &jq_sqlite::SqliteStorage,
         jobs: Result<Vec<NewJob>>,
         then: fn(Vec<JobId>) -> Result<T>,
-    ) -> Result<T> {
-        then(storage.enqueue_tx(self, jobs?)?)
+    ) -> Self::Output<T> {
+        let ids = jobs.and_then(|jobs| storage.enqueue_tx(self, jobs).into_inner());
+        std::future::ready(ids.and_then(then))
     }
 }
 
 #[cfg(feature = "sqlite")]
-impl Transactional<Backend> for &jq_sqlite::rusqlite::Transaction<'_> {
-    type Output<T: Send + 'static> = Result<T>;
+impl Transactional<Backend> for &mut jq_sqlite::rusqlite::Transaction<'_> {
+    type Output<T: Send + 'static> = std::future::Ready<Result<T>>;
 
     fn enqueue_in<T: Send + 'static>(
         self,
         storage: &Backend,
         jobs: Result<Vec<NewJob>>,
         then: fn(Vec<JobId>) -> Result<T>,
-    ) -> Result<T> {
+    ) -> Self::Output<T> {
         match storage.as_sqlite() {
             Some(s) => self.enqueue_in(s, jobs, then),
-            None => Err(wrong_driver("rusqlite", storage)),
+            None => std::future::ready(Err(wrong_driver("rusqlite", storage))),
         }
     }
 }

@@ -43,6 +43,29 @@ fn bad_urls_are_refused_before_anything_is_opened() {
     });
 }
 
+/// An option the URL's backend has no use for is refused, never ignored:
+/// an operator who set a pool size must not believe it applies to Redis.
+#[cfg(feature = "sqlite")]
+#[test]
+fn an_option_of_another_backend_is_refused() {
+    jq_testkit::__private::block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("jobs.db").display());
+        for (options, named) in [
+            (jq::ConnectOptions::new().max_connections(4), "max_connections"),
+            (jq::ConnectOptions::new().acquire_timeout(std::time::Duration::from_secs(1)), "acquire_timeout"),
+        ] {
+            let got = jq::connect_with(&url, &options).await;
+            assert!(
+                matches!(&got, Err(SetupError::InvalidOption { option, backend: "sqlite" }) if *option == named),
+                "{named}: {got:?}"
+            );
+        }
+        assert!(!dir.path().join("jobs.db").exists(), "a refused option opened nothing");
+        jq::connect_with(&url, &jq::ConnectOptions::new().max_payload_bytes(1024)).await.expect("a shared option");
+    });
+}
+
 /// In a build without a backend, its URL says which feature to enable (run
 /// `cargo test -p jq` with the default features to see it).
 #[cfg(not(all(feature = "postgres", feature = "redis")))]
@@ -68,7 +91,8 @@ mod sqlite {
     use std::time::Duration;
 
     use jq::sqlite::rusqlite::{Connection, TransactionBehavior};
-    use jq::{Client, JobFilter, ManualClock, NewJob, Priority, Storage};
+    use jq::storage::Storage;
+    use jq::{Client, JobFilter, ManualClock, NewJob, Priority};
 
     use super::*;
 
@@ -147,7 +171,7 @@ mod sqlite {
             // A worker fails it for good: Dead.
             let claimed = client
                 .storage()
-                .claim(&jq::ClaimRequest::new(
+                .claim(&jq::storage::ClaimRequest::new(
                     vec![jq::QueueName::new("shipping").unwrap()],
                     1,
                     Duration::from_secs(30),
@@ -156,7 +180,7 @@ mod sqlite {
                 .await
                 .unwrap();
             let lease = claimed[0].lease_ref().unwrap();
-            jq::StorageExt::bury(client.storage(), lease, "no such address").await.unwrap();
+            jq::storage::StorageExt::bury(client.storage(), lease, "no such address").await.unwrap();
             assert_eq!(client.get(doomed).await.unwrap().state, State::Dead);
             let dead = JobFilter { state: Some(State::Dead), ..Default::default() };
             assert_eq!(client.list(&dead).await.unwrap().len(), 1);
@@ -203,8 +227,9 @@ mod sqlite {
         });
     }
 
-    /// `enqueue_tx` with a rusqlite transaction: synchronous, the job exists
-    /// and the workers wake only once the caller commits.
+    /// `enqueue_tx` with a rusqlite transaction: the same call as on
+    /// PostgreSQL (`&mut tx`, awaited); the job exists and the workers wake
+    /// only once the caller commits.
     #[test]
     fn enqueue_tx_rides_the_callers_commit() {
         jq_testkit::__private::block_on(async {
@@ -213,18 +238,20 @@ mod sqlite {
             let mut signal = client.storage().subscribe().unwrap();
             let mut app = app_connection(&client);
 
-            let tx = app.transaction_with_behavior(TransactionBehavior::Immediate).unwrap();
+            let mut tx = app.transaction_with_behavior(TransactionBehavior::Immediate).unwrap();
             tx.execute("INSERT INTO orders (id) VALUES (1)", []).unwrap();
-            let kept = client.enqueue_tx(&tx, ShipOrder { order: 1 }).unwrap();
-            let batch = client.enqueue_many_tx(&tx, [ShipOrder { order: 2 }, ShipOrder { order: 3 }]).unwrap();
+            let kept = client.enqueue_tx(&mut tx, ShipOrder { order: 1 }).await.unwrap();
+            // Synchronous code takes the result of the completed future.
+            let batch =
+                client.enqueue_many_tx(&mut tx, [ShipOrder { order: 2 }, ShipOrder { order: 3 }]).into_inner().unwrap();
             assert!(!signal.has_changed().unwrap(), "no wake-up before the commit");
             tx.commit().unwrap();
             assert!(signal.has_changed().unwrap(), "the commit woke the workers");
             signal.mark_unchanged();
 
-            let tx = app.transaction_with_behavior(TransactionBehavior::Immediate).unwrap();
+            let mut tx = app.transaction_with_behavior(TransactionBehavior::Immediate).unwrap();
             tx.execute("INSERT INTO orders (id) VALUES (2)", []).unwrap();
-            let dropped = client.enqueue_tx(&tx, ShipOrder { order: 4 }).unwrap();
+            let dropped = client.enqueue_tx(&mut tx, ShipOrder { order: 4 }).await.unwrap();
             tx.rollback().unwrap();
             assert!(!signal.has_changed().unwrap(), "a rollback wakes no one");
 
@@ -234,8 +261,8 @@ mod sqlite {
             assert!(matches!(client.get(dropped).await, Err(Error::NotFound { .. })));
             // A job that cannot be built stores nothing and leaves the
             // transaction usable.
-            let tx = app.transaction_with_behavior(TransactionBehavior::Immediate).unwrap();
-            let bad = client.enqueue_tx(&tx, NewJob::typed(&ShipOrder { order: 5 }).queue("a b"));
+            let mut tx = app.transaction_with_behavior(TransactionBehavior::Immediate).unwrap();
+            let bad = client.enqueue_tx(&mut tx, NewJob::typed(&ShipOrder { order: 5 }).queue("a b")).await;
             assert!(matches!(bad, Err(Error::InvalidQueue { .. })));
             tx.commit().unwrap();
             assert_eq!(client.stats().await.unwrap().total(State::Pending), 3);
@@ -266,8 +293,8 @@ mod postgres {
         });
     }
 
-    /// `enqueue_tx` with a sqlx transaction: `.await`ed, the same name as on
-    /// SQLite; the job exists only once the caller commits.
+    /// `enqueue_tx` with a sqlx transaction: the same call as on SQLite; the
+    /// job exists only once the caller commits.
     #[test]
     fn enqueue_tx_rides_the_callers_commit() {
         jq_testkit::__private::block_on(async {
@@ -304,8 +331,8 @@ mod postgres {
             let lite_client = lite.connect(Clock::system()).await;
 
             let mut conn = jq::sqlite::rusqlite::Connection::open_in_memory().unwrap();
-            let tx = conn.transaction().unwrap();
-            let got = pg_client.enqueue_tx(&tx, ShipOrder { order: 1 });
+            let mut tx = conn.transaction().unwrap();
+            let got = pg_client.enqueue_tx(&mut tx, ShipOrder { order: 1 }).await;
             assert!(matches!(got, Err(Error::InvalidInput { what: "transaction", .. })), "{got:?}");
 
             let mut tx = pg_client.storage().as_postgres().unwrap().pool().begin().await.unwrap();

@@ -77,7 +77,7 @@ async fn a_jobs_run_span_links_to_the_span_that_enqueued_it() {
     assert_eq!(attribute(run, "job.kind").as_deref(), Some("receipt"));
     assert_eq!(attribute(run, "job.queue").as_deref(), Some("traced"));
     assert_eq!(attribute(run, "job.attempt").as_deref(), Some("1"));
-    assert_eq!(attribute(run, "outcome").as_deref(), Some("completed"));
+    assert_eq!(attribute(run, "outcome").as_deref(), Some("ack"));
     assert!(attribute(run, "duration_us").is_some());
     assert!(attribute(run, "worker").is_some());
     let other = runs.iter().find(|s| s.span_context.span_id() != run.span_context.span_id()).unwrap();

@@ -6,10 +6,9 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
-use jq::{
-    Job, JobId, Leader, LeaseRef, LeaseToken, PeriodicInfo, Priority, QueueInfo, QueueLimits, QueueName, Seen, State,
-    Timestamp,
-};
+use jq::periodic::PeriodicInfo;
+use jq::storage::{Leader, LeaseRef, LeaseToken};
+use jq::{Job, JobId, Priority, QueueInfo, QueueLimits, QueueName, Seen, State, Timestamp};
 
 /// A waiting job's place in its queue: claim order (priority high to low,
 /// then run_at, then id) is the key's order.
@@ -31,13 +30,13 @@ pub(crate) struct Tables {
     /// The live (not terminal) jobs holding each (queue, unique key). Usually
     /// one; an operator's retry of a Dead job can make two.
     unique: HashMap<(QueueName, String), BTreeSet<JobId>>,
-    /// Named roles (`Storage::elect`): role -> the holder's token and lease.
+    /// Named roles (`RoleStorage::elect`): role -> the holder's token and lease.
     pub(crate) roles: BTreeMap<String, (LeaseToken, Leader)>,
-    /// Recurring periodic jobs (`Storage::fire`): name -> row with its cursor.
+    /// Recurring periodic jobs (`PeriodicStorage::fire`): name -> row with its cursor.
     pub(crate) schedules: BTreeMap<String, PeriodicInfo>,
     /// Running jobs per queue: the concurrency slots their leases hold.
     running_per_queue: HashMap<QueueName, usize>,
-    /// Queue controls (`Storage::set_paused`, `set_limits`): a table keyed
+    /// Queue controls (`ControlStorage::set_paused`, `set_limits`): a table keyed
     /// by queue, which a claim reads by key for each asked queue.
     pub(crate) controls: BTreeMap<QueueName, Control>,
 }
@@ -114,7 +113,7 @@ impl Tables {
                 control.starts.pop_front();
             }
         }
-        jq::control::allowance(paused, &control.limits, running, control.starts.len() as u64, want)
+        jq::storage::allowance(paused, &control.limits, running, control.starts.len() as u64, want)
     }
 
     /// Records a start of a job of `queue` at `now` for its rate limit.

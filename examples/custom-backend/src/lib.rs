@@ -1,5 +1,5 @@
 //! A jq storage backend written from scratch, as you would start one for a
-//! database jq does not support: implement [`jq::Storage`], then run
+//! database jq does not support: implement [`jq::storage::Storage`], then run
 //! `jq_testkit::conformance!` and `jq_testkit::properties!` on it
 //! (`tests/conformance.rs`) until they pass. Once they do, everything in jq
 //! works on it: `jq::Client::new(storage)`, the worker pool, your tests.
@@ -18,11 +18,11 @@
 //! | `finished` (by state, finish time) | an index on (state, finished_at) | a sorted set per state |
 //! | `unique` | a unique partial index on (queue, unique_key) of live jobs | a hash |
 //! | `roles` | a table of named roles (role, token, holder, expires_at) | a hash per role |
-//! | `periodic jobs` | a table of periodic jobs (name, cursor, ...); `fire` is an `UPDATE ... WHERE cursor = expected` and the jobs' insert in one transaction | a hash per periodic job in its queue's slot, compared and written by the script that stores the jobs |
+//! | `schedules` | a table of periodic jobs (name, cursor, ...); `fire` is an `UPDATE ... WHERE cursor = expected` and the jobs' insert in one transaction | a hash per periodic job in its queue's slot, compared and written by the script that stores the jobs |
 //! | `controls` (pause, limits, starts, seen) | a controls table keyed by queue, a table of start instants indexed by (queue, at) | a hash per queue, a sorted set of starts |
 //! | the mutex | a transaction (`SELECT ... FOR UPDATE SKIP LOCKED` for claims) | a script or a `MULTI` |
 //!
-//! What each method must do is in the rustdoc of [`jq::Storage`] and in the
+//! What each method must do is in the rustdoc of [`jq::storage::Storage`] and in the
 //! repository's `docs/CONTRACT.md`; the suites check every clause.
 
 mod index;
@@ -30,11 +30,15 @@ mod index;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use jq::clock::add;
+use jq::periodic::{Fire, FireOutcome, PeriodicInfo};
+use jq::storage::add;
+use jq::storage::{
+    ClaimRequest, ControlStorage, Election, Leader, LeaseRef, LeaseToken, Outcome, PeriodicStorage, RoleStorage,
+    Settled, Settlement, Storage, ThroughputStorage, WorkSignal, async_trait,
+};
 use jq::{
-    AttemptError, ClaimRequest, Clock, DEFAULT_MAX_PAYLOAD_BYTES, Election, Error, Fire, FireOutcome, Job, JobFilter,
-    JobId, Leader, Lease, LeaseRef, LeaseToken, NewJob, Outcome, PeriodicInfo, QueueInfo, QueueLimits, QueueName,
-    Result, Settled, Settlement, State, Stats, Storage, Throughput, Timestamp, WorkSignal,
+    AttemptError, Clock, DEFAULT_MAX_PAYLOAD_BYTES, Error, Job, JobFilter, JobId, Lease, NewJob, QueueInfo,
+    QueueLimits, QueueName, Result, State, Stats, Throughput, Timestamp,
 };
 use tokio::sync::watch;
 
@@ -119,7 +123,7 @@ fn lease_expired(worker: &str) -> String {
     format!("lease expired (worker {worker} did not finish or heartbeat in time)")
 }
 
-#[jq::async_trait]
+#[async_trait]
 impl Storage for IndexedStorage {
     async fn enqueue(&self, jobs: Vec<NewJob>) -> Result<Vec<JobId>> {
         // Every job is checked before anything is written: all or none.
@@ -289,10 +293,6 @@ impl Storage for IndexedStorage {
             .collect())
     }
 
-    async fn throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {
-        Ok(Throughput::tally(self.begin().rows.values(), since))
-    }
-
     async fn stats(&self) -> Result<Stats> {
         let mut stats = Stats::default();
         for job in self.begin().rows.values() {
@@ -347,6 +347,29 @@ impl Storage for IndexedStorage {
         Ok(old.len() as u64)
     }
 
+    fn subscribe(&self) -> Option<WorkSignal> {
+        Some(self.wake.subscribe())
+    }
+
+    fn clock(&self) -> Clock {
+        self.clock.clone()
+    }
+    fn as_roles(&self) -> Option<&dyn RoleStorage> {
+        Some(self)
+    }
+    fn as_periodic(&self) -> Option<&dyn PeriodicStorage> {
+        Some(self)
+    }
+    fn as_controls(&self) -> Option<&dyn ControlStorage> {
+        Some(self)
+    }
+    fn as_throughput(&self) -> Option<&dyn ThroughputStorage> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl RoleStorage for IndexedStorage {
     async fn elect(&self, election: &Election) -> Result<bool> {
         election.check()?;
         let now = self.clock.now();
@@ -378,7 +401,10 @@ impl Storage for IndexedStorage {
     async fn leaders(&self) -> Result<Vec<Leader>> {
         Ok(self.begin().roles.values().map(|(_, leader)| leader.clone()).collect())
     }
+}
 
+#[async_trait]
+impl PeriodicStorage for IndexedStorage {
     async fn fire(&self, fire: &Fire) -> Result<FireOutcome> {
         fire.check()?;
         for job in &fire.jobs {
@@ -415,7 +441,10 @@ impl Storage for IndexedStorage {
         row.triggered_at.get_or_insert(now); // requests coalesce
         Ok(())
     }
+}
 
+#[async_trait]
+impl ControlStorage for IndexedStorage {
     async fn set_paused(&self, queue: &QueueName, paused: bool) -> Result<()> {
         let now = self.clock.now();
         {
@@ -444,13 +473,12 @@ impl Storage for IndexedStorage {
     async fn queues(&self) -> Result<Vec<QueueInfo>> {
         Ok(self.begin().queues())
     }
+}
 
-    fn subscribe(&self) -> Option<WorkSignal> {
-        Some(self.wake.subscribe())
-    }
-
-    fn clock(&self) -> Clock {
-        self.clock.clone()
+#[async_trait]
+impl ThroughputStorage for IndexedStorage {
+    async fn throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {
+        Ok(Throughput::tally(self.begin().rows.values(), since))
     }
 }
 

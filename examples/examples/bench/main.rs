@@ -40,7 +40,7 @@
 //!    apart; latency = handler start minus the instant just before the
 //!    `enqueue` call; p50 and p99;
 //! 5. `rated`: 10,000 pre-loaded no-op jobs through a queue with a rate
-//!    limit of 1,000 starts/s (`Storage::set_limits`), the drain's pool
+//!    limit of 1,000 starts/s (`ControlStorage::set_limits`), the drain's pool
 //!    polling every 10 ms; the handler start rate over the whole windows
 //!    (the drain above is the same pool without a limit; the bound itself,
 //!    never more than the limit in any window, is what the conformance
@@ -71,7 +71,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use jq_core::Storage;
+use jq_core::storage::Storage;
 use jq_postgres::{PostgresConfig, PostgresStorage};
 use jq_redis::{RedisConfig, RedisStorage};
 use jq_sqlite::{SqliteConfig, SqliteStorage};

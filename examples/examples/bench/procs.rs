@@ -14,8 +14,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use jq_core::worker::{JobContext, WorkerPool};
-use jq_core::{State, Storage};
+use jq_core::State;
+use jq_core::storage::Storage;
+use jq_core::{JobContext, WorkerPool};
 use jq_postgres::{PostgresConfig, PostgresStorage};
 use jq_redis::{RedisConfig, RedisStorage};
 use jq_sqlite::{SqliteConfig, SqliteStorage};

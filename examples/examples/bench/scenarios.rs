@@ -5,8 +5,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use jq_core::worker::{JobContext, WorkerPool};
-use jq_core::{JobType, NewJob, QueueLimits, QueueName, Rate, State, Storage, StorageExt};
+use jq_core::storage::{Storage, StorageExt};
+use jq_core::{JobContext, WorkerPool};
+use jq_core::{JobType, NewJob, QueueLimits, QueueName, Rate, State};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{Notify, mpsc};
 
@@ -91,7 +92,7 @@ pub struct Rated {
 pub async fn rated<S: Storage>(storage: Arc<S>) -> Result<Rated, BoxError> {
     let rate = Rate::new(RATE_LIMIT, Duration::from_secs(1));
     let limits = QueueLimits { concurrency: None, rate: Some(rate) };
-    storage.set_limits(&QueueName::new(Noop::QUEUE)?, &limits).await?;
+    storage.require_controls()?.set_limits(&QueueName::new(Noop::QUEUE)?, &limits).await?;
     enqueue_noops(&*storage, RATED_JOBS).await?;
     let starts: Arc<std::sync::Mutex<Vec<Instant>>> = Arc::default();
     let all_ran = Arc::new(Notify::new());

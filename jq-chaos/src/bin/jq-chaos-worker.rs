@@ -13,8 +13,8 @@ use std::time::Duration;
 use clap::Parser;
 use jq_chaos::audit::{AuditWriter, Event, Record, now_us};
 use jq_chaos::{ChaosJob, Target};
-use jq_core::Storage;
-use jq_core::worker::{HandlerError, HandlerResult, JobContext, WorkerPool};
+use jq_core::storage::Storage;
+use jq_core::{HandlerError, HandlerResult, JobContext, WorkerPool};
 use rand::Rng;
 
 /// Runs a jq worker pool for the chaos harness.

@@ -3,7 +3,8 @@
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use jq::{JobFilter, JobId, State, Storage};
+use jq::storage::Storage;
+use jq::{JobFilter, JobId, State};
 use serde::Serialize;
 
 use super::RetryTarget;
@@ -22,13 +23,13 @@ pub async fn cancel<S: Storage>(storage: &S, id: JobId, json: bool) -> CliResult
 }
 
 /// `jqctl dead retry ID | --all [--queue Q]`.
-pub async fn retry<S: Storage>(storage: &S, target: RetryTarget, json: bool) -> CliResult {
+pub async fn retry<S: Storage + Clone>(storage: &S, target: RetryTarget, json: bool) -> CliResult {
     let (ids, one) = match target {
         RetryTarget::One(id) => {
             storage.retry(id).await?;
             (vec![id], true)
         }
-        RetryTarget::All(queue) => (jq::retry_dead(storage, queue.as_ref()).await?, false),
+        RetryTarget::All(queue) => (jq::Client::new(storage.clone()).retry_dead(queue.as_ref()).await?, false),
     };
     if json {
         let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();

@@ -2,7 +2,8 @@
 
 use std::io::Read as _;
 
-use jq::{NewJob, Payload, Storage, StorageExt};
+use jq::storage::{Storage, StorageExt};
+use jq::{NewJob, Payload};
 use serde::Serialize;
 
 use crate::cli::EnqueueArgs;

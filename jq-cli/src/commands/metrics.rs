@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use jq::Storage;
+use jq::storage::Storage;
 use metrics_exporter_prometheus::PrometheusBuilder;
 
 use super::worker::shutdown_signal;

@@ -16,7 +16,8 @@ pub use metrics::serve as serve_metrics;
 
 use std::time::Duration;
 
-use jq::{JobId, NewJob, State, Storage};
+use jq::storage::Storage;
+use jq::{JobId, NewJob, State};
 
 use crate::cli::{Command, DeadCommand, ListArgs, PageArgs, PeriodicCommand, QueueCommand};
 use crate::error::CliResult;

@@ -1,6 +1,8 @@
 //! `jqctl periodic list` and `jqctl periodic trigger NAME`.
 
-use jq::{JobId, PeriodicInfo, State, Storage, Timestamp};
+use jq::periodic::PeriodicInfo;
+use jq::storage::{Storage, StorageExt};
+use jq::{JobId, State, Timestamp};
 use serde::Serialize;
 
 use crate::error::CliResult;
@@ -41,7 +43,7 @@ pub struct PeriodicView {
 
 /// `jqctl periodic list`.
 pub async fn list<S: Storage>(storage: &S, json: bool) -> CliResult {
-    let rows = storage.periodic().await?;
+    let rows = storage.require_periodic()?.periodic().await?;
     let now = jq::Clock::system().now();
     let mut views = Vec::with_capacity(rows.len());
     for row in rows {
@@ -67,7 +69,7 @@ pub async fn list<S: Storage>(storage: &S, json: bool) -> CliResult {
 
 /// `jqctl periodic trigger NAME`.
 pub async fn trigger<S: Storage>(storage: &S, name: &str, json: bool) -> CliResult {
-    storage.trigger(name).await?;
+    storage.require_periodic()?.trigger(name).await?;
     if json {
         return view::emit_json(&serde_json::json!({ "periodic": name, "triggered": true }));
     }

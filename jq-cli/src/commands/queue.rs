@@ -1,7 +1,8 @@
 //! `jqctl queue list | pause | resume | limit`: queue controls, stored in
 //! the backend and honoured by every worker pool's claims.
 
-use jq::{QueueInfo, QueueLimits, Storage};
+use jq::storage::{Storage, StorageExt};
+use jq::{QueueInfo, QueueLimits};
 use serde::Serialize;
 
 use crate::cli::QueueCommand;
@@ -13,7 +14,7 @@ pub async fn run<S: Storage>(storage: &S, command: QueueCommand, json: bool) -> 
     match command {
         QueueCommand::List => list(storage, json).await,
         QueueCommand::Pause { queue } => {
-            storage.set_paused(&queue, true).await?;
+            storage.require_controls()?.set_paused(&queue, true).await?;
             changed(
                 storage,
                 &queue,
@@ -23,18 +24,19 @@ pub async fn run<S: Storage>(storage: &S, command: QueueCommand, json: bool) -> 
             .await
         }
         QueueCommand::Resume { queue } => {
-            storage.set_paused(&queue, false).await?;
+            storage.require_controls()?.set_paused(&queue, false).await?;
             changed(storage, &queue, json, &format!("resumed {queue}\n")).await
         }
         QueueCommand::Limit { queue, concurrency, rate } => {
             // A flag not given keeps the stored value.
-            let current = storage.queues().await?.into_iter().find(|q| q.queue == queue).map(|q| q.limits);
+            let current =
+                storage.require_controls()?.queues().await?.into_iter().find(|q| q.queue == queue).map(|q| q.limits);
             let current = current.unwrap_or_default();
             let limits = QueueLimits {
                 concurrency: concurrency.map_or(current.concurrency, |c| c.into_option()),
                 rate: rate.map_or(current.rate, |r| r.into_option()),
             };
-            storage.set_limits(&queue, &limits).await?;
+            storage.require_controls()?.set_limits(&queue, &limits).await?;
             let text = format!("{queue}: concurrency {}, rate {}\n", show_concurrency(&limits), show_rate(&limits));
             changed(storage, &queue, json, &text).await
         }
@@ -47,7 +49,7 @@ async fn changed<S: Storage>(storage: &S, queue: &jq::QueueName, json: bool, tex
         return view::emit(text);
     }
     let stats = storage.stats().await?;
-    let info = storage.queues().await?.into_iter().find(|q| q.queue == *queue);
+    let info = storage.require_controls()?.queues().await?.into_iter().find(|q| q.queue == *queue);
     match info {
         Some(info) => view::emit_json(&QueueView::of(&info, &stats)),
         None => view::emit_json(&serde_json::json!({ "queue": queue.as_str(), "paused": false })),
@@ -112,7 +114,7 @@ impl QueueView {
 
 /// `jqctl queue list`.
 async fn list<S: Storage>(storage: &S, json: bool) -> CliResult {
-    let queues = storage.queues().await?;
+    let queues = storage.require_controls()?.queues().await?;
     let stats = storage.stats().await?;
     let views: Vec<QueueView> = queues.iter().map(|q| QueueView::of(q, &stats)).collect();
     if json {

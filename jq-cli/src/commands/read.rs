@@ -3,7 +3,8 @@
 use std::io::IsTerminal as _;
 use std::time::Duration;
 
-use jq::{JobFilter, JobId, State, Storage};
+use jq::storage::{Storage, StorageExt};
+use jq::{JobFilter, JobId, State};
 
 use crate::cli::PageArgs;
 use crate::duration;
@@ -84,7 +85,7 @@ pub async fn watch_stats<S: Storage>(storage: &S, every: Duration, json: bool) -
 
 /// `jqctl leaders`: who holds each role, by the system clock.
 pub async fn leaders<S: Storage>(storage: &S, json: bool) -> CliResult {
-    let leaders = storage.leaders().await?;
+    let leaders = storage.require_roles()?.leaders().await?;
     let now = jq::Clock::system().now();
     if json {
         let views: Vec<LeaderView> = leaders.iter().map(|l| LeaderView::of(l, now)).collect();

@@ -2,7 +2,7 @@
 
 use std::net::SocketAddr;
 
-use jq::Storage;
+use jq::storage::Storage;
 
 use super::worker::shutdown_signal;
 use crate::error::{CliError, CliResult};

@@ -11,8 +11,9 @@ use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use jq::worker::{HandlerError, HandlerResult, JobContext, WorkerPool};
-use jq::{Job, QueueName, Storage};
+use jq::storage::Storage;
+use jq::{HandlerError, HandlerResult, JobContext, WorkerPool};
+use jq::{Job, QueueName};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 use crate::cli::WorkerArgs;

@@ -419,7 +419,7 @@ pub mod scenarios {
     pub fn cron_list_and_run(s: &Store) {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let client = rt.block_on(jq::connect(&s.url)).unwrap();
-        let nightly = jq::Periodic::cron("nightly", "30 2 * * *")
+        let nightly = jq::periodic::Periodic::cron("nightly", "30 2 * * *")
             .unwrap()
             .zone("Europe/Berlin")
             .unwrap()
@@ -427,7 +427,7 @@ pub mod scenarios {
                 jq::NewJob::builder("report", jq::Payload::of(&serde_json::json!({ "tick": tick })).unwrap())
             })
             .unwrap();
-        let runner = jq::PeriodicRunner::new(vec![nightly]).unwrap();
+        let runner = jq::periodic::PeriodicRunner::new(vec![nightly]).unwrap();
         rt.block_on(runner.run_once(client.storage())).unwrap();
 
         let list = s.json(&["periodic", "list"]);

@@ -5,14 +5,14 @@
 //! or a fixed interval ([`Spec::every`]), an IANA time zone, a
 //! [`MissedPolicy`], and the job to enqueue for each tick, built from the
 //! tick's instant. Give periodic jobs to the pool
-//! ([`WorkerPool::periodic job`](crate::WorkerPool::periodic job)); every pool that
+//! ([`WorkerPool::periodic`](crate::WorkerPool::periodic)); every pool that
 //! declares a periodic job takes part, and no pool is special:
 //!
 //! - The store keeps one row (a hash on Redis) per periodic job with its
 //!   *cursor*: the last tick handled. A pool reads the rows
-//!   ([`Storage::periodic jobs`](crate::Storage::periodic jobs)), works out the due
+//!   ([`PeriodicStorage::periodic`](crate::storage::PeriodicStorage::periodic)), works out the due
 //!   ticks from the cursor and its clock ([`plan`]), builds their jobs, and
-//!   calls [`Storage::fire`](crate::Storage::fire): one atomic step that
+//!   calls [`PeriodicStorage::fire`](crate::storage::PeriodicStorage::fire): one atomic step that
 //!   moves the cursor from the value read to the new tick *and* stores the
 //!   jobs, or does nothing when the cursor is no longer the value read
 //!   (another pool fired first). So any number of pools, started and
@@ -25,9 +25,9 @@
 //! [`PeriodicRunner`] is the step the pool runs every second;
 //! tests call [`PeriodicRunner::run_once`] under a [`ManualClock`](crate::ManualClock).
 
-pub mod plan;
-pub mod runner;
-pub mod ticks;
+mod plan;
+mod runner;
+mod ticks;
 
 use std::fmt;
 use std::str::FromStr;
@@ -38,7 +38,7 @@ use chrono_tz::Tz;
 
 pub use plan::{Plan, plan};
 pub use runner::{PeriodicRunner, Round};
-pub use ticks::Spec;
+pub use ticks::{Spec, local, ticks_between, to_instant, zone};
 
 use crate::clock::{Timestamp, add};
 use crate::error::{Error, Result};
@@ -244,7 +244,7 @@ pub fn check_name(name: &str) -> Result<()> {
     })
 }
 
-/// A periodic job as the store keeps it ([`Storage::periodic jobs`](crate::Storage::periodic jobs)).
+/// A periodic job as the store keeps it ([`PeriodicStorage::periodic`](crate::storage::PeriodicStorage::periodic)).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PeriodicInfo {
     /// The name.
@@ -287,7 +287,7 @@ impl PeriodicInfo {
     }
 }
 
-/// One compare-and-set step of a periodic job, for [`Storage::fire`](crate::Storage::fire).
+/// One compare-and-set step of a periodic job, for [`PeriodicStorage::fire`](crate::storage::PeriodicStorage::fire).
 #[derive(Clone, Debug)]
 pub struct Fire {
     /// The periodic job.
@@ -354,7 +354,7 @@ impl Fire {
     }
 }
 
-/// What [`Storage::fire`](crate::Storage::fire) did.
+/// What [`PeriodicStorage::fire`](crate::storage::PeriodicStorage::fire) did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FireOutcome {
     /// The cursor moved and the jobs were stored: their ids, in order (an

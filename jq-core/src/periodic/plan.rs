@@ -24,7 +24,7 @@ pub struct Plan {
     pub last_missed: Option<Timestamp>,
 }
 
-/// The step for `periodic job` at `now`, given its stored row, or `None` when
+/// The step for `periodic` at `now`, given its stored row, or `None` when
 /// there is nothing to do (no tick due, no run asked for, the row's
 /// declaration fresh and unchanged).
 ///

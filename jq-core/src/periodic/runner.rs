@@ -5,7 +5,7 @@ use std::collections::HashSet;
 
 use crate::error::{Error, Result};
 use crate::periodic::{Fire, FireOutcome, Periodic, plan};
-use crate::storage::Storage;
+use crate::storage::{Storage, StorageExt};
 
 /// The periodic jobs one pool declares.
 #[derive(Clone, Debug, Default)]
@@ -27,7 +27,7 @@ pub struct Round {
 }
 
 impl PeriodicRunner {
-    /// The scheduler of `periodic jobs`; [`Error::InvalidInput`] when two share
+    /// The runner of `periodic`; [`Error::InvalidInput`] when two share
     /// a name.
     pub fn new(schedules: Vec<Periodic>) -> Result<Self> {
         let mut names = HashSet::new();
@@ -43,7 +43,7 @@ impl PeriodicRunner {
     }
 
     /// Reads the stored rows once, then takes each periodic job's step
-    /// ([`plan`]) with one [`Storage::fire`]. A step another pool took
+    /// ([`plan`]) with one [`PeriodicStorage::fire`]. A step another pool took
     /// first changes nothing and is counted in [`Round::moved`]: its ticks
     /// were stored by that pool. A failing step is logged and retried next
     /// round from what is stored then; `Err` when the rows cannot be read
@@ -53,7 +53,8 @@ impl PeriodicRunner {
         if self.schedules.is_empty() {
             return Ok(round);
         }
-        let rows = storage.periodic().await?;
+        let periodic = storage.require_periodic()?;
+        let rows = periodic.periodic().await?;
         let now = storage.clock().now();
         for schedule in &self.schedules {
             let row = rows.iter().find(|r| r.name == schedule.name());
@@ -84,7 +85,7 @@ impl PeriodicRunner {
                 missed: plan.missed,
                 last_missed: plan.last_missed,
             };
-            match storage.fire(&fire).await {
+            match periodic.fire(&fire).await {
                 Ok(FireOutcome::Fired(ids)) => {
                     round.fired += 1;
                     round.jobs += ids.len();

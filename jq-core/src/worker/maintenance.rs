@@ -5,7 +5,7 @@
 //! Each operation is idempotent and safe from many processes at once, but
 //! every pool running them multiplies the store's work by the number of
 //! pools. So the pools elect one maintainer: the task campaigns for the
-//! [`ROLE`] every quarter of the maintenance lease ([`Storage::elect`], held
+//! [`ROLE`] every quarter of the maintenance lease ([`RoleStorage::elect`], held
 //! for three quarters of it, so two renewals may fail), and the
 //! jittered loops run only while this pool holds the role. The others keep
 //! campaigning and take over within one maintenance lease when the holder
@@ -24,7 +24,7 @@ use super::jitter;
 use crate::clock::Timestamp;
 use crate::error::Error;
 use crate::job::{LeaseToken, State};
-use crate::storage::{Election, Storage};
+use crate::storage::{Election, RoleStorage, Storage};
 
 /// The role the maintaining pool holds.
 pub const ROLE: &str = "maintenance";
@@ -57,26 +57,33 @@ impl<S: Storage> Maintenance<S> {
             holder: self.holder.clone(),
             ttl: self.lease * 3 / 4,
         };
-        let (leader, elected) = watch::channel(false);
-        let work = async {
-            tokio::join!(
-                self.promote_loop(elected.clone()),
-                self.recover_loop(elected.clone()),
-                self.purge_loop(elected.clone()),
-                self.sample_loop(elected.clone()),
+        let Some(roles) = self.storage.as_roles() else {
+            // Without named roles there is no election: this pool maintains
+            // alongside any other, which the operations allow (idempotent,
+            // safe from many processes), at the cost of repeated work.
+            tracing::info!(
+                holder = %election.holder,
+                "the store has no named roles (RoleStorage): this pool maintains it without an election"
             );
+            let (_always, elected) = watch::channel(true);
+            tokio::select! {
+                _ = self.stop.cancelled() => {}
+                _ = self.work(elected) => {}
+            }
+            return;
         };
+        let (leader, elected) = watch::channel(false);
         // The campaign ends only between two elections: an `elect` dropped
         // in flight could still commit on the server after the `resign`
         // below, leaving the role held by a pool that is gone until its
         // lease expires. The work loops may be dropped anywhere: their
         // operations are idempotent.
         tokio::select! {
-            _ = self.campaign(&election, &leader) => {}
-            _ = work => {}
+            _ = self.campaign(roles, &election, &leader) => {}
+            _ = self.work(elected) => {}
         }
         // A no-op unless the role is ours.
-        match self.storage.resign(ROLE, election.token).await {
+        match roles.resign(ROLE, election.token).await {
             Ok(()) => tracing::debug!("maintenance role handed back"),
             Err(error) => {
                 tracing::warn!(%error, "resigning the maintenance role failed; it frees itself when its lease expires")
@@ -84,11 +91,21 @@ impl<S: Storage> Maintenance<S> {
         }
     }
 
+    /// The loops, each running while `elected` says this pool maintains.
+    async fn work(&self, elected: watch::Receiver<bool>) {
+        tokio::join!(
+            self.promote_loop(elected.clone()),
+            self.recover_loop(elected.clone()),
+            self.purge_loop(elected.clone()),
+            self.sample_loop(elected),
+        );
+    }
+
     /// Takes or renews the role every quarter of the lease, and tells the
     /// loops whether this pool holds it.
-    async fn campaign(&self, election: &Election, leader: &watch::Sender<bool>) {
+    async fn campaign(&self, roles: &dyn RoleStorage, election: &Election, leader: &watch::Sender<bool>) {
         while !self.stop.is_cancelled() {
-            let held = match self.storage.elect(election).await {
+            let held = match roles.elect(election).await {
                 Ok(held) => held,
                 Err(error) => {
                     if self.fatal("elect", error) {

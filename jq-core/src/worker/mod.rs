@@ -8,7 +8,7 @@
 //!
 //! ```no_run
 //! use std::time::Duration;
-//! use jq_core::worker::{HandlerError, HandlerResult, JobContext, WorkerPool};
+//! use jq_core::{HandlerError, HandlerResult, JobContext, WorkerPool};
 //! use serde::{Deserialize, Serialize};
 //!
 //! #[derive(Serialize, Deserialize)]
@@ -29,7 +29,7 @@
 //!     Ok(())
 //! }
 //!
-//! # async fn run(storage: impl jq_core::Storage) -> jq_core::Result<()> {
+//! # async fn run(storage: impl jq_core::storage::Storage) -> jq_core::Result<()> {
 //! let pool = WorkerPool::new(storage).concurrency(32).register::<SendEmail, _, _>(send_email);
 //! // Runs until ctrl-c, then shuts down gracefully.
 //! pool.run_until(async { tokio::signal::ctrl_c().await.ok(); }).await
@@ -64,15 +64,15 @@
 //! - [`executor`]: `concurrency` long-lived tasks pulling
 //!   claimed jobs from a channel and running their handlers.
 //! - [`settler`]: batches outcomes into one
-//!   [`Storage::complete`] call.
+//!   [`Storage::settle`] call.
 //! - [`heartbeat`]: extends every held lease in one call per
 //!   interval; cancels the jobs whose lease was lost.
 //! - [`maintenance`]: promote, recover and retention purges, and the
 //!   sampling of the store's gauges ([`crate::observe`]), run by the one
-//!   pool per store that holds the "maintenance" role ([`Storage::elect`]).
-//! - `cron`: periodic jobs ([`WorkerPool::periodic job`]): one task, only
+//!   pool per store that holds the "maintenance" role ([`RoleStorage::elect`]).
+//! - `cron`: periodic jobs ([`WorkerPool::periodic`]): one task, only
 //!   when periodic jobs are declared, running a [`PeriodicRunner`] round every
-//!   second on every pool (no election: [`Storage::fire`] keeps one job per
+//!   second on every pool (no election: [`PeriodicStorage::fire`] keeps one job per
 //!   tick).
 //!
 //! Each run is a `jq.job` span that the handler's future runs in, linked
@@ -91,16 +91,16 @@
 //! return it. [`WorkerHandle::shutdown_token`] is cancelled at that moment,
 //! so a program waiting for a signal can wait for it too.
 
-pub mod executor;
+mod executor;
 mod failure;
-pub mod fetcher;
-pub mod handle;
-pub mod handler;
-pub mod heartbeat;
-pub mod maintenance;
+mod fetcher;
+mod handle;
+mod handler;
+mod heartbeat;
+mod maintenance;
 mod periodic;
-pub mod prefetch;
-pub mod settler;
+mod prefetch;
+mod settler;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -121,30 +121,30 @@ use crate::storage::Storage;
 use handler::ErasedHandler;
 
 /// Default number of jobs run at once by one pool.
-pub const DEFAULT_CONCURRENCY: usize = 16;
+pub(crate) const DEFAULT_CONCURRENCY: usize = 16;
 /// Default lease: a job whose worker stops heartbeating is recovered after this.
-pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 /// Default idle poll interval (jittered), the fallback when the storage gives no signal.
-pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(100);
+pub(crate) const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(100);
 /// Default per-job timeout.
-pub const DEFAULT_JOB_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+pub(crate) const DEFAULT_JOB_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 /// Default time running jobs get to finish after a shutdown is asked for.
-pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
+pub(crate) const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 /// Default interval between promotions of due Scheduled jobs.
-pub const DEFAULT_PROMOTE_INTERVAL: Duration = Duration::from_secs(1);
+pub(crate) const DEFAULT_PROMOTE_INTERVAL: Duration = Duration::from_secs(1);
 /// Default interval between recoveries of expired leases.
-pub const DEFAULT_RECOVER_INTERVAL: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_RECOVER_INTERVAL: Duration = Duration::from_secs(10);
 /// Default interval between retention purges.
-pub const DEFAULT_PURGE_INTERVAL: Duration = Duration::from_secs(60);
+pub(crate) const DEFAULT_PURGE_INTERVAL: Duration = Duration::from_secs(60);
 /// Default interval between rounds of the declared periodic jobs.
-pub const DEFAULT_PERIODIC_INTERVAL: Duration = Duration::from_secs(1);
+pub(crate) const DEFAULT_PERIODIC_INTERVAL: Duration = Duration::from_secs(1);
 /// Default maintenance lease: when the pool that maintains a store dies,
 /// another takes over within this long.
-pub const DEFAULT_MAINTENANCE_LEASE: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_MAINTENANCE_LEASE: Duration = Duration::from_secs(30);
 
 /// Default interval between samples of the store's gauges (jobs per queue
 /// and state, oldest pending age) by the maintaining pool.
-pub const DEFAULT_SAMPLE_INTERVAL: Duration = Duration::from_secs(15);
+pub(crate) const DEFAULT_SAMPLE_INTERVAL: Duration = Duration::from_secs(15);
 
 /// The settings of a pool; see the [`WorkerPool`] builder methods for each
 /// one's meaning and default.
@@ -376,7 +376,7 @@ impl<S: Storage> WorkerPool<S> {
     ///
     /// Of all the pools on one store with maintenance on, one at a time
     /// does the work: the one holding the "maintenance" role
-    /// ([`Storage::elect`]); the others only campaign for it. Off, the
+    /// ([`RoleStorage::elect`]); the others only campaign for it. Off, the
     /// pool does not campaign either.
     pub fn maintenance(mut self, enabled: bool) -> Self {
         self.config.maintenance = enabled;
@@ -524,7 +524,12 @@ impl<S: Storage> WorkerPool<S> {
             return Err(Error::invalid("retention", format!("{state} is not terminal: only finished jobs are purged")));
         }
         if config.periodic_interval.is_zero() {
-            return Err(Error::invalid("schedule interval", "0 s: schedules are looked at every interval"));
+            return Err(Error::invalid("periodic interval", "0 s: periodic jobs are looked at every interval"));
+        }
+        // Refused at start, not at the first round: a backend without the
+        // capability would otherwise fail every second in the log.
+        if !config.periodic.is_empty() && storage.as_periodic().is_none() {
+            return Err(crate::storage::unsupported(crate::storage::Capability::Periodic));
         }
         let scheduler = PeriodicRunner::new(std::mem::take(&mut config.periodic))?;
         Ok(handle::start(storage, config, queues, handlers, fallback, scheduler))

@@ -1,7 +1,7 @@
 //! Settler: records the executors' outcomes, many per storage call.
 //!
 //! It takes whatever outcomes are queued (up to [`MAX_BATCH`]) and writes
-//! them with one [`Storage::complete`]. A stale lease (`LeaseLost`) is
+//! them with one [`Storage::settle`]. A stale lease (`LeaseLost`) is
 //! logged, not an error: the lease expired and the job was handed on. A
 //! failing storage is retried with a bounded backoff; an outcome is never
 //! dropped silently. Only when the shutdown's flush budget runs out does it
@@ -53,7 +53,7 @@ pub(crate) async fn run<S: Storage>(
 ) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while finished.recv_many(&mut batch, MAX_BATCH).await > 0 {
-        let span = tracing::debug_span!("jq.complete", jobs = batch.len());
+        let span = tracing::debug_span!("jq.settle", jobs = batch.len());
         write(&*storage, &batch, &give_up, &failure).instrument(span).await;
         for done in batch.drain(..) {
             inflight.remove(done.lease);

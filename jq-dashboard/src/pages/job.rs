@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use axum::extract::{Path, Query, State as AxumState};
-use jq::{Job, JobId, State, Storage};
+use jq::storage::Storage;
+use jq::{Job, JobId, State};
 use maud::{Markup, html};
 
 use crate::App;

@@ -4,7 +4,8 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use axum::extract::{Query, State as AxumState};
-use jq::{JobFilter, JobId, QueueName, State, Storage};
+use jq::storage::Storage;
+use jq::{JobFilter, JobId, QueueName, State};
 use maud::{Markup, html};
 use serde::Deserialize;
 

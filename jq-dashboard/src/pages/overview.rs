@@ -5,7 +5,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use axum::extract::{Query, State as AxumState};
-use jq::{QueueInfo, QueueName, State, StateCounts, Storage};
+use jq::storage::Storage;
+use jq::{QueueInfo, QueueName, State, StateCounts};
 use maud::{Markup, html};
 
 use crate::App;

@@ -11,7 +11,8 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use http_body_util::BodyExt;
 use jq::storage::StorageExt as _;
-use jq::{Backend, ClaimRequest, Client, Clock, JobId, NewJob, Outcome, Payload, QueueName, Storage};
+use jq::storage::{ClaimRequest, Outcome, Storage};
+use jq::{Backend, Client, Clock, JobId, NewJob, Payload, QueueName};
 use tower::ServiceExt;
 
 use crate::common::Namespace;
@@ -194,7 +195,7 @@ pub async fn seed_busy(client: &Client, clock: &jq::ManualClock) -> Busy {
                 busy.completed += 1;
                 Outcome::Ack
             };
-            batch.push(jq::Settlement { lease: job.lease_ref().unwrap(), outcome });
+            batch.push(jq::storage::Settlement { lease: job.lease_ref().unwrap(), outcome });
         }
         for result in client.storage().settle(batch).await.unwrap() {
             result.unwrap();
@@ -219,7 +220,7 @@ pub async fn seed_busy(client: &Client, clock: &jq::ManualClock) -> Busy {
         )
         .await
         .unwrap();
-    let fire = jq::Fire {
+    let fire = jq::periodic::Fire {
         name: "nightly-report".to_owned(),
         queue: QueueName::new("reports").unwrap(),
         spec: "0 3 * * *".to_owned(),
@@ -231,7 +232,7 @@ pub async fn seed_busy(client: &Client, clock: &jq::ManualClock) -> Busy {
         missed: 0,
         last_missed: None,
     };
-    client.storage().fire(&fire).await.unwrap();
+    client.storage().require_periodic().expect("periodic").fire(&fire).await.unwrap();
     busy
 }
 

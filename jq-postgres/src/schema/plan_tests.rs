@@ -9,6 +9,7 @@
 
 use super::{Sql, Sql1, quote};
 use crate::{PostgresConfig, PostgresStorage};
+use jq_core::storage::Storage;
 
 fn url() -> String {
     std::env::var("JQ_POSTGRES_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 use jq_core::Clock;
+use jq_core::storage::Storage;
 use jq_postgres::{PostgresConfig, PostgresStorage};
 use sqlx::Connection;
 

@@ -1,4 +1,4 @@
--- control.lua: sets one queue's control (Storage::set_paused, set_limits);
+-- control.lua: sets one queue's control (ControlStorage::set_paused, set_limits);
 -- claim.lua reads it.
 --
 -- KEYS[1]  base of the queue

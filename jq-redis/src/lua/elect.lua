@@ -1,4 +1,4 @@
--- elect.lua: takes or renews a named role (Storage::elect).
+-- elect.lua: takes or renews a named role (RoleStorage::elect).
 --
 -- KEYS[1]  the role's hash (see Keys::role), fields token holder expires_at
 -- ARGV[1]  now (microseconds)

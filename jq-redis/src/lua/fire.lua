@@ -1,8 +1,8 @@
--- fire.lua: one step of a recurring periodic job (Storage::fire): a
+-- fire.lua: one step of a recurring periodic job (PeriodicStorage::fire): a
 -- compare-and-set on the periodic job's cursor and trigger, and the tick's
 -- jobs stored in the same script, or nothing at all.
 --
--- KEYS[1]  the periodic job's hash (Keys::periodic job), in its queue's slot
+-- KEYS[1]  the periodic job's hash (Keys::schedule), in its queue's slot
 -- KEYS[2]  the base of the periodic job's queue ("<prefix>:{<prefix>:<queue>}:")
 -- ARGV[1]  now (microseconds): created_at of the jobs, declared_at
 -- ARGV[2]  wake-up channel

@@ -1,6 +1,6 @@
 -- run.lua: an operator's trigger for a periodic job (PeriodicStorage::trigger).
 --
--- KEYS[1]  the periodic job's hash (Keys::periodic job)
+-- KEYS[1]  the periodic job's hash (Keys::schedule)
 -- ARGV[1]  now (microseconds)
 -- Returns 1 when the periodic job exists (its request set to now unless one is
 -- pending: requests coalesce), 0 when it does not.

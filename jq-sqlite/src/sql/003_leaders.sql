@@ -1,4 +1,4 @@
--- Schema version 3: named roles (Storage::elect). One row per role held:
+-- Schema version 3: named roles (RoleStorage::elect). One row per role held:
 -- the holder's token (16-byte UUID BLOB), its name for operators, and when
 -- the role is free unless renewed (microseconds, the storage's clock).
 -- Resigning deletes the row. A handful of rows: no index besides the key.

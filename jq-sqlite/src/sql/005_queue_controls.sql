@@ -1,4 +1,4 @@
--- Schema version 5: queue controls (Storage::set_paused, set_limits,
+-- Schema version 5: queue controls (ControlStorage::set_paused, set_limits,
 -- queues). Existing jobs are untouched; a queue without a row here has no
 -- control, and the claim reads this table by primary key once per asked
 -- queue.

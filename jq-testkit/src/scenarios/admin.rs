@@ -4,7 +4,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use jq_core::storage::minute_of;
-use jq_core::{Error, JobFilter, JobId, State, Storage, StorageExt, Throughput};
+use jq_core::storage::{Storage, StorageExt};
+use jq_core::{Error, JobFilter, JobId, State, Throughput};
 
 use super::support::{
     build, builder, claim, claim_one, enqueue_all, enqueue_mixed, get, jobs, lease, list_all, manual_clock, queue,
@@ -155,7 +156,8 @@ pub async fn throughput_counts_finished_jobs_per_minute<H: Harness>(h: &H) {
         completed,
         dead,
     };
-    let everything = storage.throughput(minute(-60)).await.expect("throughput");
+    let everything =
+        storage.require_throughput().expect("throughput").throughput(minute(-60)).await.expect("throughput");
     assert_eq!(
         everything,
         vec![row("t1", 0, 2, 1), row("t1", 1, 1, 0), row("t1", 3, 0, 1), row("t2", 0, 1, 0), row("t2", 1, 0, 1)]
@@ -165,13 +167,15 @@ pub async fn throughput_counts_finished_jobs_per_minute<H: Harness>(h: &H) {
         Throughput::tally(&list_all(&storage, JobFilter::default()).await, minute(-60)),
         "agrees with list"
     );
-    let since = storage.throughput(at(70)).await.expect("throughput");
+    let since = storage.require_throughput().expect("throughput").throughput(at(70)).await.expect("throughput");
     assert_eq!(
         since,
         vec![row("t1", 1, 1, 0), row("t1", 3, 0, 1), row("t2", 1, 0, 1)],
         "since rounds down to its minute"
     );
-    assert!(storage.throughput(minute(4)).await.expect("throughput").is_empty());
+    assert!(
+        storage.require_throughput().expect("throughput").throughput(minute(4)).await.expect("throughput").is_empty()
+    );
 }
 
 /// stats count every job by queue and state, and agree with list for every

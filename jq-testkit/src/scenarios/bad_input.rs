@@ -1,9 +1,7 @@
 //! Bad input: each gives a typed error and changes nothing.
 
-use jq_core::{
-    DEFAULT_MAX_PAYLOAD_BYTES, Error, JobId, LeaseRef, LeaseToken, NewJob, Payload, QueueName, State, Storage,
-    StorageExt,
-};
+use jq_core::storage::{LeaseRef, LeaseToken, Storage, StorageExt};
+use jq_core::{DEFAULT_MAX_PAYLOAD_BYTES, Error, JobId, NewJob, Payload, QueueName, State};
 
 use super::support::{build, builder, claim_one, enqueue_all, get, manual_clock, payload_of_size, same_json, stats};
 use crate::Harness;

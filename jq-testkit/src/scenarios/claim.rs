@@ -3,8 +3,9 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use jq_core::clock::add;
-use jq_core::{JobId, Outcome, Priority, Settlement, State, Storage};
+use jq_core::storage::add;
+use jq_core::storage::{Outcome, Settlement, Storage};
+use jq_core::{JobId, Priority, State};
 
 use super::support::{
     MICRO, build, builder, claim, claim_one, count_ids, enqueue_all, enqueue_mixed, get, jobs, lease, manual_clock,
@@ -200,7 +201,7 @@ pub async fn claim_sets_lease_and_attempts<H: Harness>(h: &H) {
     let ids = enqueue_all(&storage, jobs(&clock, "q", 2)).await;
     let lease_len = Duration::from_secs(45);
     let request = super::support::request(&["q"], 2, "w-1");
-    let request = jq_core::ClaimRequest { lease: lease_len, ..request };
+    let request = jq_core::storage::ClaimRequest { lease: lease_len, ..request };
     let claimed = storage.claim(&request).await.expect("claim");
     assert_eq!(claimed.len(), 2);
     let now = clock.now();
@@ -219,7 +220,7 @@ pub async fn claim_sets_lease_and_attempts<H: Harness>(h: &H) {
     // Release gives the attempt back, yet the next claim's token is new.
     let first = &claimed[0];
     assert_eq!(
-        settle(&storage, lease(first), jq_core::Outcome::Release { delay: Duration::ZERO }).await.ok(),
+        settle(&storage, lease(first), jq_core::storage::Outcome::Release { delay: Duration::ZERO }).await.ok(),
         Some(State::Pending)
     );
     let again = claim(&storage, &["q"], 1, "w-2").await.pop().expect("reclaimed");
@@ -242,7 +243,7 @@ pub async fn claim_resend_returns_the_earlier_claim<H: Harness>(h: &H) {
     assert_eq!(took.iter().map(|j| j.id).collect::<Vec<_>>(), ids[..2]);
 
     clock.advance(Duration::from_secs(1));
-    let resend = jq_core::ClaimRequest { resend: true, ..first.clone() };
+    let resend = jq_core::storage::ClaimRequest { resend: true, ..first.clone() };
     let again = other.claim(&resend).await.expect("resend");
     assert_eq!(again, took, "the resend returns the same jobs with the same leases, on any connection");
     for id in &ids[2..] {
@@ -256,7 +257,7 @@ pub async fn claim_resend_returns_the_earlier_claim<H: Harness>(h: &H) {
     assert_eq!(rest[0].attempts, 1);
 
     // A resend whose first attempt took nothing claims as usual.
-    let lost = jq_core::ClaimRequest { resend: true, ..super::support::request(&["q"], 2, "w") };
+    let lost = jq_core::storage::ClaimRequest { resend: true, ..super::support::request(&["q"], 2, "w") };
     let fresh = storage.claim(&lost).await.expect("resend of a claim that took nothing");
     assert_eq!(fresh.iter().map(|j| j.id).collect::<Vec<_>>(), ids[2..4]);
     assert!(fresh.iter().all(|j| j.token() == Some(lost.token) && j.attempts == 1));

@@ -4,8 +4,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use jq_core::clock::add;
-use jq_core::{Error, Job, JobId, QueueInfo, QueueLimits, Rate, State, Storage, StorageExt, Timestamp};
+use jq_core::storage::add;
+use jq_core::storage::{Storage, StorageExt};
+use jq_core::{Error, Job, JobId, QueueInfo, QueueLimits, Rate, State, Timestamp};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
@@ -13,7 +14,7 @@ use super::support::{LEASE, MICRO, claim, enqueue_all, get, jobs, lease, manual_
 use crate::Harness;
 
 async fn info<S: Storage>(storage: &S, name: &str) -> QueueInfo {
-    let all = storage.queues().await.expect("queues");
+    let all = storage.require_controls().expect("controls").queues().await.expect("queues");
     assert!(all.windows(2).all(|w| w[0].queue < w[1].queue), "queues are listed by name: {all:?}");
     all.into_iter().find(|q| q.queue.as_str() == name).unwrap_or_else(|| panic!("queue {name} is listed"))
 }
@@ -39,7 +40,7 @@ pub async fn pause_is_honoured_across_handles<H: Harness>(h: &H) {
     let running = claim(&worker, &["paused"], 1, "w1").await;
     assert_eq!(running.len(), 1);
 
-    operator.set_paused(&queue("paused"), true).await.expect("pause");
+    operator.require_controls().expect("controls").set_paused(&queue("paused"), true).await.expect("pause");
     let paused_at = clock.now();
     let waiting = snapshot(&worker, &ids[1..]).await;
     clock.advance(Duration::from_secs(1));
@@ -54,7 +55,7 @@ pub async fn pause_is_honoured_across_handles<H: Harness>(h: &H) {
     worker.ack(lease(&running[0])).await.expect("a running job of a paused queue finishes");
 
     // Pausing again keeps the instant it was first paused.
-    operator.set_paused(&queue("paused"), true).await.expect("pause again");
+    operator.require_controls().expect("controls").set_paused(&queue("paused"), true).await.expect("pause again");
     let seen = info(&operator, "paused").await;
     assert_eq!(seen.paused_at, Some(paused_at));
     assert!(seen.paused());
@@ -63,7 +64,7 @@ pub async fn pause_is_honoured_across_handles<H: Harness>(h: &H) {
     assert!(!info(&operator, "free").await.paused());
 
     let third = h.connect(clock.clock()).await;
-    third.set_paused(&queue("paused"), false).await.expect("resume");
+    third.require_controls().expect("controls").set_paused(&queue("paused"), false).await.expect("resume");
     assert_eq!(info(&operator, "paused").await.paused_at, None);
     let got = claim(&worker, &["paused"], 10, "w2").await;
     assert_eq!(got.len(), 3, "every waiting job is claimable after the resume");
@@ -77,14 +78,19 @@ pub async fn pause_survives_reconnect<H: Harness>(h: &H) {
     {
         let operator = h.connect(clock.clock()).await;
         enqueue_all(&operator, jobs(&clock, "q", 2)).await;
-        operator.set_paused(&queue("q"), true).await.expect("pause");
-        operator.set_paused(&queue("empty"), true).await.expect("pause an empty queue");
+        operator.require_controls().expect("controls").set_paused(&queue("q"), true).await.expect("pause");
+        operator
+            .require_controls()
+            .expect("controls")
+            .set_paused(&queue("empty"), true)
+            .await
+            .expect("pause an empty queue");
     }
     let restarted = h.connect(clock.clock()).await;
     assert!(claim(&restarted, &["q"], 5, "w").await.is_empty(), "still paused after reconnecting");
     assert!(info(&restarted, "q").await.paused());
     assert!(info(&restarted, "empty").await.paused());
-    restarted.set_paused(&queue("q"), false).await.expect("resume");
+    restarted.require_controls().expect("controls").set_paused(&queue("q"), false).await.expect("resume");
     assert_eq!(claim(&restarted, &["q"], 5, "w").await.len(), 2);
 }
 
@@ -97,7 +103,7 @@ pub async fn concurrency_slot_returns_after_recover<H: Harness>(h: &H) {
     let other = h.connect(clock.clock()).await;
     let ids = enqueue_all(&storage, jobs(&clock, "c", 6)).await;
     let limits = QueueLimits { concurrency: Some(2), rate: None };
-    storage.set_limits(&queue("c"), &limits).await.expect("limit");
+    storage.require_controls().expect("controls").set_limits(&queue("c"), &limits).await.expect("limit");
     assert_eq!(info(&other, "c").await.limits, limits);
 
     let first = claim(&other, &["c"], 10, "crashed").await;
@@ -114,7 +120,7 @@ pub async fn concurrency_slot_returns_after_recover<H: Harness>(h: &H) {
     storage.ack(lease(&second[0])).await.expect("ack");
     assert_eq!(claim(&storage, &["c"], 10, "w").await.len(), 1, "an ack frees its slot");
 
-    storage.set_limits(&queue("c"), &QueueLimits::none()).await.expect("lift");
+    storage.require_controls().expect("controls").set_limits(&queue("c"), &QueueLimits::none()).await.expect("lift");
     assert_eq!(info(&other, "c").await.limits, QueueLimits::none());
     assert_eq!(claim(&storage, &["c"], 10, "w").await.len(), 3, "no limit: the rest");
 }
@@ -130,7 +136,7 @@ pub async fn rate_limit_is_a_sliding_window<H: Harness>(h: &H) {
     let ids = enqueue_all(&storage, jobs(&clock, "r", 10)).await;
     let period = Duration::from_secs(10);
     let limits = QueueLimits { concurrency: None, rate: Some(Rate::new(3, period)) };
-    storage.set_limits(&queue("r"), &limits).await.expect("limit");
+    storage.require_controls().expect("controls").set_limits(&queue("r"), &limits).await.expect("limit");
     let start = clock.now();
 
     assert_eq!(claim(&other, &["r"], 2, "w").await.len(), 2);
@@ -151,7 +157,7 @@ pub async fn rate_limit_is_a_sliding_window<H: Harness>(h: &H) {
         QueueLimits { concurrency: None, rate: Some(Rate::new(1, Duration::ZERO)) },
     ];
     for limits in refused {
-        let got = storage.set_limits(&queue("r"), &limits).await;
+        let got = storage.require_controls().expect("controls").set_limits(&queue("r"), &limits).await;
         assert!(matches!(got, Err(Error::InvalidInput { .. })), "{limits:?}: {got:?}");
     }
     assert_eq!(info(&storage, "r").await.limits.rate, Some(Rate::new(3, period)), "a refused change changes nothing");
@@ -208,7 +214,7 @@ async fn run_case<H: Harness>(h: &H, name: &str, case: Case) -> Result<(), TestC
     let ids = enqueue_all(&storage, jobs(&clock, name, JOBS)).await;
     let rate = case.rate.map(|(limit, ms)| Rate::new(limit, Duration::from_millis(ms)));
     let limits = QueueLimits { concurrency: case.concurrency, rate };
-    storage.set_limits(&queue(name), &limits).await.expect("limit");
+    storage.require_controls().expect("controls").set_limits(&queue(name), &limits).await.expect("limit");
     let mut before: BTreeMap<JobId, Job> = snapshot(&storage, &ids).await.into_iter().map(|j| (j.id, j)).collect();
     let mut starts: Vec<Timestamp> = Vec::new();
     let mut running: Vec<Job> = Vec::new();

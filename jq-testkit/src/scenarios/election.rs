@@ -1,12 +1,13 @@
-//! Named roles ([`Storage::elect`], [`Storage::resign`],
-//! [`Storage::leaders`]): one holder at a time, renewals, takeover only
+//! Named roles ([`RoleStorage::elect`], [`RoleStorage::resign`],
+//! [`RoleStorage::leaders`]): one holder at a time, renewals, takeover only
 //! after expiry by the storage's clock.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use jq_core::clock::add;
-use jq_core::{Election, Error, Leader, LeaseToken, Storage};
+use jq_core::Error;
+use jq_core::storage::add;
+use jq_core::storage::{Election, Leader, LeaseToken, Storage, StorageExt};
 use tokio::sync::Barrier;
 
 use super::support::{MICRO, manual_clock};
@@ -19,11 +20,11 @@ fn bid(role: &str, holder: &str) -> Election {
 }
 
 async fn elect<S: Storage>(storage: &S, election: &Election) -> bool {
-    storage.elect(election).await.unwrap_or_else(|e| panic!("elect {election:?}: {e}"))
+    storage.require_roles().expect("roles").elect(election).await.unwrap_or_else(|e| panic!("elect {election:?}: {e}"))
 }
 
 async fn leaders<S: Storage>(storage: &S) -> Vec<Leader> {
-    storage.leaders().await.expect("leaders")
+    storage.require_roles().expect("roles").leaders().await.expect("leaders")
 }
 
 /// 8 contenders on 8 connections bid for a free role at once: exactly one
@@ -111,7 +112,7 @@ pub async fn stale_holder_cannot_renew_after_takeover<H: Harness>(h: &H) {
     clock.advance(TTL);
     assert!(elect(&storage, &new).await);
     assert!(!elect(&stale, &old).await, "a stale holder cannot renew after a takeover");
-    stale.resign("maintenance", old.token).await.expect("resign");
+    stale.require_roles().expect("roles").resign("maintenance", old.token).await.expect("resign");
     assert_eq!(leaders(&storage).await[0].holder, "new", "a stale holder's resign frees nothing");
     clock.advance(TTL - MICRO);
     assert!(!elect(&stale, &old).await, "still held by the new holder");
@@ -126,22 +127,32 @@ pub async fn resign_frees_the_role_at_once<H: Harness>(h: &H) {
     let storage = h.connect(clock.clock()).await;
     let a = bid("maintenance", "a");
     let b = bid("maintenance", "b");
-    storage.resign("maintenance", a.token).await.expect("resigning a free role does nothing");
+    storage
+        .require_roles()
+        .expect("roles")
+        .resign("maintenance", a.token)
+        .await
+        .expect("resigning a free role does nothing");
     assert!(elect(&storage, &a).await);
     assert!(!elect(&storage, &b).await);
-    storage.resign("maintenance", b.token).await.expect("resign");
+    storage.require_roles().expect("roles").resign("maintenance", b.token).await.expect("resign");
     assert_eq!(leaders(&storage).await[0].holder, "a", "only the holder's token resigns");
-    storage.resign("maintenance", a.token).await.expect("resign");
+    storage.require_roles().expect("roles").resign("maintenance", a.token).await.expect("resign");
     assert!(leaders(&storage).await.is_empty(), "a resigned role has no holder");
     assert!(elect(&storage, &b).await, "free at once, long before the expiry");
     assert!(!elect(&storage, &a).await, "the resigned holder is an ordinary contender");
 
     for role in ["", "a b", "{x}"] {
-        let err = storage.elect(&bid(role, "a")).await.expect_err("bad role");
+        let err = storage.require_roles().expect("roles").elect(&bid(role, "a")).await.expect_err("bad role");
         assert!(matches!(err, Error::InvalidInput { .. }), "{role:?}: {err:?}");
     }
-    let err = storage.resign("a b", a.token).await.expect_err("bad role");
+    let err = storage.require_roles().expect("roles").resign("a b", a.token).await.expect_err("bad role");
     assert!(matches!(err, Error::InvalidInput { .. }), "{err:?}");
-    let err = storage.elect(&Election { ttl: Duration::ZERO, ..bid("r", "a") }).await.expect_err("zero ttl");
+    let err = storage
+        .require_roles()
+        .expect("roles")
+        .elect(&Election { ttl: Duration::ZERO, ..bid("r", "a") })
+        .await
+        .expect_err("zero ttl");
     assert!(matches!(err, Error::InvalidInput { .. }), "{err:?}");
 }

@@ -2,10 +2,9 @@
 
 use std::time::Duration;
 
-use jq_core::clock::add;
-use jq_core::{
-    DEFAULT_MAX_PAYLOAD_BYTES, Error, JobFilter, NewJob, Payload, Priority, State, Storage, StorageExt, TraceContext,
-};
+use jq_core::storage::add;
+use jq_core::storage::{Storage, StorageExt};
+use jq_core::{DEFAULT_MAX_PAYLOAD_BYTES, Error, JobFilter, NewJob, Payload, Priority, State, TraceContext};
 
 use super::support::{
     build, builder, claim, claim_one, enqueue_all, get, lease, list_all, manual_clock, payload_of_size, same_json,

@@ -5,8 +5,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use jq_core::clock::add;
-use jq_core::{Error, JobId, LeaseRef, LeaseToken, Outcome, Settlement, State, Storage, StorageExt};
+use jq_core::storage::add;
+use jq_core::storage::{LeaseRef, LeaseToken, Outcome, Settlement, Storage, StorageExt};
+use jq_core::{Error, JobId, State};
 use tokio::sync::Barrier;
 
 use super::support::{

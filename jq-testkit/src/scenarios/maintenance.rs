@@ -3,7 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use jq_core::{State, Storage};
+use jq_core::State;
+use jq_core::storage::Storage;
 use tokio::sync::Barrier;
 
 use super::support::{LEASE, build, builder, claim, enqueue_all, get, manual_clock, stats};

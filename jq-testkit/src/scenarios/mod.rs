@@ -7,6 +7,7 @@ pub(crate) mod support;
 
 pub mod admin;
 pub mod bad_input;
+pub mod capability;
 pub mod claim;
 pub mod control;
 pub mod election;
@@ -19,6 +20,7 @@ pub mod settle;
 
 pub use admin::*;
 pub use bad_input::*;
+pub use capability::*;
 pub use claim::*;
 pub use control::*;
 pub use election::*;

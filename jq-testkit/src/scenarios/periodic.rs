@@ -1,5 +1,5 @@
-//! Periodic jobs ([`Storage::fire`], [`Storage::periodic jobs`],
-//! [`Storage::trigger`]): one job per (periodic job, tick) whatever the
+//! Periodic jobs ([`PeriodicStorage::fire`], [`PeriodicStorage::periodic`],
+//! [`PeriodicStorage::trigger`]): one job per (periodic job, tick) whatever the
 //! number of pools, missed ticks, orphans and daylight-saving time.
 //!
 //! The pools here are [`PeriodicRunner`]s, the step a worker pool repeats every
@@ -10,14 +10,17 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use jq_core::periodic::{Fire, FireOutcome, MissedPolicy, Periodic, PeriodicBuilder, PeriodicInfo, PeriodicRunner};
 use jq_core::periodic::{ORPHAN_AFTER, Spec};
+use jq_core::storage::{Layer, Storage, StorageExt};
 use jq_core::{
-    Error, Fire, FireOutcome, HandlerResult, Job, JobContext, JobFilter, JobId, ManualClock, MissedPolicy, NewJob,
-    Payload, Periodic, PeriodicBuilder, PeriodicInfo, PeriodicRunner, QueueName, Storage, Timestamp, WorkerPool,
+    Error, HandlerResult, Job, JobContext, JobFilter, JobId, ManualClock, NewJob, Payload, QueueName, Timestamp,
+    WorkerPool,
 };
 
 use crate::Harness;
-use crate::faults::{FaultyStorage, Operation, When};
+use crate::faults::{FaultyStorage, When};
+use jq_core::storage::Operation;
 
 /// A periodic job whose job, of kind `tick` on `queue`, carries its tick
 /// (`{"periodic job": name, "tick": rfc3339}`).
@@ -57,11 +60,11 @@ fn every_minute(name: &str, queue: &str) -> Periodic {
 }
 
 async fn row<S: Storage + ?Sized>(storage: &S, name: &str) -> PeriodicInfo {
-    let rows = storage.periodic().await.expect("schedules");
+    let rows = storage.require_periodic().expect("periodic").periodic().await.expect("schedules");
     rows.into_iter().find(|r| r.name == name).unwrap_or_else(|| panic!("no row for {name}"))
 }
 
-/// A storage whose `periodic jobs` answers only once every pool of the round
+/// A storage whose `periodic` answers only once every pool of the round
 /// has read: the pools then all fire from the same cursor, the worst
 /// interleaving, at every tick (and on any backend, even one whose calls
 /// never yield).
@@ -72,77 +75,15 @@ struct Lockstep<S> {
 }
 
 #[async_trait::async_trait]
-impl<S: Storage> Storage for Lockstep<S> {
-    async fn enqueue(&self, jobs: Vec<NewJob>) -> jq_core::Result<Vec<JobId>> {
-        self.inner.enqueue(jobs).await
-    }
-    async fn claim(&self, request: &jq_core::ClaimRequest) -> jq_core::Result<Vec<jq_core::Job>> {
-        self.inner.claim(request).await
-    }
-    async fn settle(&self, batch: Vec<jq_core::Settlement>) -> jq_core::Result<Vec<jq_core::Settled>> {
-        self.inner.settle(batch).await
-    }
-    async fn heartbeat(&self, leases: &[jq_core::LeaseRef], lease: Duration) -> jq_core::Result<Vec<JobId>> {
-        self.inner.heartbeat(leases, lease).await
-    }
-    async fn promote(&self) -> jq_core::Result<u64> {
-        self.inner.promote().await
-    }
-    async fn recover(&self) -> jq_core::Result<u64> {
-        self.inner.recover().await
-    }
-    async fn get(&self, id: JobId) -> jq_core::Result<jq_core::Job> {
-        self.inner.get(id).await
-    }
-    async fn list(&self, filter: &JobFilter) -> jq_core::Result<Vec<jq_core::Job>> {
-        self.inner.list(filter).await
-    }
-    async fn stats(&self) -> jq_core::Result<jq_core::Stats> {
-        self.inner.stats().await
-    }
-    async fn throughput(&self, since: jq_core::Timestamp) -> jq_core::Result<Vec<jq_core::Throughput>> {
-        self.inner.throughput(since).await
-    }
-    async fn retry(&self, id: JobId) -> jq_core::Result<()> {
-        self.inner.retry(id).await
-    }
-    async fn cancel(&self, id: JobId) -> jq_core::Result<()> {
-        self.inner.cancel(id).await
-    }
-    async fn purge(&self, state: jq_core::State, older_than: Timestamp) -> jq_core::Result<u64> {
-        self.inner.purge(state, older_than).await
-    }
-    async fn elect(&self, election: &jq_core::Election) -> jq_core::Result<bool> {
-        self.inner.elect(election).await
-    }
-    async fn resign(&self, role: &str, token: jq_core::LeaseToken) -> jq_core::Result<()> {
-        self.inner.resign(role, token).await
-    }
-    async fn leaders(&self) -> jq_core::Result<Vec<jq_core::Leader>> {
-        self.inner.leaders().await
-    }
-    async fn fire(&self, fire: &Fire) -> jq_core::Result<FireOutcome> {
-        self.inner.fire(fire).await
+impl<S: Storage> Layer for Lockstep<S> {
+    type Inner = S;
+    fn inner(&self) -> &S {
+        &self.inner
     }
     async fn periodic(&self) -> jq_core::Result<Vec<PeriodicInfo>> {
-        let rows = self.inner.periodic().await;
+        let rows = self.inner.require_periodic()?.periodic().await;
         self.barrier.wait().await;
         rows
-    }
-    async fn trigger(&self, name: &str) -> jq_core::Result<()> {
-        self.inner.trigger(name).await
-    }
-    async fn set_paused(&self, queue: &jq_core::QueueName, paused: bool) -> jq_core::Result<()> {
-        self.inner.set_paused(queue, paused).await
-    }
-    async fn set_limits(&self, queue: &jq_core::QueueName, limits: &jq_core::QueueLimits) -> jq_core::Result<()> {
-        self.inner.set_limits(queue, limits).await
-    }
-    async fn queues(&self) -> jq_core::Result<Vec<jq_core::QueueInfo>> {
-        self.inner.queues().await
-    }
-    fn clock(&self) -> jq_core::Clock {
-        self.inner.clock()
     }
 }
 
@@ -253,19 +194,36 @@ pub async fn periodic_fire_is_a_compare_and_set<H: Harness>(h: &H) {
         last_missed: None,
     };
     let t0 = clock.now();
-    assert_eq!(storage.fire(&step(None, t0, vec![])).await.expect("create"), FireOutcome::Fired(vec![]));
-    assert_eq!(storage.fire(&step(None, t0, vec![job(1)])).await.expect("again"), FireOutcome::Moved);
+    assert_eq!(
+        storage.require_periodic().expect("periodic").fire(&step(None, t0, vec![])).await.expect("create"),
+        FireOutcome::Fired(vec![])
+    );
+    assert_eq!(
+        storage.require_periodic().expect("periodic").fire(&step(None, t0, vec![job(1)])).await.expect("again"),
+        FireOutcome::Moved
+    );
     let t1 = utc("2026-02-01T00:01:00Z");
-    assert_eq!(storage.fire(&step(Some(t1), t1, vec![job(1)])).await.expect("wrong"), FireOutcome::Moved);
+    assert_eq!(
+        storage.require_periodic().expect("periodic").fire(&step(Some(t1), t1, vec![job(1)])).await.expect("wrong"),
+        FireOutcome::Moved
+    );
     let first = job(1);
     let id = first.id;
     clock.set(utc("2026-02-01T00:01:02Z"));
     assert_eq!(
-        storage.fire(&step(Some(t0), t1, vec![first.clone()])).await.expect("fire"),
+        storage
+            .require_periodic()
+            .expect("periodic")
+            .fire(&step(Some(t0), t1, vec![first.clone()]))
+            .await
+            .expect("fire"),
         FireOutcome::Fired(vec![id])
     );
     // The same step sent again after a lost answer finds the cursor moved.
-    assert_eq!(storage.fire(&step(Some(t0), t1, vec![first])).await.expect("resend"), FireOutcome::Moved);
+    assert_eq!(
+        storage.require_periodic().expect("periodic").fire(&step(Some(t0), t1, vec![first])).await.expect("resend"),
+        FireOutcome::Moved
+    );
     assert_eq!(tick_jobs(&storage, "cron-cas").await.len(), 1);
     let stored = row(&storage, "cas").await;
     assert_eq!(
@@ -277,29 +235,45 @@ pub async fn periodic_fire_is_a_compare_and_set<H: Harness>(h: &H) {
     let mut stray = job(2);
     stray.queue = QueueName::new("elsewhere").expect("queue");
     let t2 = utc("2026-02-01T00:02:00Z");
-    let err = storage.fire(&step(Some(t1), t2, vec![stray])).await.expect_err("another queue");
+    let err = storage
+        .require_periodic()
+        .expect("periodic")
+        .fire(&step(Some(t1), t2, vec![stray]))
+        .await
+        .expect_err("another queue");
     assert!(matches!(err, Error::InvalidInput { .. }), "{err:?}");
     let mut big = job(2);
     big.payload = Payload::of(&"x".repeat(jq_core::DEFAULT_MAX_PAYLOAD_BYTES + 1)).expect("json");
-    let err = storage.fire(&step(Some(t1), t2, vec![big])).await.expect_err("too large");
+    let err = storage
+        .require_periodic()
+        .expect("periodic")
+        .fire(&step(Some(t1), t2, vec![big]))
+        .await
+        .expect_err("too large");
     assert!(matches!(err, Error::PayloadTooLarge { .. }), "{err:?}");
     assert_eq!(row(&storage, "cas").await.cursor, t1, "nothing moved");
     assert_eq!(tick_jobs(&storage, "cron-cas").await.len(), 1);
 
     // An operator's trigger takes part in the comparison.
-    let err = storage.trigger("nope").await.expect_err("unknown");
+    let err = storage.require_periodic().expect("periodic").trigger("nope").await.expect_err("unknown");
     assert!(matches!(err, Error::PeriodicNotFound { ref name } if name == "nope"), "{err:?}");
-    storage.trigger("cas").await.expect("request");
+    storage.require_periodic().expect("periodic").trigger("cas").await.expect("request");
     let asked = clock.now();
     clock.advance(Duration::from_secs(1));
-    storage.trigger("cas").await.expect("requests coalesce");
+    storage.require_periodic().expect("periodic").trigger("cas").await.expect("requests coalesce");
     assert_eq!(row(&storage, "cas").await.triggered_at, Some(asked));
-    assert_eq!(storage.fire(&step(Some(t1), t1, vec![])).await.expect("stale"), FireOutcome::Moved);
+    assert_eq!(
+        storage.require_periodic().expect("periodic").fire(&step(Some(t1), t1, vec![])).await.expect("stale"),
+        FireOutcome::Moved
+    );
     let run = job(3);
     let run_id = run.id;
     let with_run =
         Fire { expected_trigger: Some(asked), missed: 2, last_missed: Some(t1), ..step(Some(t1), t1, vec![run]) };
-    assert_eq!(storage.fire(&with_run).await.expect("served"), FireOutcome::Fired(vec![run_id]));
+    assert_eq!(
+        storage.require_periodic().expect("periodic").fire(&with_run).await.expect("served"),
+        FireOutcome::Fired(vec![run_id])
+    );
     let stored = row(&storage, "cas").await;
     assert_eq!(
         (stored.triggered_at, stored.last_job, stored.missed, stored.last_missed),
@@ -317,7 +291,7 @@ pub async fn periodic_trigger_is_served_once<H: Harness>(h: &H) {
     let (sa, sb) = (PeriodicRunner::new(vec![daily()]).expect("a"), PeriodicRunner::new(vec![daily()]).expect("b"));
     sa.run_once(&a).await.expect("declare");
     clock.advance(Duration::from_secs(5));
-    b.trigger("daily").await.expect("request");
+    b.require_periodic().expect("periodic").trigger("daily").await.expect("request");
     let asked = clock.now();
     clock.advance(Duration::from_secs(1));
     let (ra, rb) = tokio::join!(sa.run_once(&a), sb.run_once(&b));
@@ -421,7 +395,7 @@ pub async fn periodic_daylight_saving_in_two_zones<H: Harness>(h: &H) {
     assert_eq!(got["sydney"], sydney.map(utc), "Australia/Sydney");
     // The zone's wall clock, checked independently of the store.
     let spec = Spec::cron("30 2 * * *").expect("cron");
-    let sydney_tz = jq_core::periodic::ticks::zone("Australia/Sydney").expect("zone");
+    let sydney_tz = jq_core::periodic::zone("Australia/Sydney").expect("zone");
     assert_eq!(spec.next_after(utc("2026-10-03T00:00:00Z"), sydney_tz), Some(utc("2026-10-03T16:00:00Z")));
     let _: Option<JobId> = row(&storage, "berlin").await.last_job;
 }
@@ -452,7 +426,15 @@ pub async fn periodic_worker_pools_store_each_tick_once_through_faults<H: Harnes
     }
     let storage = h.connect(clock.clock()).await;
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while !storage.periodic().await.expect("schedules").iter().any(|r| r.name == "pooled") {
+    while !storage
+        .require_periodic()
+        .expect("periodic")
+        .periodic()
+        .await
+        .expect("schedules")
+        .iter()
+        .any(|r| r.name == "pooled")
+    {
         assert!(std::time::Instant::now() < deadline, "no pool declared the schedule");
         tokio::time::sleep(Duration::from_millis(2)).await;
     }

@@ -11,13 +11,16 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use jq_core::worker::{HandlerResult, JobContext, MAINTENANCE_ROLE, WorkerHandle, WorkerPool};
-use jq_core::{Job, JobId, State, Storage};
+use jq_core::storage::Storage;
+use jq_core::storage::{MAINTENANCE_ROLE, StorageExt};
+use jq_core::{HandlerResult, JobContext, WorkerHandle, WorkerPool};
+use jq_core::{Job, JobId, State};
 use tokio::sync::watch;
 
 use super::support::{LEASE, MICRO, build, builder, enqueue_all, get, manual_clock};
 use crate::Harness;
-use crate::faults::{FaultyStorage, Operation, When};
+use crate::faults::{FaultyStorage, When};
+use jq_core::storage::Operation;
 
 /// The longest any condition below is waited for.
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -127,14 +130,14 @@ pub async fn pool_claim_failing_after_effect_strands_nothing<H: Harness>(h: &H) 
 
 /// The pool's first settlement batch fails before reaching the store: it is
 /// written again.
-pub async fn pool_complete_failing_before_effect_strands_nothing<H: Harness>(h: &H) {
+pub async fn pool_settle_failing_before_effect_strands_nothing<H: Harness>(h: &H) {
     pool_through_a_fault(h, Operation::Settle, When::Before).await;
 }
 
 /// The pool's first settlement batch is written but the answer is lost:
 /// written again, it finds the jobs finished (`LeaseLost`, logged) and
 /// nothing runs twice.
-pub async fn pool_complete_failing_after_effect_strands_nothing<H: Harness>(h: &H) {
+pub async fn pool_settle_failing_after_effect_strands_nothing<H: Harness>(h: &H) {
     pool_through_a_fault(h, Operation::Settle, When::AfterEffect).await;
 }
 
@@ -241,7 +244,7 @@ pub async fn one_maintainer_among_eight_pools<H: Harness>(h: &H) {
     two_campaigns(&stores, &everyone).await;
     let done = work(&stores);
     assert!(done.iter().enumerate().all(|(i, n)| (i == maintainer) == (*n > 0)), "only the maintainer works: {done:?}");
-    let held = stores[0].inner().leaders().await.expect("leaders");
+    let held = stores[0].inner().require_roles().expect("roles").leaders().await.expect("leaders");
     assert_eq!(held.len(), 1, "{held:?}");
     assert_eq!((held[0].role.as_str(), held[0].holder.clone()), (MAINTENANCE_ROLE, format!("pool-{maintainer}")));
 
@@ -250,13 +253,16 @@ pub async fn one_maintainer_among_eight_pools<H: Harness>(h: &H) {
     if let Some(handle) = handles[maintainer].take() {
         handle.shutdown().await.expect("no fatal error");
     }
-    let expires_at = stores[0].inner().leaders().await.expect("leaders")[0].expires_at;
+    let expires_at = stores[0].inner().require_roles().expect("roles").leaders().await.expect("leaders")[0].expires_at;
     let others: Vec<usize> = everyone.iter().copied().filter(|&i| i != maintainer).collect();
     let idle = work(&stores);
     clock.set(expires_at - chrono::Duration::microseconds(1));
     two_campaigns(&stores, &others).await;
     assert_eq!(work(&stores), idle, "no takeover before the role expires");
-    assert_eq!(stores[0].inner().leaders().await.expect("leaders")[0].holder, format!("pool-{maintainer}"));
+    assert_eq!(
+        stores[0].inner().require_roles().expect("roles").leaders().await.expect("leaders")[0].holder,
+        format!("pool-{maintainer}")
+    );
 
     clock.advance(MICRO);
     let expired = Instant::now();
@@ -268,11 +274,14 @@ pub async fn one_maintainer_among_eight_pools<H: Harness>(h: &H) {
     for &i in &others {
         assert_eq!(done[i] > idle[i], i == successor, "only the successor works: {done:?}");
     }
-    let held = stores[0].inner().leaders().await.expect("leaders");
+    let held = stores[0].inner().require_roles().expect("roles").leaders().await.expect("leaders");
     assert_eq!(held[0].holder, format!("pool-{successor}"));
 
     for handle in handles.into_iter().flatten() {
         handle.shutdown().await.expect("no fatal error");
     }
-    assert!(stores[0].inner().leaders().await.expect("leaders").is_empty(), "the successor resigned at shutdown");
+    assert!(
+        stores[0].inner().require_roles().expect("roles").leaders().await.expect("leaders").is_empty(),
+        "the successor resigned at shutdown"
+    );
 }

@@ -2,8 +2,9 @@
 
 use std::time::Duration;
 
-use jq_core::clock::add;
-use jq_core::{Outcome, State, StorageExt};
+use jq_core::State;
+use jq_core::storage::add;
+use jq_core::storage::{Outcome, StorageExt};
 
 use super::support::{build, builder, claim, claim_one, enqueue_all, get, lease, manual_clock, settle};
 use crate::Harness;

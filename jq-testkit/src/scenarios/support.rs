@@ -3,10 +3,8 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use jq_core::{
-    ClaimRequest, Job, JobBuilder, JobFilter, JobId, LeaseRef, ManualClock, NewJob, Outcome, Payload, QueueName,
-    Settled, Settlement, Stats, Storage,
-};
+use jq_core::storage::{ClaimRequest, LeaseRef, Outcome, Settled, Settlement, Storage};
+use jq_core::{Job, JobBuilder, JobFilter, JobId, ManualClock, NewJob, Payload, QueueName, Stats};
 
 use crate::Harness;
 

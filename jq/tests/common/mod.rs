@@ -23,7 +23,11 @@ pub fn redis_url() -> String {
 /// Connects through the facade, or fails the test saying how to start the
 /// servers.
 pub async fn connect(url: &str, clock: Clock) -> Client {
-    let options = ConnectOptions::new().clock(clock).max_connections(MAX_CONNECTIONS);
+    let mut options = ConnectOptions::new().clock(clock);
+    // A pool size is PostgreSQL's alone: the other backends refuse it.
+    if url.starts_with("postgres") {
+        options = options.max_connections(MAX_CONNECTIONS);
+    }
     jq::connect_with(url, &options)
         .await
         .unwrap_or_else(|e| panic!("cannot open {url} ({e}): is the server running? run scripts/start-services.sh"))

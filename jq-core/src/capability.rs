@@ -1,0 +1,52 @@
+//! [`Capability`]: the names of the optional groups of storage operations.
+//! A leaf, so the error type can name one; what each holds is in
+//! [`crate::storage`].
+
+use std::fmt;
+
+/// An optional group of storage operations a backend declares beside the
+/// core; see [`crate::storage`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum Capability {
+    /// Named roles held under a lease ([`RoleStorage`]).
+    Roles,
+    /// Periodic jobs' cursors and triggers ([`PeriodicStorage`]).
+    Periodic,
+    /// Stored pauses and limits of queues ([`ControlStorage`]).
+    Controls,
+    /// Finished jobs per queue and minute ([`ThroughputStorage`]).
+    Throughput,
+}
+
+impl Capability {
+    /// Every capability.
+    pub const ALL: [Capability; 4] =
+        [Capability::Roles, Capability::Periodic, Capability::Controls, Capability::Throughput];
+
+    /// What it is for, for people ("named roles", ...).
+    pub fn describe(self) -> &'static str {
+        match self {
+            Capability::Roles => "named roles (one maintainer among many pools)",
+            Capability::Periodic => "periodic jobs",
+            Capability::Controls => "queue pauses and limits",
+            Capability::Throughput => "throughput per minute",
+        }
+    }
+
+    /// The trait a backend implements for it.
+    pub fn trait_name(self) -> &'static str {
+        match self {
+            Capability::Roles => "RoleStorage",
+            Capability::Periodic => "PeriodicStorage",
+            Capability::Controls => "ControlStorage",
+            Capability::Throughput => "ThroughputStorage",
+        }
+    }
+}
+
+impl fmt::Display for Capability {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.describe())
+    }
+}

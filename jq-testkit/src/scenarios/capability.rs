@@ -1,0 +1,62 @@
+//! The capabilities a backend declares ([`Storage::as_roles`], ...) are
+//! exactly those its conformance run lists, and each one it lacks is
+//! refused with [`Error::Unsupported`] naming it: at the call, and when a
+//! worker pool that needs it starts.
+
+use std::time::Duration;
+
+use jq_core::periodic::Periodic;
+use jq_core::storage::{Capability, StorageExt};
+use jq_core::{Clock, Error, WorkerPool};
+
+use crate::Harness;
+
+/// The name `conformance!` lists a capability by.
+pub fn listed_name(capability: Capability) -> &'static str {
+    match capability {
+        Capability::Roles => "roles",
+        Capability::Periodic => "periodic",
+        Capability::Controls => "controls",
+        Capability::Throughput => "throughput",
+        _ => "unknown",
+    }
+}
+
+/// The storage declares exactly `listed` (names as `conformance!` takes
+/// them), and refuses every other capability with `Unsupported`.
+pub async fn declares_its_capabilities<H: Harness>(h: &H, listed: &[&str]) {
+    let storage = h.connect(Clock::system()).await;
+    let mut declared: Vec<&str> = storage.capabilities().into_iter().map(listed_name).collect();
+    let mut listed = listed.to_vec();
+    declared.sort_unstable();
+    listed.sort_unstable();
+    assert_eq!(
+        declared, listed,
+        "the storage declares these capabilities, the conformance run lists those: list every one it declares \
+         (an unlisted one goes untested) and declare every one it lists"
+    );
+    for capability in Capability::ALL.into_iter().filter(|c| !c.of(&storage)) {
+        let refused = match capability {
+            Capability::Roles => storage.require_roles().err(),
+            Capability::Periodic => storage.require_periodic().err(),
+            Capability::Controls => storage.require_controls().err(),
+            Capability::Throughput => storage.require_throughput().err(),
+            _ => None,
+        };
+        assert!(
+            matches!(refused, Some(Error::Unsupported { capability: c }) if c == capability),
+            "{capability} is not declared, so it must be refused as Unsupported: {refused:?}"
+        );
+    }
+    if !Capability::Periodic.of(&storage) {
+        let every = Periodic::every("refused", Duration::from_secs(60))
+            .and_then(|p| p.job_with("q", |_| jq_core::NewJob::builder("k", jq_core::Payload::of(&()).expect("json"))))
+            .expect("a periodic job");
+        let started = WorkerPool::new(storage.clone()).queues(["q"]).periodic(every).start();
+        assert!(
+            matches!(started, Err(Error::Unsupported { capability: Capability::Periodic })),
+            "a pool with a periodic job must refuse to start on a backend without them: {:?}",
+            started.err()
+        );
+    }
+}
