@@ -67,7 +67,18 @@ async fn write<S: Storage>(storage: &S, batch: &[Finished], give_up: &Cancellati
         batch.iter().map(|f| Completion { lease: f.lease, outcome: f.outcome.clone() }).collect();
     let mut errors = ErrorBackoff::default();
     loop {
-        match storage.complete(completions.clone()).await {
+        // The shutdown's flush budget bounds a call in flight too: a store
+        // that does not answer must not hold the shutdown. The call may
+        // have been applied or not; either way the job is safe (Completed,
+        // or recovered and run again once its lease expires).
+        let answer = tokio::select! {
+            answer = storage.complete(completions.clone()) => answer,
+            _ = give_up.cancelled() => {
+                not_recorded(&completions);
+                return;
+            }
+        };
+        match answer {
             Ok(results) => {
                 if results.len() != completions.len() {
                     tracing::error!(
@@ -113,17 +124,22 @@ async fn write<S: Storage>(storage: &S, batch: &[Finished], give_up: &Cancellati
                 tokio::select! {
                     _ = tokio::time::sleep(delay) => {}
                     _ = give_up.cancelled() => {
-                        for completion in &completions {
-                            tracing::error!(
-                                job = %completion.lease.id,
-                                outcome = ?completion.outcome,
-                                "shutting down with the storage failing: outcome NOT recorded; the lease will expire and recovery will run the job again"
-                            );
-                        }
+                        not_recorded(&completions);
                         return;
                     }
                 }
             }
         }
+    }
+}
+
+/// Logs each outcome the shutdown gave up on.
+fn not_recorded(completions: &[Completion]) {
+    for completion in completions {
+        tracing::error!(
+            job = %completion.lease.id,
+            outcome = ?completion.outcome,
+            "shutting down with the storage failing: outcome NOT recorded; the lease will expire and recovery will run the job again"
+        );
     }
 }
