@@ -115,7 +115,12 @@ where
 
     let runs = runs.lock().unwrap_or_else(|e| e.into_inner()).clone();
     for id in &ids {
-        assert_eq!(runs.get(id), Some(&1), "job {id} ran {:?} times: a lease expired while its handler blocked", runs.get(id));
+        assert_eq!(
+            runs.get(id),
+            Some(&1),
+            "job {id} ran {:?} times: a lease expired while its handler blocked",
+            runs.get(id)
+        );
         let job = observer.block_on(store.get(*id)).expect("get");
         assert_eq!(job.attempts, 1, "job {id} was recovered and claimed again");
     }

@@ -79,7 +79,10 @@ pub async fn a_drain_survives_silent_connections<S: Storage>(proxy: &Proxy, thro
         .start()
         .expect("start");
 
-    until(direct, "the first jobs completed", Duration::from_secs(30), |s| s.total(State::Completed) >= BEFORE as u64 / 2).await;
+    until(direct, "the first jobs completed", Duration::from_secs(30), |s| {
+        s.total(State::Completed) >= BEFORE as u64 / 2
+    })
+    .await;
     let accepted = proxy.accepted();
     proxy.strand();
     gate.send_replace(true);

@@ -139,6 +139,7 @@ impl Proxy {
     /// its server fails over, or a NAT between them forgets them.
     pub fn strand(&self) {
         let mut state = self.shared.lock();
+        state.new = Flow::Open;
         for link in &mut state.links {
             link.stranded = true;
             link.flow.send_replace(Flow::Silent);
@@ -348,10 +349,11 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn strand_silences_open_connections_for_good_and_lets_new_ones_pass() {
+    async fn strand_silences_open_connections_for_good_and_lets_new_ones_pass_even_after_a_silence() {
         let proxy = Proxy::start(echo().await).await.unwrap();
         let mut old = TcpStream::connect(proxy.addr()).await.unwrap();
         assert_eq!(roundtrip(&mut old, b"a").await, b"a");
+        proxy.silence();
         proxy.strand();
         old.write_all(b"b").await.unwrap();
         let mut got = [0u8; 1];
