@@ -40,7 +40,12 @@ async fn a_drain_survives_connections_that_go_silent_and_shutdown_is_bounded() {
     let fixture = Fixture::new().await;
     let proxy = Proxy::start(server()).await.expect("proxy");
     let direct = fixture.connect(Clock::system()).await;
-    network::a_drain_survives_silent_connections(&proxy, through(&proxy, &fixture.schema).await, &direct).await;
+    network::a_drain_survives_silent_connections(
+        std::slice::from_ref(&proxy),
+        through(&proxy, &fixture.schema).await,
+        &direct,
+    )
+    .await;
     fixture.cleanup().await;
 }
 
@@ -48,7 +53,8 @@ async fn a_drain_survives_connections_that_go_silent_and_shutdown_is_bounded() {
 async fn maintenance_calls_are_bounded_while_the_connections_are_silent() {
     let fixture = Fixture::new().await;
     let proxy = Proxy::start(server()).await.expect("proxy");
-    network::calls_are_bounded_while_silent(&proxy, &through(&proxy, &fixture.schema).await).await;
+    network::calls_are_bounded_while_silent(std::slice::from_ref(&proxy), &through(&proxy, &fixture.schema).await)
+        .await;
     fixture.cleanup().await;
 }
 
@@ -57,7 +63,12 @@ async fn the_wake_up_listener_replaces_a_silent_connection() {
     let fixture = Fixture::new().await;
     let proxy = Proxy::start(server()).await.expect("proxy");
     let direct = fixture.connect(Clock::system()).await;
-    network::the_wake_up_listener_reconnects(&proxy, &through(&proxy, &fixture.schema).await, &direct).await;
+    network::the_wake_up_listener_reconnects(
+        std::slice::from_ref(&proxy),
+        &through(&proxy, &fixture.schema).await,
+        &direct,
+    )
+    .await;
     fixture.cleanup().await;
 }
 

@@ -35,7 +35,8 @@ const JOBS: usize = 400;
 /// Jobs that run before the connections go silent.
 const BEFORE: usize = 100;
 
-/// A pool over `through` (a handle whose connections pass `proxy`) drains
+/// A pool over `through` (a handle whose connections pass `proxies`, one
+/// per server) drains
 /// jobs; mid-drain every open connection goes silent for good while new
 /// ones pass ([`Proxy::strand`]). The pool must notice, open new
 /// connections and finish every job (at least once: a job whose ack was
@@ -45,7 +46,7 @@ const BEFORE: usize = 100;
 /// [`SHUTDOWN_BOUND`]; once the network is back, the jobs it could not
 /// settle are recovered. `direct` is a handle on the same store that does
 /// not pass the proxy.
-pub async fn a_drain_survives_silent_connections<S: Storage>(proxy: &Proxy, through: S, direct: &S) {
+pub async fn a_drain_survives_silent_connections<S: Storage>(proxies: &[Proxy], through: S, direct: &S) {
     let runs: Arc<Mutex<HashMap<JobId, u32>>> = Arc::default();
     let (gate, open) = watch::channel(false);
     let batch = (0..JOBS)
@@ -83,14 +84,14 @@ pub async fn a_drain_survives_silent_connections<S: Storage>(proxy: &Proxy, thro
         s.total(State::Completed) >= BEFORE as u64 / 2
     })
     .await;
-    let accepted = proxy.accepted();
-    proxy.strand();
+    let before = accepted(proxies);
+    proxies.iter().for_each(Proxy::strand);
     gate.send_replace(true);
     until(direct, "every job completed after the connections went silent", Duration::from_secs(60), |s| {
         s.total(State::Completed) == JOBS as u64
     })
     .await;
-    assert!(proxy.accepted() > accepted, "the pool opened new connections");
+    assert!(accepted(proxies) > before, "the pool opened new connections");
     {
         let runs = runs.lock().unwrap_or_else(|e| e.into_inner());
         for id in &ids {
@@ -106,22 +107,25 @@ pub async fn a_drain_survives_silent_connections<S: Storage>(proxy: &Proxy, thro
         .collect();
     let held = direct.enqueue(batch).await.expect("enqueue");
     until(direct, "the last jobs run", Duration::from_secs(30), |s| s.total(State::Running) == held.len() as u64).await;
-    proxy.silence();
+    proxies.iter().for_each(Proxy::silence);
     let started = Instant::now();
     let stopped = tokio::time::timeout(SHUTDOWN_BOUND, pool.shutdown()).await;
     assert!(stopped.is_ok(), "shutdown hung with the store silent ({:?} so far)", started.elapsed());
-    proxy.resume();
-    proxy.reset();
+    proxies.iter().for_each(Proxy::resume);
+    proxies.iter().for_each(Proxy::reset);
     // What the shutdown could not release is recovered once its lease
     // expires, by anyone's maintenance: here, a direct call.
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        direct.recover().await.expect("recover");
-        let stats = direct.stats().await.expect("stats");
-        if stats.total(State::Running) == 0 {
+        let recovered = direct.recover().await;
+        let stats = direct.stats().await;
+        if recovered.is_ok()
+            && let Ok(stats) = &stats
+            && stats.total(State::Running) == 0
+        {
             break;
         }
-        assert!(Instant::now() < deadline, "jobs left Running after the shutdown: {stats:?}");
+        assert!(Instant::now() < deadline, "jobs left Running after the shutdown: {recovered:?} {stats:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -129,9 +133,9 @@ pub async fn a_drain_survives_silent_connections<S: Storage>(proxy: &Proxy, thro
 /// With every connection of `through` silent, maintenance and the other
 /// calls fail within a few response timeouts instead of waiting forever,
 /// and work again once the network is back.
-pub async fn calls_are_bounded_while_silent<S: Storage>(proxy: &Proxy, through: &S) {
+pub async fn calls_are_bounded_while_silent<S: Storage>(proxies: &[Proxy], through: &S) {
     through.stats().await.expect("stats before the silence");
-    proxy.silence();
+    proxies.iter().for_each(Proxy::silence);
     let bound = RESPONSE_TIMEOUT * 5;
     let recover = tokio::time::timeout(bound, through.recover()).await;
     assert!(matches!(recover, Ok(Err(jq_core::Error::Unavailable { .. }))), "recover: {recover:?}");
@@ -139,7 +143,7 @@ pub async fn calls_are_bounded_while_silent<S: Storage>(proxy: &Proxy, through: 
     assert!(matches!(promote, Ok(Err(jq_core::Error::Unavailable { .. }))), "promote: {promote:?}");
     // Connections that went silent for good, new ones fine: the call after
     // a timeout opens a new connection.
-    proxy.strand();
+    proxies.iter().for_each(Proxy::strand);
     let deadline = Instant::now() + bound * 2;
     loop {
         match tokio::time::timeout(bound, through.recover()).await {
@@ -151,7 +155,7 @@ pub async fn calls_are_bounded_while_silent<S: Storage>(proxy: &Proxy, through: 
 
 /// The wake-up signal of `through` notices a listening connection that
 /// went silent, reconnects, and signals work enqueued after that.
-pub async fn the_wake_up_listener_reconnects<S: Storage>(proxy: &Proxy, through: &S, direct: &S) {
+pub async fn the_wake_up_listener_reconnects<S: Storage>(proxies: &[Proxy], through: &S, direct: &S) {
     let Some(mut signal) = through.subscribe() else { return };
     let deadline = Instant::now() + Duration::from_secs(30);
     // Listening: an enqueue is signalled.
@@ -163,10 +167,10 @@ pub async fn the_wake_up_listener_reconnects<S: Storage>(proxy: &Proxy, through:
         }
         assert!(Instant::now() < deadline, "no wake-up before the silence");
     }
-    let accepted = proxy.accepted();
-    proxy.strand();
+    let before = accepted(proxies);
+    proxies.iter().for_each(Proxy::strand);
     let deadline = Instant::now() + RESPONSE_TIMEOUT * 10;
-    while proxy.accepted() == accepted {
+    while accepted(proxies) == before {
         assert!(Instant::now() < deadline, "the listener never reconnected");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -180,17 +184,33 @@ pub async fn the_wake_up_listener_reconnects<S: Storage>(proxy: &Proxy, through:
     }
 }
 
-async fn enqueue_one<S: Storage>(direct: &S) {
-    let job = NewJob::builder("wake", Payload::of(&0).expect("payload")).queue("wake").build().expect("job");
-    direct.enqueue(vec![job]).await.expect("enqueue");
+/// Connections the proxies accepted.
+fn accepted(proxies: &[Proxy]) -> u64 {
+    proxies.iter().map(Proxy::accepted).sum()
 }
 
-/// Polls `direct`'s stats until `done` holds, failing after `limit`.
+/// Enqueues one job, trying again after a failure (see [`until`]).
+async fn enqueue_one<S: Storage>(direct: &S) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let job = NewJob::builder("wake", Payload::of(&0).expect("payload")).queue("wake").build().expect("job");
+        match direct.enqueue(vec![job]).await {
+            Ok(_) => return,
+            Err(error) => assert!(Instant::now() < deadline, "enqueue kept failing: {error}"),
+        }
+    }
+}
+
+/// Polls `direct`'s stats until `done` holds, failing after `limit`. A
+/// failed call is tried again: on a Redis Cluster whose nodes are reached
+/// through the proxies, `direct` passes them too.
 async fn until<S: Storage>(direct: &S, what: &str, limit: Duration, done: impl Fn(&jq_core::Stats) -> bool) {
     let deadline = Instant::now() + limit;
     loop {
-        let stats = direct.stats().await.expect("stats");
-        if done(&stats) {
+        let stats = direct.stats().await;
+        if let Ok(stats) = &stats
+            && done(stats)
+        {
             return;
         }
         assert!(Instant::now() < deadline, "timed out waiting until {what}: {stats:?}");

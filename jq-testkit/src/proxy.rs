@@ -87,12 +87,6 @@ impl Proxy {
     /// to `target`.
     pub async fn start(target: SocketAddr) -> std::io::Result<Proxy> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
-        Self::serve(listener, target)
-    }
-
-    /// Forwards every connection `listener` accepts to `target` (a listener
-    /// bound by the caller, on a port chosen in advance).
-    pub fn serve(listener: TcpListener, target: SocketAddr) -> std::io::Result<Proxy> {
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
             target,

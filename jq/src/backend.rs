@@ -60,6 +60,7 @@ pub struct ConnectOptions {
     max_connections: Option<u32>,
     acquire_timeout: Option<Duration>,
     response_timeout: Option<Duration>,
+    keepalive: Option<Option<Duration>>,
 }
 
 impl ConnectOptions {
@@ -95,11 +96,21 @@ impl ConnectOptions {
         self
     }
 
-    /// Redis: how long a call waits for the server's reply (default 10 s;
-    /// see `jq_redis::RedisConfig::response_timeout`). Ignored by the other
-    /// backends.
+    /// PostgreSQL and Redis: how long a storage call waits for the server
+    /// (default 10 s) before it fails as retryable and its connection is
+    /// dropped: how soon a connection that went silent is noticed. See
+    /// `jq_postgres::PostgresConfig::response_timeout` and
+    /// `jq_redis::RedisConfig::response_timeout`. Ignored by SQLite.
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.response_timeout = Some(timeout);
+        self
+    }
+
+    /// Redis: TCP keepalive on its connections (default 15 s; `None` turns
+    /// it off); see `jq_redis::RedisConfig::keepalive`. Ignored by the
+    /// other backends.
+    pub fn keepalive(mut self, idle: Option<Duration>) -> Self {
+        self.keepalive = Some(idle);
         self
     }
 }
@@ -172,6 +183,9 @@ impl Backend {
                 if let Some(timeout) = options.acquire_timeout {
                     config = config.acquire_timeout(timeout);
                 }
+                if let Some(timeout) = options.response_timeout {
+                    config = config.response_timeout(timeout);
+                }
                 Ok(Backend::Postgres(jq_postgres::PostgresStorage::connect(config).await?))
             }
             #[cfg(feature = "redis")]
@@ -188,6 +202,9 @@ impl Backend {
                 }
                 if let Some(timeout) = options.response_timeout {
                     config = config.response_timeout(timeout);
+                }
+                if let Some(idle) = options.keepalive {
+                    config = config.keepalive(idle);
                 }
                 Ok(Backend::Redis(jq_redis::RedisStorage::connect(config).await?))
             }
@@ -358,6 +375,16 @@ impl Storage for Backend {
     }
     fn subscribe(&self) -> Option<WorkSignal> {
         dispatch!(self, s => s.subscribe())
+    }
+    async fn independent(&self) -> Option<Self> {
+        match *self {
+            #[cfg(feature = "sqlite")]
+            Backend::Sqlite(ref s) => s.independent().await.map(Backend::Sqlite),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(ref s) => s.independent().await.map(Backend::Postgres),
+            #[cfg(feature = "redis")]
+            Backend::Redis(ref s) => s.independent().await.map(Backend::Redis),
+        }
     }
     fn clock(&self) -> Clock {
         dispatch!(self, s => s.clock())
