@@ -29,11 +29,19 @@
 //!   backoff (workers keep polling meanwhile).
 //! - "Now" is always the configured [`jq_core::Clock`], sent as a parameter;
 //!   the server's `now()` is never used.
+//! - Every storage call waits at most [`PostgresConfig::response_timeout`]
+//!   (10 s) for the server; one that runs out fails as retryable, and its
+//!   connection, with every connection opened before it, is dropped rather
+//!   than reused: a server that vanished without FIN or RST (a failover, a
+//!   NAT) is noticed within one response timeout, and the next call opens
+//!   new connections. The listener pings a connection silent for as long.
+//!   The worker pool's heartbeat uses a handle of its own
+//!   ([`jq_core::Storage::independent`]: two connections of its own).
 //!
 //! Errors: setup returns [`PostgresError`]; storage operations return
 //! [`jq_core::Error`], with `Unavailable` (retryable) for a refused, reset or
-//! closed connection, a pool timeout, a server shutdown or a statement
-//! timeout, and the fatal `SchemaMissing` when jq's tables are not there
+//! closed connection, a pool timeout, a server shutdown, a statement
+//! timeout or a call that got no answer within the response timeout, and the fatal `SchemaMissing` when jq's tables are not there
 //! (SQLSTATE 42P01 or 3F000: the schema was never migrated, or is older
 //! than this build; run [`PostgresStorage::migrate`] or `jqctl migrate`).
 
@@ -160,8 +168,13 @@ impl PostgresStorage {
     }
 
     /// Uses an existing pool (shared with the application, say). Only the
-    /// schema, clock, payload limit, claim connections and acquire timeout
-    /// of `config` apply; the URL and pool settings are the pool's own. The
+    /// schema, clock, payload limit, claim connections, acquire timeout and
+    /// response timeout of `config` apply; the URL and pool settings are
+    /// the pool's own. A call that times out cannot make such a pool drop
+    /// its connection: sqlx checks a connection handed back mid-statement
+    /// with a ping that has no deadline, so on a silent connection that
+    /// slot is held until TCP gives up; prefer
+    /// [`PostgresStorage::connect`] where the network can go silent. The
     /// claims open their own connections with the pool's connect options,
     /// without its `after_connect` hooks (see
     /// [`PostgresConfig::claim_connections`]).

@@ -27,7 +27,14 @@
 //!
 //! Connections: a `redis::aio::ConnectionManager`, which reconnects by
 //! itself; while the server is unreachable, operations return
-//! `jq_core::Error::Unavailable` and the worker pool backs off.
+//! `jq_core::Error::Unavailable` and the worker pool backs off. A call
+//! waits at most [`RedisConfig::response_timeout`] (10 s) for its reply,
+//! and a call that timed out drops its connection, so the next opens a
+//! new one (the redis crate alone would retry on the same silent socket
+//! forever); opening one is bounded too, so a call takes at most twice the
+//! response timeout. Every socket has TCP keepalive
+//! ([`RedisConfig::keepalive`]). The worker pool's heartbeat uses a handle
+//! with a connection of its own ([`jq_core::Storage::independent`]).
 //!
 //! # Durability
 //!
