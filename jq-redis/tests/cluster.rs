@@ -17,7 +17,7 @@ use std::time::Duration;
 use jq_core::{ClaimRequest, Clock, ManualClock, NewJob, Payload, Priority, QueueName, State, Storage, StorageExt};
 use jq_redis::{RedisConfig, RedisStorage};
 
-use common::cluster::Cluster;
+use common::cluster::{Cluster, redis_cli};
 
 fn cluster() -> &'static Cluster {
     static CLUSTER: OnceLock<Cluster> = OnceLock::new();

@@ -84,6 +84,11 @@ impl WorkerHandle {
     /// jobs finished or released, every outcome recorded. `Err` with the
     /// fatal storage error ([`crate::Error::is_fatal`]) that stopped the pool, if
     /// one did.
+    ///
+    /// Returns within the shutdown grace, plus one more grace (at least
+    /// 1 s), plus about 2 s, whatever the storage does (see the
+    /// [module docs](self)); outcomes it could not record by then are
+    /// logged and their jobs recovered once their leases expire.
     pub async fn shutdown(self) -> Result<()> {
         self.stop.cancel();
         self.wait().await

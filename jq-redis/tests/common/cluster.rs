@@ -41,7 +41,8 @@ pub fn free_port(taken: &[u16]) -> u16 {
     }
 }
 
-fn redis_cli(port: u16, args: &[&str]) -> String {
+/// Runs `redis-cli -p port args...` and returns its output.
+pub fn redis_cli(port: u16, args: &[&str]) -> String {
     let out = Command::new("redis-cli")
         .args(["-p", &port.to_string()])
         .args(args)
