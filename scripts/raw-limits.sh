@@ -38,7 +38,7 @@
 #     and the write that completes them; one ZREM and one ZADD into the
 #     completed set. Server CPU per job
 #     (`INFO cpu`) and the rate it allows: the floor under jq's Lua claim
-#     and completion, compared with `server_cost`'s drain pass.
+#     and settlement, compared with `server_cost`'s drain pass.
 set -euo pipefail
 export PGOPTIONS="${PGOPTIONS:-} -c client_min_messages=warning"
 
@@ -147,7 +147,7 @@ SQL
 }
 
 # The drain's row writes without jq: 2 pgbench clients (a pool's claimer and
-# its completer run side by side; JQ_RAW_DRAIN_CLIENTS for more) each take
+# its settler run side by side; JQ_RAW_DRAIN_CLIENTS for more) each take
 # 256 pending rows in claim order
 # with FOR UPDATE SKIP LOCKED and mark them running with a lease, then finish
 # them, until 153,600 rows are done. Three ways to finish, on the same table

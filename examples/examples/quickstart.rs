@@ -72,7 +72,7 @@ async fn charge_card(job: ChargeCard, ctx: JobContext) -> HandlerResult {
 }
 
 async fn build_report(job: BuildReport, ctx: JobContext) -> HandlerResult {
-    Err(HandlerError::retry(format!("report {:?}: data source missing (attempt {})", job.report, ctx.attempt())))
+    Err(HandlerError::nack(format!("report {:?}: data source missing (attempt {})", job.report, ctx.attempt())))
 }
 
 #[tokio::main]

@@ -314,7 +314,7 @@ async fn show_order(State(app): State<App>, Path(id): Path<i64>) -> Result<Json<
 async fn send_receipt(db: Db, job: SendReceipt, _ctx: JobContext) -> HandlerResult {
     tracing::info!(order = job.order, "receipt sent");
     // Retried with backoff when the database fails.
-    db.mark_receipt_sent(job.order).await.map_err(HandlerError::retry)
+    db.mark_receipt_sent(job.order).await.map_err(HandlerError::nack)
 }
 
 /// Serves on `listener` with the workers running beside the server, until

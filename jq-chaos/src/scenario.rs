@@ -387,7 +387,7 @@ pub async fn run_chaos(env: &mut Env, worker: &Path, plan: &ChaosPlan) -> Result
         })
     };
 
-    // The schedule of kills and crashes.
+    // The periodic job of kills and crashes.
     let mut events: Vec<(Duration, Event)> = Vec::new();
     {
         let mut rng = rand::rng();

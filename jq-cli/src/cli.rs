@@ -83,9 +83,9 @@ pub enum Command {
     /// Show which worker pool holds each role and until when: the "maintenance"
     /// holder is the one pool that promotes, recovers and purges for this store.
     Leaders,
-    /// Recurring jobs: list the schedules worker pools declared, or run one now.
+    /// Periodic jobs: list those worker pools declared, or trigger one now.
     #[command(subcommand)]
-    Cron(CronCommand),
+    Periodic(PeriodicCommand),
     /// Pause, resume and limit queues across every worker, and list them.
     #[command(subcommand)]
     Queue(QueueCommand),
@@ -137,7 +137,7 @@ Example: JQ_DASHBOARD_TOKEN=$(openssl rand -hex 16) jqctl serve --listen 0.0.0.0
 Examples:
   jqctl enqueue send_email '{\"to\":\"a@example.com\"}'
   jqctl enqueue --queue reports --delay 10m build_report @report.json
-  echo '{\"n\":1}' | jqctl enqueue --priority high --max-retries 3 resize -
+  echo '{\"n\":1}' | jqctl enqueue --priority high --max-attempts 4 resize -
 
 Prints the job's id. With --unique-key, when a live job (scheduled, pending or
 running) of the same queue has the key, nothing is stored: that job's id is
@@ -160,9 +160,6 @@ pub struct EnqueueArgs {
     /// Not runnable before this instant (RFC 3339, e.g. 2030-01-01T09:00:00Z).
     #[arg(long, value_name = "RFC3339", value_parser = parse_rfc3339)]
     pub run_at: Option<Timestamp>,
-    /// Retries after the first failure: max attempts = retries + 1 (0 = run once, never retry).
-    #[arg(long, value_name = "N", conflicts_with = "max_attempts")]
-    pub max_retries: Option<u32>,
     /// Runs allowed in all, the first included (default 25); then the job is dead.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_attempts: Option<u32>,
@@ -174,11 +171,7 @@ pub struct EnqueueArgs {
 impl EnqueueArgs {
     /// The max attempts the flags ask for.
     pub fn effective_max_attempts(&self) -> u32 {
-        match (self.max_attempts, self.max_retries) {
-            (Some(n), _) => n,
-            (None, Some(retries)) => retries.saturating_add(1),
-            (None, None) => jq::DEFAULT_MAX_ATTEMPTS,
-        }
+        self.max_attempts.unwrap_or(jq::DEFAULT_MAX_ATTEMPTS)
     }
 }
 
@@ -229,17 +222,17 @@ pub enum DeadCommand {
     },
 }
 
-/// `jqctl cron ...`.
+/// `jqctl periodic ...`.
 #[derive(Debug, Subcommand)]
-pub enum CronCommand {
-    /// Every schedule: expression, zone, next and last tick, last job and its
-    /// state, missed ticks, and whether a pool still declares it.
+pub enum PeriodicCommand {
+    /// Every periodic job: expression, zone, next and last tick, last job and
+    /// its state, missed ticks, and whether a pool still declares it.
     List,
-    /// Ask for one job of a schedule now. A worker pool that declares the
-    /// schedule enqueues it at its next round (within about a second): only
-    /// its code can build the job. Requests not served yet coalesce.
-    Run {
-        /// The schedule's name, as `cron list` shows it.
+    /// Trigger one job of a periodic job now. A worker pool that declares it
+    /// enqueues the job at its next round (within about a second): only its
+    /// code can build the job. Triggers not served yet coalesce.
+    Trigger {
+        /// The periodic job's name, as `periodic list` shows it.
         name: String,
     },
 }
@@ -438,10 +431,14 @@ mod tests {
     }
 
     #[test]
-    fn max_retries_maps_to_max_attempts() {
-        let cli = Cli::try_parse_from(["jqctl", "enqueue", "--max-retries", "3", "k"]).unwrap();
+    fn max_attempts_counts_every_run() {
+        let cli = Cli::try_parse_from(["jqctl", "enqueue", "--max-attempts", "4", "k"]).unwrap();
         let Command::Enqueue(e) = cli.command else { panic!("not enqueue") };
         assert_eq!(e.effective_max_attempts(), 4);
-        assert!(Cli::try_parse_from(["jqctl", "enqueue", "--max-retries", "3", "--max-attempts", "2", "k"]).is_err());
+        let cli = Cli::try_parse_from(["jqctl", "enqueue", "k"]).unwrap();
+        let Command::Enqueue(e) = cli.command else { panic!("not enqueue") };
+        assert_eq!(e.effective_max_attempts(), jq::DEFAULT_MAX_ATTEMPTS);
+        assert!(Cli::try_parse_from(["jqctl", "enqueue", "--max-attempts", "0", "k"]).is_err());
+        assert!(Cli::try_parse_from(["jqctl", "enqueue", "--max-retries", "3", "k"]).is_err(), "retired flag");
     }
 }

@@ -64,7 +64,7 @@ fn is_bad_input(e: &jq::Error) -> bool {
             | E::InvalidPayload(_)
             | E::PayloadTooLarge { .. }
             | E::NotFound { .. }
-            | E::ScheduleNotFound { .. }
+            | E::PeriodicNotFound { .. }
             | E::InvalidState { .. }
     )
 }

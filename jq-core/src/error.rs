@@ -127,10 +127,10 @@ pub enum Error {
         /// The queues of the batch, sorted.
         queues: Vec<String>,
     },
-    /// No schedule of this name is stored (`jqctl cron run` of a name no
+    /// No periodic job of this name is stored (`jqctl periodic trigger` of a name no
     /// pool ever declared).
     #[error("schedule {name:?} not found: no worker pool has declared it on this store")]
-    ScheduleNotFound {
+    PeriodicNotFound {
         /// The name asked for.
         name: String,
     },

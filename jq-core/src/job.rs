@@ -147,7 +147,7 @@ pub enum State {
     Running,
     /// Acked. Terminal.
     Completed,
-    /// Failed for good (no attempts left, discarded, or poison). Terminal;
+    /// Failed for good (no attempts left, buried, or poison). Terminal;
     /// an operator can retry it.
     Dead,
     /// Cancelled before it ran. Terminal.
@@ -354,7 +354,7 @@ impl Job {
         self.lease.as_ref().map(|l| l.token)
     }
 
-    /// A reference to the current lease, for heartbeats and completions.
+    /// A reference to the current lease, for heartbeats and settlements.
     pub fn lease_ref(&self) -> Option<LeaseRef> {
         self.token().map(|token| LeaseRef { id: self.id, token })
     }

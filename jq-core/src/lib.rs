@@ -4,17 +4,18 @@
 //! The semantics every backend keeps are in the repository's
 //! `docs/CONTRACT.md`; `jq-testkit` checks them.
 
+pub mod backoff;
 pub mod clock;
 pub mod control;
 pub mod error;
 pub mod job;
 pub mod observe;
-pub mod retry;
-pub mod schedule;
+pub mod periodic;
 pub mod storage;
 pub mod trace;
 pub mod worker;
 
+pub use backoff::{Backoff, ConstantBackoff, ExponentialBackoff};
 pub use clock::{Clock, ManualClock, Timestamp};
 pub use control::{QueueInfo, QueueLimits, Rate, Seen};
 pub use error::{BoxError, Error, Result};
@@ -22,11 +23,10 @@ pub use job::{
     AttemptError, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_QUEUE, IntoJob, Job, JobBuilder, JobId,
     JobType, Lease, LeaseRef, LeaseToken, NewJob, Payload, Priority, QueueName, State,
 };
-pub use retry::{Backoff, ConstantBackoff, ExponentialBackoff};
-pub use schedule::{Fire, FireOutcome, MissedPolicy, Schedule, ScheduleBuilder, ScheduleInfo, Scheduler};
+pub use periodic::{Fire, FireOutcome, MissedPolicy, Periodic, PeriodicBuilder, PeriodicInfo, PeriodicRunner};
 pub use storage::{
-    ClaimRequest, Completion, CompletionResult, Election, JobFilter, Leader, Outcome, StateCounts, Stats, Storage,
-    StorageExt, Throughput, WorkSignal,
+    ClaimRequest, Election, JobFilter, Leader, Outcome, Settled, Settlement, StateCounts, Stats, Storage, StorageExt,
+    Throughput, WorkSignal,
 };
 pub use trace::TraceContext;
 pub use worker::{HandlerError, HandlerResult, JobContext, WorkerHandle, WorkerPool};

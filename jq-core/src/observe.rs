@@ -28,9 +28,10 @@ pub const ENQUEUED: &str = "jq_jobs_enqueued_total";
 pub const STARTED: &str = "jq_jobs_started_total";
 /// Counter: runs recorded as Completed, by `queue` and `kind`.
 pub const COMPLETED: &str = "jq_jobs_completed_total";
-/// Counter: failed runs recorded for another attempt, by `queue` and `kind`.
-pub const RETRIED: &str = "jq_jobs_retried_total";
-/// Counter: runs recorded as Dead (failed for good or out of attempts), by
+/// Counter: nacks the store recorded (failed runs; those with no attempt
+/// left also count in [`DEAD`]), by `queue` and `kind`.
+pub const NACKED: &str = "jq_jobs_nacked_total";
+/// Counter: runs recorded as Dead (buried, or nacked with no attempt left), by
 /// `queue` and `kind`.
 pub const DEAD: &str = "jq_jobs_dead_total";
 /// Counter: jobs cancelled through `jq::Client::cancel`, by `queue` and
@@ -136,7 +137,7 @@ pub(crate) struct JobMetrics {
     kind: String,
     pub(crate) started: Counter,
     pub(crate) completed: Counter,
-    pub(crate) retried: Counter,
+    pub(crate) nacked: Counter,
     pub(crate) dead: Counter,
     pub(crate) duration: Histogram,
     pub(crate) lag: Histogram,
@@ -150,21 +151,23 @@ impl JobMetrics {
             kind: kind.to_owned(),
             started: metrics::counter!(STARTED, &labels),
             completed: metrics::counter!(COMPLETED, &labels),
-            retried: metrics::counter!(RETRIED, &labels),
+            nacked: metrics::counter!(NACKED, &labels),
             dead: metrics::counter!(DEAD, &labels),
             duration: metrics::histogram!(RUN_DURATION, &labels),
             lag: metrics::histogram!(QUEUE_LAG, &labels),
         }
     }
 
-    /// Counts what a completion recorded: the state the store answered
+    /// Counts what a settlement recorded: the state the store answered
     /// for the outcome sent.
     pub(crate) fn recorded(&self, outcome: &Outcome, state: State) {
-        match (outcome, state) {
-            (_, State::Completed) => self.completed.increment(1),
-            (_, State::Dead) => self.dead.increment(1),
-            (Outcome::Retry { .. }, State::Scheduled | State::Pending) => self.retried.increment(1),
-            // A release (snooze, shutdown) is not a failure.
+        if matches!(outcome, Outcome::Nack { .. }) {
+            self.nacked.increment(1);
+        }
+        match state {
+            State::Completed => self.completed.increment(1),
+            State::Dead => self.dead.increment(1),
+            // A release (by the handler, at shutdown) is not a failure.
             _ => {}
         }
     }

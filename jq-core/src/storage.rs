@@ -25,9 +25,9 @@
 //!   it on); it returns an error only when it claimed nothing.
 //! - Named roles ([`Storage::elect`]) are leases with a token too: one
 //!   holder per role at a time, by the storage's clock.
-//! - A schedule's step ([`Storage::fire`]) is a compare-and-set on its
+//! - A periodic job's step ([`Storage::fire`]) is a compare-and-set on its
 //!   cursor that stores the tick's jobs in the same atomic step: one job
-//!   per (schedule, tick), with no leader.
+//!   per (periodic job, tick), with no leader.
 //!
 //! [`LeaseToken`]: crate::LeaseToken
 //! [`LeaseLost`]: crate::Error::LeaseLost
@@ -42,7 +42,7 @@ use crate::clock::{Clock, Timestamp};
 use crate::control::{QueueInfo, QueueLimits};
 use crate::error::{Error, Result};
 use crate::job::{Job, JobId, LeaseRef, LeaseToken, QueueName, State};
-use crate::schedule::{Fire, FireOutcome, ScheduleInfo};
+use crate::periodic::{Fire, FireOutcome, PeriodicInfo};
 
 /// What [`Storage::claim`] is asked for.
 #[derive(Clone, Debug)]
@@ -130,21 +130,21 @@ pub enum Outcome {
     /// Records `error` against the current attempt; with attempts left the
     /// job goes to Scheduled at `now + delay` (Pending when `delay` is zero),
     /// else to Dead.
-    Retry {
+    Nack {
         /// What went wrong.
         error: String,
-        /// The backoff, chosen by the caller's retry policy.
+        /// The backoff, chosen by the caller's [`Backoff`](crate::Backoff).
         delay: Duration,
     },
     /// Records `error` and goes straight to Dead (a permanent failure, a
     /// poison payload).
-    Fail {
+    Bury {
         /// What went wrong.
         error: String,
     },
     /// Hands the job back without counting the attempt: Running -> Pending
     /// (`delay` zero: graceful shutdown) or Scheduled at `now + delay`
-    /// (a handler's snooze). No error is recorded.
+    /// (a handler's release). No error is recorded.
     Release {
         /// When the job becomes claimable again, from now.
         delay: Duration,
@@ -153,16 +153,16 @@ pub enum Outcome {
 
 /// One fenced state change of a claimed job.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Completion {
+pub struct Settlement {
     /// The job and the token of the claim that holds it.
     pub lease: LeaseRef,
     /// What to do with it.
     pub outcome: Outcome,
 }
 
-/// The answer for one [`Completion`]: the state the job moved to, or
+/// The answer for one [`Settlement`]: the state the job moved to, or
 /// [`Error::LeaseLost`] when the token was stale (nothing changed).
-pub type CompletionResult = Result<State>;
+pub type Settled = Result<State>;
 
 /// Which jobs [`Storage::list`] returns. Results are ordered by id
 /// (creation order); page with `after`.
@@ -349,7 +349,7 @@ pub trait Storage: Send + Sync + 'static {
     /// outer error is for the backend failing as a whole. Errors are
     /// recorded with the job's current attempt number. A job whose
     /// attempts reached `max_attempts` goes to Dead on `Retry`.
-    async fn complete(&self, batch: Vec<Completion>) -> Result<Vec<CompletionResult>>;
+    async fn settle(&self, batch: Vec<Settlement>) -> Result<Vec<Settled>>;
 
     /// Extends each valid lease to `now + lease` and returns the ids whose
     /// lease was lost (stale token, or job no longer Running).
@@ -431,11 +431,11 @@ pub trait Storage: Send + Sync + 'static {
     /// Every role with a holder (expired or not), by role name.
     async fn leaders(&self) -> Result<Vec<Leader>>;
 
-    /// One step of a recurring schedule, atomically: when the stored row
+    /// One step of a recurring periodic job, atomically: when the stored row
     /// is the one `fire` expects (no row for `expected: None`; else the
-    /// cursor equal to `expected` and the run request equal to
-    /// `expected_run`), the row becomes [`Fire::applied`] (cursor moved,
-    /// counters added, run request cleared, `declared_at` now) and the
+    /// cursor equal to `expected` and the trigger equal to
+    /// `expected_trigger`), the row becomes [`Fire::applied`] (cursor moved,
+    /// counters added, trigger cleared, `declared_at` now) and the
     /// jobs are stored as [`Storage::enqueue`] stores them, in the same
     /// step, and the answer is [`FireOutcome::Fired`] with their ids.
     /// Otherwise nothing changes and the answer is [`FireOutcome::Moved`].
@@ -448,15 +448,15 @@ pub trait Storage: Send + Sync + 'static {
     /// (nothing stored either way).
     async fn fire(&self, fire: &Fire) -> Result<FireOutcome>;
 
-    /// Every stored schedule, by name.
-    async fn schedules(&self) -> Result<Vec<ScheduleInfo>>;
+    /// Every stored periodic job, by name.
+    async fn periodic(&self) -> Result<Vec<PeriodicInfo>>;
 
-    /// Asks for one run of schedule `name` now: sets its run request to
+    /// Asks for one run of periodic job `name` now: sets its trigger to
     /// now unless one is pending (requests coalesce). The next pool that
-    /// declares the schedule stores the job (only code can build it), with
-    /// the request's instant as its tick. [`Error::ScheduleNotFound`] when
-    /// no such schedule is stored.
-    async fn request_run(&self, name: &str) -> Result<()>;
+    /// declares the periodic job stores the job (only code can build it), with
+    /// the request's instant as its tick. [`Error::PeriodicNotFound`] when
+    /// no such periodic job is stored.
+    async fn trigger(&self, name: &str) -> Result<()>;
 
     /// Pauses (`true`) or resumes (`false`) `queue`, stored in the backend
     /// so that every claimer of every process honours it and it outlives
@@ -527,8 +527,8 @@ pub trait StorageExt: Storage {
     }
 
     /// Applies one outcome; `Err(LeaseLost)` when the token is stale.
-    async fn complete_one(&self, lease: LeaseRef, outcome: Outcome) -> Result<State> {
-        let mut results = self.complete(vec![Completion { lease, outcome }]).await?;
+    async fn settle_one(&self, lease: LeaseRef, outcome: Outcome) -> Result<State> {
+        let mut results = self.settle(vec![Settlement { lease, outcome }]).await?;
         results
             .pop()
             .unwrap_or_else(|| Err(Error::Backend { backend: "storage", source: "complete returned no result".into() }))
@@ -536,22 +536,22 @@ pub trait StorageExt: Storage {
 
     /// Running -> Completed.
     async fn ack(&self, lease: LeaseRef) -> Result<()> {
-        self.complete_one(lease, Outcome::Ack).await.map(drop)
+        self.settle_one(lease, Outcome::Ack).await.map(drop)
     }
 
     /// Records the error; Scheduled after `delay` with attempts left, else Dead.
     async fn nack(&self, lease: LeaseRef, error: impl Into<String> + Send, delay: Duration) -> Result<State> {
-        self.complete_one(lease, Outcome::Retry { error: error.into(), delay }).await
+        self.settle_one(lease, Outcome::Nack { error: error.into(), delay }).await
     }
 
     /// Records the error and goes to Dead.
-    async fn discard(&self, lease: LeaseRef, error: impl Into<String> + Send) -> Result<()> {
-        self.complete_one(lease, Outcome::Fail { error: error.into() }).await.map(drop)
+    async fn bury(&self, lease: LeaseRef, error: impl Into<String> + Send) -> Result<()> {
+        self.settle_one(lease, Outcome::Bury { error: error.into() }).await.map(drop)
     }
 
     /// Running -> Pending without counting the attempt.
     async fn release(&self, lease: LeaseRef) -> Result<()> {
-        self.complete_one(lease, Outcome::Release { delay: Duration::ZERO }).await.map(drop)
+        self.settle_one(lease, Outcome::Release { delay: Duration::ZERO }).await.map(drop)
     }
 }
 
@@ -565,8 +565,8 @@ impl<S: Storage + ?Sized> Storage for std::sync::Arc<S> {
     async fn claim(&self, request: &ClaimRequest) -> Result<Vec<Job>> {
         (**self).claim(request).await
     }
-    async fn complete(&self, batch: Vec<Completion>) -> Result<Vec<CompletionResult>> {
-        (**self).complete(batch).await
+    async fn settle(&self, batch: Vec<Settlement>) -> Result<Vec<Settled>> {
+        (**self).settle(batch).await
     }
     async fn heartbeat(&self, leases: &[LeaseRef], lease: Duration) -> Result<Vec<JobId>> {
         (**self).heartbeat(leases, lease).await
@@ -610,11 +610,11 @@ impl<S: Storage + ?Sized> Storage for std::sync::Arc<S> {
     async fn fire(&self, fire: &Fire) -> Result<FireOutcome> {
         (**self).fire(fire).await
     }
-    async fn schedules(&self) -> Result<Vec<ScheduleInfo>> {
-        (**self).schedules().await
+    async fn periodic(&self) -> Result<Vec<PeriodicInfo>> {
+        (**self).periodic().await
     }
-    async fn request_run(&self, name: &str) -> Result<()> {
-        (**self).request_run(name).await
+    async fn trigger(&self, name: &str) -> Result<()> {
+        (**self).trigger(name).await
     }
     async fn set_paused(&self, queue: &QueueName, paused: bool) -> Result<()> {
         (**self).set_paused(queue, paused).await

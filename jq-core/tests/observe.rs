@@ -34,7 +34,7 @@ async fn enqueue(storage: &MemoryStorage, n: u64) {
 /// Jobs 0..n: odd ones fail for good, even ones succeed.
 fn handler(job: jq_core::Job, _ctx: JobContext) -> impl Future<Output = HandlerResult> {
     let i: u64 = job.payload.decode().unwrap();
-    async move { if i % 2 == 1 { Err(HandlerError::fail("odd")) } else { Ok(()) } }
+    async move { if i % 2 == 1 { Err(HandlerError::bury("odd")) } else { Ok(()) } }
 }
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
@@ -66,7 +66,7 @@ async fn the_pool_counts_runs_and_its_maintainer_samples_the_store() {
     assert_eq!(value(&snapshot, "jq_jobs_started_total", &labels), Some(&DebugValue::Counter(10)));
     assert_eq!(value(&snapshot, "jq_jobs_completed_total", &labels), Some(&DebugValue::Counter(5)));
     assert_eq!(value(&snapshot, "jq_jobs_dead_total", &labels), Some(&DebugValue::Counter(5)));
-    assert_eq!(value(&snapshot, "jq_jobs_retried_total", &labels), Some(&DebugValue::Counter(0)));
+    assert_eq!(value(&snapshot, "jq_jobs_nacked_total", &labels), Some(&DebugValue::Counter(0)));
     let Some(DebugValue::Histogram(durations)) = value(&snapshot, "jq_job_run_duration_seconds", &labels) else {
         panic!("no run duration histogram");
     };

@@ -128,7 +128,7 @@ async fn always_failing_job_ends_dead_with_one_error_per_attempt() {
     let storage = MemoryStorage::new();
     let handle = pool(&storage)
         .register::<Greet, _, _>(|_job, ctx: JobContext| async move {
-            Err(HandlerError::retry(format!("failure {}", ctx.attempt())))
+            Err(HandlerError::nack(format!("failure {}", ctx.attempt())))
         })
         .start()
         .unwrap();
@@ -144,7 +144,7 @@ async fn always_failing_job_ends_dead_with_one_error_per_attempt() {
 async fn fail_goes_dead_at_once() {
     let storage = MemoryStorage::new();
     let handle = pool(&storage)
-        .register::<Greet, _, _>(|_job, _ctx| async { Err(HandlerError::fail("no such user")) })
+        .register::<Greet, _, _>(|_job, _ctx| async { Err(HandlerError::bury("no such user")) })
         .start()
         .unwrap();
     let id = enqueue(&storage, &Greet { name: "x".into() }, 5).await;
@@ -227,7 +227,7 @@ async fn timeout_is_recorded() {
 }
 
 #[tokio::test]
-async fn snooze_reschedules_without_counting_the_attempt() {
+async fn release_reschedules_without_counting_the_attempt() {
     let storage = MemoryStorage::new();
     let runs = Arc::new(AtomicU32::new(0));
     let counted = runs.clone();
@@ -235,9 +235,9 @@ async fn snooze_reschedules_without_counting_the_attempt() {
         .register::<Greet, _, _>(move |_job, ctx: JobContext| {
             let run = counted.fetch_add(1, Ordering::SeqCst) + 1;
             async move {
-                // Every run sees attempt 1: the snooze gave it back.
+                // Every run sees attempt 1: the release gave it back.
                 assert_eq!(ctx.attempt(), 1);
-                if run < 3 { Err(HandlerError::snooze(Duration::from_millis(20))) } else { Ok(()) }
+                if run < 3 { Err(HandlerError::release(Duration::from_millis(20))) } else { Ok(()) }
             }
         })
         .start()
@@ -443,7 +443,7 @@ async fn fallback_runs_kinds_without_a_handler_of_their_own() {
     let (tx, mut rx) = mpsc::unbounded_channel();
     let handle = pool(&storage)
         .queues(["raw"])
-        .register_raw("exec", |_job: Job, _ctx| async { Err(HandlerError::fail("the specific handler must not run")) })
+        .register_raw("exec", |_job: Job, _ctx| async { Err(HandlerError::bury("the specific handler must not run")) })
         .register_fallback(move |job: Job, _ctx| {
             let tx = tx.clone();
             async move {
@@ -592,11 +592,11 @@ impl Storage for Flaky {
         self.largest_claim.fetch_max(request.limit, Ordering::SeqCst);
         self.inner.claim(request).await
     }
-    async fn complete(&self, batch: Vec<jq_core::Completion>) -> jq_core::Result<Vec<jq_core::CompletionResult>> {
+    async fn settle(&self, batch: Vec<jq_core::Settlement>) -> jq_core::Result<Vec<jq_core::Settled>> {
         if Self::fails(&self.complete_failures) {
             return Err(Self::down());
         }
-        self.inner.complete(batch).await
+        self.inner.settle(batch).await
     }
     async fn heartbeat(&self, leases: &[jq_core::LeaseRef], lease: Duration) -> jq_core::Result<Vec<JobId>> {
         self.inner.heartbeat(leases, lease).await
@@ -640,11 +640,11 @@ impl Storage for Flaky {
     async fn fire(&self, fire: &jq_core::Fire) -> jq_core::Result<jq_core::FireOutcome> {
         self.inner.fire(fire).await
     }
-    async fn schedules(&self) -> jq_core::Result<Vec<jq_core::ScheduleInfo>> {
-        self.inner.schedules().await
+    async fn periodic(&self) -> jq_core::Result<Vec<jq_core::PeriodicInfo>> {
+        self.inner.periodic().await
     }
-    async fn request_run(&self, name: &str) -> jq_core::Result<()> {
-        self.inner.request_run(name).await
+    async fn trigger(&self, name: &str) -> jq_core::Result<()> {
+        self.inner.trigger(name).await
     }
     async fn set_paused(&self, queue: &jq_core::QueueName, paused: bool) -> jq_core::Result<()> {
         self.inner.set_paused(queue, paused).await
@@ -752,10 +752,10 @@ async fn a_fatal_claim_error_stops_the_pool_and_reaches_the_handle() {
 }
 
 #[tokio::test]
-async fn a_fatal_completion_error_stops_the_pool() {
+async fn a_fatal_settlement_error_stops_the_pool() {
     let inner = MemoryStorage::new();
     let storage = FaultyStorage::new(inner.clone());
-    storage.fail_with(Operation::Complete, 1, When::Before, || jq_core::Error::Broken {
+    storage.fail_with(Operation::Settle, 1, When::Before, || jq_core::Error::Broken {
         backend: "test",
         reason: "the writer thread died: restart the process".into(),
     });
@@ -766,7 +766,7 @@ async fn a_fatal_completion_error_stops_the_pool() {
         .run_until(std::future::pending())
         .await;
     assert!(matches!(result, Err(jq_core::Error::Broken { .. })), "{result:?}");
-    assert_eq!(storage.calls(Operation::Complete), 1, "a fatal error is not retried");
+    assert_eq!(storage.calls(Operation::Settle), 1, "a fatal error is not retried");
     // The ack was not recorded: the lease expires and recovery runs it again.
     assert_eq!(inner.get(id).await.unwrap().state, State::Running);
 }
@@ -873,16 +873,16 @@ async fn a_job_claimed_again_by_the_same_pool_cancels_its_earlier_run() {
 #[tokio::test]
 async fn a_pool_refuses_two_schedules_of_one_name_and_a_zero_interval() {
     let schedule = || {
-        jq_core::Schedule::every("twice", Duration::from_secs(60))
+        jq_core::Periodic::every("twice", Duration::from_secs(60))
             .expect("every")
             .job_with("q", |_| NewJob::builder("k", Payload::from_json("{}").expect("json")))
             .expect("schedule")
     };
-    let pool = WorkerPool::new(MemoryStorage::new()).queues(["q"]).schedule(schedule()).schedule(schedule());
+    let pool = WorkerPool::new(MemoryStorage::new()).queues(["q"]).periodic(schedule()).periodic(schedule());
     let err = pool.start().expect_err("a name declared twice");
     assert!(matches!(err, jq_core::Error::InvalidInput { .. }) && err.to_string().contains("twice"), "{err}");
     let pool =
-        WorkerPool::new(MemoryStorage::new()).queues(["q"]).schedule(schedule()).schedule_interval(Duration::ZERO);
+        WorkerPool::new(MemoryStorage::new()).queues(["q"]).periodic(schedule()).periodic_interval(Duration::ZERO);
     assert!(matches!(pool.start(), Err(jq_core::Error::InvalidInput { .. })));
 }
 

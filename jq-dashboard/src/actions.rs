@@ -106,8 +106,8 @@ pub(crate) async fn purge<S: Storage>(
     Ok(Redirect::to(&base.to(&format!("/?done=purged&n={purged}"))))
 }
 
-/// `POST /schedules/{name}/run`: one run of a recurring schedule, now.
-pub(crate) async fn run_schedule<S: Storage>(
+/// `POST /periodic/{name}/trigger`: one job of a periodic job, now.
+pub(crate) async fn trigger<S: Storage>(
     AxumState(app): AxumState<Arc<App<S>>>,
     base: Base,
     headers: HeaderMap,
@@ -115,7 +115,7 @@ pub(crate) async fn run_schedule<S: Storage>(
     Form(form): Form<Token>,
 ) -> PageResult<Redirect> {
     allowed(&app, &headers, &form.csrf)?;
-    app.client.run_schedule(&name).await?;
-    tracing::info!(schedule = %name, "dashboard: schedule run requested");
-    Ok(Redirect::to(&base.to("/?done=run-requested")))
+    app.client.trigger(&name).await?;
+    tracing::info!(periodic = %name, "dashboard: periodic job triggered");
+    Ok(Redirect::to(&base.to("/?done=triggered")))
 }

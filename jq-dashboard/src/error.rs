@@ -26,7 +26,7 @@ pub enum DashboardError {
 impl DashboardError {
     fn status(&self) -> StatusCode {
         match self {
-            DashboardError::Storage(jq::Error::NotFound { .. } | jq::Error::ScheduleNotFound { .. }) => {
+            DashboardError::Storage(jq::Error::NotFound { .. } | jq::Error::PeriodicNotFound { .. }) => {
                 StatusCode::NOT_FOUND
             }
             DashboardError::Storage(jq::Error::InvalidState { .. }) => StatusCode::CONFLICT,

@@ -54,8 +54,8 @@ impl Done {
             "resumed" => "Resumed: workers start this queue's jobs again.".to_owned(),
             "retried-dead" => format!("Retried {n} dead job(s): they are pending again."),
             "purged" => format!("Purged {n} finished job(s)."),
-            "run-requested" => {
-                "Run requested: a worker pool that declares the schedule enqueues its job at its next round.".to_owned()
+            "triggered" => {
+                "Triggered: a worker pool that declares the periodic job enqueues its job at its next round.".to_owned()
             }
             _ => return None,
         })

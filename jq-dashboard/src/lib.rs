@@ -14,7 +14,7 @@
 //! Pages are rendered on the server (maud) with every asset compiled into
 //! the binary: no CDN, no build step. Everything read from the store is
 //! escaped. Actions (retry, cancel, retry all dead, purge, pause, resume,
-//! run a schedule now) are POST forms carrying a per-process CSRF token,
+//! run a periodic job now) are POST forms carrying a per-process CSRF token,
 //! ask for confirmation in the browser, and redirect to a page that says
 //! what they did. [`Options::read_only`] hides and refuses them;
 //! [`Options::token`] requires a token (HTTP basic auth password, or a
@@ -60,7 +60,7 @@ pub fn router<S: Storage>(client: Client<S>, options: Options) -> Router {
         .route("/jobs/{id}/{action}", post(actions::job_action::<S>))
         .route("/queues/{queue}/{action}", post(actions::queue_action::<S>))
         .route("/purge", post(actions::purge::<S>))
-        .route("/schedules/{name}/run", post(actions::run_schedule::<S>))
+        .route("/periodic/{name}/trigger", post(actions::trigger::<S>))
         .route("/assets/{file}", get(assets::serve))
         .with_state(app);
     security::layer(routes, options)

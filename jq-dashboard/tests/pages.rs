@@ -79,7 +79,7 @@ async fn actions_act_and_forgeries_do_not(backend: &str) {
     assert!(client.queues().await.unwrap().iter().all(|q| !q.paused()));
 
     // Back to dead, then "retry all dead" for the queue.
-    support::run_once(&client, "reports", jq::Outcome::Fail { error: "again".into() }).await;
+    support::run_once(&client, "reports", jq::Outcome::Bury { error: "again".into() }).await;
     let all = post(&app, "/queues/reports/retry-dead", &format!("csrf={token}")).await;
     assert_eq!(all.status, 303);
     assert!(all.location.unwrap().contains("done=retried-dead&n=1"));
@@ -94,7 +94,7 @@ async fn actions_act_and_forgeries_do_not(backend: &str) {
     let bad = post(&app, "/purge", &format!("csrf={token}&state=completed&older_than=soon")).await;
     assert_eq!(bad.status, 400);
 
-    let unknown = post(&app, "/schedules/nightly/run", &format!("csrf={token}")).await;
+    let unknown = post(&app, "/periodic/nightly/trigger", &format!("csrf={token}")).await;
     assert_eq!(unknown.status, 404, "no pool declared it: {}", unknown.body);
     ns.cleanup().await;
 }
@@ -161,12 +161,12 @@ async fn overview_counts_the_last_hour(backend: &str) {
     assert!(overview.body.contains("class=\"paused\""), "billing is paused");
     assert!(overview.body.contains("nightly-report") && overview.body.contains("0 3 * * *"));
     assert!(overview.body.contains("action=\"/queues/billing/resume\""));
-    assert!(overview.body.contains("action=\"/schedules/nightly-report/run\""));
+    assert!(overview.body.contains("action=\"/periodic/nightly-report/trigger\""));
     let token = csrf(&overview.body);
-    let run = post(&app, "/schedules/nightly-report/run", &format!("csrf={token}")).await;
+    let run = post(&app, "/periodic/nightly-report/trigger", &format!("csrf={token}")).await;
     assert_eq!(run.status, 303, "{}", run.body);
-    let schedules = client.schedules().await.unwrap();
-    assert!(schedules[0].run_requested.is_some(), "the run is stored for a declaring pool");
+    let periodic = client.periodic().await.unwrap();
+    assert!(periodic[0].triggered_at.is_some(), "the trigger is stored for a declaring pool");
     let page2 = get(&app, "/jobs?queue=mailers&state=completed").await;
     assert!(page2.body.contains("id=\"next-page\""), "more than 50 completed mailers page");
     ns.cleanup().await;

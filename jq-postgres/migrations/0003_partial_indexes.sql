@@ -8,7 +8,7 @@
 -- guards, and statistics gathered while no job was in that state (the usual
 -- case: ANALYZE sees a table of completed jobs) estimate such an index at
 -- one row. The generic plan then walked every running (or dead) job instead
--- of looking the ids up: 60 ms for 200 completions with 300 jobs running,
+-- of looking the ids up: 60 ms for 200 settlements with 300 jobs running,
 -- and a retry that read every Dead job. Each index is now keyed on a column
 -- that is set exactly in the states it covers, so a state guard no longer
 -- implies its predicate, while the statements it serves still do:

@@ -1,10 +1,10 @@
--- Migration 5: recurring schedules (Storage::fire). Existing jobs are
+-- Migration 5: recurring periodic jobs (Storage::fire). Existing jobs are
 -- untouched.
 --
 -- `{schema}` is replaced by the configured (quoted) schema name.
 --
--- One row per schedule: its cursor (the last tick handled, run or
--- skipped), what operators read (`jqctl cron list`), and a pending run
+-- One row per periodic job: its cursor (the last tick handled, run or
+-- skipped), what operators read (`jqctl periodic list`), and a pending run
 -- request. A step moves the cursor with a compare-and-set on it in the
 -- same transaction that inserts the tick's jobs. A handful of rows, written
 -- once per tick: the primary key is all.

@@ -47,7 +47,6 @@
 
 mod admin;
 mod claim;
-mod complete;
 mod config;
 mod control;
 mod election;
@@ -57,9 +56,10 @@ mod hints;
 mod listener;
 mod liveness;
 mod maintenance;
+mod periodic;
 mod row;
-mod schedule;
 mod schema;
+mod settle;
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -67,9 +67,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use jq_core::{
-    ClaimRequest, Clock, Completion, CompletionResult, Election, Fire, FireOutcome, Job, JobFilter, JobId, Leader,
-    LeaseRef, LeaseToken, NewJob, QueueInfo, QueueLimits, QueueName, Result, ScheduleInfo, State, Stats, Storage,
-    Throughput, Timestamp, WorkSignal,
+    ClaimRequest, Clock, Election, Fire, FireOutcome, Job, JobFilter, JobId, Leader, LeaseRef, LeaseToken, NewJob,
+    PeriodicInfo, QueueInfo, QueueLimits, QueueName, Result, Settled, Settlement, State, Stats, Storage, Throughput,
+    Timestamp, WorkSignal,
 };
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, Connection, PgPool, Postgres, Transaction};
@@ -275,12 +275,12 @@ impl Storage for PostgresStorage {
         self.inner.timed(claim::claim(&self.inner, request)).await
     }
 
-    async fn complete(&self, batch: Vec<Completion>) -> Result<Vec<CompletionResult>> {
-        self.inner.timed(complete::complete(&self.inner, batch)).await
+    async fn settle(&self, batch: Vec<Settlement>) -> Result<Vec<Settled>> {
+        self.inner.timed(settle::settle(&self.inner, batch)).await
     }
 
     async fn heartbeat(&self, leases: &[LeaseRef], lease: Duration) -> Result<Vec<JobId>> {
-        self.inner.timed(complete::heartbeat(&self.inner, leases, lease)).await
+        self.inner.timed(settle::heartbeat(&self.inner, leases, lease)).await
     }
 
     async fn promote(&self) -> Result<u64> {
@@ -332,15 +332,15 @@ impl Storage for PostgresStorage {
     }
 
     async fn fire(&self, fire: &Fire) -> Result<FireOutcome> {
-        self.inner.timed(schedule::fire(&self.inner, fire)).await
+        self.inner.timed(periodic::fire(&self.inner, fire)).await
     }
 
-    async fn schedules(&self) -> Result<Vec<ScheduleInfo>> {
-        self.inner.timed(schedule::schedules(&self.inner)).await
+    async fn periodic(&self) -> Result<Vec<PeriodicInfo>> {
+        self.inner.timed(periodic::list(&self.inner)).await
     }
 
-    async fn request_run(&self, name: &str) -> Result<()> {
-        self.inner.timed(schedule::request_run(&self.inner, name)).await
+    async fn trigger(&self, name: &str) -> Result<()> {
+        self.inner.timed(periodic::trigger(&self.inner, name)).await
     }
 
     async fn set_paused(&self, queue: &QueueName, paused: bool) -> Result<()> {

@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use common::Fixture;
-use jq_core::{ClaimRequest, Clock, Completion, NewJob, Outcome, Payload, QueueName, State, Storage};
+use jq_core::{ClaimRequest, Clock, NewJob, Outcome, Payload, QueueName, Settlement, State, Storage};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -45,7 +45,7 @@ async fn idle_subscriber_is_woken_by_an_enqueue_from_another_pool() {
     // A release hands the job back with a wake-up too.
     signal.borrow_and_update();
     producer
-        .complete(vec![Completion {
+        .settle(vec![Settlement {
             lease: claimed[0].lease_ref().unwrap(),
             outcome: Outcome::Release { delay: Duration::ZERO },
         }])
@@ -90,9 +90,9 @@ async fn several_worker_pools_drain_a_queue_without_claiming_a_job_twice() {
                 if jobs.is_empty() {
                     return mine;
                 }
-                let batch: Vec<Completion> =
-                    jobs.iter().map(|j| Completion { lease: j.lease_ref().unwrap(), outcome: Outcome::Ack }).collect();
-                for r in storage.complete(batch).await.unwrap() {
+                let batch: Vec<Settlement> =
+                    jobs.iter().map(|j| Settlement { lease: j.lease_ref().unwrap(), outcome: Outcome::Ack }).collect();
+                for r in storage.settle(batch).await.unwrap() {
                     assert_eq!(r.unwrap(), State::Completed);
                 }
                 mine.extend(jobs.into_iter().map(|j| j.id));
@@ -159,7 +159,7 @@ async fn child_process_worker() {
     loop {
         let jobs = s.claim(&request("child", 1)).await.unwrap();
         if let Some(j) = jobs.first() {
-            s.complete(vec![Completion { lease: j.lease_ref().unwrap(), outcome: Outcome::Ack }]).await.unwrap();
+            s.settle(vec![Settlement { lease: j.lease_ref().unwrap(), outcome: Outcome::Ack }]).await.unwrap();
             println!("jq-child: done {}", j.id);
             return;
         }

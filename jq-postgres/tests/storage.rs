@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::Fixture;
 use jq_core::{
-    ClaimRequest, Clock, Completion, Error, JobFilter, ManualClock, NewJob, Outcome, Payload, QueueName, State,
+    ClaimRequest, Clock, Error, JobFilter, ManualClock, NewJob, Outcome, Payload, QueueName, Settlement, State,
     Storage, StorageExt,
 };
 use sqlx::Connection;
@@ -148,10 +148,10 @@ async fn smoke_every_operation() {
     let j = s.claim(&request("q", 1)).await.unwrap().pop().unwrap();
     let l = j.lease_ref().unwrap();
     let results = s
-        .complete(vec![
-            Completion { lease: stale, outcome: Outcome::Ack },
-            Completion { lease: l, outcome: Outcome::Fail { error: "bad".into() } },
-            Completion { lease: l, outcome: Outcome::Ack },
+        .settle(vec![
+            Settlement { lease: stale, outcome: Outcome::Ack },
+            Settlement { lease: l, outcome: Outcome::Bury { error: "bad".into() } },
+            Settlement { lease: l, outcome: Outcome::Ack },
         ])
         .await
         .unwrap();
@@ -355,7 +355,7 @@ async fn retry_of_a_dead_job_whose_key_a_newer_live_job_holds() {
     };
     let a = s.enqueue_one(keyed(1)).await.unwrap();
     let claimed = s.claim(&request("q", 1)).await.unwrap().pop().unwrap();
-    s.discard(claimed.lease_ref().unwrap(), "no").await.unwrap();
+    s.bury(claimed.lease_ref().unwrap(), "no").await.unwrap();
     let b = s.enqueue_one(keyed(2)).await.unwrap();
     assert_ne!(a, b, "a Dead job does not hold its key");
     s.retry(a).await.unwrap();
@@ -373,7 +373,7 @@ async fn retry_of_a_dead_job_whose_key_a_newer_live_job_holds() {
     assert_eq!(s.enqueue_one(keyed(6)).await.unwrap(), a);
     // Dead again and retried with no other live job: it takes the key back,
     // and concurrent enqueuers of the key still agree on one job.
-    s.discard(lease(a), "again").await.unwrap();
+    s.bury(lease(a), "again").await.unwrap();
     s.retry(a).await.unwrap();
     let ids: Vec<_> = futures::future::join_all((0..4).map(|n| {
         let s = s.clone();
@@ -490,8 +490,8 @@ async fn claim_work_per_job_does_not_grow_with_the_dead_versions_behind_it() {
         let batch = s.claim(&request("q", BATCH)).await.unwrap();
         read_per_claim.push(claim_index_entries_read(&s).await - before);
         assert_eq!(batch.len(), BATCH);
-        let acks = batch.iter().map(|j| Completion { lease: j.lease_ref().unwrap(), outcome: Outcome::Ack }).collect();
-        assert!(s.complete(acks).await.unwrap().iter().all(|r| r.is_ok()));
+        let acks = batch.iter().map(|j| Settlement { lease: j.lease_ref().unwrap(), outcome: Outcome::Ack }).collect();
+        assert!(s.settle(acks).await.unwrap().iter().all(|r| r.is_ok()));
     }
     let (early, late) = (read_per_claim[5], read_per_claim[35]);
     assert!(early >= BATCH as i64, "a claim of {BATCH} reads at least as many entries: {read_per_claim:?}");

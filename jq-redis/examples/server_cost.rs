@@ -28,7 +28,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use jq_core::{ClaimRequest, Completion, NewJob, Outcome, Payload, QueueName, Storage, StorageExt};
+use jq_core::{ClaimRequest, NewJob, Outcome, Payload, QueueName, Settlement, Storage, StorageExt};
 use jq_redis::{RedisConfig, RedisStorage};
 
 const JOBS: usize = 20_000;
@@ -146,15 +146,15 @@ async fn main() -> Result<(), BoxError> {
         if claimed.is_empty() {
             break;
         }
-        let batch: Vec<Completion> = claimed
+        let batch: Vec<Settlement> = claimed
             .iter()
             .filter_map(|j| j.lease_ref())
-            .map(|lease| Completion { lease, outcome: Outcome::Ack })
+            .map(|lease| Settlement { lease, outcome: Outcome::Ack })
             .collect();
         done += batch.len();
         let b = evalsha_usec(&mut conn).await?;
         let t = Instant::now();
-        s.complete(batch).await?;
+        s.settle(batch).await?;
         complete_wall += t.elapsed();
         let a = evalsha_usec(&mut conn).await?;
         complete_usec = (complete_usec.0 + a.0 - b.0, complete_usec.1 + a.1 - b.1);
@@ -212,11 +212,11 @@ async fn drain_pass(
             break;
         }
         done += claimed.len();
-        s.complete(
+        s.settle(
             claimed
                 .iter()
                 .filter_map(|j| j.lease_ref())
-                .map(|lease| Completion { lease, outcome: Outcome::Ack })
+                .map(|lease| Settlement { lease, outcome: Outcome::Ack })
                 .collect(),
         )
         .await?;

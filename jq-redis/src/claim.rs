@@ -18,7 +18,7 @@
 
 use std::cmp::Reverse;
 
-use jq_core::{ClaimRequest, Completion, Error, Job, JobId, Lease, LeaseRef, Outcome, QueueName, Result};
+use jq_core::{ClaimRequest, Error, Job, JobId, Lease, LeaseRef, Outcome, QueueName, Result, Settlement};
 
 use crate::{Inner, duration_micros, row, scripts};
 
@@ -250,17 +250,17 @@ async fn bury(s: &Inner, corrupt: Vec<(LeaseRef, QueueName, String)>) {
     if corrupt.is_empty() {
         return;
     }
-    // complete() finds their queue here, and forgets them when done.
+    // settle() finds their queue here, and forgets them when done.
     s.owners.insert(corrupt.iter().map(|(lease, queue, _)| (lease.id, queue)));
     let ids: Vec<JobId> = corrupt.iter().map(|(lease, _, _)| lease.id).collect();
     let batch = corrupt
         .into_iter()
         .map(|(lease, _, reason)| {
             tracing::error!(job = %lease.id, %reason, "claimed a job that cannot be decoded: moving it to Dead");
-            Completion { lease, outcome: Outcome::Fail { error: reason } }
+            Settlement { lease, outcome: Outcome::Bury { error: reason } }
         })
         .collect();
-    match crate::complete::complete(s, batch).await {
+    match crate::settle::settle(s, batch).await {
         Ok(results) => {
             for result in results {
                 if let Err(e) = result {

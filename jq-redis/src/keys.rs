@@ -27,8 +27,8 @@
 //! | `P:queues` | set | registry of queue names (its own slot) |
 //! | `P:role:{P:role:R}` | hash | the holder of role `R` (`Storage::elect`): `token holder expires_at`; deleted on resign; the role in its own hash tag |
 //! | `P:roles` | set | registry of role names ever elected (its own slot), for `leaders` |
-//! | `P:{P:Q}:schedule:<name>` | hash | one recurring schedule whose jobs go to queue `Q` (`Storage::fire`): `name queue spec zone cursor last_job missed last_missed declared_at run_requested` (instants in microseconds); in its queue's slot, so one script moves the cursor and stores the tick's jobs |
-//! | `P:schedules` | hash | registry of schedules: name -> queue (its own slot), for `schedules` and `request_run` |
+//! | `P:{P:Q}:periodic job:<name>` | hash | one recurring periodic job whose jobs go to queue `Q` (`Storage::fire`): `name queue spec zone cursor last_job missed last_missed declared_at triggered_at` (instants in microseconds); in its queue's slot, so one script moves the cursor and stores the tick's jobs |
+//! | `P:periodic jobs` | hash | registry of periodic jobs: name -> queue (its own slot), for `periodic jobs` and `trigger` |
 //! | `P:wake` | pub/sub channel | published by the scripts that make a job Pending |
 //!
 //! A job is in exactly one of `ready`, `scheduled`, `leases`, `done:*`,
@@ -59,7 +59,7 @@
 //! # The queue registry and lookups by id
 //!
 //! Cross-queue operations (promote, recover, stats, list, purge) and the
-//! operations that get only a job id (get, retry, cancel, and completions of
+//! operations that get only a job id (get, retry, cancel, and settlements of
 //! jobs this handle did not claim) loop over the registry `P:queues` client
 //! side. The registry is written with `SADD` in the same pipeline as, and
 //! *before*, the enqueue script (on Cluster, where it lives in another slot,
@@ -73,7 +73,7 @@
 //! id -> queue index hash because such an index lives in another slot and
 //! could not be written atomically with the job on Redis Cluster, and because
 //! it would cost memory and a write per job on the enqueue hot path. Handles
-//! also remember the queue of the jobs they claimed, so their completions
+//! also remember the queue of the jobs they claimed, so their settlements
 //! and heartbeats need no lookup.
 
 use jq_core::{JobId, QueueName};
@@ -151,14 +151,14 @@ impl Keys {
         format!("{p}:role:{{{p}:role:{role}}}", p = self.prefix)
     }
 
-    /// The hash of schedule `name`, whose jobs go to `queue`: in the
+    /// The hash of periodic job `name`, whose jobs go to `queue`: in the
     /// queue's slot.
     pub fn schedule(&self, queue: &str, name: &str) -> String {
         format!("{}schedule:{name}", self.base(queue))
     }
 
-    /// The registry of schedules: name -> queue.
-    pub fn schedules(&self) -> String {
+    /// The registry of periodic jobs: name -> queue.
+    pub fn periodic(&self) -> String {
         format!("{}:schedules", self.prefix)
     }
 

@@ -106,7 +106,6 @@
 
 mod admin;
 mod claim;
-mod complete;
 mod config;
 mod control;
 mod election;
@@ -117,10 +116,11 @@ mod listener;
 mod liveness;
 mod maintenance;
 mod owners;
+mod periodic;
 pub mod raw;
 mod row;
-mod schedule;
 mod scripts;
+mod settle;
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
@@ -129,9 +129,9 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use jq_core::{
-    ClaimRequest, Clock, Completion, CompletionResult, Election, Fire, FireOutcome, Job, JobFilter, JobId, Leader,
-    LeaseRef, LeaseToken, NewJob, QueueInfo, QueueLimits, QueueName, Result, ScheduleInfo, State, Stats, Storage,
-    Throughput, Timestamp, WorkSignal,
+    ClaimRequest, Clock, Election, Fire, FireOutcome, Job, JobFilter, JobId, Leader, LeaseRef, LeaseToken, NewJob,
+    PeriodicInfo, QueueInfo, QueueLimits, QueueName, Result, Settled, Settlement, State, Stats, Storage, Throughput,
+    Timestamp, WorkSignal,
 };
 use redis::aio::ConnectionManagerConfig;
 use redis::{ErrorKind, FromRedisValue, ServerErrorKind};
@@ -165,7 +165,7 @@ pub(crate) struct Inner {
     pub(crate) client: redis::Client,
     pub(crate) conn: Conn,
     /// Queue of each job this handle claimed and still holds, so
-    /// completions and heartbeats need no lookup (a bounded cache; shared
+    /// settlements and heartbeats need no lookup (a bounded cache; shared
     /// with this handle's [`Storage::independent`] ones).
     pub(crate) owners: Arc<owners::Owners>,
     /// When this handle last added each queue to the registry; enqueue
@@ -253,7 +253,7 @@ impl RedisStorage {
     }
 
     /// How many claimed jobs this handle remembers the queue of (a cache
-    /// that spares completions and heartbeats a lookup by id). Entries go
+    /// that spares settlements and heartbeats a lookup by id). Entries go
     /// when a job stops being this handle's, and there are never more than
     /// 65,536; for monitoring.
     pub fn owned_jobs(&self) -> usize {
@@ -432,12 +432,12 @@ impl Storage for RedisStorage {
         claim::claim(&self.inner, request).await
     }
 
-    async fn complete(&self, batch: Vec<Completion>) -> Result<Vec<CompletionResult>> {
-        complete::complete(&self.inner, batch).await
+    async fn settle(&self, batch: Vec<Settlement>) -> Result<Vec<Settled>> {
+        settle::settle(&self.inner, batch).await
     }
 
     async fn heartbeat(&self, leases: &[LeaseRef], lease: Duration) -> Result<Vec<JobId>> {
-        complete::heartbeat(&self.inner, leases, lease).await
+        settle::heartbeat(&self.inner, leases, lease).await
     }
 
     async fn promote(&self) -> Result<u64> {
@@ -485,15 +485,15 @@ impl Storage for RedisStorage {
     }
 
     async fn fire(&self, fire: &Fire) -> Result<FireOutcome> {
-        schedule::fire(&self.inner, fire).await
+        periodic::fire(&self.inner, fire).await
     }
 
-    async fn schedules(&self) -> Result<Vec<ScheduleInfo>> {
-        schedule::schedules(&self.inner).await
+    async fn periodic(&self) -> Result<Vec<PeriodicInfo>> {
+        periodic::list(&self.inner).await
     }
 
-    async fn request_run(&self, name: &str) -> Result<()> {
-        schedule::request_run(&self.inner, name).await
+    async fn trigger(&self, name: &str) -> Result<()> {
+        periodic::trigger(&self.inner, name).await
     }
 
     async fn leaders(&self) -> Result<Vec<Leader>> {

@@ -1,9 +1,9 @@
 //! [`Owners`]: the queue of each job this handle claimed and still holds,
-//! so its completions and heartbeats need no lookup by id.
+//! so its settlements and heartbeats need no lookup by id.
 //!
 //! A cache, never the truth: a miss falls back to the lookup by id
 //! (`Inner::locate`). Entries go when a job stops being this handle's
-//! (any completion, `LeaseLost` included; a heartbeat reporting the lease
+//! (any settlement, `LeaseLost` included; a heartbeat reporting the lease
 //! lost; a claimed row buried as corrupt), and the map never holds more
 //! than its cap: when full, it is emptied and fills again from the next
 //! claims, which costs the jobs still held one lookup each.

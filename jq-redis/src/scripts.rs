@@ -21,7 +21,7 @@ macro_rules! script {
 
 script!(ENQUEUE, "lua/enqueue.lua");
 script!(CLAIM, "lua/claim.lua");
-script!(COMPLETE, "lua/complete.lua");
+script!(SETTLE, "lua/settle.lua");
 script!(HEARTBEAT, "lua/heartbeat.lua");
 script!(PROMOTE, "lua/promote.lua");
 script!(RECOVER, "lua/recover.lua");
@@ -34,7 +34,7 @@ script!(CLAIM_EARLIER, "lua/claim_earlier.lua");
 script!(ELECT, "lua/elect.lua");
 script!(RESIGN, "lua/resign.lua");
 script!(FIRE, "lua/fire.lua");
-script!(RUN, "lua/run.lua");
+script!(TRIGGER, "lua/trigger.lua");
 script!(CONTROL, "lua/control.lua");
 script!(GET, "lua/get.lua");
 script!(MIGRATE, "lua/migrate.lua");
@@ -44,7 +44,7 @@ pub(crate) fn all() -> [&'static Lua; 19] {
     [
         &ENQUEUE,
         &CLAIM,
-        &COMPLETE,
+        &SETTLE,
         &HEARTBEAT,
         &PROMOTE,
         &RECOVER,
@@ -57,7 +57,7 @@ pub(crate) fn all() -> [&'static Lua; 19] {
         &ELECT,
         &RESIGN,
         &FIRE,
-        &RUN,
+        &TRIGGER,
         &CONTROL,
         &GET,
         &MIGRATE,

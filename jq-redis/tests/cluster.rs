@@ -99,11 +99,11 @@ async fn batches_and_claims_over_several_slots() {
     let rest = s.claim(&request(10)).await.unwrap();
     let rest_ids: Vec<_> = rest.iter().map(|j| j.id).collect();
     assert_eq!(rest_ids, vec![ids[4], ids[5], ids[0]]);
-    // one completion batch over three queues, from a handle that did not claim
+    // one settlement batch over three queues, from a handle that did not claim
     let other = connect(&h.prefix, clock.clock()).await;
     let batch =
-        rest.iter().map(|j| jq_core::Completion { lease: j.lease_ref().unwrap(), outcome: jq_core::Outcome::Ack });
-    let results = other.complete(batch.collect()).await.unwrap();
+        rest.iter().map(|j| jq_core::Settlement { lease: j.lease_ref().unwrap(), outcome: jq_core::Outcome::Ack });
+    let results = other.settle(batch.collect()).await.unwrap();
     assert!(results.iter().all(|r| matches!(r, Ok(State::Completed))), "{results:?}");
     let stats = s.stats().await.unwrap();
     assert_eq!(stats.total(State::Completed), 3);

@@ -9,7 +9,7 @@ mod common;
 use std::time::Duration;
 
 use jq_core::{
-    ClaimRequest, Completion, Error, JobFilter, ManualClock, NewJob, Outcome, Payload, Priority, QueueName, State,
+    ClaimRequest, Error, JobFilter, ManualClock, NewJob, Outcome, Payload, Priority, QueueName, Settlement, State,
     Storage, StorageExt,
 };
 use jq_redis::{RedisConfig, RedisStorage};
@@ -107,7 +107,7 @@ async fn a_queues_job_hashes_are_hashtables_from_the_first_job() {
     };
     assert_eq!(encodings(&mut conn).await, ("hashtable".to_owned(), "hashtable".to_owned()));
     let claimed = s.claim(&request("q", 1)).await.unwrap();
-    s.complete(vec![Completion { lease: claimed[0].lease_ref().unwrap(), outcome: Outcome::Ack }]).await.unwrap();
+    s.settle(vec![Settlement { lease: claimed[0].lease_ref().unwrap(), outcome: Outcome::Ack }]).await.unwrap();
     clock.advance(Duration::from_secs(1));
     assert_eq!(s.purge(State::Completed, clock.now()).await.unwrap(), 1);
     assert!(matches!(s.get(id).await, Err(Error::NotFound { .. })));
@@ -269,12 +269,12 @@ async fn claim_and_complete_bury_jobs_whose_numbers_are_corrupt() {
     corrupt(&s, "q", claimed[0].id, "max_attempts", "many").await;
     corrupt(&s, "q", claimed[1].id, "priority", "urgent").await;
     let results = s
-        .complete(vec![
-            Completion {
+        .settle(vec![
+            Settlement {
                 lease: claimed[0].lease_ref().unwrap(),
-                outcome: Outcome::Retry { error: "boom".into(), delay: Duration::ZERO },
+                outcome: Outcome::Nack { error: "boom".into(), delay: Duration::ZERO },
             },
-            Completion { lease: claimed[1].lease_ref().unwrap(), outcome: Outcome::Release { delay: Duration::ZERO } },
+            Settlement { lease: claimed[1].lease_ref().unwrap(), outcome: Outcome::Release { delay: Duration::ZERO } },
         ])
         .await
         .unwrap();

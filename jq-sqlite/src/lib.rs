@@ -39,16 +39,16 @@
 
 mod admin;
 mod claim;
-mod complete;
 mod config;
 mod control;
 mod election;
 mod enqueue;
 mod error;
 mod maintenance;
+mod periodic;
 mod row;
-mod schedule;
 pub mod schema;
+mod settle;
 mod storage;
 mod wake;
 mod writer;

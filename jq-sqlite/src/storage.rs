@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use jq_core::{
-    ClaimRequest, Clock, Completion, CompletionResult, Election, Error, Fire, FireOutcome, Job, JobFilter, JobId,
-    Leader, LeaseRef, LeaseToken, NewJob, QueueInfo, QueueLimits, QueueName, Result, ScheduleInfo, State, Stats,
-    Storage, Throughput, Timestamp, WorkSignal,
+    ClaimRequest, Clock, Election, Error, Fire, FireOutcome, Job, JobFilter, JobId, Leader, LeaseRef, LeaseToken,
+    NewJob, PeriodicInfo, QueueInfo, QueueLimits, QueueName, Result, Settled, Settlement, State, Stats, Storage,
+    Throughput, Timestamp, WorkSignal,
 };
 use rusqlite::{Connection, Transaction};
 use tokio::sync::{Semaphore, oneshot, watch};
@@ -21,7 +21,7 @@ use crate::config::{Location, SqliteConfig};
 use crate::error::{BACKEND, SqliteError, command_panicked, writer_gone};
 use crate::schema::{self, Role};
 use crate::writer::{Alive, Command, Reply, Writer, panic_message};
-use crate::{admin, control, election, enqueue, schedule, wake};
+use crate::{admin, control, election, enqueue, periodic, wake};
 
 /// The embedded SQLite backend. Cheap to clone (an `Arc` inside); the
 /// writer thread stops when the last clone is dropped.
@@ -234,7 +234,7 @@ impl Storage for SqliteStorage {
         self.call(|reply| Command::Claim { request, reply }).await
     }
 
-    async fn complete(&self, batch: Vec<Completion>) -> Result<Vec<CompletionResult>> {
+    async fn settle(&self, batch: Vec<Settlement>) -> Result<Vec<Settled>> {
         if batch.is_empty() {
             return Ok(Vec::new());
         }
@@ -320,14 +320,14 @@ impl Storage for SqliteStorage {
         self.call(|reply| Command::Fire { fire, reply }).await
     }
 
-    async fn schedules(&self) -> Result<Vec<ScheduleInfo>> {
-        self.read(schedule::schedules).await
+    async fn periodic(&self) -> Result<Vec<PeriodicInfo>> {
+        self.read(periodic::list).await
     }
 
-    async fn request_run(&self, name: &str) -> Result<()> {
-        jq_core::schedule::check_name(name)?;
+    async fn trigger(&self, name: &str) -> Result<()> {
+        jq_core::periodic::check_name(name)?;
         let name = name.to_owned();
-        self.call(|reply| Command::RequestRun { name, reply }).await
+        self.call(|reply| Command::Trigger { name, reply }).await
     }
 
     async fn set_paused(&self, queue: &QueueName, paused: bool) -> Result<()> {

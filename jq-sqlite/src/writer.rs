@@ -24,14 +24,14 @@ use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use jq_core::{
-    ClaimRequest, Clock, Completion, CompletionResult, Election, Fire, FireOutcome, Job, JobId, LeaseRef, LeaseToken,
-    NewJob, QueueLimits, QueueName, Result, State, Timestamp,
+    ClaimRequest, Clock, Election, Fire, FireOutcome, Job, JobId, LeaseRef, LeaseToken, NewJob, QueueLimits, QueueName,
+    Result, Settled, Settlement, State, Timestamp,
 };
 use rusqlite::Connection;
 use tokio::sync::{oneshot, watch};
 
 use crate::error::SharedFailure;
-use crate::{admin, claim, complete, control, election, enqueue, maintenance, schedule};
+use crate::{admin, claim, control, election, enqueue, maintenance, periodic, settle};
 
 /// Where a command's answer goes.
 pub(crate) type Reply<T> = oneshot::Sender<Result<T>>;
@@ -47,8 +47,8 @@ pub(crate) enum Command {
         reply: Reply<Vec<Job>>,
     },
     Complete {
-        batch: Vec<Completion>,
-        reply: Reply<Vec<CompletionResult>>,
+        batch: Vec<Settlement>,
+        reply: Reply<Vec<Settled>>,
     },
     Heartbeat {
         leases: Vec<LeaseRef>,
@@ -88,7 +88,7 @@ pub(crate) enum Command {
         fire: Box<Fire>,
         reply: Reply<FireOutcome>,
     },
-    RequestRun {
+    Trigger {
         name: String,
         reply: Reply<()>,
     },
@@ -120,7 +120,7 @@ pub(crate) enum Command {
 enum Answer {
     Ids(Reply<Vec<JobId>>, Result<Vec<JobId>>),
     Jobs(Reply<Vec<Job>>, Result<Vec<Job>>),
-    Completions(Reply<Vec<CompletionResult>>, Result<Vec<CompletionResult>>),
+    Settlements(Reply<Vec<Settled>>, Result<Vec<Settled>>),
     Count(Reply<u64>, Result<u64>),
     Unit(Reply<()>, Result<()>),
     Bool(Reply<bool>, Result<bool>),
@@ -132,7 +132,7 @@ macro_rules! each_answer {
         match $answer {
             Answer::Ids($reply, $result) => $body,
             Answer::Jobs($reply, $result) => $body,
-            Answer::Completions($reply, $result) => $body,
+            Answer::Settlements($reply, $result) => $body,
             Answer::Count($reply, $result) => $body,
             Answer::Unit($reply, $result) => $body,
             Answer::Bool($reply, $result) => $body,
@@ -176,12 +176,12 @@ impl Command {
             }
             Command::Claim { request, reply } => (Answer::Jobs(reply, claim::claim(conn, &request, now)), false),
             Command::Complete { batch, reply } => {
-                let r = complete::complete(conn, batch, now);
+                let r = settle::settle(conn, batch, now);
                 let wakes = matches!(&r, Ok((_, true)));
-                (Answer::Completions(reply, r.map(|(results, _)| results)), wakes)
+                (Answer::Settlements(reply, r.map(|(results, _)| results)), wakes)
             }
             Command::Heartbeat { leases, lease, reply } => {
-                (Answer::Ids(reply, complete::heartbeat(conn, &leases, lease, now)), false)
+                (Answer::Ids(reply, settle::heartbeat(conn, &leases, lease, now)), false)
             }
             Command::Promote { reply } => {
                 let r = maintenance::promote(conn, now);
@@ -203,13 +203,11 @@ impl Command {
                 (Answer::Unit(reply, election::resign(conn, &role, token)), false)
             }
             Command::Fire { fire, reply } => {
-                let r = schedule::fire(conn, &fire, now);
+                let r = periodic::fire(conn, &fire, now);
                 let wakes = matches!(&r, Ok((_, stored)) if *stored > 0);
                 (Answer::Fired(reply, r.map(|(outcome, _)| outcome)), wakes)
             }
-            Command::RequestRun { name, reply } => {
-                (Answer::Unit(reply, schedule::request_run(conn, &name, now)), false)
-            }
+            Command::Trigger { name, reply } => (Answer::Unit(reply, periodic::trigger(conn, &name, now)), false),
             // A resume or a changed limit may make jobs claimable.
             Command::SetPaused { queue, paused, reply } => {
                 (Answer::Unit(reply, control::set_paused(conn, &queue, paused, now)), !paused)
@@ -238,7 +236,7 @@ impl Command {
         let answer = match self {
             Command::Enqueue { reply, .. } => Answer::Ids(reply, Err(failure.to_error())),
             Command::Claim { reply, .. } => Answer::Jobs(reply, Err(failure.to_error())),
-            Command::Complete { reply, .. } => Answer::Completions(reply, Err(failure.to_error())),
+            Command::Complete { reply, .. } => Answer::Settlements(reply, Err(failure.to_error())),
             Command::Heartbeat { reply, .. } => Answer::Ids(reply, Err(failure.to_error())),
             Command::Promote { reply } | Command::Recover { reply } | Command::PurgeBatch { reply, .. } => {
                 Answer::Count(reply, Err(failure.to_error()))
@@ -246,7 +244,7 @@ impl Command {
             Command::RetryDead { reply, .. }
             | Command::Cancel { reply, .. }
             | Command::Resign { reply, .. }
-            | Command::RequestRun { reply, .. }
+            | Command::Trigger { reply, .. }
             | Command::SetPaused { reply, .. }
             | Command::SetLimits { reply, .. } => Answer::Unit(reply, Err(failure.to_error())),
             Command::Fire { reply, .. } => Answer::Fired(reply, Err(failure.to_error())),

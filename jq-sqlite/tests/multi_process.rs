@@ -11,7 +11,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use jq_core::{ClaimRequest, Completion, JobFilter, JobId, NewJob, Outcome, Payload, QueueName, State, Storage};
+use jq_core::{ClaimRequest, JobFilter, JobId, NewJob, Outcome, Payload, QueueName, Settlement, State, Storage};
 use jq_sqlite::{SqliteConfig, SqliteStorage};
 
 const ROLE: &str = "JQ_SQLITE_MP_ROLE";
@@ -80,12 +80,12 @@ async fn work(storage: &SqliteStorage, out: &Path, done: &Path) {
             tokio::time::sleep(Duration::from_millis(5)).await;
             continue;
         }
-        let mut completions = Vec::with_capacity(batch.len());
+        let mut settlements = Vec::with_capacity(batch.len());
         for job in &batch {
             writeln!(file, "{}", job.id).unwrap();
-            completions.push(Completion { lease: job.lease_ref().unwrap(), outcome: Outcome::Ack });
+            settlements.push(Settlement { lease: job.lease_ref().unwrap(), outcome: Outcome::Ack });
         }
-        for result in storage.complete(completions).await.unwrap() {
+        for result in storage.settle(settlements).await.unwrap() {
             result.unwrap();
         }
     }

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use jq_core::{
-    ClaimRequest, Completion, Error, JobFilter, ManualClock, NewJob, Outcome, Payload, Priority, QueueName, State,
+    ClaimRequest, Error, JobFilter, ManualClock, NewJob, Outcome, Payload, Priority, QueueName, Settlement, State,
     Storage, StorageExt,
 };
 use jq_sqlite::{SqliteConfig, SqliteStorage};
@@ -92,10 +92,10 @@ async fn every_operation(s: SqliteStorage, clock: ManualClock) {
     assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![b.id, a.id]);
     // release gives the attempt back; ack completes; fail -> dead
     let results = s
-        .complete(vec![
-            Completion { lease: claimed[0].lease_ref().unwrap(), outcome: Outcome::Release { delay: Duration::ZERO } },
-            Completion { lease: claimed[1].lease_ref().unwrap(), outcome: Outcome::Ack },
-            Completion { lease: claimed[1].lease_ref().unwrap(), outcome: Outcome::Ack },
+        .settle(vec![
+            Settlement { lease: claimed[0].lease_ref().unwrap(), outcome: Outcome::Release { delay: Duration::ZERO } },
+            Settlement { lease: claimed[1].lease_ref().unwrap(), outcome: Outcome::Ack },
+            Settlement { lease: claimed[1].lease_ref().unwrap(), outcome: Outcome::Ack },
         ])
         .await
         .unwrap();
@@ -104,7 +104,7 @@ async fn every_operation(s: SqliteStorage, clock: ManualClock) {
     assert!(matches!(results[2], Err(Error::LeaseLost { .. })));
     assert_eq!(s.get(b.id).await.unwrap().attempts, 0);
     let jb = s.claim(&request(&["q"], 5)).await.unwrap().pop().unwrap();
-    s.discard(jb.lease_ref().unwrap(), "poison").await.unwrap();
+    s.bury(jb.lease_ref().unwrap(), "poison").await.unwrap();
     assert_eq!(s.get(b.id).await.unwrap().state, State::Dead);
 
     // retry dead, cancel
@@ -179,8 +179,8 @@ async fn concurrent_claimers_on_separate_storages_never_share_a_job() {
                     return mine;
                 }
                 let done: Vec<_> =
-                    batch.iter().map(|j| Completion { lease: j.lease_ref().unwrap(), outcome: Outcome::Ack }).collect();
-                for r in s.complete(done).await.unwrap() {
+                    batch.iter().map(|j| Settlement { lease: j.lease_ref().unwrap(), outcome: Outcome::Ack }).collect();
+                for r in s.settle(done).await.unwrap() {
                     r.unwrap();
                 }
                 mine.extend(batch.into_iter().map(|j| j.id));

@@ -31,9 +31,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use jq_core::{
-    ClaimRequest, Clock, Completion, CompletionResult, Election, Error, Fire, FireOutcome, Job, JobFilter, JobId,
-    Leader, LeaseRef, LeaseToken, NewJob, QueueInfo, QueueLimits, QueueName, Result, ScheduleInfo, State, Stats,
-    Storage, Throughput, Timestamp, WorkSignal,
+    ClaimRequest, Clock, Election, Error, Fire, FireOutcome, Job, JobFilter, JobId, Leader, LeaseRef, LeaseToken,
+    NewJob, PeriodicInfo, QueueInfo, QueueLimits, QueueName, Result, Settled, Settlement, State, Stats, Storage,
+    Throughput, Timestamp, WorkSignal,
 };
 
 /// A method of [`Storage`] (all but `subscribe`, which cannot fail).
@@ -44,7 +44,7 @@ pub enum Operation {
     /// [`Storage::claim`].
     Claim,
     /// [`Storage::complete`].
-    Complete,
+    Settle,
     /// [`Storage::heartbeat`].
     Heartbeat,
     /// [`Storage::promote`].
@@ -73,10 +73,10 @@ pub enum Operation {
     Leaders,
     /// [`Storage::fire`].
     Fire,
-    /// [`Storage::schedules`].
-    Schedules,
-    /// [`Storage::request_run`].
-    RequestRun,
+    /// [`Storage::periodic jobs`].
+    Periodic,
+    /// [`Storage::trigger`].
+    Trigger,
     /// [`Storage::set_paused`].
     SetPaused,
     /// [`Storage::set_limits`].
@@ -90,7 +90,7 @@ impl Operation {
     pub const ALL: [Operation; 22] = [
         Operation::Enqueue,
         Operation::Claim,
-        Operation::Complete,
+        Operation::Settle,
         Operation::Heartbeat,
         Operation::Promote,
         Operation::Recover,
@@ -105,8 +105,8 @@ impl Operation {
         Operation::Resign,
         Operation::Leaders,
         Operation::Fire,
-        Operation::Schedules,
-        Operation::RequestRun,
+        Operation::Periodic,
+        Operation::Trigger,
         Operation::SetPaused,
         Operation::SetLimits,
         Operation::Queues,
@@ -250,8 +250,8 @@ impl<S: Storage> Storage for FaultyStorage<S> {
     async fn claim(&self, request: &ClaimRequest) -> Result<Vec<Job>> {
         faulty!(self, Operation::Claim, self.inner.claim(request))
     }
-    async fn complete(&self, batch: Vec<Completion>) -> Result<Vec<CompletionResult>> {
-        faulty!(self, Operation::Complete, self.inner.complete(batch))
+    async fn settle(&self, batch: Vec<Settlement>) -> Result<Vec<Settled>> {
+        faulty!(self, Operation::Settle, self.inner.settle(batch))
     }
     async fn heartbeat(&self, leases: &[LeaseRef], lease: Duration) -> Result<Vec<JobId>> {
         faulty!(self, Operation::Heartbeat, self.inner.heartbeat(leases, lease))
@@ -295,11 +295,11 @@ impl<S: Storage> Storage for FaultyStorage<S> {
     async fn fire(&self, fire: &Fire) -> Result<FireOutcome> {
         faulty!(self, Operation::Fire, self.inner.fire(fire))
     }
-    async fn schedules(&self) -> Result<Vec<ScheduleInfo>> {
-        faulty!(self, Operation::Schedules, self.inner.schedules())
+    async fn periodic(&self) -> Result<Vec<PeriodicInfo>> {
+        faulty!(self, Operation::Periodic, self.inner.periodic())
     }
-    async fn request_run(&self, name: &str) -> Result<()> {
-        faulty!(self, Operation::RequestRun, self.inner.request_run(name))
+    async fn trigger(&self, name: &str) -> Result<()> {
+        faulty!(self, Operation::Trigger, self.inner.trigger(name))
     }
     async fn set_paused(&self, queue: &QueueName, paused: bool) -> Result<()> {
         faulty!(self, Operation::SetPaused, self.inner.set_paused(queue, paused))

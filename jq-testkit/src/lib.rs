@@ -102,9 +102,9 @@ pub mod faults;
 pub mod memory;
 pub mod model;
 pub mod network;
+pub mod periodic_model;
 pub mod proxy;
 pub mod scenarios;
-pub mod schedule_model;
 
 pub use faults::FaultyStorage;
 pub use memory::{MemoryHarness, MemoryStorage};
@@ -215,11 +215,11 @@ macro_rules! conformance {
             reused_worker_identity_strands_nothing,
             recover_with_no_attempts_left_is_dead,
             // retry
-            retry_accounting_to_dead,
+            nack_accounting_to_dead,
             poison_job_ends_dead,
             release_does_not_count_attempt,
             release_in_the_claiming_instant_is_claimable_at_once,
-            snooze_schedules_at_now_plus_delay,
+            release_with_delay_is_scheduled_at_now_plus_delay,
             nack_with_zero_delay_is_pending,
             // enqueue
             enqueue_stores_every_field,
@@ -260,14 +260,14 @@ macro_rules! conformance {
             pool_heartbeat_failing_before_effect_strands_nothing,
             pool_heartbeat_failing_after_effect_strands_nothing,
             one_maintainer_among_eight_pools,
-            // recurring jobs
-            schedule_one_job_per_tick_under_racing_pools,
-            schedule_missed_ticks_follow_the_policy,
-            schedule_fire_is_a_compare_and_set,
-            schedule_run_request_is_served_once,
-            schedule_changes_with_the_code_and_orphans_stop,
-            schedule_daylight_saving_in_two_zones,
-            schedule_worker_pools_store_each_tick_once_through_faults,
+            // periodic jobs
+            periodic_one_job_per_tick_under_racing_pools,
+            periodic_missed_ticks_follow_the_policy,
+            periodic_fire_is_a_compare_and_set,
+            periodic_trigger_is_served_once,
+            periodic_changes_with_the_code_and_orphans_stop,
+            periodic_daylight_saving_in_two_zones,
+            periodic_worker_pools_store_each_tick_once_through_faults,
         );
     };
 }
@@ -292,9 +292,9 @@ macro_rules! __conformance_tests {
 
 /// Stamps the model-based property tests: `model_matches_reference`, random
 /// operation sequences on the backend and on [`MemoryStorage`], compared
-/// after every step; and `schedules_match_reference`, random timelines of
+/// after every step; and `periodic_matches_reference`, random timelines of
 /// pools starting and stopping under a clock that jumps forward
-/// ([`schedule_model`]). `$setup` is called once per case (a fresh namespace).
+/// ([`periodic_model`]). `$setup` is called once per case (a fresh namespace).
 /// Cases default to [`model::DEFAULT_CASES`]; set `PROPTEST_CASES` for more.
 #[macro_export]
 macro_rules! properties {
@@ -305,8 +305,8 @@ macro_rules! properties {
         }
 
         #[test]
-        fn schedules_match_reference() {
-            $crate::schedule_model::check(|| ($setup)());
+        fn periodic_matches_reference() {
+            $crate::periodic_model::check(|| ($setup)());
         }
     };
 }

@@ -13,9 +13,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use jq_core::clock::add;
 use jq_core::{
-    AttemptError, ClaimRequest, Clock, Completion, CompletionResult, DEFAULT_MAX_PAYLOAD_BYTES, Election, Error, Fire,
-    FireOutcome, Job, JobFilter, JobId, Leader, Lease, LeaseRef, LeaseToken, NewJob, Outcome, QueueInfo, QueueLimits,
-    QueueName, Result, ScheduleInfo, Seen, State, Stats, Storage, Throughput, Timestamp, WorkSignal,
+    AttemptError, ClaimRequest, Clock, DEFAULT_MAX_PAYLOAD_BYTES, Election, Error, Fire, FireOutcome, Job, JobFilter,
+    JobId, Leader, Lease, LeaseRef, LeaseToken, NewJob, Outcome, PeriodicInfo, QueueInfo, QueueLimits, QueueName,
+    Result, Seen, Settled, Settlement, State, Stats, Storage, Throughput, Timestamp, WorkSignal,
 };
 use tokio::sync::watch;
 
@@ -28,7 +28,7 @@ struct Shared {
     /// role -> (token, leader); see [`Storage::elect`].
     roles: Mutex<BTreeMap<String, (LeaseToken, Leader)>>,
     /// name -> row; see [`Storage::fire`]. Locked before `jobs` when both are.
-    schedules: Mutex<BTreeMap<String, ScheduleInfo>>,
+    schedules: Mutex<BTreeMap<String, PeriodicInfo>>,
     /// Queue controls; locked after `jobs` when both are needed.
     controls: Mutex<BTreeMap<QueueName, Control>>,
     signal: watch::Sender<u64>,
@@ -128,7 +128,7 @@ impl MemoryStorage {
         self.shared.roles.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn schedule_rows(&self) -> MutexGuard<'_, BTreeMap<String, ScheduleInfo>> {
+    fn schedule_rows(&self) -> MutexGuard<'_, BTreeMap<String, PeriodicInfo>> {
         self.shared.schedules.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
@@ -265,13 +265,13 @@ impl Storage for MemoryStorage {
         Ok(claimed)
     }
 
-    async fn complete(&self, batch: Vec<Completion>) -> Result<Vec<CompletionResult>> {
+    async fn settle(&self, batch: Vec<Settlement>) -> Result<Vec<Settled>> {
         let now = self.clock.now();
         let mut results = Vec::with_capacity(batch.len());
         let mut handed_back = false;
         {
             let mut map = self.jobs();
-            for Completion { lease, outcome } in batch {
+            for Settlement { lease, outcome } in batch {
                 let job = match map.get_mut(&lease.id) {
                     Some(job) if job.state == State::Running && job.token() == Some(lease.token) => job,
                     _ => {
@@ -285,7 +285,7 @@ impl Storage for MemoryStorage {
                         job.state = State::Completed;
                         job.finished_at = Some(now);
                     }
-                    Outcome::Retry { error, delay } => {
+                    Outcome::Nack { error, delay } => {
                         job.errors.push(AttemptError { attempt: job.attempts, at: now, message: error });
                         if job.attempts >= job.max_attempts {
                             job.state = State::Dead;
@@ -296,7 +296,7 @@ impl Storage for MemoryStorage {
                             handed_back = true;
                         }
                     }
-                    Outcome::Fail { error } => {
+                    Outcome::Bury { error } => {
                         job.errors.push(AttemptError { attempt: job.attempts, at: now, message: error });
                         job.state = State::Dead;
                         job.finished_at = Some(now);
@@ -509,16 +509,16 @@ impl Storage for MemoryStorage {
         Ok(FireOutcome::Fired(ids))
     }
 
-    async fn schedules(&self) -> Result<Vec<ScheduleInfo>> {
+    async fn periodic(&self) -> Result<Vec<PeriodicInfo>> {
         Ok(self.schedule_rows().values().cloned().collect())
     }
 
-    async fn request_run(&self, name: &str) -> Result<()> {
-        jq_core::schedule::check_name(name)?;
+    async fn trigger(&self, name: &str) -> Result<()> {
+        jq_core::periodic::check_name(name)?;
         let now = self.clock.now();
         let mut rows = self.schedule_rows();
-        let row = rows.get_mut(name).ok_or_else(|| Error::ScheduleNotFound { name: name.to_owned() })?;
-        row.run_requested.get_or_insert(now);
+        let row = rows.get_mut(name).ok_or_else(|| Error::PeriodicNotFound { name: name.to_owned() })?;
+        row.triggered_at.get_or_insert(now);
         Ok(())
     }
 

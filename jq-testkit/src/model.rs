@@ -27,8 +27,8 @@ use std::future::Future;
 use std::time::Duration;
 
 use jq_core::{
-    ClaimRequest, Completion, Error, Job, JobFilter, JobId, LeaseRef, LeaseToken, ManualClock, NewJob, Outcome,
-    Payload, Priority, QueueName, State, Storage,
+    ClaimRequest, Error, Job, JobFilter, JobId, LeaseRef, LeaseToken, ManualClock, NewJob, Outcome, Payload, Priority,
+    QueueName, Settlement, State, Storage,
 };
 use proptest::prelude::*;
 use proptest::sample::Index;
@@ -78,14 +78,14 @@ pub enum Pick {
     Forged(Index),
 }
 
-/// What a completion does; delays in half-leases.
+/// What a settlement does; delays in half-leases.
 #[derive(Clone, Debug)]
 pub enum OutcomeSpec {
     /// Outcome::Ack.
     Ack,
-    /// Outcome::Retry with this delay.
+    /// Outcome::Nack with this delay.
     Retry(u8),
-    /// Outcome::Fail.
+    /// Outcome::Bury.
     Fail,
     /// Outcome::Release with this delay.
     Release(u8),
@@ -542,16 +542,16 @@ impl<S: Storage> Case<'_, S> {
                     let outcome = match spec {
                         OutcomeSpec::Ack => Outcome::Ack,
                         OutcomeSpec::Retry(d) => {
-                            Outcome::Retry { error: format!("failed at step {step}"), delay: HALF * u32::from(*d) }
+                            Outcome::Nack { error: format!("failed at step {step}"), delay: HALF * u32::from(*d) }
                         }
-                        OutcomeSpec::Fail => Outcome::Fail { error: format!("discarded at step {step}") },
+                        OutcomeSpec::Fail => Outcome::Bury { error: format!("buried at step {step}") },
                         OutcomeSpec::Release(d) => Outcome::Release { delay: HALF * u32::from(*d) },
                     };
-                    bb.push(Completion { lease, outcome: outcome.clone() });
-                    mb.push(Completion { lease, outcome });
+                    bb.push(Settlement { lease, outcome: outcome.clone() });
+                    mb.push(Settlement { lease, outcome });
                 }
-                let b = self.backend.complete(bb).await.map_err(|e| self.fail(format!("complete failed: {e}")))?;
-                let m = self.model.complete(mb).await.map_err(|e| e.to_string())?;
+                let b = self.backend.settle(bb).await.map_err(|e| self.fail(format!("complete failed: {e}")))?;
+                let m = self.model.settle(mb).await.map_err(|e| e.to_string())?;
                 let b: Vec<_> = b.iter().map(key).collect();
                 let m: Vec<_> = m.iter().map(key).collect();
                 same!(self, b, m, "complete results");
@@ -729,12 +729,12 @@ impl<S: Storage> Case<'_, S> {
                     self.issued.push(bl);
                     self.tokens.insert((bl.id, bl.token), n);
                     self.latest.insert(bj.id, n);
-                    bb.push(Completion { lease: bl, outcome: Outcome::Ack });
-                    mb.push(Completion { lease: ml, outcome: Outcome::Ack });
+                    bb.push(Settlement { lease: bl, outcome: Outcome::Ack });
+                    mb.push(Settlement { lease: ml, outcome: Outcome::Ack });
                 }
             }
-            let br = self.backend.complete(bb).await.map_err(|e| self.fail(format!("complete failed: {e}")))?;
-            let mr = self.model.complete(mb).await.map_err(|e| e.to_string())?;
+            let br = self.backend.settle(bb).await.map_err(|e| self.fail(format!("complete failed: {e}")))?;
+            let mr = self.model.settle(mb).await.map_err(|e| e.to_string())?;
             let br: Vec<_> = br.iter().map(key).collect();
             let mr: Vec<_> = mr.iter().map(key).collect();
             same!(self, br, mr, "drain acks");

@@ -6,15 +6,15 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use jq_core::{
-    ClaimRequest, Clock, Completion, CompletionResult, Election, Fire, FireOutcome, Job, JobFilter, JobId, Leader,
-    LeaseRef, LeaseToken, NewJob, QueueInfo, QueueLimits, QueueName, Rate, Result, ScheduleInfo, State, Stats, Storage,
+    ClaimRequest, Clock, Election, Fire, FireOutcome, Job, JobFilter, JobId, Leader, LeaseRef, LeaseToken, NewJob,
+    PeriodicInfo, QueueInfo, QueueLimits, QueueName, Rate, Result, Settled, Settlement, State, Stats, Storage,
     Timestamp,
 };
 use jq_testkit::{Harness, MemoryHarness, MemoryStorage};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Bug {
-    /// complete() does not check the token.
+    /// settle() does not check the token.
     Unfenced,
     /// heartbeat() never reports a lost lease.
     HeartbeatLies,
@@ -53,7 +53,7 @@ impl Storage for Mutant {
         }
         self.inner.claim(request).await
     }
-    async fn complete(&self, mut batch: Vec<Completion>) -> Result<Vec<CompletionResult>> {
+    async fn settle(&self, mut batch: Vec<Settlement>) -> Result<Vec<Settled>> {
         if self.bug == Bug::Unfenced {
             for c in &mut batch {
                 if let Some(token) = self.inner.get(c.lease.id).await.ok().and_then(|j| j.token()) {
@@ -61,7 +61,7 @@ impl Storage for Mutant {
                 }
             }
         }
-        self.inner.complete(batch).await
+        self.inner.settle(batch).await
     }
     async fn heartbeat(&self, leases: &[LeaseRef], lease: Duration) -> Result<Vec<JobId>> {
         let lost = self.inner.heartbeat(leases, lease).await?;
@@ -112,19 +112,19 @@ impl Storage for Mutant {
     }
     async fn fire(&self, fire: &Fire) -> Result<FireOutcome> {
         if self.bug == Bug::FireUncompared {
-            let stored = self.inner.schedules().await?.into_iter().find(|r| r.name == fire.name);
+            let stored = self.inner.periodic().await?.into_iter().find(|r| r.name == fire.name);
             let mut forced = fire.clone();
             forced.expected = stored.as_ref().map(|r| r.cursor);
-            forced.expected_run = stored.and_then(|r| r.run_requested);
+            forced.expected_trigger = stored.and_then(|r| r.triggered_at);
             return self.inner.fire(&forced).await;
         }
         self.inner.fire(fire).await
     }
-    async fn schedules(&self) -> Result<Vec<ScheduleInfo>> {
-        self.inner.schedules().await
+    async fn periodic(&self) -> Result<Vec<PeriodicInfo>> {
+        self.inner.periodic().await
     }
-    async fn request_run(&self, name: &str) -> Result<()> {
-        self.inner.request_run(name).await
+    async fn trigger(&self, name: &str) -> Result<()> {
+        self.inner.trigger(name).await
     }
     async fn set_paused(&self, queue: &QueueName, paused: bool) -> Result<()> {
         if self.bug == Bug::PauseForgotten && paused {
@@ -177,7 +177,7 @@ fn model_catches(bug: Bug) -> bool {
 }
 
 #[test]
-fn model_catches_unfenced_completions() {
+fn model_catches_unfenced_settlements() {
     assert!(model_catches(Bug::Unfenced));
 }
 
@@ -192,7 +192,7 @@ fn model_catches_wrong_stats() {
 }
 
 #[test]
-fn scenarios_catch_unfenced_completions() {
+fn scenarios_catch_unfenced_settlements() {
     let h = MutantHarness { inner: MemoryHarness::new(), bug: Bug::Unfenced };
     assert!(fails(|| jq_testkit::__private::block_on(jq_testkit::scenarios::stale_token_fencing(&h))));
     let h = MutantHarness { inner: MemoryHarness::new(), bug: Bug::Unfenced };
@@ -234,10 +234,10 @@ fn scenarios_catch_an_election_everyone_wins() {
 fn scenarios_catch_a_schedule_step_without_its_comparison() {
     let h = MutantHarness { inner: MemoryHarness::new(), bug: Bug::FireUncompared };
     assert!(fails(|| {
-        jq_testkit::__private::block_on(jq_testkit::scenarios::schedule_one_job_per_tick_under_racing_pools(&h))
+        jq_testkit::__private::block_on(jq_testkit::scenarios::periodic_one_job_per_tick_under_racing_pools(&h))
     }));
     let h = MutantHarness { inner: MemoryHarness::new(), bug: Bug::FireUncompared };
-    assert!(fails(|| jq_testkit::__private::block_on(jq_testkit::scenarios::schedule_fire_is_a_compare_and_set(&h))));
+    assert!(fails(|| jq_testkit::__private::block_on(jq_testkit::scenarios::periodic_fire_is_a_compare_and_set(&h))));
 }
 
 #[test]

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use jq_core::{
-    ClaimRequest, Clock, Completion, CompletionResult, Election, Fire, FireOutcome, Job, JobFilter, JobId, Leader,
-    LeaseRef, LeaseToken, NewJob, QueueInfo, QueueLimits, QueueName, Result, ScheduleInfo, State, Stats, Storage,
-    Throughput, Timestamp, WorkSignal,
+    ClaimRequest, Clock, Election, Fire, FireOutcome, Job, JobFilter, JobId, Leader, LeaseRef, LeaseToken, NewJob,
+    PeriodicInfo, QueueInfo, QueueLimits, QueueName, Result, Settled, Settlement, State, Stats, Storage, Throughput,
+    Timestamp, WorkSignal,
 };
 
 use crate::error::SetupError;
@@ -313,8 +313,8 @@ impl Storage for Backend {
     async fn claim(&self, request: &ClaimRequest) -> Result<Vec<Job>> {
         dispatch!(self, s => s.claim(request).await)
     }
-    async fn complete(&self, batch: Vec<Completion>) -> Result<Vec<CompletionResult>> {
-        dispatch!(self, s => s.complete(batch).await)
+    async fn settle(&self, batch: Vec<Settlement>) -> Result<Vec<Settled>> {
+        dispatch!(self, s => s.settle(batch).await)
     }
     async fn heartbeat(&self, leases: &[LeaseRef], lease: Duration) -> Result<Vec<JobId>> {
         dispatch!(self, s => s.heartbeat(leases, lease).await)
@@ -358,11 +358,11 @@ impl Storage for Backend {
     async fn fire(&self, fire: &Fire) -> Result<FireOutcome> {
         dispatch!(self, s => s.fire(fire).await)
     }
-    async fn schedules(&self) -> Result<Vec<ScheduleInfo>> {
-        dispatch!(self, s => s.schedules().await)
+    async fn periodic(&self) -> Result<Vec<PeriodicInfo>> {
+        dispatch!(self, s => s.periodic().await)
     }
-    async fn request_run(&self, name: &str) -> Result<()> {
-        dispatch!(self, s => s.request_run(name).await)
+    async fn trigger(&self, name: &str) -> Result<()> {
+        dispatch!(self, s => s.trigger(name).await)
     }
     async fn set_paused(&self, queue: &QueueName, paused: bool) -> Result<()> {
         dispatch!(self, s => s.set_paused(queue, paused).await)

@@ -2,7 +2,7 @@
 //! build its worker pool.
 
 use jq_core::{
-    Clock, Error, IntoJob, Job, JobFilter, JobId, NewJob, QueueInfo, QueueLimits, QueueName, Result, ScheduleInfo,
+    Clock, Error, IntoJob, Job, JobFilter, JobId, NewJob, PeriodicInfo, QueueInfo, QueueLimits, QueueName, Result,
     State, Stats, Storage, Throughput, Timestamp, WorkerPool,
 };
 
@@ -147,21 +147,21 @@ impl<S: Storage> Client<S> {
         self.storage.purge(state, older_than).await
     }
 
-    /// Every recurring schedule the store knows (declared by a pool at
+    /// Every recurring periodic job the store knows (declared by a pool at
     /// some point), by name: cursor, last job, missed ticks; see
-    /// [`ScheduleInfo::is_orphaned`] for one no pool declares any more.
-    pub async fn schedules(&self) -> Result<Vec<ScheduleInfo>> {
-        self.storage.schedules().await
+    /// [`PeriodicInfo::is_orphaned`] for one no pool declares any more.
+    pub async fn periodic(&self) -> Result<Vec<PeriodicInfo>> {
+        self.storage.periodic().await
     }
 
-    /// Asks for one run of schedule `name` now. Only code can build a
-    /// schedule's job, so the request is stored and the next round of a
-    /// pool that declares the schedule (within about a second while one
+    /// Asks for one run of periodic job `name` now. Only code can build a
+    /// periodic job's job, so the request is stored and the next round of a
+    /// pool that declares the periodic job (within about a second while one
     /// runs) enqueues the job, with the request's instant as its tick.
     /// Requests made before it did coalesce into one job.
-    /// [`Error::ScheduleNotFound`] when no pool ever declared it here.
-    pub async fn run_schedule(&self, name: &str) -> Result<()> {
-        self.storage.request_run(name).await
+    /// [`Error::PeriodicNotFound`] when no pool ever declared it here.
+    pub async fn trigger(&self, name: &str) -> Result<()> {
+        self.storage.trigger(name).await
     }
 
     /// Pauses `queue` in the store: every worker pool of every process stops

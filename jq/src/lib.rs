@@ -56,7 +56,7 @@
 //!   name on SQLite and PostgreSQL), `get`/`list`/`stats`/`cancel`/`retry`/
 //!   `purge`, and [`Client::worker_pool`].
 //! - [`WorkerPool`]: runs your handlers; [`HandlerError`] has the outcomes
-//!   besides `Ok` (retry later, fail for good, snooze).
+//!   besides `Ok` (retry later, fail for good, release).
 //! - [`Backend`]: the store behind a connected client, an enum over the
 //!   compiled-in backends that implements [`Storage`] by `match` (static
 //!   dispatch, no trait object).
@@ -80,15 +80,15 @@ pub use tx::TxFuture;
 pub use url::BackendUrl;
 
 pub use jq_core::{
-    AttemptError, Backoff, BoxError, ClaimRequest, Clock, Completion, CompletionResult, ConstantBackoff,
-    DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_QUEUE, Election, Error, ExponentialBackoff, HandlerError,
-    HandlerResult, IntoJob, Job, JobBuilder, JobContext, JobFilter, JobId, JobType, Leader, Lease, LeaseRef,
-    LeaseToken, ManualClock, NewJob, Outcome, Payload, Priority, QueueInfo, QueueLimits, QueueName, Rate, Result, Seen,
+    AttemptError, Backoff, BoxError, ClaimRequest, Clock, ConstantBackoff, DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_QUEUE, Election, Error, ExponentialBackoff, HandlerError, HandlerResult,
+    IntoJob, Job, JobBuilder, JobContext, JobFilter, JobId, JobType, Leader, Lease, LeaseRef, LeaseToken, ManualClock,
+    NewJob, Outcome, Payload, Priority, QueueInfo, QueueLimits, QueueName, Rate, Result, Seen, Settled, Settlement,
     State, StateCounts, Stats, Storage, StorageExt, Throughput, Timestamp, TraceContext, WorkSignal, WorkerHandle,
     WorkerPool,
 };
-pub use jq_core::{Fire, FireOutcome, MissedPolicy, Schedule, ScheduleBuilder, ScheduleInfo, Scheduler};
-pub use jq_core::{clock, control, observe, schedule, storage, trace, worker};
+pub use jq_core::{Fire, FireOutcome, MissedPolicy, Periodic, PeriodicBuilder, PeriodicInfo, PeriodicRunner};
+pub use jq_core::{clock, control, observe, periodic, storage, trace, worker};
 
 /// `#[async_trait]`, which [`Storage`] implementations need.
 pub use async_trait::async_trait;

@@ -156,7 +156,7 @@ mod sqlite {
                 .await
                 .unwrap();
             let lease = claimed[0].lease_ref().unwrap();
-            jq::StorageExt::discard(client.storage(), lease, "no such address").await.unwrap();
+            jq::StorageExt::bury(client.storage(), lease, "no such address").await.unwrap();
             assert_eq!(client.get(doomed).await.unwrap().state, State::Dead);
             let dead = JobFilter { state: Some(State::Dead), ..Default::default() };
             assert_eq!(client.list(&dead).await.unwrap().len(), 1);

@@ -86,8 +86,8 @@ async fn drain_and_check(url: &str, queue: &str, addr: SocketAddr) {
             async move {
                 let i: u64 = job.payload.decode().unwrap();
                 let result: HandlerResult = match i % 10 {
-                    3 => Err(HandlerError::fail("bad input")),
-                    5 if ctx.attempt() == 1 => return Err(HandlerError::retry_after("flaky", Duration::ZERO)),
+                    3 => Err(HandlerError::bury("bad input")),
+                    5 if ctx.attempt() == 1 => return Err(HandlerError::nack_after("flaky", Duration::ZERO)),
                     _ => Ok(()),
                 };
                 ran.send(i).unwrap();
@@ -110,7 +110,7 @@ async fn drain_and_check(url: &str, queue: &str, addr: SocketAddr) {
     assert_eq!(get(&s, "jq_jobs_enqueued_total", &[("queue", queue), ("kind", "later")]), 2.0);
     assert_eq!(get(&s, "jq_jobs_started_total", &drain), JOBS as f64 + retried);
     assert_eq!(get(&s, "jq_jobs_completed_total", &drain), JOBS as f64 - dead);
-    assert_eq!(get(&s, "jq_jobs_retried_total", &drain), retried);
+    assert_eq!(get(&s, "jq_jobs_nacked_total", &drain), retried);
     assert_eq!(get(&s, "jq_jobs_dead_total", &drain), dead);
     assert_eq!(get(&s, "jq_jobs_cancelled_total", &[("queue", queue), ("kind", "later")]), 2.0);
     assert_eq!(get(&s, "jq_job_run_duration_seconds_count", &drain), JOBS as f64 + retried);

@@ -7,7 +7,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use jq::{
-    Job, JobId, Leader, LeaseRef, LeaseToken, Priority, QueueInfo, QueueLimits, QueueName, ScheduleInfo, Seen, State,
+    Job, JobId, Leader, LeaseRef, LeaseToken, PeriodicInfo, Priority, QueueInfo, QueueLimits, QueueName, Seen, State,
     Timestamp,
 };
 
@@ -33,8 +33,8 @@ pub(crate) struct Tables {
     unique: HashMap<(QueueName, String), BTreeSet<JobId>>,
     /// Named roles (`Storage::elect`): role -> the holder's token and lease.
     pub(crate) roles: BTreeMap<String, (LeaseToken, Leader)>,
-    /// Recurring schedules (`Storage::fire`): name -> row with its cursor.
-    pub(crate) schedules: BTreeMap<String, ScheduleInfo>,
+    /// Recurring periodic jobs (`Storage::fire`): name -> row with its cursor.
+    pub(crate) schedules: BTreeMap<String, PeriodicInfo>,
     /// Running jobs per queue: the concurrency slots their leases hold.
     running_per_queue: HashMap<QueueName, usize>,
     /// Queue controls (`Storage::set_paused`, `set_limits`): a table keyed

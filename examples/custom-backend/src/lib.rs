@@ -18,7 +18,7 @@
 //! | `finished` (by state, finish time) | an index on (state, finished_at) | a sorted set per state |
 //! | `unique` | a unique partial index on (queue, unique_key) of live jobs | a hash |
 //! | `roles` | a table of named roles (role, token, holder, expires_at) | a hash per role |
-//! | `schedules` | a table of schedules (name, cursor, ...); `fire` is an `UPDATE ... WHERE cursor = expected` and the jobs' insert in one transaction | a hash per schedule in its queue's slot, compared and written by the script that stores the jobs |
+//! | `periodic jobs` | a table of periodic jobs (name, cursor, ...); `fire` is an `UPDATE ... WHERE cursor = expected` and the jobs' insert in one transaction | a hash per periodic job in its queue's slot, compared and written by the script that stores the jobs |
 //! | `controls` (pause, limits, starts, seen) | a controls table keyed by queue, a table of start instants indexed by (queue, at) | a hash per queue, a sorted set of starts |
 //! | the mutex | a transaction (`SELECT ... FOR UPDATE SKIP LOCKED` for claims) | a script or a `MULTI` |
 //!
@@ -32,9 +32,9 @@ use std::time::Duration;
 
 use jq::clock::add;
 use jq::{
-    AttemptError, ClaimRequest, Clock, Completion, CompletionResult, DEFAULT_MAX_PAYLOAD_BYTES, Election, Error, Fire,
-    FireOutcome, Job, JobFilter, JobId, Leader, Lease, LeaseRef, LeaseToken, NewJob, Outcome, QueueInfo, QueueLimits,
-    QueueName, Result, ScheduleInfo, State, Stats, Storage, Throughput, Timestamp, WorkSignal,
+    AttemptError, ClaimRequest, Clock, DEFAULT_MAX_PAYLOAD_BYTES, Election, Error, Fire, FireOutcome, Job, JobFilter,
+    JobId, Leader, Lease, LeaseRef, LeaseToken, NewJob, Outcome, PeriodicInfo, QueueInfo, QueueLimits, QueueName,
+    Result, Settled, Settlement, State, Stats, Storage, Throughput, Timestamp, WorkSignal,
 };
 use tokio::sync::watch;
 
@@ -169,14 +169,14 @@ impl Storage for IndexedStorage {
         Ok(claimed)
     }
 
-    async fn complete(&self, batch: Vec<Completion>) -> Result<Vec<CompletionResult>> {
+    async fn settle(&self, batch: Vec<Settlement>) -> Result<Vec<Settled>> {
         let now = self.clock.now();
         let mut results = Vec::with_capacity(batch.len());
         let mut handed_back = false;
         {
             let mut t = self.begin();
             // In order: a later item on the same job sees the earlier one.
-            for Completion { lease, outcome } in batch {
+            for Settlement { lease, outcome } in batch {
                 if !t.holds(&lease) {
                     results.push(Err(Error::LeaseLost { id: lease.id }));
                     continue;
@@ -185,7 +185,7 @@ impl Storage for IndexedStorage {
                     job.lease = None;
                     match outcome {
                         Outcome::Ack => finish(job, State::Completed, now),
-                        Outcome::Retry { error, delay } => {
+                        Outcome::Nack { error, delay } => {
                             job.errors.push(AttemptError { attempt: job.attempts, at: now, message: error });
                             if job.attempts >= job.max_attempts {
                                 finish(job, State::Dead, now);
@@ -193,7 +193,7 @@ impl Storage for IndexedStorage {
                                 hand_back(job, now, delay);
                             }
                         }
-                        Outcome::Fail { error } => {
+                        Outcome::Bury { error } => {
                             job.errors.push(AttemptError { attempt: job.attempts, at: now, message: error });
                             finish(job, State::Dead, now);
                         }
@@ -403,16 +403,16 @@ impl Storage for IndexedStorage {
         Ok(FireOutcome::Fired(ids))
     }
 
-    async fn schedules(&self) -> Result<Vec<ScheduleInfo>> {
+    async fn periodic(&self) -> Result<Vec<PeriodicInfo>> {
         Ok(self.begin().schedules.values().cloned().collect())
     }
 
-    async fn request_run(&self, name: &str) -> Result<()> {
-        jq::schedule::check_name(name)?;
+    async fn trigger(&self, name: &str) -> Result<()> {
+        jq::periodic::check_name(name)?;
         let now = self.clock.now();
         let mut t = self.begin();
-        let row = t.schedules.get_mut(name).ok_or_else(|| Error::ScheduleNotFound { name: name.to_owned() })?;
-        row.run_requested.get_or_insert(now); // requests coalesce
+        let row = t.schedules.get_mut(name).ok_or_else(|| Error::PeriodicNotFound { name: name.to_owned() })?;
+        row.triggered_at.get_or_insert(now); // requests coalesce
         Ok(())
     }
 

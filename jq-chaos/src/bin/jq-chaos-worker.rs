@@ -78,12 +78,12 @@ async fn run_job(audit: Arc<AuditWriter>, work_max_ms: u64, ctx: JobContext) -> 
         started_us: now_us(),
         finished_us: None,
     };
-    audit.append(&record).map_err(|e| HandlerError::retry(format!("audit write failed: {e}")))?;
+    audit.append(&record).map_err(|e| HandlerError::nack(format!("audit write failed: {e}")))?;
     let work = rand::rng().random_range(0..=work_max_ms);
     tokio::time::sleep(Duration::from_millis(work)).await;
     record.event = Event::Finished;
     record.finished_us = Some(now_us());
-    audit.append(&record).map_err(|e| HandlerError::retry(format!("audit write failed: {e}")))?;
+    audit.append(&record).map_err(|e| HandlerError::nack(format!("audit write failed: {e}")))?;
     Ok(())
 }
 

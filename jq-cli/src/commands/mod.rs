@@ -4,9 +4,9 @@
 //! any backend is opened: bad input stores nothing and creates no file.
 
 mod admin;
-mod cron;
 mod enqueue;
 mod metrics;
+mod periodic;
 mod queue;
 mod read;
 mod serve;
@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use jq::{JobId, NewJob, State, Storage};
 
-use crate::cli::{Command, CronCommand, DeadCommand, ListArgs, PageArgs, QueueCommand};
+use crate::cli::{Command, DeadCommand, ListArgs, PageArgs, PeriodicCommand, QueueCommand};
 use crate::error::CliResult;
 
 /// A command whose input has been checked, ready to run on a storage.
@@ -50,10 +50,10 @@ pub enum Action {
     },
     /// Show the holders of roles.
     Leaders,
-    /// List the schedules.
-    CronList,
-    /// Ask for one run of a schedule.
-    CronRun(String),
+    /// List the periodic jobs.
+    PeriodicList,
+    /// Trigger one job of a periodic job.
+    PeriodicTrigger(String),
     /// List, pause, resume or limit queues.
     Queue(QueueCommand),
     /// Serve the store's gauges on /metrics.
@@ -93,8 +93,8 @@ impl Action {
             Command::Dead(DeadCommand::Retry { id: None, queue, .. }) => Action::DeadRetry(RetryTarget::All(queue)),
             Command::Purge { state, older_than } => Action::Purge { state, older_than },
             Command::Leaders => Action::Leaders,
-            Command::Cron(CronCommand::List) => Action::CronList,
-            Command::Cron(CronCommand::Run { name }) => Action::CronRun(name),
+            Command::Periodic(PeriodicCommand::List) => Action::PeriodicList,
+            Command::Periodic(PeriodicCommand::Trigger { name }) => Action::PeriodicTrigger(name),
             Command::Queue(command) => Action::Queue(command),
             Command::Metrics { listen, interval } => Action::Metrics { listen, every: interval },
             Command::Serve { listen, read_only, token } => {
@@ -118,8 +118,8 @@ impl Action {
             Action::DeadRetry(target) => admin::retry(&storage, target, json).await,
             Action::Purge { state, older_than } => admin::purge(&storage, state, older_than, json).await,
             Action::Leaders => read::leaders(&storage, json).await,
-            Action::CronList => cron::list(&storage, json).await,
-            Action::CronRun(name) => cron::run(&storage, &name, json).await,
+            Action::PeriodicList => periodic::list(&storage, json).await,
+            Action::PeriodicTrigger(name) => periodic::trigger(&storage, &name, json).await,
             Action::Queue(command) => queue::run(&storage, command, json).await,
             Action::Metrics { listen, every } => metrics::run(&storage, listen, every).await,
             Action::Serve(plan) => serve::run(storage, plan).await,

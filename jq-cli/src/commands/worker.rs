@@ -170,7 +170,7 @@ impl Exec {
         // timeout can kill the command's children too.
         #[cfg(unix)]
         command.process_group(0);
-        let mut child = command.spawn().map_err(|e| HandlerError::retry(format!("cannot start {program:?}: {e}")))?;
+        let mut child = command.spawn().map_err(|e| HandlerError::nack(format!("cannot start {program:?}: {e}")))?;
         // Kills the whole group if this future is dropped (the pool's
         // timeout, a lost lease, the end of the shutdown grace).
         let mut group = GroupKiller(child.id());
@@ -198,12 +198,12 @@ impl Exec {
             Err(_) => {
                 group.kill();
                 let _ = child.kill().await;
-                Err(HandlerError::retry(format!(
+                Err(HandlerError::nack(format!(
                     "timed out after {}: the command was killed",
                     duration::human(self.timeout)
                 )))
             }
-            Ok((_, Err(e))) => Err(HandlerError::retry(format!("waiting for {program:?} failed: {e}"))),
+            Ok((_, Err(e))) => Err(HandlerError::nack(format!("waiting for {program:?} failed: {e}"))),
             Ok((tail, Ok(status))) => {
                 group.0 = None; // exited by itself: leave anything it started in the background alone
                 self.outcome(status, &tail)
@@ -221,10 +221,10 @@ impl Exec {
         match status.code() {
             Some(0) => Ok(()),
             Some(code) if code == self.fail_exit_code => {
-                Err(HandlerError::fail(with_tail(format!("exit code {code} (permanent failure)"))))
+                Err(HandlerError::bury(with_tail(format!("exit code {code} (permanent failure)"))))
             }
-            Some(code) => Err(HandlerError::retry(with_tail(format!("exit code {code}")))),
-            None => Err(HandlerError::retry(with_tail(signal_description(status)))),
+            Some(code) => Err(HandlerError::nack(with_tail(format!("exit code {code}")))),
+            None => Err(HandlerError::nack(with_tail(signal_description(status)))),
         }
     }
 }

@@ -145,8 +145,8 @@ pub mod scenarios {
             "mail",
             "--priority",
             "high",
-            "--max-retries",
-            "2",
+            "--max-attempts",
+            "3",
         ]);
         let job = s.json(&["get", &id]);
         assert_eq!(job["id"], id.as_str());
@@ -155,7 +155,7 @@ pub mod scenarios {
         assert_eq!(job["state"], "pending");
         assert_eq!(job["priority"], "high");
         assert_eq!(job["attempts"], 0);
-        assert_eq!(job["max_attempts"], 3, "--max-retries 2 means 3 attempts in all");
+        assert_eq!(job["max_attempts"], 3);
         assert_eq!(job["errors"], serde_json::json!([]));
         // The payload is reproduced as stored, big integer included.
         let raw = s.ok(&["get", &id, "--json"]);
@@ -411,15 +411,15 @@ pub mod scenarios {
         assert_eq!(s.json(&["leaders"]), serde_json::json!([]), "the stopped worker resigned");
     }
 
-    /// `cron list` shows what a pool declared (next tick by the stored
-    /// expression and zone), `cron run` stores a request the next round of
+    /// `periodic list` shows what a pool declared (next tick by the stored
+    /// expression and zone), `periodic trigger` stores a request the next round of
     /// a declaring pool serves with one job, and an unknown name is bad
-    /// input. The pool here is the library's `Scheduler`, as a worker pool
-    /// runs it: only code declares schedules.
+    /// input. The pool here is the library's `PeriodicRunner`, as a worker pool
+    /// runs it: only code declares periodic jobs.
     pub fn cron_list_and_run(s: &Store) {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let client = rt.block_on(jq::connect(&s.url)).unwrap();
-        let schedule = jq::Schedule::cron("nightly", "30 2 * * *")
+        let nightly = jq::Periodic::cron("nightly", "30 2 * * *")
             .unwrap()
             .zone("Europe/Berlin")
             .unwrap()
@@ -427,25 +427,25 @@ pub mod scenarios {
                 jq::NewJob::builder("report", jq::Payload::of(&serde_json::json!({ "tick": tick })).unwrap())
             })
             .unwrap();
-        let scheduler = jq::Scheduler::new(vec![schedule]).unwrap();
-        rt.block_on(scheduler.run_once(client.storage())).unwrap();
+        let runner = jq::PeriodicRunner::new(vec![nightly]).unwrap();
+        rt.block_on(runner.run_once(client.storage())).unwrap();
 
-        let list = s.json(&["cron", "list"]);
+        let list = s.json(&["periodic", "list"]);
         let row = &list[0];
         assert_eq!((row["name"].as_str(), row["expression"].as_str()), (Some("nightly"), Some("30 2 * * *")));
         assert_eq!((row["zone"].as_str(), row["queue"].as_str()), (Some("Europe/Berlin"), Some("reports")));
         assert!(row["next_tick"].is_string() && row["last_job"].is_null(), "{row}");
         assert_eq!((row["orphaned"].as_bool(), row["missed"].as_u64()), (Some(false), Some(0)));
-        let table = s.ok(&["cron", "list"]);
+        let table = s.ok(&["periodic", "list"]);
         assert!(table.contains("NEXT TICK") && table.contains("nightly") && table.contains("declared"), "{table}");
 
-        refused(s, &["cron", "run", "nope"], 2, "not found");
-        assert!(s.ok(&["cron", "run", "nightly"]).contains("requested"));
-        assert!(s.json(&["cron", "list"])[0]["run_requested"].is_string());
-        let round = rt.block_on(scheduler.run_once(client.storage())).unwrap();
-        assert_eq!(round.jobs, 1, "one job for the request");
-        let row = s.json(&["cron", "list"])[0].clone();
-        assert!(row["run_requested"].is_null(), "{row}");
+        refused(s, &["periodic", "trigger", "nope"], 2, "not found");
+        assert!(s.ok(&["periodic", "trigger", "nightly"]).contains("triggered"));
+        assert!(s.json(&["periodic", "list"])[0]["triggered_at"].is_string());
+        let round = rt.block_on(runner.run_once(client.storage())).unwrap();
+        assert_eq!(round.jobs, 1, "one job for the trigger");
+        let row = s.json(&["periodic", "list"])[0].clone();
+        assert!(row["triggered_at"].is_null(), "{row}");
         assert_eq!(row["last_job_state"].as_str(), Some("pending"), "{row}");
         let id = row["last_job"].as_str().unwrap().to_owned();
         assert_eq!(s.json(&["get", &id])["kind"].as_str(), Some("report"));
@@ -548,7 +548,10 @@ pub mod scenarios {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let gauges = scrape_until(&addr, |body| body.contains("jq_jobs{"));
+        // A sample sets the state counts, then each queue's oldest pending age:
+        // wait for both, or a scrape in between sees only the first.
+        let gauges =
+            scrape_until(&addr, |body| body.contains("jq_jobs{") && body.contains("jq_oldest_pending_age_seconds{"));
         let _ = server.kill();
         let _ = server.wait();
         assert_eq!(sample(&gauges, "jq_jobs", &[("queue", "mq"), ("state", "pending")]), 3.0, "{gauges}");
@@ -561,7 +564,7 @@ pub mod scenarios {
         for id in &ids {
             s.wait_for_state(id, "completed");
         }
-        // Counted right after the store answers the completion, which
+        // Counted right after the store answers the settlement, which
         // `get` may see first: wait for the count, then check the rest.
         let labels = [("queue", "mq"), ("kind", "ping")];
         let counters = scrape_until(&addr, |body| {

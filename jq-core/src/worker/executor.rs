@@ -17,14 +17,14 @@ use futures::FutureExt;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::completer::Finished;
 use super::fetcher::Claimed;
 use super::handler::{Action, ErasedHandler, HandlerError, HandlerResult, JobContext};
 use super::heartbeat::Inflight;
+use super::settler::Finished;
+use crate::backoff::Backoff;
 use crate::clock::Clock;
 use crate::job::Job;
 use crate::observe::{JobMetrics, MetricsCache};
-use crate::retry::Backoff;
 use crate::storage::Outcome;
 
 /// What every executor shares.
@@ -34,7 +34,7 @@ pub(crate) struct Executor {
     pub(crate) fallback: Option<ErasedHandler>,
     pub(crate) backoff: Arc<dyn Backoff>,
     pub(crate) job_timeout: Option<Duration>,
-    pub(crate) retry_unknown_kinds: bool,
+    pub(crate) nack_unknown_kinds: bool,
     pub(crate) jobs: async_channel::Receiver<Claimed>,
     pub(crate) finished: mpsc::Sender<Finished>,
     pub(crate) inflight: Arc<Inflight>,
@@ -89,7 +89,7 @@ impl Executor {
     ) {
         let Some(lease) = job.lease_ref() else { return }; // the fetcher only sends leased jobs
         let attempt = job.attempts;
-        let max_attempts = job.max_attempts;
+
         let started = Instant::now();
         if let Some(m) = &metrics {
             m.started.increment(1);
@@ -98,7 +98,7 @@ impl Executor {
         }
         let ctx = JobContext::for_job(&job, lease, cancel.clone());
         let handler = self.handlers.get(&job.kind).or(self.fallback.as_ref()).cloned();
-        let retry_unknown = self.retry_unknown_kinds;
+        let nack_unknown = self.nack_unknown_kinds;
         // Calling the handler inside the future puts a panic in the call
         // itself under the same catch_unwind as one in its body.
         let run = async move {
@@ -106,7 +106,7 @@ impl Executor {
                 Some(handler) => handler(job, ctx).await,
                 None => {
                     let message = format!("no handler registered for kind {:?} on this worker", job.kind);
-                    Err(if retry_unknown { HandlerError::retry(message) } else { HandlerError::fail(message) })
+                    Err(if nack_unknown { HandlerError::nack(message) } else { HandlerError::bury(message) })
                 }
             }
         };
@@ -136,17 +136,17 @@ impl Executor {
             _ = cancel.cancelled() => Ran::Cancelled,
             ran = timed => ran,
         };
-        let retry = |error: String| Outcome::Retry { error, delay: self.backoff.delay(attempt) };
+        let nack = |error: String| Outcome::Nack { error, delay: self.backoff.delay(attempt) };
         let outcome = match ran {
             Ran::Returned(Ok(())) => Outcome::Ack,
             Ran::Returned(Err(HandlerError { action })) => match action {
-                Action::Retry { message, delay: None } => retry(message),
-                Action::Retry { message, delay: Some(delay) } => Outcome::Retry { error: message, delay },
-                Action::Fail { message } => Outcome::Fail { error: message },
-                Action::Snooze { delay } => Outcome::Release { delay },
+                Action::Nack { message, delay: None } => nack(message),
+                Action::Nack { message, delay: Some(delay) } => Outcome::Nack { error: message, delay },
+                Action::Bury { message } => Outcome::Bury { error: message },
+                Action::Release { delay } => Outcome::Release { delay },
             },
-            Ran::Panicked(message) => retry(format!("handler panicked: {message}")),
-            Ran::TimedOut(limit) => retry(format!("timed out after {limit:?}")),
+            Ran::Panicked(message) => nack(format!("handler panicked: {message}")),
+            Ran::TimedOut(limit) => nack(format!("timed out after {limit:?}")),
             Ran::Cancelled if self.abort.is_cancelled() => {
                 span.in_scope(
                     || tracing::info!(job = %lease.id, "shutdown grace over: handler cancelled, releasing the job"),
@@ -164,19 +164,19 @@ impl Executor {
         if let Some(m) = &metrics {
             let took = started.elapsed();
             m.duration.record(took.as_secs_f64());
-            record_end(&span, outcome_name(&outcome, attempt >= max_attempts), took);
+            record_end(&span, outcome_name(&outcome), took);
         }
         // The heartbeat keeps extending the lease until the outcome is
         // written, but a lease reported lost from now on is no news.
         self.inflight.finish(lease);
         let sent = self.finished.send(Finished { lease, outcome, metrics }).await;
         // The slot is free once the outcome is queued, not once it is
-        // written: claiming overlaps the completer's write.
+        // written: claiming overlaps the settler's write.
         drop(permit);
         if let Err(unsent) = sent {
-            // Only when the completer is gone, which the shutdown sequence
+            // Only when the settler is gone, which the shutdown sequence
             // never lets happen before the executors end.
-            tracing::error!(job = %lease.id, outcome = ?unsent.0.outcome, "completer gone: outcome not recorded; the lease will expire and the job be recovered");
+            tracing::error!(job = %lease.id, outcome = ?unsent.0.outcome, "settler gone: outcome not recorded; the lease will expire and the job be recovered");
         }
     }
 }
@@ -222,13 +222,12 @@ fn record_end(span: &tracing::Span, outcome: &'static str, took: Duration) {
 }
 
 /// How a run ended, for its span.
-fn outcome_name(outcome: &Outcome, last_attempt: bool) -> &'static str {
+fn outcome_name(outcome: &Outcome) -> &'static str {
     match outcome {
-        Outcome::Ack => "completed",
-        Outcome::Retry { .. } if last_attempt => "dead",
-        Outcome::Retry { .. } => "retry",
-        Outcome::Fail { .. } => "dead",
-        Outcome::Release { .. } => "released",
+        Outcome::Ack => "ack",
+        Outcome::Nack { .. } => "nack",
+        Outcome::Bury { .. } => "bury",
+        Outcome::Release { .. } => "release",
     }
 }
 

@@ -1,6 +1,6 @@
 //! The first fatal storage error of a pool ([`Error::is_fatal`]).
 //!
-//! Whichever task meets it first (fetcher, completer, heartbeat,
+//! Whichever task meets it first (fetcher, settler, heartbeat,
 //! maintenance) reports it here: it is logged once at error level, the
 //! pool's stop token is cancelled so the graceful shutdown begins, and the
 //! handle returns it once the shutdown is done. Later reports (the other

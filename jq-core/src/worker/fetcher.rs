@@ -2,9 +2,9 @@
 //! the executors.
 //!
 //! A slot is a semaphore permit; it travels with the job to an executor and
-//! is freed once the job's outcome is queued for the completer, so at most
+//! is freed once the job's outcome is queued for the settler, so at most
 //! `concurrency + prefetch` jobs wait or run, and the next claim overlaps the write of
-//! the previous outcomes (the completer's bounded queue pushes back when the
+//! the previous outcomes (the settler's bounded queue pushes back when the
 //! storage is slow). The semaphore holds the most slots the [`Prefetch`]
 //! policy may ever allow; before each claim the fetcher leaves unused the
 //! slots the policy does not allow now.

@@ -9,7 +9,7 @@
 //!    given back);
 //! 3. running jobs get the grace period to finish; then their tokens fire,
 //!    their handlers are dropped and the jobs released;
-//! 4. the completer flushes every outcome (given up to one more grace
+//! 4. the settler flushes every outcome (given up to one more grace
 //!    period, at least 1 s, if the storage fails, then each lost outcome is
 //!    logged);
 //! 5. the heartbeat stops, and the handle's wait returns.
@@ -34,18 +34,18 @@ use tokio::time::{Instant, timeout_at};
 use tokio_util::sync::CancellationToken;
 
 use super::Config;
-use super::completer::{self, Finished};
-use super::cron::Cron;
 use super::executor::Executor;
 use super::failure::Failure;
 use super::fetcher::{Claimed, Fetcher};
 use super::handler::ErasedHandler;
 use super::heartbeat::{Heartbeat, Inflight};
 use super::maintenance::Maintenance;
+use super::periodic::Cron;
 use super::prefetch::Prefetch;
+use super::settler::{self, Finished};
 use crate::error::Result;
 use crate::job::QueueName;
-use crate::schedule::Scheduler;
+use crate::periodic::PeriodicRunner;
 use crate::storage::{ClaimRequest, Outcome, Storage};
 
 /// A running pool. Shut it down with [`WorkerHandle::shutdown`]; dropping
@@ -128,7 +128,7 @@ pub(crate) fn start<S: Storage>(
     queues: Vec<QueueName>,
     handlers: HashMap<String, ErasedHandler>,
     fallback: Option<ErasedHandler>,
-    scheduler: Scheduler,
+    scheduler: PeriodicRunner,
 ) -> WorkerHandle {
     let storage = Arc::new(storage);
     let stop = CancellationToken::new();
@@ -146,7 +146,7 @@ pub(crate) fn start<S: Storage>(
     let slot_count = config.concurrency + prefetch.cap();
     let slots = Arc::new(Semaphore::new(slot_count));
     let (jobs_tx, jobs_rx) = async_channel::bounded::<Claimed>(slot_count);
-    let (finished_tx, finished_rx) = mpsc::channel::<Finished>(completer::backlog(config.concurrency));
+    let (finished_tx, finished_rx) = mpsc::channel::<Finished>(settler::backlog(config.concurrency));
     tracing::info!(worker = %config.worker_name, queues = ?queues, concurrency = config.concurrency, "worker pool starting");
 
     let fetcher = tokio::spawn(
@@ -169,7 +169,7 @@ pub(crate) fn start<S: Storage>(
         fallback,
         backoff: config.backoff.clone(),
         job_timeout: config.job_timeout,
-        retry_unknown_kinds: config.retry_unknown_kinds,
+        nack_unknown_kinds: config.nack_unknown_kinds,
         jobs: jobs_rx.clone(),
         finished: finished_tx.clone(),
         inflight: inflight.clone(),
@@ -182,8 +182,8 @@ pub(crate) fn start<S: Storage>(
     let executors: Vec<JoinHandle<()>> =
         (0..config.concurrency).map(|_| tokio::spawn(executor.clone().run())).collect();
     drop(executor); // the tasks hold the only copies: the outcome channel closes when they end
-    let completer =
-        tokio::spawn(completer::run(storage.clone(), finished_rx, inflight.clone(), give_up.clone(), failure.clone()));
+    let settler =
+        tokio::spawn(settler::run(storage.clone(), finished_rx, inflight.clone(), give_up.clone(), failure.clone()));
     let heartbeat = Heartbeat {
         storage: storage.clone(),
         inflight: inflight.clone(),
@@ -210,12 +210,12 @@ pub(crate) fn start<S: Storage>(
             .run(),
         )
     });
-    let cron = (!scheduler.schedules().is_empty()).then(|| {
+    let cron = (!scheduler.periodic().is_empty()).then(|| {
         tokio::spawn(
             Cron {
                 storage: storage.clone(),
                 scheduler,
-                interval: config.schedule_interval,
+                interval: config.periodic_interval,
                 stop: stop.clone(),
                 failure: failure.clone(),
             }
@@ -230,7 +230,7 @@ pub(crate) fn start<S: Storage>(
         grace: config.shutdown_grace,
         fetcher,
         executors,
-        completer,
+        settler,
         heartbeat,
         maintenance,
         cron,
@@ -250,7 +250,7 @@ struct Shutdown {
     grace: Duration,
     fetcher: JoinHandle<()>,
     executors: Vec<JoinHandle<()>>,
-    completer: JoinHandle<()>,
+    settler: JoinHandle<()>,
     heartbeat: oneshot::Receiver<()>,
     maintenance: Option<JoinHandle<()>>,
     cron: Option<JoinHandle<()>>,
@@ -259,7 +259,7 @@ struct Shutdown {
 }
 
 /// How long the last steps of a shutdown wait for a task that is not
-/// done by its deadline (the completer after `give_up`, the heartbeat
+/// done by its deadline (the settler after `give_up`, the heartbeat
 /// after `halt`) before leaving it behind.
 const STRAGGLER: Duration = Duration::from_secs(1);
 
@@ -267,8 +267,8 @@ impl Shutdown {
     /// Every wait is bounded, whatever the storage does (a silent
     /// connection, a server gone): the fetcher's last claim and the running
     /// jobs share the grace; releasing, the executors' last outcomes,
-    /// maintenance and the completer's flush share one more grace (at
-    /// least 1 s); the completer and the heartbeat then get
+    /// maintenance and the settler's flush share one more grace (at
+    /// least 1 s); the settler and the heartbeat then get
     /// [`STRAGGLER`] each. A task still busy then is aborted (a handler
     /// blocking its thread ends when it returns); what it had not recorded
     /// is left to recover, as after a crash.
@@ -309,13 +309,13 @@ impl Shutdown {
         if let Some(cron) = self.cron {
             bounded("schedules", cron, flush_until).await;
         }
-        // Executors are gone; dropping the last sender lets the completer
+        // Executors are gone; dropping the last sender lets the settler
         // end once it has flushed everything.
         drop(self.finished);
-        let mut completer = self.completer;
-        if timeout_at(flush_until, &mut completer).await.is_err() {
+        let mut settler = self.settler;
+        if timeout_at(flush_until, &mut settler).await.is_err() {
             self.give_up.cancel();
-            bounded("completer", completer, Instant::now() + STRAGGLER).await;
+            bounded("settler", settler, Instant::now() + STRAGGLER).await;
         }
         self.halt.cancel();
         if tokio::time::timeout(STRAGGLER, self.heartbeat).await.is_err() {
@@ -343,7 +343,7 @@ async fn release_unstarted(jobs: &async_channel::Receiver<Claimed>, finished: &m
     while let Ok(Claimed { job, permit, .. }) = jobs.try_recv() {
         let Some(lease) = job.lease_ref() else { continue };
         let outcome = Outcome::Release { delay: Duration::ZERO };
-        // The completer outlives this call: its receiver ends only after
+        // The settler outlives this call: its receiver ends only after
         // `self.finished` is dropped below.
         let _ = finished.send(Finished { lease, outcome, metrics: None }).await;
         drop(permit);

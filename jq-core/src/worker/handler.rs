@@ -16,16 +16,17 @@ pub type HandlerResult = Result<(), HandlerError>;
 
 /// Why a handler did not finish its job, and what should happen next.
 ///
-/// `?` on any `std::error::Error` gives a retry with that error's message
+/// `?` on any `std::error::Error` nacks the job with that error's message
 /// (and its sources), like `anyhow`. For the other outcomes use the
-/// constructors:
+/// constructors (the words are the storage's, see the repository's
+/// `docs/GLOSSARY.md`):
 ///
-/// - [`HandlerError::retry`]: record the message, try again after the pool's
+/// - [`HandlerError::nack`]: record the message, try again after the pool's
 ///   backoff (or Dead when no attempts are left).
-/// - [`HandlerError::retry_after`]: the same with a delay of your choosing.
-/// - [`HandlerError::fail`]: record the message and go to Dead now (the job
+/// - [`HandlerError::nack_after`]: the same with a delay of your choosing.
+/// - [`HandlerError::bury`]: record the message and go to Dead now (the job
 ///   can never succeed: bad input, a deleted account, ...).
-/// - [`HandlerError::snooze`]: not a failure: hand the job back to run again
+/// - [`HandlerError::release`]: not a failure: hand the job back to run again
 ///   after a delay, without counting the attempt and without an error.
 ///
 /// `HandlerError` deliberately does not implement `std::error::Error`: that
@@ -37,56 +38,57 @@ pub struct HandlerError {
 /// What the pool does with a failed handler's job.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Action {
-    Retry { message: String, delay: Option<Duration> },
-    Fail { message: String },
-    Snooze { delay: Duration },
+    Nack { message: String, delay: Option<Duration> },
+    Bury { message: String },
+    Release { delay: Duration },
 }
 
 impl HandlerError {
-    /// Retry after the pool's backoff, recording `message`.
-    pub fn retry(message: impl fmt::Display) -> Self {
-        HandlerError { action: Action::Retry { message: message.to_string(), delay: None } }
+    /// Nack: record `message`; another attempt after the pool's backoff, or
+    /// Dead when no attempt is left.
+    pub fn nack(message: impl fmt::Display) -> Self {
+        HandlerError { action: Action::Nack { message: message.to_string(), delay: None } }
     }
 
-    /// Retry after exactly `delay`, recording `message` (a rate limit's
-    /// `Retry-After`, for instance).
-    pub fn retry_after(message: impl fmt::Display, delay: Duration) -> Self {
-        HandlerError { action: Action::Retry { message: message.to_string(), delay: Some(delay) } }
+    /// Nack with exactly `delay` before the next attempt, recording `message`
+    /// (a rate limit's `Retry-After`, for instance).
+    pub fn nack_after(message: impl fmt::Display, delay: Duration) -> Self {
+        HandlerError { action: Action::Nack { message: message.to_string(), delay: Some(delay) } }
     }
 
-    /// Fail for good: record `message` and move the job to Dead, whatever
+    /// Bury: record `message` and move the job to Dead now, whatever
     /// attempts it has left.
-    pub fn fail(message: impl fmt::Display) -> Self {
-        HandlerError { action: Action::Fail { message: message.to_string() } }
+    pub fn bury(message: impl fmt::Display) -> Self {
+        HandlerError { action: Action::Bury { message: message.to_string() } }
     }
 
     /// Run again after `delay` without counting this attempt and without
     /// recording an error.
-    pub fn snooze(delay: Duration) -> Self {
-        HandlerError { action: Action::Snooze { delay } }
+    pub fn release(delay: Duration) -> Self {
+        HandlerError { action: Action::Release { delay } }
     }
 
-    /// True for [`HandlerError::fail`].
-    pub fn is_fail(&self) -> bool {
-        matches!(self.action, Action::Fail { .. })
+    /// True for [`HandlerError::bury`].
+    pub fn is_bury(&self) -> bool {
+        matches!(self.action, Action::Bury { .. })
     }
 
-    /// True for [`HandlerError::snooze`].
-    pub fn is_snooze(&self) -> bool {
-        matches!(self.action, Action::Snooze { .. })
+    /// True for [`HandlerError::release`].
+    pub fn is_release(&self) -> bool {
+        matches!(self.action, Action::Release { .. })
     }
 
-    /// The message recorded against the attempt (`None` for a snooze).
+    /// The message recorded against the attempt (`None` for a release).
     pub fn message(&self) -> Option<&str> {
         match &self.action {
-            Action::Retry { message, .. } | Action::Fail { message } => Some(message),
-            Action::Snooze { .. } => None,
+            Action::Nack { message, .. } | Action::Bury { message } => Some(message),
+            Action::Release { .. } => None,
         }
     }
 }
 
 impl<E: std::error::Error + Send + Sync + 'static> From<E> for HandlerError {
-    /// Any error is a retry; its message includes the chain of sources so
+    /// Any error is a nack; its message includes the chain of sources so
     /// the stored error says more than "connection error".
     fn from(error: E) -> Self {
         let mut message = error.to_string();
@@ -96,7 +98,7 @@ impl<E: std::error::Error + Send + Sync + 'static> From<E> for HandlerError {
             message.push_str(&cause.to_string());
             source = cause.source();
         }
-        HandlerError::retry(message)
+        HandlerError::nack(message)
     }
 }
 
@@ -109,10 +111,10 @@ impl fmt::Debug for HandlerError {
 impl fmt::Display for HandlerError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.action {
-            Action::Retry { message, delay: None } => write!(f, "retry: {message}"),
-            Action::Retry { message, delay: Some(d) } => write!(f, "retry after {d:?}: {message}"),
-            Action::Fail { message } => write!(f, "fail: {message}"),
-            Action::Snooze { delay } => write!(f, "snooze for {delay:?}"),
+            Action::Nack { message, delay: None } => write!(f, "nack: {message}"),
+            Action::Nack { message, delay: Some(d) } => write!(f, "nack, next attempt after {d:?}: {message}"),
+            Action::Bury { message } => write!(f, "bury: {message}"),
+            Action::Release { delay } => write!(f, "release for {delay:?}"),
         }
     }
 }
@@ -157,8 +159,8 @@ impl JobContext {
         &self.queue
     }
 
-    /// This attempt's number, 1 for the first run (a snooze or a shutdown
-    /// release gives the attempt back).
+    /// This attempt's number, 1 for the first run (a release, by the
+    /// handler or at shutdown, gives the attempt back).
     pub fn attempt(&self) -> u32 {
         self.attempt
     }
@@ -168,7 +170,7 @@ impl JobContext {
         self.max_attempts
     }
 
-    /// True when a retry would send the job to Dead.
+    /// True when a nack would send the job to Dead.
     pub fn is_last_attempt(&self) -> bool {
         self.attempt >= self.max_attempts
     }
@@ -196,8 +198,8 @@ impl JobContext {
 /// A handler with its payload type erased: takes the raw job.
 pub(crate) type ErasedHandler = Arc<dyn Fn(Job, JobContext) -> BoxFuture<'static, HandlerResult> + Send + Sync>;
 
-/// Wraps a typed handler: decodes the payload into `T`, and fails the job for
-/// good when it does not decode (it never will: retrying would only delay
+/// Wraps a typed handler: decodes the payload into `T`, and buries the job
+/// when it does not decode (it never will: retrying would only delay
 /// the Dead state and hide the reason).
 pub(crate) fn typed<T, F, Fut>(handler: F) -> ErasedHandler
 where
@@ -209,7 +211,7 @@ where
         match job.payload.decode::<T>() {
             Ok(value) => Box::pin(handler(value, ctx)),
             Err(e) => {
-                let error = HandlerError::fail(format!(
+                let error = HandlerError::bury(format!(
                     "payload does not deserialize into {} (kind {:?}): {e}",
                     std::any::type_name::<T>(),
                     job.kind

@@ -1,13 +1,13 @@
 //! Heartbeat: keeps the leases of every job this pool holds alive.
 //!
 //! The in-flight table is filled by the fetcher at claim time (so jobs
-//! claimed but not yet started are covered too) and emptied by the completer
+//! claimed but not yet started are covered too) and emptied by the settler
 //! once a job's outcome is durable. Every interval, one
 //! [`Storage::heartbeat`] call extends all of them; a lease reported lost
 //! cancels that job's token, and the executor drops its handler (another
 //! worker may hold the job now). A job whose handler already finished is
 //! still extended until its outcome is written, but its loss is not news:
-//! usually the heartbeat merely raced the completer's write of its ack.
+//! usually the heartbeat merely raced the settler's write of its ack.
 //!
 //! The heartbeat runs on a thread of its own, with connections of its own
 //! ([`Storage::independent`]): a handler that blocks its thread (a
@@ -32,7 +32,7 @@ use crate::storage::Storage;
 struct Held {
     token: LeaseToken,
     cancel: CancellationToken,
-    /// The handler is done; the outcome waits for the completer.
+    /// The handler is done; the outcome waits for the settler.
     finished: bool,
 }
 

@@ -20,10 +20,10 @@
 //!
 //! async fn send_email(job: SendEmail, ctx: JobContext) -> HandlerResult {
 //!     if job.to.is_empty() {
-//!         return Err(HandlerError::fail("no recipient")); // Dead now, never retried
+//!         return Err(HandlerError::bury("no recipient")); // Dead now, never retried
 //!     }
 //!     if ctx.attempt() == 1 && job.to.ends_with(".invalid") {
-//!         return Err(HandlerError::snooze(Duration::from_secs(60))); // later, attempt not counted
+//!         return Err(HandlerError::release(Duration::from_secs(60))); // later, attempt not counted
 //!     }
 //!     let _address: std::net::Ipv4Addr = "127.0.0.1".parse()?; // any std error: retry with backoff
 //!     Ok(())
@@ -41,14 +41,14 @@
 //! | handler | stored outcome |
 //! |---|---|
 //! | `Ok(())` | Ack: Completed |
-//! | `Err(e)` from `?`, [`HandlerError::retry`] | Retry after `backoff.delay(attempt)`; Dead when no attempts are left |
-//! | [`HandlerError::retry_after`] | Retry after the given delay |
-//! | [`HandlerError::fail`] | Fail: Dead now |
-//! | [`HandlerError::snooze`] | Release after the delay: the attempt is given back, no error recorded |
-//! | panic | Retry with "handler panicked: ..." |
-//! | ran longer than the job timeout | Retry with "timed out after ..." |
-//! | payload does not deserialize into `T` | Fail (Dead) with the serde error: it never will |
-//! | no handler registered for the kind | Fail (Dead) with "no handler registered for kind ..."; see [`WorkerPool::retry_unknown_kinds`] |
+//! | `Err(e)` from `?`, [`HandlerError::nack`] | Nack: another attempt after `backoff.delay(attempt)`; Dead when no attempt is left |
+//! | [`HandlerError::nack_after`] | Nack with the given delay |
+//! | [`HandlerError::bury`] | Bury: Dead now |
+//! | [`HandlerError::release`] | Release after the delay: the attempt is given back, no error recorded |
+//! | panic | Nack with "handler panicked: ..." |
+//! | ran longer than the job timeout | Nack with "timed out after ..." |
+//! | payload does not deserialize into `T` | Bury with the serde error: it never will |
+//! | no handler registered for the kind | Bury with "no handler registered for kind ..."; see [`WorkerPool::nack_unknown_kinds`] |
 //!
 //! Handlers must tolerate running more than once for the same job (at
 //! least once delivery): a worker that dies after the work but before its
@@ -91,7 +91,7 @@
 //!   [`prefetch`] decides how many claimed jobs may wait.
 //! - [`executor`]: `concurrency` long-lived tasks pulling
 //!   claimed jobs from a channel and running their handlers.
-//! - [`completer`]: batches outcomes into one
+//! - [`settler`]: batches outcomes into one
 //!   [`Storage::complete`] call.
 //! - [`heartbeat`]: extends every held lease in one call per
 //!   interval; cancels the jobs whose lease was lost. It runs on a thread
@@ -100,8 +100,8 @@
 //! - [`maintenance`]: promote, recover and retention purges, and the
 //!   sampling of the store's gauges ([`crate::observe`]), run by the one
 //!   pool per store that holds the "maintenance" role ([`Storage::elect`]).
-//! - `cron`: recurring jobs ([`WorkerPool::schedule`]): one task, only
-//!   when schedules are declared, running a [`Scheduler`] round every
+//! - `cron`: periodic jobs ([`WorkerPool::periodic job`]): one task, only
+//!   when periodic jobs are declared, running a [`PeriodicRunner`] round every
 //!   second on every pool (no election: [`Storage::fire`] keeps one job per
 //!   tick).
 //!
@@ -121,8 +121,6 @@
 //! return it. [`WorkerHandle::shutdown_token`] is cancelled at that moment,
 //! so a program waiting for a signal can wait for it too.
 
-pub mod completer;
-mod cron;
 pub mod executor;
 mod failure;
 pub mod fetcher;
@@ -130,7 +128,9 @@ pub mod handle;
 pub mod handler;
 pub mod heartbeat;
 pub mod maintenance;
+mod periodic;
 pub mod prefetch;
+pub mod settler;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -143,10 +143,10 @@ pub use handle::WorkerHandle;
 pub use handler::{HandlerError, HandlerResult, JobContext};
 pub use maintenance::ROLE as MAINTENANCE_ROLE;
 
+use crate::backoff::{Backoff, ExponentialBackoff};
 use crate::error::{Error, Result};
 use crate::job::{Job, JobType, QueueName, State};
-use crate::retry::{Backoff, ExponentialBackoff};
-use crate::schedule::{Schedule, Scheduler};
+use crate::periodic::{Periodic, PeriodicRunner};
 use crate::storage::Storage;
 use handler::ErasedHandler;
 
@@ -166,8 +166,8 @@ pub const DEFAULT_PROMOTE_INTERVAL: Duration = Duration::from_secs(1);
 pub const DEFAULT_RECOVER_INTERVAL: Duration = Duration::from_secs(10);
 /// Default interval between retention purges.
 pub const DEFAULT_PURGE_INTERVAL: Duration = Duration::from_secs(60);
-/// Default interval between rounds of the declared schedules.
-pub const DEFAULT_SCHEDULE_INTERVAL: Duration = Duration::from_secs(1);
+/// Default interval between rounds of the declared periodic jobs.
+pub const DEFAULT_PERIODIC_INTERVAL: Duration = Duration::from_secs(1);
 /// Default maintenance lease: when the pool that maintains a store dies,
 /// another takes over within this long.
 pub const DEFAULT_MAINTENANCE_LEASE: Duration = Duration::from_secs(30);
@@ -197,9 +197,9 @@ pub(crate) struct Config {
     pub(crate) purge_interval: Duration,
     pub(crate) retention: Vec<(State, Option<Duration>)>,
     pub(crate) worker_name: String,
-    pub(crate) retry_unknown_kinds: bool,
-    pub(crate) schedules: Vec<Schedule>,
-    pub(crate) schedule_interval: Duration,
+    pub(crate) nack_unknown_kinds: bool,
+    pub(crate) periodic: Vec<Periodic>,
+    pub(crate) periodic_interval: Duration,
     pub(crate) observe: bool,
     pub(crate) sample_interval: Duration,
 }
@@ -269,9 +269,9 @@ impl<S: Storage> WorkerPool<S> {
                 purge_interval: DEFAULT_PURGE_INTERVAL,
                 retention: Vec::new(),
                 worker_name: default_worker_name(),
-                retry_unknown_kinds: false,
-                schedules: Vec::new(),
-                schedule_interval: DEFAULT_SCHEDULE_INTERVAL,
+                nack_unknown_kinds: false,
+                periodic: Vec::new(),
+                periodic_interval: DEFAULT_PERIODIC_INTERVAL,
                 observe: true,
                 sample_interval: DEFAULT_SAMPLE_INTERVAL,
             },
@@ -315,7 +315,7 @@ impl<S: Storage> WorkerPool<S> {
     /// Runs `handler` for every job whose kind has no handler of its own,
     /// given the raw [`Job`]. For workers that forward any job elsewhere
     /// (the CLI's exec worker); without one, unknown kinds follow
-    /// [`WorkerPool::retry_unknown_kinds`].
+    /// [`WorkerPool::nack_unknown_kinds`].
     pub fn register_fallback<F, Fut>(mut self, handler: F) -> Self
     where
         F: Fn(Job, JobContext) -> Fut + Send + Sync + 'static,
@@ -460,30 +460,31 @@ impl<S: Storage> WorkerPool<S> {
     }
 
     /// What to do with a job whose kind has no handler here. `false` (the
-    /// default): Fail, so it goes to Dead at once with "no handler
+    /// default): bury it, so it goes to Dead at once with "no handler
     /// registered for kind ..." where an operator sees it and can retry it
-    /// once a worker that knows the kind runs. `true`: Retry with backoff,
-    /// kinder during a rolling deploy where old and new workers share a
-    /// queue, but a typo then burns every attempt over about a day before
-    /// anyone sees it. Prefer a new queue for a new kind.
-    pub fn retry_unknown_kinds(mut self, retry: bool) -> Self {
-        self.config.retry_unknown_kinds = retry;
+    /// once a worker that knows the kind runs. `true`: nack it (another
+    /// attempt after the backoff), kinder during a rolling deploy where old
+    /// and new workers share a queue, but a typo then burns every attempt
+    /// over about a day before anyone sees it. Prefer a new queue for a new
+    /// kind.
+    pub fn nack_unknown_kinds(mut self, nack: bool) -> Self {
+        self.config.nack_unknown_kinds = nack;
         self
     }
 
-    /// Declares a recurring job ([`Schedule`]): this pool stores the
-    /// schedule's tick jobs, sharing the work with every other pool that
-    /// declares it, one job per tick whatever their number (see
-    /// [`crate::schedule`]). The pool need not run the jobs' queue.
-    pub fn schedule(mut self, schedule: Schedule) -> Self {
-        self.config.schedules.push(schedule);
+    /// Declares a periodic job ([`Periodic`]): this pool stores the jobs of
+    /// its ticks, sharing the work with every other pool that declares it,
+    /// one job per tick whatever their number (see [`crate::periodic`]). The
+    /// pool need not run the jobs' queue.
+    pub fn periodic(mut self, periodic: Periodic) -> Self {
+        self.config.periodic.push(periodic);
         self
     }
 
-    /// How often the declared schedules are looked at (default 1 s, jittered
+    /// How often the declared periodic jobs are looked at (default 1 s, jittered
     /// ±10 %): the most a tick's job waits to be stored.
-    pub fn schedule_interval(mut self, interval: Duration) -> Self {
-        self.config.schedule_interval = interval;
+    pub fn periodic_interval(mut self, interval: Duration) -> Self {
+        self.config.periodic_interval = interval;
         self
     }
 
@@ -515,8 +516,8 @@ impl<S: Storage> WorkerPool<S> {
     /// Errors: [`Error::InvalidQueue`] for a bad queue name;
     /// [`Error::InvalidInput`] for no queue, concurrency 0, a zero lease or
     /// maintenance lease, a heartbeat interval not shorter than the lease,
-    /// a retention of a non-terminal state, two schedules of one name or a
-    /// zero schedule interval.
+    /// a retention of a non-terminal state, two periodic jobs of one name or a
+    /// zero periodic job interval.
     pub fn start(self) -> Result<WorkerHandle> {
         let WorkerPool { storage, mut config, handlers, fallback, typed_queues } = self;
         if config.queues.is_empty() {
@@ -552,10 +553,10 @@ impl<S: Storage> WorkerPool<S> {
         if let Some((state, _)) = config.retention.iter().find(|(s, _)| !s.is_terminal()) {
             return Err(Error::invalid("retention", format!("{state} is not terminal: only finished jobs are purged")));
         }
-        if config.schedule_interval.is_zero() {
+        if config.periodic_interval.is_zero() {
             return Err(Error::invalid("schedule interval", "0 s: schedules are looked at every interval"));
         }
-        let scheduler = Scheduler::new(std::mem::take(&mut config.schedules))?;
+        let scheduler = PeriodicRunner::new(std::mem::take(&mut config.periodic))?;
         Ok(handle::start(storage, config, queues, handlers, fallback, scheduler))
     }
 

@@ -27,12 +27,12 @@ pub(crate) fn short(id: &str) -> &str {
     id.get(..8).unwrap_or(id)
 }
 
-/// Percent-encodes a queue or schedule name for a URL path or query.
+/// Percent-encodes a queue or periodic job name for a URL path or query.
 pub(crate) fn urlencode(text: &str) -> String {
     percent_encoding::utf8_percent_encode(text, URL_COMPONENT).to_string()
 }
 
 /// Everything but the unreserved characters of RFC 3986, which queue and
-/// schedule names mostly are made of.
+/// periodic job names mostly are made of.
 const URL_COMPONENT: &percent_encoding::AsciiSet =
     &percent_encoding::NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.').remove(b'~');

@@ -1,5 +1,5 @@
 //! `/`: every queue at a glance, the last hour's throughput, the recurring
-//! schedules, and the store-wide actions.
+//! periodic jobs, and the store-wide actions.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -36,7 +36,7 @@ pub(crate) async fn page<S: Storage>(
     let stats = client.stats().await?;
     let controls = client.queues().await?;
     let finished = client.throughput(chart::since(now)).await?;
-    let schedules = client.schedules().await?;
+    let periodic = client.periodic().await?;
 
     let mut per_queue: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
     for row in &finished {
@@ -59,13 +59,13 @@ pub(crate) async fn page<S: Storage>(
         rows.push(QueueRow { name, counts, control, oldest_pending, completed_hour, dead_hour });
     }
     let slots = chart::slots(now, finished.iter().map(|r| (r.minute, r.completed, r.dead)));
-    let mut schedule_rows = Vec::with_capacity(schedules.len());
-    for schedule in schedules {
-        let last_state = match schedule.last_job {
+    let mut periodic_rows = Vec::with_capacity(periodic.len());
+    for row in periodic {
+        let last_state = match row.last_job {
             Some(id) => client.get(id).await.ok().map(|job| job.state),
             None => None,
         };
-        schedule_rows.push((schedule, last_state));
+        periodic_rows.push((row, last_state));
     }
 
     let read_only = app.options.read_only;
@@ -136,40 +136,40 @@ pub(crate) async fn page<S: Storage>(
             }
             h2 { "Throughput" }
             (chart::render(now, &slots))
-            h2 { "Recurring schedules" }
-            @if schedule_rows.is_empty() {
-                p.muted { "No worker pool has declared a schedule on this store." }
+            h2 { "Periodic jobs" }
+            @if periodic_rows.is_empty() {
+                p.muted { "No worker pool has declared a periodic job on this store." }
             } @else {
-                table.schedules {
+                table.periodic {
                     thead { tr {
-                        th { "Schedule" } th { "Queue" } th { "Expression" } th { "Next tick" } th { "Last job" }
+                        th { "Name" } th { "Queue" } th { "Expression" } th { "Next tick" } th { "Last job" }
                         th.num { "Missed" } th { "Status" }
                         @if !read_only { th { "Actions" } }
                     } }
                     tbody {
-                        @for (schedule, last_state) in &schedule_rows {
+                        @for (periodic, last_state) in &periodic_rows {
                             tr {
-                                td { (schedule.name) }
-                                td { (schedule.queue) }
-                                td { code { (schedule.spec) } " " span.muted { (schedule.zone) } }
-                                td { @match schedule.next_tick() {
+                                td { (periodic.name) }
+                                td { (periodic.queue) }
+                                td { code { (periodic.spec) } " " span.muted { (periodic.zone) } }
+                                td { @match periodic.next_tick() {
                                     Some(t) => { span title=(format::instant(t)) { (format::relative(t, now)) } }
                                     None => { span.muted { "-" } }
                                 } }
-                                td { @match (schedule.last_job, last_state) {
+                                td { @match (periodic.last_job, last_state) {
                                     (Some(id), Some(state)) => { a href=(base.to(&format!("/jobs/{id}"))) { (short(&id.to_string())) } " " (state_badge(*state)) }
                                     (Some(_), None) => { span.muted { "purged" } }
                                     (None, _) => { span.muted { "none yet" } }
                                 } }
-                                td.num { (schedule.missed) }
+                                td.num { (periodic.missed) }
                                 td {
-                                    @if schedule.is_orphaned(now) { span.warn { "orphaned" } } @else { "declared" }
-                                    @if schedule.run_requested.is_some() { ", run requested" }
+                                    @if periodic.is_orphaned(now) { span.warn { "orphaned" } } @else { "declared" }
+                                    @if periodic.triggered_at.is_some() { ", triggered" }
                                 }
                                 @if !read_only {
                                     td.actions {
-                                        (layout::action(&base.to(&format!("/schedules/{}/run", urlencode(&schedule.name))), csrf, "Run now",
-                                            &format!("Run schedule {} now, once?", schedule.name), "primary"))
+                                        (layout::action(&base.to(&format!("/periodic/{}/trigger", urlencode(&periodic.name))), csrf, "Trigger",
+                                            &format!("Trigger {} now, once?", periodic.name), "primary"))
                                     }
                                 }
                             }

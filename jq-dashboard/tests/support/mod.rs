@@ -42,7 +42,7 @@ pub async fn seed(client: &Client) -> Seeded {
         )
         .await
         .unwrap();
-    run_once(client, "reports", Outcome::Fail { error: "<b>boom</b>: template failed".to_owned() }).await;
+    run_once(client, "reports", Outcome::Bury { error: "<b>boom</b>: template failed".to_owned() }).await;
 
     let completed = client
         .enqueue(job("send_email", "mailers", serde_json::json!({ "to": "a@example.com" })).build().unwrap())
@@ -69,7 +69,7 @@ pub async fn run_once(client: &Client, queue: &str, outcome: Outcome) {
     let request = ClaimRequest::new(vec![QueueName::new(queue).unwrap()], 1, Duration::from_secs(30), "test-worker");
     let claimed = client.storage().claim(&request).await.unwrap();
     assert_eq!(claimed.len(), 1, "one runnable job in {queue}");
-    client.storage().complete_one(claimed[0].lease_ref().unwrap(), outcome).await.unwrap();
+    client.storage().settle_one(claimed[0].lease_ref().unwrap(), outcome).await.unwrap();
 }
 
 /// A fresh namespace on `backend`: "sqlite", "postgres" or "redis".
@@ -156,7 +156,7 @@ pub struct Busy {
 /// A store with history, on a manual clock that ends at the real now: 45
 /// minutes of work finished minute by minute (some of it failing), a
 /// backlog, a paused queue, a limited one, a dead job with a hostile
-/// payload and a recurring schedule.
+/// payload and a recurring periodic job.
 pub async fn seed_busy(client: &Client, clock: &jq::ManualClock) -> Busy {
     let start = chrono::Utc::now() - chrono::TimeDelta::minutes(45);
     clock.set(start);
@@ -189,14 +189,14 @@ pub async fn seed_busy(client: &Client, clock: &jq::ManualClock) -> Busy {
         for (i, job) in claimed.iter().enumerate() {
             let outcome = if i % 9 == 4 {
                 busy.dead += 1;
-                Outcome::Fail { error: "SMTP 554: message rejected".to_owned() }
+                Outcome::Bury { error: "SMTP 554: message rejected".to_owned() }
             } else {
                 busy.completed += 1;
                 Outcome::Ack
             };
-            batch.push(jq::Completion { lease: job.lease_ref().unwrap(), outcome });
+            batch.push(jq::Settlement { lease: job.lease_ref().unwrap(), outcome });
         }
-        for result in client.storage().complete(batch).await.unwrap() {
+        for result in client.storage().settle(batch).await.unwrap() {
             result.unwrap();
         }
         clock.advance(Duration::from_secs(40));
@@ -210,7 +210,7 @@ pub async fn seed_busy(client: &Client, clock: &jq::ManualClock) -> Busy {
         Payload::of(&serde_json::json!({ "html": HOSTILE, "month": "2026-10" })).unwrap(),
     );
     client.enqueue(dead.queue("reports").max_attempts(1).build().unwrap()).await.unwrap();
-    run_once(client, "reports", Outcome::Fail { error: "<b>boom</b>: template failed".to_owned() }).await;
+    run_once(client, "reports", Outcome::Bury { error: "<b>boom</b>: template failed".to_owned() }).await;
     client.pause("billing").await.unwrap();
     client
         .limit(
@@ -225,7 +225,7 @@ pub async fn seed_busy(client: &Client, clock: &jq::ManualClock) -> Busy {
         spec: "0 3 * * *".to_owned(),
         zone: "Europe/Berlin".to_owned(),
         expected: None,
-        expected_run: None,
+        expected_trigger: None,
         cursor: clock.now(),
         jobs: Vec::new(),
         missed: 0,

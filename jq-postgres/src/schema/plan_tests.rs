@@ -101,7 +101,7 @@ async fn every_statement_finds_its_rows_by_key_whatever_the_statistics() {
         ("claim_earlier", &sql.claim_earlier, "uuid", format!("('{token}')"), &["jobs_lease_expiry"]),
         (
             "complete",
-            &sql.complete,
+            &sql.settle,
             "uuid[], uuid[], int2[], text[], timestamptz[], text[], timestamptz, text, text",
             format!(
                 "(ARRAY['{running}']::uuid[], ARRAY['{token}']::uuid[], ARRAY[0]::int2[], ARRAY[NULL]::text[], ARRAY[now()], ARRAY['pending'], now(), 'x', 'c')"

@@ -1,15 +1,15 @@
--- fire.lua: one step of a recurring schedule (Storage::fire): a
--- compare-and-set on the schedule's cursor and run request, and the tick's
+-- fire.lua: one step of a recurring periodic job (Storage::fire): a
+-- compare-and-set on the periodic job's cursor and trigger, and the tick's
 -- jobs stored in the same script, or nothing at all.
 --
--- KEYS[1]  the schedule's hash (Keys::schedule), in its queue's slot
--- KEYS[2]  the base of the schedule's queue ("<prefix>:{<prefix>:<queue>}:")
+-- KEYS[1]  the periodic job's hash (Keys::periodic job), in its queue's slot
+-- KEYS[2]  the base of the periodic job's queue ("<prefix>:{<prefix>:<queue>}:")
 -- ARGV[1]  now (microseconds): created_at of the jobs, declared_at
 -- ARGV[2]  wake-up channel
 -- ARGV[3]  the queue name
--- ARGV[4]  the schedule's name, ARGV[5] its spec, ARGV[6] its zone
--- ARGV[7]  the expected cursor (microseconds), "" when the schedule must not exist yet
--- ARGV[8]  the expected run request (microseconds), "" for none
+-- ARGV[4]  the periodic job's name, ARGV[5] its spec, ARGV[6] its zone
+-- ARGV[7]  the expected cursor (microseconds), "" when the periodic job must not exist yet
+-- ARGV[8]  the expected trigger (microseconds), "" for none
 -- ARGV[9]  the new cursor (microseconds)
 -- ARGV[10] missed ticks to add, ARGV[11] the most recent of them ("" for none)
 -- then 10 values per job, as enqueue.lua takes them (queue index always 1).

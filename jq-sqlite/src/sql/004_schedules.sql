@@ -1,5 +1,5 @@
--- Schema version 4: recurring schedules (Storage::fire). One row per
--- schedule: its cursor (the last tick handled) and what operators read.
+-- Schema version 4: recurring periodic jobs (Storage::fire). One row per
+-- periodic job: its cursor (the last tick handled) and what operators read.
 -- Instants in microseconds (the storage's clock); last_job a 16-byte UUID
 -- BLOB. A handful of rows: no index besides the key. Existing jobs are
 -- untouched.

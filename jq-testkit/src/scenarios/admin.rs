@@ -122,7 +122,7 @@ pub async fn throughput_counts_finished_jobs_per_minute<H: Harness>(h: &H) {
             if *ok {
                 storage.ack(lease(job)).await.expect("ack");
             } else {
-                storage.discard(lease(job), "failed").await.expect("discard");
+                storage.bury(lease(job), "failed").await.expect("bury");
             }
         }
         claimed.iter().map(|j| j.id).collect()
@@ -142,7 +142,7 @@ pub async fn throughput_counts_finished_jobs_per_minute<H: Harness>(h: &H) {
     clock.set(at(181));
     let t1 = enqueue_all(&storage, jobs(&clock, "t1", 4)).await;
     let claimed = claim(&storage, &["t1"], 2, "w").await;
-    storage.discard(lease(&claimed[0]), "failed").await.expect("discard");
+    storage.bury(lease(&claimed[0]), "failed").await.expect("bury");
     let untouched: Vec<JobId> = t1.iter().copied().filter(|id| !claimed.iter().any(|j| j.id == *id)).collect();
     storage.cancel(untouched[0]).await.expect("cancel");
     // A dead job given another try is not dead any more.
@@ -187,7 +187,7 @@ pub async fn stats_agree_with_list<H: Harness>(h: &H) {
         let claimed = claim(&storage, &[q], 4, "w").await;
         assert_eq!(claimed.len(), 4);
         storage.ack(lease(&claimed[0])).await.expect("ack");
-        storage.discard(lease(&claimed[1]), "bad").await.expect("discard");
+        storage.bury(lease(&claimed[1]), "bad").await.expect("bury");
         storage.cancel(ids[6]).await.expect("cancel");
     }
     // s3: only completed jobs.
@@ -258,10 +258,10 @@ pub async fn retry_dead_job<H: Harness>(h: &H) {
     assert!(matches!(r, Err(Error::InvalidState { id: e, state: State::Completed, operation: "retry" }) if e == id));
     assert_eq!(get(&storage, id).await.state, State::Completed);
 
-    // A job discarded with attempts to spare keeps its max_attempts.
+    // A job buried with attempts to spare keeps its max_attempts.
     let spare = enqueue_all(&storage, vec![build(builder("p", 0).max_attempts(5), &clock)]).await[0];
     let job = claim_one(&storage, "p", "w").await;
-    storage.discard(lease(&job), "poison").await.expect("discard");
+    storage.bury(lease(&job), "poison").await.expect("bury");
     storage.retry(spare).await.expect("retry");
     let job = get(&storage, spare).await;
     assert_eq!((job.state, job.max_attempts, job.attempts), (State::Pending, 5, 1));
@@ -313,7 +313,7 @@ pub async fn purge_removes_only_old_terminal<H: Harness>(h: &H) {
     let a = claim_one(&storage, "q", "w").await;
     storage.ack(lease(&a)).await.expect("ack");
     let b = claim_one(&storage, "q", "w").await;
-    storage.discard(lease(&b), "bad").await.expect("discard");
+    storage.bury(lease(&b), "bad").await.expect("bury");
     storage.cancel(ids[2]).await.expect("cancel");
     let t0 = clock.now();
     // At t1: another Completed; ids[4] stays Pending.

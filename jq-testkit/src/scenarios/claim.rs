@@ -4,11 +4,11 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use jq_core::clock::add;
-use jq_core::{Completion, JobId, Outcome, Priority, State, Storage};
+use jq_core::{JobId, Outcome, Priority, Settlement, State, Storage};
 
 use super::support::{
-    MICRO, build, builder, claim, claim_one, complete, count_ids, enqueue_all, enqueue_mixed, get, jobs, lease,
-    manual_clock, stats,
+    MICRO, build, builder, claim, claim_one, count_ids, enqueue_all, enqueue_mixed, get, jobs, lease, manual_clock,
+    settle, stats,
 };
 use crate::Harness;
 
@@ -37,9 +37,9 @@ pub async fn claim_exclusivity<H: Harness>(h: &H) {
                 for job in &batch {
                     assert_eq!(job.attempts, 1, "job {} claimed a second time", job.id);
                 }
-                let completions: Vec<Completion> =
-                    batch.iter().map(|j| Completion { lease: lease(j), outcome: Outcome::Ack }).collect();
-                let results = conn.complete(completions).await.expect("complete");
+                let settlements: Vec<Settlement> =
+                    batch.iter().map(|j| Settlement { lease: lease(j), outcome: Outcome::Ack }).collect();
+                let results = conn.settle(settlements).await.expect("complete");
                 for (job, result) in batch.iter().zip(results) {
                     assert!(
                         matches!(result, Ok(State::Completed)),
@@ -219,7 +219,7 @@ pub async fn claim_sets_lease_and_attempts<H: Harness>(h: &H) {
     // Release gives the attempt back, yet the next claim's token is new.
     let first = &claimed[0];
     assert_eq!(
-        complete(&storage, lease(first), jq_core::Outcome::Release { delay: Duration::ZERO }).await.ok(),
+        settle(&storage, lease(first), jq_core::Outcome::Release { delay: Duration::ZERO }).await.ok(),
         Some(State::Pending)
     );
     let again = claim(&storage, &["q"], 1, "w-2").await.pop().expect("reclaimed");
@@ -250,7 +250,7 @@ pub async fn claim_resend_returns_the_earlier_claim<H: Harness>(h: &H) {
     }
 
     // One of the two finishes: a resend returns what its token still holds.
-    assert_eq!(complete(&storage, lease(&took[0]), Outcome::Ack).await.ok(), Some(State::Completed));
+    assert_eq!(settle(&storage, lease(&took[0]), Outcome::Ack).await.ok(), Some(State::Completed));
     let rest = storage.claim(&resend).await.expect("resend");
     assert_eq!(rest.iter().map(|j| j.id).collect::<Vec<_>>(), vec![ids[1]]);
     assert_eq!(rest[0].attempts, 1);

@@ -132,7 +132,7 @@ pub async fn a_retried_job_shares_its_unique_key<H: Harness>(h: &H) {
     for (key, older_finishes_first) in [("newer-first", false), ("older-first", true)] {
         let old = enqueue_all(&storage, vec![keyed(key)]).await[0];
         let job = claim_one(&storage, "q", "w").await;
-        storage.discard(lease(&job), "poison").await.expect("discard");
+        storage.bury(lease(&job), "poison").await.expect("bury");
         let newer = keyed(key);
         let newer_id = newer.id;
         assert_eq!(storage.enqueue_one(newer).await.expect("enqueue"), newer_id, "a Dead job no longer counts");
@@ -222,7 +222,7 @@ pub async fn trace_context_is_stored_and_kept<H: Harness>(h: &H) {
     let again = claim_one(&storage, "traced", "w").await;
     assert_eq!(again.id, ids[0]);
     assert_eq!(again.trace.as_ref(), Some(&with_state), "the pool's retry keeps the context");
-    storage.discard(lease(&again), "dead").await.expect("discard");
+    storage.bury(lease(&again), "dead").await.expect("bury");
     storage.retry(ids[0]).await.expect("operator retry");
     assert_eq!(get(&storage, ids[0]).await.trace.as_ref(), Some(&with_state), "an operator's retry keeps it");
 }

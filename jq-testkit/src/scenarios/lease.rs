@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jq_core::clock::add;
-use jq_core::{Completion, Error, JobId, LeaseRef, LeaseToken, Outcome, State, Storage, StorageExt};
+use jq_core::{Error, JobId, LeaseRef, LeaseToken, Outcome, Settlement, State, Storage, StorageExt};
 use tokio::sync::Barrier;
 
 use super::support::{
@@ -65,7 +65,7 @@ pub async fn crash_before_ack_recovered_after_lease_expiry<H: Harness>(h: &H) {
 }
 
 /// After recover and a new claim, the first token can no longer ack, nack,
-/// discard, release or heartbeat: each gets LeaseLost and changes nothing.
+/// bury, release or heartbeat: each gets LeaseLost and changes nothing.
 pub async fn stale_token_fencing<H: Harness>(h: &H) {
     let clock = manual_clock();
     let storage = h.connect(clock.clock()).await;
@@ -85,13 +85,13 @@ pub async fn stale_token_fencing<H: Harness>(h: &H) {
     }
     let outcomes = [
         Outcome::Ack,
-        Outcome::Retry { error: "stale".into(), delay: Duration::ZERO },
-        Outcome::Fail { error: "stale".into() },
+        Outcome::Nack { error: "stale".into(), delay: Duration::ZERO },
+        Outcome::Bury { error: "stale".into() },
         Outcome::Release { delay: Duration::ZERO },
     ];
-    let batch: Vec<Completion> =
-        ids.iter().zip(outcomes.iter()).map(|(id, o)| Completion { lease: stale[id], outcome: o.clone() }).collect();
-    let results = storage.complete(batch).await.expect("complete");
+    let batch: Vec<Settlement> =
+        ids.iter().zip(outcomes.iter()).map(|(id, o)| Settlement { lease: stale[id], outcome: o.clone() }).collect();
+    let results = storage.settle(batch).await.expect("complete");
     assert_eq!(results.len(), 4);
     for (id, result) in ids.iter().zip(&results) {
         assert_lease_lost(result, *id);
@@ -104,13 +104,13 @@ pub async fn stale_token_fencing<H: Harness>(h: &H) {
 
     // A batch mixing stale and current tokens applies the current ones only.
     let mixed = vec![
-        Completion { lease: stale[&ids[0]], outcome: Outcome::Ack },
-        Completion { lease: current[&ids[0]], outcome: Outcome::Ack },
-        Completion { lease: current[&ids[1]], outcome: Outcome::Retry { error: "e".into(), delay: Duration::ZERO } },
-        Completion { lease: current[&ids[2]], outcome: Outcome::Fail { error: "e".into() } },
-        Completion { lease: current[&ids[3]], outcome: Outcome::Release { delay: Duration::ZERO } },
+        Settlement { lease: stale[&ids[0]], outcome: Outcome::Ack },
+        Settlement { lease: current[&ids[0]], outcome: Outcome::Ack },
+        Settlement { lease: current[&ids[1]], outcome: Outcome::Nack { error: "e".into(), delay: Duration::ZERO } },
+        Settlement { lease: current[&ids[2]], outcome: Outcome::Bury { error: "e".into() } },
+        Settlement { lease: current[&ids[3]], outcome: Outcome::Release { delay: Duration::ZERO } },
     ];
-    let results = storage.complete(mixed).await.expect("complete");
+    let results = storage.settle(mixed).await.expect("complete");
     assert_lease_lost(&results[0], ids[0]);
     assert_eq!(results[1].as_ref().ok(), Some(&State::Completed));
     assert_eq!(results[2].as_ref().ok(), Some(&State::Pending));
@@ -151,8 +151,8 @@ pub async fn recover_racing_ack_keeps_ack<H: Harness>(h: &H) {
             barrier.wait().await;
             let mut results = Vec::new();
             for chunk in leases.chunks(10) {
-                let batch = chunk.iter().map(|l| Completion { lease: *l, outcome: Outcome::Ack }).collect();
-                let out = acker.complete(batch).await.expect("complete");
+                let batch = chunk.iter().map(|l| Settlement { lease: *l, outcome: Outcome::Ack }).collect();
+                let out = acker.settle(batch).await.expect("complete");
                 assert_eq!(out.len(), chunk.len());
                 results.extend(chunk.iter().map(|l| l.id).zip(out));
             }

@@ -1,5 +1,5 @@
 //! A real [`WorkerPool`] over the backend, through a [`FaultyStorage`]:
-//! a failed claim, completion or heartbeat (before or after its effect)
+//! a failed claim, settlement or heartbeat (before or after its effect)
 //! strands no job, and of many pools on one store exactly one maintains it.
 //!
 //! Time that leases and roles depend on is the storage's manual clock; the
@@ -125,17 +125,17 @@ pub async fn pool_claim_failing_after_effect_strands_nothing<H: Harness>(h: &H) 
     pool_through_a_fault(h, Operation::Claim, When::AfterEffect).await;
 }
 
-/// The pool's first completion batch fails before reaching the store: it is
+/// The pool's first settlement batch fails before reaching the store: it is
 /// written again.
 pub async fn pool_complete_failing_before_effect_strands_nothing<H: Harness>(h: &H) {
-    pool_through_a_fault(h, Operation::Complete, When::Before).await;
+    pool_through_a_fault(h, Operation::Settle, When::Before).await;
 }
 
-/// The pool's first completion batch is written but the answer is lost:
+/// The pool's first settlement batch is written but the answer is lost:
 /// written again, it finds the jobs finished (`LeaseLost`, logged) and
 /// nothing runs twice.
 pub async fn pool_complete_failing_after_effect_strands_nothing<H: Harness>(h: &H) {
-    pool_through_a_fault(h, Operation::Complete, When::AfterEffect).await;
+    pool_through_a_fault(h, Operation::Settle, When::AfterEffect).await;
 }
 
 /// 4 jobs run longer than a lease; one heartbeat fails `when`. The next

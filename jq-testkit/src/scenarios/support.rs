@@ -4,8 +4,8 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use jq_core::{
-    ClaimRequest, Completion, CompletionResult, Job, JobBuilder, JobFilter, JobId, LeaseRef, ManualClock, NewJob,
-    Outcome, Payload, QueueName, Stats, Storage,
+    ClaimRequest, Job, JobBuilder, JobFilter, JobId, LeaseRef, ManualClock, NewJob, Outcome, Payload, QueueName,
+    Settled, Settlement, Stats, Storage,
 };
 
 use crate::Harness;
@@ -103,8 +103,8 @@ pub(crate) fn lease(job: &Job) -> LeaseRef {
 }
 
 /// Applies one outcome.
-pub(crate) async fn complete<S: Storage>(storage: &S, lease: LeaseRef, outcome: Outcome) -> CompletionResult {
-    let mut results = storage.complete(vec![Completion { lease, outcome }]).await.expect("complete");
+pub(crate) async fn settle<S: Storage>(storage: &S, lease: LeaseRef, outcome: Outcome) -> Settled {
+    let mut results = storage.settle(vec![Settlement { lease, outcome }]).await.expect("complete");
     assert_eq!(results.len(), 1, "complete returns one result per item");
     results.pop().expect("one result")
 }

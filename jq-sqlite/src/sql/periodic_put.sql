@@ -1,5 +1,5 @@
--- Writes a schedule's row as a successful step leaves it (insert for a new
--- schedule, replace otherwise); run on the writer after the comparison in
+-- Writes a periodic job's row as a successful step leaves it (insert for a new
+-- periodic job, replace otherwise); run on the writer after the comparison in
 -- the same transaction.
 INSERT INTO schedules (name, queue, spec, zone, cursor, last_job, missed, last_missed, declared_at, run_requested)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, NULL)

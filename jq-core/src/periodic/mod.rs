@@ -1,16 +1,16 @@
-//! Recurring jobs: schedules declared in code, one job per (schedule, tick)
+//! Periodic jobs: periodic jobs declared in code, one job per (periodic job, tick)
 //! enforced by the store.
 //!
-//! A [`Schedule`] names a cron expression ([`Spec::cron`], 5 or 6 fields)
+//! A [`Periodic`] names a cron expression ([`Spec::cron`], 5 or 6 fields)
 //! or a fixed interval ([`Spec::every`]), an IANA time zone, a
 //! [`MissedPolicy`], and the job to enqueue for each tick, built from the
-//! tick's instant. Give schedules to the pool
-//! ([`WorkerPool::schedule`](crate::WorkerPool::schedule)); every pool that
-//! declares a schedule takes part, and no pool is special:
+//! tick's instant. Give periodic jobs to the pool
+//! ([`WorkerPool::periodic job`](crate::WorkerPool::periodic job)); every pool that
+//! declares a periodic job takes part, and no pool is special:
 //!
-//! - The store keeps one row (a hash on Redis) per schedule with its
+//! - The store keeps one row (a hash on Redis) per periodic job with its
 //!   *cursor*: the last tick handled. A pool reads the rows
-//!   ([`Storage::schedules`](crate::Storage::schedules)), works out the due
+//!   ([`Storage::periodic jobs`](crate::Storage::periodic jobs)), works out the due
 //!   ticks from the cursor and its clock ([`plan`]), builds their jobs, and
 //!   calls [`Storage::fire`](crate::Storage::fire): one atomic step that
 //!   moves the cursor from the value read to the new tick *and* stores the
@@ -22,11 +22,11 @@
 //!   clock ahead merely fires a tick a little earlier.
 //! - Daylight-saving time: see [`ticks`].
 //!
-//! [`Scheduler`] is the step the pool runs every second;
-//! tests call [`Scheduler::run_once`] under a [`ManualClock`](crate::ManualClock).
+//! [`PeriodicRunner`] is the step the pool runs every second;
+//! tests call [`PeriodicRunner::run_once`] under a [`ManualClock`](crate::ManualClock).
 
 pub mod plan;
-pub mod scheduler;
+pub mod runner;
 pub mod ticks;
 
 use std::fmt;
@@ -37,7 +37,7 @@ use std::time::Duration;
 use chrono_tz::Tz;
 
 pub use plan::{Plan, plan};
-pub use scheduler::{Round, Scheduler};
+pub use runner::{PeriodicRunner, Round};
 pub use ticks::Spec;
 
 use crate::clock::{Timestamp, add};
@@ -45,20 +45,20 @@ use crate::error::{Error, Result};
 use crate::job::{JobBuilder, JobId, JobType, NewJob, QueueName};
 
 /// A tick older than this when a pool first sees it due is *missed*: its
-/// schedule's [`MissedPolicy`] decides whether it runs. Quartz's misfire
+/// periodic job's [`MissedPolicy`] decides whether it runs. Quartz's misfire
 /// threshold has the same default.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(60);
-/// At most this many ticks are handled per schedule per round; a longer
-/// backlog (every pool down for days under a per-second schedule) is
+/// At most this many ticks are handled per periodic job per round; a longer
+/// backlog (every pool down for days under a per-second periodic job) is
 /// counted as skipped over several rounds.
 pub const MAX_TICKS_PER_ROUND: usize = 100_000;
-/// A pool rewrites a schedule's `declared_at` when it is older than this,
-/// so operators can tell a schedule still declared from an orphan.
+/// A pool rewrites a periodic job's `declared_at` when it is older than this,
+/// so operators can tell a periodic job still declared from an orphan.
 pub const DECLARE_REFRESH: Duration = Duration::from_secs(60);
-/// A schedule no pool has declared for this long is shown as orphaned.
+/// A periodic job no pool has declared for this long is shown as orphaned.
 pub const ORPHAN_AFTER: Duration = Duration::from_secs(5 * 60);
 
-/// What a schedule does with ticks that passed while no pool ran it
+/// What a periodic job does with ticks that passed while no pool ran it
 /// (older than its grace, [`DEFAULT_GRACE`], when first seen due).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum MissedPolicy {
@@ -86,13 +86,13 @@ impl fmt::Display for MissedPolicy {
 
 type Build = Arc<dyn Fn(Timestamp) -> JobBuilder + Send + Sync>;
 
-/// A recurring job, declared in code: see the [module docs](self).
+/// A periodic job, declared in code: see the [module docs](self).
 ///
 /// ```
-/// use jq_core::schedule::{MissedPolicy, Schedule};
+/// use jq_core::periodic::{MissedPolicy, Periodic};
 /// # #[derive(serde::Serialize, serde::Deserialize)] struct Report { day: String }
 /// # impl jq_core::JobType for Report { const KIND: &'static str = "report"; const QUEUE: &'static str = "reports"; }
-/// let nightly = Schedule::cron("nightly-report", "30 2 * * *")?
+/// let nightly = Periodic::cron("nightly-report", "30 2 * * *")?
 ///     .zone("Europe/Berlin")?
 ///     .missed(MissedPolicy::Latest)
 ///     .job(|tick| Report { day: tick.date_naive().to_string() })?;
@@ -100,7 +100,7 @@ type Build = Arc<dyn Fn(Timestamp) -> JobBuilder + Send + Sync>;
 /// # Ok::<(), jq_core::Error>(())
 /// ```
 #[derive(Clone)]
-pub struct Schedule {
+pub struct Periodic {
     name: String,
     spec: Spec,
     zone: Tz,
@@ -110,9 +110,9 @@ pub struct Schedule {
     build: Build,
 }
 
-impl fmt::Debug for Schedule {
+impl fmt::Debug for Periodic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Schedule")
+        f.debug_struct("Periodic")
             .field("name", &self.name)
             .field("spec", &self.spec.text())
             .field("zone", &self.zone)
@@ -122,10 +122,10 @@ impl fmt::Debug for Schedule {
     }
 }
 
-/// A schedule without its job yet; finish it with [`ScheduleBuilder::job`]
-/// or [`ScheduleBuilder::job_with`].
+/// A periodic job without its job yet; finish it with [`PeriodicBuilder::job`]
+/// or [`PeriodicBuilder::job_with`].
 #[derive(Clone, Debug)]
-pub struct ScheduleBuilder {
+pub struct PeriodicBuilder {
     name: String,
     spec: Spec,
     zone: Tz,
@@ -133,21 +133,21 @@ pub struct ScheduleBuilder {
     grace: Duration,
 }
 
-impl Schedule {
-    /// A schedule on a cron expression of 5 or 6 fields, in UTC unless
-    /// [`ScheduleBuilder::zone`] says otherwise. The name follows the
+impl Periodic {
+    /// A periodic job on a cron expression of 5 or 6 fields, in UTC unless
+    /// [`PeriodicBuilder::zone`] says otherwise. The name follows the
     /// queue-name rules.
-    pub fn cron(name: impl Into<String>, expression: &str) -> Result<ScheduleBuilder> {
-        ScheduleBuilder::new(name.into(), Spec::cron(expression)?)
+    pub fn cron(name: impl Into<String>, expression: &str) -> Result<PeriodicBuilder> {
+        PeriodicBuilder::new(name.into(), Spec::cron(expression)?)
     }
 
-    /// A schedule every `interval` (at least 1 s), at multiples of it since
+    /// A periodic job every `interval` (at least 1 s), at multiples of it since
     /// the Unix epoch.
-    pub fn every(name: impl Into<String>, interval: Duration) -> Result<ScheduleBuilder> {
-        ScheduleBuilder::new(name.into(), Spec::every(interval)?)
+    pub fn every(name: impl Into<String>, interval: Duration) -> Result<PeriodicBuilder> {
+        PeriodicBuilder::new(name.into(), Spec::every(interval)?)
     }
 
-    /// The name: unique among the schedules of a store.
+    /// The name: unique among the periodic jobs of a store.
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -172,7 +172,7 @@ impl Schedule {
         self.grace
     }
 
-    /// The queue every job of this schedule goes to.
+    /// The queue every job of this periodic job goes to.
     pub fn queue(&self) -> &QueueName {
         &self.queue
     }
@@ -183,10 +183,10 @@ impl Schedule {
     }
 }
 
-impl ScheduleBuilder {
+impl PeriodicBuilder {
     fn new(name: String, spec: Spec) -> Result<Self> {
         check_name(&name)?;
-        Ok(ScheduleBuilder { name, spec, zone: Tz::UTC, missed: MissedPolicy::default(), grace: DEFAULT_GRACE })
+        Ok(PeriodicBuilder { name, spec, zone: Tz::UTC, missed: MissedPolicy::default(), grace: DEFAULT_GRACE })
     }
 
     /// The IANA zone the cron expression is read in (default `UTC`);
@@ -211,7 +211,7 @@ impl ScheduleBuilder {
 
     /// Each tick enqueues the job type's value `make(tick)` with its
     /// defaults, on `T::QUEUE` ([`Error::InvalidQueue`] when that name is bad).
-    pub fn job<T, F>(self, make: F) -> Result<Schedule>
+    pub fn job<T, F>(self, make: F) -> Result<Periodic>
     where
         T: JobType,
         F: Fn(Timestamp) -> T + Send + Sync + 'static,
@@ -221,32 +221,32 @@ impl ScheduleBuilder {
     }
 
     /// Each tick enqueues the job `make(tick)` builds (any kind, priority,
-    /// payload), on `queue` whatever the builder says: a schedule's jobs
+    /// payload), on `queue` whatever the builder says: a periodic job's jobs
     /// share its queue, so the Redis backend can store the job and move the
     /// cursor in one script. [`Error::InvalidQueue`] for a bad name.
-    pub fn job_with<F>(self, queue: &str, make: F) -> Result<Schedule>
+    pub fn job_with<F>(self, queue: &str, make: F) -> Result<Periodic>
     where
         F: Fn(Timestamp) -> JobBuilder + Send + Sync + 'static,
     {
         Ok(self.finish(QueueName::new(queue)?, Arc::new(make)))
     }
 
-    fn finish(self, queue: QueueName, build: Build) -> Schedule {
-        let ScheduleBuilder { name, spec, zone, missed, grace } = self;
-        Schedule { name, spec, zone, missed, grace, queue, build }
+    fn finish(self, queue: QueueName, build: Build) -> Periodic {
+        let PeriodicBuilder { name, spec, zone, missed, grace } = self;
+        Periodic { name, spec, zone, missed, grace, queue, build }
     }
 }
 
-/// Checks a schedule name (the rules of a queue name).
+/// Checks a periodic job name (the rules of a queue name).
 pub fn check_name(name: &str) -> Result<()> {
     QueueName::new(name).map(drop).map_err(|_| {
         Error::invalid("schedule name", format!("{name:?}: use 1 to 128 bytes of letters, digits and _ - . :"))
     })
 }
 
-/// A schedule as the store keeps it ([`Storage::schedules`](crate::Storage::schedules)).
+/// A periodic job as the store keeps it ([`Storage::periodic jobs`](crate::Storage::periodic jobs)).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ScheduleInfo {
+pub struct PeriodicInfo {
     /// The name.
     pub name: String,
     /// The queue its jobs go to.
@@ -256,7 +256,7 @@ pub struct ScheduleInfo {
     /// The zone, an IANA name.
     pub zone: String,
     /// The last tick handled (run or skipped); the next tick is the first
-    /// one after it. A new schedule starts at the instant it was stored.
+    /// one after it. A new periodic job starts at the instant it was stored.
     pub cursor: Timestamp,
     /// The job of the most recent run.
     pub last_job: Option<JobId>,
@@ -266,12 +266,12 @@ pub struct ScheduleInfo {
     pub last_missed: Option<Timestamp>,
     /// When a pool last declared it (refreshed every [`DECLARE_REFRESH`]).
     pub declared_at: Timestamp,
-    /// When an operator asked for one run now (`jqctl cron run`), until a
-    /// pool that declares the schedule has stored it.
-    pub run_requested: Option<Timestamp>,
+    /// When an operator asked for one run now (`jqctl periodic trigger`), until a
+    /// pool that declares the periodic job has stored it.
+    pub triggered_at: Option<Timestamp>,
 }
 
-impl ScheduleInfo {
+impl PeriodicInfo {
     /// True when no pool has declared it for [`ORPHAN_AFTER`]: every pool
     /// that knew it is gone or was deployed without it, and nothing fires it.
     pub fn is_orphaned(&self, now: Timestamp) -> bool {
@@ -287,10 +287,10 @@ impl ScheduleInfo {
     }
 }
 
-/// One compare-and-set step of a schedule, for [`Storage::fire`](crate::Storage::fire).
+/// One compare-and-set step of a periodic job, for [`Storage::fire`](crate::Storage::fire).
 #[derive(Clone, Debug)]
 pub struct Fire {
-    /// The schedule.
+    /// The periodic job.
     pub name: String,
     /// Its queue; every job of `jobs` must be of it.
     pub queue: QueueName,
@@ -298,11 +298,11 @@ pub struct Fire {
     pub spec: String,
     /// Its zone name, stored for operators.
     pub zone: String,
-    /// The cursor read; `None`: the schedule has no row yet, create it.
+    /// The cursor read; `None`: the periodic job has no row yet, create it.
     pub expected: Option<Timestamp>,
-    /// The run request read ([`ScheduleInfo::run_requested`]); part of the
+    /// The trigger read ([`PeriodicInfo::triggered_at`]); part of the
     /// comparison, and cleared by the step.
-    pub expected_run: Option<Timestamp>,
+    pub expected_trigger: Option<Timestamp>,
     /// The new cursor.
     pub cursor: Timestamp,
     /// The jobs to store with it, in tick order.
@@ -314,7 +314,7 @@ pub struct Fire {
 }
 
 impl Fire {
-    /// Checks the name and that every job is of the schedule's queue.
+    /// Checks the name and that every job is of the periodic job's queue.
     pub fn check(&self) -> Result<()> {
         check_name(&self.name)?;
         if let Some(job) = self.jobs.iter().find(|j| j.queue != self.queue) {
@@ -327,10 +327,10 @@ impl Fire {
     }
 
     /// The row a successful step leaves, given the row before it (`None`
-    /// for a new schedule), `now` and the ids stored: what every backend
+    /// for a new periodic job), `now` and the ids stored: what every backend
     /// writes.
-    pub fn applied(&self, before: Option<&ScheduleInfo>, now: Timestamp, ids: &[JobId]) -> ScheduleInfo {
-        ScheduleInfo {
+    pub fn applied(&self, before: Option<&PeriodicInfo>, now: Timestamp, ids: &[JobId]) -> PeriodicInfo {
+        PeriodicInfo {
             name: self.name.clone(),
             queue: self.queue.as_str().to_owned(),
             spec: self.spec.clone(),
@@ -340,15 +340,15 @@ impl Fire {
             missed: before.map_or(0, |b| b.missed).saturating_add(self.missed),
             last_missed: self.last_missed.or(before.and_then(|b| b.last_missed)),
             declared_at: now,
-            run_requested: None,
+            triggered_at: None,
         }
     }
 
     /// True when a stored row is the one this step expects.
-    pub fn matches(&self, stored: Option<&ScheduleInfo>) -> bool {
+    pub fn matches(&self, stored: Option<&PeriodicInfo>) -> bool {
         match (self.expected, stored) {
             (None, None) => true,
-            (Some(cursor), Some(row)) => row.cursor == cursor && row.run_requested == self.expected_run,
+            (Some(cursor), Some(row)) => row.cursor == cursor && row.triggered_at == self.expected_trigger,
             _ => false,
         }
     }

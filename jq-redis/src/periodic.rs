@@ -1,18 +1,18 @@
-//! Recurring schedules ([`Storage::fire`](jq_core::Storage::fire)): one
-//! hash per schedule in its queue's slot (`Keys::schedule`), so
+//! Recurring periodic jobs ([`Storage::fire`](jq_core::Storage::fire)): one
+//! hash per periodic job in its queue's slot (`Keys::periodic job`), so
 //! `lua/fire.lua` compares the cursor and stores the tick's jobs in one
 //! script, on a single server and on Cluster alike. The registry
-//! `P:schedules` (name -> queue, another slot) is written first, as the
-//! queue registry is, so `schedules` and `request_run` find every schedule.
+//! `P:periodic jobs` (name -> queue, another slot) is written first, as the
+//! queue registry is, so `periodic jobs` and `trigger` find every periodic job.
 //!
-//! A schedule moved to another queue gets a new hash there: its cursor
+//! A periodic job moved to another queue gets a new hash there: its cursor
 //! starts afresh at the first step in the new queue (the registry points to
 //! the newest queue; the old hash is left unread).
 
 use std::collections::HashMap;
 
 use jq_core::clock::from_micros;
-use jq_core::{Error, Fire, FireOutcome, JobId, Result, ScheduleInfo, Timestamp};
+use jq_core::{Error, Fire, FireOutcome, JobId, PeriodicInfo, Result, Timestamp};
 use uuid::Uuid;
 
 use crate::enqueue::job_args;
@@ -35,7 +35,7 @@ pub(crate) async fn fire(s: &Inner, fire: &Fire) -> Result<FireOutcome> {
         .arg(&fire.spec)
         .arg(&fire.zone)
         .arg(micros(fire.expected))
-        .arg(micros(fire.expected_run))
+        .arg(micros(fire.expected_trigger))
         .arg(fire.cursor.timestamp_micros())
         .arg(fire.missed)
         .arg(micros(fire.last_missed));
@@ -43,7 +43,7 @@ pub(crate) async fn fire(s: &Inner, fire: &Fire) -> Result<FireOutcome> {
         job_args(&mut cmd, job, 1, now);
     }
     let mut register = redis::cmd("HSET");
-    register.arg(s.keys.schedules()).arg(&fire.name).arg(queue);
+    register.arg(s.keys.periodic()).arg(&fire.name).arg(queue);
     let due = if fire.jobs.is_empty() { None } else { s.registry_due(&[queue]) };
     let reply: Vec<String> = if s.is_cluster() {
         let _: i64 = s.query(&register).await?;
@@ -86,9 +86,9 @@ pub(crate) async fn fire(s: &Inner, fire: &Fire) -> Result<FireOutcome> {
     }
 }
 
-/// Every registered schedule whose hash exists, by name.
-pub(crate) async fn schedules(s: &Inner) -> Result<Vec<ScheduleInfo>> {
-    let registry: HashMap<String, String> = s.query(redis::cmd("HGETALL").arg(s.keys.schedules())).await?;
+/// Every registered periodic job whose hash exists, by name.
+pub(crate) async fn list(s: &Inner) -> Result<Vec<PeriodicInfo>> {
+    let registry: HashMap<String, String> = s.query(redis::cmd("HGETALL").arg(s.keys.periodic())).await?;
     let mut names: Vec<(String, String)> = registry.into_iter().collect();
     names.sort();
     let cmds = names
@@ -113,13 +113,13 @@ pub(crate) async fn schedules(s: &Inner) -> Result<Vec<ScheduleInfo>> {
     Ok(out)
 }
 
-/// Sets the run request of `name`.
-pub(crate) async fn request_run(s: &Inner, name: &str) -> Result<()> {
-    jq_core::schedule::check_name(name)?;
-    let not_found = || Error::ScheduleNotFound { name: name.to_owned() };
-    let queue: Option<String> = s.query(redis::cmd("HGET").arg(s.keys.schedules()).arg(name)).await?;
+/// Sets the trigger of `name`.
+pub(crate) async fn trigger(s: &Inner, name: &str) -> Result<()> {
+    jq_core::periodic::check_name(name)?;
+    let not_found = || Error::PeriodicNotFound { name: name.to_owned() };
+    let queue: Option<String> = s.query(redis::cmd("HGET").arg(s.keys.periodic()).arg(name)).await?;
     let queue = queue.ok_or_else(not_found)?;
-    let mut cmd = scripts::call(&scripts::RUN, &[s.keys.schedule(&queue, name)]);
+    let mut cmd = scripts::call(&scripts::TRIGGER, &[s.keys.schedule(&queue, name)]);
     cmd.arg(s.now_micros());
     let found: i64 = s.query(&cmd).await?;
     if found == 0 {
@@ -128,9 +128,9 @@ pub(crate) async fn request_run(s: &Inner, name: &str) -> Result<()> {
     Ok(())
 }
 
-fn decode(h: &HashMap<String, String>) -> Option<ScheduleInfo> {
+fn decode(h: &HashMap<String, String>) -> Option<PeriodicInfo> {
     let instant = |field: &str| h.get(field).and_then(|v| v.parse::<i64>().ok()).map(from_micros);
-    Some(ScheduleInfo {
+    Some(PeriodicInfo {
         name: h.get("name")?.clone(),
         queue: h.get("queue")?.clone(),
         spec: h.get("spec")?.clone(),
@@ -143,6 +143,6 @@ fn decode(h: &HashMap<String, String>) -> Option<ScheduleInfo> {
         missed: h.get("missed").and_then(|v| v.parse().ok()).unwrap_or(0),
         last_missed: instant("last_missed"),
         declared_at: instant("declared_at")?,
-        run_requested: instant("run_requested"),
+        triggered_at: instant("run_requested"),
     })
 }

@@ -1,10 +1,10 @@
-//! Recurring schedules ([`Storage::fire`](jq_core::Storage::fire)): one row
-//! per schedule in `schedules` (migration 5). A step is one transaction:
+//! Recurring periodic jobs ([`Storage::fire`](jq_core::Storage::fire)): one row
+//! per periodic job in `periodic jobs` (migration 5). A step is one transaction:
 //! the compare-and-set on the cursor first (it locks the row, so a racing
 //! step waits and then finds the cursor moved), then the jobs' insert, then
 //! the last job id; a step that loses rolls back having written nothing.
 
-use jq_core::{Error, Fire, FireOutcome, JobId, Result, ScheduleInfo, Timestamp};
+use jq_core::{Error, Fire, FireOutcome, JobId, PeriodicInfo, Result, Timestamp};
 use sqlx::Row;
 use uuid::Uuid;
 
@@ -21,8 +21,8 @@ pub(crate) async fn fire(inner: &Inner, fire: &Fire) -> Result<FireOutcome> {
     let missed = i64::try_from(fire.missed).unwrap_or(i64::MAX);
     let mut tx = inner.pool.begin().await.map_err(map_sqlx)?;
     let sql = match fire.expected {
-        None => inner.sql.schedule_create.q(),
-        Some(_) => inner.sql.schedule_advance.q(),
+        None => inner.sql.periodic_create.q(),
+        Some(_) => inner.sql.periodic_advance.q(),
     };
     let mut step = sqlx::query(sql)
         .bind(&fire.name)
@@ -34,7 +34,7 @@ pub(crate) async fn fire(inner: &Inner, fire: &Fire) -> Result<FireOutcome> {
         .bind(missed)
         .bind(fire.last_missed);
     if let Some(expected) = fire.expected {
-        step = step.bind(expected).bind(fire.expected_run);
+        step = step.bind(expected).bind(fire.expected_trigger);
     }
     if step.fetch_optional(&mut *tx).await.map_err(map_sqlx)?.is_none() {
         tx.rollback().await.map_err(map_sqlx)?;
@@ -42,7 +42,7 @@ pub(crate) async fn fire(inner: &Inner, fire: &Fire) -> Result<FireOutcome> {
     }
     let ids = enqueue::enqueue(inner, &mut *tx, fire.jobs.clone()).await?;
     if let Some(last) = ids.last() {
-        sqlx::query(inner.sql.schedule_last_job.q())
+        sqlx::query(inner.sql.periodic_last_job.q())
             .bind(&fire.name)
             .bind(last.0)
             .execute(&mut *tx)
@@ -53,14 +53,14 @@ pub(crate) async fn fire(inner: &Inner, fire: &Fire) -> Result<FireOutcome> {
     Ok(FireOutcome::Fired(ids))
 }
 
-/// Every schedule row.
-pub(crate) async fn schedules(inner: &Inner) -> Result<Vec<ScheduleInfo>> {
-    let rows = sqlx::query(inner.sql.schedules.q()).fetch_all(&inner.pool).await.map_err(map_sqlx)?;
+/// Every periodic job row.
+pub(crate) async fn list(inner: &Inner) -> Result<Vec<PeriodicInfo>> {
+    let rows = sqlx::query(inner.sql.periodic_list.q()).fetch_all(&inner.pool).await.map_err(map_sqlx)?;
     rows.iter()
         .map(|row| {
             let missed: i64 = row.try_get(6)?;
             let last_job: Option<Uuid> = row.try_get(5)?;
-            Ok(ScheduleInfo {
+            Ok(PeriodicInfo {
                 name: row.try_get(0)?,
                 queue: row.try_get(1)?,
                 spec: row.try_get(2)?,
@@ -70,24 +70,24 @@ pub(crate) async fn schedules(inner: &Inner) -> Result<Vec<ScheduleInfo>> {
                 missed: u64::try_from(missed).unwrap_or(0),
                 last_missed: row.try_get(7)?,
                 declared_at: row.try_get(8)?,
-                run_requested: row.try_get(9)?,
+                triggered_at: row.try_get(9)?,
             })
         })
         .collect::<Result<Vec<_>, sqlx::Error>>()
         .map_err(map_sqlx)
 }
 
-/// Sets the run request of `name`.
-pub(crate) async fn request_run(inner: &Inner, name: &str) -> Result<()> {
-    jq_core::schedule::check_name(name)?;
-    let found = sqlx::query(inner.sql.schedule_run.q())
+/// Sets the trigger of `name`.
+pub(crate) async fn trigger(inner: &Inner, name: &str) -> Result<()> {
+    jq_core::periodic::check_name(name)?;
+    let found = sqlx::query(inner.sql.periodic_trigger.q())
         .bind(name)
         .bind(inner.clock.now())
         .fetch_optional(&inner.pool)
         .await
         .map_err(map_sqlx)?;
     if found.is_none() {
-        return Err(Error::ScheduleNotFound { name: name.to_owned() });
+        return Err(Error::PeriodicNotFound { name: name.to_owned() });
     }
     Ok(())
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use jq_core::clock::{add, truncate_micros};
-use jq_core::{Completion, CompletionResult, Error, JobId, LeaseRef, Outcome, Result, State};
+use jq_core::{Error, JobId, LeaseRef, Outcome, Result, Settled, Settlement, State};
 use sqlx::Row;
 use uuid::Uuid;
 
@@ -20,8 +20,8 @@ use crate::row::{decode_state, rfc3339};
 /// token applies and clears the lease, so any later item of that job is
 /// stale. A batch that names a job twice is therefore sent in rounds, each
 /// with at most one item per job.
-pub(crate) async fn complete(inner: &Inner, batch: Vec<Completion>) -> Result<Vec<CompletionResult>> {
-    let mut results: Vec<Option<CompletionResult>> = (0..batch.len()).map(|_| None).collect();
+pub(crate) async fn settle(inner: &Inner, batch: Vec<Settlement>) -> Result<Vec<Settled>> {
+    let mut results: Vec<Option<Settled>> = (0..batch.len()).map(|_| None).collect();
     let mut todo: Vec<usize> = (0..batch.len()).collect();
     let mut applied: HashSet<JobId> = HashSet::new();
     while !todo.is_empty() {
@@ -51,12 +51,12 @@ pub(crate) async fn complete(inner: &Inner, batch: Vec<Completion>) -> Result<Ve
         }
         todo = later;
     }
-    Ok(results.into_iter().map(|r| r.unwrap_or_else(|| Err(Error::invalid("completion", "not processed")))).collect())
+    Ok(results.into_iter().map(|r| r.unwrap_or_else(|| Err(Error::invalid("settlement", "not processed")))).collect())
 }
 
 /// One statement for the items `round` of `batch` (distinct jobs); returns
 /// the new state of each job it changed.
-async fn apply(inner: &Inner, batch: &[Completion], round: &[usize]) -> Result<HashMap<Uuid, State>> {
+async fn apply(inner: &Inner, batch: &[Settlement], round: &[usize]) -> Result<HashMap<Uuid, State>> {
     if round.is_empty() {
         return Ok(HashMap::new());
     }
@@ -74,8 +74,8 @@ async fn apply(inner: &Inner, batch: &[Completion], round: &[usize]) -> Result<H
         tokens.push(c.lease.token.0);
         let (op, error, delay) = match &c.outcome {
             Outcome::Ack => (0, None, Duration::ZERO),
-            Outcome::Retry { error, delay } => (1, Some(error.as_str()), *delay),
-            Outcome::Fail { error } => (2, Some(error.as_str()), Duration::ZERO),
+            Outcome::Nack { error, delay } => (1, Some(error.as_str()), *delay),
+            Outcome::Bury { error } => (2, Some(error.as_str()), Duration::ZERO),
             Outcome::Release { delay } => (3, None, *delay),
         };
         ops.push(op);
@@ -83,7 +83,7 @@ async fn apply(inner: &Inner, batch: &[Completion], round: &[usize]) -> Result<H
         run_ats.push(truncate_micros(add(now, delay)));
         requeue.push(if delay.is_zero() { State::Pending.as_str() } else { State::Scheduled.as_str() });
     }
-    let rows = sqlx::query(inner.sql.complete.q())
+    let rows = sqlx::query(inner.sql.settle.q())
         .bind(&ids)
         .bind(&tokens)
         .bind(&ops)

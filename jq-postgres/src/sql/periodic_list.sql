@@ -1,3 +1,3 @@
--- Every schedule row, by name.
+-- Every periodic job row, by name.
 SELECT name, queue, spec, zone, cursor, last_job, missed, last_missed, declared_at, run_requested
 FROM {schema}.schedules ORDER BY name

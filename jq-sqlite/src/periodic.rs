@@ -1,11 +1,11 @@
-//! Recurring schedules ([`Storage::fire`](jq_core::Storage::fire)): one row
-//! per schedule in `schedules`. A step reads the row and, when it is the
+//! Recurring periodic jobs ([`Storage::fire`](jq_core::Storage::fire)): one row
+//! per periodic job in `periodic jobs`. A step reads the row and, when it is the
 //! one expected, writes it and inserts the jobs, all in the writer's
 //! `BEGIN IMMEDIATE` transaction: writers of every process are serialised
 //! by it, so the comparison and the write are one atomic step.
 
 use jq_core::clock::from_micros;
-use jq_core::{Error, Fire, FireOutcome, JobId, Result, ScheduleInfo, Timestamp};
+use jq_core::{Error, Fire, FireOutcome, JobId, PeriodicInfo, Result, Timestamp};
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use uuid::Uuid;
 
@@ -13,10 +13,10 @@ use crate::enqueue;
 use crate::error::db;
 use crate::row::blob;
 
-const GET: &str = include_str!("sql/schedule_get.sql");
-const PUT: &str = include_str!("sql/schedule_put.sql");
-const LIST: &str = include_str!("sql/schedules.sql");
-const RUN: &str = include_str!("sql/schedule_run.sql");
+const GET: &str = include_str!("sql/periodic_get.sql");
+const PUT: &str = include_str!("sql/periodic_put.sql");
+const LIST: &str = include_str!("sql/periodic_list.sql");
+const TRIGGER: &str = include_str!("sql/periodic_trigger.sql");
 
 /// One step; the outcome and how many jobs were inserted. Runs on the
 /// writer, inside its transaction.
@@ -45,24 +45,25 @@ pub(crate) fn fire(conn: &Connection, fire: &Fire, now: Timestamp) -> Result<(Fi
     Ok((FireOutcome::Fired(ids), stored))
 }
 
-/// Every schedule row.
-pub(crate) fn schedules(conn: &Connection) -> Result<Vec<ScheduleInfo>> {
+/// Every periodic job row.
+pub(crate) fn list(conn: &Connection) -> Result<Vec<PeriodicInfo>> {
     let mut stmt = conn.prepare_cached(LIST).map_err(db)?;
     let rows = stmt.query_map([], decode).map_err(db)?;
     rows.map(|r| r.map_err(db).and_then(|r| r)).collect()
 }
 
-/// Sets the run request of `name`; runs on the writer.
-pub(crate) fn request_run(conn: &Connection, name: &str, now: Timestamp) -> Result<()> {
-    let changed = conn.prepare_cached(RUN).map_err(db)?.execute(params![name, now.timestamp_micros()]).map_err(db)?;
+/// Sets the trigger of `name`; runs on the writer.
+pub(crate) fn trigger(conn: &Connection, name: &str, now: Timestamp) -> Result<()> {
+    let changed =
+        conn.prepare_cached(TRIGGER).map_err(db)?.execute(params![name, now.timestamp_micros()]).map_err(db)?;
     if changed == 0 {
-        return Err(Error::ScheduleNotFound { name: name.to_owned() });
+        return Err(Error::PeriodicNotFound { name: name.to_owned() });
     }
     Ok(())
 }
 
-/// A row of `schedules`; the inner error for a last job that is not a UUID.
-fn decode(r: &Row<'_>) -> rusqlite::Result<Result<ScheduleInfo>> {
+/// A row of `periodic jobs`; the inner error for a last job that is not a UUID.
+fn decode(r: &Row<'_>) -> rusqlite::Result<Result<PeriodicInfo>> {
     let name: String = r.get(0)?;
     let last_job: Option<Vec<u8>> = r.get(5)?;
     let last_job = match last_job.map(|b| Uuid::from_slice(&b)) {
@@ -76,7 +77,7 @@ fn decode(r: &Row<'_>) -> rusqlite::Result<Result<ScheduleInfo>> {
         }
     };
     let missed: i64 = r.get(6)?;
-    Ok(Ok(ScheduleInfo {
+    Ok(Ok(PeriodicInfo {
         queue: r.get(1)?,
         spec: r.get(2)?,
         zone: r.get(3)?,
@@ -85,7 +86,7 @@ fn decode(r: &Row<'_>) -> rusqlite::Result<Result<ScheduleInfo>> {
         missed: u64::try_from(missed).unwrap_or(0),
         last_missed: r.get::<_, Option<i64>>(7)?.map(from_micros),
         declared_at: from_micros(r.get(8)?),
-        run_requested: r.get::<_, Option<i64>>(9)?.map(from_micros),
+        triggered_at: r.get::<_, Option<i64>>(9)?.map(from_micros),
         name,
     }))
 }

@@ -1,4 +1,4 @@
--- Creates schedule $1's row unless it exists; a row comes back iff this
+-- Creates periodic job $1's row unless it exists; a row comes back iff this
 -- call created it (of concurrent creators one does, the others wait on its
 -- key and find it).
 --

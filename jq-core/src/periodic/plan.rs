@@ -1,48 +1,48 @@
-//! What one round does for one schedule: pure code from the stored row,
-//! the schedule and the pool's clock, unit-tested here.
+//! What one round does for one periodic job: pure code from the stored row,
+//! the periodic job and the pool's clock, unit-tested here.
 
 use crate::clock::{Timestamp, add};
-use crate::schedule::ticks::ticks_between;
-use crate::schedule::{DECLARE_REFRESH, MAX_TICKS_PER_ROUND, MissedPolicy, Schedule, ScheduleInfo};
+use crate::periodic::ticks::ticks_between;
+use crate::periodic::{DECLARE_REFRESH, MAX_TICKS_PER_ROUND, MissedPolicy, Periodic, PeriodicInfo};
 
-/// One step of a schedule, before its jobs are built.
+/// One step of a periodic job, before its jobs are built.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Plan {
     /// The cursor read (`None`: create the row).
     pub expected: Option<Timestamp>,
-    /// The run request read.
-    pub expected_run: Option<Timestamp>,
+    /// The trigger read.
+    pub expected_trigger: Option<Timestamp>,
     /// The new cursor: the last due tick, or the one read.
     pub cursor: Timestamp,
     /// The ticks that get a job, ascending.
     pub ticks: Vec<Timestamp>,
-    /// An operator's run request to serve, with its instant as the tick.
-    pub run_now: Option<Timestamp>,
+    /// An operator's trigger to serve, with its instant as the tick.
+    pub trigger: Option<Timestamp>,
     /// Due ticks that get no job.
     pub missed: u64,
     /// The most recent of them.
     pub last_missed: Option<Timestamp>,
 }
 
-/// The step for `schedule` at `now`, given its stored row, or `None` when
+/// The step for `periodic job` at `now`, given its stored row, or `None` when
 /// there is nothing to do (no tick due, no run asked for, the row's
 /// declaration fresh and unchanged).
 ///
 /// - No row yet: create it with the cursor at `now` (the first tick is the
-///   first one after the schedule was first stored).
+///   first one after the periodic job was first stored).
 /// - The due ticks are those in `(cursor, now]`. Those at least the
-///   schedule's grace old are *missed* and follow its [`MissedPolicy`];
+///   periodic job's grace old are *missed* and follow its [`MissedPolicy`];
 ///   the others run. The cursor moves to the last due tick either way.
 /// - Over [`MAX_TICKS_PER_ROUND`] due ticks: the first that many are
 ///   counted as missed and the rest wait for the next round.
-pub fn plan(schedule: &Schedule, stored: Option<&ScheduleInfo>, now: Timestamp) -> Option<Plan> {
+pub fn plan(schedule: &Periodic, stored: Option<&PeriodicInfo>, now: Timestamp) -> Option<Plan> {
     let Some(row) = stored else {
         return Some(Plan {
             expected: None,
-            expected_run: None,
+            expected_trigger: None,
             cursor: now,
             ticks: Vec::new(),
-            run_now: None,
+            trigger: None,
             missed: 0,
             last_missed: None,
         });
@@ -72,15 +72,15 @@ pub fn plan(schedule: &Schedule, stored: Option<&ScheduleInfo>, now: Timestamp) 
         && row.spec == schedule.spec().text()
         && row.zone == schedule.zone().name()
         && row.queue == schedule.queue().as_str();
-    if due.is_empty() && row.run_requested.is_none() && declared {
+    if due.is_empty() && row.triggered_at.is_none() && declared {
         return None;
     }
     Some(Plan {
         expected: Some(row.cursor),
-        expected_run: row.run_requested,
+        expected_trigger: row.triggered_at,
         cursor,
         ticks,
-        run_now: row.run_requested,
+        trigger: row.triggered_at,
         missed: skipped.len() as u64,
         last_missed: skipped.last().copied(),
     })
@@ -100,16 +100,16 @@ mod tests {
         DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
     }
 
-    fn hourly(policy: MissedPolicy) -> Schedule {
-        Schedule::cron("hourly", "0 * * * *")
+    fn hourly(policy: MissedPolicy) -> Periodic {
+        Periodic::cron("hourly", "0 * * * *")
             .unwrap()
             .missed(policy)
             .job_with("q", |_| NewJob::builder("k", Payload::from_json("{}").unwrap()))
             .unwrap()
     }
 
-    fn row(s: &Schedule, cursor: &str) -> ScheduleInfo {
-        ScheduleInfo {
+    fn row(s: &Periodic, cursor: &str) -> PeriodicInfo {
+        PeriodicInfo {
             name: s.name().into(),
             queue: "q".into(),
             spec: s.spec().text(),
@@ -119,7 +119,7 @@ mod tests {
             missed: 0,
             last_missed: None,
             declared_at: utc(cursor),
-            run_requested: None,
+            triggered_at: None,
         }
     }
 
@@ -184,10 +184,10 @@ mod tests {
     fn a_run_request_and_a_stale_declaration_make_a_step() {
         let s = hourly(MissedPolicy::Latest);
         let mut r = row(&s, "2026-01-01T10:00:00Z");
-        r.run_requested = Some(utc("2026-01-01T10:05:00Z"));
+        r.triggered_at = Some(utc("2026-01-01T10:05:00Z"));
         let p = plan(&s, Some(&r), utc("2026-01-01T10:06:00Z")).unwrap();
-        assert_eq!((p.run_now, p.expected_run, p.ticks.len()), (r.run_requested, r.run_requested, 0));
-        r.run_requested = None;
+        assert_eq!((p.trigger, p.expected_trigger, p.ticks.len()), (r.triggered_at, r.triggered_at, 0));
+        r.triggered_at = None;
         let p = plan(&s, Some(&r), add(utc("2026-01-01T10:00:00Z"), DECLARE_REFRESH)).unwrap();
         assert_eq!((p.cursor, p.ticks.len()), (r.cursor, 0));
         r.spec = "0 3 * * *".into();
@@ -196,7 +196,7 @@ mod tests {
 
     #[test]
     fn a_huge_backlog_is_counted_over_rounds() {
-        let s = Schedule::every("secondly", Duration::from_secs(1))
+        let s = Periodic::every("secondly", Duration::from_secs(1))
             .unwrap()
             .job_with("q", |_| NewJob::builder("k", Payload::from_json("{}").unwrap()))
             .unwrap();

@@ -1,16 +1,16 @@
-//! Failures: retries up to max_attempts, poison jobs, release and snooze.
+//! Failures: retries up to max_attempts, poison jobs, release and release.
 
 use std::time::Duration;
 
 use jq_core::clock::add;
 use jq_core::{Outcome, State, StorageExt};
 
-use super::support::{build, builder, claim, claim_one, complete, enqueue_all, get, lease, manual_clock};
+use super::support::{build, builder, claim, claim_one, enqueue_all, get, lease, manual_clock, settle};
 use crate::Harness;
 
 /// max_attempts 3, nacked 3 times: Scheduled, Scheduled, then Dead with
 /// three errors numbered 1, 2, 3; attempts never exceed 3.
-pub async fn retry_accounting_to_dead<H: Harness>(h: &H) {
+pub async fn nack_accounting_to_dead<H: Harness>(h: &H) {
     let clock = manual_clock();
     let storage = h.connect(clock.clock()).await;
     let id = enqueue_all(&storage, vec![build(builder("q", 0).max_attempts(3), &clock)]).await[0];
@@ -47,7 +47,7 @@ pub async fn retry_accounting_to_dead<H: Harness>(h: &H) {
 }
 
 /// A payload that can never run (it does not decode into the handler's
-/// type) is discarded: Dead at once with the reason, attempts left or not.
+/// type) is buried: Dead at once with the reason, attempts left or not.
 pub async fn poison_job_ends_dead<H: Harness>(h: &H) {
     #[derive(Debug, serde::Deserialize)]
     #[allow(dead_code)]
@@ -61,7 +61,7 @@ pub async fn poison_job_ends_dead<H: Harness>(h: &H) {
     let id = enqueue_all(&storage, vec![job]).await[0];
     let claimed = claim_one(&storage, "q", "w").await;
     let reason = claimed.payload.decode::<Args>().expect_err("the payload does not fit Args").to_string();
-    let state = complete(&storage, lease(&claimed), Outcome::Fail { error: reason.clone() }).await.expect("discard");
+    let state = settle(&storage, lease(&claimed), Outcome::Bury { error: reason.clone() }).await.expect("bury");
     assert_eq!(state, State::Dead);
     let dead = get(&storage, id).await;
     assert_eq!(dead.state, State::Dead);
@@ -115,31 +115,31 @@ pub async fn release_in_the_claiming_instant_is_claimable_at_once<H: Harness>(h:
     // The same with a nack of zero delay (Pending again, the attempt counted).
     let id = enqueue_all(&storage, vec![build(builder("q", 0), &clock)]).await[0];
     let job = claim_one(&storage, "q", "w").await;
-    let nack = Outcome::Retry { error: "again".into(), delay: Duration::ZERO };
-    assert_eq!(complete(&storage, lease(&job), nack).await.expect("nack"), State::Pending);
+    let nack = Outcome::Nack { error: "again".into(), delay: Duration::ZERO };
+    assert_eq!(settle(&storage, lease(&job), nack).await.expect("nack"), State::Pending);
     clock.advance(Duration::from_secs(1));
     assert!(claim(&storage, &["other"], 1, "w").await.is_empty());
     assert_eq!(claim_one(&storage, "q", "w").await.id, id);
 }
 
-/// Release with a delay (a snooze): Scheduled at now + delay, attempt not
+/// Release with a delay (a release): Scheduled at now + delay, attempt not
 /// counted, claimable again at exactly that instant.
-pub async fn snooze_schedules_at_now_plus_delay<H: Harness>(h: &H) {
+pub async fn release_with_delay_is_scheduled_at_now_plus_delay<H: Harness>(h: &H) {
     let clock = manual_clock();
     let storage = h.connect(clock.clock()).await;
     let id = enqueue_all(&storage, vec![build(builder("q", 0), &clock)]).await[0];
     let job = claim_one(&storage, "q", "w").await;
     let delay = Duration::from_secs(90);
-    let state = complete(&storage, lease(&job), Outcome::Release { delay }).await.expect("snooze");
+    let state = settle(&storage, lease(&job), Outcome::Release { delay }).await.expect("release");
     assert_eq!(state, State::Scheduled);
-    let snoozed = get(&storage, id).await;
-    assert_eq!(snoozed.state, State::Scheduled);
-    assert_eq!(snoozed.run_at, add(clock.now(), delay));
-    assert_eq!(snoozed.attempts, 0);
-    assert!(snoozed.errors.is_empty());
-    assert!(snoozed.lease.is_none());
+    let released = get(&storage, id).await;
+    assert_eq!(released.state, State::Scheduled);
+    assert_eq!(released.run_at, add(clock.now(), delay));
+    assert_eq!(released.attempts, 0);
+    assert!(released.errors.is_empty());
+    assert!(released.lease.is_none());
     clock.advance(delay - super::support::MICRO);
-    assert!(claim(&storage, &["q"], 1, "w").await.is_empty(), "claimed before the snooze ended");
+    assert!(claim(&storage, &["q"], 1, "w").await.is_empty(), "claimed before the release ended");
     clock.advance(super::support::MICRO);
     let again = claim_one(&storage, "q", "w").await;
     assert_eq!((again.id, again.attempts), (id, 1));

@@ -1,14 +1,14 @@
-//! `jqctl cron list` and `jqctl cron run NAME`.
+//! `jqctl periodic list` and `jqctl periodic trigger NAME`.
 
-use jq::{JobId, ScheduleInfo, State, Storage, Timestamp};
+use jq::{JobId, PeriodicInfo, State, Storage, Timestamp};
 use serde::Serialize;
 
 use crate::error::CliResult;
 use crate::view;
 
-/// A schedule as `cron list --json` shows it.
+/// A periodic job as `periodic list --json` shows it.
 #[derive(Debug, Serialize)]
-pub struct ScheduleView {
+pub struct PeriodicView {
     /// The name.
     pub name: String,
     /// The queue its jobs go to.
@@ -20,7 +20,7 @@ pub struct ScheduleView {
     /// The next tick after the last one handled, by the stored expression
     /// (`null` when it never ticks again or cannot be read).
     pub next_tick: Option<Timestamp>,
-    /// The last tick handled (run or skipped); for a schedule that has not
+    /// The last tick handled (run or skipped); for a periodic job that has not
     /// ticked yet, when it was first stored.
     pub last_tick: Timestamp,
     /// The job of the most recent run.
@@ -35,13 +35,13 @@ pub struct ScheduleView {
     pub declared_at: Timestamp,
     /// True when no pool has declared it for 5 minutes: nothing fires it.
     pub orphaned: bool,
-    /// A `cron run` not served yet.
-    pub run_requested: Option<Timestamp>,
+    /// A `periodic trigger` not served yet.
+    pub triggered_at: Option<Timestamp>,
 }
 
-/// `jqctl cron list`.
+/// `jqctl periodic list`.
 pub async fn list<S: Storage>(storage: &S, json: bool) -> CliResult {
-    let rows = storage.schedules().await?;
+    let rows = storage.periodic().await?;
     let now = jq::Clock::system().now();
     let mut views = Vec::with_capacity(rows.len());
     for row in rows {
@@ -49,34 +49,34 @@ pub async fn list<S: Storage>(storage: &S, json: bool) -> CliResult {
             Some(id) => storage.get(id).await.ok().map(|job| job.state),
             None => None,
         };
-        views.push(ScheduleView::of(row, state, now));
+        views.push(PeriodicView::of(row, state, now));
     }
     if json {
         return view::emit_json(&views);
     }
     if views.is_empty() {
-        eprintln!("no schedule is stored (no worker pool has declared one on this store)");
+        eprintln!("no periodic job is stored (no worker pool has declared one on this store)");
         return Ok(());
     }
-    let rows: Vec<Vec<String>> = views.iter().map(ScheduleView::cells).collect();
+    let rows: Vec<Vec<String>> = views.iter().map(PeriodicView::cells).collect();
     view::emit(&view::table(
         &["NAME", "EXPRESSION", "ZONE", "NEXT TICK", "LAST TICK", "LAST JOB", "MISSED", "STATUS"],
         &rows,
     ))
 }
 
-/// `jqctl cron run NAME`.
-pub async fn run<S: Storage>(storage: &S, name: &str, json: bool) -> CliResult {
-    storage.request_run(name).await?;
+/// `jqctl periodic trigger NAME`.
+pub async fn trigger<S: Storage>(storage: &S, name: &str, json: bool) -> CliResult {
+    storage.trigger(name).await?;
     if json {
-        return view::emit_json(&serde_json::json!({ "schedule": name, "requested": true }));
+        return view::emit_json(&serde_json::json!({ "periodic": name, "triggered": true }));
     }
-    view::emit(&format!("run of {name} requested: a worker pool that declares it enqueues the job at its next round\n"))
+    view::emit(&format!("{name} triggered: a worker pool that declares it enqueues the job at its next round\n"))
 }
 
-impl ScheduleView {
-    fn of(row: ScheduleInfo, last_job_state: Option<State>, now: Timestamp) -> Self {
-        ScheduleView {
+impl PeriodicView {
+    fn of(row: PeriodicInfo, last_job_state: Option<State>, now: Timestamp) -> Self {
+        PeriodicView {
             next_tick: row.next_tick(),
             orphaned: row.is_orphaned(now),
             name: row.name,
@@ -89,7 +89,7 @@ impl ScheduleView {
             missed: row.missed,
             last_missed: row.last_missed,
             declared_at: row.declared_at,
-            run_requested: row.run_requested,
+            triggered_at: row.triggered_at,
         }
     }
 
@@ -104,8 +104,8 @@ impl ScheduleView {
             None => self.missed.to_string(),
         };
         let mut status = if self.orphaned { "orphaned".to_owned() } else { "declared".to_owned() };
-        if self.run_requested.is_some() {
-            status.push_str(", run requested");
+        if self.triggered_at.is_some() {
+            status.push_str(", triggered");
         }
         vec![
             self.name.clone(),

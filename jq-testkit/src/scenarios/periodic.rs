@@ -1,8 +1,8 @@
-//! Recurring jobs ([`Storage::fire`], [`Storage::schedules`],
-//! [`Storage::request_run`]): one job per (schedule, tick) whatever the
+//! Periodic jobs ([`Storage::fire`], [`Storage::periodic jobs`],
+//! [`Storage::trigger`]): one job per (periodic job, tick) whatever the
 //! number of pools, missed ticks, orphans and daylight-saving time.
 //!
-//! The pools here are [`Scheduler`]s, the step a worker pool repeats every
+//! The pools here are [`PeriodicRunner`]s, the step a worker pool repeats every
 //! second, called directly under manual clocks so time moves without
 //! sleeping.
 
@@ -10,18 +10,18 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use jq_core::schedule::{ORPHAN_AFTER, Spec};
+use jq_core::periodic::{ORPHAN_AFTER, Spec};
 use jq_core::{
     Error, Fire, FireOutcome, HandlerResult, Job, JobContext, JobFilter, JobId, ManualClock, MissedPolicy, NewJob,
-    Payload, QueueName, Schedule, ScheduleBuilder, ScheduleInfo, Scheduler, Storage, Timestamp, WorkerPool,
+    Payload, Periodic, PeriodicBuilder, PeriodicInfo, PeriodicRunner, QueueName, Storage, Timestamp, WorkerPool,
 };
 
 use crate::Harness;
 use crate::faults::{FaultyStorage, Operation, When};
 
-/// A schedule whose job, of kind `tick` on `queue`, carries its tick
-/// (`{"schedule": name, "tick": rfc3339}`).
-pub fn tick_schedule(builder: ScheduleBuilder, name: &str, queue: &str) -> Schedule {
+/// A periodic job whose job, of kind `tick` on `queue`, carries its tick
+/// (`{"periodic job": name, "tick": rfc3339}`).
+pub fn tick_schedule(builder: PeriodicBuilder, name: &str, queue: &str) -> Periodic {
     let name = name.to_owned();
     builder
         .job_with(queue, move |tick| {
@@ -31,7 +31,7 @@ pub fn tick_schedule(builder: ScheduleBuilder, name: &str, queue: &str) -> Sched
         .expect("scenario queue names are valid")
 }
 
-/// Every job of `queue` as (schedule, tick), in id order; panics on a
+/// Every job of `queue` as (periodic job, tick), in id order; panics on a
 /// duplicate pair.
 pub async fn tick_jobs<S: Storage + ?Sized>(storage: &S, queue: &str) -> Vec<(String, Timestamp)> {
     let filter = JobFilter { queue: Some(QueueName::new(queue).expect("queue")), limit: 500, ..Default::default() };
@@ -52,16 +52,16 @@ fn utc(s: &str) -> Timestamp {
     DateTime::parse_from_rfc3339(s).expect("rfc3339").with_timezone(&Utc)
 }
 
-fn every_minute(name: &str, queue: &str) -> Schedule {
-    tick_schedule(Schedule::cron(name, "* * * * *").expect("cron"), name, queue)
+fn every_minute(name: &str, queue: &str) -> Periodic {
+    tick_schedule(Periodic::cron(name, "* * * * *").expect("cron"), name, queue)
 }
 
-async fn row<S: Storage + ?Sized>(storage: &S, name: &str) -> ScheduleInfo {
-    let rows = storage.schedules().await.expect("schedules");
+async fn row<S: Storage + ?Sized>(storage: &S, name: &str) -> PeriodicInfo {
+    let rows = storage.periodic().await.expect("schedules");
     rows.into_iter().find(|r| r.name == name).unwrap_or_else(|| panic!("no row for {name}"))
 }
 
-/// A storage whose `schedules` answers only once every pool of the round
+/// A storage whose `periodic jobs` answers only once every pool of the round
 /// has read: the pools then all fire from the same cursor, the worst
 /// interleaving, at every tick (and on any backend, even one whose calls
 /// never yield).
@@ -79,8 +79,8 @@ impl<S: Storage> Storage for Lockstep<S> {
     async fn claim(&self, request: &jq_core::ClaimRequest) -> jq_core::Result<Vec<jq_core::Job>> {
         self.inner.claim(request).await
     }
-    async fn complete(&self, batch: Vec<jq_core::Completion>) -> jq_core::Result<Vec<jq_core::CompletionResult>> {
-        self.inner.complete(batch).await
+    async fn settle(&self, batch: Vec<jq_core::Settlement>) -> jq_core::Result<Vec<jq_core::Settled>> {
+        self.inner.settle(batch).await
     }
     async fn heartbeat(&self, leases: &[jq_core::LeaseRef], lease: Duration) -> jq_core::Result<Vec<JobId>> {
         self.inner.heartbeat(leases, lease).await
@@ -124,13 +124,13 @@ impl<S: Storage> Storage for Lockstep<S> {
     async fn fire(&self, fire: &Fire) -> jq_core::Result<FireOutcome> {
         self.inner.fire(fire).await
     }
-    async fn schedules(&self) -> jq_core::Result<Vec<ScheduleInfo>> {
-        let rows = self.inner.schedules().await;
+    async fn periodic(&self) -> jq_core::Result<Vec<PeriodicInfo>> {
+        let rows = self.inner.periodic().await;
         self.barrier.wait().await;
         rows
     }
-    async fn request_run(&self, name: &str) -> jq_core::Result<()> {
-        self.inner.request_run(name).await
+    async fn trigger(&self, name: &str) -> jq_core::Result<()> {
+        self.inner.trigger(name).await
     }
     async fn set_paused(&self, queue: &jq_core::QueueName, paused: bool) -> jq_core::Result<()> {
         self.inner.set_paused(queue, paused).await
@@ -147,10 +147,10 @@ impl<S: Storage> Storage for Lockstep<S> {
 }
 
 /// Four pools on four connections, with clocks up to 3 s apart, race over
-/// 1,000 ticks of a per-minute schedule, each round all reading the cursor
+/// 1,000 ticks of a per-minute periodic job, each round all reading the cursor
 /// before any fires: exactly one job per tick, for exactly the ticks that
 /// passed.
-pub async fn schedule_one_job_per_tick_under_racing_pools<H: Harness>(h: &H) {
+pub async fn periodic_one_job_per_tick_under_racing_pools<H: Harness>(h: &H) {
     let start = utc("2026-05-04T10:00:30Z");
     let skews = [0i64, 1_500, -2_000, 3_000];
     let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(skews.len()));
@@ -158,7 +158,7 @@ pub async fn schedule_one_job_per_tick_under_racing_pools<H: Harness>(h: &H) {
     for skew in skews {
         let clock = ManualClock::new(start + chrono::Duration::milliseconds(skew));
         let storage = Lockstep { inner: h.connect(clock.clock()).await, barrier: barrier.clone() };
-        let scheduler = Scheduler::new(vec![every_minute("race", "cron-race")]).expect("scheduler");
+        let scheduler = PeriodicRunner::new(vec![every_minute("race", "cron-race")]).expect("scheduler");
         pools.push((clock, storage, scheduler));
     }
     for _ in 0..=1_000 {
@@ -184,16 +184,16 @@ pub async fn schedule_one_job_per_tick_under_racing_pools<H: Harness>(h: &H) {
     assert!(job.payload.as_str().contains(&expected[999].to_rfc3339()), "{}", job.payload.as_str());
 }
 
-/// Every pool down for 3 h 20 min over an hourly schedule: `skip` stores
+/// Every pool down for 3 h 20 min over an hourly periodic job: `skip` stores
 /// nothing, `latest` one job for 13:00, `all` the most recent `cap`; the
 /// others are counted with the most recent of them.
-pub async fn schedule_missed_ticks_follow_the_policy<H: Harness>(h: &H) {
+pub async fn periodic_missed_ticks_follow_the_policy<H: Harness>(h: &H) {
     let clock = ManualClock::new(utc("2026-01-01T10:00:00Z"));
     let storage = h.connect(clock.clock()).await;
     let hourly = |name: &str, policy| {
-        tick_schedule(Schedule::cron(name, "0 * * * *").expect("cron").missed(policy), name, "cron-missed")
+        tick_schedule(Periodic::cron(name, "0 * * * *").expect("cron").missed(policy), name, "cron-missed")
     };
-    let scheduler = Scheduler::new(vec![
+    let scheduler = PeriodicRunner::new(vec![
         hourly("skip", MissedPolicy::Skip),
         hourly("latest", MissedPolicy::Latest),
         hourly("all", MissedPolicy::All { cap: 2 }),
@@ -224,9 +224,9 @@ pub async fn schedule_missed_ticks_follow_the_policy<H: Harness>(h: &H) {
     assert_eq!(scheduler.run_once(&storage).await.expect("round").jobs, 3);
 }
 
-/// The step itself: a compare-and-set on the cursor and the run request,
+/// The step itself: a compare-and-set on the cursor and the trigger,
 /// with the jobs stored in the same step or not at all.
-pub async fn schedule_fire_is_a_compare_and_set<H: Harness>(h: &H) {
+pub async fn periodic_fire_is_a_compare_and_set<H: Harness>(h: &H) {
     let clock = ManualClock::new(utc("2026-02-01T00:00:00Z"));
     let storage = h.connect(clock.clock()).await;
     let queue = QueueName::new("cron-cas").expect("queue");
@@ -246,7 +246,7 @@ pub async fn schedule_fire_is_a_compare_and_set<H: Harness>(h: &H) {
         spec: "* * * * *".into(),
         zone: "UTC".into(),
         expected,
-        expected_run: None,
+        expected_trigger: None,
         cursor,
         jobs,
         missed: 0,
@@ -286,61 +286,61 @@ pub async fn schedule_fire_is_a_compare_and_set<H: Harness>(h: &H) {
     assert_eq!(row(&storage, "cas").await.cursor, t1, "nothing moved");
     assert_eq!(tick_jobs(&storage, "cron-cas").await.len(), 1);
 
-    // An operator's run request takes part in the comparison.
-    let err = storage.request_run("nope").await.expect_err("unknown");
-    assert!(matches!(err, Error::ScheduleNotFound { ref name } if name == "nope"), "{err:?}");
-    storage.request_run("cas").await.expect("request");
+    // An operator's trigger takes part in the comparison.
+    let err = storage.trigger("nope").await.expect_err("unknown");
+    assert!(matches!(err, Error::PeriodicNotFound { ref name } if name == "nope"), "{err:?}");
+    storage.trigger("cas").await.expect("request");
     let asked = clock.now();
     clock.advance(Duration::from_secs(1));
-    storage.request_run("cas").await.expect("requests coalesce");
-    assert_eq!(row(&storage, "cas").await.run_requested, Some(asked));
+    storage.trigger("cas").await.expect("requests coalesce");
+    assert_eq!(row(&storage, "cas").await.triggered_at, Some(asked));
     assert_eq!(storage.fire(&step(Some(t1), t1, vec![])).await.expect("stale"), FireOutcome::Moved);
     let run = job(3);
     let run_id = run.id;
     let with_run =
-        Fire { expected_run: Some(asked), missed: 2, last_missed: Some(t1), ..step(Some(t1), t1, vec![run]) };
+        Fire { expected_trigger: Some(asked), missed: 2, last_missed: Some(t1), ..step(Some(t1), t1, vec![run]) };
     assert_eq!(storage.fire(&with_run).await.expect("served"), FireOutcome::Fired(vec![run_id]));
     let stored = row(&storage, "cas").await;
     assert_eq!(
-        (stored.run_requested, stored.last_job, stored.missed, stored.last_missed),
+        (stored.triggered_at, stored.last_job, stored.missed, stored.last_missed),
         (None, Some(run_id), 2, Some(t1))
     );
 }
 
-/// `jqctl cron run`: a run request is served once, by the next round of a
-/// pool that declares the schedule, with the request's instant as tick.
-pub async fn schedule_run_request_is_served_once<H: Harness>(h: &H) {
+/// `jqctl periodic trigger`: a trigger is served once, by the next round of a
+/// pool that declares the periodic job, with the request's instant as tick.
+pub async fn periodic_trigger_is_served_once<H: Harness>(h: &H) {
     let clock = ManualClock::new(utc("2026-03-01T08:00:10Z"));
-    let daily = || tick_schedule(Schedule::cron("daily", "0 3 * * *").expect("cron"), "daily", "cron-run");
+    let daily = || tick_schedule(Periodic::cron("daily", "0 3 * * *").expect("cron"), "daily", "cron-run");
     let a = h.connect(clock.clock()).await;
     let b = h.connect(clock.clock()).await;
-    let (sa, sb) = (Scheduler::new(vec![daily()]).expect("a"), Scheduler::new(vec![daily()]).expect("b"));
+    let (sa, sb) = (PeriodicRunner::new(vec![daily()]).expect("a"), PeriodicRunner::new(vec![daily()]).expect("b"));
     sa.run_once(&a).await.expect("declare");
     clock.advance(Duration::from_secs(5));
-    b.request_run("daily").await.expect("request");
+    b.trigger("daily").await.expect("request");
     let asked = clock.now();
     clock.advance(Duration::from_secs(1));
     let (ra, rb) = tokio::join!(sa.run_once(&a), sb.run_once(&b));
     assert_eq!(ra.expect("a").jobs + rb.expect("b").jobs, 1, "one job for one request");
     assert_eq!(sa.run_once(&a).await.expect("again").jobs, 0);
     assert_eq!(tick_jobs(&a, "cron-run").await, [("daily".to_owned(), asked)]);
-    assert_eq!(row(&a, "daily").await.run_requested, None);
+    assert_eq!(row(&a, "daily").await.triggered_at, None);
 }
 
-/// A deploy that changes an expression changes the stored one; a schedule
+/// A deploy that changes an expression changes the stored one; a periodic job
 /// no pool declares any more stops and shows as orphaned.
-pub async fn schedule_changes_with_the_code_and_orphans_stop<H: Harness>(h: &H) {
+pub async fn periodic_changes_with_the_code_and_orphans_stop<H: Harness>(h: &H) {
     let clock = ManualClock::new(utc("2026-06-01T00:00:30Z"));
     let storage = h.connect(clock.clock()).await;
-    let old =
-        Scheduler::new(vec![every_minute("kept", "cron-deploy"), every_minute("dropped", "cron-deploy")]).expect("old");
+    let old = PeriodicRunner::new(vec![every_minute("kept", "cron-deploy"), every_minute("dropped", "cron-deploy")])
+        .expect("old");
     old.run_once(&storage).await.expect("declare");
     clock.advance(Duration::from_secs(60));
     assert_eq!(old.run_once(&storage).await.expect("round").jobs, 2);
 
     // The new deploy: "kept" every two minutes, "dropped" gone.
-    let kept = tick_schedule(Schedule::cron("kept", "*/2 * * * *").expect("cron"), "kept", "cron-deploy");
-    let new = Scheduler::new(vec![kept]).expect("new");
+    let kept = tick_schedule(Periodic::cron("kept", "*/2 * * * *").expect("cron"), "kept", "cron-deploy");
+    let new = PeriodicRunner::new(vec![kept]).expect("new");
     clock.advance(Duration::from_secs(30)); // 00:02:00
     new.run_once(&storage).await.expect("round");
     assert_eq!(row(&storage, "kept").await.spec, "*/2 * * * *");
@@ -366,15 +366,15 @@ pub async fn schedule_changes_with_the_code_and_orphans_stop<H: Harness>(h: &H) 
 /// directions: a daily 02:30 job runs once on every day, at the first
 /// instant after a spring-forward gap and at the first occurrence of a
 /// repeated time.
-pub async fn schedule_daylight_saving_in_two_zones<H: Harness>(h: &H) {
+pub async fn periodic_daylight_saving_in_two_zones<H: Harness>(h: &H) {
     let clock = ManualClock::new(utc("2026-03-27T06:00:00Z"));
     let storage = h.connect(clock.clock()).await;
     let daily = |name: &str, zone: &str| {
-        let builder = Schedule::cron(name, "30 2 * * *").expect("cron").zone(zone).expect("zone");
+        let builder = Periodic::cron(name, "30 2 * * *").expect("cron").zone(zone).expect("zone");
         tick_schedule(builder.missed(MissedPolicy::Skip).grace(Duration::from_secs(3600)), name, "cron-dst")
     };
-    let scheduler =
-        Scheduler::new(vec![daily("berlin", "Europe/Berlin"), daily("sydney", "Australia/Sydney")]).expect("scheduler");
+    let scheduler = PeriodicRunner::new(vec![daily("berlin", "Europe/Berlin"), daily("sydney", "Australia/Sydney")])
+        .expect("scheduler");
     // Three days around each transition, 30 minutes a round; the jumps
     // between windows skip (policy skip, nothing on time).
     for start in ["2026-03-27T06:00:00Z", "2026-04-03T06:00:00Z", "2026-10-02T06:00:00Z", "2026-10-23T06:00:00Z"] {
@@ -421,15 +421,15 @@ pub async fn schedule_daylight_saving_in_two_zones<H: Harness>(h: &H) {
     assert_eq!(got["sydney"], sydney.map(utc), "Australia/Sydney");
     // The zone's wall clock, checked independently of the store.
     let spec = Spec::cron("30 2 * * *").expect("cron");
-    let sydney_tz = jq_core::schedule::ticks::zone("Australia/Sydney").expect("zone");
+    let sydney_tz = jq_core::periodic::ticks::zone("Australia/Sydney").expect("zone");
     assert_eq!(spec.next_after(utc("2026-10-03T00:00:00Z"), sydney_tz), Some(utc("2026-10-03T16:00:00Z")));
     let _: Option<JobId> = row(&storage, "berlin").await.last_job;
 }
 
-/// Three real worker pools declare one schedule, over storages that lose
+/// Three real worker pools declare one periodic job, over storages that lose
 /// some `fire` answers (after the effect) and fail others (before it): each
 /// of 20 ticks gets exactly one job, and the pools run them.
-pub async fn schedule_worker_pools_store_each_tick_once_through_faults<H: Harness>(h: &H) {
+pub async fn periodic_worker_pools_store_each_tick_once_through_faults<H: Harness>(h: &H) {
     let clock = ManualClock::new(utc("2026-07-01T00:00:30Z"));
     let mut handles = Vec::new();
     let mut stores = Vec::new();
@@ -443,8 +443,8 @@ pub async fn schedule_worker_pools_store_each_tick_once_through_faults<H: Harnes
             .register_raw("tick", |_job: Job, _ctx: JobContext| async { HandlerResult::Ok(()) })
             .maintenance(false)
             .poll_interval(Duration::from_millis(5))
-            .schedule_interval(Duration::from_millis(5))
-            .schedule(every_minute("pooled", "cron-pool"))
+            .periodic_interval(Duration::from_millis(5))
+            .periodic(every_minute("pooled", "cron-pool"))
             .worker_name(format!("cron-pool-{i}"))
             .start()
             .expect("start the pool");
@@ -452,7 +452,7 @@ pub async fn schedule_worker_pools_store_each_tick_once_through_faults<H: Harnes
     }
     let storage = h.connect(clock.clock()).await;
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while !storage.schedules().await.expect("schedules").iter().any(|r| r.name == "pooled") {
+    while !storage.periodic().await.expect("schedules").iter().any(|r| r.name == "pooled") {
         assert!(std::time::Instant::now() < deadline, "no pool declared the schedule");
         tokio::time::sleep(Duration::from_millis(2)).await;
     }

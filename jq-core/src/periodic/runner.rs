@@ -1,19 +1,19 @@
-//! [`Scheduler`]: one round over every declared schedule, the step the
+//! [`PeriodicRunner`]: one round over every declared periodic job, the step the
 //! worker pool repeats (and tests call under a manual clock).
 
 use std::collections::HashSet;
 
 use crate::error::{Error, Result};
-use crate::schedule::{Fire, FireOutcome, Schedule, plan};
+use crate::periodic::{Fire, FireOutcome, Periodic, plan};
 use crate::storage::Storage;
 
-/// The schedules one pool declares.
+/// The periodic jobs one pool declares.
 #[derive(Clone, Debug, Default)]
-pub struct Scheduler {
-    schedules: Vec<Schedule>,
+pub struct PeriodicRunner {
+    schedules: Vec<Periodic>,
 }
 
-/// What one [`Scheduler::run_once`] did.
+/// What one [`PeriodicRunner::run_once`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Round {
     /// Steps stored ([`FireOutcome::Fired`]).
@@ -26,23 +26,23 @@ pub struct Round {
     pub failed: usize,
 }
 
-impl Scheduler {
-    /// The scheduler of `schedules`; [`Error::InvalidInput`] when two share
+impl PeriodicRunner {
+    /// The scheduler of `periodic jobs`; [`Error::InvalidInput`] when two share
     /// a name.
-    pub fn new(schedules: Vec<Schedule>) -> Result<Self> {
+    pub fn new(schedules: Vec<Periodic>) -> Result<Self> {
         let mut names = HashSet::new();
         if let Some(dup) = schedules.iter().find(|s| !names.insert(s.name())) {
             return Err(Error::invalid("schedule", format!("{:?} is declared twice", dup.name())));
         }
-        Ok(Scheduler { schedules })
+        Ok(PeriodicRunner { schedules })
     }
 
-    /// The declared schedules.
-    pub fn schedules(&self) -> &[Schedule] {
+    /// The declared periodic jobs.
+    pub fn periodic(&self) -> &[Periodic] {
         &self.schedules
     }
 
-    /// Reads the stored rows once, then takes each schedule's step
+    /// Reads the stored rows once, then takes each periodic job's step
     /// ([`plan`]) with one [`Storage::fire`]. A step another pool took
     /// first changes nothing and is counted in [`Round::moved`]: its ticks
     /// were stored by that pool. A failing step is logged and retried next
@@ -53,7 +53,7 @@ impl Scheduler {
         if self.schedules.is_empty() {
             return Ok(round);
         }
-        let rows = storage.schedules().await?;
+        let rows = storage.periodic().await?;
         let now = storage.clock().now();
         for schedule in &self.schedules {
             let row = rows.iter().find(|r| r.name == schedule.name());
@@ -61,7 +61,7 @@ impl Scheduler {
             let jobs = plan
                 .ticks
                 .iter()
-                .chain(plan.run_now.iter())
+                .chain(plan.trigger.iter())
                 .map(|&tick| schedule.build(tick, now))
                 .collect::<Result<Vec<_>>>();
             let jobs = match jobs {
@@ -78,7 +78,7 @@ impl Scheduler {
                 spec: schedule.spec().text(),
                 zone: schedule.zone().name().to_owned(),
                 expected: plan.expected,
-                expected_run: plan.expected_run,
+                expected_trigger: plan.expected_trigger,
                 cursor: plan.cursor,
                 jobs,
                 missed: plan.missed,

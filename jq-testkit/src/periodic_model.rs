@@ -1,20 +1,20 @@
-//! The property of recurring jobs: random timelines of pools starting and
+//! The property of periodic jobs: random timelines of pools starting and
 //! stopping while the clock moves, sometimes by days, give the same tick
-//! jobs and schedule rows on a backend as one scheduler on
+//! jobs and periodic job rows on a backend as one scheduler on
 //! [`MemoryStorage`] that runs whenever any pool runs, and never two jobs
-//! for one (schedule, tick). Stamped by [`properties!`](crate::properties)
-//! as `schedules_match_reference`.
+//! for one (periodic job, tick). Stamped by [`properties!`](crate::properties)
+//! as `periodic_matches_reference`.
 
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use jq_core::{ManualClock, MissedPolicy, Schedule, Scheduler, Storage, Timestamp};
+use jq_core::{ManualClock, MissedPolicy, Periodic, PeriodicRunner, Storage, Timestamp};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
 
-use crate::scenarios::schedule::{tick_jobs, tick_schedule};
+use crate::scenarios::periodic::{tick_jobs, tick_schedule};
 use crate::{Harness, MemoryStorage};
 
 /// Cases per run unless `PROPTEST_CASES` says otherwise.
@@ -71,13 +71,13 @@ where
     }
 }
 
-fn schedules(case: &str, queue: &str) -> Vec<Schedule> {
+fn declared(case: &str, queue: &str) -> Vec<Periodic> {
     let name = |s: &str| format!("{case}-{s}");
-    let cron = |s: &str, expr: &str| Schedule::cron(name(s), expr).expect("cron");
+    let cron = |s: &str, expr: &str| Periodic::cron(name(s), expr).expect("cron");
     vec![
         tick_schedule(cron("a", "*/5 * * * *"), &name("a"), queue),
         tick_schedule(
-            Schedule::every(name("b"), Duration::from_secs(420)).expect("every").missed(MissedPolicy::All { cap: 3 }),
+            Periodic::every(name("b"), Duration::from_secs(420)).expect("every").missed(MissedPolicy::All { cap: 3 }),
             &name("b"),
             queue,
         ),
@@ -96,19 +96,19 @@ async fn run_case<H: Harness>(h: &H, steps: &[Step]) -> Result<(), String> {
     let clock = ManualClock::new(start);
     let case = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
     let queue = format!("cron-p{case}");
-    let declared = schedules(&case, &queue);
+    let declared = declared(&case, &queue);
     let mut pools = Vec::new();
     for _ in 0..POOLS {
         pools.push((
             h.connect(clock.clock()).await,
-            Scheduler::new(declared.clone()).map_err(|e| e.to_string())?,
+            PeriodicRunner::new(declared.clone()).map_err(|e| e.to_string())?,
             false,
         ));
     }
     pools[0].2 = true;
     let model = MemoryStorage::new().clock(clock.clock());
-    let reference = Scheduler::new(declared.clone()).map_err(|e| e.to_string())?;
-    let round = async |pools: &Vec<(H::Storage, Scheduler, bool)>| -> Result<(), String> {
+    let reference = PeriodicRunner::new(declared.clone()).map_err(|e| e.to_string())?;
+    let round = async |pools: &Vec<(H::Storage, PeriodicRunner, bool)>| -> Result<(), String> {
         let running: Vec<_> = pools.iter().filter(|p| p.2).map(|(s, sched, _)| sched.run_once(s)).collect();
         if running.is_empty() {
             return Ok(());
@@ -137,14 +137,14 @@ async fn run_case<H: Harness>(h: &H, steps: &[Step]) -> Result<(), String> {
             want.difference(&got).collect::<Vec<_>>()
         ));
     }
-    let rows = |rows: Vec<jq_core::ScheduleInfo>| -> Vec<_> {
+    let rows = |rows: Vec<jq_core::PeriodicInfo>| -> Vec<_> {
         rows.into_iter()
             .filter(|r| r.name.starts_with(&case))
             .map(|r| (r.name, r.spec, r.zone, r.cursor, r.missed, r.last_missed))
             .collect()
     };
-    let got_rows = rows(storage.schedules().await.map_err(|e| e.to_string())?);
-    let want_rows = rows(model.schedules().await.map_err(|e| e.to_string())?);
+    let got_rows = rows(storage.periodic().await.map_err(|e| e.to_string())?);
+    let want_rows = rows(model.periodic().await.map_err(|e| e.to_string())?);
     if got_rows != want_rows {
         return Err(format!("schedule rows differ:\n backend   {got_rows:?}\n reference {want_rows:?}"));
     }

@@ -1,11 +1,11 @@
 //! complete and heartbeat: one script call per batch
-//! (`lua/complete.lua`, `lua/heartbeat.lua`); on Redis Cluster one per
+//! (`lua/settle.lua`, `lua/heartbeat.lua`); on Redis Cluster one per
 //! queue of the batch, sent concurrently.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
-use jq_core::{Completion, CompletionResult, Error, JobId, LeaseRef, Outcome, QueueName, Result, State};
+use jq_core::{Error, JobId, LeaseRef, Outcome, QueueName, Result, Settled, Settlement, State};
 
 use crate::keys::id_hex;
 use crate::{Inner, duration_micros, error, scripts};
@@ -47,14 +47,14 @@ fn calls<'a>(s: &Inner, items: &[usize], queue_of: impl Fn(usize) -> &'a QueueNa
     by_queue
 }
 
-pub(crate) async fn complete(s: &Inner, batch: Vec<Completion>) -> Result<Vec<CompletionResult>> {
+pub(crate) async fn settle(s: &Inner, batch: Vec<Settlement>) -> Result<Vec<Settled>> {
     if batch.is_empty() {
         return Ok(Vec::new());
     }
     let ids: Vec<JobId> = batch.iter().map(|c| c.lease.id).collect();
     let located = s.locate(&ids).await?;
     // Items whose job exists nowhere are LeaseLost without a server call.
-    let mut results: Vec<Option<CompletionResult>> = batch
+    let mut results: Vec<Option<Settled>> = batch
         .iter()
         .map(|c| if located.contains_key(&c.lease.id) { None } else { Some(Err(Error::LeaseLost { id: c.lease.id })) })
         .collect();
@@ -66,14 +66,14 @@ pub(crate) async fn complete(s: &Inner, batch: Vec<Completion>) -> Result<Vec<Co
         .filter(|call| !call.is_empty())
         .map(|call| {
             let groups = Groups::new(s, call.iter().map(|&i| &located[&batch[i].lease.id]));
-            let mut cmd = scripts::call(&scripts::COMPLETE, &groups.bases);
+            let mut cmd = scripts::call(&scripts::SETTLE, &groups.bases);
             cmd.arg(now).arg(s.keys.channel());
             for &i in call {
                 let c = &batch[i];
                 let (kind, message, delay) = match &c.outcome {
                     Outcome::Ack => ("ack", "", Duration::ZERO),
-                    Outcome::Retry { error, delay } => ("retry", error.as_str(), *delay),
-                    Outcome::Fail { error } => ("fail", error.as_str(), Duration::ZERO),
+                    Outcome::Nack { error, delay } => ("retry", error.as_str(), *delay),
+                    Outcome::Bury { error } => ("fail", error.as_str(), Duration::ZERO),
                     Outcome::Release { delay } => ("release", "", *delay),
                 };
                 cmd.arg(groups.index[&located[&c.lease.id]])

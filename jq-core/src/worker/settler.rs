@@ -1,4 +1,4 @@
-//! Completer: records the executors' outcomes, many per storage call.
+//! Settler: records the executors' outcomes, many per storage call.
 //!
 //! It takes whatever outcomes are queued (up to [`MAX_BATCH`]) and writes
 //! them with one [`Storage::complete`]. A stale lease (`LeaseLost`) is
@@ -22,7 +22,7 @@ use super::heartbeat::Inflight;
 use crate::error::Error;
 use crate::job::LeaseRef;
 use crate::observe::JobMetrics;
-use crate::storage::{Completion, Outcome, Storage};
+use crate::storage::{Outcome, Settlement, Storage};
 
 /// Most outcomes written by one storage call.
 pub const MAX_BATCH: usize = 256;
@@ -35,7 +35,7 @@ pub(crate) struct Finished {
     pub(crate) metrics: Option<Arc<JobMetrics>>,
 }
 
-/// How many outcomes may wait for the completer. Executors free their slot
+/// How many outcomes may wait for the settler. Executors free their slot
 /// once their outcome is queued here, so the fetcher claims again while the
 /// previous batch is being written; a full queue (a slow or failing storage)
 /// makes executors wait with their slots, and claiming stops.
@@ -63,8 +63,8 @@ pub(crate) async fn run<S: Storage>(
 
 /// Writes one batch, retrying the storage until it answers or `give_up`.
 async fn write<S: Storage>(storage: &S, batch: &[Finished], give_up: &CancellationToken, failure: &Failure) {
-    let completions: Vec<Completion> =
-        batch.iter().map(|f| Completion { lease: f.lease, outcome: f.outcome.clone() }).collect();
+    let settlements: Vec<Settlement> =
+        batch.iter().map(|f| Settlement { lease: f.lease, outcome: f.outcome.clone() }).collect();
     let mut errors = ErrorBackoff::default();
     loop {
         // The shutdown's flush budget bounds a call in flight too: a store
@@ -72,59 +72,59 @@ async fn write<S: Storage>(storage: &S, batch: &[Finished], give_up: &Cancellati
         // have been applied or not; either way the job is safe (Completed,
         // or recovered and run again once its lease expires).
         let answer = tokio::select! {
-            answer = storage.complete(completions.clone()) => answer,
+            answer = storage.settle(settlements.clone()) => answer,
             _ = give_up.cancelled() => {
-                not_recorded(&completions);
+                not_recorded(&settlements);
                 return;
             }
         };
         match answer {
             Ok(results) => {
-                if results.len() != completions.len() {
+                if results.len() != settlements.len() {
                     tracing::error!(
-                        sent = completions.len(),
+                        sent = settlements.len(),
                         answered = results.len(),
-                        "storage answered a different number of completions than it was sent"
+                        "storage answered a different number of settlements than it was sent"
                     );
                 }
-                for ((completion, result), finished) in completions.iter().zip(results).zip(batch) {
-                    let id = completion.lease.id;
+                for ((settlement, result), finished) in settlements.iter().zip(results).zip(batch) {
+                    let id = settlement.lease.id;
                     match result {
                         Ok(state) => {
                             if let Some(metrics) = &finished.metrics {
-                                metrics.recorded(&completion.outcome, state);
+                                metrics.recorded(&settlement.outcome, state);
                             }
-                            tracing::debug!(job = %id, %state, outcome = ?completion.outcome, "recorded")
+                            tracing::debug!(job = %id, %state, outcome = ?settlement.outcome, "recorded")
                         }
                         Err(Error::LeaseLost { .. }) => tracing::warn!(
                             job = %id,
-                            outcome = ?completion.outcome,
+                            outcome = ?settlement.outcome,
                             "lease lost before the outcome was recorded: the job was handed on, outcome dropped"
                         ),
                         Err(error) => {
-                            tracing::error!(job = %id, %error, outcome = ?completion.outcome, "outcome refused")
+                            tracing::error!(job = %id, %error, outcome = ?settlement.outcome, "outcome refused")
                         }
                     }
                 }
                 return;
             }
             Err(error) if error.is_fatal() => {
-                let jobs: Vec<String> = completions.iter().map(|c| c.lease.id.to_string()).collect();
+                let jobs: Vec<String> = settlements.iter().map(|c| c.lease.id.to_string()).collect();
                 tracing::error!(
                     jobs = %jobs.join(","),
                     "outcomes NOT recorded (fatal storage error): their leases will expire and recovery will run \
                      the jobs again"
                 );
-                failure.report("completer", error);
+                failure.report("settler", error);
                 return;
             }
             Err(error) => {
                 let delay = errors.next_delay();
-                tracing::warn!(%error, jobs = completions.len(), retry_in = ?delay, "recording outcomes failed; retrying");
+                tracing::warn!(%error, jobs = settlements.len(), retry_in = ?delay, "recording outcomes failed; retrying");
                 tokio::select! {
                     _ = tokio::time::sleep(delay) => {}
                     _ = give_up.cancelled() => {
-                        not_recorded(&completions);
+                        not_recorded(&settlements);
                         return;
                     }
                 }
@@ -134,11 +134,11 @@ async fn write<S: Storage>(storage: &S, batch: &[Finished], give_up: &Cancellati
 }
 
 /// Logs each outcome the shutdown gave up on.
-fn not_recorded(completions: &[Completion]) {
-    for completion in completions {
+fn not_recorded(settlements: &[Settlement]) {
+    for settlement in settlements {
         tracing::error!(
-            job = %completion.lease.id,
-            outcome = ?completion.outcome,
+            job = %settlement.lease.id,
+            outcome = ?settlement.outcome,
             "shutting down with the storage failing: outcome NOT recorded; the lease will expire and recovery will run the job again"
         );
     }

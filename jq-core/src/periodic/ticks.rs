@@ -1,4 +1,4 @@
-//! When a schedule ticks: pure code, no I/O, unit-tested with the
+//! When a periodic job ticks: pure code, no I/O, unit-tested with the
 //! daylight-saving cases.
 //!
 //! A cron expression is matched against the zone's wall clock (croner
@@ -14,7 +14,7 @@
 //!   occurrence only. The repeated wall-clock range does not tick again.
 //!
 //! Both follow from one rule: a local match maps to one instant, and a
-//! schedule's ticks are the *distinct* instants, strictly after the last one.
+//! periodic job's ticks are the *distinct* instants, strictly after the last one.
 //!
 //! A fixed interval ticks at whole multiples of the interval since the Unix
 //! epoch (UTC): every pool computes the same instants, and zones do not
@@ -30,11 +30,11 @@ use croner::parser::{CronParser, Seconds, Year};
 use crate::clock::{Timestamp, from_micros};
 use crate::error::{Error, Result};
 
-/// What makes a schedule tick.
+/// What makes a periodic job tick.
 #[derive(Clone, Debug)]
 pub enum Spec {
     /// A cron expression of 5 fields (minute hour day-of-month month
-    /// day-of-week) or 6 (a leading seconds field), on the schedule's zone.
+    /// day-of-week) or 6 (a leading seconds field), on the periodic job's zone.
     Cron {
         /// The parsed expression.
         cron: Box<Cron>,
@@ -79,7 +79,7 @@ impl Spec {
 
     /// Reads back what [`Spec::text`] wrote: `every 30s`, `every 1500ms`,
     /// or a cron expression (for tools that have the stored row only, such
-    /// as `jqctl cron list` computing the next tick).
+    /// as `jqctl periodic list` computing the next tick).
     pub fn parse(text: &str) -> Result<Spec> {
         let Some(every) = text.strip_prefix("every ") else { return Spec::cron(text) };
         let bad = || Error::invalid("schedule interval", format!("{text:?}: use every Ns or every Nms"));

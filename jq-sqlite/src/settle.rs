@@ -4,29 +4,25 @@
 use std::time::Duration;
 
 use jq_core::clock::add;
-use jq_core::{Completion, CompletionResult, Error, JobId, LeaseRef, Outcome, Result, State, Timestamp};
+use jq_core::{Error, JobId, LeaseRef, Outcome, Result, Settled, Settlement, State, Timestamp};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::error::db;
 use crate::row::{blob, parse_state};
 
-const ACK: &str = include_str!("sql/complete_ack.sql");
-const RETRY: &str = include_str!("sql/complete_retry.sql");
-const FAIL: &str = include_str!("sql/complete_fail.sql");
-const RELEASE: &str = include_str!("sql/complete_release.sql");
+const ACK: &str = include_str!("sql/settle_ack.sql");
+const NACK: &str = include_str!("sql/settle_nack.sql");
+const BURY: &str = include_str!("sql/settle_bury.sql");
+const RELEASE: &str = include_str!("sql/settle_release.sql");
 const HEARTBEAT: &str = include_str!("sql/heartbeat.sql");
 
-/// Applies each completion on its own fence; returns the per-item results
+/// Applies each settlement on its own fence; returns the per-item results
 /// and whether any job became claimable again (for the work signal).
-pub(crate) fn complete(
-    conn: &Connection,
-    batch: Vec<Completion>,
-    now: Timestamp,
-) -> Result<(Vec<CompletionResult>, bool)> {
+pub(crate) fn settle(conn: &Connection, batch: Vec<Settlement>, now: Timestamp) -> Result<(Vec<Settled>, bool)> {
     let now_us = now.timestamp_micros();
     let mut results = Vec::with_capacity(batch.len());
     let mut handed_back = false;
-    for Completion { lease, outcome } in batch {
+    for Settlement { lease, outcome } in batch {
         let id = blob(&lease.id.0);
         let token = blob(&lease.token.0);
         let applied = match outcome {
@@ -34,10 +30,10 @@ pub(crate) fn complete(
                 let n = conn.prepare_cached(ACK).map_err(db)?.execute(params![id, token, now_us]).map_err(db)?;
                 (n == 1).then_some(State::Completed)
             }
-            Outcome::Retry { error, delay } => {
+            Outcome::Nack { error, delay } => {
                 let run_at = add(now, delay).timestamp_micros();
                 let state: Option<String> = conn
-                    .prepare_cached(RETRY)
+                    .prepare_cached(NACK)
                     .map_err(db)?
                     .query_row(params![id, token, now_us, error, run_at, delay.is_zero()], |r| r.get(0))
                     .optional()
@@ -50,9 +46,9 @@ pub(crate) fn complete(
                     })?),
                 }
             }
-            Outcome::Fail { error } => {
+            Outcome::Bury { error } => {
                 let n =
-                    conn.prepare_cached(FAIL).map_err(db)?.execute(params![id, token, now_us, error]).map_err(db)?;
+                    conn.prepare_cached(BURY).map_err(db)?.execute(params![id, token, now_us, error]).map_err(db)?;
                 (n == 1).then_some(State::Dead)
             }
             Outcome::Release { delay } => {

@@ -1,4 +1,4 @@
--- Release (shutdown hand-back or snooze), fenced on id ?1 and token ?2:
+-- Release (shutdown hand-back or release), fenced on id ?1 and token ?2:
 -- gives the attempt back, claimable again at ?3 (now + delay); Pending when
 -- ?4 (the delay is zero) else Scheduled. No error recorded.
 UPDATE jobs

@@ -1,7 +1,7 @@
-//! Recurring jobs: one task per pool (none without schedules) that runs a
-//! [`Scheduler`] round every schedule interval, until the pool stops.
+//! Periodic jobs: one task per pool (none without periodic jobs) that runs a
+//! [`PeriodicRunner`] round every periodic job interval, until the pool stops.
 //!
-//! Every pool that declares schedules runs it; no election is involved:
+//! Every pool that declares periodic jobs runs it; no election is involved:
 //! [`Storage::fire`] lets exactly one pool store each tick's job.
 
 use std::sync::Arc;
@@ -11,14 +11,14 @@ use tokio_util::sync::CancellationToken;
 
 use super::failure::Failure;
 use super::{ErrorBackoff, jitter};
-use crate::schedule::Scheduler;
+use crate::periodic::PeriodicRunner;
 use crate::storage::Storage;
 
-/// What the schedule task needs.
+/// What the periodic job task needs.
 pub(crate) struct Cron<S> {
     pub(crate) storage: Arc<S>,
-    pub(crate) scheduler: Scheduler,
-    /// See `WorkerPool::schedule_interval`.
+    pub(crate) scheduler: PeriodicRunner,
+    /// See `WorkerPool::periodic_interval`.
     pub(crate) interval: Duration,
     pub(crate) stop: CancellationToken,
     pub(crate) failure: Arc<Failure>,

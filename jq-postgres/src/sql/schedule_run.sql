@@ -1,3 +1,0 @@
--- An operator's run request for schedule $1 at $2 (now); a pending one is
--- kept (requests coalesce). No row comes back for an unknown schedule.
-UPDATE {schema}.schedules SET run_requested = COALESCE(run_requested, $2) WHERE name = $1 RETURNING name
