@@ -831,3 +831,15 @@ async fn a_pool_refuses_two_schedules_of_one_name_and_a_zero_interval() {
         WorkerPool::new(MemoryStorage::new()).queues(["q"]).periodic(schedule()).periodic_interval(Duration::ZERO);
     assert!(matches!(pool.start(), Err(jq_core::Error::InvalidInput { .. })));
 }
+
+/// Handlers that block every thread of their runtime (a synchronous call in
+/// an async handler) must not cost their leases: the heartbeat runs on a
+/// thread of its own (issue 29).
+#[test]
+fn handlers_blocking_every_runtime_thread_keep_their_leases() {
+    let storage = MemoryStorage::default();
+    jq_testkit::blocking::blocking_handlers_keep_their_leases(move || {
+        let storage = storage.clone();
+        async move { storage }
+    });
+}

@@ -14,6 +14,7 @@
 //! happens next: a row that does not decode is buried, and one that cannot
 //! be buried stays Running (logged) until recover buries it.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use jq_core::storage::ClaimRequest;
@@ -24,6 +25,7 @@ use uuid::Uuid;
 
 use crate::error::map_sqlx;
 use crate::hints::{Key, Starts};
+use crate::liveness::Cuts;
 use crate::row::{decode_job, rfc3339};
 use crate::schema::Sql1;
 use crate::{Inner, control};
@@ -109,10 +111,18 @@ fn claim_statement<'q>(
 /// queue, which prepares the statement and builds its plan without taking
 /// or writing anything. A warm-up that fails is left to the claim itself to
 /// report (a missing schema, say).
-pub(crate) fn claim_pool(options: &PgConnectOptions, size: u32, acquire_timeout: Duration, claim: &Sql1) -> PgPool {
+/// The pool's connections are dropped after a cut (`liveness.rs`), like
+/// the main pool's.
+pub(crate) fn claim_pool(
+    options: &PgConnectOptions,
+    size: u32,
+    acquire_timeout: Duration,
+    claim: &Sql1,
+    cuts: &Arc<Cuts>,
+) -> PgPool {
     let options = options.clone().options([("plan_cache_mode", "force_generic_plan")]);
     let claim = claim.clone();
-    PgPoolOptions::new()
+    cuts.guard(PgPoolOptions::new())
         .max_connections(size.max(1))
         .acquire_timeout(acquire_timeout)
         .test_before_acquire(false)

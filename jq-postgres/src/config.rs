@@ -27,6 +27,7 @@ pub struct PostgresConfig {
     pub(crate) claim_connections: u32,
     pub(crate) acquire_timeout: Duration,
     pub(crate) statement_timeout: Option<Duration>,
+    pub(crate) response_timeout: Duration,
 }
 
 impl PostgresConfig {
@@ -40,6 +41,9 @@ impl PostgresConfig {
     /// How long an operation waits for a pooled connection before it fails
     /// with a retryable [`jq_core::Error::Unavailable`].
     pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
+    /// How long one storage call waits for the server unless
+    /// [`PostgresConfig::response_timeout`] says otherwise.
+    pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
 
     /// A configuration for the database at `url`
     /// (`postgres://user[:password]@host[:port]/database`), with the
@@ -55,6 +59,7 @@ impl PostgresConfig {
             claim_connections: Self::DEFAULT_CLAIM_CONNECTIONS,
             acquire_timeout: Self::DEFAULT_ACQUIRE_TIMEOUT,
             statement_timeout: None,
+            response_timeout: Self::DEFAULT_RESPONSE_TIMEOUT,
         }
     }
 
@@ -112,6 +117,31 @@ impl PostgresConfig {
     /// retryable [`jq_core::Error::Unavailable`].
     pub fn statement_timeout(mut self, timeout: Duration) -> Self {
         self.statement_timeout = Some(timeout);
+        self
+    }
+
+    /// How long one storage call (a claim, a settlement, a heartbeat,
+    /// recover, ...: every method of `jq_core::storage::Storage`) waits for the
+    /// server, connection included, before it fails with a retryable
+    /// [`jq_core::Error::Unavailable`] (default 10 s). This is how a
+    /// connection that went silent (a failover, a NAT that forgot it: no
+    /// FIN, no RST, no answer) is noticed: the call's connection is
+    /// dropped, and so is every connection opened before it, when next
+    /// taken or handed back; the next call opens new ones. The wake-up
+    /// listener pings its connection after this long without a message
+    /// and reconnects when the ping gets no answer in this long either.
+    ///
+    /// It must exceed the longest statement a call runs on a healthy
+    /// server, or such calls fail although the server finishes them (an
+    /// enqueue of 100,000 jobs takes about half a second). A call that
+    /// timed out may have been applied: resend the same jobs (their ids
+    /// make the resend store nothing twice), not new ones; the worker
+    /// pool does. Not applied to [`PostgresStorage::enqueue_in`](crate::PostgresStorage::enqueue_in)
+    /// and [`PostgresStorage::enqueue_tx`](crate::PostgresStorage::enqueue_tx),
+    /// which run on the caller's connection, nor to
+    /// [`PostgresStorage::migrate`](crate::PostgresStorage::migrate).
+    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+        self.response_timeout = timeout;
         self
     }
 

@@ -84,9 +84,14 @@ pub(crate) struct Starts {
 }
 
 /// One claim in flight, from [`Hints::begin`] to [`Hints::finish`] or
-/// [`Hints::abort`].
+/// [`Hints::abort`]. Dropped without either (the claim's future dropped
+/// mid-way: a response timeout, a caller giving up), it aborts, or every
+/// later claim would count it as overlapping and move no position again.
 #[derive(Debug)]
-pub(crate) struct Ticket {
+pub(crate) struct Ticket<'a> {
+    hints: &'a Hints,
+    /// Finished or aborted: nothing left for the drop to do.
+    settled: bool,
     generation: u64,
     /// Another claim of this storage was in flight when this one began: it
     /// may skip rows that one locked and then lets go, so it moves no position.
@@ -123,7 +128,7 @@ impl Hints {
 
     /// Registers a claim of `queues` at `now` and returns where each band's
     /// walk starts.
-    pub(crate) fn begin(&self, queues: &[&str], now: Timestamp) -> (Ticket, Starts) {
+    pub(crate) fn begin(&self, queues: &[&str], now: Timestamp) -> (Ticket<'_>, Starts) {
         let mut s = self.lock();
         let whole = match (s.next_whole, s.last_whole) {
             (Some(next), Some(last)) => now >= next || now < last,
@@ -132,7 +137,15 @@ impl Hints {
         let overlapped = s.in_flight > 0;
         s.in_flight += 1;
         s.generation += 1;
-        let ticket = Ticket { generation: s.generation, overlapped, whole, now, started: Instant::now() };
+        let ticket = Ticket {
+            hints: self,
+            settled: false,
+            generation: s.generation,
+            overlapped,
+            whole,
+            now,
+            started: Instant::now(),
+        };
         let recent = Key::before(add_signed(now, -(RECENT.as_micros() as i64)));
         let mut starts = Starts::default();
         for queue in queues {
@@ -148,7 +161,12 @@ impl Hints {
 
     /// Ends a claim that took `claimed` (queue, priority, run_at, id), in
     /// any order.
-    pub(crate) fn finish<'a>(&self, ticket: Ticket, claimed: impl IntoIterator<Item = (&'a str, Priority, Key)>) {
+    pub(crate) fn finish<'a>(
+        &self,
+        mut ticket: Ticket<'_>,
+        claimed: impl IntoIterator<Item = (&'a str, Priority, Key)>,
+    ) {
+        ticket.settled = true;
         let mut s = self.lock();
         s.in_flight = s.in_flight.saturating_sub(1);
         if ticket.whole {
@@ -172,9 +190,8 @@ impl Hints {
     }
 
     /// Ends a claim that failed: it took nothing, and its locks are gone.
-    pub(crate) fn abort(&self, _ticket: Ticket) {
-        let mut s = self.lock();
-        s.in_flight = s.in_flight.saturating_sub(1);
+    pub(crate) fn abort(&self, ticket: Ticket<'_>) {
+        drop(ticket);
     }
 
     /// This storage made jobs claimable at these (queue, priority, run_at as
@@ -240,6 +257,15 @@ impl RecoverStart {
     }
 }
 
+impl Drop for Ticket<'_> {
+    fn drop(&mut self) {
+        if !self.settled {
+            let mut s = self.hints.lock();
+            s.in_flight = s.in_flight.saturating_sub(1);
+        }
+    }
+}
+
 fn band_of(priority: Priority) -> Option<usize> {
     BANDS.iter().position(|b| *b == priority)
 }
@@ -297,6 +323,21 @@ mod tests {
         assert_eq!(r.begin(t(100)), None, "every RECOVER_WHOLE_EVERY passes");
         r.finish(t(100));
         assert_eq!(r.begin(t(50)), None, "the clock went back");
+    }
+
+    #[test]
+    fn a_claim_dropped_mid_way_does_not_overlap_the_next_ones() {
+        let h = Hints::default();
+        let (first, _) = h.begin(&["q"], t(100));
+        h.finish(first, [("q", Priority::Normal, key(10, 1))]);
+        let (cut_short, _) = h.begin(&["q"], t(100));
+        drop(cut_short); // its future dropped by a response timeout
+        let (next, _) = h.begin(&["q"], t(100));
+        assert!(!next.overlapped, "a dropped claim is no longer in flight");
+        h.finish(next, [("q", Priority::Normal, key(20, 1))]);
+        let (after, starts) = h.begin(&["q"], t(100));
+        assert_eq!(starts.run_ats[2], Some(t(20)), "the claim after it moved the position");
+        h.abort(after);
     }
 
     #[test]

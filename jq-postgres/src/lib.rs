@@ -30,11 +30,19 @@
 //!   backoff (workers keep polling meanwhile).
 //! - "Now" is always the configured [`jq_core::Clock`], sent as a parameter;
 //!   the server's `now()` is never used.
+//! - Every storage call waits at most [`PostgresConfig::response_timeout`]
+//!   (10 s) for the server; one that runs out fails as retryable, and its
+//!   connection, with every connection opened before it, is dropped rather
+//!   than reused: a server that vanished without FIN or RST (a failover, a
+//!   NAT) is noticed within one response timeout, and the next call opens
+//!   new connections. The listener pings a connection silent for as long.
+//!   The worker pool's heartbeat uses a handle of its own
+//!   ([`jq_core::storage::Storage::independent`]: two connections of its own).
 //!
 //! Errors: setup returns [`PostgresError`]; storage operations return
 //! [`jq_core::Error`], with `Unavailable` (retryable) for a refused, reset or
-//! closed connection, a pool timeout, a server shutdown or a statement
-//! timeout, and the fatal `SchemaMissing` when jq's tables are not there
+//! closed connection, a pool timeout, a server shutdown, a statement
+//! timeout or a call that got no answer within the response timeout, and the fatal `SchemaMissing` when jq's tables are not there
 //! (SQLSTATE 42P01 or 3F000: the schema was never migrated, or is older
 //! than this build; run [`PostgresStorage::migrate`] or `jqctl migrate`).
 
@@ -47,6 +55,7 @@ mod enqueue;
 mod error;
 mod hints;
 mod listener;
+mod liveness;
 mod maintenance;
 mod periodic;
 mod row;
@@ -103,6 +112,19 @@ pub(crate) struct Inner {
     /// The queues this storage last found controlled (claims over them go
     /// straight to the locked path).
     pub(crate) controlled: control::Controlled,
+    /// When calls were last cut short (`liveness.rs`).
+    pub(crate) cuts: Arc<liveness::Cuts>,
+    /// The bound of every storage call ([`PostgresConfig::response_timeout`]).
+    pub(crate) response_timeout: Duration,
+    /// What [`Storage::independent`] needs to open a pool of its own.
+    pub(crate) acquire_timeout: Duration,
+}
+
+impl Inner {
+    /// Runs one storage call within the response timeout (`liveness.rs`).
+    pub(crate) async fn timed<T>(&self, call: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+        self.cuts.timed(self.response_timeout, call).await
+    }
 }
 
 impl PostgresStorage {
@@ -120,11 +142,26 @@ impl PostgresStorage {
             format!("{}:{}/{}", options.get_host(), options.get_port(), options.get_database().unwrap_or_default());
         // One direct connection first: the pool would retry a refused
         // connection until its acquire timeout and then report only a
-        // timeout; this says what is wrong, at once.
-        let probe =
-            options.connect().await.map_err(|source| PostgresError::Connect { target: target.clone(), source })?;
-        probe.close().await.map_err(|source| PostgresError::Connect { target, source })?;
-        let pool = PgPoolOptions::new()
+        // timeout; this says what is wrong, at once. Bounded: a server that
+        // accepts and never answers must not hang the connect.
+        let silent = |target: String| PostgresError::Connect {
+            target,
+            source: sqlx::Error::Io(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("no answer within {:?} (response_timeout)", config.response_timeout),
+            )),
+        };
+        let probe = tokio::time::timeout(config.response_timeout, options.connect())
+            .await
+            .map_err(|_| silent(target.clone()))?
+            .map_err(|source| PostgresError::Connect { target: target.clone(), source })?;
+        tokio::time::timeout(config.response_timeout, probe.close())
+            .await
+            .map_err(|_| silent(target.clone()))?
+            .map_err(|source| PostgresError::Connect { target, source })?;
+        let cuts = liveness::Cuts::new();
+        let pool = cuts
+            .guard(PgPoolOptions::new())
             .max_connections(config.max_connections)
             .acquire_timeout(config.acquire_timeout)
             // A ping before every acquire would double the round trips of
@@ -132,20 +169,34 @@ impl PostgresStorage {
             // a retryable error instead and is dropped from the pool.
             .test_before_acquire(false)
             .connect_lazy_with(options);
-        Self::from_pool(pool, config)
+        Self::build(pool, config, cuts)
     }
 
     /// Uses an existing pool (shared with the application, say). Only the
-    /// schema, clock, payload limit, claim connections and acquire timeout
-    /// of `config` apply; the URL and pool settings are the pool's own. The
+    /// schema, clock, payload limit, claim connections, acquire timeout and
+    /// response timeout of `config` apply; the URL and pool settings are
+    /// the pool's own. A call that times out cannot make such a pool drop
+    /// its connection: sqlx checks a connection handed back mid-statement
+    /// with a ping that has no deadline, so on a silent connection that
+    /// slot is held until TCP gives up; prefer
+    /// [`PostgresStorage::connect`] where the network can go silent. The
     /// claims open their own connections with the pool's connect options,
     /// without its `after_connect` hooks (see
     /// [`PostgresConfig::claim_connections`]).
     pub fn from_pool(pool: PgPool, config: PostgresConfig) -> Result<Self, PostgresError> {
+        Self::build(pool, config, liveness::Cuts::new())
+    }
+
+    fn build(pool: PgPool, config: PostgresConfig, cuts: Arc<liveness::Cuts>) -> Result<Self, PostgresError> {
         config.check()?;
         let sql = schema::Sql::new(&config.schema);
-        let claims =
-            claim::claim_pool(&pool.connect_options(), config.claim_connections, config.acquire_timeout, &sql.claim);
+        let claims = claim::claim_pool(
+            &pool.connect_options(),
+            config.claim_connections,
+            config.acquire_timeout,
+            &sql.claim,
+            &cuts,
+        );
         let inner = Inner {
             pool,
             claims,
@@ -158,6 +209,9 @@ impl PostgresStorage {
             hints: hints::Hints::default(),
             recover_start: hints::RecoverStart::default(),
             controlled: control::Controlled::default(),
+            cuts,
+            response_timeout: config.response_timeout,
+            acquire_timeout: config.acquire_timeout,
         };
         Ok(PostgresStorage { inner: Arc::new(inner) })
     }
@@ -218,55 +272,76 @@ impl Storage for PostgresStorage {
         Ok(schema::migrate(&self.inner.pool, &self.inner.schema).await?)
     }
     async fn enqueue(&self, jobs: Vec<NewJob>) -> Result<Vec<JobId>> {
-        enqueue::enqueue_pool(&self.inner, jobs).await
+        self.inner.timed(enqueue::enqueue_pool(&self.inner, jobs)).await
     }
 
     async fn claim(&self, request: &ClaimRequest) -> Result<Vec<Job>> {
-        claim::claim(&self.inner, request).await
+        self.inner.timed(claim::claim(&self.inner, request)).await
     }
 
     async fn settle(&self, batch: Vec<Settlement>) -> Result<Vec<Settled>> {
-        settle::settle(&self.inner, batch).await
+        self.inner.timed(settle::settle(&self.inner, batch)).await
     }
 
     async fn heartbeat(&self, leases: &[LeaseRef], lease: Duration) -> Result<Vec<JobId>> {
-        settle::heartbeat(&self.inner, leases, lease).await
+        self.inner.timed(settle::heartbeat(&self.inner, leases, lease)).await
     }
 
     async fn promote(&self) -> Result<u64> {
-        maintenance::promote(&self.inner).await
+        self.inner.timed(maintenance::promote(&self.inner)).await
     }
 
     async fn recover(&self) -> Result<u64> {
-        maintenance::recover(&self.inner).await
+        self.inner.timed(maintenance::recover(&self.inner)).await
     }
 
     async fn get(&self, id: JobId) -> Result<Job> {
-        admin::get(&self.inner, id).await
+        self.inner.timed(admin::get(&self.inner, id)).await
     }
 
     async fn list(&self, filter: &JobFilter) -> Result<Vec<Job>> {
-        admin::list(&self.inner, filter).await
+        self.inner.timed(admin::list(&self.inner, filter)).await
     }
 
     async fn stats(&self) -> Result<Stats> {
-        admin::stats(&self.inner).await
+        self.inner.timed(admin::stats(&self.inner)).await
     }
 
     async fn retry(&self, id: JobId) -> Result<()> {
-        admin::retry(&self.inner, id).await
+        self.inner.timed(admin::retry(&self.inner, id)).await
     }
 
     async fn cancel(&self, id: JobId) -> Result<()> {
-        admin::cancel(&self.inner, id).await
+        self.inner.timed(admin::cancel(&self.inner, id)).await
     }
 
     async fn purge(&self, state: State, older_than: Timestamp) -> Result<u64> {
-        maintenance::purge(&self.inner, state, older_than).await
+        self.inner.timed(maintenance::purge(&self.inner, state, older_than)).await
     }
 
     fn subscribe(&self) -> Option<WorkSignal> {
         listener::subscribe(&self.inner)
+    }
+
+    /// A handle with pools of its own (two connections, one for claims,
+    /// opened on first use), sharing this one's settings.
+    async fn independent(&self) -> Option<Self> {
+        let inner = &self.inner;
+        let config = PostgresConfig::new("")
+            .schema(inner.schema.as_str())
+            .clock(inner.clock.clone())
+            .max_payload_bytes(inner.max_payload_bytes)
+            .claim_connections(1)
+            .acquire_timeout(inner.acquire_timeout)
+            .response_timeout(inner.response_timeout);
+        let pool = inner
+            .cuts
+            .guard(PgPoolOptions::new())
+            .max_connections(2)
+            .acquire_timeout(inner.acquire_timeout)
+            .test_before_acquire(false)
+            .connect_lazy_with((*inner.pool.connect_options()).clone());
+        Self::build(pool, config, inner.cuts.clone()).ok()
     }
 
     fn clock(&self) -> Clock {
@@ -289,51 +364,51 @@ impl Storage for PostgresStorage {
 #[async_trait]
 impl RoleStorage for PostgresStorage {
     async fn elect(&self, election: &Election) -> Result<bool> {
-        election::elect(&self.inner, election).await
+        self.inner.timed(election::elect(&self.inner, election)).await
     }
 
     async fn resign(&self, role: &str, token: LeaseToken) -> Result<()> {
-        election::resign(&self.inner, role, token).await
+        self.inner.timed(election::resign(&self.inner, role, token)).await
     }
 
     async fn leaders(&self) -> Result<Vec<Leader>> {
-        election::leaders(&self.inner).await
+        self.inner.timed(election::leaders(&self.inner)).await
     }
 }
 
 #[async_trait]
 impl PeriodicStorage for PostgresStorage {
     async fn fire(&self, fire: &Fire) -> Result<FireOutcome> {
-        periodic::fire(&self.inner, fire).await
+        self.inner.timed(periodic::fire(&self.inner, fire)).await
     }
 
     async fn periodic(&self) -> Result<Vec<PeriodicInfo>> {
-        periodic::list(&self.inner).await
+        self.inner.timed(periodic::list(&self.inner)).await
     }
 
     async fn trigger(&self, name: &str) -> Result<()> {
-        periodic::trigger(&self.inner, name).await
+        self.inner.timed(periodic::trigger(&self.inner, name)).await
     }
 }
 
 #[async_trait]
 impl ControlStorage for PostgresStorage {
     async fn set_paused(&self, queue: &QueueName, paused: bool) -> Result<()> {
-        control::set_paused(&self.inner, queue, paused).await
+        self.inner.timed(control::set_paused(&self.inner, queue, paused)).await
     }
 
     async fn set_limits(&self, queue: &QueueName, limits: &QueueLimits) -> Result<()> {
-        control::set_limits(&self.inner, queue, limits).await
+        self.inner.timed(control::set_limits(&self.inner, queue, limits)).await
     }
 
     async fn queues(&self) -> Result<Vec<QueueInfo>> {
-        control::queues(&self.inner).await
+        self.inner.timed(control::queues(&self.inner)).await
     }
 }
 
 #[async_trait]
 impl ThroughputStorage for PostgresStorage {
     async fn throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {
-        admin::throughput(&self.inner, since).await
+        self.inner.timed(admin::throughput(&self.inner, since)).await
     }
 }

@@ -8,6 +8,13 @@
 //! and bumps the signal on every attempt, so subscribers fall back to
 //! polling at that pace (the worker pool polls anyway) and look for work
 //! missed while it was down.
+//!
+//! A connection that went silent (no FIN, no RST) would leave it waiting
+//! forever for a notification that cannot come: after the response timeout
+//! without one, it pings the server (`SELECT 1`) and, when the ping gets no
+//! answer within the response timeout either, drops the connection and
+//! reconnects. So a dead listening connection is noticed within twice the
+//! response timeout (20 s by default), and the pool polls meanwhile.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -18,6 +25,8 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::Inner;
+use crate::error::map_sqlx;
+use crate::liveness::Cuts;
 
 const FIRST_BACKOFF: Duration = Duration::from_millis(50);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
@@ -56,8 +65,13 @@ pub(crate) fn subscribe(inner: &Inner) -> Option<WorkSignal> {
     }
     let runtime = tokio::runtime::Handle::try_current().ok()?;
     let (tx, rx) = watch::channel(0u64);
-    let options = inner.pool.connect_options();
-    let task = runtime.spawn(run(options, inner.channel.clone(), tx.clone()));
+    let link = Link {
+        options: inner.pool.connect_options(),
+        channel: inner.channel.clone(),
+        timeout: inner.response_timeout,
+        cuts: inner.cuts.clone(),
+    };
+    let task = runtime.spawn(run(link, tx.clone()));
     *running = Some((tx, task));
     Some(rx)
 }
@@ -66,14 +80,24 @@ fn bump(tx: &watch::Sender<u64>) {
     tx.send_modify(|n| *n = n.wrapping_add(1));
 }
 
+/// Where and how to listen.
+struct Link {
+    options: Arc<PgConnectOptions>,
+    channel: String,
+    /// The response timeout: how long without a message before a ping,
+    /// and how long the ping (or the LISTEN) may take.
+    timeout: Duration,
+    cuts: Arc<Cuts>,
+}
+
 /// Listens until every receiver is gone, reconnecting with backoff.
-async fn run(options: Arc<PgConnectOptions>, channel: String, tx: watch::Sender<u64>) {
+async fn run(link: Link, tx: watch::Sender<u64>) {
     let mut backoff = FIRST_BACKOFF;
     loop {
-        match listen(&options, &channel, &tx, &mut backoff).await {
+        match listen(&link, &tx, &mut backoff).await {
             Ok(()) => return,
             Err(error) => {
-                tracing::warn!(%error, channel, ?backoff, "jq wake-up listener lost its connection; polling until it is back");
+                tracing::warn!(%error, channel = link.channel, ?backoff, "jq wake-up listener lost its connection; polling until it is back");
                 bump(&tx);
                 tokio::select! {
                     _ = tx.closed() => return,
@@ -86,29 +110,26 @@ async fn run(options: Arc<PgConnectOptions>, channel: String, tx: watch::Sender<
 }
 
 /// One connection's life: returns Ok when the receivers are gone, Err when
-/// the connection failed and could not be re-established.
-async fn listen(
-    options: &PgConnectOptions,
-    channel: &str,
-    tx: &watch::Sender<u64>,
-    backoff: &mut Duration,
-) -> Result<(), sqlx::Error> {
-    let pool = PgPoolOptions::new()
+/// the connection failed, went silent, or could not be re-established.
+async fn listen(link: &Link, tx: &watch::Sender<u64>, backoff: &mut Duration) -> jq_core::Result<()> {
+    let pool = link
+        .cuts
+        .guard(PgPoolOptions::new())
         .max_connections(1)
         .min_connections(0)
-        .acquire_timeout(Duration::from_secs(2))
+        .acquire_timeout(Duration::from_secs(2).min(link.timeout))
         .max_lifetime(None)
         .idle_timeout(None)
-        .connect_lazy_with(options.clone());
-    let mut listener = PgListener::connect_with(&pool).await?;
-    listener.listen(channel).await?;
+        .connect_lazy_with((*link.options).clone());
+    let mut listener = PgListener::connect_with(&pool).await.map_err(map_sqlx)?;
+    link.cuts.timed(link.timeout, async { listener.listen(&link.channel).await.map_err(map_sqlx) }).await?;
     *backoff = FIRST_BACKOFF;
     // Work may have arrived while no one listened.
     bump(tx);
     loop {
         tokio::select! {
             _ = tx.closed() => return Ok(()),
-            message = listener.try_recv() => match message? {
+            message = listener.try_recv() => match message.map_err(map_sqlx)? {
                 Some(_) => {
                     // One bump for everything already buffered.
                     while listener.next_buffered().is_some() {}
@@ -117,6 +138,19 @@ async fn listen(
                 // Lost and re-established (LISTEN included) by sqlx.
                 None => bump(tx),
             },
+            // Nothing heard for a while: is anyone there? A notification
+            // arriving meanwhile is buffered by the listener.
+            _ = tokio::time::sleep(link.timeout) => {
+                link.cuts
+                    .timed(link.timeout, async {
+                        sqlx::query("SELECT 1").execute(&mut listener).await.map(drop).map_err(map_sqlx)
+                    })
+                    .await?;
+                if listener.next_buffered().is_some() {
+                    while listener.next_buffered().is_some() {}
+                    bump(tx);
+                }
+            }
         }
     }
 }

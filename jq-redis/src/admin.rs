@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 
 use crate::keys::{id_hex, slot};
-use crate::{Conn, Inner, error, row, scripts};
+use crate::{Inner, error, row, scripts};
 
 /// Ids one list call examines at most before it returns a cursor.
 const LIST_SCAN_BUDGET: usize = 10_000;
@@ -206,9 +206,9 @@ pub(crate) async fn throughput(s: &Inner, since: Timestamp) -> Result<Vec<Throug
 /// batches of up to 1,000 keys; returns how many keys were deleted. On
 /// Cluster, SCAN runs on every primary and UNLINK per hash slot.
 pub(crate) async fn delete_prefix(s: &Inner) -> Result<u64> {
-    match &s.conn {
-        Conn::Single(_) => scan_unlink(s, None).await,
-        Conn::Cluster(_) => {
+    match s.conn.is_cluster() {
+        false => scan_unlink(s, None).await,
+        true => {
             let nodes: String = s.query(redis::cmd("CLUSTER").arg("NODES")).await?;
             let mut deleted = 0;
             for line in nodes.lines() {
@@ -235,11 +235,12 @@ async fn scan_unlink(s: &Inner, node: Option<(String, u16)>) -> Result<u64> {
     loop {
         let mut scan = redis::cmd("SCAN");
         scan.arg(cursor).arg("MATCH").arg(&pattern).arg("COUNT").arg(1000);
-        let (next, keys): (u64, Vec<String>) = match (&node, &s.conn) {
-            (Some((host, port)), Conn::Cluster(c)) => {
+        let (next, keys): (u64, Vec<String>) = match &node {
+            Some((host, port)) if s.conn.is_cluster() => {
                 let routing =
                     RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host: host.clone(), port: *port });
-                let value = c.clone().route_command(scan, routing).await.map_err(error::map)?;
+                let mut c = s.conn.cluster().await.map_err(error::map)?;
+                let value = c.route_command(scan, routing).await.map_err(error::map)?;
                 redis::from_redis_value(value).map_err(|e| error::unexpected(format!("SCAN reply: {e}")))?
             }
             _ => s.query(&scan).await?,

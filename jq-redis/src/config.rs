@@ -8,6 +8,10 @@ use jq_core::{Clock, DEFAULT_MAX_PAYLOAD_BYTES};
 /// [`RedisConfig::response_timeout`]).
 pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long a connection may stay idle before TCP keepalive probes it (see
+/// [`RedisConfig::keepalive`]).
+pub const DEFAULT_KEEPALIVE: Duration = Duration::from_secs(15);
+
 /// How to reach Redis and how to lay jq's keys out in it. Builder-style:
 ///
 /// ```
@@ -23,6 +27,7 @@ pub struct RedisConfig {
     pub(crate) clock: Clock,
     pub(crate) max_payload_bytes: usize,
     pub(crate) response_timeout: Duration,
+    pub(crate) keepalive: Option<Duration>,
 }
 
 impl RedisConfig {
@@ -36,6 +41,7 @@ impl RedisConfig {
             clock: Clock::system(),
             max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
             response_timeout: DEFAULT_RESPONSE_TIMEOUT,
+            keepalive: Some(DEFAULT_KEEPALIVE),
         }
     }
 
@@ -81,7 +87,10 @@ impl RedisConfig {
 
     /// How long one call waits for the server's reply before it fails with
     /// `jq_core::Error::Unavailable` (default [`DEFAULT_RESPONSE_TIMEOUT`],
-    /// 10 s). It bounds how long a silently dead connection stalls a call; it must exceed the longest
+    /// 10 s). It bounds how long a silently dead connection stalls a call:
+    /// the connection the call timed out on is dropped, and the next call
+    /// opens a new one (the wake-up listener pings its own after this long
+    /// without a message). It must exceed the longest
     /// script a call runs, or a call fails although its script went on to
     /// finish. An enqueue of 100,000 jobs is one script of about half a
     /// second, and the redis crate's own default of 500 ms made it fail
@@ -90,6 +99,20 @@ impl RedisConfig {
     /// store nothing twice), not new ones.
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.response_timeout = timeout;
+        self
+    }
+
+    /// TCP keepalive on every connection (default [`DEFAULT_KEEPALIVE`],
+    /// 15 s; `None` turns it off): a connection idle this long is probed,
+    /// a ninth of it apart, and on Linux `TCP_USER_TIMEOUT` fails one whose
+    /// sent data stays unacknowledged for twice this long. The
+    /// kernel then closes a connection whose peer vanished (no FIN, no RST)
+    /// within about twice this, idle or not, and the connection is
+    /// replaced. It costs nothing on a healthy connection; the response
+    /// timeout covers the cases keepalive cannot see (a proxy or a server
+    /// that still acknowledges but no longer answers).
+    pub fn keepalive(mut self, idle: Option<Duration>) -> Self {
+        self.keepalive = idle;
         self
     }
 }

@@ -27,7 +27,14 @@
 //!
 //! Connections: a `redis::aio::ConnectionManager`, which reconnects by
 //! itself; while the server is unreachable, operations return
-//! `jq_core::Error::Unavailable` and the worker pool backs off.
+//! `jq_core::Error::Unavailable` and the worker pool backs off. A call
+//! waits at most [`RedisConfig::response_timeout`] (10 s) for its reply,
+//! and a call that timed out drops its connection, so the next opens a
+//! new one (the redis crate alone would retry on the same silent socket
+//! forever); opening one is bounded too, so a call takes at most twice the
+//! response timeout. Every socket has TCP keepalive
+//! ([`RedisConfig::keepalive`]). The worker pool's heartbeat uses a handle
+//! with a connection of its own ([`jq_core::storage::Storage::independent`]).
 //!
 //! # Durability
 //!
@@ -106,6 +113,7 @@ mod enqueue;
 mod error;
 pub mod keys;
 mod listener;
+mod liveness;
 mod maintenance;
 mod owners;
 mod periodic;
@@ -129,14 +137,14 @@ use jq_core::{
     Clock, Job, JobFilter, JobId, NewJob, QueueInfo, QueueLimits, QueueName, Result, State, Stats, Throughput,
     Timestamp,
 };
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::cluster_async::ClusterConnection;
+use redis::aio::ConnectionManagerConfig;
 use redis::{ErrorKind, FromRedisValue, ServerErrorKind};
 use tokio::sync::watch;
 
-pub use config::{DEFAULT_RESPONSE_TIMEOUT, RedisConfig};
+pub use config::{DEFAULT_KEEPALIVE, DEFAULT_RESPONSE_TIMEOUT, RedisConfig};
 pub use error::RedisError;
 pub use keys::Keys;
+pub(crate) use liveness::Conn;
 
 /// A jq storage on Redis. Cheap to clone (clones share one multiplexed,
 /// self-reconnecting connection); `Send + Sync`.
@@ -161,8 +169,9 @@ pub(crate) struct Inner {
     pub(crate) client: redis::Client,
     pub(crate) conn: Conn,
     /// Queue of each job this handle claimed and still holds, so
-    /// settlements and heartbeats need no lookup (a bounded cache).
-    pub(crate) owners: owners::Owners,
+    /// settlements and heartbeats need no lookup (a bounded cache; shared
+    /// with this handle's [`Storage::independent`] ones).
+    pub(crate) owners: Arc<owners::Owners>,
     /// When this handle last added each queue to the registry; enqueue
     /// skips the `SADD` for a queue added within [`REGISTRY_REFRESH`].
     pub(crate) registered: Mutex<HashMap<String, Instant>>,
@@ -191,27 +200,35 @@ impl RedisStorage {
         }
         let client = redis::Client::open(config.url.as_str())
             .map_err(|source| RedisError::InvalidUrl { url: config.url.clone(), source })?;
+        // Keepalive on every socket, the pub/sub one too (`liveness.rs`).
+        let tcp = liveness::tcp_settings(client.get_connection_info().tcp_settings(), config.keepalive);
+        let client = redis::Client::open(client.get_connection_info().clone().set_tcp_settings(tcp.clone()))
+            .map_err(|source| RedisError::InvalidUrl { url: config.url.clone(), source })?;
+        // A call that finds no connection opens one first: together they
+        // take at most twice the response timeout.
+        let connect_timeout = Duration::from_secs(5).min(config.response_timeout);
         let conn = if config.is_cluster() {
             let cluster = redis::cluster::ClusterClient::builder(config.cluster_nodes.clone())
-                .connection_timeout(Duration::from_secs(5))
+                .connection_timeout(connect_timeout)
                 .response_timeout(config.response_timeout)
+                // A timeout is retried on the same node connection by the
+                // cluster client: its retries must not multiply the bound.
+                .overall_response_timeout(Some(config.response_timeout))
+                .tcp_settings(tcp)
                 .build()
                 .map_err(|source| RedisError::InvalidUrl { url: config.cluster_nodes.join(","), source })?;
-            let conn = cluster
-                .get_async_connection()
+            Conn::open(liveness::Dial::Cluster(cluster), connect_timeout)
                 .await
-                .map_err(|source| RedisError::Connect { url: config.cluster_nodes.join(","), source })?;
-            Conn::Cluster(conn)
+                .map_err(|source| RedisError::Connect { url: config.cluster_nodes.join(","), source })?
         } else {
             let manager_config = ConnectionManagerConfig::new()
-                .set_connection_timeout(Some(Duration::from_secs(5)))
+                .set_connection_timeout(Some(connect_timeout))
                 .set_response_timeout(Some(config.response_timeout))
                 .set_number_of_retries(3)
                 .set_max_delay(Duration::from_secs(2));
-            let conn = ConnectionManager::new_with_config(client.clone(), manager_config)
+            Conn::open(liveness::Dial::Single(client.clone(), manager_config), connect_timeout)
                 .await
-                .map_err(|source| RedisError::Connect { url: config.url.clone(), source })?;
-            Conn::Single(conn)
+                .map_err(|source| RedisError::Connect { url: config.url.clone(), source })?
         };
         let keys = Keys::new(config.prefix.clone());
         let storage = RedisStorage {
@@ -219,7 +236,7 @@ impl RedisStorage {
                 keys,
                 client,
                 conn,
-                owners: owners::Owners::new(owners::DEFAULT_CAP),
+                owners: Arc::new(owners::Owners::new(owners::DEFAULT_CAP)),
                 registered: Mutex::new(HashMap::new()),
                 wake: watch::Sender::new(0),
                 listening: AtomicBool::new(false),
@@ -262,27 +279,24 @@ impl RedisStorage {
 impl Inner {
     async fn load_scripts(&self) -> redis::RedisResult<()> {
         let mut conn = self.conn.clone();
-        match &self.conn {
-            Conn::Single(_) => {
-                let mut pipe = redis::pipe();
-                for script in scripts::all() {
-                    pipe.cmd("SCRIPT").arg("LOAD").arg(script.code).ignore();
-                }
-                pipe.query_async::<()>(&mut conn).await
-            }
+        if self.conn.is_cluster() {
             // SCRIPT LOAD goes to every node; a pipeline would go to one.
-            Conn::Cluster(_) => {
-                for script in scripts::all() {
-                    redis::cmd("SCRIPT").arg("LOAD").arg(script.code).query_async::<()>(&mut conn).await?;
-                }
-                Ok(())
+            for script in scripts::all() {
+                redis::cmd("SCRIPT").arg("LOAD").arg(script.code).query_async::<()>(&mut conn).await?;
             }
+            Ok(())
+        } else {
+            let mut pipe = redis::pipe();
+            for script in scripts::all() {
+                pipe.cmd("SCRIPT").arg("LOAD").arg(script.code).ignore();
+            }
+            pipe.query_async::<()>(&mut conn).await
         }
     }
 
     /// True on Redis Cluster: every script call must then touch one queue.
     pub(crate) fn is_cluster(&self) -> bool {
-        matches!(self.conn, Conn::Cluster(_))
+        self.conn.is_cluster()
     }
 
     /// Runs independent commands and returns their replies in order: one
@@ -401,44 +415,6 @@ impl Inner {
 /// How often a handle re-adds a queue it enqueues into to the registry.
 const REGISTRY_REFRESH: Duration = Duration::from_secs(1);
 
-/// The connection: one self-reconnecting multiplexed connection to a single
-/// server, or a cluster connection that routes each command by its first
-/// key's slot (and follows MOVED/ASK, reconnecting per node). An enum rather
-/// than a trait object: static dispatch on the hot path.
-#[derive(Clone)]
-pub(crate) enum Conn {
-    Single(ConnectionManager),
-    Cluster(ClusterConnection),
-}
-
-impl redis::aio::ConnectionLike for Conn {
-    fn req_packed_command<'a>(&'a mut self, cmd: &'a redis::Cmd) -> redis::RedisFuture<'a, redis::Value> {
-        match self {
-            Conn::Single(c) => c.req_packed_command(cmd),
-            Conn::Cluster(c) => c.req_packed_command(cmd),
-        }
-    }
-
-    fn req_packed_commands<'a>(
-        &'a mut self,
-        pipeline: &'a redis::Pipeline,
-        offset: usize,
-        count: usize,
-    ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
-        match self {
-            Conn::Single(c) => c.req_packed_commands(pipeline, offset, count),
-            Conn::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
-        }
-    }
-
-    fn get_db(&self) -> i64 {
-        match self {
-            Conn::Single(c) => c.get_db(),
-            Conn::Cluster(c) => c.get_db(),
-        }
-    }
-}
-
 fn is_noscript(e: &redis::RedisError) -> bool {
     e.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
 }
@@ -502,6 +478,24 @@ impl Storage for RedisStorage {
 
     fn subscribe(&self) -> Option<WorkSignal> {
         listener::subscribe(&self.inner)
+    }
+
+    /// A handle with a connection of its own, opened on first use, sharing
+    /// this one's settings and its cache of the queues of claimed jobs.
+    async fn independent(&self) -> Option<Self> {
+        let inner = &self.inner;
+        Some(RedisStorage {
+            inner: Arc::new(Inner {
+                config: inner.config.clone(),
+                keys: inner.keys.clone(),
+                client: inner.client.clone(),
+                conn: inner.conn.independent(),
+                owners: inner.owners.clone(),
+                registered: Mutex::new(HashMap::new()),
+                wake: watch::Sender::new(0),
+                listening: AtomicBool::new(false),
+            }),
+        })
     }
 
     fn clock(&self) -> Clock {

@@ -2,6 +2,11 @@
 //! `subscribe()`, bumps a watch channel on every message of `<prefix>:wake`.
 //! On Redis Cluster it is a plain connection to one node (PUBLISH is
 //! broadcast to every node of a cluster).
+//!
+//! After the response timeout without a message it pings the server, and
+//! it reconnects when the ping gets no answer within the response timeout
+//! either: a listening connection that went silent is replaced within
+//! twice the response timeout (20 s by default); the pool polls meanwhile.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -45,30 +50,51 @@ async fn listen(inner: Arc<Inner>) {
             inner.client.clone()
         };
         attempt = attempt.wrapping_add(1);
-        match client.get_async_pubsub().await {
-            Ok(mut pubsub) => match pubsub.subscribe(&channel).await {
-                Ok(()) => {
-                    backoff = Duration::from_millis(50);
-                    // Work may have arrived while we were not listening.
-                    inner.wake.send_modify(|n| *n = n.wrapping_add(1));
-                    let mut messages = pubsub.on_message();
-                    loop {
-                        tokio::select! {
-                            msg = messages.next() => match msg {
-                                Some(_) => inner.wake.send_modify(|n| *n = n.wrapping_add(1)),
-                                None => break,
-                            },
-                            () = inner.wake.closed() => {
-                                inner.listening.store(false, Ordering::SeqCst);
-                                return;
+        // Every step is bounded: a server that accepts and never answers,
+        // or a connection that goes silent, must not hold the listener.
+        let timeout = inner.config.response_timeout;
+        match tokio::time::timeout(timeout, client.get_async_pubsub()).await {
+            Ok(Ok(pubsub)) => {
+                let (mut sink, mut messages) = pubsub.split();
+                match tokio::time::timeout(timeout, sink.subscribe(&channel)).await {
+                    Ok(Ok(())) => {
+                        backoff = Duration::from_millis(50);
+                        // Work may have arrived while we were not listening.
+                        inner.wake.send_modify(|n| *n = n.wrapping_add(1));
+                        loop {
+                            tokio::select! {
+                                msg = messages.next() => match msg {
+                                    Some(_) => inner.wake.send_modify(|n| *n = n.wrapping_add(1)),
+                                    None => break,
+                                },
+                                () = inner.wake.closed() => {
+                                    inner.listening.store(false, Ordering::SeqCst);
+                                    return;
+                                }
+                                // Nothing heard for a while: is anyone there?
+                                () = tokio::time::sleep(timeout) => {
+                                    match tokio::time::timeout(timeout, sink.ping::<redis::Value>()).await {
+                                        Ok(Ok(_)) => {}
+                                        Ok(Err(e)) => {
+                                            tracing::warn!(error = %e, "redis pub/sub ping failed; reconnecting");
+                                            break;
+                                        }
+                                        Err(_) => {
+                                            tracing::warn!(?timeout, "redis pub/sub connection silent; reconnecting");
+                                            break;
+                                        }
+                                    }
+                                }
                             }
                         }
+                        tracing::warn!("redis pub/sub connection dropped; reconnecting");
                     }
-                    tracing::warn!("redis pub/sub connection dropped; reconnecting");
+                    Ok(Err(e)) => tracing::warn!(error = %e, "redis SUBSCRIBE failed; retrying"),
+                    Err(_) => tracing::warn!(?timeout, "redis SUBSCRIBE got no answer; retrying"),
                 }
-                Err(e) => tracing::warn!(error = %e, "redis SUBSCRIBE failed; retrying"),
-            },
-            Err(e) => tracing::warn!(error = %e, "redis pub/sub connect failed; retrying"),
+            }
+            Ok(Err(e)) => tracing::warn!(error = %e, "redis pub/sub connect failed; retrying"),
+            Err(_) => tracing::warn!(?timeout, "redis pub/sub connect got no answer; retrying"),
         }
         tokio::select! {
             () = tokio::time::sleep(backoff) => {}

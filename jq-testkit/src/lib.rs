@@ -12,7 +12,9 @@
 //!
 //! [`MemoryStorage`] doubles as an in-memory storage for your own tests, and
 //! [`FaultyStorage`] wraps any storage to fail chosen calls, before or
-//! after their effect ([`faults`]).
+//! after their effect ([`faults`]). [`proxy::Proxy`] puts a TCP proxy between a
+//! backend and its server that can go silent, strand or reset its
+//! connections, for tests of what a backend does on a hostile network.
 //!
 //! # Running the suite against your backend
 //!
@@ -96,10 +98,13 @@
 use jq_core::storage::Storage;
 use jq_core::{Clock, Error, JobFilter, JobId, State};
 
+pub mod blocking;
 pub mod faults;
 pub mod memory;
 pub mod model;
+pub mod network;
 pub mod periodic_model;
+pub mod proxy;
 pub mod scenarios;
 
 pub use faults::FaultyStorage;

@@ -55,6 +55,7 @@ pub struct ConnectOptions {
     max_connections: Option<u32>,
     acquire_timeout: Option<Duration>,
     response_timeout: Option<Duration>,
+    keepalive: Option<Option<Duration>>,
 }
 
 impl ConnectOptions {
@@ -91,11 +92,22 @@ impl ConnectOptions {
         self
     }
 
-    /// Redis: how long a call waits for the server's reply (default 10 s;
-    /// see `jq_redis::RedisConfig::response_timeout`). Another backend
-    /// refuses it ([`SetupError::InvalidOption`]).
+    /// PostgreSQL and Redis: how long a storage call waits for the server
+    /// (default 10 s) before it fails as retryable and its connection is
+    /// dropped: how soon a connection that went silent is noticed. See
+    /// `jq_postgres::PostgresConfig::response_timeout` and
+    /// `jq_redis::RedisConfig::response_timeout`. SQLite refuses it
+    /// ([`SetupError::InvalidOption`]).
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.response_timeout = Some(timeout);
+        self
+    }
+
+    /// Redis: TCP keepalive on its connections (default 15 s; `None` turns
+    /// it off); see `jq_redis::RedisConfig::keepalive`. Another backend
+    /// refuses it ([`SetupError::InvalidOption`]).
+    pub fn keepalive(mut self, idle: Option<Duration>) -> Self {
+        self.keepalive = Some(idle);
         self
     }
 }
@@ -105,12 +117,13 @@ impl ConnectOptions {
     /// for: refused rather than ignored, so a setting the operator believes
     /// in is never silently dropped.
     fn unused_by(&self, backend: &'static str) -> Option<&'static str> {
-        let set = [
-            ("max_connections", self.max_connections.is_some(), "postgres"),
-            ("acquire_timeout", self.acquire_timeout.is_some(), "postgres"),
-            ("response_timeout", self.response_timeout.is_some(), "redis"),
+        let set: [(&'static str, bool, &[&str]); 4] = [
+            ("max_connections", self.max_connections.is_some(), &["postgres"]),
+            ("acquire_timeout", self.acquire_timeout.is_some(), &["postgres"]),
+            ("response_timeout", self.response_timeout.is_some(), &["postgres", "redis"]),
+            ("keepalive", self.keepalive.is_some(), &["redis"]),
         ];
-        set.into_iter().find(|(_, is_set, owner)| *is_set && *owner != backend).map(|(option, ..)| option)
+        set.into_iter().find(|(_, is_set, owners)| *is_set && !owners.contains(&backend)).map(|(option, ..)| option)
     }
 }
 
@@ -186,6 +199,9 @@ impl Backend {
                 if let Some(timeout) = options.acquire_timeout {
                     config = config.acquire_timeout(timeout);
                 }
+                if let Some(timeout) = options.response_timeout {
+                    config = config.response_timeout(timeout);
+                }
                 Ok(Backend::Postgres(
                     jq_postgres::PostgresStorage::connect(config).await.map_err(SetupError::postgres)?,
                 ))
@@ -204,6 +220,9 @@ impl Backend {
                 }
                 if let Some(timeout) = options.response_timeout {
                     config = config.response_timeout(timeout);
+                }
+                if let Some(idle) = options.keepalive {
+                    config = config.keepalive(idle);
                 }
                 Ok(Backend::Redis(jq_redis::RedisStorage::connect(config).await.map_err(SetupError::redis)?))
             }

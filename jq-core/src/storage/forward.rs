@@ -10,7 +10,9 @@
 /// an enum can `match`). Calls name the trait, so an inherent method of the
 /// inner type with the same name is never picked instead. The capability accessors hand out the inner
 /// storage's own implementation, so capability calls cost no extra hop
-/// either. A new core operation is added here, once.
+/// either. A new core operation is added here, once. `independent` is
+/// forwarded too (the inner storage's, converted with `Into`), unless the
+/// invocation ends with `independent = none` (an unsized inner storage).
 ///
 /// ```
 /// use jq_core::storage::Storage;
@@ -27,6 +29,18 @@
 #[macro_export]
 macro_rules! forward_storage {
     ($(#[$attr:meta])* impl[$($generics:tt)*] for $ty:ty, via $via:ident) => {
+        $crate::forward_storage!(
+            $(#[$attr])* impl[$($generics)*] for $ty, via $via,
+            independent = |s| $crate::storage::Storage::independent(s).await.map(::std::convert::Into::into)
+        );
+    };
+    ($(#[$attr:meta])* impl[$($generics:tt)*] for $ty:ty, via $via:ident, independent = none) => {
+        $crate::forward_storage!($(#[$attr])* impl[$($generics)*] for $ty, via $via, independent = |_s| None);
+    };
+    (
+        $(#[$attr:meta])* impl[$($generics:tt)*] for $ty:ty, via $via:ident,
+        independent = |$is:ident| $independent:expr
+    ) => {
         #[$crate::storage::async_trait]
         $(#[$attr])*
         impl<$($generics)*> $crate::storage::Storage for $ty {
@@ -76,6 +90,9 @@ macro_rules! forward_storage {
             async fn migrate(&self) -> $crate::Result<usize> {
                 $via!(self, s => $crate::storage::Storage::migrate(s).await)
             }
+            async fn independent(&self) -> ::std::option::Option<Self> {
+                $via!(self, $is => $independent)
+            }
             fn subscribe(&self) -> ::std::option::Option<$crate::storage::WorkSignal> {
                 $via!(self, s => $crate::storage::Storage::subscribe(s))
             }
@@ -106,4 +123,11 @@ macro_rules! deref_arc {
     }};
 }
 
-crate::forward_storage!(impl[S: crate::storage::Storage + ?Sized] for std::sync::Arc<S>, via deref_arc);
+// `S` may be unsized (`Arc<dyn Storage>`), and an unsized storage cannot
+// hand out another of itself: behind an `Arc` the heartbeat shares the
+// storage's connections (wrap a backend itself to give it its own).
+crate::forward_storage!(
+    impl[S: crate::storage::Storage + ?Sized] for std::sync::Arc<S>,
+    via deref_arc,
+    independent = none
+);

@@ -193,6 +193,25 @@ pub trait Storage: Send + Sync + 'static {
         None
     }
 
+    /// Another handle on the same store whose connections are its own,
+    /// opened by the tokio runtime that first uses them; `None` (the
+    /// default) when this storage's calls do not depend on the runtime that
+    /// made it (in memory, or on threads of its own, like SQLite's).
+    ///
+    /// The worker pool heartbeats on a thread of its own, so that handlers
+    /// that block the application's runtime threads cannot starve the
+    /// leases. A tokio socket is driven by the runtime that opened it: if
+    /// the heartbeat shared the application's connections, it would stall
+    /// with them. A backend on tokio sockets returns a handle here, called
+    /// once per pool on the heartbeat's thread, that shares this handle's
+    /// settings and caches but opens its connections there.
+    async fn independent(&self) -> Option<Self>
+    where
+        Self: Sized,
+    {
+        None
+    }
+
     /// The clock this storage takes "now" from. The worker pool uses it too
     /// (retention cut-offs), so a storage on a [`ManualClock`](crate::ManualClock)
     /// moves the whole pool's time.

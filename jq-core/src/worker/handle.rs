@@ -10,8 +10,16 @@
 //! 3. running jobs get the grace period to finish; then their tokens fire,
 //!    their handlers are dropped and the jobs released;
 //! 4. the settler flushes every outcome (given up to one more grace
-//!    period if the storage fails, then each lost outcome is logged);
+//!    period, at least 1 s, if the storage fails, then each lost outcome is
+//!    logged);
 //! 5. the heartbeat stops, and the handle's wait returns.
+//!
+//! Every step is bounded whatever the storage does (a connection gone
+//! silent, a server that does not answer): the shutdown returns within
+//! the grace, plus one more grace (at least 1 s), plus about 2 s. A task
+//! still busy at its deadline is aborted and what it had not recorded is
+//! left for recover, as after a crash: a job whose outcome was lost runs
+//! again once its lease expires.
 //!
 //! A fatal storage error ([`crate::Error::is_fatal`]) starts the same sequence;
 //! the handle's wait then returns that error.
@@ -20,8 +28,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio::task::JoinHandle;
+use tokio::time::{Instant, timeout_at};
 use tokio_util::sync::CancellationToken;
 
 use super::Config;
@@ -29,7 +38,7 @@ use super::executor::Executor;
 use super::failure::Failure;
 use super::fetcher::{Claimed, Fetcher};
 use super::handler::ErasedHandler;
-use super::heartbeat::{self, Inflight};
+use super::heartbeat::{Heartbeat, Inflight};
 use super::maintenance::Maintenance;
 use super::periodic::Cron;
 use super::prefetch::Prefetch;
@@ -75,6 +84,11 @@ impl WorkerHandle {
     /// jobs finished or released, every outcome recorded. `Err` with the
     /// fatal storage error ([`crate::Error::is_fatal`]) that stopped the pool, if
     /// one did.
+    ///
+    /// Returns within the shutdown grace, plus one more grace (at least
+    /// 1 s), plus about 2 s, whatever the storage does (see the
+    /// [module docs](self)); outcomes it could not record by then are
+    /// logged and their jobs recovered once their leases expire.
     pub async fn shutdown(self) -> Result<()> {
         self.stop.cancel();
         self.wait().await
@@ -170,14 +184,15 @@ pub(crate) fn start<S: Storage>(
     drop(executor); // the tasks hold the only copies: the outcome channel closes when they end
     let settler =
         tokio::spawn(settler::run(storage.clone(), finished_rx, inflight.clone(), give_up.clone(), failure.clone()));
-    let heartbeat = tokio::spawn(heartbeat::run(
-        storage.clone(),
-        inflight.clone(),
-        config.heartbeat_interval.unwrap_or(config.lease / 3),
-        config.lease,
-        halt.clone(),
-        failure.clone(),
-    ));
+    let heartbeat = Heartbeat {
+        storage: storage.clone(),
+        inflight: inflight.clone(),
+        interval: config.heartbeat_interval.unwrap_or(config.lease / 3),
+        lease: config.lease,
+        halt: halt.clone(),
+        failure: failure.clone(),
+    }
+    .start();
     let maintenance = config.maintenance.then(|| {
         tokio::spawn(
             Maintenance {
@@ -236,52 +251,89 @@ struct Shutdown {
     fetcher: JoinHandle<()>,
     executors: Vec<JoinHandle<()>>,
     settler: JoinHandle<()>,
-    heartbeat: JoinHandle<()>,
+    heartbeat: oneshot::Receiver<()>,
     maintenance: Option<JoinHandle<()>>,
     cron: Option<JoinHandle<()>>,
     jobs: async_channel::Receiver<Claimed>,
     finished: mpsc::Sender<Finished>,
 }
 
+/// How long the last steps of a shutdown wait for a task that is not
+/// done by its deadline (the settler after `give_up`, the heartbeat
+/// after `halt`) before leaving it behind.
+const STRAGGLER: Duration = Duration::from_secs(1);
+
 impl Shutdown {
+    /// Every wait is bounded, whatever the storage does (a silent
+    /// connection, a server gone): the fetcher's last claim and the running
+    /// jobs share the grace; releasing, the executors' last outcomes,
+    /// maintenance and the settler's flush share one more grace (at
+    /// least 1 s); the settler and the heartbeat then get
+    /// [`STRAGGLER`] each. A task still busy then is aborted (a handler
+    /// blocking its thread ends when it returns); what it had not recorded
+    /// is left to recover, as after a crash.
     async fn run(self) {
         self.stop.cancelled().await;
         tracing::info!("worker pool shutting down: claiming stopped");
+        let run_until = Instant::now() + self.grace;
+        let flush_until = run_until + self.grace.max(Duration::from_secs(1));
         // The fetcher finishes the claim it is in (dropping it could leave
         // jobs Running with nobody holding them), then stops.
-        joined("fetcher", self.fetcher).await;
-        let released = release_unstarted(&self.jobs, &self.finished).await;
-        if released > 0 {
+        bounded("fetcher", self.fetcher, run_until).await;
+        if let Ok(released) = timeout_at(flush_until, release_unstarted(&self.jobs, &self.finished)).await
+            && released > 0
+        {
             tracing::info!(released, "claimed jobs not yet started released");
         }
 
+        let aborts: Vec<_> = self.executors.iter().map(JoinHandle::abort_handle).collect();
         let mut executors = futures::future::join_all(self.executors);
-        if tokio::time::timeout(self.grace, &mut executors).await.is_err() {
+        if timeout_at(run_until, &mut executors).await.is_err() {
             tracing::warn!(grace = ?self.grace, "shutdown grace over: cancelling the jobs still running and releasing them");
             self.abort.cancel();
-            executors.await;
+            if timeout_at(flush_until, &mut executors).await.is_err() {
+                tracing::error!(
+                    "executors still busy after the shutdown's flush budget (a handler blocking its thread, or a \
+                     storage that does not answer): leaving them; their jobs are recovered once their leases expire"
+                );
+                aborts.iter().for_each(tokio::task::AbortHandle::abort);
+            }
         }
         // An executor that took a job just as shutdown began has run it by
         // now; nothing is left in the channel but to be safe, release it.
-        release_unstarted(&self.jobs, &self.finished).await;
+        let _ = timeout_at(flush_until, release_unstarted(&self.jobs, &self.finished)).await;
 
         if let Some(maintenance) = self.maintenance {
-            joined("maintenance", maintenance).await;
+            bounded("maintenance", maintenance, flush_until).await;
         }
         if let Some(cron) = self.cron {
-            joined("schedules", cron).await;
+            bounded("schedules", cron, flush_until).await;
         }
         // Executors are gone; dropping the last sender lets the settler
         // end once it has flushed everything.
         drop(self.finished);
         let mut settler = self.settler;
-        if tokio::time::timeout(self.grace.max(Duration::from_secs(1)), &mut settler).await.is_err() {
+        if timeout_at(flush_until, &mut settler).await.is_err() {
             self.give_up.cancel();
-            joined("settler", settler).await;
+            bounded("settler", settler, Instant::now() + STRAGGLER).await;
         }
         self.halt.cancel();
-        joined("heartbeat", self.heartbeat).await;
+        if tokio::time::timeout(STRAGGLER, self.heartbeat).await.is_err() {
+            tracing::warn!("the heartbeat did not stop in time; leaving its thread to end by itself");
+        }
         tracing::info!("worker pool stopped");
+    }
+}
+
+/// Awaits a task until `deadline`, then aborts it; logs a panic.
+async fn bounded(role: &str, mut task: JoinHandle<()>, deadline: Instant) {
+    match timeout_at(deadline, &mut task).await {
+        Ok(Ok(())) => {}
+        Ok(Err(error)) => tracing::error!(%error, role, "worker pool task failed"),
+        Err(_) => {
+            tracing::warn!(role, "worker pool task still busy at its shutdown deadline; aborting it");
+            task.abort();
+        }
     }
 }
 
@@ -298,11 +350,4 @@ async fn release_unstarted(jobs: &async_channel::Receiver<Claimed>, finished: &m
         released += 1;
     }
     released
-}
-
-/// Awaits a task, logging if it panicked.
-async fn joined(role: &str, task: JoinHandle<()>) {
-    if let Err(error) = task.await {
-        tracing::error!(%error, role, "worker pool task failed");
-    }
 }

@@ -8,13 +8,21 @@
 //! worker may hold the job now). A job whose handler already finished is
 //! still extended until its outcome is written, but its loss is not news:
 //! usually the heartbeat merely raced the settler's write of its ack.
+//!
+//! The heartbeat runs on a thread of its own, with connections of its own
+//! ([`Storage::independent`]): a handler that blocks its thread (a
+//! synchronous call in an async handler) stalls every task of that runtime
+//! thread, and when all of them are blocked, every socket that runtime
+//! drives; the leases must not depend on it.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
+use super::ErrorBackoff;
 use super::failure::Failure;
 use crate::job::{JobId, LeaseRef, LeaseToken};
 use crate::storage::Storage;
@@ -101,45 +109,119 @@ impl Inflight {
     }
 }
 
-/// Extends every held lease once per `interval` until `halt` fires. Errors
-/// are logged and retried at the next beat: with the default interval of a
-/// third of the lease, two beats may fail before a lease is at risk. A
-/// fatal error is reported and ends the beating.
-pub(crate) async fn run<S: Storage>(
-    storage: Arc<S>,
-    inflight: Arc<Inflight>,
-    interval: Duration,
-    lease: Duration,
-    halt: CancellationToken,
-    failure: Arc<Failure>,
-) {
-    loop {
-        tokio::select! {
-            _ = halt.cancelled() => return,
-            _ = tokio::time::sleep(interval) => {}
+/// What the heartbeat needs.
+pub(crate) struct Heartbeat<S> {
+    pub(crate) storage: Arc<S>,
+    pub(crate) inflight: Arc<Inflight>,
+    pub(crate) interval: Duration,
+    pub(crate) lease: Duration,
+    /// Stops the beating (the last step of the shutdown).
+    pub(crate) halt: CancellationToken,
+    pub(crate) failure: Arc<Failure>,
+}
+
+impl<S: Storage> Heartbeat<S> {
+    /// Starts the heartbeat on a thread of its own, with a one-thread tokio
+    /// runtime and the storage's [`Storage::independent`] handle (or, for a
+    /// storage that has none, a clone), so that handlers blocking every
+    /// thread of the application's runtime cannot starve the leases: the
+    /// connections of that runtime would stall with it. The receiver
+    /// completes when the heartbeat has stopped. Falls back to a task on
+    /// the current runtime if no thread can be started.
+    pub(crate) fn start(self) -> oneshot::Receiver<()> {
+        let (done, stopped) = oneshot::channel();
+        // Logs of the heartbeat go where the pool's go, also when the
+        // application set its subscriber for its own thread only.
+        let dispatch = tracing::dispatcher::get_default(Clone::clone);
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build();
+        let handoff = Arc::new(Mutex::new(Some((self, done))));
+        let spawned = match runtime {
+            Ok(runtime) => {
+                let mine = handoff.clone();
+                std::thread::Builder::new().name("jq-heartbeat".to_owned()).spawn(move || {
+                    let taken = mine.lock().unwrap_or_else(|e| e.into_inner()).take();
+                    if let Some((heartbeat, done)) = taken {
+                        tracing::dispatcher::with_default(&dispatch, || runtime.block_on(heartbeat.run_own()));
+                        let _ = done.send(());
+                    }
+                })
+            }
+            Err(error) => Err(error),
+        };
+        if let Err(error) = spawned {
+            let taken = handoff.lock().unwrap_or_else(|e| e.into_inner()).take();
+            if let Some((heartbeat, done)) = taken {
+                tracing::warn!(%error, "cannot start the heartbeat's own thread; it runs on the pool's runtime");
+                tokio::spawn(async move {
+                    heartbeat.run(None).await;
+                    let _ = done.send(());
+                });
+            }
         }
-        let leases = inflight.snapshot();
-        if leases.is_empty() {
-            continue;
-        }
-        match storage.heartbeat(&leases, lease).await {
-            Ok(lost) if lost.is_empty() => tracing::trace!(held = leases.len(), "leases extended"),
-            Ok(lost) => {
-                let running = inflight.lose(&lost, &leases);
-                if !running.is_empty() {
-                    tracing::warn!(
-                        lost = ?running,
-                        "lease lost for {} running job(s): cancelling their handlers (another worker may run them)",
-                        running.len()
-                    );
+        stopped
+    }
+
+    /// On the heartbeat's thread: opens the storage's own handle, then beats.
+    async fn run_own(self) {
+        // Bounded, so a store that cannot be reached now delays no beat:
+        // the shared handle serves until then.
+        let own = tokio::select! {
+            _ = self.halt.cancelled() => return,
+            own = tokio::time::timeout(self.interval, S::independent(&self.storage)) => own.ok().flatten(),
+        };
+        self.run(own).await;
+    }
+
+    /// Extends every held lease once per `interval` until `halt` fires,
+    /// through `own` if given, else the shared storage. A failed beat is
+    /// tried again after a short backoff, not a whole interval: with the
+    /// default interval of a third of the lease, a beat that waited out a
+    /// dead connection's timeout still has time to reach the store on a
+    /// new one. A fatal error is reported and ends the beating; a halt
+    /// drops a beat in flight (extending a lease is idempotent).
+    async fn run(self, own: Option<S>) {
+        let own = own.map(Arc::new);
+        let storage = own.as_ref().unwrap_or(&self.storage);
+        let mut errors = ErrorBackoff::default();
+        let mut wait = self.interval;
+        loop {
+            tokio::select! {
+                _ = self.halt.cancelled() => return,
+                _ = tokio::time::sleep(wait) => {}
+            }
+            wait = self.interval;
+            let leases = self.inflight.snapshot();
+            if leases.is_empty() {
+                continue;
+            }
+            let beat = tokio::select! {
+                _ = self.halt.cancelled() => return,
+                beat = storage.heartbeat(&leases, self.lease) => beat,
+            };
+            match beat {
+                Ok(lost) => {
+                    errors.reset();
+                    if lost.is_empty() {
+                        tracing::trace!(held = leases.len(), "leases extended");
+                        continue;
+                    }
+                    let running = self.inflight.lose(&lost, &leases);
+                    if !running.is_empty() {
+                        tracing::warn!(
+                            lost = ?running,
+                            "lease lost for {} running job(s): cancelling their handlers (another worker may run them)",
+                            running.len()
+                        );
+                    }
                 }
-            }
-            Err(error) if error.is_fatal() => {
-                failure.report("heartbeat", error);
-                return;
-            }
-            Err(error) => {
-                tracing::warn!(%error, held = leases.len(), "heartbeat failed; retrying at the next beat");
+                Err(error) if error.is_fatal() => {
+                    self.failure.report("heartbeat", error);
+                    return;
+                }
+                Err(error) => {
+                    wait = errors.next_delay().min(self.interval);
+                    tracing::warn!(%error, held = leases.len(), retry_in = ?wait, "heartbeat failed; retrying");
+                }
             }
         }
     }

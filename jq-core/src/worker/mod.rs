@@ -54,6 +54,34 @@
 //! least once delivery): a worker that dies after the work but before its
 //! ack is recorded leaves the job to be recovered and run again.
 //!
+//! ## What a handler may do
+//!
+//! A handler runs as part of an executor task on your tokio runtime, so it
+//! must not block its thread: a synchronous call (`std::thread::sleep`, a
+//! blocking HTTP or database client, a long computation) belongs in
+//! [`tokio::task::spawn_blocking`] (or `block_in_place` on a multi-thread
+//! runtime), awaited from the handler.
+//!
+//! ```no_run
+//! # use jq_core::worker::{HandlerResult, JobContext};
+//! # fn render(_: &str) -> std::io::Result<()> { Ok(()) }
+//! async fn report(name: String, _ctx: JobContext) -> HandlerResult {
+//!     tokio::task::spawn_blocking(move || render(&name)).await??; // JoinError, then io::Error
+//!     Ok(())
+//! }
+//! ```
+//!
+//! A handler that blocks anyway does not lose its job: the leases are kept
+//! alive by a heartbeat on a thread of its own, with connections of its
+//! own ([`Storage::independent`]), so a second pool never runs the job
+//! while the first one still holds it. But everything else scheduled on
+//! that runtime thread waits: other handlers, the claims and settlements
+//! of this pool, its maintenance, and the rest of your program. The job
+//! timeout and a lost lease's cancellation take effect only at the
+//! handler's next `.await`, and a shutdown cannot interrupt a blocked
+//! handler either (it leaves it behind after its flush budget; the job's
+//! lease then expires and another pool runs it again).
+//!
 //! # How the pool is built
 //!
 //! A fixed set of tasks, one module per role, and no task per job:
@@ -66,7 +94,9 @@
 //! - [`settler`]: batches outcomes into one
 //!   [`Storage::settle`] call.
 //! - [`heartbeat`]: extends every held lease in one call per
-//!   interval; cancels the jobs whose lease was lost.
+//!   interval; cancels the jobs whose lease was lost. It runs on a thread
+//!   of its own with the storage's own connections, so handlers that
+//!   block their threads cannot starve it.
 //! - [`maintenance`]: promote, recover and retention purges, and the
 //!   sampling of the store's gauges ([`crate::observe`]), run by the one
 //!   pool per store that holds the "maintenance" role ([`RoleStorage::elect`]).

@@ -67,7 +67,18 @@ async fn write<S: Storage>(storage: &S, batch: &[Finished], give_up: &Cancellati
         batch.iter().map(|f| Settlement { lease: f.lease, outcome: f.outcome.clone() }).collect();
     let mut errors = ErrorBackoff::default();
     loop {
-        match storage.settle(settlements.clone()).await {
+        // The shutdown's flush budget bounds a call in flight too: a store
+        // that does not answer must not hold the shutdown. The call may
+        // have been applied or not; either way the job is safe (Completed,
+        // or recovered and run again once its lease expires).
+        let answer = tokio::select! {
+            answer = storage.settle(settlements.clone()) => answer,
+            _ = give_up.cancelled() => {
+                not_recorded(&settlements);
+                return;
+            }
+        };
+        match answer {
             Ok(results) => {
                 if results.len() != settlements.len() {
                     tracing::error!(
@@ -113,17 +124,22 @@ async fn write<S: Storage>(storage: &S, batch: &[Finished], give_up: &Cancellati
                 tokio::select! {
                     _ = tokio::time::sleep(delay) => {}
                     _ = give_up.cancelled() => {
-                        for settlement in &settlements {
-                            tracing::error!(
-                                job = %settlement.lease.id,
-                                outcome = ?settlement.outcome,
-                                "shutting down with the storage failing: outcome NOT recorded; the lease will expire and recovery will run the job again"
-                            );
-                        }
+                        not_recorded(&settlements);
                         return;
                     }
                 }
             }
         }
+    }
+}
+
+/// Logs each outcome the shutdown gave up on.
+fn not_recorded(settlements: &[Settlement]) {
+    for settlement in settlements {
+        tracing::error!(
+            job = %settlement.lease.id,
+            outcome = ?settlement.outcome,
+            "shutting down with the storage failing: outcome NOT recorded; the lease will expire and recovery will run the job again"
+        );
     }
 }

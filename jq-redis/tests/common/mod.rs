@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod cluster;
+
 use jq_core::Clock;
 use jq_redis::{RedisConfig, RedisStorage};
 
