@@ -21,7 +21,9 @@
 /// struct Named<S> { name: &'static str, inner: S }
 ///
 /// macro_rules! inner { ($this:ident, $s:ident => $body:expr) => {{ let $s = &$this.inner; $body }}; }
-/// jq_core::forward_storage!(impl[S: Storage] for Named<S>, via inner);
+/// // A named handle cannot be made from a bare storage, so the heartbeat's
+/// // own handle (`Storage::independent`) is not forwarded.
+/// jq_core::forward_storage!(impl[S: Storage] for Named<S>, via inner, independent = none);
 ///
 /// let named = Named { name: "memory", inner: jq_testkit::MemoryStorage::new() };
 /// assert!(named.as_roles().is_some(), "the inner storage's capabilities show through");

@@ -63,7 +63,7 @@
 //! runtime), awaited from the handler.
 //!
 //! ```no_run
-//! # use jq_core::worker::{HandlerResult, JobContext};
+//! # use jq_core::{HandlerResult, JobContext};
 //! # fn render(_: &str) -> std::io::Result<()> { Ok(()) }
 //! async fn report(name: String, _ctx: JobContext) -> HandlerResult {
 //!     tokio::task::spawn_blocking(move || render(&name)).await??; // JoinError, then io::Error
