@@ -58,6 +58,7 @@ redis_scenarios!(
     failing_job_ends_dead_and_dead_retry_brings_it_back,
     dead_retry_all_retries_only_dead_jobs_of_the_queue,
     worker_runs_the_command_with_payload_and_environment,
+    a_nul_in_a_commands_stderr_is_recorded,
     purge_removes_only_what_it_says,
     leaders_shows_the_maintaining_worker,
     cron_list_and_run,

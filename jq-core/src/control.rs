@@ -33,6 +33,15 @@ pub struct Rate {
     pub period: Duration,
 }
 
+/// The longest rate period: 100 years (of 365.25 days). Every backend
+/// can store the start of such a window (PostgreSQL's timestamps begin in
+/// 4713 BC, SQLite and Redis count microseconds in 64 bits).
+pub const MAX_RATE_PERIOD: Duration = Duration::from_secs(36_525 * 86_400);
+
+/// The largest concurrency or rate limit: PostgreSQL keeps them in a
+/// 32-bit signed integer.
+pub const MAX_LIMIT: u32 = i32::MAX as u32;
+
 impl Rate {
     /// `limit` starts per `period`.
     pub fn new(limit: u32, period: Duration) -> Self {
@@ -70,8 +79,24 @@ impl Rate {
         if self.limit == 0 {
             return Err(Error::invalid("rate", "0 starts per period: pause the queue instead"));
         }
+        if self.limit > MAX_LIMIT {
+            return Err(Error::invalid(
+                "rate",
+                format!("{} starts per period, over the most, {MAX_LIMIT}", self.limit),
+            ));
+        }
         if self.period < Duration::from_micros(1) {
             return Err(Error::invalid("rate", "a period under 1 µs: instants are kept in microseconds"));
+        }
+        if self.period > MAX_RATE_PERIOD {
+            return Err(Error::invalid(
+                "rate",
+                format!(
+                    "a period of {} s, over the longest, 100 years ({} s): a window that long cannot be stored",
+                    self.period.as_secs(),
+                    MAX_RATE_PERIOD.as_secs()
+                ),
+            ));
         }
         Ok(())
     }
@@ -121,10 +146,15 @@ impl QueueLimits {
     }
 
     /// [`Error::InvalidInput`] for a concurrency of 0 (pause instead), a
-    /// rate of 0, or a period under a microsecond.
+    /// rate of 0, a concurrency or rate over [`MAX_LIMIT`], or a period
+    /// under a microsecond or over [`MAX_RATE_PERIOD`]: what every backend
+    /// can store.
     pub fn check(&self) -> Result<()> {
         if self.concurrency == Some(0) {
             return Err(Error::invalid("concurrency", "0: pause the queue instead"));
+        }
+        if let Some(n) = self.concurrency.filter(|n| *n > MAX_LIMIT) {
+            return Err(Error::invalid("concurrency", format!("{n}, over the most, {MAX_LIMIT}")));
         }
         self.rate.as_ref().map_or(Ok(()), Rate::check)
     }
@@ -142,8 +172,8 @@ pub struct QueueInfo {
     /// The claimers that met a control on this queue, by worker name: the
     /// instant of each one's latest claim that asked for the queue while a
     /// control (pause or limit) was set, and whether the queue was paused
-    /// then. A pool has seen the pause when its entry is `paused` at or
-    /// after `paused_at`.
+    /// then; only claims within the last [`SEEN_TTL`]. A pool has seen the
+    /// pause when its entry is `paused` at or after `paused_at`.
     pub seen: Vec<Seen>,
 }
 
@@ -163,6 +193,18 @@ pub struct Seen {
     pub at: Timestamp,
     /// Whether the queue was paused then.
     pub paused: bool,
+}
+
+/// How long a claimer's entry in [`QueueInfo::seen`] lasts after its
+/// latest claim of the queue: a day. Older entries are not listed, and
+/// backends delete them (at a claim of the queue) so that the entries of
+/// pools long gone, one per worker name ever used, do not pile up.
+pub const SEEN_TTL: Duration = Duration::from_secs(24 * 3600);
+
+/// Entries of [`QueueInfo::seen`] at or before this instant are forgotten
+/// at `now` ([`SEEN_TTL`]).
+pub fn seen_forgotten_at(now: Timestamp) -> Timestamp {
+    crate::clock::sub(now, SEEN_TTL)
 }
 
 /// How many jobs a claim may take from one queue, given its control:
@@ -194,7 +236,8 @@ mod tests {
         assert_eq!(Rate::parse("5/250ms").unwrap(), Rate::new(5, Duration::from_millis(250)));
         assert_eq!(Rate::parse("100/m").unwrap().period, Duration::from_secs(60));
         assert_eq!(Rate::parse("1/2h").unwrap().period, Duration::from_secs(7200));
-        for bad in ["", "10", "x/s", "10/", "10/d", "0/s", "10/0s", "-1/s"] {
+        for bad in ["", "10", "x/s", "10/", "10/d", "0/s", "10/0s", "-1/s", "1/99999999h", "1/876601h", "2147483648/s"]
+        {
             assert!(matches!(Rate::parse(bad), Err(Error::InvalidInput { .. })), "{bad}");
         }
         for text in ["1000/1s", "50/10s", "5/250ms", "100/1m", "1/2h"] {
@@ -211,6 +254,15 @@ mod tests {
         assert_eq!(allowance(false, &limits, 0, 8, 7), 2);
         assert_eq!(allowance(false, &limits, 9, 20, 7), 0);
         assert!(QueueLimits { concurrency: Some(0), rate: None }.check().is_err());
+        assert!(QueueLimits { concurrency: Some(MAX_LIMIT + 1), rate: None }.check().is_err());
+        assert!(
+            QueueLimits { concurrency: Some(MAX_LIMIT), rate: Some(Rate::new(MAX_LIMIT, MAX_RATE_PERIOD)) }
+                .check()
+                .is_ok()
+        );
+        let too_long = Rate::new(1, MAX_RATE_PERIOD + Duration::from_micros(1));
+        assert!(QueueLimits { concurrency: None, rate: Some(too_long) }.check().is_err());
+        assert!(Rate::parse("1/876600h").is_ok());
         assert!(limits.check().is_ok());
     }
 }

@@ -154,14 +154,21 @@ pub struct Payload(String);
 
 impl Payload {
     /// Serializes `value` to JSON.
+    /// [`Error::InvalidPayload`] when serde fails, or when a string holds
+    /// a NUL character, which PostgreSQL's `jsonb` cannot store (see
+    /// [`crate::text`]).
     pub fn of<T: Serialize + ?Sized>(value: &T) -> Result<Self> {
-        serde_json::to_string(value).map(Payload).map_err(|e| Error::InvalidPayload(e.to_string()))
+        let text = serde_json::to_string(value).map_err(|e| Error::InvalidPayload(e.to_string()))?;
+        crate::text::check_payload_text(&text)?;
+        Ok(Payload(text))
     }
 
-    /// Checks that `text` is JSON and wraps it.
+    /// Checks that `text` is JSON without the escape `\u0000` (see
+    /// [`crate::text`]) and wraps it.
     pub fn from_json(text: impl Into<String>) -> Result<Self> {
         let text = text.into();
         serde_json::from_str::<serde::de::IgnoredAny>(&text).map_err(|e| Error::InvalidPayload(e.to_string()))?;
+        crate::text::check_payload_text(&text)?;
         Ok(Payload(text))
     }
 
@@ -346,10 +353,23 @@ impl NewJob {
         builder
     }
 
-    /// Checks the payload against a backend's size limit.
+    /// Checks the payload against a backend's size limit, and every text
+    /// against what every backend can store ([`crate::text`]): a payload
+    /// holding `\u0000` is [`Error::InvalidPayload`]; a kind, unique key or
+    /// trace context with a NUL is [`Error::InvalidInput`]. Backends call
+    /// it on every job before storing any, since a `NewJob` can be made
+    /// without the builder's checks.
     pub fn check_payload(&self, max_payload_bytes: usize) -> Result<()> {
         if self.payload.len() > max_payload_bytes {
             return Err(Error::PayloadTooLarge { size: self.payload.len(), limit: max_payload_bytes });
+        }
+        crate::text::check_payload_text(self.payload.as_str())?;
+        crate::text::check_no_nul("kind", &self.kind)?;
+        if let Some(key) = &self.unique_key {
+            crate::text::check_no_nul("unique key", key)?;
+        }
+        if let Some(trace) = &self.trace {
+            crate::text::check_no_nul("trace context", trace.as_stored())?;
         }
         Ok(())
     }

@@ -33,6 +33,7 @@ pub mod observe;
 pub mod periodic;
 mod state;
 pub mod storage;
+mod text;
 mod trace;
 mod worker;
 

@@ -843,3 +843,39 @@ fn handlers_blocking_every_runtime_thread_keep_their_leases() {
         async move { storage }
     });
 }
+
+/// A schedule whose job builder panics fails its own step (counted and
+/// logged, its ticks wait) while the other schedules of the round fire,
+/// round after round. *The panic ended the pool's schedule task, so every
+/// schedule of the pool stopped without a word.*
+#[tokio::test]
+async fn a_panicking_schedule_builder_stops_only_its_own_ticks() {
+    let manual = jq_core::ManualClock::starting_now();
+    let storage = MemoryStorage::new().clock(manual.clock());
+    let every = |name: &str| jq_core::periodic::Periodic::every(name, Duration::from_secs(60)).expect("every");
+    let scheduler = jq_core::periodic::PeriodicRunner::new(vec![
+        every("boom").job_with("q", |_| -> jq_core::JobBuilder { panic!("the builder broke") }).expect("schedule"),
+        every("fine")
+            .job_with("q", |_| NewJob::builder("k", Payload::from_json("{}").expect("json")))
+            .expect("schedule"),
+    ])
+    .unwrap();
+    // The first round stores both rows (no tick is due yet).
+    let first = scheduler.run_once(&storage).await.unwrap();
+    assert_eq!(first.failed, 0);
+    for round in 1..=3 {
+        manual.advance(Duration::from_secs(60));
+        let got = scheduler.run_once(&storage).await.expect("a panicking builder does not fail the round");
+        assert_eq!((got.fired, got.jobs, got.failed), (1, 1, 1), "round {round}: {got:?}");
+    }
+    let rows = storage.require_periodic().unwrap().periodic().await.unwrap();
+    let (boom, fine) = (&rows[0], &rows[1]);
+    assert_eq!((boom.name.as_str(), fine.name.as_str()), ("boom", "fine"));
+    assert!(fine.cursor > boom.cursor, "only the fine schedule's cursor moved: {rows:?}");
+    let err = every("x")
+        .job_with("q", |_| -> jq_core::JobBuilder { panic!("at build") })
+        .unwrap()
+        .build(manual.now(), manual.now())
+        .expect_err("a panic is an error");
+    assert!(err.to_string().contains("panicked: at build"), "{err}");
+}

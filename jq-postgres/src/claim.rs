@@ -33,6 +33,7 @@ use crate::{Inner, control};
 /// Moves up to `request.limit` claimable jobs to Running and returns them in
 /// claim order.
 pub(crate) async fn claim(inner: &Inner, request: &ClaimRequest) -> Result<Vec<Job>> {
+    request.check()?;
     if request.limit == 0 || request.queues.is_empty() {
         return Ok(Vec::new());
     }

@@ -64,6 +64,7 @@ pub(crate) async fn claim_rows(
         .bind(&request.worker)
         .bind(expires_at)
         .bind(request.token.0)
+        .bind(jq_core::storage::seen_forgotten_at(now))
         .fetch_all(&mut *tx)
         .await
         .map_err(map_sqlx)?;
@@ -108,7 +109,9 @@ async fn write_control(
 
 /// Every queue with a job or a control, by name.
 pub(crate) async fn queues(inner: &Inner) -> Result<Vec<QueueInfo>> {
-    let seen_rows = sqlx::query(inner.sql.control_seen.q()).fetch_all(&inner.pool).await.map_err(map_sqlx)?;
+    let forgotten = jq_core::storage::seen_forgotten_at(inner.clock.now());
+    let seen_rows =
+        sqlx::query(inner.sql.control_seen.q()).bind(forgotten).fetch_all(&inner.pool).await.map_err(map_sqlx)?;
     let mut seen: BTreeMap<String, Vec<Seen>> = BTreeMap::new();
     for r in &seen_rows {
         let queue: String = r.try_get(0).map_err(map_sqlx)?;

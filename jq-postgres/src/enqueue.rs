@@ -13,19 +13,55 @@ use uuid::Uuid;
 use crate::Inner;
 use crate::error::{BACKEND, map_sqlx};
 
-/// Stores `jobs` on `executor` in one statement; see `sql/enqueue.sql`,
+/// Stores `jobs` on `executor` in one statement, which may be a caller's
+/// transaction that commits later: the claim positions are pinned before
+/// the jobs ([`crate::hints::Hints::pin`]). See `sql/enqueue.sql`,
 /// `sql/enqueue_one.sql` and `sql/enqueue_keyed.sql`.
 pub(crate) async fn enqueue<'e, E: sqlx::PgExecutor<'e>>(
     inner: &Inner,
     executor: E,
     jobs: Vec<NewJob>,
 ) -> Result<Vec<JobId>> {
-    let tally = jq_core::observe::EnqueueTally::of(&jobs);
-    let Some(batch) = Batch::new(inner, jobs)? else { return Ok(Vec::new()) };
-    let ids = batch.run(inner, executor).await.map_err(map_sqlx)??;
-    batch.arrived(inner);
-    tally.record();
+    let (ids, arrivals) = enqueue_unannounced(inner, executor, jobs).await?;
+    if let Some(arrivals) = arrivals {
+        arrivals.uncommitted(inner);
+    }
     Ok(ids)
+}
+
+/// Stores `jobs` on `executor` in one statement and leaves it to the caller
+/// to tell the claim positions (after its commit) with the answer.
+pub(crate) async fn enqueue_unannounced<'e, E: sqlx::PgExecutor<'e>>(
+    inner: &Inner,
+    executor: E,
+    jobs: Vec<NewJob>,
+) -> Result<(Vec<JobId>, Option<Arrivals>)> {
+    let tally = jq_core::observe::EnqueueTally::of(&jobs);
+    let Some(batch) = Batch::new(inner, jobs)? else { return Ok((Vec::new(), None)) };
+    let ids = batch.run(inner, executor).await.map_err(map_sqlx)??;
+    tally.record();
+    Ok((ids, Some(Arrivals(batch))))
+}
+
+/// Where a stored batch's jobs are, to tell the claim positions.
+pub(crate) struct Arrivals(Batch);
+
+impl Arrivals {
+    /// The jobs' transaction has committed.
+    pub(crate) fn committed(&self, inner: &Inner) {
+        inner.hints.arrived(self.keys());
+    }
+
+    /// The jobs' transaction commits later, or rolls back (moving a position
+    /// back is always safe).
+    fn uncommitted(&self, inner: &Inner) {
+        inner.hints.pin(self.keys(), std::time::Instant::now() + crate::hints::UNCOMMITTED_PIN);
+    }
+
+    fn keys(&self) -> impl Iterator<Item = (&str, i16, DateTime<Utc>)> + Clone {
+        let c = &self.0.cols;
+        c.queues.iter().zip(&c.priorities).zip(&c.run_ats).map(|((q, p), r)| (q.as_str(), *p, *r))
+    }
 }
 
 /// [`enqueue`] on the pool. The one race the statement cannot arbitrate, a
@@ -39,7 +75,7 @@ pub(crate) async fn enqueue_pool(inner: &Inner, jobs: Vec<NewJob>) -> Result<Vec
         Err(e) if is_violation_of(&e, "jobs_pkey") => batch.run(inner, &inner.pool).await.map_err(map_sqlx)??,
         other => other.map_err(map_sqlx)??,
     };
-    batch.arrived(inner);
+    Arrivals(batch).committed(inner);
     tally.record();
     Ok(ids)
 }
@@ -103,14 +139,6 @@ impl Batch {
         }
         let keyed = !first_of_key.is_empty();
         Ok(Some(Batch { now, cols, alias, keyed }))
-    }
-
-    /// Tells the claim positions where the batch's jobs are (also those of
-    /// a caller's transaction that may yet roll back: moving a position back
-    /// is always safe).
-    fn arrived(&self, inner: &Inner) {
-        let c = &self.cols;
-        inner.hints.arrived(c.queues.iter().zip(&c.priorities).zip(&c.run_ats).map(|((q, p), r)| (q.as_str(), *p, *r)));
     }
 
     /// Sends the batch; the outer error is the driver's, the inner one a

@@ -114,6 +114,21 @@ pub(crate) fn is_transient(e: &sqlx::Error) -> bool {
     }
 }
 
+/// True for errors one row of a statement causes while the others would
+/// apply: a value the server cannot take (data exception, class 22: a NUL
+/// in text, a timestamp out of range), a constraint (class 23), a trigger's
+/// exception (P0001), a program limit (class 54), or a value the driver
+/// could not encode. A batch failing so is applied item by item.
+pub(crate) fn is_row_specific(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Encode(_) => true,
+        sqlx::Error::Database(db) => {
+            db.code().is_some_and(|c| c.starts_with("22") || c.starts_with("23") || c.starts_with("54") || c == "P0001")
+        }
+        _ => false,
+    }
+}
+
 /// SQLSTATE codes that mean jq's tables are not there: undefined table
 /// (42P01), undefined schema (3F000). jq's statements touch only its own
 /// tables, so the schema was never migrated, or is older than this build.

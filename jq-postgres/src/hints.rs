@@ -23,7 +23,12 @@
 //! back before what they made claimable ([`Hints::arrived`]: enqueues,
 //! promotions and recoveries, releases and zero-delay retries, which may
 //! hand a job back in the instant it was claimed, at the very key a claim
-//! just passed, and an operator's retry), and at least
+//! just passed, and an operator's retry), each once its own transaction
+//! has committed (a claim before the commit cannot see the job, and would
+//! move the position past it again); a caller's transaction (`enqueue_tx`)
+//! commits when the caller says, so its jobs also *pin* their band
+//! ([`Hints::pin`]): for [`UNCOMMITTED_PIN`] no claim moves the band's
+//! position past them. And at least
 //! every [`REWALK_MIN`], or every [`REWALK_RATIO`] times what the last whole
 //! walk cost, a claim walks every band from its start. What one process makes
 //! claimable behind another process's position therefore waits at most until
@@ -50,6 +55,12 @@ pub(crate) const REWALK_MIN: Duration = Duration::from_millis(50);
 /// A whole walk is repeated after this many times its own duration, so whole
 /// walks take at most about 1/RATIO of the claiming time however long they get.
 pub(crate) const REWALK_RATIO: u32 = 20;
+
+/// How long a job stored in a caller's transaction keeps claims of its
+/// band from moving past it ([`Hints::pin`]): a transaction that commits
+/// within this time has its jobs claimed in order; a later one, at the
+/// next whole walk.
+pub(crate) const UNCOMMITTED_PIN: Duration = Duration::from_secs(2);
 
 /// The priorities with a start position, in the order `sql/claim.sql` lists
 /// them for each queue: highest first.
@@ -119,6 +130,18 @@ struct State {
     next_whole: Option<Timestamp>,
     /// When the last whole walk began (a clock set back walks again).
     last_whole: Option<Timestamp>,
+    /// Jobs of transactions that may not have committed yet, per queue and
+    /// band: no position moves past them until the instant given.
+    pins: Vec<Pin>,
+}
+
+/// See [`Hints::pin`].
+#[derive(Debug)]
+struct Pin {
+    queue: String,
+    band: usize,
+    key: Key,
+    until: Instant,
 }
 
 impl Hints {
@@ -187,6 +210,18 @@ impl Hints {
                 after[band] = Some(key);
             }
         }
+        if !s.pins.is_empty() {
+            let now = Instant::now();
+            let State { pins, after, .. } = &mut *s;
+            pins.retain(|p| p.until > now);
+            for pin in pins.iter() {
+                if let Some(at) = after.get_mut(&pin.queue).and_then(|a| a[pin.band].as_mut())
+                    && pin.key < *at
+                {
+                    *at = pin.key;
+                }
+            }
+        }
     }
 
     /// Ends a claim that failed: it took nothing, and its locks are gone.
@@ -194,9 +229,30 @@ impl Hints {
         drop(ticket);
     }
 
+    /// Jobs stored in a transaction that commits later, out of this
+    /// storage's sight (a caller's `enqueue_tx`): moves their bands back
+    /// like [`Hints::arrived`], and until `until` no claim that ends moves
+    /// a band's position past them. *A claim between the insert and the
+    /// commit cannot see them and would pass them.*
+    pub(crate) fn pin<'a>(&self, jobs: impl IntoIterator<Item = (&'a str, i16, Timestamp)> + Clone, until: Instant) {
+        self.arrived(jobs.clone());
+        let mut s = self.lock();
+        for (queue, priority, run_at) in jobs {
+            let Some(band) = Priority::from_i16(priority).and_then(band_of) else { continue };
+            let key = Key::before(run_at);
+            match s.pins.iter_mut().find(|p| p.queue == queue && p.band == band) {
+                Some(pin) => {
+                    pin.key = pin.key.min(key);
+                    pin.until = pin.until.max(until);
+                }
+                None => s.pins.push(Pin { queue: queue.to_owned(), band, key, until }),
+            }
+        }
+    }
+
     /// This storage made jobs claimable at these (queue, priority, run_at as
-    /// sent or stored): a band whose start is at or past one moves back
-    /// before it.
+    /// sent or stored), in a transaction that has committed: a band whose
+    /// start is at or past one moves back before it.
     pub(crate) fn arrived<'a>(&self, jobs: impl IntoIterator<Item = (&'a str, i16, Timestamp)>) {
         let mut s = self.lock();
         if s.after.is_empty() {
@@ -338,6 +394,38 @@ mod tests {
         let (after, starts) = h.begin(&["q"], t(100));
         assert_eq!(starts.run_ats[2], Some(t(20)), "the claim after it moved the position");
         h.abort(after);
+    }
+
+    #[test]
+    fn a_pin_keeps_positions_before_uncommitted_jobs_until_it_ends() {
+        let h = Hints::default();
+        let (first, _) = h.begin(&["q"], t(100));
+        h.finish(first, [("q", Priority::Normal, key(10, 1))]);
+        // A caller's transaction stores a job at 20 and has not committed:
+        // a claim meanwhile takes one at 30 without seeing it.
+        h.pin([("q", 1, t(20))], Instant::now() + Duration::from_secs(3600));
+        let (claim, _) = h.begin(&["q"], t(100));
+        h.finish(claim, [("q", Priority::Normal, key(30, 1))]);
+        let (next, starts) = h.begin(&["q"], t(100));
+        let start = starts.run_ats[2].unwrap_or_default();
+        assert!(start < t(20) && start > t(19), "still before the pinned job: {start}");
+        h.finish(next, [("q", Priority::Normal, key(40, 1))]);
+        // Another band, another queue: not pinned.
+        let (other, _) = h.begin(&["r"], t(100));
+        h.finish(other, [("r", Priority::Normal, key(40, 1))]);
+        let (r, starts) = h.begin(&["r"], t(100));
+        assert_eq!(starts.run_ats[2], Some(t(40)));
+        h.abort(r);
+
+        let expired = Hints::default();
+        let (first, _) = expired.begin(&["q"], t(100));
+        expired.finish(first, [("q", Priority::Normal, key(10, 1))]);
+        expired.pin([("q", 1, t(20))], Instant::now());
+        let (claim, _) = expired.begin(&["q"], t(100));
+        expired.finish(claim, [("q", Priority::Normal, key(30, 1))]);
+        let (next, starts) = expired.begin(&["q"], t(100));
+        assert_eq!(starts.run_ats[2], Some(t(30)), "an ended pin holds nothing back");
+        expired.abort(next);
     }
 
     #[test]

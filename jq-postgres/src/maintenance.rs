@@ -52,15 +52,32 @@ pub(crate) async fn recover(inner: &Inner) -> Result<u64> {
     let after = inner.recover_start.begin(now);
     let mut total = 0;
     loop {
-        let moved = sqlx::query(inner.sql.recover.q())
+        let rows = sqlx::query(inner.sql.recover.q())
             .bind(now)
             .bind(BATCH as i32)
             .bind(&text)
             .bind(after)
-            .execute(&inner.pool)
+            .fetch_all(&inner.pool)
             .await
-            .map_err(map_sqlx)?
-            .rows_affected();
+            .map_err(map_sqlx)?;
+        // Pending again at now: a key a claim of this storage may have
+        // passed already.
+        let mut earliest = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let key: (Option<String>, Option<i16>, Option<Timestamp>) = (
+                row.try_get(1).map_err(map_sqlx)?,
+                row.try_get(2).map_err(map_sqlx)?,
+                row.try_get(3).map_err(map_sqlx)?,
+            );
+            if let (Some(queue), Some(priority), Some(run_at)) = key {
+                earliest.push((queue, priority, run_at));
+            }
+        }
+        inner.hints.arrived(earliest.iter().map(|(q, p, r)| (q.as_str(), *p, *r)));
+        let moved = match rows.first() {
+            Some(row) => u64::try_from(row.try_get::<i64, _>(0).map_err(map_sqlx)?).unwrap_or(0),
+            None => 0,
+        };
         total += moved;
         if moved < BATCH as u64 {
             inner.recover_start.finish(now);

@@ -41,7 +41,7 @@ pub(crate) async fn fire(inner: &Inner, fire: &Fire) -> Result<FireOutcome> {
         tx.rollback().await.map_err(map_sqlx)?;
         return Ok(FireOutcome::Moved);
     }
-    let ids = enqueue::enqueue(inner, &mut *tx, fire.jobs.clone()).await?;
+    let (ids, arrivals) = enqueue::enqueue_unannounced(inner, &mut *tx, fire.jobs.clone()).await?;
     if let Some(last) = ids.last() {
         sqlx::query(inner.sql.periodic_last_job.q())
             .bind(&fire.name)
@@ -51,6 +51,10 @@ pub(crate) async fn fire(inner: &Inner, fire: &Fire) -> Result<FireOutcome> {
             .map_err(map_sqlx)?;
     }
     tx.commit().await.map_err(map_sqlx)?;
+    // Only now: a claim before the commit could not see the jobs.
+    if let Some(arrivals) = arrivals {
+        arrivals.committed(inner);
+    }
     Ok(FireOutcome::Fired(ids))
 }
 

@@ -1,18 +1,19 @@
 //! Complete (ack, retry, fail, release) and heartbeat: one guarded UPDATE
-//! per batch, from `unnest` arrays.
+//! per batch, from `unnest` arrays. A batch one of whose rows the server
+//! refuses is applied item by item, so the bad item fails alone.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use jq_core::storage::{LeaseRef, Outcome, Settled, Settlement};
-use jq_core::storage::{add, truncate_micros};
+use jq_core::storage::{LeaseRef, Outcome, Settled, Settlement, add, storable_message, truncate_micros};
 use jq_core::{Error, JobId, Result, State};
 use sqlx::Row;
 use uuid::Uuid;
 
 use crate::Inner;
-use crate::error::map_sqlx;
+use crate::error::{is_row_specific, map_sqlx};
 use crate::row::{decode_state, rfc3339};
 
 /// Applies `batch`; one round trip unless the batch names a job twice.
@@ -39,8 +40,34 @@ pub(crate) async fn settle(inner: &Inner, batch: Vec<Settlement>) -> Result<Vec<
                 later.push(i);
             }
         }
-        let states = apply(inner, &batch, &round).await?;
+        let states = match apply(inner, &batch, &round).await {
+            Ok(states) => states,
+            Err(Failed::Store(e)) => return Err(e),
+            Err(Failed::Row(e)) if round.len() == 1 => {
+                refused(&batch, round[0], e, &mut results);
+                HashMap::new()
+            }
+            Err(Failed::Row(e)) => {
+                // One row refused the statement (a value PostgreSQL cannot
+                // store, an operator's constraint): sent again whole, the
+                // batch would fail forever. Apply the items one by one, so
+                // only the bad one fails, at its place.
+                tracing::warn!(error = %e, items = round.len(), "a batch of outcomes was refused; applying them one by one");
+                let mut states = HashMap::with_capacity(round.len());
+                for &i in &round {
+                    match apply(inner, &batch, &[i]).await {
+                        Ok(one) => states.extend(one),
+                        Err(Failed::Store(e)) => return Err(e),
+                        Err(Failed::Row(e)) => refused(&batch, i, e, &mut results),
+                    }
+                }
+                states
+            }
+        };
         for i in round {
+            if results[i].is_some() {
+                continue;
+            }
             let id = batch[i].lease.id;
             results[i] = Some(match states.get(&id.0) {
                 Some(state) => {
@@ -55,9 +82,35 @@ pub(crate) async fn settle(inner: &Inner, batch: Vec<Settlement>) -> Result<Vec<
     Ok(results.into_iter().map(|r| r.unwrap_or_else(|| Err(Error::invalid("settlement", "not processed")))).collect())
 }
 
+/// Item `i`'s row refused its outcome: the item gets the error, logged.
+fn refused(batch: &[Settlement], i: usize, e: sqlx::Error, results: &mut [Option<Settled>]) {
+    let id = batch[i].lease.id;
+    tracing::error!(job = %id, error = %e, "outcome not recorded: the job's row refused it");
+    results[i] = Some(Err(map_sqlx(e)));
+}
+
+/// Why a statement of [`apply`] failed.
+enum Failed {
+    /// The server refused the statement for one of its rows' sake
+    /// ([`is_row_specific`]): nothing changed, and the items apart may apply.
+    Row(sqlx::Error),
+    /// Anything else: the call fails.
+    Store(Error),
+}
+
+impl From<Error> for Failed {
+    fn from(e: Error) -> Self {
+        Failed::Store(e)
+    }
+}
+
 /// One statement for the items `round` of `batch` (distinct jobs); returns
 /// the new state of each job it changed.
-async fn apply(inner: &Inner, batch: &[Settlement], round: &[usize]) -> Result<HashMap<Uuid, State>> {
+async fn apply(
+    inner: &Inner,
+    batch: &[Settlement],
+    round: &[usize],
+) -> std::result::Result<HashMap<Uuid, State>, Failed> {
     if round.is_empty() {
         return Ok(HashMap::new());
     }
@@ -66,7 +119,7 @@ async fn apply(inner: &Inner, batch: &[Settlement], round: &[usize]) -> Result<H
     let mut ids = Vec::with_capacity(n);
     let mut tokens = Vec::with_capacity(n);
     let mut ops: Vec<i16> = Vec::with_capacity(n);
-    let mut errors: Vec<Option<&str>> = Vec::with_capacity(n);
+    let mut errors: Vec<Option<Cow<'_, str>>> = Vec::with_capacity(n);
     let mut run_ats: Vec<DateTime<Utc>> = Vec::with_capacity(n);
     let mut requeue: Vec<&'static str> = Vec::with_capacity(n);
     for &i in round {
@@ -75,8 +128,8 @@ async fn apply(inner: &Inner, batch: &[Settlement], round: &[usize]) -> Result<H
         tokens.push(c.lease.token.0);
         let (op, error, delay) = match &c.outcome {
             Outcome::Ack => (0, None, Duration::ZERO),
-            Outcome::Nack { error, delay } => (1, Some(error.as_str()), *delay),
-            Outcome::Bury { error } => (2, Some(error.as_str()), Duration::ZERO),
+            Outcome::Nack { error, delay } => (1, Some(storable_message(error)), *delay),
+            Outcome::Bury { error } => (2, Some(storable_message(error)), Duration::ZERO),
             Outcome::Release { delay } => (3, None, *delay),
         };
         ops.push(op);
@@ -84,6 +137,7 @@ async fn apply(inner: &Inner, batch: &[Settlement], round: &[usize]) -> Result<H
         run_ats.push(truncate_micros(add(now, delay)));
         requeue.push(if delay.is_zero() { State::Pending.as_str() } else { State::Scheduled.as_str() });
     }
+    let errors: Vec<Option<&str>> = errors.iter().map(|e| e.as_deref()).collect();
     let rows = sqlx::query(inner.sql.settle.q())
         .bind(&ids)
         .bind(&tokens)
@@ -96,7 +150,7 @@ async fn apply(inner: &Inner, batch: &[Settlement], round: &[usize]) -> Result<H
         .bind(&inner.channel)
         .fetch_all(&inner.pool)
         .await
-        .map_err(map_sqlx)?;
+        .map_err(|e| if is_row_specific(&e) { Failed::Row(e) } else { Failed::Store(map_sqlx(e)) })?;
     let mut states = HashMap::with_capacity(rows.len());
     let mut requeued: Vec<(String, i16, DateTime<Utc>)> = Vec::new();
     for row in &rows {

@@ -553,8 +553,58 @@ async fn a_job_claimable_behind_where_claims_reached_is_claimed() {
     let other = b.enqueue_one(past(4, -7_200)).await.unwrap();
     let before: Vec<_> = a.claim(&request("q", 1)).await.unwrap().iter().map(|j| j.id).collect();
     assert_eq!(before, vec![ids[1]], "still in this storage's order until its next walk from the front");
-    clock.advance(Duration::from_secs(1));
+    clock.advance(Duration::from_secs(60)); // past any whole walk's 20-fold cost, however loaded the machine
     let after: Vec<_> = a.claim(&request("q", 1)).await.unwrap().iter().map(|j| j.id).collect();
     assert_eq!(after, vec![other]);
+    f.cleanup().await;
+}
+
+/// A settle batch one of whose rows the server refuses (here a trigger an
+/// operator added; a NUL in a message was one before messages were made
+/// storable) applies every other item and gives that item its error, so
+/// the pool does not send the same batch forever. The job stays Running;
+/// once its lease expires, recover hands it on.
+#[tokio::test]
+async fn a_row_the_server_refuses_fails_alone_in_its_batch() {
+    let f = Fixture::new().await;
+    let clock = ManualClock::starting_now();
+    let s = f.connect(clock.clock()).await;
+    let mut ids = Vec::new();
+    for n in 0..4 {
+        ids.push(s.enqueue_one(job("q", n)).await.unwrap());
+    }
+    let mut claimed = s.claim(&request("q", 4)).await.unwrap();
+    claimed.sort_by_key(|j| j.id);
+    let bad = claimed[1].id;
+    let schema = &f.schema;
+    let mut conn = sqlx::PgConnection::connect(&common::url()).await.unwrap();
+    let ddl = format!(
+        "CREATE FUNCTION {schema}.refuse() RETURNS trigger LANGUAGE plpgsql AS $$ \
+         BEGIN RAISE EXCEPTION 'this row refuses its outcome'; END $$; \
+         CREATE TRIGGER refuse BEFORE UPDATE ON {schema}.jobs FOR EACH ROW \
+         WHEN (OLD.id = '{}' AND NEW.state <> 'running') EXECUTE FUNCTION {schema}.refuse();",
+        bad.0
+    );
+    sqlx::raw_sql(sqlx::AssertSqlSafe(ddl)).execute(&mut conn).await.unwrap();
+    let lease = |i: usize| claimed[i].lease_ref().unwrap();
+    let batch = vec![
+        Settlement { lease: lease(0), outcome: Outcome::Ack },
+        Settlement { lease: lease(1), outcome: Outcome::Nack { error: "x".into(), delay: Duration::ZERO } },
+        Settlement { lease: lease(2), outcome: Outcome::Bury { error: "a\0b".into() } },
+        Settlement { lease: lease(3), outcome: Outcome::Release { delay: Duration::ZERO } },
+    ];
+    let results = s.settle(batch).await.expect("one bad row does not fail the batch");
+    assert!(matches!(&results[1], Err(Error::Backend { .. })), "{:?}", results[1]);
+    let states: Vec<_> = [0, 2, 3].iter().map(|&i| results[i].as_ref().ok().copied()).collect();
+    assert_eq!(states, vec![Some(State::Completed), Some(State::Dead), Some(State::Pending)]);
+    assert_eq!(s.get(ids[2]).await.unwrap().errors[0].message, "a\u{FFFD}b");
+    assert_eq!(s.get(bad).await.unwrap().state, State::Running);
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP TRIGGER refuse ON {schema}.jobs")))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    clock.advance(Duration::from_secs(60));
+    assert_eq!(s.recover().await.unwrap(), 1);
+    assert_eq!(s.get(bad).await.unwrap().state, State::Pending);
     f.cleanup().await;
 }

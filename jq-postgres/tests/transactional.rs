@@ -83,3 +83,37 @@ async fn enqueue_in_a_pool_or_connection_commits_at_once() {
     assert_eq!(s.claim(&request()).await.unwrap().len(), 2);
     f.cleanup().await;
 }
+
+/// A job stored in a caller's transaction with a `run_at` in the past is
+/// claimed by the first claim after the commit, even when a claim of the
+/// same storage took a later job while the transaction was open. *The
+/// claim positions moved past the uncommitted job, which then waited for
+/// the next walk from the front.*
+#[tokio::test]
+async fn a_job_committed_late_is_claimed_at_once_by_the_storage_that_stored_it() {
+    let f = Fixture::new().await;
+    let manual = jq_core::ManualClock::starting_now();
+    let s = f.connect(manual.clock()).await;
+    let now = manual.now();
+    let at = |secs_ago: u64| jq_core::storage::sub(now, Duration::from_secs(secs_ago));
+    let build = |secs_ago: u64| {
+        NewJob::builder("tx", Payload::from_json("{}").unwrap()).queue("orders").run_at(at(secs_ago)).build().unwrap()
+    };
+    let first = build(30);
+    s.enqueue(vec![first.clone()]).await.unwrap();
+    assert_eq!(s.claim(&request()).await.unwrap()[0].id, first.id, "a whole walk sets the band's position");
+
+    let late = build(20);
+    let mut tx = s.pool().begin().await.unwrap();
+    s.enqueue_tx(&mut tx, vec![late.clone()]).await.unwrap();
+    let meanwhile = build(10);
+    s.enqueue(vec![meanwhile.clone()]).await.unwrap();
+    let got = s.claim(&request()).await.unwrap();
+    assert_eq!(got.iter().map(|j| j.id).collect::<Vec<_>>(), vec![meanwhile.id], "the uncommitted job is not seen");
+    tx.commit().await.unwrap();
+
+    // The same storage instant: no walk from the front is due.
+    let got = s.claim(&request()).await.unwrap();
+    assert_eq!(got.iter().map(|j| j.id).collect::<Vec<_>>(), vec![late.id], "claimed right after its commit");
+    f.cleanup().await;
+}

@@ -33,6 +33,7 @@ const DUE_IN_CLAIM: usize = 1_000;
 type Partial = (Vec<Job>, Option<Error>);
 
 pub(crate) async fn claim(s: &Inner, request: &ClaimRequest) -> Result<Vec<Job>> {
+    request.check()?;
     let mut queues: Vec<&str> = request.queues.iter().map(|q| q.as_str()).collect();
     queues.sort_unstable();
     queues.dedup();
@@ -67,11 +68,12 @@ pub(crate) async fn claim(s: &Inner, request: &ClaimRequest) -> Result<Vec<Job>>
 async fn claim_across_slots(s: &Inner, queues: &[&str], request: &ClaimRequest) -> Result<Partial> {
     let limit = request.limit.min(CHUNK);
     let now = s.now_micros();
+    let forgotten = jq_core::storage::seen_forgotten_at(jq_core::storage::from_micros(now)).timestamp_micros();
     let peeks = queues
         .iter()
         .map(|q| {
             let mut cmd = scripts::call(&scripts::PEEK, &[s.keys.base(q)]);
-            cmd.arg(now).arg(limit).arg(DUE_IN_CLAIM);
+            cmd.arg(now).arg(limit).arg(DUE_IN_CLAIM).arg(&request.worker).arg(forgotten);
             cmd
         })
         .collect();
@@ -115,7 +117,8 @@ async fn claim_from(s: &Inner, queues: &[&str], limit: usize, request: &ClaimReq
             expires_at: jq_core::storage::from_micros(now + lease),
         };
         let mut cmd = scripts::call(&scripts::CLAIM, &bases);
-        cmd.arg(now).arg(n).arg(lease).arg(&request.worker).arg(DUE_IN_CLAIM).arg(&token);
+        let forgotten = jq_core::storage::seen_forgotten_at(jq_core::storage::from_micros(now)).timestamp_micros();
+        cmd.arg(now).arg(n).arg(lease).arg(&request.worker).arg(DUE_IN_CLAIM).arg(&token).arg(forgotten);
         let rows: Vec<redis::Value> = match s.query(&cmd).await {
             Ok(rows) => rows,
             Err(error) => return (out, Some(error)),

@@ -50,6 +50,7 @@ pub(crate) async fn set_limits(s: &Inner, queue: &QueueName, limits: &QueueLimit
 /// Every registered queue with a job or a control, by name.
 pub(crate) async fn queues(s: &Inner) -> Result<Vec<QueueInfo>> {
     let names = s.queues().await?;
+    let forgotten = jq_core::storage::seen_forgotten_at(from_micros(s.now_micros()));
     let mut cmds = Vec::with_capacity(names.len() * 3);
     for q in &names {
         let base = s.keys.base(q.as_str());
@@ -86,6 +87,7 @@ pub(crate) async fn queues(s: &Inner) -> Result<Vec<QueueInfo>> {
                 let (at, paused) = value.split_once(':')?;
                 Some(Seen { worker, at: from_micros(at.parse().ok()?), paused: paused == "1" })
             })
+            .filter(|seen| seen.at > forgotten)
             .collect();
         seen.sort_by(|a, b| a.worker.cmp(&b.worker));
         out.push(QueueInfo { queue, paused_at, limits, seen });

@@ -135,6 +135,7 @@ impl Keys {
             "control",
             "starts",
             "seen",
+            "seen_gc",
         ]
         .iter()
         .map(|k| format!("{base}{k}"))

@@ -35,12 +35,13 @@ script!(ELECT, "lua/elect.lua");
 script!(RESIGN, "lua/resign.lua");
 script!(FIRE, "lua/fire.lua");
 script!(TRIGGER, "lua/trigger.lua");
+script!(SEAL, "lua/seal.lua");
 script!(CONTROL, "lua/control.lua");
 script!(GET, "lua/get.lua");
 script!(MIGRATE, "lua/migrate.lua");
 
 /// Every script, for `SCRIPT LOAD` at connect and after a NOSCRIPT.
-pub(crate) fn all() -> [&'static Lua; 19] {
+pub(crate) fn all() -> [&'static Lua; 20] {
     [
         &ENQUEUE,
         &CLAIM,
@@ -58,6 +59,7 @@ pub(crate) fn all() -> [&'static Lua; 19] {
         &RESIGN,
         &FIRE,
         &TRIGGER,
+        &SEAL,
         &CONTROL,
         &GET,
         &MIGRATE,

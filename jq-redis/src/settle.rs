@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use jq_core::storage::{LeaseRef, Outcome, Settled, Settlement};
+use jq_core::storage::{LeaseRef, Outcome, Settled, Settlement, storable_message};
 use jq_core::{Error, JobId, QueueName, Result, State};
 
 use crate::keys::id_hex;
@@ -72,16 +72,16 @@ pub(crate) async fn settle(s: &Inner, batch: Vec<Settlement>) -> Result<Vec<Sett
             for &i in call {
                 let c = &batch[i];
                 let (kind, message, delay) = match &c.outcome {
-                    Outcome::Ack => ("ack", "", Duration::ZERO),
-                    Outcome::Nack { error, delay } => ("retry", error.as_str(), *delay),
-                    Outcome::Bury { error } => ("fail", error.as_str(), Duration::ZERO),
-                    Outcome::Release { delay } => ("release", "", *delay),
+                    Outcome::Ack => ("ack", "".into(), Duration::ZERO),
+                    Outcome::Nack { error, delay } => ("retry", storable_message(error), *delay),
+                    Outcome::Bury { error } => ("fail", storable_message(error), Duration::ZERO),
+                    Outcome::Release { delay } => ("release", "".into(), *delay),
                 };
                 cmd.arg(groups.index[&located[&c.lease.id]])
                     .arg(id_hex(c.lease.id))
                     .arg(c.lease.token.to_string())
                     .arg(kind)
-                    .arg(message)
+                    .arg(message.as_ref())
                     .arg(duration_micros(delay));
             }
             cmd

@@ -210,3 +210,54 @@ async fn recover_carries_over_what_an_older_producer_stores_later() {
     assert_eq!(legacy_keys(&prefix).await, Vec::<String>::new());
     common::drop_prefix(&prefix).await;
 }
+
+/// A live job an older producer stored in the layout before v2 holds its
+/// unique key: an enqueue of the same key before recover carried it over
+/// answers with it (and carries it over now) instead of storing a second
+/// job and taking the key from it; a live job carried over while a v2 job
+/// holds its key shares the key, which stays taken until both are done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_job_of_the_older_layout_keeps_its_unique_key() {
+    let prefix = common::prefix();
+    let clock = ManualClock::starting_now();
+    let s = common::connect(&prefix, clock.clock()).await;
+    let now = clock.now().timestamp_micros();
+    let keyed = |key: &str| {
+        jq_core::NewJob::builder("legacy", jq_core::Payload::from_json("{}").unwrap())
+            .queue("q")
+            .unique_key(key)
+            .build_at(clock.now())
+            .unwrap()
+    };
+    let old = legacy("pending", now, &[("unique_key", "u".to_owned())]);
+    store_legacy(&prefix, &[&old]).await;
+    assert_eq!(s.enqueue_one(keyed("u")).await.unwrap(), old.id, "the older layout's live job holds the key");
+    assert_eq!(s.get(old.id).await.unwrap().state, State::Pending, "carried over at once");
+    assert_eq!(s.stats().await.unwrap().total(State::Pending), 1);
+
+    // A v2 job took key "v" (its older holder was stored later by an older
+    // producer, which does not see v2 jobs), then recover carries that one
+    // over: both hold "v" until the last of them is done.
+    let newer = s.enqueue_one(keyed("v")).await.unwrap();
+    let late = legacy("pending", now, &[("unique_key", "v".to_owned())]);
+    store_legacy(&prefix, &[&late]).await;
+    let mut conn = redis::Client::open(common::url()).unwrap().get_multiplexed_async_connection().await.unwrap();
+    let base = jq_redis::Keys::new(&prefix).base("q");
+    let _: () = redis::cmd("HSET")
+        .arg(format!("{base}unique"))
+        .arg("v")
+        .arg(id_hex(newer))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    s.recover().await.unwrap();
+    let claimed = s.claim(&request(10)).await.unwrap();
+    let lease_of = |id: JobId| claimed.iter().find(|j| j.id == id).unwrap().lease_ref().unwrap();
+    s.ack(lease_of(newer)).await.unwrap();
+    assert_eq!(s.enqueue_one(keyed("v")).await.unwrap(), late.id, "the key is still held by the carried-over job");
+    s.ack(lease_of(late.id)).await.unwrap();
+    let third = keyed("v");
+    let third_id = third.id;
+    assert_eq!(s.enqueue_one(third).await.unwrap(), third_id, "free once both are done");
+    common::drop_prefix(&prefix).await;
+}

@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use jq_core::storage::{ClaimRequest, Outcome, Settlement, Storage, StorageExt};
+use jq_core::storage::{ClaimRequest, Outcome, Settlement, Storage, StorageExt, PeriodicStorage};
 use jq_core::{Error, JobFilter, ManualClock, NewJob, Payload, Priority, QueueName, State};
 use jq_redis::{RedisConfig, RedisStorage};
 
@@ -451,4 +451,55 @@ async fn a_long_running_worker_forgets_the_jobs_it_no_longer_holds() {
 /// True for the payload `{"n":N}` with N even.
 fn serde_json_even(payload: &str) -> bool {
     serde_json::from_str::<serde_json::Value>(payload).ok().and_then(|v| v["n"].as_u64()).is_some_and(|n| n % 2 == 0)
+}
+
+/// A schedule's move to another queue whose second half was lost (the old
+/// hash sealed, the new queue's never written): the next pools finish it,
+/// whichever queue they declare, a run request still lands, and every
+/// tick is fired once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schedule_move_cut_in_half_is_finished_by_the_next_pool() {
+    let prefix = common::prefix();
+    let clock = ManualClock::starting_now();
+    let s = common::connect(&prefix, clock.clock()).await;
+    let declare = |queue: &str| {
+        jq_core::periodic::PeriodicRunner::new(vec![
+            jq_core::periodic::Periodic::every("moving", Duration::from_secs(60))
+                .unwrap()
+                .job_with(queue, |tick| NewJob::builder("tick", Payload::of(&tick.timestamp()).unwrap()))
+                .unwrap(),
+        ])
+        .unwrap()
+    };
+    let (a, b) = (declare("qa"), declare("qb"));
+    a.run_once(&s).await.unwrap();
+    let keys = jq_redis::keys::Keys::new(&prefix);
+    let mut raw = raw_conn().await;
+    // seal.lua's effect, without fire.lua's in qb.
+    let _: () = redis::cmd("HSET")
+        .arg(keys.schedule("qa", "moving"))
+        .arg("moved_to")
+        .arg("qb")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let rows = s.periodic().await.unwrap();
+    assert_eq!((rows.len(), rows[0].queue.as_str()), (1, "qa"), "the sealed row is shown until the move ends");
+    s.trigger("moving").await.unwrap();
+    let mut fired = 0;
+    for minute in 0..6 {
+        clock.advance(Duration::from_secs(60));
+        let pool = if minute % 2 == 0 { &a } else { &b };
+        fired += pool.run_once(&s).await.unwrap().jobs;
+        fired += pool.run_once(&s).await.unwrap().jobs;
+    }
+    let mut ticks = Vec::new();
+    for queue in ["qa", "qb"] {
+        let filter = JobFilter { queue: Some(QueueName::new(queue).unwrap()), ..Default::default() };
+        ticks.extend(s.list(&filter).await.unwrap().into_iter().map(|j| j.payload.as_str().to_owned()));
+    }
+    let distinct: std::collections::BTreeSet<_> = ticks.iter().collect();
+    assert_eq!((fired, ticks.len(), distinct.len()), (7, 7, 7), "6 ticks and the request, once each: {ticks:?}");
+    assert_eq!(s.periodic().await.unwrap().len(), 1);
+    common::drop_prefix(&prefix).await;
 }

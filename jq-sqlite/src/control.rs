@@ -12,7 +12,7 @@ use jq_core::storage::from_micros;
 use jq_core::{QueueInfo, QueueLimits, QueueName, Rate, Result, Seen, Timestamp};
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::error::db;
+use crate::error::{db, is_decoding};
 
 const GET: &str = include_str!("sql/control_get.sql");
 const RUNNING: &str = include_str!("sql/control_running.sql");
@@ -25,6 +25,7 @@ const LIMITS: &str = include_str!("sql/control_limits.sql");
 const TIDY: &str = include_str!("sql/control_tidy.sql");
 const LIST: &str = include_str!("sql/control_list.sql");
 const SEEN_LIST: &str = include_str!("sql/control_seen_list.sql");
+const SEEN_FORGET: &str = include_str!("sql/control_seen_forget.sql");
 
 /// A queue's stored control.
 #[derive(Clone, Copy, Debug, Default)]
@@ -77,6 +78,8 @@ pub(crate) fn allowance_of(
     let now_us = now.timestamp_micros();
     let paused = control.paused_at.is_some();
     conn.prepare_cached(SEEN).map_err(db)?.execute(params![queue.as_str(), worker, now_us, paused]).map_err(db)?;
+    let forgotten = jq_core::storage::seen_forgotten_at(now).timestamp_micros();
+    conn.prepare_cached(SEEN_FORGET).map_err(db)?.execute(params![queue.as_str(), forgotten, worker]).map_err(db)?;
     let running: i64 = match control.limits.concurrency {
         Some(_) if !paused => {
             conn.prepare_cached(RUNNING).map_err(db)?.query_row(params![queue.as_str()], |r| r.get(0)).map_err(db)?
@@ -138,20 +141,25 @@ pub(crate) fn set_limits(conn: &Connection, queue: &QueueName, limits: &QueueLim
     Ok(())
 }
 
-/// Every queue with a job or a control, by name.
-pub(crate) fn queues(conn: &Connection) -> Result<Vec<QueueInfo>> {
+/// Every queue with a job or a control, by name, at `now`.
+pub(crate) fn queues(conn: &Connection, now: Timestamp) -> Result<Vec<QueueInfo>> {
     let mut seen: BTreeMap<String, Vec<Seen>> = BTreeMap::new();
     {
         let mut stmt = conn.prepare_cached(SEEN_LIST).map_err(db)?;
-        let mut rows = stmt.query([]).map_err(db)?;
+        let forgotten = jq_core::storage::seen_forgotten_at(now).timestamp_micros();
+        let mut rows = stmt.query(params![forgotten]).map_err(db)?;
         while let Some(r) = rows.next().map_err(db)? {
-            let queue: String = r.get(0).map_err(db)?;
-            let entry = Seen {
-                worker: r.get(1).map_err(db)?,
-                at: from_micros(r.get(2).map_err(db)?),
-                paused: r.get(3).map_err(db)?,
-            };
-            seen.entry(queue).or_default().push(entry);
+            let entry = (|| {
+                let queue: String = r.get(0)?;
+                Ok((queue, Seen { worker: r.get(1)?, at: from_micros(r.get(2)?), paused: r.get(3)? }))
+            })();
+            match entry {
+                Ok((queue, entry)) => seen.entry(queue).or_default().push(entry),
+                Err(error) if is_decoding(&error) => {
+                    tracing::error!(%error, "queues skips a claimer row that cannot be decoded")
+                }
+                Err(error) => return Err(db(error)),
+            }
         }
     }
     let mut stmt = conn.prepare_cached(LIST).map_err(db)?;
@@ -163,10 +171,18 @@ pub(crate) fn queues(conn: &Connection) -> Result<Vec<QueueInfo>> {
             tracing::error!(queue = %name, "queues skips a queue name jq cannot read (a corrupt row)");
             continue;
         };
-        let paused_at: Option<i64> = r.get(1).map_err(db)?;
+        let control = (|| Ok((r.get::<_, Option<i64>>(1)?, limits(r.get(2)?, r.get(3)?, r.get(4)?))))();
+        let (paused_at, limits) = match control {
+            Ok(control) => control,
+            Err(error) if is_decoding(&error) => {
+                tracing::error!(queue = %name, %error, "queues skips a queue whose control row cannot be decoded");
+                continue;
+            }
+            Err(error) => return Err(db(error)),
+        };
         out.push(QueueInfo {
             paused_at: paused_at.map(from_micros),
-            limits: limits(r.get(2).map_err(db)?, r.get(3).map_err(db)?, r.get(4).map_err(db)?),
+            limits,
             seen: seen.remove(&name).unwrap_or_default(),
             queue,
         });

@@ -6,7 +6,7 @@ use jq_core::storage::{add, from_micros};
 use jq_core::{Result, Timestamp};
 use rusqlite::{Connection, params};
 
-use crate::error::db;
+use crate::error::{db, is_decoding};
 use crate::row::blob;
 
 const ELECT: &str = include_str!("sql/elect.sql");
@@ -34,8 +34,17 @@ pub(crate) fn resign(conn: &Connection, role: &str, token: LeaseToken) -> Result
 /// Every held role.
 pub(crate) fn leaders(conn: &Connection) -> Result<Vec<Leader>> {
     let mut stmt = conn.prepare_cached(LEADERS).map_err(db)?;
-    let rows = stmt
-        .query_map([], |r| Ok(Leader { role: r.get(0)?, holder: r.get(1)?, expires_at: from_micros(r.get(2)?) }))
-        .map_err(db)?;
-    rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db)
+    let mut rows = stmt.query([]).map_err(db)?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next().map_err(db)? {
+        let leader = (|| Ok(Leader { role: r.get(0)?, holder: r.get(1)?, expires_at: from_micros(r.get(2)?) }))();
+        match leader {
+            Ok(leader) => out.push(leader),
+            Err(error) if is_decoding(&error) => {
+                tracing::error!(%error, "leaders skips a role row that cannot be decoded")
+            }
+            Err(error) => return Err(db(error)),
+        }
+    }
+    Ok(out)
 }

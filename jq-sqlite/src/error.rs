@@ -103,6 +103,19 @@ pub(crate) fn is_unavailable(e: &rusqlite::Error) -> bool {
     }
 }
 
+/// True for an error of reading one row's value (a column of another type
+/// than jq wrote, a value out of range), not of the database: admin reads
+/// leave such a row out, log it, and go on.
+pub(crate) fn is_decoding(e: &rusqlite::Error) -> bool {
+    matches!(
+        e,
+        rusqlite::Error::FromSqlConversionFailure(..)
+            | rusqlite::Error::InvalidColumnType(..)
+            | rusqlite::Error::IntegralValueOutOfRange(..)
+            | rusqlite::Error::Utf8Error(..)
+    )
+}
+
 /// Maps a driver error to [`jq_core::Error`]: busy/locked/I-O errors are
 /// [`jq_core::Error::Unavailable`], the rest [`jq_core::Error::Backend`].
 pub(crate) fn db(e: rusqlite::Error) -> jq_core::Error {

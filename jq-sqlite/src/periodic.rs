@@ -11,7 +11,7 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 use uuid::Uuid;
 
 use crate::enqueue;
-use crate::error::db;
+use crate::error::{db, is_decoding};
 use crate::row::blob;
 
 const GET: &str = include_str!("sql/periodic_get.sql");
@@ -46,11 +46,26 @@ pub(crate) fn fire(conn: &Connection, fire: &Fire, now: Timestamp) -> Result<(Fi
     Ok((FireOutcome::Fired(ids), stored))
 }
 
-/// Every periodic job row.
+/// Every periodic job row that can be decoded. A row that cannot (a column
+/// of the wrong type, a last job that is not a UUID) is left out and logged
+/// at error level with its name, as `list` does with jobs: *one bad row
+/// must not stop every pool's periodic jobs.*
 pub(crate) fn list(conn: &Connection) -> Result<Vec<PeriodicInfo>> {
     let mut stmt = conn.prepare_cached(LIST).map_err(db)?;
-    let rows = stmt.query_map([], decode).map_err(db)?;
-    rows.map(|r| r.map_err(db).and_then(|r| r)).collect()
+    let mut rows = stmt.query([]).map_err(db)?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next().map_err(db)? {
+        match decode(row) {
+            Ok(Ok(info)) => out.push(info),
+            Ok(Err(error)) => tracing::error!(%error, "schedules skips a schedule row that cannot be decoded"),
+            Err(error) if is_decoding(&error) => {
+                let name = row.get_ref(0).ok().map(|v| format!("{v:?}")).unwrap_or_default();
+                tracing::error!(schedule = %name, %error, "schedules skips a schedule row that cannot be decoded");
+            }
+            Err(error) => return Err(db(error)),
+        }
+    }
+    Ok(out)
 }
 
 /// Sets the trigger of `name`; runs on the writer.

@@ -3,10 +3,9 @@
 
 use std::time::Duration;
 
-use jq_core::storage::add;
-use jq_core::storage::{LeaseRef, Outcome, Settled, Settlement};
+use jq_core::storage::{LeaseRef, Outcome, Settled, Settlement, add, storable_message};
 use jq_core::{Error, JobId, Result, State, Timestamp};
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
 
 use crate::error::db;
 use crate::row::{blob, parse_state};
@@ -24,53 +23,104 @@ pub(crate) fn settle(conn: &Connection, batch: Vec<Settlement>, now: Timestamp) 
     let mut results = Vec::with_capacity(batch.len());
     let mut handed_back = false;
     for Settlement { lease, outcome } in batch {
-        let id = blob(&lease.id.0);
-        let token = blob(&lease.token.0);
-        let applied = match outcome {
-            Outcome::Ack => {
-                let n = conn.prepare_cached(ACK).map_err(db)?.execute(params![id, token, now_us]).map_err(db)?;
-                (n == 1).then_some(State::Completed)
-            }
-            Outcome::Nack { error, delay } => {
-                let run_at = add(now, delay).timestamp_micros();
-                let state: Option<String> = conn
-                    .prepare_cached(NACK)
-                    .map_err(db)?
-                    .query_row(params![id, token, now_us, error, run_at, delay.is_zero()], |r| r.get(0))
-                    .optional()
-                    .map_err(db)?;
-                match state {
-                    None => None,
-                    Some(s) => Some(parse_state(&s).ok_or_else(|| Error::Corrupt {
-                        id: Some(lease.id),
-                        reason: format!("state {s:?} after retry"),
-                    })?),
-                }
-            }
-            Outcome::Bury { error } => {
-                let n =
-                    conn.prepare_cached(BURY).map_err(db)?.execute(params![id, token, now_us, error]).map_err(db)?;
-                (n == 1).then_some(State::Dead)
-            }
-            Outcome::Release { delay } => {
-                let run_at = add(now, delay).timestamp_micros();
-                let n = conn
-                    .prepare_cached(RELEASE)
-                    .map_err(db)?
-                    .execute(params![id, token, run_at, delay.is_zero()])
-                    .map_err(db)?;
-                (n == 1).then_some(if delay.is_zero() { State::Pending } else { State::Scheduled })
-            }
-        };
-        match applied {
-            Some(state) => {
+        match apply(conn, lease, outcome, now, now_us) {
+            Ok(Some(state)) => {
                 handed_back |= matches!(state, State::Pending | State::Scheduled);
                 results.push(Ok(state));
             }
-            None => results.push(Err(Error::LeaseLost { id: lease.id })),
+            Ok(None) => results.push(Err(Error::LeaseLost { id: lease.id })),
+            // One row the statement cannot update (an error history that
+            // is not JSON) must not fail its batch: the pool would send the
+            // same batch forever. SQLite undid that statement alone; the
+            // job stays Running for recover, which buries such a row.
+            Err(ItemError::Row(e)) => {
+                tracing::error!(job = %lease.id, error = %e, "outcome not recorded: the job's row refused it");
+                results.push(Err(db(e)));
+            }
+            Err(ItemError::Batch(e)) => return Err(e),
         }
     }
     Ok((results, handed_back))
+}
+
+/// Why one item was not applied.
+enum ItemError {
+    /// The row refused the statement ([`is_row_specific`]); the others may
+    /// still apply.
+    Row(rusqlite::Error),
+    /// The store failed; the call fails as a whole.
+    Batch(Error),
+}
+
+impl From<Error> for ItemError {
+    fn from(e: Error) -> Self {
+        ItemError::Batch(e)
+    }
+}
+
+/// Applies one outcome; `None` when its lease is not held.
+fn apply(
+    conn: &Connection,
+    lease: LeaseRef,
+    outcome: Outcome,
+    now: Timestamp,
+    now_us: i64,
+) -> std::result::Result<Option<State>, ItemError> {
+    let row = |e: rusqlite::Error| if is_row_specific(&e) { ItemError::Row(e) } else { ItemError::Batch(db(e)) };
+    let id = blob(&lease.id.0);
+    let token = blob(&lease.token.0);
+    Ok(match outcome {
+        Outcome::Ack => {
+            let n = conn.prepare_cached(ACK).map_err(db)?.execute(params![id, token, now_us]).map_err(row)?;
+            (n == 1).then_some(State::Completed)
+        }
+        Outcome::Nack { error, delay } => {
+            let run_at = add(now, delay).timestamp_micros();
+            let error = storable_message(&error);
+            let state: Option<String> = conn
+                .prepare_cached(NACK)
+                .map_err(db)?
+                .query_row(params![id, token, now_us, error, run_at, delay.is_zero()], |r| r.get(0))
+                .optional()
+                .map_err(row)?;
+            match state {
+                None => None,
+                Some(s) => Some(parse_state(&s).ok_or_else(|| Error::Corrupt {
+                    id: Some(lease.id),
+                    reason: format!("state {s:?} after retry"),
+                })?),
+            }
+        }
+        Outcome::Bury { error } => {
+            let error = storable_message(&error);
+            let n = conn.prepare_cached(BURY).map_err(db)?.execute(params![id, token, now_us, error]).map_err(row)?;
+            (n == 1).then_some(State::Dead)
+        }
+        Outcome::Release { delay } => {
+            let run_at = add(now, delay).timestamp_micros();
+            let n = conn
+                .prepare_cached(RELEASE)
+                .map_err(db)?
+                .execute(params![id, token, run_at, delay.is_zero()])
+                .map_err(row)?;
+            (n == 1).then_some(if delay.is_zero() { State::Pending } else { State::Scheduled })
+        }
+    })
+}
+
+/// True for an error one row causes and another would not: a function
+/// that refuses the row's value (`json_insert` of an error history that is
+/// not JSON), a constraint, a type or size. Not for a busy, full or broken
+/// store, nor a missing table.
+fn is_row_specific(e: &rusqlite::Error) -> bool {
+    match e {
+        rusqlite::Error::SqliteFailure(f, message) => match f.code {
+            ErrorCode::ConstraintViolation | ErrorCode::TypeMismatch | ErrorCode::TooBig => true,
+            ErrorCode::Unknown => !message.as_deref().is_some_and(|m| m.starts_with("no such")),
+            _ => false,
+        },
+        _ => false,
+    }
 }
 
 /// Extends every lease still held with its token; returns the lost ones.

@@ -242,6 +242,7 @@ impl Storage for SqliteStorage {
     }
 
     async fn claim(&self, request: &ClaimRequest) -> Result<Vec<Job>> {
+        request.check()?;
         if request.limit == 0 || request.queues.is_empty() {
             return Ok(Vec::new());
         }
@@ -382,7 +383,8 @@ impl ControlStorage for SqliteStorage {
     }
 
     async fn queues(&self) -> Result<Vec<QueueInfo>> {
-        self.read(control::queues).await
+        let now = self.inner.config.clock.now();
+        self.read(move |conn| control::queues(conn, now)).await
     }
 }
 

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use jq_core::storage::{ClaimRequest, Outcome, Settlement, Storage, StorageExt};
+use jq_core::storage::{ClaimRequest, ControlStorage, Outcome, PeriodicStorage, RoleStorage, Settlement, Storage, StorageExt};
 use jq_core::{Error, JobFilter, ManualClock, NewJob, Payload, Priority, QueueName, State};
 use jq_sqlite::{SqliteConfig, SqliteStorage};
 
@@ -363,4 +363,102 @@ async fn recover_buries_an_expired_corrupt_job_and_recovers_the_others() {
     // The good job is claimable again; the buried ones are not.
     let claimed = s.claim(&request(&["q"], 10)).await.unwrap();
     assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![jobs[3].id]);
+}
+
+/// A settle batch one of whose rows refuses its outcome (an error history
+/// that is not JSON) applies the others, and gives that item its error:
+/// the batch is not refused whole, which the pool would send forever. The
+/// job stays Running until recover buries it with the reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_row_that_refuses_its_outcome_fails_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("jobs.db");
+    let clock = ManualClock::starting_now();
+    let s = SqliteStorage::open(SqliteConfig::new(&path).clock(clock.clock())).unwrap();
+    let mut jobs: Vec<NewJob> = (0..3).map(|_| job(&clock, "q")).collect();
+    jobs.sort_by_key(|j| j.id);
+    s.enqueue(jobs.clone()).await.unwrap();
+    let mut claimed = s.claim(&request(&["q"], 3)).await.unwrap();
+    claimed.sort_by_key(|j| j.id);
+    let other = jq_sqlite::rusqlite::Connection::open(&path).unwrap();
+    other.execute("UPDATE jobs SET errors = 'not json' WHERE id = ?1", [jobs[0].id.0.as_bytes()]).unwrap();
+    let lease = |i: usize| claimed[i].lease_ref().unwrap();
+    let results = s
+        .settle(vec![
+            Settlement { lease: lease(0), outcome: Outcome::Nack { error: "e".into(), delay: Duration::ZERO } },
+            Settlement { lease: lease(1), outcome: Outcome::Ack },
+            Settlement { lease: lease(2), outcome: Outcome::Bury { error: "no".into() } },
+        ])
+        .await
+        .expect("one bad row does not fail the batch");
+    assert!(matches!(results[0], Err(Error::Backend { .. })), "{:?}", results[0]);
+    assert_eq!((results[1].as_ref().ok(), results[2].as_ref().ok()), (Some(&State::Completed), Some(&State::Dead)));
+    clock.advance(Duration::from_secs(60));
+    assert_eq!(s.recover().await.unwrap(), 1);
+    let state: String =
+        other.query_row("SELECT state FROM jobs WHERE id = ?1", [jobs[0].id.0.as_bytes()], |r| r.get(0)).unwrap();
+    assert_eq!(state, "dead", "recover buries the row it cannot use");
+}
+
+/// A schedule row that cannot be decoded is left out of `schedules()` (and
+/// logged) while the others are listed and keep firing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schedules_skip_a_row_that_cannot_be_decoded() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("jobs.db");
+    let clock = ManualClock::starting_now();
+    let s = SqliteStorage::open(SqliteConfig::new(&path).clock(clock.clock())).unwrap();
+    let every = |name: &str| {
+        jq_core::periodic::Periodic::every(name, Duration::from_secs(60))
+            .unwrap()
+            .job_with("q", |_| NewJob::builder("k", Payload::from_json("{}").unwrap()))
+            .unwrap()
+    };
+    let scheduler = jq_core::periodic::PeriodicRunner::new(vec![every("a"), every("b"), every("c")]).unwrap();
+    scheduler.run_once(&s).await.unwrap();
+    let other = jq_sqlite::rusqlite::Connection::open(&path).unwrap();
+    assert_eq!(other.execute("UPDATE schedules SET cursor = 'soon' WHERE name = 'a'", []).unwrap(), 1);
+    assert_eq!(other.execute("UPDATE schedules SET last_job = x'0102' WHERE name = 'c'", []).unwrap(), 1);
+    let names: Vec<String> =
+        s.periodic().await.expect("one bad row does not fail the list").into_iter().map(|r| r.name).collect();
+    assert_eq!(names, vec!["b"]);
+    clock.advance(Duration::from_secs(60));
+    let round = scheduler.run_once(&s).await.unwrap();
+    assert_eq!((round.fired, round.jobs), (1, 1), "b fires: {round:?}");
+}
+
+/// `leaders` and `queues` leave out (and log) a row they cannot decode,
+/// as `list` and `schedules` do, and list the others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leaders_and_queues_skip_rows_that_cannot_be_decoded() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("jobs.db");
+    let clock = ManualClock::starting_now();
+    let s = SqliteStorage::open(SqliteConfig::new(&path).clock(clock.clock())).unwrap();
+    for role in ["a", "b"] {
+        let bid = jq_core::storage::Election {
+            role: role.into(),
+            token: jq_core::storage::LeaseToken::new(),
+            holder: "h".into(),
+            ttl: Duration::from_secs(10),
+        };
+        assert!(s.elect(&bid).await.unwrap());
+    }
+    for q in ["p", "r"] {
+        s.set_paused(&QueueName::new(q).unwrap(), true).await.unwrap();
+    }
+    for worker in ["w1", "w2"] {
+        let mut req = request(&["p"], 1);
+        req.worker = worker.into();
+        s.claim(&req).await.unwrap();
+    }
+    let other = jq_sqlite::rusqlite::Connection::open(&path).unwrap();
+    other.execute("UPDATE leaders SET expires_at = 'soon' WHERE role = 'a'", []).unwrap();
+    other.execute("UPDATE queue_seen SET seen_at = 'soon' WHERE worker = 'w1'", []).unwrap();
+    other.execute("UPDATE queue_controls SET paused_at = 'soon' WHERE queue = 'r'", []).unwrap();
+    let roles: Vec<String> = s.leaders().await.unwrap().into_iter().map(|l| l.role).collect();
+    assert_eq!(roles, vec!["b"]);
+    let queues = s.queues().await.unwrap();
+    assert_eq!(queues.iter().map(|q| q.queue.as_str()).collect::<Vec<_>>(), vec!["p"]);
+    assert_eq!(queues[0].seen.iter().map(|w| w.worker.as_str()).collect::<Vec<_>>(), vec!["w2"]);
 }

@@ -245,6 +245,10 @@ macro_rules! conformance {
             ack_of_unknown_id_is_lease_lost,
             purge_of_non_terminal_state_is_invalid,
             invalid_payload_json_rejected,
+            // text from outside
+            nul_in_error_messages_is_stored_replaced,
+            payload_with_a_nul_escape_is_refused,
+            names_with_a_nul_are_refused,
             // admin
             get_returns_the_job,
             list_filters_and_pages,
@@ -300,6 +304,7 @@ macro_rules! __capability_tests {
             periodic_changes_with_the_code_and_orphans_stop,
             periodic_daylight_saving_in_two_zones,
             periodic_worker_pools_store_each_tick_once_through_faults,
+            periodic_moved_to_another_queue_keeps_one_cursor,
         );
     };
     (controls, $setup:expr) => {
@@ -310,6 +315,9 @@ macro_rules! __capability_tests {
             concurrency_slot_returns_after_recover,
             rate_limit_is_a_sliding_window,
             limits_hold_under_concurrent_claimers,
+            limits_beyond_what_backends_store_are_refused,
+            paused_or_limited_queue_leaves_the_claim_to_others,
+            seen_forgets_claimers_after_a_day,
         );
     };
     (throughput, $setup:expr) => {

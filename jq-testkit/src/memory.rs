@@ -12,11 +12,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use jq_core::periodic::{Fire, FireOutcome, PeriodicInfo};
-use jq_core::storage::add;
 use jq_core::storage::{
     ClaimRequest, ControlStorage, Election, Leader, LeaseRef, LeaseToken, Outcome, PeriodicStorage, RoleStorage,
     Settled, Settlement, Storage, ThroughputStorage, WorkSignal,
 };
+use jq_core::storage::{add, storable_message};
 use jq_core::{
     AttemptError, Clock, DEFAULT_MAX_PAYLOAD_BYTES, Error, Job, JobFilter, JobId, Lease, NewJob, QueueInfo,
     QueueLimits, QueueName, Result, Seen, State, Stats, Throughput, Timestamp,
@@ -203,6 +203,7 @@ impl Storage for MemoryStorage {
     }
 
     async fn claim(&self, request: &ClaimRequest) -> Result<Vec<Job>> {
+        request.check()?;
         if request.limit == 0 || request.queues.is_empty() {
             return Ok(Vec::new());
         }
@@ -226,6 +227,8 @@ impl Storage for MemoryStorage {
                 None => request.limit,
                 Some(control) => {
                     control.seen.insert(request.worker.clone(), (now, control.paused_at.is_some()));
+                    let forgotten = jq_core::storage::seen_forgotten_at(now);
+                    control.seen.retain(|_, (at, _)| *at > forgotten);
                     let running = map.values().filter(|j| j.state == State::Running && j.queue == *queue).count();
                     let started = match control.limits.rate {
                         Some(rate) => {
@@ -291,7 +294,8 @@ impl Storage for MemoryStorage {
                         job.finished_at = Some(now);
                     }
                     Outcome::Nack { error, delay } => {
-                        job.errors.push(AttemptError { attempt: job.attempts, at: now, message: error });
+                        let message = storable_message(&error).into_owned();
+                        job.errors.push(AttemptError { attempt: job.attempts, at: now, message });
                         if job.attempts >= job.max_attempts {
                             job.state = State::Dead;
                             job.finished_at = Some(now);
@@ -302,7 +306,8 @@ impl Storage for MemoryStorage {
                         }
                     }
                     Outcome::Bury { error } => {
-                        job.errors.push(AttemptError { attempt: job.attempts, at: now, message: error });
+                        let message = storable_message(&error).into_owned();
+                        job.errors.push(AttemptError { attempt: job.attempts, at: now, message });
                         job.state = State::Dead;
                         job.finished_at = Some(now);
                     }
@@ -578,6 +583,7 @@ impl ControlStorage for MemoryStorage {
     }
 
     async fn queues(&self) -> Result<Vec<QueueInfo>> {
+        let forgotten = jq_core::storage::seen_forgotten_at(self.clock.now());
         let names: BTreeSet<QueueName> = self.jobs().values().map(|j| j.queue.clone()).collect();
         let controls = self.controls();
         let names = names.into_iter().chain(controls.iter().filter(|(_, c)| c.is_set()).map(|(q, _)| q.clone()));
@@ -593,6 +599,7 @@ impl ControlStorage for MemoryStorage {
                         .map(|c| {
                             c.seen
                                 .iter()
+                                .filter(|(_, (at, _))| *at > forgotten)
                                 .map(|(worker, (at, paused))| Seen { worker: worker.clone(), at: *at, paused: *paused })
                                 .collect()
                         })

@@ -107,6 +107,9 @@ impl Tables {
         let Some(control) = self.controls.get_mut(queue) else { return want };
         let paused = control.paused_at.is_some();
         control.seen.insert(worker.to_owned(), (now, paused));
+        // Pools long gone must not pile up: forget a day-old entry.
+        let forgotten = jq::storage::seen_forgotten_at(now);
+        control.seen.retain(|_, (at, _)| *at > forgotten);
         if let Some(rate) = control.limits.rate {
             let after = rate.window_after(now);
             while control.starts.front().is_some_and(|s| *s <= after) {
@@ -136,9 +139,10 @@ impl Tables {
         }
     }
 
-    /// Every queue with a job or a control, by name. Who met a control is
-    /// kept while the control is.
-    pub(crate) fn queues(&self) -> Vec<QueueInfo> {
+    /// Every queue with a job or a control, by name, at `now`. Who met a
+    /// control is kept while the control is, for [`jq::storage::SEEN_TTL`].
+    pub(crate) fn queues(&self, now: Timestamp) -> Vec<QueueInfo> {
+        let forgotten = jq::storage::seen_forgotten_at(now);
         let mut names: BTreeSet<&QueueName> = self.rows.values().map(|j| &j.queue).collect();
         names.extend(self.controls.keys());
         names
@@ -151,7 +155,7 @@ impl Tables {
                     limits: control.map(|c| c.limits).unwrap_or_default(),
                     seen: control
                         .map(|c| {
-                            let seen = c.seen.iter();
+                            let seen = c.seen.iter().filter(|(_, (at, _))| *at > forgotten);
                             seen.map(|(w, (at, paused))| Seen { worker: w.clone(), at: *at, paused: *paused }).collect()
                         })
                         .unwrap_or_default(),

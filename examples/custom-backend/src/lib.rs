@@ -31,11 +31,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use jq::periodic::{Fire, FireOutcome, PeriodicInfo};
-use jq::storage::add;
 use jq::storage::{
     ClaimRequest, ControlStorage, Election, Leader, LeaseRef, LeaseToken, Outcome, PeriodicStorage, RoleStorage,
     Settled, Settlement, Storage, ThroughputStorage, WorkSignal, async_trait,
 };
+use jq::storage::{add, storable_message};
 use jq::{
     AttemptError, Clock, DEFAULT_MAX_PAYLOAD_BYTES, Error, Job, JobFilter, JobId, Lease, NewJob, QueueInfo,
     QueueLimits, QueueName, Result, State, Stats, Throughput, Timestamp,
@@ -139,6 +139,7 @@ impl Storage for IndexedStorage {
     }
 
     async fn claim(&self, request: &ClaimRequest) -> Result<Vec<Job>> {
+        request.check()?;
         if request.limit == 0 || request.queues.is_empty() {
             return Ok(Vec::new());
         }
@@ -190,7 +191,8 @@ impl Storage for IndexedStorage {
                     match outcome {
                         Outcome::Ack => finish(job, State::Completed, now),
                         Outcome::Nack { error, delay } => {
-                            job.errors.push(AttemptError { attempt: job.attempts, at: now, message: error });
+                            let message = storable_message(&error).into_owned();
+                            job.errors.push(AttemptError { attempt: job.attempts, at: now, message });
                             if job.attempts >= job.max_attempts {
                                 finish(job, State::Dead, now);
                             } else {
@@ -198,7 +200,8 @@ impl Storage for IndexedStorage {
                             }
                         }
                         Outcome::Bury { error } => {
-                            job.errors.push(AttemptError { attempt: job.attempts, at: now, message: error });
+                            let message = storable_message(&error).into_owned();
+                            job.errors.push(AttemptError { attempt: job.attempts, at: now, message });
                             finish(job, State::Dead, now);
                         }
                         Outcome::Release { delay } => {
@@ -471,7 +474,7 @@ impl ControlStorage for IndexedStorage {
     }
 
     async fn queues(&self) -> Result<Vec<QueueInfo>> {
-        Ok(self.begin().queues())
+        Ok(self.begin().queues(self.clock.now()))
     }
 }
 

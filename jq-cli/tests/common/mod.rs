@@ -302,6 +302,24 @@ pub mod scenarios {
         assert_eq!(s.state(&b), "pending");
     }
 
+    /// A command that writes a NUL to stderr and exits 78, among 20 that
+    /// succeed: every job settles, the bad one Dead with the NUL recorded
+    /// as U+FFFD. *On PostgreSQL the settle batch holding it was refused
+    /// and sent again forever: 19 completed and it never became Dead.*
+    pub fn a_nul_in_a_commands_stderr_is_recorded(s: &Store) {
+        let good: Vec<String> = (0..20).map(|i| s.enqueue(&["good", &format!(r#"{{"n":{i}}}"#)])).collect();
+        let bad = s.enqueue(&["bad", "{}"]);
+        let script = r#"if [ "$JQ_JOB_KIND" = bad ]; then printf 'before\000after' >&2; exit 78; fi"#;
+        let worker = s.worker(&["--concurrency", "8", "--exec", "sh", "-c", script]);
+        let dead = s.wait_for_state(&bad, "dead");
+        for id in &good {
+            s.wait_for_state(id, "completed");
+        }
+        worker.stop();
+        let message = dead["errors"][0]["message"].as_str().unwrap_or_default().to_owned();
+        assert!(message.contains("exit code 78") && message.contains("before\u{FFFD}after"), "{message:?}");
+    }
+
     pub fn worker_runs_the_command_with_payload_and_environment(s: &Store) {
         let out_dir = s.dir.path().join("out");
         std::fs::create_dir(&out_dir).unwrap();
@@ -495,6 +513,9 @@ pub mod scenarios {
         assert!(row.contains("active") && !row.contains("paused"), "{table}");
         refused(s, &["queue", "limit", "mail", "--concurrency", "0"], 2, "above 0");
         refused(s, &["queue", "limit", "mail", "--rate", "10/d"], 2, "N/PERIOD");
+        // A window no backend can store (PostgreSQL's claims failed on it).
+        refused(s, &["queue", "limit", "mail", "--rate", "1/99999999h"], 2, "100 years");
+        assert_eq!(s.json(&["queue", "limit", "mail", "--rate", "1/876600h"])["rate"], serde_json::json!("1/876600h"));
         refused(s, &["queue", "pause", "a b"], 2, "invalid");
     }
     /// The dashboard's binary-level guarantees: it will not bind a public

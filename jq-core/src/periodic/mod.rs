@@ -177,9 +177,26 @@ impl Periodic {
         &self.queue
     }
 
-    /// The job for `tick`, created at `now`.
+    /// The job for `tick`, created at `now`. A panic of the code that
+    /// builds it (the closure given to [`ScheduleBuilder::job`] or
+    /// [`ScheduleBuilder::job_with`], the payload's `Serialize`) is caught
+    /// and returned as [`Error::InvalidInput`] with its message, like any
+    /// job that cannot be built: the tick waits and the other schedules go
+    /// on. *A panic used to end the pool's schedule task, silently stopping
+    /// every schedule of the pool.*
     pub fn build(&self, tick: Timestamp, now: Timestamp) -> Result<NewJob> {
-        (self.build)(tick).queue(self.queue.as_str()).build_at(now)
+        let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (self.build)(tick)));
+        match built {
+            Ok(builder) => builder.queue(self.queue.as_str()).build_at(now),
+            Err(panic) => {
+                let message = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a panic without a message".to_owned());
+                Err(Error::invalid("schedule job", format!("the job builder of {:?} panicked: {message}", self.name)))
+            }
+        }
     }
 }
 
@@ -314,9 +331,13 @@ pub struct Fire {
 }
 
 impl Fire {
-    /// Checks the name and that every job is of the periodic job's queue.
+    /// Checks the name, that the spec and zone texts hold no NUL (which
+    /// PostgreSQL cannot store, see [`crate::text`]), and that every job
+    /// is of the periodic job's queue.
     pub fn check(&self) -> Result<()> {
         check_name(&self.name)?;
+        crate::text::check_no_nul("schedule spec", &self.spec)?;
+        crate::text::check_no_nul("schedule zone", &self.zone)?;
         if let Some(job) = self.jobs.iter().find(|j| j.queue != self.queue) {
             return Err(Error::invalid(
                 "schedule job",

@@ -162,9 +162,11 @@ pub struct Election {
 }
 
 impl Election {
-    /// Checks the role name and the ttl: [`Error::InvalidInput`] otherwise.
+    /// Checks the role name, the ttl and that the holder name has no NUL:
+    /// [`Error::InvalidInput`] otherwise.
     pub fn check(&self) -> Result<()> {
         check_role(&self.role)?;
+        crate::text::check_no_nul("holder", &self.holder)?;
         if self.ttl.is_zero() {
             return Err(Error::invalid("election ttl", "0 s: a role must be held for some time"));
         }

@@ -40,6 +40,13 @@ impl ClaimRequest {
     pub fn new(queues: Vec<QueueName>, limit: usize, lease: Duration, worker: impl Into<String>) -> Self {
         ClaimRequest { queues, limit, lease, worker: worker.into(), token: LeaseToken::new(), resend: false }
     }
+
+    /// [`Error::InvalidInput`](crate::Error::InvalidInput) when the worker
+    /// name has a NUL character, which PostgreSQL cannot store
+    /// ([`crate::text`]). Every backend checks it before claiming.
+    pub fn check(&self) -> Result<()> {
+        crate::text::check_no_nul("worker", &self.worker)
+    }
 }
 
 /// What happens to a claimed job. Sent in batches to [`Storage::settle`](super::Storage::settle).

@@ -85,15 +85,18 @@ async fn every_statement_finds_its_rows_by_key_whatever_the_statistics() {
         (
             "claim_controlled",
             &sql.claim_controlled,
-            "text[], int4, timestamptz, text, timestamptz, uuid",
-            "(ARRAY['q'], 50, now(), 'w', now() + interval '30 s', gen_random_uuid())".to_owned(),
+            "text[], int4, timestamptz, text, timestamptz, uuid, timestamptz",
+            "(ARRAY['q'], 50, now(), 'w', now() + interval '30 s', gen_random_uuid(), now() - interval '1 day')"
+                .to_owned(),
             // The concurrency count walks the Running jobs (jobs_lease_expiry),
-            // only for a queue with a control.
+            // only for a queue with a control; forgetting old claimers walks
+            // the asked queues' rows of queue_seen_pkey.
             &[
                 "jobs_claim",
                 "jobs_lease_expiry",
                 "jobs_pkey",
                 "queue_controls_pkey",
+                "queue_seen_pkey",
                 "queue_starts_window",
                 "queue_starts_window",
             ],

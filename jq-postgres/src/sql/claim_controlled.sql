@@ -2,12 +2,15 @@
 -- inside the transaction that locked the controls (control_lock.sql).
 --
 -- $1 queues text[], $2 limit int4, $3 now timestamptz, $4 worker text,
--- $5 lease expiry timestamptz, $6 the claim's lease token uuid.
+-- $5 lease expiry timestamptz, $6 the claim's lease token uuid, $7 the
+-- instant at or before which claimers are forgotten (now - SEEN_TTL).
 --
 -- Each queue's allowance: $2 without a control; 0 when paused; else $2
 -- capped by its concurrency minus its Running jobs (their leases: the
 -- jobs_lease_expiry index holds exactly the Running jobs) and by its rate
--- limit minus its starts after now - period. Then each queue's best jobs,
+-- limit minus its starts after now - period (a period stored before
+-- jq refused those over 100 years, 3155760000000000 µs, counts as 100
+-- years: now - period must stay a timestamp). Then each queue's best jobs,
 -- up to its allowance, locked with SKIP LOCKED (never `id IN (SELECT ...
 -- LIMIT)`), merged in claim order and cut at $2, and taken. Jobs not taken
 -- are not touched. The same statement records the starts of rate-limited
@@ -16,7 +19,7 @@
 WITH ctl AS (
     SELECT q.name, c.queue IS NOT NULL AS controlled, c.paused_at IS NOT NULL AS paused,
            c.rate_limit IS NOT NULL AS rated,
-           $3::timestamptz - c.rate_period * interval '1 microsecond' AS window_after,
+           $3::timestamptz - least(c.rate_period, 3155760000000000) * interval '1 microsecond' AS window_after,
            CASE
                WHEN c.queue IS NULL THEN $2::int4
                WHEN c.paused_at IS NOT NULL THEN 0
@@ -26,7 +29,7 @@ WITH ctl AS (
                                     WHERE r.lease_expires_at IS NOT NULL AND r.queue = q.name),
                    c.rate_limit - (SELECT coalesce(sum(s.n), 0) FROM {schema}.queue_starts AS s
                                    WHERE s.queue = q.name
-                                     AND s.at > $3::timestamptz - c.rate_period * interval '1 microsecond')))
+                                     AND s.at > $3::timestamptz - least(c.rate_period, 3155760000000000) * interval '1 microsecond')))
            END AS allow
     FROM unnest($1::text[]) AS q(name)
     -- LIMIT 1 keeps the lookup a probe of the primary key per queue,
@@ -77,5 +80,12 @@ seen AS (
     INSERT INTO {schema}.queue_seen (queue, worker, seen_at, paused)
     SELECT ctl.name, $4, $3, ctl.paused FROM ctl WHERE ctl.controlled
     ON CONFLICT (queue, worker) DO UPDATE SET seen_at = excluded.seen_at, paused = excluded.paused
+),
+unseen AS (
+    -- Claimers whose latest claim of an asked controlled queue was at or
+    -- before $7 (a day ago): pools long gone must not pile up. Never $4's
+    -- row, which `seen` writes in this statement.
+    DELETE FROM {schema}.queue_seen AS u
+    WHERE u.queue = ANY ($1::text[]) AND u.seen_at <= $7 AND u.worker <> $4
 )
 SELECT * FROM claimed

@@ -11,13 +11,18 @@
 -- heartbeat just extended, is never overwritten. The locked rows are
 -- changed by ctid (stable while they are locked): a join on id with that
 -- guard could walk the lease index whole instead (see migration 3).
+-- Returns how many it moved, on every row, and per (queue, priority) with
+-- a job made Pending the earliest run_at (NULLs when none): the caller
+-- moves its claim positions back before them (hints.rs). Always one row
+-- at least.
 WITH picked AS (
     SELECT ctid FROM {schema}.jobs
     WHERE state = 'running' AND lease_expires_at <= $1 AND lease_expires_at > coalesce($4, '-infinity')
     ORDER BY lease_expires_at
     LIMIT $2
     FOR UPDATE SKIP LOCKED
-)
+),
+moved AS (
 UPDATE {schema}.jobs AS j
 SET state = CASE WHEN j.attempts >= j.max_attempts THEN 'dead' ELSE 'pending' END,
     run_at = CASE WHEN j.attempts >= j.max_attempts THEN j.run_at ELSE $1 END,
@@ -31,3 +36,10 @@ SET state = CASE WHEN j.attempts >= j.max_attempts THEN 'dead' ELSE 'pending' EN
     lease_expires_at = NULL
 FROM picked
 WHERE j.ctid = picked.ctid AND j.state = 'running' AND j.lease_expires_at <= $1
+RETURNING j.queue, j.priority, j.state, j.run_at
+)
+SELECT (SELECT count(*) FROM moved) AS moved, m.queue, m.priority, m.run_at
+FROM (SELECT 1) AS one
+LEFT JOIN (
+    SELECT queue, priority, min(run_at) AS run_at FROM moved WHERE state = 'pending' GROUP BY queue, priority
+) AS m ON true

@@ -12,6 +12,8 @@
 --          this many due Scheduled jobs
 -- ARGV[6]  the claim's lease token, shared by every job it takes (fencing
 --          is per job id and token)
+-- ARGV[7]  the instant (microseconds) at or before which a claimer's entry
+--          in `seen` is forgotten (now - SEEN_TTL, a day)
 -- Queue controls (keys of the queue's base, so of its slot): `control`
 -- (hash: paused_at, concurrency, rate_limit, rate_period in microseconds)
 -- gives each queue an allowance: none while paused, at most concurrency
@@ -20,7 +22,10 @@
 -- (now - rate_period, now] (`starts`: a sorted set, score the start
 -- instant from ARGV[1], never the server's TIME). A queue with no control
 -- costs one HMGET. Candidates beyond a queue's allowance are not touched.
--- Each claim that meets a control records its worker in `seen`.
+-- Each claim that meets a control records its worker in `seen`; at most
+-- once an hour per queue (`seen_gc`, the next instant to look) it also
+-- drops the entries of claimers last seen at or before ARGV[7], so the
+-- names of pools long gone do not pile up.
 --
 -- Returns one string per claimed job, in claim order (priority high to low,
 -- then run_at, then id), its fields joined by "\0": kind, payload,
@@ -50,7 +55,7 @@ for q = 1, #KEYS do
   local c = redis.call('HMGET', base .. 'control', 'paused_at', 'concurrency', 'rate_limit', 'rate_period')
   local a = limit
   if c[1] or c[2] or c[3] then
-    redis.call('HSET', base .. 'seen', worker, fmt(now) .. (c[1] and ':1' or ':0'))
+    record_seen(base, worker, now, c[1], tonumber(ARGV[7]))
     if c[1] then
       a = 0
     else

@@ -42,6 +42,28 @@ local function unusable(name, v)
   return 'field ' .. name .. ' ' .. cjson.encode(v) .. ' is not an integer'
 end
 
+-- Records that `worker` met queue `base`'s control at `now` (`paused`:
+-- the queue's paused_at, or nil), in the hash `seen` (worker -> "now:1" or
+-- "now:0"). At most once an hour per queue (`seen_gc` holds the next
+-- instant to look, and is looked at again when the clock went back) it
+-- drops the entries of claimers last seen at or before `forgotten` (now -
+-- SEEN_TTL, a day): the names of pools long gone must not pile up.
+local function record_seen(base, worker, now, paused, forgotten)
+  redis.call('HSET', base .. 'seen', worker, fmt(now) .. (paused and ':1' or ':0'))
+  local gc = tonumber(redis.call('GET', base .. 'seen_gc'))
+  if gc and gc > now and gc <= now + 3600000000 then return end
+  local all = redis.call('HGETALL', base .. 'seen')
+  local gone = {}
+  for i = 1, #all, 2 do
+    local at = tonumber(string.match(all[i + 1], '^(-?%d+):'))
+    if not at or at <= forgotten then gone[#gone + 1] = all[i] end
+  end
+  for i = 1, #gone, 1000 do
+    redis.call('HDEL', base .. 'seen', unpack(gone, i, math.min(i + 999, #gone)))
+  end
+  redis.call('SET', base .. 'seen_gc', fmt(now + 3600000000))
+end
+
 -- Member of the ready set: score -priority (so ZRANGE gives the highest
 -- priority first), then this member orders lexicographically by run_at
 -- (20 zero-padded digits) and id (32 lowercase hex digits).
@@ -302,6 +324,77 @@ local function bury_corrupt(base, id, st, attempt, now, reason)
   return make_terminal(base, id, st, 'dead', now)
 end
 
+-- The index of each state but Pending (whose score needs two fields), as
+-- the key after the queue's base and the state field that is its score.
+local LEGACY_INDEX = {
+  scheduled = { 'v2:scheduled', 'run_at' },
+  running = { 'v2:leases', 'lease_expires_at' },
+  completed = { 'v2:done:completed', 'finished_at' },
+  dead = { 'v2:done:dead', 'finished_at' },
+  cancelled = { 'v2:done:cancelled', 'finished_at' },
+}
+
+-- Carries job `id` of the queue at `base` over from the layout before v2
+-- (its hash `<base>job:<id>`, listed in `<base>ids`), and returns its
+-- state, or nil when that layout does not hold it. A job whose index score
+-- cannot be computed goes to Dead with the reason; a job the v2 layout
+-- holds already keeps that copy. A live job keeps holding its unique key
+-- beside any v2 job that took it meanwhile (see unique_take): the key must
+-- not be freed while it is live. `hashtable`: write the HASHTABLE fields
+-- (migrate_legacy writes them once per batch).
+local function carry_over(base, id, now, hashtable)
+  local key = base .. 'job:' .. id
+  local flat = redis.call('HGETALL', key)
+  local state = nil
+  if #flat > 0 and redis.call('HEXISTS', base .. 'v2:states', id) == 0 then
+    if hashtable then
+      redis.call('HSETNX', base .. 'v2:jobs', '', HASHTABLE)
+      redis.call('HSETNX', base .. 'v2:states', '', HASHTABLE)
+    end
+    local h = {}
+    for i = 1, #flat, 2 do h[flat[i]] = flat[i + 1] end
+    local b = { kind = h.kind or '', payload = h.payload or '', priority = h.priority or '',
+      max_attempts = h.max_attempts or '', created_at = h.created_at or '', trace = h.trace or '' }
+    write_body(base, id, b)
+    local st = { state = h.state or '', attempts = h.attempts or '0', run_at = h.run_at or '',
+      unique_key = h.unique_key or '', lease_expires_at = h.lease_expires_at or '', lease_token = h.lease_token or '',
+      lease_worker = h.lease_worker or '', finished_at = h.finished_at or '' }
+    if st.state ~= 'running' then clear_lease(st) end
+    write_state(base, id, st)
+    if h.errors and h.errors ~= '' then
+      redis.call('HSET', base .. 'v2:errors', id, h.errors)
+    end
+    redis.call('ZADD', base .. 'v2:ids', '0', id)
+    local why
+    if st.state == 'pending' then
+      if int(b.priority) and int(st.run_at) then
+        redis.call('ZADD', base .. 'v2:ready', fmt(-int(b.priority)), ready_member(int(st.run_at), id))
+      else
+        why = int(b.priority) and unusable('run_at', st.run_at) or unusable('priority', b.priority)
+      end
+    else
+      local index = LEGACY_INDEX[st.state]
+      if not index then
+        why = 'field state ' .. cjson.encode(st.state) .. ' is unknown'
+      elseif int(st[index[2]]) then
+        redis.call('ZADD', base .. index[1], st[index[2]], id)
+      else
+        why = unusable(index[2], st[index[2]])
+      end
+    end
+    if why then
+      bury_corrupt(base, id, st, int(st.attempts), now,
+        'job ' .. id .. ' is corrupt in storage: ' .. why .. ' (found when it was carried over to layout v2)')
+    elseif st.unique_key ~= '' and (st.state == 'pending' or st.state == 'scheduled' or st.state == 'running') then
+      unique_take(base, st.unique_key, id)
+    end
+    state = string.match(redis.call('HGET', base .. 'v2:states', id) or '', '^%Z*')
+  end
+  redis.call('DEL', key)
+  redis.call('ZREM', base .. 'ids', id)
+  return state
+end
+
 -- Stores new jobs as enqueue.lua describes (one place for enqueue.lua and
 -- fire.lua): `bases` per queue index, `now` their created_at, `channel`
 -- PUBLISHed once when a job became Pending, and 10 values per job in
@@ -363,7 +456,10 @@ local function store_jobs(bases, now, channel, args, first)
         local st = k[other]
         if st == nil then
           local v = redis.call('HGET', base .. 'v2:states', other)
-          st = v and string.match(v, '^%Z*') or false
+          -- a holder the layout before v2 still has (an older producer
+          -- stored it since the last carry-over) is carried over now: it
+          -- holds the key
+          st = v and string.match(v, '^%Z*') or carry_over(base, other, tonumber(now), true) or false
           k[other] = st
         end
         if st == 'scheduled' or st == 'pending' or st == 'running' then
@@ -418,21 +514,9 @@ local function store_jobs(bases, now, channel, args, first)
   return result
 end
 
--- The index of each state but Pending (whose score needs two fields), as
--- the key after the queue's base and the state field that is its score.
-local LEGACY_INDEX = {
-  scheduled = { 'v2:scheduled', 'run_at' },
-  running = { 'v2:leases', 'lease_expires_at' },
-  completed = { 'v2:done:completed', 'finished_at' },
-  dead = { 'v2:done:dead', 'finished_at' },
-  cancelled = { 'v2:done:cancelled', 'finished_at' },
-}
-
 -- Carries up to `batch` jobs of the queue at `base` over from the layout
--- before v2 (a hash per job, `<base>job:<id>`, listed in `<base>ids`) and
--- returns how many it looked at; once none is left it deletes that
--- layout's indexes. A job whose index score cannot be computed goes to
--- Dead with the reason; a job the v2 layout holds already keeps that copy.
+-- before v2 (carry_over) and returns how many it looked at; once none is
+-- left it deletes that layout's indexes.
 local function migrate_legacy(base, batch, now)
   local legacy = redis.call('ZRANGE', base .. 'ids', '0', fmt(batch - 1))
   if #legacy > 0 then
@@ -440,47 +524,7 @@ local function migrate_legacy(base, batch, now)
     redis.call('HSETNX', base .. 'v2:states', '', HASHTABLE)
   end
   for _, id in ipairs(legacy) do
-    local key = base .. 'job:' .. id
-    local flat = redis.call('HGETALL', key)
-    if #flat > 0 and redis.call('HEXISTS', base .. 'v2:states', id) == 0 then
-      local h = {}
-      for i = 1, #flat, 2 do h[flat[i]] = flat[i + 1] end
-      local b = { kind = h.kind or '', payload = h.payload or '', priority = h.priority or '',
-        max_attempts = h.max_attempts or '', created_at = h.created_at or '', trace = h.trace or '' }
-      write_body(base, id, b)
-      local st = { state = h.state or '', attempts = h.attempts or '0', run_at = h.run_at or '',
-        unique_key = h.unique_key or '', lease_expires_at = h.lease_expires_at or '', lease_token = h.lease_token or '',
-        lease_worker = h.lease_worker or '', finished_at = h.finished_at or '' }
-      if st.state ~= 'running' then clear_lease(st) end
-      write_state(base, id, st)
-      if h.errors and h.errors ~= '' then
-        redis.call('HSET', base .. 'v2:errors', id, h.errors)
-      end
-      redis.call('ZADD', base .. 'v2:ids', '0', id)
-      local why
-      if st.state == 'pending' then
-        if int(b.priority) and int(st.run_at) then
-          redis.call('ZADD', base .. 'v2:ready', fmt(-int(b.priority)), ready_member(int(st.run_at), id))
-        else
-          why = int(b.priority) and unusable('run_at', st.run_at) or unusable('priority', b.priority)
-        end
-      else
-        local index = LEGACY_INDEX[st.state]
-        if not index then
-          why = 'field state ' .. cjson.encode(st.state) .. ' is unknown'
-        elseif int(st[index[2]]) then
-          redis.call('ZADD', base .. index[1], st[index[2]], id)
-        else
-          why = unusable(index[2], st[index[2]])
-        end
-      end
-      if why then
-        bury_corrupt(base, id, st, int(st.attempts), now,
-          'job ' .. id .. ' is corrupt in storage: ' .. why .. ' (found when it was carried over to layout v2)')
-      end
-    end
-    redis.call('DEL', key)
-    redis.call('ZREM', base .. 'ids', id)
+    carry_over(base, id, now, false)
   end
   if #legacy < batch then
     redis.call('DEL', base .. 'ready', base .. 'scheduled', base .. 'leases', base .. 'done:completed',

@@ -12,22 +12,51 @@
 -- ARGV[8]  the expected trigger (microseconds), "" for none
 -- ARGV[9]  the new cursor (microseconds)
 -- ARGV[10] missed ticks to add, ARGV[11] the most recent of them ("" for none)
+-- ARGV[12] "" for a plain step; "adopt" or "adopt-only" when the schedule
+--          moves here from another queue, whose hash seal.lua marked
+--          moved: ARGV[13..21] are what seal.lua returned (gen, spec, zone,
+--          cursor, missed, last_missed, last_job, run_requested,
+--          declared_at). This hash takes them over, with gen + 1, unless it
+--          holds a newer generation already (a move that came back here
+--          later); "adopt-only" then returns {2} and fires nothing.
 -- then 10 values per job, as enqueue.lua takes them (queue index always 1).
 -- Returns {0} when the stored hash is not the one expected (nothing
--- written), else {1, one value per job as enqueue.lua returns them}.
+-- written, or only the adoption), else {1, one value per job as
+-- enqueue.lua returns them}.
+--
+-- A schedule has one live hash, found from the registry (name -> queue):
+-- a hash with `moved_to` set is no longer fired, so the cursor is one per
+-- name whatever the queue, and pools declaring it in two queues during a
+-- rolling deploy move it back and forth, each step a compare-and-set.
 
-local cur = redis.call('HMGET', KEYS[1], 'cursor', 'run_requested')
+local mode = ARGV[12]
+if mode ~= '' then
+  local gen = tonumber(redis.call('HGET', KEYS[1], 'gen') or '0') or 0
+  local source = tonumber(ARGV[13]) or 0
+  if redis.call('EXISTS', KEYS[1]) == 0 or gen < source + 1 then
+    redis.call('DEL', KEYS[1])
+    redis.call('HSET', KEYS[1], 'name', ARGV[4], 'queue', ARGV[3], 'spec', ARGV[14], 'zone', ARGV[15],
+      'cursor', ARGV[16], 'missed', ARGV[17], 'declared_at', ARGV[21], 'gen', fmt(source + 1))
+    if ARGV[18] ~= '' then redis.call('HSET', KEYS[1], 'last_missed', ARGV[18]) end
+    if ARGV[19] ~= '' then redis.call('HSET', KEYS[1], 'last_job', ARGV[19]) end
+    if ARGV[20] ~= '' then redis.call('HSET', KEYS[1], 'run_requested', ARGV[20]) end
+  end
+  if mode == 'adopt-only' then return {2} end
+end
+
+local cur = redis.call('HMGET', KEYS[1], 'cursor', 'run_requested', 'moved_to')
+if cur[3] then return {0} end
 if ARGV[7] == '' then
   if cur[1] then return {0} end
 else
   if cur[1] ~= ARGV[7] or (cur[2] or '') ~= ARGV[8] then return {0} end
 end
-local result = store_jobs({KEYS[2]}, ARGV[1], ARGV[2], ARGV, 11)
+local result = store_jobs({KEYS[2]}, ARGV[1], ARGV[2], ARGV, 21)
 local last = false
 local n = #result
 if n > 0 then
   last = result[n]
-  if last == '' then last = ARGV[11 + (n - 1) * 10 + 1] end
+  if last == '' then last = ARGV[21 + (n - 1) * 10 + 1] end
 end
 redis.call('HSET', KEYS[1], 'name', ARGV[4], 'queue', ARGV[3], 'spec', ARGV[5], 'zone', ARGV[6],
   'cursor', ARGV[9], 'declared_at', ARGV[1])

@@ -1,10 +1,12 @@
--- run.lua: an operator's trigger for a periodic job (PeriodicStorage::trigger).
+-- trigger.lua: an operator's trigger for a periodic job (PeriodicStorage::trigger).
 --
--- KEYS[1]  the periodic job's hash (Keys::schedule)
+-- KEYS[1]  the periodic job's live hash (Keys::schedule)
 -- ARGV[1]  now (microseconds)
--- Returns 1 when the periodic job exists (its request set to now unless one is
--- pending: requests coalesce), 0 when it does not.
+-- Returns 1 when the periodic job's hash exists and is live (its request set
+-- to now unless one is pending: requests coalesce), 0 when it does not
+-- exist, 2 when it moved to another queue (the caller looks again).
 
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if redis.call('HEXISTS', KEYS[1], 'moved_to') == 1 then return 2 end
 redis.call('HSETNX', KEYS[1], 'run_requested', ARGV[1])
 return 1

@@ -163,6 +163,92 @@ pub async fn rate_limit_is_a_sliding_window<H: Harness>(h: &H) {
     assert_eq!(info(&storage, "r").await.limits.rate, Some(Rate::new(3, period)), "a refused change changes nothing");
 }
 
+/// Limits beyond what every backend can store are refused with
+/// InvalidInput and change nothing: a rate period over 100 years (the
+/// window's start must be a PostgreSQL timestamp), a concurrency or rate
+/// over `i32::MAX`. The largest accepted ones read back equal, and claims
+/// under them work. *`--rate 1/99999999h` was accepted, then every claim
+/// of the queue failed on PostgreSQL with "timestamp out of range".*
+pub async fn limits_beyond_what_backends_store_are_refused<H: Harness>(h: &H) {
+    use jq_core::storage::{MAX_LIMIT, MAX_RATE_PERIOD};
+    let clock = manual_clock();
+    let storage = h.connect(clock.clock()).await;
+    let ids = enqueue_all(&storage, jobs(&clock, "q", 3)).await;
+    let hours = Duration::from_secs(99_999_999 * 3600);
+    let refused = [
+        QueueLimits { concurrency: None, rate: Some(Rate::new(1, hours)) },
+        QueueLimits { concurrency: None, rate: Some(Rate::new(1, MAX_RATE_PERIOD + MICRO)) },
+        QueueLimits { concurrency: Some(MAX_LIMIT + 1), rate: None },
+        QueueLimits { concurrency: None, rate: Some(Rate::new(MAX_LIMIT + 1, Duration::from_secs(1))) },
+    ];
+    for limits in refused {
+        let got = storage.require_controls().expect("controls").set_limits(&queue("q"), &limits).await;
+        assert!(matches!(got, Err(Error::InvalidInput { .. })), "{limits:?}: {got:?}");
+    }
+    assert!(info(&storage, "q").await.limits.is_none(), "a refused limit changes nothing");
+    assert!(matches!(Rate::parse("1/99999999h"), Err(Error::InvalidInput { .. })));
+
+    let widest = QueueLimits { concurrency: Some(MAX_LIMIT), rate: Some(Rate::new(2, MAX_RATE_PERIOD)) };
+    storage.require_controls().expect("controls").set_limits(&queue("q"), &widest).await.expect("the largest limits are stored");
+    assert_eq!(info(&storage, "q").await.limits, widest);
+    assert_eq!(claim(&storage, &["q"], 10, "w").await.len(), 2, "two starts per 100 years");
+    clock.advance(Duration::from_secs(3600));
+    assert!(claim(&storage, &["q"], 10, "w").await.is_empty());
+    assert_eq!(get(&storage, ids[2]).await.state, State::Pending);
+}
+
+/// A paused or limited queue whose jobs are older than the others' does
+/// not take a claim's budget from them: with 10 to take over `reports`
+/// (12 older jobs) and `emails`, a paused `reports` leaves all 10 to
+/// `emails`, and a limited one takes only what its limit allows. *On Redis
+/// Cluster the claim split its budget by a peek that ignored controls, so
+/// every claim took nothing and `emails` never ran.*
+pub async fn paused_or_limited_queue_leaves_the_claim_to_others<H: Harness>(h: &H) {
+    let clock = manual_clock();
+    let storage = h.connect(clock.clock()).await;
+    enqueue_all(&storage, jobs(&clock, "reports", 12)).await;
+    clock.advance(Duration::from_secs(1));
+    enqueue_all(&storage, jobs(&clock, "emails", 15)).await;
+    let of = |got: &[Job], q: &str| got.iter().filter(|j| j.queue.as_str() == q).count();
+
+    storage.require_controls().expect("controls").set_paused(&queue("reports"), true).await.expect("pause");
+    let got = claim(&storage, &["reports", "emails"], 10, "w").await;
+    assert_eq!((of(&got, "reports"), of(&got, "emails")), (0, 10), "a paused queue leaves the budget to the others");
+
+    storage.require_controls().expect("controls").set_paused(&queue("reports"), false).await.expect("resume");
+    storage.require_controls().expect("controls").set_limits(&queue("reports"), &QueueLimits { concurrency: Some(2), rate: None }).await.expect("limit");
+    let got = claim(&storage, &["reports", "emails"], 4, "w").await;
+    assert_eq!((of(&got, "reports"), of(&got, "emails")), (2, 2), "two slots of reports, the rest to emails");
+
+    let rate = QueueLimits { concurrency: None, rate: Some(Rate::new(1, Duration::from_secs(3600))) };
+    storage.require_controls().expect("controls").set_limits(&queue("reports"), &rate).await.expect("limit");
+    let got = claim(&storage, &["reports", "emails"], 4, "w").await;
+    assert_eq!((of(&got, "reports"), of(&got, "emails")), (1, 3), "one start of reports, the rest to emails");
+}
+
+/// `queues()` lists a claimer as having met a control for a day after its
+/// latest claim of the queue (`SEEN_TTL`), then forgets it, while pools
+/// that still claim stay listed. *The entries of every worker name ever
+/// used piled up forever (rolling deploys name pools anew).*
+pub async fn seen_forgets_claimers_after_a_day<H: Harness>(h: &H) {
+    use jq_core::storage::SEEN_TTL;
+    let clock = manual_clock();
+    let storage = h.connect(clock.clock()).await;
+    enqueue_all(&storage, jobs(&clock, "q", 1)).await;
+    storage.require_controls().expect("controls").set_paused(&queue("q"), true).await.expect("pause");
+    let names = |info: QueueInfo| info.seen.into_iter().map(|s| s.worker).collect::<Vec<_>>();
+    assert!(claim(&storage, &["q"], 1, "gone").await.is_empty());
+    assert!(claim(&storage, &["q"], 1, "live").await.is_empty());
+    clock.advance(SEEN_TTL - Duration::from_secs(3600));
+    assert!(claim(&storage, &["q"], 1, "live").await.is_empty());
+    assert_eq!(names(info(&storage, "q").await), vec!["gone", "live"], "a day is not over");
+    clock.advance(Duration::from_secs(3600));
+    assert_eq!(names(info(&storage, "q").await), vec!["live"], "listed for a day after its latest claim");
+    clock.advance(Duration::from_secs(2 * 3600));
+    assert!(claim(&storage, &["q"], 1, "new").await.is_empty());
+    assert_eq!(names(info(&storage, "q").await), vec!["live", "new"]);
+}
+
 /// One case of [`limits_hold_under_concurrent_claimers`].
 #[derive(Clone, Debug)]
 struct Case {

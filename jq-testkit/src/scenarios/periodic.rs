@@ -455,3 +455,62 @@ pub async fn periodic_worker_pools_store_each_tick_once_through_faults<H: Harnes
     let faults: u64 = stores.iter().map(FaultyStorage::injected).sum();
     assert!(faults >= 2, "the lost and failed steps happened: {faults}");
 }
+
+/// A rolling deploy that moves a schedule to another queue: old pools
+/// declare it in `cron-old`, new ones in `cron-new`, and for an hour they
+/// run their rounds alone or at once, in turn first; an operator's run
+/// request comes in the middle; then only new pools are left. Every tick
+/// gets exactly one job, in one queue or the other, and the request one;
+/// the schedule keeps one row and one cursor, in the new queue at the end.
+/// *On Redis each queue had its own cursor, so a tick was fired twice or
+/// skipped.*
+pub async fn periodic_moved_to_another_queue_keeps_one_cursor<H: Harness>(h: &H) {
+    let clock = ManualClock::new(utc("2026-07-01T00:00:30Z"));
+    let old = h.connect(clock.clock()).await;
+    let new = h.connect(clock.clock()).await;
+    let so = PeriodicRunner::new(vec![every_minute("moving", "cron-old")]).expect("old");
+    let sn = PeriodicRunner::new(vec![every_minute("moving", "cron-new")]).expect("new");
+    so.run_once(&old).await.expect("declare");
+    let mut requested = None;
+    for minute in 1..=65u32 {
+        clock.advance(Duration::from_secs(60));
+        if minute == 30 {
+            old.require_periodic().expect("periodic").trigger("moving").await.expect("request");
+            requested = Some(clock.now());
+        }
+        match minute % 4 {
+            _ if minute > 60 => {
+                sn.run_once(&new).await.expect("new alone");
+            }
+            0 => {
+                so.run_once(&old).await.expect("old alone");
+            }
+            1 => {
+                sn.run_once(&new).await.expect("new alone");
+            }
+            2 => {
+                let (a, b) = tokio::join!(so.run_once(&old), sn.run_once(&new));
+                a.expect("old");
+                b.expect("new");
+            }
+            _ => {
+                let (b, a) = tokio::join!(sn.run_once(&new), so.run_once(&old));
+                a.expect("old");
+                b.expect("new");
+            }
+        }
+    }
+    let mut got: Vec<(String, Timestamp)> = tick_jobs(&old, "cron-old").await;
+    got.extend(tick_jobs(&old, "cron-new").await);
+    let got: BTreeSet<Timestamp> = got.into_iter().map(|(_, t)| t).collect();
+    let mut expected: BTreeSet<Timestamp> =
+        (1..=65).map(|m| utc("2026-07-01T00:00:00Z") + chrono::Duration::minutes(m)).collect();
+    expected.insert(requested.expect("a request"));
+    assert_eq!(got, expected, "every tick once, in either queue, and the request");
+    let total = tick_jobs(&old, "cron-old").await.len() + tick_jobs(&old, "cron-new").await.len();
+    assert_eq!(total, 66, "no tick twice across the two queues");
+    let rows = old.require_periodic().expect("periodic").periodic().await.expect("schedules");
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let last = utc("2026-07-01T01:05:00Z");
+    assert_eq!((rows[0].queue.as_str(), rows[0].cursor, rows[0].triggered_at), ("cron-new", last, None));
+}
