@@ -3,7 +3,9 @@
 # PostgreSQL on 127.0.0.1:5432 (trust auth, user postgres) and Redis on
 # 127.0.0.1:6379. Installs them from Debian's packages when they are missing,
 # and installs the headless browser the dashboard's tests drive (Debian's
-# chromium and chromium-driver). Idempotent: what is there is left alone.
+# chromium and chromium-driver), and PgBouncer, which jq-postgres's tests
+# start on ports of their own (in transaction pooling mode) to check jq
+# behind a pooler. Idempotent: what is there is left alone.
 set -euo pipefail
 
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
@@ -52,6 +54,17 @@ install_browser() {
   echo "browser: installed chromium and chromedriver"
 }
 
+install_pgbouncer() {
+  # Only the binary: the tests write their own configuration and start
+  # their own pgbouncer; the package's service is not needed.
+  if command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ]; then
+    echo "pgbouncer: present"; return
+  fi
+  install_pkgs pgbouncer
+  echo "pgbouncer: installed"
+}
+
 start_postgres
 start_redis
 install_browser
+install_pgbouncer

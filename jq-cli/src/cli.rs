@@ -110,8 +110,14 @@ Example: jqctl metrics --listen 0.0.0.0:9464 --interval 15s")]
     #[command(after_help = "\
 Binds 127.0.0.1:8080 by default. Any other address needs a token (--token or
 JQ_DASHBOARD_TOKEN): the browser asks for it as the password of basic auth (any
-user name); scripts send `Authorization: Bearer TOKEN`. --read-only hides and
-refuses every action.
+user name); scripts send `Authorization: Bearer TOKEN`. Whitespace around the
+token is ignored; an empty one is refused. --read-only hides and refuses every
+action.
+
+Requests must name the dashboard's own host: localhost, 127.0.0.1 or [::1]
+with its port, or the address it is bound to; others get 421 (a page that
+points its own name at this address is not answered). Behind a reverse proxy,
+or under another name, add it with --allowed-host NAME[:PORT].
 
 Example: JQ_DASHBOARD_TOKEN=$(openssl rand -hex 16) jqctl serve --listen 0.0.0.0:8080 --read-only")]
     Serve {
@@ -124,6 +130,9 @@ Example: JQ_DASHBOARD_TOKEN=$(openssl rand -hex 16) jqctl serve --listen 0.0.0.0
         /// Require this token on every request (needed to bind anything but loopback).
         #[arg(long, env = "JQ_DASHBOARD_TOKEN", value_name = "TOKEN", hide_env_values = true)]
         token: Option<String>,
+        /// Also answer requests naming this host (NAME, any port, or NAME:PORT); repeatable.
+        #[arg(long = "allowed-host", value_name = "HOST", env = "JQ_DASHBOARD_ALLOWED_HOSTS", value_delimiter = ',')]
+        allowed_hosts: Vec<String>,
     },
     /// Create or upgrade the backend's schema (PostgreSQL; nothing to do for SQLite and Redis).
     Migrate,

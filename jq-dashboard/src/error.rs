@@ -21,6 +21,13 @@ pub enum DashboardError {
         "the form's CSRF token is missing or stale, or the request came from another site: reload the page and try again"
     )]
     Csrf,
+    /// A request naming a host this dashboard does not answer to (421):
+    /// see [`crate::Options::allow_host`].
+    #[error(
+        "this dashboard does not answer to host {0:?}: reach it under one of its own names, or allow this one \
+         (jqctl serve --allowed-host, or Options::allow_host)"
+    )]
+    UnknownHost(String),
 }
 
 impl DashboardError {
@@ -34,6 +41,7 @@ impl DashboardError {
             | DashboardError::BadRequest(_) => StatusCode::BAD_REQUEST,
             DashboardError::Storage(_) => StatusCode::SERVICE_UNAVAILABLE,
             DashboardError::ReadOnly | DashboardError::Csrf => StatusCode::FORBIDDEN,
+            DashboardError::UnknownHost(_) => StatusCode::MISDIRECTED_REQUEST,
         }
     }
 }

@@ -7,7 +7,8 @@
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! let client = jq::connect("sqlite://jobs.db").await?;
-//! let app = axum::Router::new().nest("/admin/jobs", jq_dashboard::router(client, jq_dashboard::Options::new()));
+//! let options = jq_dashboard::Options::new().allow_host("app.example.com")?;
+//! let app = axum::Router::new().nest("/admin/jobs", jq_dashboard::router(client, options));
 //! # let _ = app; Ok(()) }
 //! ```
 //!
@@ -18,7 +19,10 @@
 //! ask for confirmation in the browser, and redirect to a page that says
 //! what they did. [`Options::read_only`] hides and refuses them;
 //! [`Options::token`] requires a token (HTTP basic auth password, or a
-//! bearer token) on every request.
+//! bearer token) on every request. Requests addressed to another host than
+//! a loopback name are refused with 421 unless allowed
+//! ([`Options::allow_host`]): a page from another site that rebinds its
+//! name to 127.0.0.1 is not answered.
 
 mod actions;
 mod assets;
@@ -38,7 +42,7 @@ use jq::Client;
 use jq::storage::Storage;
 
 pub use error::DashboardError;
-pub use options::Options;
+pub use options::{Options, OptionsError};
 
 /// What every handler shares.
 struct App<S> {

@@ -1,10 +1,10 @@
 //! Who may use the dashboard and what a page may do in the browser: the
-//! token check, the CSRF token of every form, and the headers that keep
-//! pages from running anything but our own script.
+//! host check, the token check, the CSRF token of every form, and the
+//! headers that keep pages from running anything but our own script.
 
 use axum::Router;
 use axum::extract::Request;
-use axum::http::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue, WWW_AUTHENTICATE};
+use axum::http::header::{AUTHORIZATION, CONTENT_TYPE, HOST, HeaderValue, WWW_AUTHENTICATE};
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -12,7 +12,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 
 use crate::error::DashboardError;
-use crate::options::Options;
+use crate::options::{HostName, Hosts, Options};
 
 /// Scripts and styles only from our own `/assets/`, no inline script, no
 /// framing, forms only to ourselves: a payload that slipped past escaping
@@ -41,14 +41,23 @@ fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// Wraps the routes in the token check (when a token is set) and the
-/// security headers.
+/// Wraps the routes in the host check, the token check (when a token is
+/// set) and the security headers.
 pub(crate) fn layer(routes: Router, options: Options) -> Router {
     let token = options.token.clone();
     let read_only = options.read_only;
+    let hosts = std::sync::Arc::new(options.hosts.clone());
     routes.layer(middleware::from_fn(move |request: Request, next: Next| {
         let token = token.clone();
+        let hosts = hosts.clone();
         async move {
+            // First: a rebound page must learn nothing, not even whether a
+            // token is asked for.
+            if let Some(host) = request_host(&request)
+                && !host_allowed(&hosts, &host)
+            {
+                return with_headers(DashboardError::UnknownHost(host).into_response());
+            }
             if let Some(token) = token.as_deref()
                 && !authorized(request.headers(), token)
             {
@@ -76,8 +85,27 @@ pub(crate) fn layer(routes: Router, options: Options) -> Router {
     }))
 }
 
+/// The host a request names: its `Host` header, or the authority of its
+/// URI (HTTP/2). None when it names none: a browser always does, so such a
+/// request cannot come from a rebound page.
+fn request_host(request: &Request) -> Option<String> {
+    match request.headers().get(HOST) {
+        Some(value) => Some(String::from_utf8_lossy(value.as_bytes()).into_owned()),
+        None => request.uri().authority().map(|a| a.as_str().to_owned()),
+    }
+}
+
+/// True when `host` (a `Host` header: `name` or `name:port`) is one the
+/// dashboard answers. Without a port the request names port 80.
+fn host_allowed(hosts: &Hosts, host: &str) -> bool {
+    let Hosts::Only(allowed) = hosts else { return true };
+    let Ok(HostName { name, port }) = crate::options::parse_host(host) else { return false };
+    let port = port.unwrap_or(80);
+    allowed.iter().any(|a| a.name == name && a.port.is_none_or(|p| p == port))
+}
+
 /// True when the request carries the token, as a bearer token or as the
-/// password of basic auth.
+/// password of basic auth (each trimmed, as the configured token is).
 fn authorized(headers: &HeaderMap, token: &str) -> bool {
     let Some(value) = headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok()) else { return false };
     if let Some(bearer) = value.strip_prefix("Bearer ") {
@@ -86,7 +114,7 @@ fn authorized(headers: &HeaderMap, token: &str) -> bool {
     let Some(basic) = value.strip_prefix("Basic ") else { return false };
     let Ok(decoded) = STANDARD.decode(basic.trim()) else { return false };
     let Ok(pair) = String::from_utf8(decoded) else { return false };
-    pair.split_once(':').is_some_and(|(_, password)| same(password.as_bytes(), token.as_bytes()))
+    pair.split_once(':').is_some_and(|(_, password)| same(password.trim().as_bytes(), token.as_bytes()))
 }
 
 fn with_headers(mut response: Response) -> Response {
@@ -124,6 +152,33 @@ mod tests {
         assert!(!authorized(&headers, "s3cret"));
         headers.insert(AUTHORIZATION, HeaderValue::from_static("Bearer s3cre"));
         assert!(!authorized(&headers, "s3cret"));
+    }
+
+    #[test]
+    fn only_our_hosts_are_answered() {
+        let default = Options::new().hosts;
+        for ok in ["localhost", "LOCALHOST:8080", "127.0.0.1:9", "[::1]:8080", "[::1]"] {
+            assert!(host_allowed(&default, ok), "{ok}");
+        }
+        for refused in ["attacker.example", "attacker.example:8080", "localhost.attacker.example", "127.0.0.2", ""] {
+            assert!(!host_allowed(&default, refused), "{refused}");
+        }
+        let exact = Options::new().allowed_hosts(["127.0.0.1:8080", "jobs.example.com"]).unwrap().hosts;
+        assert!(host_allowed(&exact, "127.0.0.1:8080"));
+        assert!(!host_allowed(&exact, "127.0.0.1:8081") && !host_allowed(&exact, "127.0.0.1"), "the port is pinned");
+        assert!(!host_allowed(&exact, "localhost:8080"), "only what is listed");
+        assert!(host_allowed(&exact, "jobs.example.com") && host_allowed(&exact, "jobs.example.com:443"));
+        assert!(host_allowed(&Options::new().allow_any_host().hosts, "attacker.example"));
+    }
+
+    #[test]
+    fn a_trimmed_password_matches_a_trimmed_token() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            AUTHORIZATION,
+            HeaderValue::from_str(&format!("Basic {}", STANDARD.encode("ops: s3cret "))).unwrap(),
+        );
+        assert!(authorized(&headers, "s3cret"));
     }
 
     #[test]

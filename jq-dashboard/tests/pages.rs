@@ -119,7 +119,7 @@ async fn read_only_and_token(backend: &str) {
     }
     assert_eq!(state(&client, jobs.dead).await, State::Dead);
 
-    let locked = dashboard(&client, Options::new().token("s3cret"));
+    let locked = dashboard(&client, Options::new().token("s3cret").unwrap());
     let denied = get(&locked, "/").await;
     assert_eq!(denied.status, 401);
     assert!(denied.headers["www-authenticate"].to_str().unwrap().starts_with("Basic"));
@@ -169,6 +169,77 @@ async fn overview_counts_the_last_hour(backend: &str) {
     assert!(periodic[0].triggered_at.is_some(), "the trigger is stored for a declaring pool");
     let page2 = get(&app, "/jobs?queue=mailers&state=completed").await;
     assert!(page2.body.contains("id=\"next-page\""), "more than 50 completed mailers page");
+    ns.cleanup().await;
+}
+
+/// `GET /` naming `host` in its Host header, with `authorization` if any.
+async fn get_as(app: &Router, host: &str, authorization: Option<&str>) -> support::Reply {
+    let mut request = axum::http::Request::get("/").header("host", host);
+    if let Some(value) = authorization {
+        request = request.header("authorization", value);
+    }
+    support::send(app, request.body(axum::body::Body::empty()).unwrap()).await
+}
+
+/// A request naming another host than the dashboard's own is refused with
+/// 421 before anything else, as a page that rebound its name to 127.0.0.1
+/// sends it: it learns nothing and can post nothing. Loopback names are
+/// answered by default; other names once allowed.
+#[tokio::test]
+async fn requests_naming_another_host_are_refused() {
+    let (ns, client, _) = seeded("sqlite").await;
+    let app = dashboard(&client, Options::new());
+    for host in ["attacker.example", "attacker.example:8080", "localhost.attacker.example:8080"] {
+        let refused = get_as(&app, host, None).await;
+        assert_eq!(refused.status, 421, "{host}: {}", refused.body);
+        assert!(!refused.body.contains("name=\"csrf\""), "no page, no CSRF token");
+        assert!(refused.body.contains("--allowed-host"), "{}", refused.body);
+    }
+    let token = csrf(&get_as(&app, "127.0.0.1:8080", None).await.body);
+    let forged = support::send(
+        &app,
+        axum::http::Request::post("/purge")
+            .header("host", "attacker.example:8080")
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(axum::body::Body::from(format!("csrf={token}&state=completed&older_than=0s")))
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(forged.status, 421, "a rebound page cannot post even with the token");
+    for host in ["localhost:8080", "127.0.0.1:8080", "[::1]:8080", "localhost"] {
+        assert_eq!(get_as(&app, host, None).await.status, 200, "{host}");
+    }
+
+    let proxied = dashboard(&client, Options::new().allow_host("jobs.example.com").unwrap());
+    assert_eq!(get_as(&proxied, "jobs.example.com", None).await.status, 200);
+    assert_eq!(get_as(&proxied, "attacker.example", None).await.status, 421);
+    let exact = dashboard(&client, Options::new().allowed_hosts(["127.0.0.1:8080"]).unwrap());
+    assert_eq!(get_as(&exact, "127.0.0.1:8080", None).await.status, 200);
+    assert_eq!(get_as(&exact, "127.0.0.1:9090", None).await.status, 421);
+    let any = dashboard(&client, Options::new().allow_any_host());
+    assert_eq!(get_as(&any, "attacker.example", None).await.status, 200);
+
+    // With a token too, the host is checked first.
+    let locked = dashboard(&client, Options::new().token("s3cret").unwrap());
+    assert_eq!(get_as(&locked, "attacker.example", Some("Bearer s3cret")).await.status, 421);
+    ns.cleanup().await;
+}
+
+/// An empty token is refused rather than letting anything in; whitespace
+/// around a token (a secret file's newline) is trimmed, so the token typed
+/// or sent without it matches.
+#[tokio::test]
+async fn empty_tokens_are_refused_and_whitespace_trimmed() {
+    assert_eq!(Options::new().token("").err(), Some(jq_dashboard::OptionsError::EmptyToken));
+    assert_eq!(Options::new().token("  \n").err(), Some(jq_dashboard::OptionsError::EmptyToken));
+    let (ns, client, _) = seeded("sqlite").await;
+    let app = dashboard(&client, Options::new().token("s3cret\n").unwrap());
+    assert_eq!(get_as(&app, "localhost", None).await.status, 401);
+    assert_eq!(get_as(&app, "localhost", Some("Bearer s3cret")).await.status, 200);
+    let basic = format!("Basic {}", base64::Engine::encode(&base64::engine::general_purpose::STANDARD, "ops:s3cret"));
+    assert_eq!(get_as(&app, "localhost", Some(&basic)).await.status, 200);
+    assert_eq!(get_as(&app, "localhost", Some("Bearer s3cre")).await.status, 401);
+    assert_eq!(get_as(&app, "localhost", Some("Bearer ")).await.status, 401, "an empty bearer is no token");
     ns.cleanup().await;
 }
 

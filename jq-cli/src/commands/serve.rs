@@ -12,13 +12,21 @@ use crate::error::{CliError, CliResult};
 pub struct ServePlan {
     listen: SocketAddr,
     options: jq_dashboard::Options,
+    /// `--allowed-host` values, checked; the bound port is known only
+    /// once bound.
+    allowed_hosts: Vec<String>,
 }
 
 impl ServePlan {
     /// Refuses to serve a non-loopback address without a token: anyone who
-    /// reaches it could retry, cancel and purge jobs.
-    pub fn prepare(listen: SocketAddr, read_only: bool, token: Option<String>) -> CliResult<Self> {
-        let token = token.filter(|t| !t.trim().is_empty());
+    /// reaches it could retry, cancel and purge jobs. Refuses an empty
+    /// token, and allowed hosts that are not `name` or `name:port`.
+    pub fn prepare(
+        listen: SocketAddr,
+        read_only: bool,
+        token: Option<String>,
+        allowed_hosts: Vec<String>,
+    ) -> CliResult<Self> {
         if !listen.ip().is_loopback() && token.is_none() {
             return Err(CliError::bad_input(format!(
                 "serving on {listen} needs a token (--token or JQ_DASHBOARD_TOKEN): anyone who reaches \
@@ -27,10 +35,30 @@ impl ServePlan {
         }
         let mut options = jq_dashboard::Options::new().read_only(read_only);
         if let Some(token) = token {
-            options = options.token(token);
+            options = options
+                .token(token)
+                .map_err(|e| CliError::bad_input(format!("{e} (--token or JQ_DASHBOARD_TOKEN)")))?;
         }
-        Ok(ServePlan { listen, options })
+        // Checked now, so a typo fails before the store is opened.
+        options = options
+            .allowed_hosts(allowed_hosts.iter().map(String::as_str))
+            .map_err(|e| CliError::bad_input(format!("{e} (--allowed-host)")))?;
+        Ok(ServePlan { listen, options, allowed_hosts })
     }
+}
+
+/// The hosts a dashboard bound to `address` answers: the loopback names
+/// with its port, the bound address itself, and the `--allowed-host`
+/// values. A wildcard address (0.0.0.0, [::]) is no name a request can
+/// carry, so it is left out: name the server's with --allowed-host.
+fn hosts(address: SocketAddr, allowed: &[String]) -> Vec<String> {
+    let port = address.port();
+    let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "[::1]"].iter().map(|n| format!("{n}:{port}")).collect();
+    if !address.ip().is_unspecified() {
+        hosts.push(address.to_string());
+    }
+    hosts.extend(allowed.iter().cloned());
+    hosts
 }
 
 /// Serves until Ctrl-C or SIGTERM.
@@ -39,10 +67,19 @@ pub async fn run<S: Storage>(storage: S, plan: ServePlan) -> CliResult {
         .await
         .map_err(|e| CliError::bad_input(format!("cannot listen on {}: {e}", plan.listen)))?;
     let address = listener.local_addr()?;
-    let mode = if plan.options.is_read_only() { ", read-only" } else { "" };
-    let auth = if plan.options.has_token() { ", token required" } else { "" };
+    let hosts = hosts(address, &plan.allowed_hosts);
+    let options = plan
+        .options
+        .allowed_hosts(hosts.iter().map(String::as_str))
+        .map_err(|e| CliError::bad_input(format!("{e} (--allowed-host)")))?;
+    let mode = if options.is_read_only() { ", read-only" } else { "" };
+    let auth = if options.has_token() { ", token required" } else { "" };
     eprintln!("jqctl serve: dashboard on http://{address}/{mode}{auth}; Ctrl-C to stop");
-    let app = jq_dashboard::router(jq::Client::new(storage), plan.options);
+    eprintln!(
+        "jqctl serve: answering requests for {} only (another name behind a proxy: --allowed-host NAME[:PORT])",
+        hosts.join(", ")
+    );
+    let app = jq_dashboard::router(jq::Client::new(storage), options);
     axum::serve(listener, app)
         .with_graceful_shutdown(async {
             if let Err(error) = shutdown_signal().await {
@@ -52,4 +89,28 @@ pub async fn run<S: Storage>(storage: S, plan: ServePlan) -> CliResult {
         .await?;
     eprintln!("jqctl serve: stopped");
     Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bound_address_and_loopback_names_with_its_port() {
+        let bound = hosts("127.0.0.1:8080".parse().unwrap(), &["jobs.example.com".to_owned()]);
+        assert_eq!(bound, ["localhost:8080", "127.0.0.1:8080", "[::1]:8080", "127.0.0.1:8080", "jobs.example.com"]);
+        let wildcard = hosts("0.0.0.0:9000".parse().unwrap(), &[]);
+        assert_eq!(wildcard, ["localhost:9000", "127.0.0.1:9000", "[::1]:9000"]);
+        assert_eq!(hosts("[::1]:7000".parse().unwrap(), &[]).last().map(String::as_str), Some("[::1]:7000"));
+    }
+
+    #[test]
+    fn empty_tokens_and_urls_as_hosts_are_refused() {
+        let listen: SocketAddr = "127.0.0.1:8080".parse().unwrap();
+        let empty = ServePlan::prepare(listen, false, Some("  ".into()), vec![]).unwrap_err().to_string();
+        assert!(empty.contains("empty"), "{empty}");
+        let url = ServePlan::prepare(listen, false, None, vec!["https://jobs.example.com/".into()]);
+        assert!(url.unwrap_err().to_string().contains("not a URL"));
+    }
 }

@@ -523,36 +523,52 @@ pub mod scenarios {
     /// the actions, and a token locks every page.
     pub fn serve_dashboard_guards_its_address(s: &Store) {
         refused(s, &["serve", "--listen", "0.0.0.0:0"], 2, "needs a token");
+        refused(s, &["serve", "--token", " "], 2, "token is empty");
+        refused(s, &["serve", "--allowed-host", "https://jobs.example.com/"], 2, "not a URL");
         s.enqueue(&["ping", "{}", "--queue", "web"]);
 
         let addr = free_addr();
         let mut server = s
             .cmd()
-            .args(["serve", "--listen", &addr, "--read-only"])
+            .args(["serve", "--listen", &addr, "--read-only", "--allowed-host", "jobs.example.com"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
         let page =
             get_until(&addr, "/", |head, _| head.starts_with("HTTP/1.1 200") || head.starts_with("HTTP/1.0 200"));
+        // A page that rebound attacker.example to 127.0.0.1 names its own host.
+        let rebound = get_as(&addr, "/", "attacker.example");
+        let rebound_with_port = get_as(&addr, "/", &addr.replace("127.0.0.1", "attacker.example"));
+        let other_port = get_as(&addr, "/", "localhost:1");
+        let proxied = get_as(&addr, "/", "jobs.example.com");
+        let localhost = get_as(&addr, "/", &addr.replace("127.0.0.1", "localhost"));
         let _ = server.kill();
         let _ = server.wait();
         assert!(page.contains("data-queue=\"web\""), "{page}");
         assert!(page.contains("read-only") && !page.contains("method=\"post\""), "{page}");
+        assert_eq!(status(&rebound), Some("421"), "{rebound}");
+        assert!(!rebound.contains("data-queue"), "nothing of the store: {rebound}");
+        assert_eq!(status(&rebound_with_port), Some("421"), "{rebound_with_port}");
+        assert_eq!(status(&other_port), Some("421"), "the port is the bound one: {other_port}");
+        assert_eq!(status(&proxied), Some("200"), "{proxied}");
+        assert_eq!(status(&localhost), Some("200"), "{localhost}");
 
         let addr = free_addr();
         let mut server = s
             .cmd()
             .args(["serve", "--listen", &addr])
-            .env("JQ_DASHBOARD_TOKEN", "s3cret")
+            .env("JQ_DASHBOARD_TOKEN", "s3cret\n")
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
         let denied = get_until(&addr, "/", |head, _| head.starts_with("HTTP/1."));
+        let bearer = request(&addr, &format!("GET / HTTP/1.0\r\nHost: {addr}\r\nAuthorization: Bearer s3cret\r\n\r\n"));
         let _ = server.kill();
         let _ = server.wait();
-        assert!(denied.split_whitespace().nth(1) == Some("401"), "{denied}");
+        assert_eq!(status(&denied), Some("401"), "{denied}");
+        assert_eq!(status(&bearer), Some("200"), "the token's newline is trimmed: {bearer}");
     }
 
     /// `jqctl metrics` serves the store's gauges, and `jqctl worker
@@ -610,6 +626,26 @@ fn scrape_until(addr: &str, ready: impl Fn(&str) -> bool) -> String {
     response.split_once("\r\n\r\n").map_or(response.as_str(), |(_, body)| body).to_owned()
 }
 
+/// The status code of an HTTP response.
+fn status(response: &str) -> Option<&str> {
+    response.split_whitespace().nth(1)
+}
+
+/// Sends `request` (a whole HTTP/1.0 request) to `addr`; the whole response.
+fn request(addr: &str, request: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    response
+}
+
+/// `GET path` naming `host` in the Host header; the whole response.
+fn get_as(addr: &str, path: &str, host: &str) -> String {
+    request(addr, &format!("GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n"))
+}
+
 /// GET `path` over HTTP/1.0 until `ready(head, body)`, bounded by DEADLINE;
 /// returns the whole response.
 fn get_until(addr: &str, path: &str, ready: impl Fn(&str, &str) -> bool) -> String {
@@ -618,7 +654,7 @@ fn get_until(addr: &str, path: &str, ready: impl Fn(&str, &str) -> bool) -> Stri
     loop {
         if let Ok(mut stream) = std::net::TcpStream::connect(addr) {
             let mut response = String::new();
-            let request = format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n");
+            let request = format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n");
             if stream.write_all(request.as_bytes()).is_ok() && stream.read_to_string(&mut response).is_ok() {
                 let (head, body) = response.split_once("\r\n\r\n").unwrap_or((response.as_str(), ""));
                 if ready(head, body) {

@@ -189,7 +189,12 @@ pub async fn limits_beyond_what_backends_store_are_refused<H: Harness>(h: &H) {
     assert!(matches!(Rate::parse("1/99999999h"), Err(Error::InvalidInput { .. })));
 
     let widest = QueueLimits { concurrency: Some(MAX_LIMIT), rate: Some(Rate::new(2, MAX_RATE_PERIOD)) };
-    storage.require_controls().expect("controls").set_limits(&queue("q"), &widest).await.expect("the largest limits are stored");
+    storage
+        .require_controls()
+        .expect("controls")
+        .set_limits(&queue("q"), &widest)
+        .await
+        .expect("the largest limits are stored");
     assert_eq!(info(&storage, "q").await.limits, widest);
     assert_eq!(claim(&storage, &["q"], 10, "w").await.len(), 2, "two starts per 100 years");
     clock.advance(Duration::from_secs(3600));
@@ -216,7 +221,12 @@ pub async fn paused_or_limited_queue_leaves_the_claim_to_others<H: Harness>(h: &
     assert_eq!((of(&got, "reports"), of(&got, "emails")), (0, 10), "a paused queue leaves the budget to the others");
 
     storage.require_controls().expect("controls").set_paused(&queue("reports"), false).await.expect("resume");
-    storage.require_controls().expect("controls").set_limits(&queue("reports"), &QueueLimits { concurrency: Some(2), rate: None }).await.expect("limit");
+    storage
+        .require_controls()
+        .expect("controls")
+        .set_limits(&queue("reports"), &QueueLimits { concurrency: Some(2), rate: None })
+        .await
+        .expect("limit");
     let got = claim(&storage, &["reports", "emails"], 4, "w").await;
     assert_eq!((of(&got, "reports"), of(&got, "emails")), (2, 2), "two slots of reports, the rest to emails");
 
