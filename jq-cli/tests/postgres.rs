@@ -93,6 +93,17 @@ fn an_unreachable_server_exits_1_and_says_so() {
     refused(&s, &["enqueue", "k", "{}"], 1, "unavailable");
 }
 
+/// The password of `--url` never reaches the terminal.
+#[test]
+fn the_password_of_the_url_is_never_printed() {
+    for url in ["postgres://postgres:s3cret-pw@127.0.0.1:1/postgres", "postgres://u:s3cret-pw@127.0.0.1:x/postgres"] {
+        let s = Store::with_url(url.to_owned());
+        let out = s.cmd().args(["enqueue", "k", "{}"]).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && !stderr.contains("s3cret"), "{url}: {stderr}");
+    }
+}
+
 #[test]
 fn a_worker_on_an_unmigrated_schema_stops_by_itself_and_says_what_to_do() {
     let fresh = Store::with_url(format!("{}?schema=jqctl_never_migrated", server_url()));

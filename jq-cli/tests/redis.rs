@@ -86,3 +86,18 @@ fn an_unreachable_server_exits_1_and_says_so() {
     assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot connect to Redis at redis://127.0.0.1:1"));
 }
+
+/// The password of `--url` never reaches the terminal (or the log it is
+/// copied into).
+#[test]
+fn the_password_of_the_url_is_never_printed() {
+    let s = Store::with_url("redis://:s3cret-pw@127.0.0.1:1".to_owned());
+    let out = s.cmd().args(["enqueue", "k", "{}"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("redis://:***@127.0.0.1:1") && !stderr.contains("s3cret"), "{stderr}");
+    let s = Store::with_url("rediss://:s3cret-pw@127.0.0.1:1/%%".to_owned());
+    let out = s.cmd().args(["stats"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && !stderr.contains("s3cret"), "{stderr}");
+}

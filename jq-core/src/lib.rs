@@ -31,6 +31,7 @@ mod id;
 mod job;
 pub mod observe;
 pub mod periodic;
+mod redact;
 mod state;
 pub mod storage;
 mod text;

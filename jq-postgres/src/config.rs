@@ -17,7 +17,7 @@ pub const MAX_SCHEMA_BYTES: usize = 48;
 ///     .schema("billing_jobs")
 ///     .max_connections(8);
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct PostgresConfig {
     pub(crate) url: String,
     pub(crate) schema: String,
@@ -28,6 +28,23 @@ pub struct PostgresConfig {
     pub(crate) acquire_timeout: Duration,
     pub(crate) statement_timeout: Option<Duration>,
     pub(crate) response_timeout: Duration,
+}
+
+/// Shows the URL without its password.
+impl std::fmt::Debug for PostgresConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresConfig")
+            .field("url", &jq_core::storage::redact_url(&self.url))
+            .field("schema", &self.schema)
+            .field("clock", &self.clock)
+            .field("max_payload_bytes", &self.max_payload_bytes)
+            .field("max_connections", &self.max_connections)
+            .field("claim_connections", &self.claim_connections)
+            .field("acquire_timeout", &self.acquire_timeout)
+            .field("statement_timeout", &self.statement_timeout)
+            .field("response_timeout", &self.response_timeout)
+            .finish()
+    }
 }
 
 impl PostgresConfig {

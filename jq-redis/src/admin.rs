@@ -211,16 +211,8 @@ pub(crate) async fn delete_prefix(s: &Inner) -> Result<u64> {
         true => {
             let nodes: String = s.query(redis::cmd("CLUSTER").arg("NODES")).await?;
             let mut deleted = 0;
-            for line in nodes.lines() {
-                let fields: Vec<&str> = line.split(' ').collect();
-                let (Some(addr), Some(flags)) = (fields.get(1), fields.get(2)) else { continue };
-                if !flags.contains("master") || flags.contains("fail") {
-                    continue;
-                }
-                let addr = addr.split('@').next().unwrap_or(addr);
-                let Some((host, port)) = addr.rsplit_once(':') else { continue };
-                let Ok(port) = port.parse::<u16>() else { continue };
-                deleted += scan_unlink(s, Some((host.to_owned(), port))).await?;
+            for (host, port) in crate::eviction::parse_primaries(&nodes) {
+                deleted += scan_unlink(s, Some((host, port))).await?;
             }
             Ok(deleted)
         }

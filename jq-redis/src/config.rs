@@ -18,7 +18,7 @@ pub const DEFAULT_KEEPALIVE: Duration = Duration::from_secs(15);
 /// let config = jq_redis::RedisConfig::new("redis://127.0.0.1:6379").prefix("myapp");
 /// # let _ = config;
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct RedisConfig {
     pub(crate) url: String,
     /// Seed nodes of a Redis Cluster; empty for a single server.
@@ -30,7 +30,31 @@ pub struct RedisConfig {
     pub(crate) keepalive: Option<Duration>,
 }
 
+/// Shows the URLs without their passwords.
+impl std::fmt::Debug for RedisConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisConfig")
+            .field("url", &self.shown_url())
+            .field("prefix", &self.prefix)
+            .field("clock", &self.clock)
+            .field("max_payload_bytes", &self.max_payload_bytes)
+            .field("response_timeout", &self.response_timeout)
+            .field("keepalive", &self.keepalive)
+            .finish()
+    }
+}
+
 impl RedisConfig {
+    /// The server's URL, or the cluster's seed URLs joined by commas, as
+    /// shown in errors and logs: without passwords.
+    pub(crate) fn shown_url(&self) -> String {
+        if self.cluster_nodes.is_empty() {
+            jq_core::storage::redact_url(&self.url)
+        } else {
+            self.cluster_nodes.iter().map(|n| jq_core::storage::redact_url(n)).collect::<Vec<_>>().join(",")
+        }
+    }
+
     /// A config for the server at `url` (`redis://host:port/db`), with the
     /// key prefix `jq`, the system clock and the default payload limit.
     pub fn new(url: impl Into<String>) -> Self {

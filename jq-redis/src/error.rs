@@ -10,7 +10,7 @@ pub enum RedisError {
     /// The URL could not be parsed.
     #[error("invalid Redis URL {url:?}: {source}")]
     InvalidUrl {
-        /// The URL given.
+        /// The URL given, without its password.
         url: String,
         /// The driver's error.
         #[source]
@@ -27,11 +27,25 @@ pub enum RedisError {
     /// The server could not be reached, or refused the connection.
     #[error("cannot connect to Redis at {url}: {source}; is the server running (scripts/start-services.sh)?")]
     Connect {
-        /// The URL given.
+        /// The URL given, without its password.
         url: String,
         /// The driver's error.
         #[source]
         source: redis::RedisError,
+    },
+    /// The server evicts keys when its memory is full: jq would lose jobs
+    /// without an error, so it refuses to use it.
+    #[error(
+        "Redis{} evicts keys when its memory is full (maxmemory-policy {policy}): jq would lose jobs without an \
+         error. Set `maxmemory-policy noeviction` (in redis.conf, with CONFIG SET maxmemory-policy noeviction, or \
+         in a managed service's parameters), then connect again",
+        node.as_ref().map(|n| format!(" node {n}")).unwrap_or_default()
+    )]
+    Evicting {
+        /// The policy found (`allkeys-lru`, `volatile-ttl`, ...).
+        policy: String,
+        /// The cluster node that has it; None for a single server.
+        node: Option<String>,
     },
     /// The server answered the setup commands with an error.
     #[error("Redis setup failed: {0}")]

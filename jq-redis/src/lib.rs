@@ -111,6 +111,7 @@ mod control;
 mod election;
 mod enqueue;
 mod error;
+mod eviction;
 pub mod keys;
 mod listener;
 mod liveness;
@@ -156,7 +157,7 @@ pub struct RedisStorage {
 impl std::fmt::Debug for RedisStorage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisStorage")
-            .field("url", &self.inner.config.url)
+            .field("url", &self.inner.config.shown_url())
             .field("prefix", &self.inner.config.prefix)
             .finish()
     }
@@ -199,11 +200,11 @@ impl RedisStorage {
             });
         }
         let client = redis::Client::open(config.url.as_str())
-            .map_err(|source| RedisError::InvalidUrl { url: config.url.clone(), source })?;
+            .map_err(|source| RedisError::InvalidUrl { url: config.shown_url(), source })?;
         // Keepalive on every socket, the pub/sub one too (`liveness.rs`).
         let tcp = liveness::tcp_settings(client.get_connection_info().tcp_settings(), config.keepalive);
         let client = redis::Client::open(client.get_connection_info().clone().set_tcp_settings(tcp.clone()))
-            .map_err(|source| RedisError::InvalidUrl { url: config.url.clone(), source })?;
+            .map_err(|source| RedisError::InvalidUrl { url: config.shown_url(), source })?;
         // A call that finds no connection opens one first: together they
         // take at most twice the response timeout.
         let connect_timeout = Duration::from_secs(5).min(config.response_timeout);
@@ -216,10 +217,10 @@ impl RedisStorage {
                 .overall_response_timeout(Some(config.response_timeout))
                 .tcp_settings(tcp)
                 .build()
-                .map_err(|source| RedisError::InvalidUrl { url: config.cluster_nodes.join(","), source })?;
+                .map_err(|source| RedisError::InvalidUrl { url: config.shown_url(), source })?;
             Conn::open(liveness::Dial::Cluster(cluster), connect_timeout)
                 .await
-                .map_err(|source| RedisError::Connect { url: config.cluster_nodes.join(","), source })?
+                .map_err(|source| RedisError::Connect { url: config.shown_url(), source })?
         } else {
             let manager_config = ConnectionManagerConfig::new()
                 .set_connection_timeout(Some(connect_timeout))
@@ -228,8 +229,9 @@ impl RedisStorage {
                 .set_max_delay(Duration::from_secs(2));
             Conn::open(liveness::Dial::Single(client.clone(), manager_config), connect_timeout)
                 .await
-                .map_err(|source| RedisError::Connect { url: config.url.clone(), source })?
+                .map_err(|source| RedisError::Connect { url: config.shown_url(), source })?
         };
+        eviction::check(&conn).await?;
         let keys = Keys::new(config.prefix.clone());
         let storage = RedisStorage {
             inner: Arc::new(Inner {

@@ -98,14 +98,9 @@ impl fmt::Debug for BackendUrl {
     }
 }
 
-/// `url` with the password between `user:` and `@` replaced by `***`.
+/// `url` without its credentials (`jq_core::storage::redact_url`).
 fn redacted(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else { return url.to_owned() };
-    let authority = &rest[..rest.find(['/', '?']).unwrap_or(rest.len())];
-    match authority.rfind('@').and_then(|at| Some((authority[..at].split_once(':')?.0, at))) {
-        Some((user, at)) => format!("{scheme}://{user}:***{}", &rest[at..]),
-        None => url.to_owned(),
-    }
+    jq_core::storage::redact_url(url)
 }
 
 /// Removes `name=VALUE` from `url`'s query and returns the rest and VALUE.

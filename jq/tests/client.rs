@@ -43,6 +43,39 @@ fn bad_urls_are_refused_before_anything_is_opened() {
     });
 }
 
+/// The password of a server URL never shows in what `connect` returns:
+/// not in the error's message, not in its `Debug` (sources included), not
+/// in the `Debug` of a storage that connected with one.
+#[cfg(all(feature = "postgres", feature = "redis"))]
+#[test]
+fn passwords_stay_out_of_errors_and_debug_output() {
+    jq_testkit::__private::block_on(async {
+        for url in [
+            "redis://:s3cret-pw@127.0.0.1:1",
+            "redis://app:s3cret-pw@127.0.0.1:1/0?prefix=x",
+            "postgres://postgres:s3cret-pw@127.0.0.1:1/postgres",
+            "postgres://postgres@127.0.0.1:1/postgres?password=s3cret-pw",
+            "postgres://postgres:s3cret-pw@127.0.0.1:notaport/postgres",
+            "mysql://app:s3cret-pw@db/jobs",
+        ] {
+            let err = jq::connect(url).await.unwrap_err();
+            let mut shown = format!("{err} {err:?}");
+            let mut source = std::error::Error::source(&err);
+            while let Some(s) = source {
+                shown.push_str(&format!(" {s} {s:?}"));
+                source = s.source();
+            }
+            assert!(!shown.contains("s3cret"), "{url}: {shown}");
+        }
+        // PostgreSQL on 127.0.0.1 trusts: the password is ignored, the
+        // connection made.
+        let client = jq::connect("postgres://postgres:s3cret-pw@127.0.0.1:5432/postgres").await.unwrap();
+        assert!(!format!("{client:?}").contains("s3cret"), "{client:?}");
+        let config = jq::postgres::PostgresConfig::new("postgres://postgres:s3cret-pw@127.0.0.1/x");
+        assert!(!format!("{config:?}").contains("s3cret"), "{config:?}");
+    });
+}
+
 /// An option the URL's backend has no use for is refused, never ignored:
 /// an operator who set a pool size must not believe it applies to Redis.
 #[cfg(feature = "sqlite")]

@@ -54,6 +54,7 @@ pub use crate::clock::{add, from_micros, sub, truncate_micros};
 pub use crate::control::{MAX_LIMIT, MAX_RATE_PERIOD, SEEN_TTL, allowance, seen_forgotten_at};
 pub use crate::id::LeaseToken;
 pub use crate::job::{LeaseRef, MAX_NAME_BYTES};
+pub use crate::redact::redact_url;
 pub use crate::text::{NUL_REPLACEMENT, storable_message};
 pub use crate::worker::MAINTENANCE_ROLE;
 /// `#[async_trait]`, which [`Storage`] and the capability traits are
