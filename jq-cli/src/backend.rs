@@ -12,10 +12,15 @@ pub fn parse(url: &str) -> CliResult<BackendUrl> {
     BackendUrl::parse(url).map_err(CliError::from)
 }
 
-/// Opens the store `url` names. Refuses a URL whose backend is not compiled
-/// in, and a SQLite file in a directory that does not exist.
-pub async fn open(url: &BackendUrl) -> CliResult<Backend> {
-    Backend::open(url, &jq::ConnectOptions::default()).await.map_err(CliError::from)
+/// Opens the store `url` names, with `listen_url` for PostgreSQL's
+/// wake-ups. Refuses a URL whose backend is not compiled in, and a SQLite
+/// file in a directory that does not exist.
+pub async fn open(url: &BackendUrl, listen_url: Option<&str>) -> CliResult<Backend> {
+    let mut options = jq::ConnectOptions::default();
+    if let Some(listen) = listen_url {
+        options = options.listen_url(listen);
+    }
+    Backend::open(url, &options).await.map_err(CliError::from)
 }
 
 /// Creates or upgrades the schema, and says what was done.

@@ -11,7 +11,8 @@ const AFTER_HELP: &str = "\
 Backends (--url or JQ_URL):
   sqlite://PATH                 a SQLite file, created if missing (default: sqlite://jq.db)
   postgres://USER@HOST:PORT/DB  PostgreSQL (needs the `postgres` feature; run `jqctl migrate` once);
-                                add ?schema=NAME to use a schema other than `jq`
+                                add ?schema=NAME to use a schema other than `jq`; through PgBouncer in
+                                transaction mode add ?pooler=transaction (and --listen-url)
   redis://HOST:PORT             Redis (needs the `redis` feature); add ?prefix=NAME for another key prefix
 
 Exit codes:
@@ -31,6 +32,11 @@ pub struct Cli {
     /// Where the jobs are stored: sqlite://PATH, postgres://..., redis://...
     #[arg(long, env = "JQ_URL", default_value = "sqlite://jq.db", global = true, value_name = "URL")]
     pub url: String,
+
+    /// PostgreSQL behind a transaction pooler (?pooler=transaction): a direct URL for
+    /// wake-ups (LISTEN); without it, workers poll.
+    #[arg(long, env = "JQ_LISTEN_URL", global = true, value_name = "URL", hide_env_values = true)]
+    pub listen_url: Option<String>,
 
     /// Print machine-readable JSON instead of tables (for scripts).
     #[arg(long, global = true)]

@@ -49,7 +49,7 @@ fn report(e: &CliError) -> ExitCode {
 async fn run(cli: Cli) -> CliResult {
     let url = backend::parse(&cli.url)?;
     let action = Action::prepare(cli.command)?;
-    let backend = backend::open(&url).await?;
+    let backend = backend::open(&url, cli.listen_url.as_deref()).await?;
     match action {
         None => {
             let message = backend::migrate(&backend).await?;

@@ -11,7 +11,7 @@ use crate::row::{decode_job, decode_state};
 
 /// One job, or NotFound.
 pub(crate) async fn get(inner: &Inner, id: JobId) -> Result<Job> {
-    let row = sqlx::query(inner.sql.get.q()).bind(id.0).fetch_optional(&inner.pool).await.map_err(map_sqlx)?;
+    let row = inner.db().fetch_optional(inner.sql.get.query().bind(id.0)).await.map_err(map_sqlx)?;
     match row {
         Some(row) => decode_job(&row),
         None => Err(Error::NotFound { id }),
@@ -30,15 +30,16 @@ pub(crate) async fn list(inner: &Inner, filter: &JobFilter) -> Result<Vec<Job>> 
     let mut after = filter.after.map(|a| a.0);
     while jobs.len() < limit {
         let want = limit - jobs.len();
-        let rows = sqlx::query(inner.sql.list.q())
+        let page = inner
+            .sql
+            .list
+            .query()
             .bind(filter.queue.as_ref().map(|q| q.as_str()))
             .bind(filter.state.map(State::as_str))
             .bind(filter.kind.as_deref())
             .bind(after)
-            .bind(i64::try_from(want).unwrap_or(i64::MAX))
-            .fetch_all(&inner.pool)
-            .await
-            .map_err(map_sqlx)?;
+            .bind(i64::try_from(want).unwrap_or(i64::MAX));
+        let rows = inner.db().fetch_all(page).await.map_err(map_sqlx)?;
         for row in &rows {
             match decode_job(row) {
                 Ok(job) => jobs.push(job),
@@ -69,7 +70,7 @@ fn skipped(schema: &str, e: &Error) {
 /// Counts by queue and state. A group whose state is unknown is left out
 /// and logged: one bad row must not hide the counts of all the others.
 pub(crate) async fn stats(inner: &Inner) -> Result<Stats> {
-    let rows = sqlx::query(inner.sql.stats.q()).fetch_all(&inner.pool).await.map_err(map_sqlx)?;
+    let rows = inner.db().fetch_all(inner.sql.stats.query()).await.map_err(map_sqlx)?;
     let mut stats = Stats::default();
     for row in &rows {
         let queue: String = row.try_get(0).map_err(map_sqlx)?;
@@ -91,11 +92,8 @@ pub(crate) async fn stats(inner: &Inner) -> Result<Stats> {
 
 /// Completed and dead jobs per queue and minute since `since`.
 pub(crate) async fn throughput(inner: &Inner, since: Timestamp) -> Result<Vec<Throughput>> {
-    let rows = sqlx::query(inner.sql.throughput.q())
-        .bind(jq_core::storage::minute_of(since))
-        .fetch_all(&inner.pool)
-        .await
-        .map_err(map_sqlx)?;
+    let since = jq_core::storage::minute_of(since);
+    let rows = inner.db().fetch_all(inner.sql.throughput.query().bind(since)).await.map_err(map_sqlx)?;
     let count = |n: i64| u64::try_from(n).unwrap_or(0);
     let mut out = rows
         .iter()
@@ -117,7 +115,7 @@ pub(crate) async fn throughput(inner: &Inner, since: Timestamp) -> Result<Vec<Th
 /// Dead -> Pending with one more attempt.
 pub(crate) async fn retry(inner: &Inner, id: JobId) -> Result<()> {
     let now = inner.clock.now();
-    let run = || sqlx::query(inner.sql.retry.q()).bind(id.0).bind(now).bind(&inner.channel).fetch_optional(&inner.pool);
+    let run = || inner.db().fetch_optional(inner.sql.retry.query().bind(id.0).bind(now).bind(&inner.channel));
     // A concurrent enqueue of the job's unique key, committed after the
     // statement's snapshot, makes it fail on jobs_unique; the second run
     // sees that job and gives this one a slot of its own.
@@ -143,8 +141,7 @@ pub(crate) async fn retry(inner: &Inner, id: JobId) -> Result<()> {
 /// Scheduled or Pending -> Cancelled.
 pub(crate) async fn cancel(inner: &Inner, id: JobId) -> Result<()> {
     let now = inner.clock.now();
-    let row =
-        sqlx::query(inner.sql.cancel.q()).bind(id.0).bind(now).fetch_optional(&inner.pool).await.map_err(map_sqlx)?;
+    let row = inner.db().fetch_optional(inner.sql.cancel.query().bind(id.0).bind(now)).await.map_err(map_sqlx)?;
     match row {
         Some(_) => Ok(()),
         None => Err(refused(inner, id, "cancel").await),
@@ -153,11 +150,14 @@ pub(crate) async fn cancel(inner: &Inner, id: JobId) -> Result<()> {
 
 /// Why a guarded admin update matched nothing: NotFound or InvalidState.
 async fn refused(inner: &Inner, id: JobId, operation: &'static str) -> Error {
-    let state: Option<String> =
-        match sqlx::query_scalar(inner.sql.state.q()).bind(id.0).fetch_optional(&inner.pool).await {
-            Ok(state) => state,
+    let state: Option<String> = match inner.db().fetch_optional(inner.sql.state.query().bind(id.0)).await {
+        Ok(Some(row)) => match row.try_get(0) {
+            Ok(state) => Some(state),
             Err(e) => return map_sqlx(e),
-        };
+        },
+        Ok(None) => None,
+        Err(e) => return map_sqlx(e),
+    };
     match state {
         None => Error::NotFound { id },
         Some(state) => match decode_state(id, &state) {

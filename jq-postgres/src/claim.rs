@@ -51,10 +51,9 @@ pub(crate) async fn claim(inner: &Inner, request: &ClaimRequest) -> Result<Vec<J
         return controlled(inner, request, &queues, now, expires_at).await;
     }
     let (ticket, starts) = inner.hints.begin(&queues, now);
-    let rows =
-        claim_statement(&inner.sql.claim, &queues, limit, now, &request.worker, expires_at, request.token.0, &starts)
-            .fetch_all(&inner.claims)
-            .await;
+    let statement =
+        claim_statement(&inner.sql.claim, &queues, limit, now, &request.worker, expires_at, request.token.0, &starts);
+    let rows = inner.claims_db().fetch_all(statement).await;
     let rows = match rows {
         Ok(rows) => rows,
         Err(e) => {
@@ -94,7 +93,7 @@ fn claim_statement<'q>(
     token: Uuid,
     starts: &'q Starts,
 ) -> sqlx::query::Query<'q, Postgres, PgArguments> {
-    sqlx::query(sql.q())
+    sql.query()
         .bind(queues)
         .bind(limit)
         .bind(now)
@@ -113,28 +112,35 @@ fn claim_statement<'q>(
 /// or writing anything. A warm-up that fails is left to the claim itself to
 /// report (a missing schema, say).
 /// The pool's connections are dropped after a cut (`liveness.rs`), like
-/// the main pool's.
+/// the main pool's. Behind a transaction pooler (`pooled`) a connection
+/// has no server connection of its own to set or warm: the claim is
+/// planned where it runs, every time.
 pub(crate) fn claim_pool(
     options: &PgConnectOptions,
     size: u32,
     acquire_timeout: Duration,
     claim: &Sql1,
     cuts: &Arc<Cuts>,
+    pooled: bool,
 ) -> PgPool {
-    let options = options.clone().options([("plan_cache_mode", "force_generic_plan")]);
-    let claim = claim.clone();
-    cuts.guard(PgPoolOptions::new())
+    let pool = cuts
+        .guard(PgPoolOptions::new())
         .max_connections(size.max(1))
         .acquire_timeout(acquire_timeout)
-        .test_before_acquire(false)
-        .after_connect(move |conn, _| {
-            let claim = claim.clone();
-            Box::pin(async move {
-                warm(conn, &claim).await;
-                Ok(())
-            })
+        .test_before_acquire(false);
+    if pooled {
+        return pool.connect_lazy_with(options.clone());
+    }
+    let options = options.clone().options([("plan_cache_mode", "force_generic_plan")]);
+    let claim = claim.clone();
+    pool.after_connect(move |conn, _| {
+        let claim = claim.clone();
+        Box::pin(async move {
+            warm(conn, &claim).await;
+            Ok(())
         })
-        .connect_lazy_with(options)
+    })
+    .connect_lazy_with(options)
 }
 
 /// Runs the claim once over no queue: prepared, planned, nothing taken.
@@ -191,11 +197,7 @@ fn sort(jobs: &mut [Job]) {
 /// The Running jobs `request.token` holds: what an earlier attempt of this
 /// claim took. Rows that do not decode are left for recover.
 async fn earlier(inner: &Inner, request: &ClaimRequest) -> Result<Vec<Job>> {
-    let rows = sqlx::query(inner.sql.claim_earlier.q())
-        .bind(request.token.0)
-        .fetch_all(&inner.pool)
-        .await
-        .map_err(map_sqlx)?;
+    let rows = inner.db().fetch_all(inner.sql.claim_earlier.query().bind(request.token.0)).await.map_err(map_sqlx)?;
     let mut jobs: Vec<Job> = rows.iter().filter_map(|row| decode_job(row).ok()).collect();
     sort(&mut jobs);
     if !jobs.is_empty() {
@@ -213,13 +215,7 @@ async fn bury(inner: &Inner, row: &sqlx::postgres::PgRow, error: &Error) -> Resu
     };
     tracing::error!(%id, %error, "claimed a corrupt job; moving it to dead");
     let now = inner.clock.now();
-    sqlx::query(inner.sql.bury.q())
-        .bind(id)
-        .bind(now)
-        .bind(rfc3339(now))
-        .bind(error.to_string())
-        .execute(&inner.pool)
-        .await
-        .map_err(map_sqlx)?;
+    let statement = inner.sql.bury.query().bind(id).bind(now).bind(rfc3339(now)).bind(error.to_string());
+    inner.db().execute(statement).await.map_err(map_sqlx)?;
     Ok(())
 }

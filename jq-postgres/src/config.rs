@@ -28,6 +28,8 @@ pub struct PostgresConfig {
     pub(crate) acquire_timeout: Duration,
     pub(crate) statement_timeout: Option<Duration>,
     pub(crate) response_timeout: Duration,
+    pub(crate) transaction_pooler: bool,
+    pub(crate) listen_url: Option<String>,
 }
 
 /// Shows the URL without its password.
@@ -43,6 +45,8 @@ impl std::fmt::Debug for PostgresConfig {
             .field("acquire_timeout", &self.acquire_timeout)
             .field("statement_timeout", &self.statement_timeout)
             .field("response_timeout", &self.response_timeout)
+            .field("transaction_pooler", &self.transaction_pooler)
+            .field("listen_url", &self.listen_url.as_deref().map(jq_core::storage::redact_url))
             .finish()
     }
 }
@@ -77,6 +81,8 @@ impl PostgresConfig {
             acquire_timeout: Self::DEFAULT_ACQUIRE_TIMEOUT,
             statement_timeout: None,
             response_timeout: Self::DEFAULT_RESPONSE_TIMEOUT,
+            transaction_pooler: false,
+            listen_url: None,
         }
     }
 
@@ -159,6 +165,40 @@ impl PostgresConfig {
     /// [`PostgresStorage::migrate`](crate::PostgresStorage::migrate).
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.response_timeout = timeout;
+        self
+    }
+
+    /// The URL reaches PostgreSQL through a connection pooler in
+    /// transaction mode (PgBouncer `pool_mode = transaction`), which gives
+    /// each transaction whichever server connection is free (default
+    /// false; `?pooler=transaction` in a `jq::connect` URL). jq then keeps
+    /// no state on a connection beyond a transaction: every statement is
+    /// unnamed and runs in a transaction of its own, the driver sends no
+    /// `extra_float_digits` (so PgBouncer needs no
+    /// `ignore_startup_parameters`), the statement timeout is set per
+    /// transaction, the claim connections are not pre-planned, and no
+    /// `LISTEN` goes through the pooler: wake-ups come from
+    /// [`PostgresConfig::listen_url`], or workers poll. Each storage call
+    /// costs a `BEGIN` and a `COMMIT` more. A session-mode pooler needs
+    /// none of this (only `ignore_startup_parameters = extra_float_digits`).
+    ///
+    /// [`PostgresStorage::enqueue_in`](crate::PostgresStorage::enqueue_in)
+    /// must then be given a transaction or a connection inside one, never
+    /// the pool: outside a transaction, the pooler may run the statement's
+    /// two exchanges on two server connections.
+    pub fn transaction_pooler(mut self, pooled: bool) -> Self {
+        self.transaction_pooler = pooled;
+        self
+    }
+
+    /// A URL that reaches PostgreSQL directly (not through a transaction
+    /// pooler), for the wake-up listener's one `LISTEN` connection. Behind
+    /// a transaction pooler without it, workers learn of new jobs by
+    /// polling (`WorkerPool::poll_interval`) and a line in the log says
+    /// so. Without a transaction pooler, the listener uses the main URL
+    /// unless this is set.
+    pub fn listen_url(mut self, url: impl Into<String>) -> Self {
+        self.listen_url = Some(url.into());
         self
     }
 

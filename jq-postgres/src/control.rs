@@ -54,10 +54,14 @@ pub(crate) async fn claim_rows(
     expires_at: Timestamp,
 ) -> Result<(Vec<PgRow>, Vec<String>)> {
     let limit = i32::try_from(request.limit).unwrap_or(i32::MAX);
-    let mut tx = inner.pool.begin().await.map_err(map_sqlx)?;
+    let mut tx = inner.db().begin().await.map_err(map_sqlx)?;
+    let locked = inner.sql.control_lock.query().bind(queues).fetch_all(&mut *tx).await.map_err(map_sqlx)?;
     let controlled: Vec<String> =
-        sqlx::query_scalar(inner.sql.control_lock.q()).bind(queues).fetch_all(&mut *tx).await.map_err(map_sqlx)?;
-    let rows = sqlx::query(inner.sql.claim_controlled.q())
+        locked.iter().map(|row| row.try_get(0)).collect::<Result<_, _>>().map_err(map_sqlx)?;
+    let rows = inner
+        .sql
+        .claim_controlled
+        .query()
         .bind(queues)
         .bind(limit)
         .bind(now)
@@ -75,7 +79,7 @@ pub(crate) async fn claim_rows(
 /// Pauses or resumes `queue`; a resume wakes idle workers (NOTIFY).
 pub(crate) async fn set_paused(inner: &Inner, queue: &QueueName, paused: bool) -> Result<()> {
     let at = paused.then(|| inner.clock.now());
-    let write = sqlx::query(inner.sql.control_pause.q()).bind(queue.as_str()).bind(at).bind(&inner.channel);
+    let write = inner.sql.control_pause.query().bind(queue.as_str()).bind(at).bind(&inner.channel);
     write_control(inner, queue, write).await
 }
 
@@ -85,7 +89,10 @@ pub(crate) async fn set_limits(inner: &Inner, queue: &QueueName, limits: &QueueL
     let concurrency = limits.concurrency.map(|n| i32::try_from(n).unwrap_or(i32::MAX));
     let rate_limit = limits.rate.map(|r| i32::try_from(r.limit).unwrap_or(i32::MAX));
     let rate_period = limits.rate.map(|r| r.period_micros());
-    let write = sqlx::query(inner.sql.control_limits.q())
+    let write = inner
+        .sql
+        .control_limits
+        .query()
         .bind(queue.as_str())
         .bind(concurrency)
         .bind(rate_limit)
@@ -101,17 +108,16 @@ async fn write_control(
     queue: &QueueName,
     write: sqlx::query::Query<'_, sqlx::Postgres, sqlx::postgres::PgArguments>,
 ) -> Result<()> {
-    let mut tx = inner.pool.begin().await.map_err(map_sqlx)?;
+    let mut tx = inner.db().begin().await.map_err(map_sqlx)?;
     write.execute(&mut *tx).await.map_err(map_sqlx)?;
-    sqlx::query(inner.sql.control_tidy.q()).bind(queue.as_str()).execute(&mut *tx).await.map_err(map_sqlx)?;
+    inner.sql.control_tidy.query().bind(queue.as_str()).execute(&mut *tx).await.map_err(map_sqlx)?;
     tx.commit().await.map_err(map_sqlx)
 }
 
 /// Every queue with a job or a control, by name.
 pub(crate) async fn queues(inner: &Inner) -> Result<Vec<QueueInfo>> {
     let forgotten = jq_core::storage::seen_forgotten_at(inner.clock.now());
-    let seen_rows =
-        sqlx::query(inner.sql.control_seen.q()).bind(forgotten).fetch_all(&inner.pool).await.map_err(map_sqlx)?;
+    let seen_rows = inner.db().fetch_all(inner.sql.control_seen.query().bind(forgotten)).await.map_err(map_sqlx)?;
     let mut seen: BTreeMap<String, Vec<Seen>> = BTreeMap::new();
     for r in &seen_rows {
         let queue: String = r.try_get(0).map_err(map_sqlx)?;
@@ -122,7 +128,7 @@ pub(crate) async fn queues(inner: &Inner) -> Result<Vec<QueueInfo>> {
         };
         seen.entry(queue).or_default().push(entry);
     }
-    let rows = sqlx::query(inner.sql.control_list.q()).fetch_all(&inner.pool).await.map_err(map_sqlx)?;
+    let rows = inner.db().fetch_all(inner.sql.control_list.query()).await.map_err(map_sqlx)?;
     let mut out = Vec::with_capacity(rows.len());
     for r in &rows {
         let name: String = r.try_get(0).map_err(map_sqlx)?;

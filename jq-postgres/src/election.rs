@@ -14,28 +14,29 @@ use crate::error::map_sqlx;
 pub(crate) async fn elect(inner: &Inner, election: &Election) -> Result<bool> {
     election.check()?;
     let now = inner.clock.now();
-    let won = sqlx::query(inner.sql.elect.q())
+    let statement = inner
+        .sql
+        .elect
+        .query()
         .bind(&election.role)
         .bind(election.token.0)
         .bind(&election.holder)
         .bind(now)
-        .bind(truncate_micros(add(now, election.ttl)))
-        .fetch_optional(&inner.pool)
-        .await
-        .map_err(map_sqlx)?;
+        .bind(truncate_micros(add(now, election.ttl)));
+    let won = inner.db().fetch_optional(statement).await.map_err(map_sqlx)?;
     Ok(won.is_some())
 }
 
 /// Frees `role` when `token` holds it.
 pub(crate) async fn resign(inner: &Inner, role: &str, token: LeaseToken) -> Result<()> {
     jq_core::storage::check_role(role)?;
-    sqlx::query(inner.sql.resign.q()).bind(role).bind(token.0).execute(&inner.pool).await.map_err(map_sqlx)?;
+    inner.db().execute(inner.sql.resign.query().bind(role).bind(token.0)).await.map_err(map_sqlx)?;
     Ok(())
 }
 
 /// Every held role.
 pub(crate) async fn leaders(inner: &Inner) -> Result<Vec<Leader>> {
-    let rows = sqlx::query(inner.sql.leaders.q()).fetch_all(&inner.pool).await.map_err(map_sqlx)?;
+    let rows = inner.db().fetch_all(inner.sql.leaders.query()).await.map_err(map_sqlx)?;
     rows.iter()
         .map(|row| {
             let expires_at: Timestamp = row.try_get(2)?;

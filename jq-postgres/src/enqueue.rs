@@ -71,8 +71,8 @@ impl Arrivals {
 pub(crate) async fn enqueue_pool(inner: &Inner, jobs: Vec<NewJob>) -> Result<Vec<JobId>> {
     let tally = jq_core::observe::EnqueueTally::of(&jobs);
     let Some(batch) = Batch::new(inner, jobs)? else { return Ok(Vec::new()) };
-    let ids = match batch.run(inner, &inner.pool).await {
-        Err(e) if is_violation_of(&e, "jobs_pkey") => batch.run(inner, &inner.pool).await.map_err(map_sqlx)??,
+    let ids = match batch.run_pool(inner).await {
+        Err(e) if is_violation_of(&e, "jobs_pkey") => batch.run_pool(inner).await.map_err(map_sqlx)??,
         other => other.map_err(map_sqlx)??,
     };
     Arrivals(batch).committed(inner);
@@ -141,6 +141,19 @@ impl Batch {
         Ok(Some(Batch { now, cols, alias, keyed }))
     }
 
+    /// [`Batch::run`] on the pool: in a transaction of its own behind a
+    /// transaction pooler (`pooler.rs`).
+    async fn run_pool(&self, inner: &Inner) -> Result<Result<Vec<JobId>>, sqlx::Error> {
+        if inner.pooled.is_none() {
+            return self.run(inner, &inner.pool).await;
+        }
+        let mut tx = inner.db().begin().await?;
+        // Committed whatever the reply, as the statement alone would be.
+        let ids = self.run(inner, &mut *tx).await?;
+        tx.commit().await?;
+        Ok(ids)
+    }
+
     /// Sends the batch; the outer error is the driver's, the inner one a
     /// reply that does not account for every job.
     async fn run<'e, E: sqlx::PgExecutor<'e>>(
@@ -153,7 +166,10 @@ impl Batch {
             // Every job resolves to its own id: inserted now, or stored before.
             if cols.ids.len() == 1 {
                 // The common single-job call: scalar binds, a cheaper statement.
-                sqlx::query(inner.sql.enqueue_one.q())
+                inner
+                    .sql
+                    .enqueue_one
+                    .query()
                     .bind(cols.ids[0])
                     .bind(&cols.queues[0])
                     .bind(&cols.kinds[0])
@@ -168,7 +184,7 @@ impl Batch {
                     .fetch_one(executor)
                     .await?;
             } else {
-                cols.bind_arrays(sqlx::query(inner.sql.enqueue.q()))
+                cols.bind_arrays(inner.sql.enqueue.query())
                     .bind(self.now)
                     .bind(&inner.channel)
                     .fetch_one(executor)
@@ -189,7 +205,7 @@ impl Batch {
             return Ok(Ok(out));
         }
         let rows = cols
-            .bind_arrays(sqlx::query(inner.sql.enqueue_keyed.q()))
+            .bind_arrays(inner.sql.enqueue_keyed.query())
             .bind(&cols.unique_keys)
             .bind(self.now)
             .bind(&inner.channel)

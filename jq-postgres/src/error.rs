@@ -32,6 +32,39 @@ pub enum PostgresError {
         #[source]
         source: sqlx::Error,
     },
+    /// A connection pooler (PgBouncer) refused a startup parameter the
+    /// driver sends: `extra_float_digits` (sqlx sends it; PgBouncer refuses
+    /// it unless its `ignore_startup_parameters` lists it) or `options`
+    /// (which carries [`crate::PostgresConfig::statement_timeout`]).
+    #[error(
+        "the connection pooler at {target} refused the startup parameter {parameter} ({source}): {advice}",
+        advice = startup_advice(parameter)
+    )]
+    StartupParameter {
+        /// host:port/database, without credentials.
+        target: String,
+        /// The parameter refused.
+        parameter: String,
+        /// The pooler's error.
+        #[source]
+        source: sqlx::Error,
+    },
+    /// Two of jq's client connections met the same server connection with
+    /// prepared statements of the same name: a connection pooler in
+    /// transaction mode is between jq and PostgreSQL, and jq was not told.
+    /// Carried by the fatal [`jq_core::Error::Fatal`]: going on could run
+    /// one client's statement with another's parameters.
+    #[error(
+        "a connection pooler in transaction mode (PgBouncer pool_mode = transaction) is between jq and PostgreSQL, \
+         and jq's prepared statements clash on its shared server connections: connect with ?pooler=transaction \
+         (PostgresConfig::transaction_pooler(true)), or give jq a direct URL or a session-mode pool (with it set \
+         already: give enqueue_in a transaction, not the pool); {source}"
+    )]
+    TransactionPooler {
+        /// The driver's error.
+        #[source]
+        source: sqlx::Error,
+    },
     /// A migration failed; the transaction was rolled back, so the schema is
     /// as it was before the call.
     #[error("migrating schema {schema:?} failed at version {version}: {source}")]
@@ -73,7 +106,40 @@ pub enum PostgresError {
     },
 }
 
+/// What to do about a refused startup parameter.
+fn startup_advice(parameter: &str) -> &'static str {
+    match parameter {
+        "extra_float_digits" => {
+            "add `ignore_startup_parameters = extra_float_digits` to the [pgbouncer] section of its configuration \
+             and reload it; in transaction pooling mode, connect with ?pooler=transaction \
+             (PostgresConfig::transaction_pooler(true)) instead, with which jq does not send it"
+        }
+        "options" => {
+            "the parameter carries the statement timeout: behind PgBouncer connect with ?pooler=transaction \
+             (PostgresConfig::transaction_pooler(true)), which sets it per transaction, or set it on the role \
+             (ALTER ROLE ... SET statement_timeout) and leave PostgresConfig::statement_timeout unset"
+        }
+        _ => "add it to `ignore_startup_parameters` in the [pgbouncer] section of its configuration and reload it",
+    }
+}
+
 impl PostgresError {
+    /// A failed connect to `target`: [`PostgresError::StartupParameter`]
+    /// when a pooler refused a startup parameter, else
+    /// [`PostgresError::Connect`].
+    pub(crate) fn connect(target: String, source: sqlx::Error) -> Self {
+        let refused = match &source {
+            sqlx::Error::Database(db) => {
+                db.message().strip_prefix("unsupported startup parameter: ").map(|p| p.trim().to_owned())
+            }
+            _ => None,
+        };
+        match refused {
+            Some(parameter) => PostgresError::StartupParameter { target, parameter, source },
+            None => PostgresError::Connect { target, source },
+        }
+    }
+
     /// True when the server could not be reached; retrying later may work.
     pub fn is_unavailable(&self) -> bool {
         match self {
@@ -136,12 +202,27 @@ fn is_schema_missing_code(code: &str) -> bool {
     matches!(code, "42P01" | "3F000")
 }
 
+/// True when `e` is a prepared statement of jq's found on, or missing
+/// from, a server connection another client set up: "prepared statement
+/// "sqlx_s_1" already exists" (42P05), "... does not exist" (26000), or
+/// "bind message supplies 1 parameters, but prepared statement ...
+/// requires 2" (08P01). Only a transaction pooler shares server
+/// connections so.
+fn is_statement_clash(e: &sqlx::Error) -> bool {
+    let sqlx::Error::Database(db) = e else { return false };
+    db.code().is_some_and(|c| matches!(c.as_ref(), "42P05" | "26000" | "08P01"))
+        && db.message().contains("prepared statement")
+}
+
 /// Maps a driver error of a storage operation.
 pub(crate) fn map_sqlx(e: sqlx::Error) -> Error {
     if let sqlx::Error::Database(db) = &e
         && db.code().is_some_and(|c| is_schema_missing_code(&c))
     {
         return Error::Fatal { backend: BACKEND, source: Box::new(PostgresError::SchemaMissing { source: e }) };
+    }
+    if is_statement_clash(&e) {
+        return Error::Fatal { backend: BACKEND, source: Box::new(PostgresError::TransactionPooler { source: e }) };
     }
     if is_transient(&e) {
         Error::Unavailable { backend: BACKEND, source: Box::new(e) }

@@ -28,6 +28,11 @@
 //!   signal of [`jq_core::storage::Storage::subscribe`] is fed by a
 //!   `LISTEN`ing connection started on first use, which reconnects with
 //!   backoff (workers keep polling meanwhile).
+//! - Behind a connection pooler in transaction mode (PgBouncer), set
+//!   [`PostgresConfig::transaction_pooler`]: statements are unnamed, each
+//!   runs in a transaction of its own, and the listener connects to
+//!   [`PostgresConfig::listen_url`] (or workers poll). See the
+//!   repository's `docs/backends.md`.
 //! - "Now" is always the configured [`jq_core::Clock`], sent as a parameter;
 //!   the server's `now()` is never used.
 //! - Every storage call waits at most [`PostgresConfig::response_timeout`]
@@ -58,6 +63,7 @@ mod listener;
 mod liveness;
 mod maintenance;
 mod periodic;
+mod pooler;
 mod row;
 mod schema;
 mod settle;
@@ -118,12 +124,27 @@ pub(crate) struct Inner {
     pub(crate) response_timeout: Duration,
     /// What [`Storage::independent`] needs to open a pool of its own.
     pub(crate) acquire_timeout: Duration,
+    /// Behind a transaction pooler: how each transaction starts
+    /// (`pooler.rs`).
+    pub(crate) pooled: Option<pooler::Pooled>,
+    /// Where the wake-up listener connects.
+    pub(crate) listen: listener::Listen,
 }
 
 impl Inner {
     /// Runs one storage call within the response timeout (`liveness.rs`).
     pub(crate) async fn timed<T>(&self, call: impl std::future::Future<Output = Result<T>>) -> Result<T> {
         self.cuts.timed(self.response_timeout, call).await
+    }
+
+    /// Single statements and jq's own transactions on the pool.
+    pub(crate) fn db(&self) -> pooler::Db<'_> {
+        pooler::Db { pool: &self.pool, pooled: self.pooled.as_ref() }
+    }
+
+    /// The claim statement on the claims' own connections.
+    pub(crate) fn claims_db(&self) -> pooler::Db<'_> {
+        pooler::Db { pool: &self.claims, pooled: self.pooled.as_ref() }
     }
 }
 
@@ -135,7 +156,11 @@ impl PostgresStorage {
     pub async fn connect(config: PostgresConfig) -> Result<Self, PostgresError> {
         config.check()?;
         let mut options = PgConnectOptions::from_str(&config.url).map_err(PostgresError::InvalidUrl)?;
-        if let Some(timeout) = config.statement_timeout {
+        if config.transaction_pooler {
+            // Nothing a pooler refuses at startup; the statement timeout
+            // rides each BEGIN instead (`pooler.rs`).
+            options = pooler_safe(options);
+        } else if let Some(timeout) = config.statement_timeout {
             options = options.options([("statement_timeout", format!("{}ms", timeout.as_millis().max(1)))]);
         }
         let target =
@@ -154,7 +179,7 @@ impl PostgresStorage {
         let probe = tokio::time::timeout(config.response_timeout, options.connect())
             .await
             .map_err(|_| silent(target.clone()))?
-            .map_err(|source| PostgresError::Connect { target: target.clone(), source })?;
+            .map_err(|source| PostgresError::connect(target.clone(), source))?;
         tokio::time::timeout(config.response_timeout, probe.close())
             .await
             .map_err(|_| silent(target.clone()))?
@@ -169,7 +194,8 @@ impl PostgresStorage {
             // a retryable error instead and is dropped from the pool.
             .test_before_acquire(false)
             .connect_lazy_with(options);
-        Self::build(pool, config, cuts)
+        let listen = listen(&config)?;
+        Self::build(pool, config, cuts, listen)
     }
 
     /// Uses an existing pool (shared with the application, say). Only the
@@ -182,20 +208,35 @@ impl PostgresStorage {
     /// [`PostgresStorage::connect`] where the network can go silent. The
     /// claims open their own connections with the pool's connect options,
     /// without its `after_connect` hooks (see
-    /// [`PostgresConfig::claim_connections`]).
+    /// [`PostgresConfig::claim_connections`]). Behind a transaction pooler
+    /// ([`PostgresConfig::transaction_pooler`]), open `pool` with
+    /// `extra_float_digits(None)` (or have the pooler ignore it), and apply
+    /// a statement timeout through `config`, not the pool's options.
     pub fn from_pool(pool: PgPool, config: PostgresConfig) -> Result<Self, PostgresError> {
-        Self::build(pool, config, liveness::Cuts::new())
+        let listen = listen(&config)?;
+        Self::build(pool, config, liveness::Cuts::new(), listen)
     }
 
-    fn build(pool: PgPool, config: PostgresConfig, cuts: Arc<liveness::Cuts>) -> Result<Self, PostgresError> {
+    fn build(
+        pool: PgPool,
+        config: PostgresConfig,
+        cuts: Arc<liveness::Cuts>,
+        listen: listener::Listen,
+    ) -> Result<Self, PostgresError> {
         config.check()?;
-        let sql = schema::Sql::new(&config.schema);
+        let pooled = config.transaction_pooler.then(|| pooler::Pooled::new(config.statement_timeout));
+        let sql = schema::Sql::new(&config.schema, pooled.is_none());
+        let claim_options = match pooled {
+            Some(_) => pooler_safe((*pool.connect_options()).clone()),
+            None => (*pool.connect_options()).clone(),
+        };
         let claims = claim::claim_pool(
-            &pool.connect_options(),
+            &claim_options,
             config.claim_connections,
             config.acquire_timeout,
             &sql.claim,
             &cuts,
+            pooled.is_some(),
         );
         let inner = Inner {
             pool,
@@ -212,6 +253,8 @@ impl PostgresStorage {
             cuts,
             response_timeout: config.response_timeout,
             acquire_timeout: config.acquire_timeout,
+            pooled,
+            listen,
         };
         Ok(PostgresStorage { inner: Arc::new(inner) })
     }
@@ -263,13 +306,30 @@ impl PostgresStorage {
     }
 }
 
+/// `options` without what a pooler refuses at startup, and without named
+/// statements to cache (`pooler.rs`).
+fn pooler_safe(options: PgConnectOptions) -> PgConnectOptions {
+    options.extra_float_digits(None).statement_cache_capacity(0)
+}
+
+/// Where `config`'s wake-up listener connects.
+fn listen(config: &PostgresConfig) -> Result<listener::Listen, PostgresError> {
+    Ok(match (&config.listen_url, config.transaction_pooler) {
+        (Some(url), _) => {
+            listener::Listen::Direct(Arc::new(PgConnectOptions::from_str(url).map_err(PostgresError::InvalidUrl)?))
+        }
+        (None, false) => listener::Listen::Pool,
+        (None, true) => listener::Listen::Off,
+    })
+}
+
 #[async_trait]
 impl Storage for PostgresStorage {
     /// Creates the schema and applies the migrations it lacks, in one
     /// transaction under an advisory lock (concurrent calls are safe; the
     /// later ones find nothing to do). Returns how many were applied.
     async fn migrate(&self) -> Result<usize> {
-        Ok(schema::migrate(&self.inner.pool, &self.inner.schema).await?)
+        Ok(schema::migrate(&self.inner.pool, &self.inner.schema, self.inner.pooled.is_none()).await?)
     }
     async fn enqueue(&self, jobs: Vec<NewJob>) -> Result<Vec<JobId>> {
         self.inner.timed(enqueue::enqueue_pool(&self.inner, jobs)).await
@@ -333,7 +393,14 @@ impl Storage for PostgresStorage {
             .max_payload_bytes(inner.max_payload_bytes)
             .claim_connections(1)
             .acquire_timeout(inner.acquire_timeout)
-            .response_timeout(inner.response_timeout);
+            .response_timeout(inner.response_timeout)
+            .transaction_pooler(inner.pooled.is_some());
+        // Behind a pooler the statement timeout rides each BEGIN; on a
+        // direct connection it is in the connect options copied below.
+        let config = match inner.pooled.as_ref().and_then(|p| p.statement_timeout) {
+            Some(timeout) => config.statement_timeout(timeout),
+            None => config,
+        };
         let pool = inner
             .cuts
             .guard(PgPoolOptions::new())
@@ -341,7 +408,7 @@ impl Storage for PostgresStorage {
             .acquire_timeout(inner.acquire_timeout)
             .test_before_acquire(false)
             .connect_lazy_with((*inner.pool.connect_options()).clone());
-        Self::build(pool, config, inner.cuts.clone()).ok()
+        Self::build(pool, config, inner.cuts.clone(), inner.listen.clone()).ok()
     }
 
     fn clock(&self) -> Clock {

@@ -16,6 +16,7 @@
 //! reconnects. So a dead listening connection is noticed within twice the
 //! response timeout (20 s by default), and the pool polls meanwhile.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -35,6 +36,33 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 #[derive(Debug, Default)]
 pub(crate) struct Wake {
     running: Mutex<Option<(watch::Sender<u64>, JoinHandle<()>)>>,
+    /// The log already says that workers poll (no listener behind a
+    /// transaction pooler).
+    said_polling: AtomicBool,
+}
+
+/// Where the wake-up listener connects.
+#[derive(Clone)]
+pub(crate) enum Listen {
+    /// With the pool's connect options.
+    Pool,
+    /// To a URL of its own: PostgreSQL directly, past a transaction pooler.
+    Direct(Arc<PgConnectOptions>),
+    /// Nowhere: behind a transaction pooler without a listen URL, where a
+    /// `LISTEN` would hold a server connection the pooler hands to others
+    /// between transactions. Workers poll.
+    Off,
+}
+
+// Hand-written: connect options carry the password.
+impl std::fmt::Debug for Listen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Listen::Pool => f.write_str("Pool"),
+            Listen::Direct(o) => write!(f, "Direct({}:{})", o.get_host(), o.get_port()),
+            Listen::Off => f.write_str("Off"),
+        }
+    }
 }
 
 impl Wake {
@@ -55,8 +83,24 @@ impl Drop for Wake {
 }
 
 /// A receiver of the wake-up signal, starting the listener if needed.
-/// `None` outside a tokio runtime (nothing could run the listener).
+/// `None` outside a tokio runtime (nothing could run the listener), and
+/// behind a transaction pooler without a listen URL.
 pub(crate) fn subscribe(inner: &Inner) -> Option<WorkSignal> {
+    let options = match &inner.listen {
+        Listen::Pool => inner.pool.connect_options(),
+        Listen::Direct(options) => options.clone(),
+        Listen::Off => {
+            if !inner.wake.said_polling.swap(true, Ordering::Relaxed) {
+                tracing::warn!(
+                    schema = inner.schema,
+                    "PostgreSQL behind a transaction pooler without a listen URL: no LISTEN wake-ups, workers poll \
+                     for new jobs (WorkerPool::poll_interval); set PostgresConfig::listen_url (or \
+                     jq::ConnectOptions::listen_url) to a direct URL for prompt wake-ups"
+                );
+            }
+            return None;
+        }
+    };
     let mut running = inner.wake.running.lock().ok()?;
     if let Some((tx, task)) = running.as_ref()
         && !task.is_finished()
@@ -65,12 +109,8 @@ pub(crate) fn subscribe(inner: &Inner) -> Option<WorkSignal> {
     }
     let runtime = tokio::runtime::Handle::try_current().ok()?;
     let (tx, rx) = watch::channel(0u64);
-    let link = Link {
-        options: inner.pool.connect_options(),
-        channel: inner.channel.clone(),
-        timeout: inner.response_timeout,
-        cuts: inner.cuts.clone(),
-    };
+    let link =
+        Link { options, channel: inner.channel.clone(), timeout: inner.response_timeout, cuts: inner.cuts.clone() };
     let task = runtime.spawn(run(link, tx.clone()));
     *running = Some((tx, task));
     Some(rx)

@@ -18,12 +18,8 @@ pub(crate) async fn promote(inner: &Inner) -> Result<u64> {
     let now = inner.clock.now();
     let mut total = 0;
     loop {
-        let rows = sqlx::query(inner.sql.promote.q())
-            .bind(now)
-            .bind(BATCH as i32)
-            .fetch_all(&inner.pool)
-            .await
-            .map_err(map_sqlx)?;
+        let statement = inner.sql.promote.query().bind(now).bind(BATCH as i32);
+        let rows = inner.db().fetch_all(statement).await.map_err(map_sqlx)?;
         let mut earliest = Vec::with_capacity(rows.len());
         for row in &rows {
             let (queue, priority, run_at): (String, i16, Timestamp) = (
@@ -52,14 +48,8 @@ pub(crate) async fn recover(inner: &Inner) -> Result<u64> {
     let after = inner.recover_start.begin(now);
     let mut total = 0;
     loop {
-        let rows = sqlx::query(inner.sql.recover.q())
-            .bind(now)
-            .bind(BATCH as i32)
-            .bind(&text)
-            .bind(after)
-            .fetch_all(&inner.pool)
-            .await
-            .map_err(map_sqlx)?;
+        let statement = inner.sql.recover.query().bind(now).bind(BATCH as i32).bind(&text).bind(after);
+        let rows = inner.db().fetch_all(statement).await.map_err(map_sqlx)?;
         // Pending again at now: a key a claim of this storage may have
         // passed already.
         let mut earliest = Vec::with_capacity(rows.len());
@@ -99,14 +89,8 @@ pub(crate) async fn purge(inner: &Inner, state: State, older_than: Timestamp) ->
     }
     let mut total = 0;
     loop {
-        let deleted = sqlx::query(inner.sql.purge.q())
-            .bind(state.as_str())
-            .bind(older_than)
-            .bind(BATCH)
-            .execute(&inner.pool)
-            .await
-            .map_err(map_sqlx)?
-            .rows_affected();
+        let statement = inner.sql.purge.query().bind(state.as_str()).bind(older_than).bind(BATCH);
+        let deleted = inner.db().execute(statement).await.map_err(map_sqlx)?.rows_affected();
         total += deleted;
         if deleted < BATCH as u64 {
             return Ok(total);

@@ -20,12 +20,13 @@ pub(crate) async fn fire(inner: &Inner, fire: &Fire) -> Result<FireOutcome> {
     }
     let now = inner.clock.now();
     let missed = i64::try_from(fire.missed).unwrap_or(i64::MAX);
-    let mut tx = inner.pool.begin().await.map_err(map_sqlx)?;
+    let mut tx = inner.db().begin().await.map_err(map_sqlx)?;
     let sql = match fire.expected {
-        None => inner.sql.periodic_create.q(),
-        Some(_) => inner.sql.periodic_advance.q(),
+        None => &inner.sql.periodic_create,
+        Some(_) => &inner.sql.periodic_advance,
     };
-    let mut step = sqlx::query(sql)
+    let mut step = sql
+        .query()
         .bind(&fire.name)
         .bind(fire.queue.as_str())
         .bind(&fire.spec)
@@ -43,12 +44,7 @@ pub(crate) async fn fire(inner: &Inner, fire: &Fire) -> Result<FireOutcome> {
     }
     let (ids, arrivals) = enqueue::enqueue_unannounced(inner, &mut *tx, fire.jobs.clone()).await?;
     if let Some(last) = ids.last() {
-        sqlx::query(inner.sql.periodic_last_job.q())
-            .bind(&fire.name)
-            .bind(last.0)
-            .execute(&mut *tx)
-            .await
-            .map_err(map_sqlx)?;
+        inner.sql.periodic_last_job.query().bind(&fire.name).bind(last.0).execute(&mut *tx).await.map_err(map_sqlx)?;
     }
     tx.commit().await.map_err(map_sqlx)?;
     // Only now: a claim before the commit could not see the jobs.
@@ -60,7 +56,7 @@ pub(crate) async fn fire(inner: &Inner, fire: &Fire) -> Result<FireOutcome> {
 
 /// Every periodic job row.
 pub(crate) async fn list(inner: &Inner) -> Result<Vec<PeriodicInfo>> {
-    let rows = sqlx::query(inner.sql.periodic_list.q()).fetch_all(&inner.pool).await.map_err(map_sqlx)?;
+    let rows = inner.db().fetch_all(inner.sql.periodic_list.query()).await.map_err(map_sqlx)?;
     rows.iter()
         .map(|row| {
             let missed: i64 = row.try_get(6)?;
@@ -85,12 +81,8 @@ pub(crate) async fn list(inner: &Inner) -> Result<Vec<PeriodicInfo>> {
 /// Sets the trigger of `name`.
 pub(crate) async fn trigger(inner: &Inner, name: &str) -> Result<()> {
     jq_core::periodic::check_name(name)?;
-    let found = sqlx::query(inner.sql.periodic_trigger.q())
-        .bind(name)
-        .bind(inner.clock.now())
-        .fetch_optional(&inner.pool)
-        .await
-        .map_err(map_sqlx)?;
+    let statement = inner.sql.periodic_trigger.query().bind(name).bind(inner.clock.now());
+    let found = inner.db().fetch_optional(statement).await.map_err(map_sqlx)?;
     if found.is_none() {
         return Err(Error::PeriodicNotFound { name: name.to_owned() });
     }

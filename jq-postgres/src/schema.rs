@@ -43,7 +43,8 @@ pub(crate) fn channel(schema: &str) -> String {
 
 /// Every statement, with the schema filled in. `Arc<str>` so a statement is
 /// handed to sqlx without copying; sqlx prepares each once per connection
-/// and caches it.
+/// and caches it, except behind a transaction pooler (`pooler.rs`), where
+/// every statement is unnamed.
 #[derive(Debug)]
 pub(crate) struct Sql {
     pub enqueue: Sql1,
@@ -81,25 +82,36 @@ pub(crate) struct Sql {
     pub control_seen: Sql1,
 }
 
-/// One statement's text.
+/// One statement's text, and whether sqlx may prepare it as a named
+/// statement (not behind a transaction pooler).
 #[derive(Clone, Debug)]
-pub(crate) struct Sql1(std::sync::Arc<str>);
+pub(crate) struct Sql1 {
+    text: std::sync::Arc<str>,
+    persistent: bool,
+}
 
 impl Sql1 {
-    fn new(template: &str, schema: &str) -> Self {
-        Sql1(template.replace("{schema}", &quote(schema)).replace("{columns}", COLUMNS).into())
+    fn new(template: &str, schema: &str, persistent: bool) -> Self {
+        Sql1 { text: template.replace("{schema}", &quote(schema)).replace("{columns}", COLUMNS).into(), persistent }
     }
 
     /// The text for `sqlx::query`. The only dynamic part is the checked
     /// schema name, so the text is safe.
     pub fn q(&self) -> AssertSqlSafe<std::sync::Arc<str>> {
-        AssertSqlSafe(self.0.clone())
+        AssertSqlSafe(self.text.clone())
+    }
+
+    /// The statement, named or not as the connection allows.
+    pub fn query<'q>(&self) -> crate::pooler::PgQuery<'q> {
+        sqlx::query(self.q()).persistent(self.persistent)
     }
 }
 
 impl Sql {
-    pub(crate) fn new(schema: &str) -> Self {
-        let s = |t: &str| Sql1::new(t, schema);
+    /// The statements on `schema`; `persistent` false behind a transaction
+    /// pooler.
+    pub(crate) fn new(schema: &str, persistent: bool) -> Self {
+        let s = |t: &str| Sql1::new(t, schema, persistent);
         Sql {
             enqueue: s(include_str!("sql/enqueue.sql")),
             enqueue_one: s(include_str!("sql/enqueue_one.sql")),
@@ -142,12 +154,14 @@ impl Sql {
 /// one transaction under a transaction-level advisory lock keyed on the
 /// schema name: concurrent calls (several processes starting at once)
 /// serialise, and the later ones find nothing to do. Returns the number of
-/// migrations applied.
-pub(crate) async fn migrate(pool: &PgPool, schema: &str) -> Result<usize, PostgresError> {
+/// migrations applied. `persistent` false behind a transaction pooler
+/// (`pooler.rs`): the statements are then unnamed.
+pub(crate) async fn migrate(pool: &PgPool, schema: &str, persistent: bool) -> Result<usize, PostgresError> {
     let fail = |version: i32| move |source| PostgresError::Migrate { schema: schema.to_owned(), version, source };
     let q = quote(schema);
     let mut tx = pool.begin().await.map_err(fail(0))?;
     sqlx::query("SELECT pg_advisory_xact_lock(hashtext('jq-migrate:' || $1))")
+        .persistent(persistent)
         .bind(schema)
         .execute(&mut *tx)
         .await
@@ -163,6 +177,7 @@ pub(crate) async fn migrate(pool: &PgPool, schema: &str) -> Result<usize, Postgr
     .await
     .map_err(fail(0))?;
     let applied: Option<i32> = sqlx::query_scalar(AssertSqlSafe(format!("SELECT max(version) FROM {q}.jq_migrations")))
+        .persistent(persistent)
         .fetch_one(&mut *tx)
         .await
         .map_err(fail(0))?;
@@ -177,6 +192,7 @@ pub(crate) async fn migrate(pool: &PgPool, schema: &str) -> Result<usize, Postgr
         }
         sqlx::raw_sql(AssertSqlSafe(text.replace("{schema}", &q))).execute(&mut *tx).await.map_err(fail(version))?;
         sqlx::query(AssertSqlSafe(format!("INSERT INTO {q}.jq_migrations (version, name) VALUES ($1, $2)")))
+            .persistent(persistent)
             .bind(version)
             .bind(*name)
             .execute(&mut *tx)

@@ -138,7 +138,10 @@ async fn apply(
         requeue.push(if delay.is_zero() { State::Pending.as_str() } else { State::Scheduled.as_str() });
     }
     let errors: Vec<Option<&str>> = errors.iter().map(|e| e.as_deref()).collect();
-    let rows = sqlx::query(inner.sql.settle.q())
+    let statement = inner
+        .sql
+        .settle
+        .query()
         .bind(&ids)
         .bind(&tokens)
         .bind(&ops)
@@ -147,8 +150,10 @@ async fn apply(
         .bind(&requeue)
         .bind(now)
         .bind(rfc3339(now))
-        .bind(&inner.channel)
-        .fetch_all(&inner.pool)
+        .bind(&inner.channel);
+    let rows = inner
+        .db()
+        .fetch_all(statement)
         .await
         .map_err(|e| if is_row_specific(&e) { Failed::Row(e) } else { Failed::Store(map_sqlx(e)) })?;
     let mut states = HashMap::with_capacity(rows.len());
@@ -181,13 +186,8 @@ pub(crate) async fn heartbeat(inner: &Inner, leases: &[LeaseRef], lease: Duratio
     let now = inner.clock.now();
     let ids: Vec<Uuid> = leases.iter().map(|l| l.id.0).collect();
     let tokens: Vec<Uuid> = leases.iter().map(|l| l.token.0).collect();
-    let rows = sqlx::query(inner.sql.heartbeat.q())
-        .bind(&ids)
-        .bind(&tokens)
-        .bind(truncate_micros(add(now, lease)))
-        .fetch_all(&inner.pool)
-        .await
-        .map_err(map_sqlx)?;
+    let statement = inner.sql.heartbeat.query().bind(&ids).bind(&tokens).bind(truncate_micros(add(now, lease)));
+    let rows = inner.db().fetch_all(statement).await.map_err(map_sqlx)?;
     let mut held: HashSet<(Uuid, Uuid)> = HashSet::with_capacity(rows.len());
     for row in &rows {
         held.insert((row.try_get(0).map_err(map_sqlx)?, row.try_get(1).map_err(map_sqlx)?));

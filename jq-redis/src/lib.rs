@@ -20,6 +20,9 @@
 //! queue, are documented in [`keys`]. Promote, recover and purge move at most
 //! 1,000 (purge 10,000) jobs per script call and loop while a call was full.
 //!
+//! [`RedisStorage::connect`] refuses a server whose `maxmemory-policy`
+//! evicts keys ([`RedisError::Evicting`]): it would drop jobs when full.
+//!
 //! Wake-up: the scripts that make a job Pending `PUBLISH` on `<prefix>:wake`;
 //! [`jq_core::storage::Storage::subscribe`] starts one pub/sub connection per storage
 //! handle that bumps the returned watch channel, and reconnects with backoff

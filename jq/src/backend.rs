@@ -48,7 +48,7 @@ macro_rules! dispatch {
 
 /// Settings [`Backend::connect_with`] applies to whichever backend the URL
 /// names. The defaults are each backend's own.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct ConnectOptions {
     clock: Option<Clock>,
     max_payload_bytes: Option<usize>,
@@ -56,6 +56,22 @@ pub struct ConnectOptions {
     acquire_timeout: Option<Duration>,
     response_timeout: Option<Duration>,
     keepalive: Option<Option<Duration>>,
+    listen_url: Option<String>,
+}
+
+// Hand-written: the listen URL may carry a password.
+impl std::fmt::Debug for ConnectOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnectOptions")
+            .field("clock", &self.clock)
+            .field("max_payload_bytes", &self.max_payload_bytes)
+            .field("max_connections", &self.max_connections)
+            .field("acquire_timeout", &self.acquire_timeout)
+            .field("response_timeout", &self.response_timeout)
+            .field("keepalive", &self.keepalive)
+            .field("listen_url", &self.listen_url.as_deref().map(jq_core::storage::redact_url))
+            .finish()
+    }
 }
 
 impl ConnectOptions {
@@ -103,6 +119,16 @@ impl ConnectOptions {
         self
     }
 
+    /// PostgreSQL: a URL that reaches the server directly, for the wake-up
+    /// listener's `LISTEN` connection, when the store URL goes through a
+    /// connection pooler in transaction mode (`?pooler=transaction`); see
+    /// `jq_postgres::PostgresConfig::listen_url`. Another backend refuses
+    /// it ([`SetupError::InvalidOption`]).
+    pub fn listen_url(mut self, url: impl Into<String>) -> Self {
+        self.listen_url = Some(url.into());
+        self
+    }
+
     /// Redis: TCP keepalive on its connections (default 15 s; `None` turns
     /// it off); see `jq_redis::RedisConfig::keepalive`. Another backend
     /// refuses it ([`SetupError::InvalidOption`]).
@@ -117,8 +143,9 @@ impl ConnectOptions {
     /// for: refused rather than ignored, so a setting the operator believes
     /// in is never silently dropped.
     fn unused_by(&self, backend: &'static str) -> Option<&'static str> {
-        let set: [(&'static str, bool, &[&str]); 4] = [
+        let set: [(&'static str, bool, &[&str]); 5] = [
             ("max_connections", self.max_connections.is_some(), &["postgres"]),
+            ("listen_url", self.listen_url.is_some(), &["postgres"]),
             ("acquire_timeout", self.acquire_timeout.is_some(), &["postgres"]),
             ("response_timeout", self.response_timeout.is_some(), &["postgres", "redis"]),
             ("keepalive", self.keepalive.is_some(), &["redis"]),
@@ -182,8 +209,11 @@ impl Backend {
                 Ok(Backend::Sqlite(jq_sqlite::SqliteStorage::open(config).map_err(SetupError::sqlite)?))
             }
             #[cfg(feature = "postgres")]
-            BackendUrl::Postgres { url, schema } => {
-                let mut config = jq_postgres::PostgresConfig::new(url.as_str());
+            BackendUrl::Postgres { url, schema, transaction_pooler } => {
+                let mut config = jq_postgres::PostgresConfig::new(url.as_str()).transaction_pooler(*transaction_pooler);
+                if let Some(listen) = &options.listen_url {
+                    config = config.listen_url(listen.as_str());
+                }
                 if let Some(schema) = schema {
                     config = config.schema(schema.as_str());
                 }

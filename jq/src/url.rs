@@ -16,12 +16,17 @@ pub enum BackendUrl {
     /// private in-memory database. A `?query` part is ignored.
     Sqlite(PathBuf),
     /// `postgres://...` or `postgresql://...`; a `schema=NAME` query
-    /// parameter (jq's own) picks the schema holding the jobs (default `jq`).
+    /// parameter (jq's own) picks the schema holding the jobs (default `jq`);
+    /// `pooler=transaction` (jq's own) says the URL reaches PostgreSQL
+    /// through a connection pooler in transaction mode (PgBouncer), see
+    /// `jq_postgres::PostgresConfig::transaction_pooler`.
     Postgres {
-        /// The URL for the driver, without `schema=`.
+        /// The URL for the driver, without `schema=` and `pooler=`.
         url: String,
         /// The schema, when given.
         schema: Option<String>,
+        /// True with `pooler=transaction`.
+        transaction_pooler: bool,
     },
     /// `redis://...` or `rediss://...`; a `prefix=NAME` query parameter
     /// (jq's own) picks the key prefix (default `jq`).
@@ -54,8 +59,22 @@ impl BackendUrl {
                 Ok(BackendUrl::Sqlite(path.into()))
             }
             "postgres" | "postgresql" => {
-                let (url, schema) = take_query_param(url, "schema");
-                Ok(BackendUrl::Postgres { url, schema })
+                let (rest, schema) = take_query_param(url, "schema");
+                let (rest, pooler) = take_query_param(&rest, "pooler");
+                let transaction_pooler = match pooler.as_deref() {
+                    None => false,
+                    Some("transaction") => true,
+                    Some(other) => {
+                        return Err(SetupError::InvalidUrl {
+                            url: redacted(url),
+                            reason: format!(
+                                "pooler={other:?}: the one value is pooler=transaction, for a pooler in transaction \
+                                 mode (PgBouncer pool_mode = transaction); a session-mode pooler needs none"
+                            ),
+                        });
+                    }
+                };
+                Ok(BackendUrl::Postgres { url: rest, schema, transaction_pooler })
             }
             "redis" | "rediss" => {
                 let (url, prefix) = take_query_param(url, "prefix");
@@ -88,9 +107,12 @@ impl fmt::Debug for BackendUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             BackendUrl::Sqlite(path) => f.debug_tuple("Sqlite").field(path).finish(),
-            BackendUrl::Postgres { url, schema } => {
-                f.debug_struct("Postgres").field("url", &redacted(url)).field("schema", schema).finish()
-            }
+            BackendUrl::Postgres { url, schema, transaction_pooler } => f
+                .debug_struct("Postgres")
+                .field("url", &redacted(url))
+                .field("schema", schema)
+                .field("transaction_pooler", transaction_pooler)
+                .finish(),
             BackendUrl::Redis { url, prefix } => {
                 f.debug_struct("Redis").field("url", &redacted(url)).field("prefix", prefix).finish()
             }
@@ -140,8 +162,24 @@ mod tests {
         assert_eq!(BackendUrl::parse("sqlite::memory:").unwrap(), BackendUrl::Sqlite(":memory:".into()));
         assert_eq!(
             BackendUrl::parse("postgresql://u@h/db?sslmode=disable&schema=app_jobs").unwrap(),
-            BackendUrl::Postgres { url: "postgresql://u@h/db?sslmode=disable".into(), schema: Some("app_jobs".into()) }
+            BackendUrl::Postgres {
+                url: "postgresql://u@h/db?sslmode=disable".into(),
+                schema: Some("app_jobs".into()),
+                transaction_pooler: false
+            }
         );
+        assert_eq!(
+            BackendUrl::parse("postgres://u@h:6432/db?pooler=transaction&schema=s").unwrap(),
+            BackendUrl::Postgres {
+                url: "postgres://u@h:6432/db".into(),
+                schema: Some("s".into()),
+                transaction_pooler: true
+            }
+        );
+        assert!(matches!(
+            BackendUrl::parse("postgres://u:s3cret@h/db?pooler=session"),
+            Err(SetupError::InvalidUrl { url, .. }) if !url.contains("s3cret")
+        ));
         assert_eq!(
             BackendUrl::parse("redis://127.0.0.1?prefix=jq1").unwrap(),
             BackendUrl::Redis { url: "redis://127.0.0.1".into(), prefix: Some("jq1".into()) }

@@ -71,8 +71,16 @@ fn passwords_stay_out_of_errors_and_debug_output() {
         // connection made.
         let client = jq::connect("postgres://postgres:s3cret-pw@127.0.0.1:5432/postgres").await.unwrap();
         assert!(!format!("{client:?}").contains("s3cret"), "{client:?}");
-        let config = jq::postgres::PostgresConfig::new("postgres://postgres:s3cret-pw@127.0.0.1/x");
+        let config = jq::postgres::PostgresConfig::new("postgres://postgres:s3cret-pw@127.0.0.1/x")
+            .listen_url("postgres://postgres:s3cret-pw@127.0.0.1/y");
         assert!(!format!("{config:?}").contains("s3cret"), "{config:?}");
+        let options = jq::ConnectOptions::new().listen_url("postgres://postgres:s3cret-pw@127.0.0.1/y");
+        assert!(!format!("{options:?}").contains("s3cret"), "{options:?}");
+        let direct =
+            jq::connect_with("postgres://postgres:s3cret-pw@127.0.0.1:5432/postgres?pooler=transaction", &options)
+                .await
+                .unwrap();
+        assert!(!format!("{direct:?}").contains("s3cret"), "{direct:?}");
     });
 }
 
@@ -87,6 +95,7 @@ fn an_option_of_another_backend_is_refused() {
         for (options, named) in [
             (jq::ConnectOptions::new().max_connections(4), "max_connections"),
             (jq::ConnectOptions::new().acquire_timeout(std::time::Duration::from_secs(1)), "acquire_timeout"),
+            (jq::ConnectOptions::new().listen_url("postgres://postgres@127.0.0.1/postgres"), "listen_url"),
         ] {
             let got = jq::connect_with(&url, &options).await;
             assert!(

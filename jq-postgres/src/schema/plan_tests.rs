@@ -70,7 +70,7 @@ async fn every_statement_finds_its_rows_by_key_whatever_the_statistics() {
     let (running, token) = one("running").await;
     let (dead, _) = one("dead").await;
 
-    let sql = Sql::new(&schema);
+    let sql = Sql::new(&schema, true);
     let cases: Vec<(&str, &Sql1, &str, String, &[&str])> = vec![
         (
             "claim",
@@ -144,7 +144,7 @@ async fn every_statement_finds_its_rows_by_key_whatever_the_statistics() {
     sqlx::raw_sql("SET plan_cache_mode = force_generic_plan").execute(&mut *conn).await.unwrap();
     let mut wrong = Vec::new();
     for (name, statement, types, args, expected) in cases {
-        let prepare = format!("PREPARE p ({types}) AS {}", statement.0);
+        let prepare = format!("PREPARE p ({types}) AS {}", statement.text);
         sqlx::raw_sql(sqlx::AssertSqlSafe(prepare)).execute(&mut *conn).await.unwrap();
         let plan: Vec<String> =
             sqlx::query_scalar(sqlx::AssertSqlSafe(format!("EXPLAIN (COSTS OFF) EXECUTE p {args}")))

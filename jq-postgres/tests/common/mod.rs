@@ -9,6 +9,8 @@ use jq_core::storage::Storage;
 use jq_postgres::{PostgresConfig, PostgresStorage};
 use sqlx::Connection;
 
+pub mod pgbouncer;
+
 /// Connections per handle: the suite runs many tests at once on 2 cores.
 pub const MAX_CONNECTIONS: u32 = 4;
 
