@@ -1,9 +1,9 @@
 //! jq through PgBouncer in transaction pooling mode (Debian's package,
 //! started by this test binary on free ports; `common/pgbouncer.rs`): the
-//! whole conformance suite runs through it, as does a worker pool that
-//! drains jobs and fires a periodic job with wake-ups by polling; a pooler
-//! that refuses `extra_float_digits` and one that jq was not told about
-//! give errors that say what to configure.
+//! whole conformance suite and the property suite run through it, as does
+//! a worker pool that drains jobs and fires a periodic job with wake-ups
+//! by polling; a pooler that refuses `extra_float_digits` and one that jq
+//! was not told about give errors that say what to configure.
 
 #![allow(clippy::unwrap_used)] // tests may unwrap
 
@@ -20,6 +20,7 @@ use jq_core::{Clock, Error, NewJob, Payload, QueueName, State, WorkerPool};
 use jq_postgres::{PostgresConfig, PostgresError, PostgresStorage};
 
 jq_testkit::conformance!(common::pgbouncer::harness; roles, periodic, controls, throughput);
+jq_testkit::properties!(common::pgbouncer::harness; periodic);
 
 fn job(queue: &str, n: usize) -> NewJob {
     NewJob::builder("n", Payload::from_json(format!(r#"{{"n": {n}}}"#)).unwrap()).queue(queue).build().unwrap()
