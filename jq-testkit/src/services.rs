@@ -220,7 +220,7 @@ impl<T: Clone> Gate<T> {
     }
 }
 
-/// " of <package> (<test binary>)", from what cargo sets when it runs a
+/// `" of PACKAGE (TEST BINARY)"`, from what cargo sets when it runs a
 /// test and the executable's name without cargo's hash; empty when
 /// neither is known.
 fn test_binary() -> String {
