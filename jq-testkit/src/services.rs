@@ -310,9 +310,7 @@ fn is_executable(path: &Path) -> bool {
 pub fn postgres_bin_dirs() -> Vec<PathBuf> {
     let mut dirs: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
         .map(|rd| {
-            rd.flatten()
-                .map(|e| (e.file_name().to_string_lossy().parse().unwrap_or(0), e.path().join("bin")))
-                .collect()
+            rd.flatten().map(|e| (e.file_name().to_string_lossy().parse().unwrap_or(0), e.path().join("bin"))).collect()
         })
         .unwrap_or_default();
     dirs.sort();
