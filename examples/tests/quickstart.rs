@@ -39,8 +39,7 @@ async fn quickstart_on_sqlite() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn quickstart_on_postgres() {
-    let base =
-        std::env::var("JQ_POSTGRES_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
+    let Some(base) = jq_testkit::services::postgres() else { return };
     let schema = format!("jq_quickstart_{}", uuid::Uuid::new_v4().simple());
     let client = runs_as_promised(&format!("{base}?schema={schema}")).await;
     let pg = client.storage().as_postgres().unwrap();
@@ -50,7 +49,7 @@ async fn quickstart_on_postgres() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn quickstart_on_redis() {
-    let base = std::env::var("JQ_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
+    let Some(base) = jq_testkit::services::redis() else { return };
     let prefix = format!("jq-quickstart-{}", uuid::Uuid::new_v4().simple());
     let client = runs_as_promised(&format!("{base}?prefix={prefix}")).await;
     client.storage().as_redis().unwrap().delete_all_keys().await.unwrap();

@@ -123,8 +123,7 @@ async fn sqlite_jobs_match_committed_rows() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_jobs_match_committed_rows() {
-    let base =
-        std::env::var("JQ_POSTGRES_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
+    let Some(base) = jq_testkit::services::postgres() else { return };
     let schema = format!("jq_web_{}", uuid::Uuid::new_v4().simple());
     let client = jq::connect(&format!("{base}?schema={schema}"))
         .await

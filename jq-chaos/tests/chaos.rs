@@ -50,10 +50,12 @@ fn chaos_sqlite() {
 
 #[test]
 fn chaos_postgres() {
+    jq_testkit::needs!(postgres_programs);
     chaos(Backend::Postgres);
 }
 
 #[test]
 fn chaos_redis() {
+    jq_testkit::needs!(redis_programs);
     chaos(Backend::Redis);
 }

@@ -408,11 +408,13 @@ fn arbitrary_input_sqlite() {
 
 #[test]
 fn arbitrary_input_postgres() {
+    jq_testkit::needs!(postgres_programs);
     arbitrary_input(Backend::Postgres);
 }
 
 #[test]
 fn arbitrary_input_redis() {
+    jq_testkit::needs!(redis_programs);
     arbitrary_input(Backend::Redis);
 }
 
@@ -423,10 +425,12 @@ fn corrupt_rows_sqlite() {
 
 #[test]
 fn corrupt_rows_postgres() {
+    jq_testkit::needs!(postgres_programs);
     corrupt_rows(Backend::Postgres);
 }
 
 #[test]
 fn corrupt_rows_redis() {
+    jq_testkit::needs!(redis_programs);
     corrupt_rows(Backend::Redis);
 }

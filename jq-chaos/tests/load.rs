@@ -41,10 +41,12 @@ fn load_sqlite() {
 
 #[test]
 fn load_postgres() {
+    jq_testkit::needs!(postgres_programs);
     load(Backend::Postgres);
 }
 
 #[test]
 fn load_redis() {
+    jq_testkit::needs!(redis_programs);
     load(Backend::Redis);
 }

@@ -101,7 +101,7 @@ pub enum Command {
     #[command(after_help = "\
 The job counters and histograms (jq_jobs_started_total, jq_job_run_duration_seconds, ...)
 live in the worker processes: serve them with `jqctl worker --metrics-listen ADDR`, or install
-metrics_exporter_prometheus::PrometheusBuilder in your program (see the README).
+metrics_exporter_prometheus::PrometheusBuilder in your program (see docs/observability.md).
 
 Example: jqctl metrics --listen 0.0.0.0:9464 --interval 15s")]
     Metrics {

@@ -1,7 +1,8 @@
 //! Runs the built `jqctl` against PostgreSQL (feature `postgres`), each test
 //! in a fresh schema (`?schema=` in the URL). The server comes from
 //! `JQ_POSTGRES_URL` (default `postgres://postgres@127.0.0.1:5432/postgres`);
-//! an unreachable server fails the tests.
+//! without one the tests skip, saying so once, or fail under
+//! `JQ_REQUIRE_SERVICES=1` (`jq_testkit::services`).
 
 #![cfg(feature = "postgres")]
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
@@ -13,11 +14,13 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use common::{Store, refused};
 
 fn server_url() -> String {
-    std::env::var("JQ_POSTGRES_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
+    jq_testkit::services::postgres_url()
 }
 
 /// A fresh, migrated schema; dropped by [`cleanup`] when the test passed.
-fn setup() -> Store {
+/// `None` (skip) when no server answers.
+fn setup() -> Option<Store> {
+    jq_testkit::services::postgres()?;
     static NEXT: AtomicU32 = AtomicU32::new(0);
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
     let schema = format!("jqctl_{}_{}_{nanos}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
@@ -29,7 +32,7 @@ fn setup() -> Store {
         server_url(),
         String::from_utf8_lossy(&out.stderr)
     );
-    s
+    Some(s)
 }
 
 /// Drops the test's schema (best effort: psql may be missing).
@@ -44,7 +47,7 @@ macro_rules! postgres_scenarios {
     ($($name:ident),* $(,)?) => {$(
         #[test]
         fn $name() {
-            let s = setup();
+            let Some(s) = setup() else { return };
             common::scenarios::$name(&s);
             cleanup(&s);
         }
@@ -70,7 +73,7 @@ postgres_scenarios!(
 
 #[test]
 fn bad_input_is_refused_and_nothing_stored() {
-    let s = setup();
+    let Some(s) = setup() else { return };
     refused(&s, &["enqueue", "k", "{not json"], 2, "payload is not valid JSON");
     refused(&s, &["enqueue", "k", "{}", "--queue", "a b"], 2, "queue name \"a b\" is invalid");
     refused(&s, &["get", "0190c3a2-7b1e-7c3d-9a4f-2b8e1d6f0a11"], 2, "not found");
@@ -80,7 +83,7 @@ fn bad_input_is_refused_and_nothing_stored() {
 
 #[test]
 fn migrate_is_idempotent_and_an_unmigrated_schema_says_what_to_do() {
-    let s = setup();
+    let Some(s) = setup() else { return };
     assert!(s.ok(&["migrate"]).contains("applied 0 migration(s)"));
     cleanup(&s);
     let fresh = Store::with_url(format!("{}?schema=jqctl_never_migrated", server_url()));
@@ -106,6 +109,7 @@ fn the_password_of_the_url_is_never_printed() {
 
 #[test]
 fn a_worker_on_an_unmigrated_schema_stops_by_itself_and_says_what_to_do() {
+    jq_testkit::needs!(postgres);
     let fresh = Store::with_url(format!("{}?schema=jqctl_never_migrated", server_url()));
     let mut worker = fresh.worker(&["--exec", "true"]);
     let child = worker.0.take().unwrap();

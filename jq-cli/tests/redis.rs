@@ -1,7 +1,8 @@
 //! Runs the built `jqctl` against Redis (feature `redis`), each test under a
 //! fresh key prefix (`?prefix=` in the URL). The server comes from
-//! `JQ_REDIS_URL` (default `redis://127.0.0.1:6379`); an unreachable server
-//! fails the tests.
+//! `JQ_REDIS_URL` (default `redis://127.0.0.1:6379`); without one the tests
+//! skip, saying so once, or fail under `JQ_REQUIRE_SERVICES=1`
+//! (`jq_testkit::services`).
 
 #![cfg(feature = "redis")]
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
@@ -13,11 +14,13 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use common::{Store, refused};
 
 fn server_url() -> String {
-    std::env::var("JQ_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
+    jq_testkit::services::redis_url()
 }
 
-/// A fresh key prefix; its keys are deleted by [`cleanup`] when the test passed.
-fn setup() -> Store {
+/// A fresh key prefix; its keys are deleted by [`cleanup`] when the test
+/// passed. `None` (skip) when no server answers.
+fn setup() -> Option<Store> {
+    jq_testkit::services::redis()?;
     static NEXT: AtomicU32 = AtomicU32::new(0);
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
     let prefix = format!("jqctl_{}_{}_{nanos}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
@@ -29,7 +32,7 @@ fn setup() -> Store {
         server_url(),
         String::from_utf8_lossy(&out.stderr)
     );
-    s
+    Some(s)
 }
 
 /// Deletes the test's keys (best effort: redis-cli may be missing).
@@ -43,7 +46,7 @@ macro_rules! redis_scenarios {
     ($($name:ident),* $(,)?) => {$(
         #[test]
         fn $name() {
-            let s = setup();
+            let Some(s) = setup() else { return };
             common::scenarios::$name(&s);
             cleanup(&s);
         }
@@ -69,7 +72,7 @@ redis_scenarios!(
 
 #[test]
 fn bad_input_is_refused_and_nothing_stored() {
-    let s = setup();
+    let Some(s) = setup() else { return };
     refused(&s, &["enqueue", "k", "{not json"], 2, "payload is not valid JSON");
     refused(&s, &["enqueue", "k", "{}", "--queue", "a b"], 2, "queue name \"a b\" is invalid");
     refused(&s, &["get", "0190c3a2-7b1e-7c3d-9a4f-2b8e1d6f0a11"], 2, "not found");

@@ -9,13 +9,13 @@ use std::fmt;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum Capability {
-    /// Named roles held under a lease ([`RoleStorage`]).
+    /// Named roles held under a lease ([`RoleStorage`](crate::storage::RoleStorage)).
     Roles,
-    /// Periodic jobs' cursors and triggers ([`PeriodicStorage`]).
+    /// Periodic jobs' cursors and triggers ([`PeriodicStorage`](crate::storage::PeriodicStorage)).
     Periodic,
-    /// Stored pauses and limits of queues ([`ControlStorage`]).
+    /// Stored pauses and limits of queues ([`ControlStorage`](crate::storage::ControlStorage)).
     Controls,
-    /// Finished jobs per queue and minute ([`ThroughputStorage`]).
+    /// Finished jobs per queue and minute ([`ThroughputStorage`](crate::storage::ThroughputStorage)).
     Throughput,
 }
 

@@ -187,7 +187,7 @@ impl QueueInfo {
 /// One claimer's latest claim on a controlled queue; see [`QueueInfo::seen`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Seen {
-    /// The claimer's name ([`ClaimRequest::worker`](crate::ClaimRequest::worker)).
+    /// The claimer's name ([`ClaimRequest::worker`](crate::storage::ClaimRequest::worker)).
     pub worker: String,
     /// When it claimed (the storage's clock).
     pub at: Timestamp,

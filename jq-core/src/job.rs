@@ -156,15 +156,15 @@ impl Payload {
     /// Serializes `value` to JSON.
     /// [`Error::InvalidPayload`] when serde fails, or when a string holds
     /// a NUL character, which PostgreSQL's `jsonb` cannot store (see
-    /// [`crate::text`]).
+    /// "Text from outside" in the repository's `docs/CONTRACT.md`).
     pub fn of<T: Serialize + ?Sized>(value: &T) -> Result<Self> {
         let text = serde_json::to_string(value).map_err(|e| Error::InvalidPayload(e.to_string()))?;
         crate::text::check_payload_text(&text)?;
         Ok(Payload(text))
     }
 
-    /// Checks that `text` is JSON without the escape `\u0000` (see
-    /// [`crate::text`]) and wraps it.
+    /// Checks that `text` is JSON without the escape `\u0000` (see "Text
+    /// from outside" in the repository's `docs/CONTRACT.md`) and wraps it.
     pub fn from_json(text: impl Into<String>) -> Result<Self> {
         let text = text.into();
         serde_json::from_str::<serde::de::IgnoredAny>(&text).map_err(|e| Error::InvalidPayload(e.to_string()))?;
@@ -354,7 +354,8 @@ impl NewJob {
     }
 
     /// Checks the payload against a backend's size limit, and every text
-    /// against what every backend can store ([`crate::text`]): a payload
+    /// against what every backend can store (the contract's "Text from
+    /// outside"): a payload
     /// holding `\u0000` is [`Error::InvalidPayload`]; a kind, unique key or
     /// trace context with a NUL is [`Error::InvalidInput`]. Backends call
     /// it on every job before storing any, since a `NewJob` can be made

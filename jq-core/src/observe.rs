@@ -5,7 +5,7 @@
 //! Prometheus, `metrics_exporter_prometheus::PrometheusBuilder`) before it
 //! starts its pools: handles registered before that stay no-ops. Every
 //! series is labelled by `queue` and, for per-job series, `kind`; the
-//! repository's README lists them for dashboards.
+//! repository's docs/observability.md lists them for dashboards.
 //!
 //! The worker pool registers one set of handles per (queue, kind) and
 //! executor task, so a run costs a few atomic adds and no allocation.

@@ -1,6 +1,7 @@
 //! The dashboard in a real browser: Debian's headless Chromium driven
 //! through chromedriver (WebDriver). Installed by scripts/start-services.sh;
-//! without them these tests fail and say so.
+//! without them these tests skip, saying so once, or fail under
+//! `JQ_REQUIRE_SERVICES=1` (`jq_testkit::services::chromium`).
 //!
 //! With `JQ_DASHBOARD_SCREENSHOTS=DIR` the SQLite run saves a screenshot of
 //! each page there (how docs/dashboard-*.png were made).
@@ -24,9 +25,6 @@ use jq_dashboard::Options;
 use support::{HOSTILE, dashboard, seeded, state};
 use tokio::process::{Child, Command};
 
-const CHROMIUM: &str = "/usr/bin/chromium";
-const CHROMEDRIVER: &str = "chromedriver";
-
 /// A chromedriver process and a headless Chromium session on it.
 struct Driver {
     browser: Browser,
@@ -34,9 +32,11 @@ struct Driver {
 }
 
 impl Driver {
+    /// Called after `needs!(chromium)`: the programs are there.
     async fn start() -> Driver {
+        let programs = jq_testkit::services::chromium().expect("the test checked needs!(chromium)");
         let port = free_port();
-        let chromedriver = Command::new(CHROMEDRIVER)
+        let chromedriver = Command::new(&programs.driver)
             .arg(format!("--port={port}"))
             // Its own process group, so that a failed test's browser goes
             // with it (see Drop).
@@ -45,18 +45,12 @@ impl Driver {
             .stderr(Stdio::null())
             .kill_on_drop(true)
             .spawn()
-            .unwrap_or_else(|e| {
-                panic!("cannot start {CHROMEDRIVER} ({e}): run scripts/start-services.sh, which installs Debian's chromium and chromium-driver")
-            });
-        assert!(
-            std::path::Path::new(CHROMIUM).exists(),
-            "no {CHROMIUM}: run scripts/start-services.sh, which installs Debian's chromium and chromium-driver"
-        );
+            .unwrap_or_else(|e| panic!("cannot start {} ({e})", programs.driver.display()));
         let mut capabilities = serde_json::Map::new();
         capabilities.insert(
             "goog:chromeOptions".to_owned(),
             serde_json::json!({
-                "binary": CHROMIUM,
+                "binary": programs.browser,
                 // Root in a container has no sandbox; /dev/shm is small there.
                 "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,900"],
             }),
@@ -221,6 +215,7 @@ async fn overview_refreshes_until_paused(backend: &str) {
 /// docs/dashboard-*.png show).
 #[tokio::test]
 async fn a_busy_store_in_the_browser() {
+    jq_testkit::needs!(chromium);
     let (ns, client, busy) = support::busy("sqlite").await;
     let app = serve(dashboard(&client, Options::new())).await;
     let driver = Driver::start().await;
@@ -257,9 +252,11 @@ async fn toggle_refresh(b: &Browser) {
 
 macro_rules! on_every_backend {
     ($($test:ident),* $(,)?) => {
-        mod sqlite { $( #[tokio::test] async fn $test() { super::$test("sqlite").await } )* }
-        mod postgres { $( #[tokio::test] async fn $test() { super::$test("postgres").await } )* }
-        mod redis { $( #[tokio::test] async fn $test() { super::$test("redis").await } )* }
+        mod sqlite { $( #[tokio::test] async fn $test() { jq_testkit::needs!(chromium); super::$test("sqlite").await } )* }
+        mod postgres {
+            $( #[tokio::test] async fn $test() { jq_testkit::needs!(chromium, postgres); super::$test("postgres").await } )*
+        }
+        mod redis { $( #[tokio::test] async fn $test() { jq_testkit::needs!(chromium, redis); super::$test("redis").await } )* }
     };
 }
 

@@ -246,8 +246,8 @@ async fn empty_tokens_are_refused_and_whitespace_trimmed() {
 macro_rules! on_every_backend {
     ($($test:ident),* $(,)?) => {
         mod sqlite { $( #[tokio::test] async fn $test() { super::$test("sqlite").await } )* }
-        mod postgres { $( #[tokio::test] async fn $test() { super::$test("postgres").await } )* }
-        mod redis { $( #[tokio::test] async fn $test() { super::$test("redis").await } )* }
+        mod postgres { $( #[tokio::test] async fn $test() { jq_testkit::needs!(postgres); super::$test("postgres").await } )* }
+        mod redis { $( #[tokio::test] async fn $test() { jq_testkit::needs!(redis); super::$test("redis").await } )* }
     };
 }
 

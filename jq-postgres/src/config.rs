@@ -162,7 +162,7 @@ impl PostgresConfig {
     /// pool does. Not applied to [`PostgresStorage::enqueue_in`](crate::PostgresStorage::enqueue_in)
     /// and [`PostgresStorage::enqueue_tx`](crate::PostgresStorage::enqueue_tx),
     /// which run on the caller's connection, nor to
-    /// [`PostgresStorage::migrate`](crate::PostgresStorage::migrate).
+    /// [`migrate`](jq_core::storage::Storage::migrate).
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.response_timeout = timeout;
         self

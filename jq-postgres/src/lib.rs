@@ -51,6 +51,8 @@
 //! (SQLSTATE 42P01 or 3F000: the schema was never migrated, or is older
 //! than this build; run [`PostgresStorage::migrate`] or `jqctl migrate`).
 
+#![deny(missing_docs)]
+
 mod admin;
 mod claim;
 mod config;

@@ -41,6 +41,7 @@ async fn operations_on_an_unreachable_server_are_unavailable() {
 
 #[tokio::test]
 async fn a_statement_timeout_is_unavailable() {
+    jq_testkit::needs!(postgres);
     let f = Fixture::new().await;
     let s = f.connect(Clock::system()).await;
     let id = s.enqueue_one(NewJob::builder("k", Payload::from_json("{}").unwrap()).build().unwrap()).await.unwrap();
@@ -66,6 +67,7 @@ async fn a_statement_timeout_is_unavailable() {
 
 #[tokio::test]
 async fn terminated_connection_is_unavailable_and_the_pool_recovers() {
+    jq_testkit::needs!(postgres);
     let f = Fixture::new().await;
     let s = PostgresStorage::connect(common::config(&f.schema, Clock::system()).max_connections(1)).await.unwrap();
     let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()").fetch_one(s.pool()).await.unwrap();
@@ -85,6 +87,7 @@ async fn terminated_connection_is_unavailable_and_the_pool_recovers() {
 /// to do, and it stops a worker pool, whose handle returns it.
 #[tokio::test]
 async fn an_unmigrated_schema_is_fatal_and_stops_the_pool() {
+    jq_testkit::needs!(postgres);
     let schema = format!("jq_test_{}", uuid::Uuid::new_v4().simple());
     let s = common::connect(&schema, Clock::system()).await;
     let err = s.stats().await.unwrap_err();
@@ -103,6 +106,7 @@ async fn an_unmigrated_schema_is_fatal_and_stops_the_pool() {
 /// maintenance stops it with the same fatal error.
 #[tokio::test]
 async fn a_schema_older_than_this_build_stops_the_pool() {
+    jq_testkit::needs!(postgres);
     let f = Fixture::new().await;
     let s = f.connect(Clock::system()).await;
     sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP TABLE \"{}\".leaders", f.schema))).execute(s.pool()).await.unwrap();

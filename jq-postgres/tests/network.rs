@@ -37,6 +37,7 @@ async fn through(proxy: &Proxy, schema: &str) -> PostgresStorage {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drain_survives_connections_that_go_silent_and_shutdown_is_bounded() {
+    jq_testkit::needs!(postgres);
     let fixture = Fixture::new().await;
     let proxy = Proxy::start(server()).await.expect("proxy");
     let direct = fixture.connect(Clock::system()).await;
@@ -51,6 +52,7 @@ async fn a_drain_survives_connections_that_go_silent_and_shutdown_is_bounded() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn maintenance_calls_are_bounded_while_the_connections_are_silent() {
+    jq_testkit::needs!(postgres);
     let fixture = Fixture::new().await;
     let proxy = Proxy::start(server()).await.expect("proxy");
     network::calls_are_bounded_while_silent(std::slice::from_ref(&proxy), &through(&proxy, &fixture.schema).await)
@@ -60,6 +62,7 @@ async fn maintenance_calls_are_bounded_while_the_connections_are_silent() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_wake_up_listener_replaces_a_silent_connection() {
+    jq_testkit::needs!(postgres);
     let fixture = Fixture::new().await;
     let proxy = Proxy::start(server()).await.expect("proxy");
     let direct = fixture.connect(Clock::system()).await;
@@ -74,6 +77,7 @@ async fn the_wake_up_listener_replaces_a_silent_connection() {
 
 #[test]
 fn handlers_blocking_every_runtime_thread_keep_their_leases() {
+    jq_testkit::needs!(postgres);
     let setup = tokio::runtime::Runtime::new().expect("runtime");
     let fixture = setup.block_on(Fixture::new());
     let schema = fixture.schema.clone();

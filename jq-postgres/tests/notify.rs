@@ -30,6 +30,7 @@ async fn ready(signal: &mut jq_core::storage::WorkSignal) {
 
 #[tokio::test]
 async fn idle_subscriber_is_woken_by_an_enqueue_from_another_pool() {
+    jq_testkit::needs!(postgres);
     let f = Fixture::new().await;
     let worker = f.connect(Clock::system()).await;
     let producer = f.connect(Clock::system()).await;
@@ -58,6 +59,7 @@ async fn idle_subscriber_is_woken_by_an_enqueue_from_another_pool() {
 
 #[tokio::test]
 async fn subscribers_of_clones_share_one_listener() {
+    jq_testkit::needs!(postgres);
     let f = Fixture::new().await;
     let s = f.connect(Clock::system()).await;
     let clone = s.clone();
@@ -73,6 +75,7 @@ async fn subscribers_of_clones_share_one_listener() {
 
 #[tokio::test]
 async fn several_worker_pools_drain_a_queue_without_claiming_a_job_twice() {
+    jq_testkit::needs!(postgres);
     const JOBS: usize = 2_000;
     const WORKERS: usize = 4;
     let f = Fixture::new().await;
@@ -113,6 +116,7 @@ async fn several_worker_pools_drain_a_queue_without_claiming_a_job_twice() {
 
 #[tokio::test]
 async fn listener_reconnects_after_its_connection_is_killed() {
+    jq_testkit::needs!(postgres);
     let f = Fixture::new().await;
     let worker = f.connect(Clock::system()).await;
     let producer = f.connect(Clock::system()).await;
@@ -149,6 +153,7 @@ const SCHEMA: &str = "JQ_PG_TEST_SCHEMA";
 /// the wake-up, claims and acks the one job, says "done <id>".
 #[tokio::test]
 async fn child_process_worker() {
+    jq_testkit::needs!(postgres);
     if std::env::var(ROLE).as_deref() != Ok("worker") {
         return;
     }
@@ -170,6 +175,7 @@ async fn child_process_worker() {
 
 #[tokio::test]
 async fn wake_up_reaches_another_os_process() {
+    jq_testkit::needs!(postgres);
     use tokio::io::{AsyncBufReadExt, BufReader};
     if std::env::var(ROLE).is_ok() {
         return;

@@ -31,6 +31,7 @@ fn job(queue: &str, n: usize) -> NewJob {
 /// server runs.
 #[tokio::test]
 async fn a_pooler_refusing_extra_float_digits_says_what_to_configure() {
+    jq_testkit::needs!(postgres, pgbouncer);
     let url = pgbouncer::strict().url();
     let err = PostgresStorage::connect(PostgresConfig::new(url)).await.unwrap_err();
     assert!(
@@ -48,6 +49,7 @@ async fn a_pooler_refusing_extra_float_digits_says_what_to_configure() {
 /// refuses, and the statement timeout still applies (set per transaction).
 #[tokio::test]
 async fn pooler_mode_needs_no_ignored_parameters_and_keeps_the_statement_timeout() {
+    jq_testkit::needs!(postgres, pgbouncer);
     let schema = format!("jq_test_{}", uuid::Uuid::new_v4().simple());
     let config = PostgresConfig::new(pgbouncer::strict().url())
         .schema(schema.as_str())
@@ -83,6 +85,7 @@ async fn pooler_mode_needs_no_ignored_parameters_and_keeps_the_statement_timeout
 /// clash certain.
 #[tokio::test]
 async fn an_undeclared_transaction_pooler_is_fatal_and_named() {
+    jq_testkit::needs!(postgres, pgbouncer);
     let bouncer = Bouncer::start(Setup { ignore_extra_float_digits: true, pool_size: 1 });
     let f = common::Fixture::new().await;
     let config = || PostgresConfig::new(bouncer.url()).schema(f.schema.as_str()).max_connections(1);
@@ -105,6 +108,7 @@ async fn an_undeclared_transaction_pooler_is_fatal_and_named() {
 /// until it is resumed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_pool_drains_and_fires_through_the_pooler_by_polling() {
+    jq_testkit::needs!(postgres, pgbouncer);
     const JOBS: usize = 300;
     let schema = format!("jq_test_{}", uuid::Uuid::new_v4().simple());
     let config = PostgresConfig::new(pgbouncer::shared().url())
@@ -188,7 +192,8 @@ async fn a_worker_pool_drains_and_fires_through_the_pooler_by_polling() {
 /// enqueue, a claim, a settlement of each kind, a heartbeat, recover.
 #[tokio::test]
 async fn each_call_through_the_pooler() {
-    let h = pgbouncer::harness().await;
+    jq_testkit::needs!(postgres, pgbouncer);
+    let h = pgbouncer::harness().await.unwrap();
     let s = PostgresStorage::connect(pgbouncer::config(&h.schema, Clock::system())).await.unwrap();
     let ids = s.enqueue((0..4).map(|n| job("q", n)).collect()).await.unwrap();
     let request = ClaimRequest::new(vec![QueueName::new("q").unwrap()], 4, Duration::from_secs(60), "w");

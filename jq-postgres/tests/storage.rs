@@ -22,6 +22,7 @@ fn request(queue: &str, limit: usize) -> ClaimRequest {
 
 #[tokio::test]
 async fn migrate_twice_is_a_no_op_and_concurrent_migrations_are_safe() {
+    jq_testkit::needs!(postgres);
     let f = Fixture::new().await;
     let s = f.connect(Clock::system()).await;
     assert_eq!(s.migrate().await.unwrap(), 0, "a migrated schema needs nothing");
@@ -43,6 +44,7 @@ async fn migrate_twice_is_a_no_op_and_concurrent_migrations_are_safe() {
 
 #[tokio::test]
 async fn two_schemas_do_not_see_each_other() {
+    jq_testkit::needs!(postgres);
     let (a, b) = (Fixture::new().await, Fixture::new().await);
     let (sa, sb) = (a.connect(Clock::system()).await, b.connect(Clock::system()).await);
     let id = sa.enqueue_one(job("shared", 1)).await.unwrap();
@@ -57,6 +59,7 @@ async fn two_schemas_do_not_see_each_other() {
 
 #[tokio::test]
 async fn invalid_schema_name_is_refused() {
+    jq_testkit::needs!(postgres);
     for bad in ["", "1abc", "a-b", "a\"b", &"x".repeat(49)] {
         let r = PostgresStorageConnect::try_new(bad);
         assert!(matches!(r, Err(jq_postgres::PostgresError::InvalidSchema { .. })), "{bad:?}");
@@ -74,6 +77,7 @@ impl PostgresStorageConnect {
 
 #[tokio::test]
 async fn smoke_every_operation() {
+    jq_testkit::needs!(postgres);
     let f = Fixture::new().await;
     let clock = ManualClock::starting_now();
     let s = f.connect(clock.clock()).await;
@@ -184,6 +188,7 @@ async fn smoke_every_operation() {
 
 #[tokio::test]
 async fn claim_walks_the_claim_index_with_many_finished_jobs() {
+    jq_testkit::needs!(postgres);
     let f = Fixture::new().await;
     let s = f.connect(Clock::system()).await;
     let q = format!("\"{}\"", f.schema);
@@ -214,6 +219,7 @@ async fn claim_walks_the_claim_index_with_many_finished_jobs() {
 
 #[tokio::test]
 async fn corrupt_row_is_a_typed_error_and_a_corrupt_claim_goes_dead() {
+    jq_testkit::needs!(postgres);
     let f = Fixture::new().await;
     let s = f.connect(Clock::system()).await;
     let ok = s.enqueue_one(job("q", 1)).await.unwrap();
@@ -243,6 +249,7 @@ async fn corrupt_row_is_a_typed_error_and_a_corrupt_claim_goes_dead() {
 /// stays Running under the claim's lease, for recover.
 #[tokio::test]
 async fn a_claim_whose_bury_fails_hands_over_the_others() {
+    jq_testkit::needs!(postgres);
     let f = Fixture::new().await;
     let s = f.connect(Clock::system()).await;
     let ok = s.enqueue_one(job("q", 1)).await.unwrap();
@@ -278,6 +285,7 @@ async fn corrupt(s: &jq_postgres::PostgresStorage, schema: &str, column: &str, l
 
 #[tokio::test]
 async fn list_and_stats_skip_corrupt_rows() {
+    jq_testkit::needs!(postgres);
     let f = Fixture::new().await;
     let s = f.connect(Clock::system()).await;
     let mut jobs: Vec<NewJob> = (0..8).map(|n| job("q", n)).collect();
@@ -314,6 +322,7 @@ async fn list_and_stats_skip_corrupt_rows() {
 /// is handed on like any other (and buried by the claim that takes it).
 #[tokio::test]
 async fn recover_hands_on_an_expired_corrupt_job_with_the_others() {
+    jq_testkit::needs!(postgres);
     let f = Fixture::new().await;
     let clock = ManualClock::starting_now();
     let s = f.connect(clock.clock()).await;
@@ -343,6 +352,7 @@ async fn recover_hands_on_an_expired_corrupt_job_with_the_others() {
 /// enqueue of that key returns the smaller id.
 #[tokio::test]
 async fn retry_of_a_dead_job_whose_key_a_newer_live_job_holds() {
+    jq_testkit::needs!(postgres);
     let f = Fixture::new().await;
     let s = f.connect(Clock::system()).await;
     let keyed = |n| {
@@ -386,6 +396,7 @@ async fn retry_of_a_dead_job_whose_key_a_newer_live_job_holds() {
 /// (docs/CONTRACT.md): a client resending after a lost answer.
 #[tokio::test]
 async fn enqueue_of_an_id_already_stored_returns_it_and_stores_nothing() {
+    jq_testkit::needs!(postgres);
     let f = Fixture::new().await;
     let s = f.connect(Clock::system()).await;
     let a = job("q", 1);
@@ -466,6 +477,7 @@ async fn claim_index_entries_read(s: &jq_postgres::PostgresStorage) -> i64 {
 /// taken since the snapshot.
 #[tokio::test]
 async fn claim_work_per_job_does_not_grow_with_the_dead_versions_behind_it() {
+    jq_testkit::needs!(postgres);
     const JOBS: usize = 4_000;
     const BATCH: usize = 100;
     let f = Fixture::new().await;
@@ -533,6 +545,7 @@ async fn claim_work_per_job_does_not_grow_with_the_dead_versions_behind_it() {
 /// front when another process did.
 #[tokio::test]
 async fn a_job_claimable_behind_where_claims_reached_is_claimed() {
+    jq_testkit::needs!(postgres);
     let f = Fixture::new().await;
     let clock = ManualClock::starting_now();
     let (a, b) = (f.connect(clock.clock()).await, f.connect(clock.clock()).await);
@@ -566,6 +579,7 @@ async fn a_job_claimable_behind_where_claims_reached_is_claimed() {
 /// once its lease expires, recover hands it on.
 #[tokio::test]
 async fn a_row_the_server_refuses_fails_alone_in_its_batch() {
+    jq_testkit::needs!(postgres);
     let f = Fixture::new().await;
     let clock = ManualClock::starting_now();
     let s = f.connect(clock.clock()).await;

@@ -23,6 +23,7 @@ fn request() -> ClaimRequest {
 
 #[tokio::test]
 async fn commit_makes_the_job_exist_and_claimable() {
+    jq_testkit::needs!(postgres);
     let f = Fixture::new().await;
     let s = f.connect(Clock::system()).await;
     let other = f.connect(Clock::system()).await;
@@ -42,6 +43,7 @@ async fn commit_makes_the_job_exist_and_claimable() {
 
 #[tokio::test]
 async fn rollback_stores_nothing_and_sends_no_wake_up() {
+    jq_testkit::needs!(postgres);
     let f = Fixture::new().await;
     let s = f.connect(Clock::system()).await;
 
@@ -72,6 +74,7 @@ async fn rollback_stores_nothing_and_sends_no_wake_up() {
 
 #[tokio::test]
 async fn enqueue_in_a_pool_or_connection_commits_at_once() {
+    jq_testkit::needs!(postgres);
     let f = Fixture::new().await;
     let s = f.connect(Clock::system()).await;
     let a = job();
@@ -91,6 +94,7 @@ async fn enqueue_in_a_pool_or_connection_commits_at_once() {
 /// the next walk from the front.*
 #[tokio::test]
 async fn a_job_committed_late_is_claimed_at_once_by_the_storage_that_stored_it() {
+    jq_testkit::needs!(postgres);
     let f = Fixture::new().await;
     let manual = jq_core::ManualClock::starting_now();
     let s = f.connect(manual.clock()).await;

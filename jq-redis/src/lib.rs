@@ -107,6 +107,8 @@
 //! operation; `scripts/redis-instructions.sh` counts its instructions per
 //! job, a figure that repeats across sittings.
 
+#![deny(missing_docs)]
+
 mod admin;
 mod claim;
 mod config;

@@ -72,7 +72,7 @@ async fn locate(s: &Inner, name: &str) -> Result<Located> {
     follow(s, name, queue, row).await
 }
 
-/// The arguments of `fire.lua` up to ARGV[21], for `queue`: a plain step
+/// The arguments of `fire.lua` up to `ARGV[21]`, for `queue`: a plain step
 /// (`adopt` None) or one that takes a moved row over.
 fn fire_cmd(s: &Inner, fire: &Fire, queue: &str, now: i64, adopt: Option<(&str, &[String])>) -> redis::Cmd {
     let micros = |t: Option<Timestamp>| t.map(|t| t.timestamp_micros().to_string()).unwrap_or_default();

@@ -56,9 +56,11 @@ impl jq_testkit::Harness for ClusterHarness {
     }
 }
 
-async fn setup() -> ClusterHarness {
+/// `None` (skip) when Redis's programs are not installed.
+async fn setup() -> Option<ClusterHarness> {
+    jq_testkit::services::redis_programs()?;
     cluster();
-    ClusterHarness { prefix: format!("jqtest:{}", uuid::Uuid::new_v4().simple()) }
+    Some(ClusterHarness { prefix: format!("jqtest:{}", uuid::Uuid::new_v4().simple()) })
 }
 
 jq_testkit::conformance!(setup; roles, periodic, controls, throughput);
@@ -70,7 +72,7 @@ fn job(queue: &str, n: usize) -> jq_core::JobBuilder {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batches_and_claims_over_several_slots() {
-    let h = setup().await;
+    let Some(h) = setup().await else { return };
     let clock = ManualClock::starting_now();
     let s = connect(&h.prefix, clock.clock()).await;
     let at = clock.now();
@@ -126,7 +128,7 @@ async fn batches_and_claims_over_several_slots() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn enqueue_on_any_node_wakes_the_subscriber() {
-    let h = setup().await;
+    let Some(h) = setup().await else { return };
     let clock = ManualClock::starting_now();
     let worker = connect(&h.prefix, clock.clock()).await;
     let producer = connect(&h.prefix, clock.clock()).await;
@@ -149,7 +151,7 @@ async fn enqueue_on_any_node_wakes_the_subscriber() {
 /// is stored; over queues that share a slot it is one atomic script call.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_enqueue_batch_over_several_slots_is_refused_whole() {
-    let h = setup().await;
+    let Some(h) = setup().await else { return };
     let clock = ManualClock::starting_now();
     let s = connect(&h.prefix, clock.clock()).await;
     let slot = |q: &str| jq_redis::keys::slot(&s.keys().base(q));

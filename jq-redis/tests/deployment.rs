@@ -23,7 +23,8 @@ struct Server {
 impl Server {
     fn start(args: &[&str]) -> Server {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let child = Command::new("redis-server")
+        let programs = jq_testkit::services::redis_programs().expect("the caller checked (needs!)");
+        let child = Command::new(&programs.server)
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .args(args)
             .stdout(Stdio::null())
@@ -59,6 +60,7 @@ fn job() -> NewJob {
 /// connect refuses it, naming the setting and the fix.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_that_evicts_keys_is_refused_at_connect() {
+    jq_testkit::needs!(redis_programs);
     let server = Server::start(&["--maxmemory-policy", "allkeys-lru"]);
     let err = RedisStorage::connect(RedisConfig::new(server.url())).await.unwrap_err();
     assert!(matches!(&err, RedisError::Evicting { policy, node: None } if policy == "allkeys-lru"), "{err:?}");
@@ -70,6 +72,7 @@ async fn a_server_that_evicts_keys_is_refused_at_connect() {
 /// read from INFO: still refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_config_the_policy_is_read_from_info() {
+    jq_testkit::needs!(redis_programs);
     let server = Server::start(&["--maxmemory-policy", "volatile-lru", "--rename-command", "CONFIG", ""]);
     let err = RedisStorage::connect(RedisConfig::new(server.url())).await.unwrap_err();
     assert!(matches!(&err, RedisError::Evicting { policy, .. } if policy == "volatile-lru"), "{err:?}");
@@ -78,6 +81,7 @@ async fn without_config_the_policy_is_read_from_info() {
 /// `noeviction` is accepted, read either way, and the store works.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_that_never_evicts_is_accepted() {
+    jq_testkit::needs!(redis_programs);
     for args in [&["--maxmemory-policy", "noeviction"][..], &["--rename-command", "CONFIG", ""][..]] {
         let server = Server::start(args);
         let s = RedisStorage::connect(RedisConfig::new(server.url())).await.unwrap();
@@ -91,6 +95,7 @@ async fn a_server_that_never_evicts_is_accepted() {
 /// storage.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_password_never_shows() {
+    jq_testkit::needs!(redis_programs);
     let server = Server::start(&["--requirepass", "s3cret-pw"]);
     let url = format!("redis://:s3cret-pw@127.0.0.1:{}", server.port);
     let config = RedisConfig::new(url.clone());

@@ -102,6 +102,7 @@ fn request(limit: usize) -> ClaimRequest {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connect_carries_every_state_over_from_the_layout_before_v2() {
+    jq_testkit::needs!(redis);
     let prefix = common::prefix();
     let clock = ManualClock::starting_now();
     let now = clock.now().timestamp_micros();
@@ -197,6 +198,7 @@ async fn connect_carries_every_state_over_from_the_layout_before_v2() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recover_carries_over_what_an_older_producer_stores_later() {
+    jq_testkit::needs!(redis);
     let prefix = common::prefix();
     let clock = ManualClock::starting_now();
     let s = common::connect(&prefix, clock.clock()).await;
@@ -218,6 +220,7 @@ async fn recover_carries_over_what_an_older_producer_stores_later() {
 /// holds its key shares the key, which stays taken until both are done.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_live_job_of_the_older_layout_keeps_its_unique_key() {
+    jq_testkit::needs!(redis);
     let prefix = common::prefix();
     let clock = ManualClock::starting_now();
     let s = common::connect(&prefix, clock.clock()).await;

@@ -38,6 +38,7 @@ async fn through(proxy: &Proxy, prefix: &str) -> RedisStorage {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drain_survives_connections_that_go_silent_and_shutdown_is_bounded() {
+    jq_testkit::needs!(redis);
     let prefix = common::prefix();
     let proxy = proxy().await;
     let direct = common::connect(&prefix, Clock::system()).await;
@@ -48,6 +49,7 @@ async fn a_drain_survives_connections_that_go_silent_and_shutdown_is_bounded() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn maintenance_calls_are_bounded_while_the_connections_are_silent() {
+    jq_testkit::needs!(redis);
     let prefix = common::prefix();
     let proxy = proxy().await;
     network::calls_are_bounded_while_silent(std::slice::from_ref(&proxy), &through(&proxy, &prefix).await).await;
@@ -56,6 +58,7 @@ async fn maintenance_calls_are_bounded_while_the_connections_are_silent() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_wake_up_listener_replaces_a_silent_connection() {
+    jq_testkit::needs!(redis);
     let prefix = common::prefix();
     let proxy = proxy().await;
     let direct = common::connect(&prefix, Clock::system()).await;
@@ -66,6 +69,7 @@ async fn the_wake_up_listener_replaces_a_silent_connection() {
 
 #[test]
 fn handlers_blocking_every_runtime_thread_keep_their_leases() {
+    jq_testkit::needs!(redis);
     let prefix = common::prefix();
     let connect_prefix = prefix.clone();
     jq_testkit::blocking::blocking_handlers_keep_their_leases(move || {
@@ -110,6 +114,7 @@ impl ProxiedCluster {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_a_drain_survives_connections_that_go_silent_and_shutdown_is_bounded() {
+    jq_testkit::needs!(redis_programs);
     let cluster = ProxiedCluster::start().await;
     let prefix = common::prefix();
     let (through, direct) = (cluster.connect(&prefix).await, cluster.connect(&prefix).await);
@@ -118,6 +123,7 @@ async fn cluster_a_drain_survives_connections_that_go_silent_and_shutdown_is_bou
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_maintenance_calls_are_bounded_while_the_connections_are_silent() {
+    jq_testkit::needs!(redis_programs);
     let cluster = ProxiedCluster::start().await;
     let prefix = common::prefix();
     network::calls_are_bounded_while_silent(&cluster.proxies, &cluster.connect(&prefix).await).await;
@@ -125,6 +131,7 @@ async fn cluster_maintenance_calls_are_bounded_while_the_connections_are_silent(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_the_wake_up_listener_replaces_a_silent_connection() {
+    jq_testkit::needs!(redis_programs);
     let cluster = ProxiedCluster::start().await;
     let prefix = common::prefix();
     let (through, direct) = (cluster.connect(&prefix).await, cluster.connect(&prefix).await);

@@ -26,6 +26,7 @@ async fn raw_conn() -> redis::aio::MultiplexedConnection {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn promote_and_recover_10000_due_jobs_at_once() {
+    jq_testkit::needs!(redis);
     let prefix = common::prefix();
     let clock = ManualClock::starting_now();
     let s = common::connect(&prefix, clock.clock()).await;
@@ -48,6 +49,7 @@ async fn promote_and_recover_10000_due_jobs_at_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claim_takes_10000_due_scheduled_jobs_without_promote() {
+    jq_testkit::needs!(redis);
     let prefix = common::prefix();
     let clock = ManualClock::starting_now();
     let s = common::connect(&prefix, clock.clock()).await;
@@ -69,6 +71,7 @@ async fn claim_takes_10000_due_scheduled_jobs_without_promote() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn enqueue_from_another_connection_wakes_the_subscriber() {
+    jq_testkit::needs!(redis);
     let prefix = common::prefix();
     let clock = ManualClock::starting_now();
     let worker = common::connect(&prefix, clock.clock()).await;
@@ -89,6 +92,7 @@ async fn enqueue_from_another_connection_wakes_the_subscriber() {
 /// (common.lua, HASHTABLE). A purge that removes every job keeps them so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queues_job_hashes_are_hashtables_from_the_first_job() {
+    jq_testkit::needs!(redis);
     let prefix = common::prefix();
     let clock = ManualClock::starting_now();
     let s = common::connect(&prefix, clock.clock()).await;
@@ -116,6 +120,7 @@ async fn a_queues_job_hashes_are_hashtables_from_the_first_job() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn corrupt_hash_is_reported_as_corrupt() {
+    jq_testkit::needs!(redis);
     let prefix = common::prefix();
     let clock = ManualClock::starting_now();
     let s = common::connect(&prefix, clock.clock()).await;
@@ -141,6 +146,7 @@ async fn corrupt(s: &RedisStorage, queue: &str, id: jq_core::JobId, field: &str,
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_skips_corrupt_hashes_and_pages_past_them() {
+    jq_testkit::needs!(redis);
     let prefix = common::prefix();
     let clock = ManualClock::starting_now();
     let s = common::connect(&prefix, clock.clock()).await;
@@ -169,6 +175,7 @@ async fn list_skips_corrupt_hashes_and_pages_past_them() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recover_buries_corrupt_running_jobs_and_recovers_the_others() {
+    jq_testkit::needs!(redis);
     let prefix = common::prefix();
     let clock = ManualClock::starting_now();
     let s = common::connect(&prefix, clock.clock()).await;
@@ -222,6 +229,7 @@ async fn raw_state_and_errors(s: &RedisStorage, queue: &str, id: jq_core::JobId)
 /// claim are handed over.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claimed_fields_that_cannot_be_split_bury_their_job() {
+    jq_testkit::needs!(redis);
     let prefix = common::prefix();
     let clock = ManualClock::starting_now();
     let s = common::connect(&prefix, clock.clock()).await;
@@ -245,6 +253,7 @@ async fn claimed_fields_that_cannot_be_split_bury_their_job() {
 /// rolls back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claim_and_complete_bury_jobs_whose_numbers_are_corrupt() {
+    jq_testkit::needs!(redis);
     let prefix = common::prefix();
     let clock = ManualClock::starting_now();
     let s = common::connect(&prefix, clock.clock()).await;
@@ -316,6 +325,7 @@ async fn bad_prefix_is_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scripts_are_reloaded_after_script_flush() {
+    jq_testkit::needs!(redis);
     let prefix = common::prefix();
     let clock = ManualClock::starting_now();
     let s = common::connect(&prefix, clock.clock()).await;
@@ -329,6 +339,7 @@ async fn scripts_are_reloaded_after_script_flush() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claim_over_several_queues_keeps_global_order() {
+    jq_testkit::needs!(redis);
     let prefix = common::prefix();
     let clock = ManualClock::starting_now();
     let s = common::connect(&prefix, clock.clock()).await;
@@ -352,6 +363,7 @@ async fn claim_over_several_queues_keeps_global_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn enqueue_after_delete_all_keys_registers_the_queue_again() {
+    jq_testkit::needs!(redis);
     let prefix = common::prefix();
     let clock = ManualClock::starting_now();
     let s = common::connect(&prefix, clock.clock()).await;
@@ -369,6 +381,7 @@ async fn enqueue_after_delete_all_keys_registers_the_queue_again() {
 /// job is buried by the claim that took it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_running_worker_forgets_the_jobs_it_no_longer_holds() {
+    jq_testkit::needs!(redis);
     use std::collections::HashSet;
     use std::sync::{Arc, Mutex};
 
@@ -459,6 +472,7 @@ fn serde_json_even(payload: &str) -> bool {
 /// tick is fired once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_schedule_move_cut_in_half_is_finished_by_the_next_pool() {
+    jq_testkit::needs!(redis);
     let prefix = common::prefix();
     let clock = ManualClock::starting_now();
     let s = common::connect(&prefix, clock.clock()).await;

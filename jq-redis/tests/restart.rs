@@ -86,6 +86,7 @@ impl Drop for ScratchServer {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_restart_gives_unavailable_then_recovers() {
+    jq_testkit::needs!(redis_programs);
     let mut server = ScratchServer::new("restart");
     let clock = ManualClock::starting_now();
     let s = RedisStorage::connect(RedisConfig::new(server.url()).prefix("jqtest").clock(clock.clock())).await.unwrap();
@@ -137,6 +138,7 @@ fn micros_now() -> u64 {
 /// configured one still fails the call as `Unavailable`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_reply_is_awaited_up_to_the_response_timeout() {
+    jq_testkit::needs!(redis_programs);
     let server = ScratchServer::new("slow");
     let url = server.url();
     let patient = RedisStorage::connect(RedisConfig::new(url.clone()).prefix("jqtest")).await.unwrap();

@@ -23,7 +23,7 @@
 //!   writer.
 //! - A writer command that panics is rolled back and answered with an
 //!   error; the writer carries on. If the writer thread ends anyway, every
-//!   call gets the fatal [`jq_core::Error::Broken`].
+//!   call gets the fatal [`jq_core::Error::Fatal`].
 //! - Several processes may share one file: each has its own writer; SQLite's
 //!   write lock (`BEGIN IMMEDIATE` + busy timeout) serialises them. A busy
 //!   timeout that runs out gives [`jq_core::Error::Unavailable`].
@@ -36,6 +36,8 @@
 //! - When the WAL grows over [`SqliteConfig::checkpoint_wal_bytes`]
 //!   (64 MiB), the writer runs `PRAGMA wal_checkpoint(TRUNCATE)`; it looks
 //!   at most every 2 s and after every purge.
+
+#![deny(missing_docs)]
 
 mod admin;
 mod claim;

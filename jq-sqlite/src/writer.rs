@@ -13,7 +13,7 @@
 //! are answered with a retryable error, and the writer carries on. Its
 //! own caller sees its answer dropped while the writer is alive (see
 //! [`Alive`]) and gets a plain backend error. Should the thread end anyway,
-//! every call gets the fatal [`jq_core::Error::Broken`].
+//! every call gets the fatal [`jq_core::Error::Fatal`].
 
 use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};

@@ -94,6 +94,16 @@
 //!   several tasks at once, as every other scenario does.
 //! - Not compared: the order of jobs inside one claim's answer, the order
 //!   of heartbeat's lost ids, payload formatting (compared as JSON values).
+//!
+//! # Tests that need a server
+//!
+//! [`services`] decides, in one place, whether PostgreSQL, Redis or a
+//! headless Chromium is here: a setup returning `Option<Harness>` (`None`
+//! from [`services::postgres`] and friends) skips its tests with one
+//! message per test binary, and `JQ_REQUIRE_SERVICES=1` turns that into a
+//! failure. Other tests start with [`needs!`].
+
+#![deny(missing_docs)]
 
 use jq_core::storage::Storage;
 use jq_core::{Clock, Error, JobFilter, JobId, State};
@@ -106,6 +116,7 @@ pub mod network;
 pub mod periodic_model;
 pub mod proxy;
 pub mod scenarios;
+pub mod services;
 
 pub use faults::FaultyStorage;
 pub use memory::{MemoryHarness, MemoryStorage};

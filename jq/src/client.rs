@@ -118,7 +118,7 @@ impl<S: Storage> Client<S> {
     }
 
     /// Completed and dead jobs per queue and minute since `since`: what a
-    /// throughput chart draws. See [`ThroughputStorage::throughput`].
+    /// throughput chart draws. See [`ThroughputStorage::throughput`](jq_core::storage::ThroughputStorage::throughput).
     pub async fn throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {
         self.storage.require_throughput()?.throughput(since).await
     }
@@ -210,7 +210,7 @@ impl<S: Storage> Client<S> {
     }
 
     /// Who holds each named role (the pool maintaining the store holds
-    /// "maintenance"); see [`RoleStorage::leaders`].
+    /// "maintenance"); see [`RoleStorage::leaders`](jq_core::storage::RoleStorage::leaders).
     pub async fn leaders(&self) -> Result<Vec<Leader>> {
         self.storage.require_roles()?.leaders().await
     }

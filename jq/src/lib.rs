@@ -59,9 +59,10 @@
 //!   call on SQLite and PostgreSQL), `get`/`list`/`stats`/`cancel`/`retry`/
 //!   `purge`, queue controls, periodic jobs, and [`Client::worker_pool`].
 //! - Jobs: [`JobType`], [`NewJob`], [`Job`], [`State`], [`Priority`].
-//! - Handlers and the pool: [`WorkerPool`], [`HandlerResult`],
-//!   [`HandlerError`] (the outcomes besides `Ok`: nack, bury, release),
-//!   [`JobContext`].
+//! - Handlers and the pool: [`WorkerPool`] (its docs are the handler
+//!   guide: every outcome, what a handler may do, fatal errors),
+//!   [`HandlerResult`], [`HandlerError`] (the outcomes besides `Ok`: nack,
+//!   bury, release), [`JobContext`].
 //! - [`Error`] for operations, [`SetupError`] for connecting.
 //!
 //! Three modules hold the rest, each item reachable by one path:
@@ -79,7 +80,8 @@
 //!
 //! The words are those of the repository's `docs/GLOSSARY.md`; the
 //! semantics every backend keeps are in its `docs/CONTRACT.md`, which
-//! `jq-testkit` checks.
+//! `jq-testkit` checks. The guides (backends, periodic jobs, queue
+//! controls, observability, the dashboard, operations) are in its `docs/`.
 
 #![deny(missing_docs)]
 
@@ -131,7 +133,22 @@ pub async fn connect_with(url: &str, options: &ConnectOptions) -> Result<Client,
     Ok(Client::new(Backend::connect_with(url, options).await?))
 }
 
-/// The README's Rust snippets, compiled as doctests.
+/// The Rust snippets of the README and the guides in docs/, compiled as
+/// doctests: a guide whose code no longer builds fails the tests.
 #[cfg(all(doctest, feature = "sqlite", feature = "postgres", feature = "redis"))]
-#[doc = include_str!("../../README.md")]
-struct ReadmeDoctests;
+mod guides {
+    #[doc = include_str!("../../README.md")]
+    struct Readme;
+    #[doc = include_str!("../../docs/backends.md")]
+    struct Backends;
+    #[doc = include_str!("../../docs/periodic.md")]
+    struct Periodic;
+    #[doc = include_str!("../../docs/queue-controls.md")]
+    struct QueueControls;
+    #[doc = include_str!("../../docs/observability.md")]
+    struct Observability;
+    #[doc = include_str!("../../docs/dashboard.md")]
+    struct Dashboard;
+    #[doc = include_str!("../../docs/operations.md")]
+    struct Operations;
+}

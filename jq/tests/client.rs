@@ -49,6 +49,7 @@ fn bad_urls_are_refused_before_anything_is_opened() {
 #[cfg(all(feature = "postgres", feature = "redis"))]
 #[test]
 fn passwords_stay_out_of_errors_and_debug_output() {
+    jq_testkit::needs!(postgres);
     jq_testkit::__private::block_on(async {
         for url in [
             "redis://:s3cret-pw@127.0.0.1:1",
@@ -323,6 +324,7 @@ mod postgres {
     /// Connecting does not migrate PostgreSQL; `migrate` does, once.
     #[test]
     fn connect_does_not_migrate_and_migrate_is_explicit() {
+        jq_testkit::needs!(postgres);
         jq_testkit::__private::block_on(async {
             let ns = Namespace::postgres_unmigrated();
             let client = ns.connect(Clock::system()).await;
@@ -339,6 +341,7 @@ mod postgres {
     /// job exists only once the caller commits.
     #[test]
     fn enqueue_tx_rides_the_callers_commit() {
+        jq_testkit::needs!(postgres);
         jq_testkit::__private::block_on(async {
             let ns = Namespace::postgres().await;
             let client = ns.connect(Clock::system()).await;
@@ -366,6 +369,7 @@ mod postgres {
     #[cfg(feature = "sqlite")]
     #[test]
     fn a_transaction_of_another_driver_is_refused() {
+        jq_testkit::needs!(postgres);
         jq_testkit::__private::block_on(async {
             let pg = Namespace::postgres().await;
             let pg_client = pg.connect(Clock::system()).await;

@@ -1,8 +1,9 @@
 //! The shared conformance and property suites, run on every compiled-in
 //! backend through `jq::connect`: the facade (URL parsing, options, the
 //! `Backend` enum's dispatch) must add nothing wrong. PostgreSQL and Redis
-//! use the real servers (`JQ_POSTGRES_URL`, `JQ_REDIS_URL`) and fail, naming
-//! scripts/start-services.sh, when they are not running.
+//! use the real servers (`JQ_POSTGRES_URL`, `JQ_REDIS_URL`); when one is not
+//! running its suites are skipped, saying so once, or fail under
+//! `JQ_REQUIRE_SERVICES=1` (`jq_testkit::services`).
 
 mod common;
 

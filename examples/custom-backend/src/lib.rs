@@ -1,10 +1,17 @@
-//! A jq storage backend written from scratch, as you would start one for a
-//! database jq does not support: implement [`jq::storage::Storage`], then run
-//! `jq_testkit::conformance!` and `jq_testkit::properties!` on it
-//! (`tests/conformance.rs`) until they pass. Once they do, everything in jq
-//! works on it: `jq::Client::new(storage)`, the worker pool, your tests.
+//! Two jq storage backends written from scratch, as you would start one for
+//! a database jq does not support: implement [`jq::storage::Storage`], then
+//! run `jq_testkit::conformance!` and `jq_testkit::properties!` on it until
+//! they pass. Once they do, everything in jq works on it:
+//! `jq::Client::new(storage)`, the worker pool, your tests.
 //!
-//! The "database" here is in-process: one table of rows and the indexes a
+//! - [`MinimalStorage`] (`minimal.rs`, `tests/minimal.rs`): the core only,
+//!   a map of jobs behind a mutex. Start here; copy it.
+//! - [`IndexedStorage`] (this file, `index.rs`, `tests/conformance.rs`):
+//!   every capability (roles, periodic jobs, queue controls, throughput)
+//!   and the indexes a real backend keeps so that claims, promote and
+//!   recover do not scan every job.
+//!
+//! The full one's "database" is in-process: one table of rows and the indexes a
 //! real backend would keep beside it (`index.rs`), each operation one
 //! critical section under a mutex, standing for one transaction. Mapped onto
 //! your database:
@@ -26,6 +33,9 @@
 //! repository's `docs/CONTRACT.md`; the suites check every clause.
 
 mod index;
+mod minimal;
+
+pub use minimal::MinimalStorage;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;

@@ -1,6 +1,6 @@
 //! `jqctl metrics`, and the exporter `jqctl worker --metrics-listen` shares:
-//! a Prometheus `/metrics` endpoint fed by jq's metrics (see the README's
-//! metrics table).
+//! a Prometheus `/metrics` endpoint fed by jq's metrics (see the repository's
+//! docs/observability.md for the metrics table).
 
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -49,7 +49,7 @@ impl ServePlan {
 
 /// The hosts a dashboard bound to `address` answers: the loopback names
 /// with its port, the bound address itself, and the `--allowed-host`
-/// values. A wildcard address (0.0.0.0, [::]) is no name a request can
+/// values. A wildcard address (`0.0.0.0`, `[::]`) is no name a request can
 /// carry, so it is left out: name the server's with --allowed-host.
 fn hosts(address: SocketAddr, allowed: &[String]) -> Vec<String> {
     let port = address.port();

@@ -11,7 +11,7 @@
 //! - The store keeps one row (a hash on Redis) per periodic job with its
 //!   *cursor*: the last tick handled. A pool reads the rows
 //!   ([`PeriodicStorage::periodic`](crate::storage::PeriodicStorage::periodic)), works out the due
-//!   ticks from the cursor and its clock ([`plan`]), builds their jobs, and
+//!   ticks from the cursor and its clock ([`plan()`]), builds their jobs, and
 //!   calls [`PeriodicStorage::fire`](crate::storage::PeriodicStorage::fire): one atomic step that
 //!   moves the cursor from the value read to the new tick *and* stores the
 //!   jobs, or does nothing when the cursor is no longer the value read
@@ -20,7 +20,10 @@
 //! - The cursor is a tick instant, never a wall-clock reading: pools whose
 //!   clocks differ by seconds compute the same ticks, and the one with the
 //!   clock ahead merely fires a tick a little earlier.
-//! - Daylight-saving time: see [`ticks`].
+//! - Daylight-saving time: a cron expression is read on its zone's wall
+//!   clock; a local time that does not exist runs once, at the first
+//!   instant after the gap, and one that occurs twice runs once, at its
+//!   first occurrence (the repository's `docs/periodic.md` has examples).
 //!
 //! [`PeriodicRunner`] is the step the pool runs every second;
 //! tests call [`PeriodicRunner::run_once`] under a [`ManualClock`](crate::ManualClock).
@@ -178,10 +181,10 @@ impl Periodic {
     }
 
     /// The job for `tick`, created at `now`. A panic of the code that
-    /// builds it (the closure given to [`ScheduleBuilder::job`] or
-    /// [`ScheduleBuilder::job_with`], the payload's `Serialize`) is caught
+    /// builds it (the closure given to [`PeriodicBuilder::job`] or
+    /// [`PeriodicBuilder::job_with`], the payload's `Serialize`) is caught
     /// and returned as [`Error::InvalidInput`] with its message, like any
-    /// job that cannot be built: the tick waits and the other schedules go
+    /// job that cannot be built: the tick waits and the other periodic jobs go
     /// on. *A panic used to end the pool's schedule task, silently stopping
     /// every schedule of the pool.*
     pub fn build(&self, tick: Timestamp, now: Timestamp) -> Result<NewJob> {
@@ -332,7 +335,7 @@ pub struct Fire {
 
 impl Fire {
     /// Checks the name, that the spec and zone texts hold no NUL (which
-    /// PostgreSQL cannot store, see [`crate::text`]), and that every job
+    /// PostgreSQL cannot store; the contract's "Text from outside"), and that every job
     /// is of the periodic job's queue.
     pub fn check(&self) -> Result<()> {
         check_name(&self.name)?;

@@ -43,7 +43,7 @@ impl PeriodicRunner {
     }
 
     /// Reads the stored rows once, then takes each periodic job's step
-    /// ([`plan`]) with one [`PeriodicStorage::fire`]. A step another pool took
+    /// ([`plan()`]) with one [`PeriodicStorage::fire`](crate::storage::PeriodicStorage::fire). A step another pool took
     /// first changes nothing and is counted in [`Round::moved`]: its ticks
     /// were stored by that pool. A failing step is logged and retried next
     /// round from what is stored then; `Err` when the rows cannot be read

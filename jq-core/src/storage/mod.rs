@@ -1,6 +1,6 @@
 //! What a backend implements, and what the worker pool and the client call:
 //! the core [`Storage`] trait (the job lifecycle and its reads), the
-//! optional [capabilities](capability), [`StorageExt`] for one job at a
+//! optional [capabilities](Capability), [`StorageExt`] for one job at a
 //! time, [`Layer`] for wrappers, and [`forward_storage!`](crate::forward_storage)
 //! for plain forwarding.
 //!
@@ -67,7 +67,7 @@ use crate::job::{Job, JobId, NewJob, State};
 use crate::{JobFilter, Stats};
 
 /// A job store: the core every backend implements (twelve operations on
-/// jobs and a clock), plus an accessor per optional [capability](capability)
+/// jobs and a clock), plus an accessor per optional [capability](Capability)
 /// (none by default). Run `jq_testkit::conformance!` against an
 /// implementation to check it keeps the contract.
 ///

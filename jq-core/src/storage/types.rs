@@ -43,7 +43,8 @@ impl ClaimRequest {
 
     /// [`Error::InvalidInput`](crate::Error::InvalidInput) when the worker
     /// name has a NUL character, which PostgreSQL cannot store
-    /// ([`crate::text`]). Every backend checks it before claiming.
+    /// (the contract's "Text from outside"). Every backend checks it before
+    /// claiming.
     pub fn check(&self) -> Result<()> {
         crate::text::check_no_nul("worker", &self.worker)
     }

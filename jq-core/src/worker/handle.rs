@@ -85,10 +85,14 @@ impl WorkerHandle {
     /// fatal storage error ([`crate::Error::is_fatal`]) that stopped the pool, if
     /// one did.
     ///
+    /// The sequence: the pool stops claiming and maintenance stops; jobs
+    /// claimed but not started are released at once (attempt given back);
+    /// running jobs get the shutdown grace to finish, then are cancelled
+    /// and released; every outcome is flushed; the heartbeat stops.
     /// Returns within the shutdown grace, plus one more grace (at least
-    /// 1 s), plus about 2 s, whatever the storage does (see the
-    /// [module docs](self)); outcomes it could not record by then are
-    /// logged and their jobs recovered once their leases expire.
+    /// 1 s), plus about 2 s, whatever the storage does; outcomes it could
+    /// not record by then are logged and their jobs recovered once their
+    /// leases expire.
     pub async fn shutdown(self) -> Result<()> {
         self.stop.cancel();
         self.wait().await

@@ -29,6 +29,10 @@ pub type HandlerResult = Result<(), HandlerError>;
 /// - [`HandlerError::release`]: not a failure: hand the job back to run again
 ///   after a delay, without counting the attempt and without an error.
 ///
+/// Every outcome, panics and timeouts included, is in the table of
+/// [`WorkerPool`'s guide](crate::WorkerPool#writing-a-handler), with what a
+/// handler may do (never block its thread).
+///
 /// `HandlerError` deliberately does not implement `std::error::Error`: that
 /// is what makes the blanket `From<E: std::error::Error>` possible.
 pub struct HandlerError {

@@ -1,86 +1,8 @@
 //! The worker pool: claims jobs from any [`Storage`] and runs your handlers.
 //!
-//! # Writing a handler
-//!
-//! A handler is an async function of the job's typed payload and a
-//! [`JobContext`]. Return `Ok(())` to ack; `?` on any error retries after
-//! the pool's backoff; [`HandlerError`] has the other outcomes.
-//!
-//! ```no_run
-//! use std::time::Duration;
-//! use jq_core::{HandlerError, HandlerResult, JobContext, WorkerPool};
-//! use serde::{Deserialize, Serialize};
-//!
-//! #[derive(Serialize, Deserialize)]
-//! struct SendEmail { to: String }
-//! impl jq_core::JobType for SendEmail {
-//!     const KIND: &'static str = "send_email";
-//!     const QUEUE: &'static str = "mail";
-//! }
-//!
-//! async fn send_email(job: SendEmail, ctx: JobContext) -> HandlerResult {
-//!     if job.to.is_empty() {
-//!         return Err(HandlerError::bury("no recipient")); // Dead now, never retried
-//!     }
-//!     if ctx.attempt() == 1 && job.to.ends_with(".invalid") {
-//!         return Err(HandlerError::release(Duration::from_secs(60))); // later, attempt not counted
-//!     }
-//!     let _address: std::net::Ipv4Addr = "127.0.0.1".parse()?; // any std error: retry with backoff
-//!     Ok(())
-//! }
-//!
-//! # async fn run(storage: impl jq_core::storage::Storage) -> jq_core::Result<()> {
-//! let pool = WorkerPool::new(storage).concurrency(32).register::<SendEmail, _, _>(send_email);
-//! // Runs until ctrl-c, then shuts down gracefully.
-//! pool.run_until(async { tokio::signal::ctrl_c().await.ok(); }).await
-//! # }
-//! ```
-//!
-//! What the pool does with each outcome:
-//!
-//! | handler | stored outcome |
-//! |---|---|
-//! | `Ok(())` | Ack: Completed |
-//! | `Err(e)` from `?`, [`HandlerError::nack`] | Nack: another attempt after `backoff.delay(attempt)`; Dead when no attempt is left |
-//! | [`HandlerError::nack_after`] | Nack with the given delay |
-//! | [`HandlerError::bury`] | Bury: Dead now |
-//! | [`HandlerError::release`] | Release after the delay: the attempt is given back, no error recorded |
-//! | panic | Nack with "handler panicked: ..." |
-//! | ran longer than the job timeout | Nack with "timed out after ..." |
-//! | payload does not deserialize into `T` | Bury with the serde error: it never will |
-//! | no handler registered for the kind | Bury with "no handler registered for kind ..."; see [`WorkerPool::nack_unknown_kinds`] |
-//!
-//! Handlers must tolerate running more than once for the same job (at
-//! least once delivery): a worker that dies after the work but before its
-//! ack is recorded leaves the job to be recovered and run again.
-//!
-//! ## What a handler may do
-//!
-//! A handler runs as part of an executor task on your tokio runtime, so it
-//! must not block its thread: a synchronous call (`std::thread::sleep`, a
-//! blocking HTTP or database client, a long computation) belongs in
-//! [`tokio::task::spawn_blocking`] (or `block_in_place` on a multi-thread
-//! runtime), awaited from the handler.
-//!
-//! ```no_run
-//! # use jq_core::{HandlerResult, JobContext};
-//! # fn render(_: &str) -> std::io::Result<()> { Ok(()) }
-//! async fn report(name: String, _ctx: JobContext) -> HandlerResult {
-//!     tokio::task::spawn_blocking(move || render(&name)).await??; // JoinError, then io::Error
-//!     Ok(())
-//! }
-//! ```
-//!
-//! A handler that blocks anyway does not lose its job: the leases are kept
-//! alive by a heartbeat on a thread of its own, with connections of its
-//! own ([`Storage::independent`]), so a second pool never runs the job
-//! while the first one still holds it. But everything else scheduled on
-//! that runtime thread waits: other handlers, the claims and settlements
-//! of this pool, its maintenance, and the rest of your program. The job
-//! timeout and a lost lease's cancellation take effect only at the
-//! handler's next `.await`, and a shutdown cannot interrupt a blocked
-//! handler either (it leaves it behind after its flush budget; the job's
-//! lease then expires and another pool runs it again).
+//! The guide for handler authors (the outcomes, what a handler may do,
+//! fatal errors) is on [`WorkerPool`], where it renders; this module's own
+//! docs are for whoever changes the pool.
 //!
 //! # How the pool is built
 //!
@@ -99,11 +21,13 @@
 //!   block their threads cannot starve it.
 //! - [`maintenance`]: promote, recover and retention purges, and the
 //!   sampling of the store's gauges ([`crate::observe`]), run by the one
-//!   pool per store that holds the "maintenance" role ([`RoleStorage::elect`]).
-//! - `cron`: periodic jobs ([`WorkerPool::periodic`]): one task, only
-//!   when periodic jobs are declared, running a [`PeriodicRunner`] round every
-//!   second on every pool (no election: [`PeriodicStorage::fire`] keeps one job per
-//!   tick).
+//!   pool per store that holds the "maintenance" role
+//!   ([`RoleStorage::elect`](crate::storage::RoleStorage::elect)).
+//! - [`periodic`]: periodic jobs ([`WorkerPool::periodic`]): one task,
+//!   only when periodic jobs are declared, running a [`PeriodicRunner`]
+//!   round every second on every pool (no election:
+//!   [`PeriodicStorage::fire`](crate::storage::PeriodicStorage::fire) keeps
+//!   one job per tick).
 //!
 //! Each run is a `jq.job` span that the handler's future runs in, linked
 //! to the trace context the job was enqueued with; see
@@ -111,16 +35,6 @@
 //! - [`handle`]: the [`WorkerHandle`] and the graceful
 //!   shutdown sequence.
 //!
-//! # Fatal errors
-//!
-//! Storage errors are retried with a bounded backoff, except the fatal
-//! ones ([`Error::is_fatal`]: a schema that was never migrated, a dead
-//! SQLite writer): no retry can help, so the pool logs the error once at
-//! error level (its message says what to do), shuts itself down
-//! gracefully, and [`WorkerHandle::wait`] / [`WorkerHandle::shutdown`]
-//! return it. [`WorkerHandle::shutdown_token`] is cancelled at that moment,
-//! so a program waiting for a signal can wait for it too.
-
 mod executor;
 mod failure;
 mod fetcher;
@@ -205,15 +119,110 @@ pub(crate) struct Config {
 }
 
 /// A pool of workers over a storage `S`, configured with builder methods,
-/// then [`WorkerPool::start`]ed.
+/// then [`WorkerPool::start`]ed: it claims jobs, runs the handler
+/// registered for each job's kind, and records each outcome.
 ///
-/// Defaults, and why:
+/// # Writing a handler
+///
+/// A handler is an async function of the job's typed payload and a
+/// [`JobContext`]. Return `Ok(())` to ack; `?` on any error retries after
+/// the pool's backoff; [`HandlerError`] has the other outcomes.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use jq_core::{HandlerError, HandlerResult, JobContext, WorkerPool};
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Serialize, Deserialize)]
+/// struct SendEmail { to: String }
+/// impl jq_core::JobType for SendEmail {
+///     const KIND: &'static str = "send_email";
+///     const QUEUE: &'static str = "mail";
+/// }
+///
+/// async fn send_email(job: SendEmail, ctx: JobContext) -> HandlerResult {
+///     if job.to.is_empty() {
+///         return Err(HandlerError::bury("no recipient")); // Dead now, never retried
+///     }
+///     if ctx.attempt() == 1 && job.to.ends_with(".invalid") {
+///         return Err(HandlerError::release(Duration::from_secs(60))); // later, attempt not counted
+///     }
+///     let _address: std::net::Ipv4Addr = "127.0.0.1".parse()?; // any std error: retry with backoff
+///     Ok(())
+/// }
+///
+/// # async fn run(storage: impl jq_core::storage::Storage) -> jq_core::Result<()> {
+/// let pool = WorkerPool::new(storage).concurrency(32).register::<SendEmail, _, _>(send_email);
+/// // Runs until ctrl-c, then shuts down gracefully.
+/// pool.run_until(async { tokio::signal::ctrl_c().await.ok(); }).await
+/// # }
+/// ```
+///
+/// What the pool does with each outcome:
+///
+/// | handler | stored outcome |
+/// |---|---|
+/// | `Ok(())` | Ack: Completed |
+/// | `Err(e)` from `?`, [`HandlerError::nack`] | Nack: another attempt after `backoff.delay(attempt)`; Dead when no attempt is left |
+/// | [`HandlerError::nack_after`] | Nack with the given delay |
+/// | [`HandlerError::bury`] | Bury: Dead now |
+/// | [`HandlerError::release`] | Release after the delay: the attempt is given back, no error recorded |
+/// | panic | Nack with "handler panicked: ..." |
+/// | ran longer than the job timeout | Nack with "timed out after ..." |
+/// | payload does not deserialize into `T` | Bury with the serde error: it never will |
+/// | no handler registered for the kind | Bury with "no handler registered for kind ..."; see [`WorkerPool::nack_unknown_kinds`] |
+///
+/// Handlers must tolerate running more than once for the same job (at
+/// least once delivery): a worker that dies after the work but before its
+/// ack is recorded leaves the job to be recovered and run again.
+///
+/// ## What a handler may do
+///
+/// A handler runs as part of an executor task on your tokio runtime, so it
+/// must not block its thread: a synchronous call (`std::thread::sleep`, a
+/// blocking HTTP or database client, a long computation) belongs in
+/// [`tokio::task::spawn_blocking`] (or `block_in_place` on a multi-thread
+/// runtime), awaited from the handler.
+///
+/// ```no_run
+/// # use jq_core::{HandlerResult, JobContext};
+/// # fn render(_: &str) -> std::io::Result<()> { Ok(()) }
+/// async fn report(name: String, _ctx: JobContext) -> HandlerResult {
+///     tokio::task::spawn_blocking(move || render(&name)).await??; // JoinError, then io::Error
+///     Ok(())
+/// }
+/// ```
+///
+/// A handler that blocks anyway does not lose its job: the leases are kept
+/// alive by a heartbeat on a thread of its own, with connections of its
+/// own ([`Storage::independent`]), so a second pool never runs the job
+/// while the first one still holds it. But everything else scheduled on
+/// that runtime thread waits: other handlers, the claims and settlements
+/// of this pool, its maintenance, and the rest of your program. The job
+/// timeout and a lost lease's cancellation take effect only at the
+/// handler's next `.await`, and a shutdown cannot interrupt a blocked
+/// handler either (it leaves it behind after its flush budget; the job's
+/// lease then expires and another pool runs it again).
+///
+///
+/// # Fatal errors
+///
+/// Storage errors are retried with a bounded backoff, except the fatal
+/// ones ([`Error::is_fatal`]: a schema that was never migrated, a dead
+/// SQLite writer): no retry can help, so the pool logs the error once at
+/// error level (its message says what to do), shuts itself down
+/// gracefully, and [`WorkerHandle::wait`] / [`WorkerHandle::shutdown`]
+/// return it. [`WorkerHandle::shutdown_token`] is cancelled at that moment,
+/// so a program waiting for a signal can wait for it too.
+///
+/// # Defaults, and why
+///
 ///
 /// - concurrency 16: handlers are async, so 16 overlaps plenty of I/O on a
 ///   small machine, while staying under a typical application's database
 ///   connection pool (each handler often holds one connection). Raise it for
 ///   I/O-bound work that does not share a bounded resource.
-/// - prefetch about 10 ms of work ([`prefetch::PREFETCH_HORIZON`]) at the
+/// - prefetch about 10 ms of work at the
 ///   rate the executors take jobs, at least as many as the concurrency and
 ///   at most 256: a claim is a database round trip (a commit on the SQL
 ///   backends) with a fixed cost per batch, so short jobs would otherwise
@@ -347,9 +356,8 @@ impl<S: Storage> WorkerPool<S> {
 
     /// How many jobs may wait claimed, beyond those running, so the next job
     /// starts without a claim round trip; a fixed number instead of the
-    /// default, which holds about [`prefetch::PREFETCH_HORIZON`] of work at
-    /// the observed rate, between the concurrency and
-    /// [`prefetch::MAX_PREFETCH`]. 0 claims only for free executors.
+    /// default, which holds about 10 ms of work at the observed rate,
+    /// between the concurrency and 256. 0 claims only for free executors.
     /// Waiting jobs are leased and heartbeated like running ones, and are
     /// released at once on shutdown. Set 0 when jobs are long and several
     /// workers should share a short queue evenly.
@@ -406,7 +414,7 @@ impl<S: Storage> WorkerPool<S> {
     ///
     /// Of all the pools on one store with maintenance on, one at a time
     /// does the work: the one holding the "maintenance" role
-    /// ([`RoleStorage::elect`]); the others only campaign for it. Off, the
+    /// ([`RoleStorage::elect`](crate::storage::RoleStorage::elect)); the others only campaign for it. Off, the
     /// pool does not campaign either.
     pub fn maintenance(mut self, enabled: bool) -> Self {
         self.config.maintenance = enabled;

@@ -2,7 +2,7 @@
 //! [`PeriodicRunner`] round every periodic job interval, until the pool stops.
 //!
 //! Every pool that declares periodic jobs runs it; no election is involved:
-//! [`PeriodicStorage::fire`] lets exactly one pool store each tick's job.
+//! [`PeriodicStorage::fire`](crate::storage::PeriodicStorage::fire) lets exactly one pool store each tick's job.
 
 use std::sync::Arc;
 use std::time::Duration;

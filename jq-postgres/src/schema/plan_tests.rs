@@ -11,10 +11,6 @@ use super::{Sql, Sql1, quote};
 use crate::{PostgresConfig, PostgresStorage};
 use jq_core::storage::Storage;
 
-fn url() -> String {
-    std::env::var("JQ_POSTGRES_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
-}
-
 /// The indexes a plan reads (one entry per scan node), and "Seq Scan" for
 /// each sequential scan of a table.
 fn scans(plan: &str) -> Vec<String> {
@@ -36,10 +32,11 @@ fn scans(plan: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn every_statement_finds_its_rows_by_key_whatever_the_statistics() {
+    let Some(url) = jq_testkit::services::postgres() else { return };
     let schema = format!("jq_test_{}", uuid::Uuid::new_v4().simple());
-    let storage = PostgresStorage::connect(PostgresConfig::new(url()).schema(&schema).max_connections(1))
+    let storage = PostgresStorage::connect(PostgresConfig::new(url.clone()).schema(&schema).max_connections(1))
         .await
-        .unwrap_or_else(|e| panic!("PostgreSQL is not reachable at {} ({e}): run scripts/start-services.sh", url()));
+        .unwrap_or_else(|e| panic!("PostgreSQL is not reachable at {url} ({e}): run scripts/start-services.sh"));
     storage.migrate().await.unwrap();
     let q = quote(&schema);
     let row = |state: &str, n: u32, extra: &str| {

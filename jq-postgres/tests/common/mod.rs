@@ -1,6 +1,8 @@
 //! Test support: the server URL, a fresh schema per test, and the testkit
 //! harness. Each test works in its own schema `jq_test_<uuid>`, created and
 //! migrated in setup, dropped when the test passes and kept when it fails.
+//! Without a server the tests skip, saying so once (or fail under
+//! `JQ_REQUIRE_SERVICES=1`): `jq_testkit::services`.
 
 #![allow(dead_code)]
 
@@ -16,7 +18,7 @@ pub const MAX_CONNECTIONS: u32 = 4;
 
 /// `JQ_POSTGRES_URL`, or the local server.
 pub fn url() -> String {
-    std::env::var("JQ_POSTGRES_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
+    jq_testkit::services::postgres_url()
 }
 
 /// Panics with how to start the server.
@@ -87,7 +89,8 @@ impl jq_testkit::Harness for PostgresHarness {
     }
 }
 
-/// The testkit's setup function.
-pub async fn harness() -> PostgresHarness {
-    PostgresHarness(Fixture::new().await)
+/// The testkit's setup function: `None` (skip) when no server answers.
+pub async fn harness() -> Option<PostgresHarness> {
+    jq_testkit::services::postgres()?;
+    Some(PostgresHarness(Fixture::new().await))
 }

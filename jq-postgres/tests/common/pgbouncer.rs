@@ -1,4 +1,5 @@
-//! PgBouncer (Debian's package, installed by scripts/start-services.sh) in
+//! PgBouncer (Debian's package, installed by scripts/start-services.sh;
+//! tests check for it with `jq_testkit::needs!(postgres, pgbouncer)`) in
 //! transaction pooling mode, in front of the test server, started by a test
 //! binary on a free loopback port with a configuration of its own. Each
 //! runs under a small shell watchdog that stops it and removes its
@@ -69,15 +70,13 @@ impl Bouncer {
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
         }
         let parent = std::process::id();
-        let bin = ["/usr/sbin/pgbouncer", "/usr/bin/pgbouncer"]
-            .into_iter()
-            .find(|p| std::path::Path::new(p).exists())
-            .unwrap_or("pgbouncer");
+        let bin = jq_testkit::services::pgbouncer().expect("the caller checked for pgbouncer (needs!)");
         let script = format!(
             "{bin} {user} '{config}' >'{dir}/pgbouncer.log' 2>&1 &
              pid=$!
              while kill -0 {parent} 2>/dev/null && kill -0 $pid 2>/dev/null; do sleep 0.2; done
              kill $pid 2>/dev/null; wait $pid 2>/dev/null",
+            bin = bin.display(),
             config = path.display(),
             dir = dir.path().display(),
         );
@@ -160,14 +159,17 @@ impl jq_testkit::Harness for PoolerHarness {
     }
 }
 
-/// The testkit's setup function through the pooler.
-pub async fn harness() -> PoolerHarness {
+/// The testkit's setup function through the pooler: `None` (skip) without
+/// a server or without pgbouncer.
+pub async fn harness() -> Option<PoolerHarness> {
     use jq_core::storage::Storage;
+    jq_testkit::services::postgres()?;
+    jq_testkit::services::pgbouncer()?;
     let schema = format!("jq_test_{}", uuid::Uuid::new_v4().simple());
     let storage = jq_postgres::PostgresStorage::connect(config(&schema, jq_core::Clock::system()))
         .await
         .unwrap_or_else(|e| panic!("cannot connect through pgbouncer: {e}"));
     storage.migrate().await.unwrap_or_else(|e| panic!("migrate {schema} through pgbouncer: {e}"));
     storage.close().await;
-    PoolerHarness { schema }
+    Some(PoolerHarness { schema })
 }

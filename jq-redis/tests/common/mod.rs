@@ -1,5 +1,7 @@
 //! Shared by the integration tests: the server URL, a random prefix per
-//! test, and cleanup of that prefix.
+//! test, and cleanup of that prefix. Without a server the tests skip,
+//! saying so once (or fail under `JQ_REQUIRE_SERVICES=1`):
+//! `jq_testkit::services`.
 
 #![allow(dead_code)]
 
@@ -10,7 +12,7 @@ use jq_redis::{RedisConfig, RedisStorage};
 
 /// The server under test: `JQ_REDIS_URL`, default `redis://127.0.0.1:6379`.
 pub fn url() -> String {
-    std::env::var("JQ_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
+    jq_testkit::services::redis_url()
 }
 
 /// A fresh key prefix, `jqtest:<uuid>`.
@@ -74,7 +76,9 @@ impl jq_testkit::Harness for RedisHarness {
     }
 }
 
-/// A fresh harness under a random prefix.
-pub async fn setup() -> RedisHarness {
-    RedisHarness { prefix: prefix() }
+/// A fresh harness under a random prefix; `None` (skip) when no server
+/// answers.
+pub async fn setup() -> Option<RedisHarness> {
+    jq_testkit::services::redis()?;
+    Some(RedisHarness { prefix: prefix() })
 }

@@ -1,6 +1,10 @@
 //! Named roles ([`RoleStorage::elect`], [`RoleStorage::resign`],
 //! [`RoleStorage::leaders`]): one holder at a time, renewals, takeover only
 //! after expiry by the storage's clock.
+//!
+//! [`RoleStorage::elect`]: jq_core::storage::RoleStorage::elect
+//! [`RoleStorage::resign`]: jq_core::storage::RoleStorage::resign
+//! [`RoleStorage::leaders`]: jq_core::storage::RoleStorage::leaders
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -2,6 +2,10 @@
 //! [`PeriodicStorage::trigger`]): one job per (periodic job, tick) whatever the
 //! number of pools, missed ticks, orphans and daylight-saving time.
 //!
+//! [`PeriodicStorage::fire`]: jq_core::storage::PeriodicStorage::fire
+//! [`PeriodicStorage::periodic`]: jq_core::storage::PeriodicStorage::periodic
+//! [`PeriodicStorage::trigger`]: jq_core::storage::PeriodicStorage::trigger
+//!
 //! The pools here are [`PeriodicRunner`]s, the step a worker pool repeats every
 //! second, called directly under manual clocks so time moves without
 //! sleeping.

@@ -1,6 +1,8 @@
 //! Harnesses that open every backend through `jq::connect_with`, each test
 //! in its own namespace: a temp file, a fresh schema, a random key prefix.
 //! A namespace is removed when its test passed and kept when it failed.
+//! Without a server, its tests skip saying so once (or fail under
+//! `JQ_REQUIRE_SERVICES=1`): `jq_testkit::services`.
 
 #![allow(dead_code)] // each test file uses the harnesses of its backends
 #![allow(clippy::unwrap_used)] // tests may unwrap
@@ -12,12 +14,12 @@ const MAX_CONNECTIONS: u32 = 4;
 
 /// `JQ_POSTGRES_URL`, or the local server.
 pub fn postgres_url() -> String {
-    std::env::var("JQ_POSTGRES_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
+    jq_testkit::services::postgres_url()
 }
 
 /// `JQ_REDIS_URL`, or the local server.
 pub fn redis_url() -> String {
-    std::env::var("JQ_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
+    jq_testkit::services::redis_url()
 }
 
 /// Connects through the facade, or fails the test saying how to start the
@@ -138,12 +140,14 @@ pub async fn sqlite() -> Harness {
     Harness(Namespace::sqlite())
 }
 
-/// Setup of the PostgreSQL suites.
-pub async fn postgres() -> Harness {
-    Harness(Namespace::postgres().await)
+/// Setup of the PostgreSQL suites: `None` (skip) when no server answers.
+pub async fn postgres() -> Option<Harness> {
+    jq_testkit::services::postgres()?;
+    Some(Harness(Namespace::postgres().await))
 }
 
-/// Setup of the Redis suites.
-pub async fn redis() -> Harness {
-    Harness(Namespace::redis())
+/// Setup of the Redis suites: `None` (skip) when no server answers.
+pub async fn redis() -> Option<Harness> {
+    jq_testkit::services::redis()?;
+    Some(Harness(Namespace::redis()))
 }
