@@ -66,8 +66,10 @@ fn skipped(schema: &str, e: &Error) {
     }
 }
 
-/// Counts by queue and state. A group whose state is unknown is left out
-/// and logged: one bad row must not hide the counts of all the others.
+/// Counts by queue and state: finished states from their counters, live
+/// ones from the partial indexes of live jobs (sql/stats.sql). A group
+/// whose state is unknown is left out and logged: one bad row must not hide
+/// the counts of all the others.
 pub(crate) async fn stats(inner: &Inner) -> Result<Stats> {
     let rows = sqlx::query(inner.sql.stats.q()).fetch_all(&inner.pool).await.map_err(map_sqlx)?;
     let mut stats = Stats::default();
@@ -76,6 +78,13 @@ pub(crate) async fn stats(inner: &Inner) -> Result<Stats> {
         let state: String = row.try_get(1).map_err(map_sqlx)?;
         let count: i64 = row.try_get(2).map_err(map_sqlx)?;
         match state.parse::<State>() {
+            Ok(state) if count < 0 => tracing::error!(
+                schema = inner.schema,
+                %queue,
+                %state,
+                count,
+                "stats: the counters of finished jobs went below zero (rows deleted or changed by hand?); counted as 0"
+            ),
             Ok(state) => stats.queues.entry(queue).or_default().add(state, u64::try_from(count).unwrap_or(0)),
             Err(_) => tracing::error!(
                 schema = inner.schema,

@@ -99,14 +99,14 @@ pub(crate) async fn purge(inner: &Inner, state: State, older_than: Timestamp) ->
     }
     let mut total = 0;
     loop {
-        let deleted = sqlx::query(inner.sql.purge.q())
+        let deleted: i64 = sqlx::query_scalar(inner.sql.purge.q())
             .bind(state.as_str())
             .bind(older_than)
             .bind(BATCH)
-            .execute(&inner.pool)
+            .fetch_one(&inner.pool)
             .await
-            .map_err(map_sqlx)?
-            .rows_affected();
+            .map_err(map_sqlx)?;
+        let deleted = u64::try_from(deleted).unwrap_or(0);
         total += deleted;
         if deleted < BATCH as u64 {
             return Ok(total);

@@ -18,6 +18,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("schedules", include_str!("../migrations/0005_schedules.sql")),
     ("queue_controls", include_str!("../migrations/0006_queue_controls.sql")),
     ("trace", include_str!("../migrations/0007_trace.sql")),
+    ("job_counts", include_str!("../migrations/0008_job_counts.sql")),
 ];
 
 /// The newest schema version this build knows.

@@ -103,8 +103,9 @@ fn skipped(e: &Error) {
     }
 }
 
-/// Counts by queue and state. A group whose queue or state cannot be read,
-/// or whose state is unknown, is left out and logged: one bad row must not
+/// Counts by queue and state: finished states from their counters, live
+/// ones from the partial indexes of live jobs (sql/stats.sql). A group
+/// whose queue cannot be read is left out and logged: one bad row must not
 /// hide the counts of all the others.
 pub(crate) fn stats(conn: &Connection) -> Result<Stats> {
     let mut stmt = conn.prepare_cached(STATS).map_err(db)?;
@@ -119,6 +120,13 @@ pub(crate) fn stats(conn: &Connection) -> Result<Stats> {
             _ => None,
         };
         match known {
+            Some((queue, state)) if n < 0 => tracing::error!(
+                %queue,
+                %state,
+                count = n,
+                "stats: the counters of finished jobs went below zero (the jobs table changed with its triggers \
+                 off?); counted as 0"
+            ),
             Some((queue, state)) => stats.queues.entry(queue.clone()).or_default().add(state, n.max(0) as u64),
             None => tracing::error!(
                 queue = %show(&queue),
