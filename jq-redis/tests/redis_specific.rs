@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use jq_core::storage::{ClaimRequest, Outcome, Settlement, Storage, StorageExt, PeriodicStorage};
+use jq_core::storage::{ClaimRequest, Outcome, PeriodicStorage, Settlement, Storage, StorageExt};
 use jq_core::{Error, JobFilter, ManualClock, NewJob, Payload, Priority, QueueName, State};
 use jq_redis::{RedisConfig, RedisStorage};
 

@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use jq_core::storage::{ClaimRequest, ControlStorage, Outcome, PeriodicStorage, RoleStorage, Settlement, Storage, StorageExt};
+use jq_core::storage::{
+    ClaimRequest, ControlStorage, Outcome, PeriodicStorage, RoleStorage, Settlement, Storage, StorageExt,
+};
 use jq_core::{Error, JobFilter, ManualClock, NewJob, Payload, Priority, QueueName, State};
 use jq_sqlite::{SqliteConfig, SqliteStorage};
 

@@ -256,6 +256,8 @@ macro_rules! conformance {
             retry_dead_job,
             cancel_pending_and_scheduled,
             purge_removes_only_old_terminal,
+            stats_count_every_transition,
+            purge_deletes_every_batch_until_none_is_left,
             // a worker pool through injected faults
             pool_claim_failing_before_effect_strands_nothing,
             pool_claim_failing_after_effect_strands_nothing,
@@ -318,6 +320,7 @@ macro_rules! __capability_tests {
             limits_beyond_what_backends_store_are_refused,
             paused_or_limited_queue_leaves_the_claim_to_others,
             seen_forgets_claimers_after_a_day,
+            queues_are_those_holding_jobs_or_a_control,
         );
     };
     (throughput, $setup:expr) => {

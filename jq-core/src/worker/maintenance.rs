@@ -21,9 +21,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::failure::Failure;
 use super::jitter;
+use super::retention::Retention;
 use crate::clock::Timestamp;
 use crate::error::Error;
-use super::retention::Retention;
 use crate::job::LeaseToken;
 use crate::storage::{Election, RoleStorage, Storage};
 

@@ -27,6 +27,32 @@ async fn snapshot<S: Storage>(storage: &S, ids: &[JobId]) -> Vec<Job> {
     out
 }
 
+/// `queues` lists exactly the queues that hold a job, in any state, or
+/// have a control: a queue whose jobs all finished is listed until they are
+/// purged, one with only a pause is listed until it is resumed.
+pub async fn queues_are_those_holding_jobs_or_a_control<H: Harness>(h: &H) {
+    let clock = manual_clock();
+    let storage = h.connect(clock.clock()).await;
+    let controls = storage.require_controls().expect("controls");
+    let names = || async {
+        let all = controls.queues().await.expect("queues");
+        all.into_iter().map(|q| q.queue.as_str().to_owned()).collect::<Vec<_>>()
+    };
+    enqueue_all(&storage, jobs(&clock, "live", 1)).await;
+    enqueue_all(&storage, jobs(&clock, "done", 2)).await;
+    for job in claim(&storage, &["done"], 2, "w").await {
+        storage.ack(lease(&job)).await.expect("ack");
+    }
+    assert_eq!(names().await, ["done", "live"], "a queue of finished jobs is listed");
+    controls.set_paused(&queue("quiet"), true).await.expect("pause");
+    assert_eq!(names().await, ["done", "live", "quiet"], "a queue with a control and no job is listed");
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(storage.purge(State::Completed, clock.now()).await.expect("purge"), 2);
+    assert_eq!(names().await, ["live", "quiet"], "a queue whose jobs were purged is not");
+    controls.set_paused(&queue("quiet"), false).await.expect("resume");
+    assert_eq!(names().await, ["live"]);
+}
+
 /// A pause made through one handle stops claims through another at once,
 /// leaves the queue's jobs untouched, lets enqueue and running jobs'
 /// acks through, shows which claimers met it, and a resume through a
@@ -189,7 +215,12 @@ pub async fn limits_beyond_what_backends_store_are_refused<H: Harness>(h: &H) {
     assert!(matches!(Rate::parse("1/99999999h"), Err(Error::InvalidInput { .. })));
 
     let widest = QueueLimits { concurrency: Some(MAX_LIMIT), rate: Some(Rate::new(2, MAX_RATE_PERIOD)) };
-    storage.require_controls().expect("controls").set_limits(&queue("q"), &widest).await.expect("the largest limits are stored");
+    storage
+        .require_controls()
+        .expect("controls")
+        .set_limits(&queue("q"), &widest)
+        .await
+        .expect("the largest limits are stored");
     assert_eq!(info(&storage, "q").await.limits, widest);
     assert_eq!(claim(&storage, &["q"], 10, "w").await.len(), 2, "two starts per 100 years");
     clock.advance(Duration::from_secs(3600));
@@ -216,7 +247,12 @@ pub async fn paused_or_limited_queue_leaves_the_claim_to_others<H: Harness>(h: &
     assert_eq!((of(&got, "reports"), of(&got, "emails")), (0, 10), "a paused queue leaves the budget to the others");
 
     storage.require_controls().expect("controls").set_paused(&queue("reports"), false).await.expect("resume");
-    storage.require_controls().expect("controls").set_limits(&queue("reports"), &QueueLimits { concurrency: Some(2), rate: None }).await.expect("limit");
+    storage
+        .require_controls()
+        .expect("controls")
+        .set_limits(&queue("reports"), &QueueLimits { concurrency: Some(2), rate: None })
+        .await
+        .expect("limit");
     let got = claim(&storage, &["reports", "emails"], 4, "w").await;
     assert_eq!((of(&got, "reports"), of(&got, "emails")), (2, 2), "two slots of reports, the rest to emails");
 
