@@ -158,6 +158,25 @@ pub async fn assert_list_skips_corrupt<S: Storage + ?Sized>(storage: &S, corrupt
     assert_eq!(list_pages(storage, pending).await.concat(), good);
 }
 
+/// Checks the contract's "stats agree with list" on a store a backend's
+/// own test filled (by hand, a migration, another writer): `stats` equals
+/// a count, per queue and state, of every job `list` returns. Panics with
+/// both when they differ.
+pub async fn assert_stats_agree_with_list<S: Storage + ?Sized>(storage: &S) {
+    let mut listed = jq_core::Stats::default();
+    let mut filter = JobFilter { limit: 1_000, ..JobFilter::default() };
+    loop {
+        let page = storage.list(&filter).await.unwrap_or_else(|e| panic!("list: {e}"));
+        let Some(last) = page.last() else { break };
+        filter.after = Some(last.id);
+        for job in &page {
+            listed.queues.entry(job.queue.as_str().to_owned()).or_default().add(job.state, 1);
+        }
+    }
+    let counted = storage.stats().await.unwrap_or_else(|e| panic!("stats: {e}"));
+    assert_eq!(counted, listed, "stats disagree with the jobs list returns");
+}
+
 /// One test's private namespace on a backend (SQLite: a temp file;
 /// PostgreSQL: a fresh schema; Redis: a random key prefix; memory: shared state).
 #[async_trait::async_trait]
