@@ -9,7 +9,7 @@
 -- Dead, Cancelled) are now counted here, per queue and state; live jobs
 -- (Scheduled, Pending, Running), which are few by comparison, are still
 -- counted from the jobs themselves through the partial indexes that hold
--- only them (jobs_claim, jobs_lease_expiry).
+-- only them: jobs_waiting below, and jobs_lease_expiry (Running).
 --
 -- Every statement that moves a job into or out of a finished state
 -- (settle, bury, cancel, retry, recover, purge) adds its change to this
@@ -42,3 +42,15 @@ SELECT queue, state, 0, count(*)
 FROM {schema}.jobs
 WHERE state IN ('completed', 'dead', 'cancelled')
 GROUP BY queue, state;
+
+-- The jobs waiting to run (Pending and Scheduled) by queue, state and id:
+-- stats count them from it alone (an index-only scan), and a list of one
+-- queue's Pending or Scheduled jobs (the dashboard's oldest pending job of
+-- each queue) walks it in id order, where the primary key would first pass
+-- every older finished job. Its predicate is the one of migration 3's
+-- kind: finished_at is set exactly in the finished states and a lease
+-- exactly while Running, so no statement's state guard implies it and no
+-- plan takes it by mistake. Jobs enter it when they are enqueued or handed
+-- back, never when claimed or finished: the drain does not write to it.
+CREATE INDEX jobs_waiting ON {schema}.jobs (queue, state, id)
+    WHERE finished_at IS NULL AND lease_expires_at IS NULL;

@@ -28,9 +28,13 @@ pub(crate) async fn list(inner: &Inner, filter: &JobFilter) -> Result<Vec<Job>> 
     let limit = filter.page_size();
     let mut jobs = Vec::new();
     let mut after = filter.after.map(|a| a.0);
+    // One queue's waiting jobs: walked in jobs_waiting, not past every
+    // older finished job in the primary key (sql/list_waiting.sql).
+    let waiting = filter.queue.is_some() && matches!(filter.state, Some(State::Pending | State::Scheduled));
+    let sql = if waiting { &inner.sql.list_waiting } else { &inner.sql.list };
     while jobs.len() < limit {
         let want = limit - jobs.len();
-        let rows = sqlx::query(inner.sql.list.q())
+        let rows = sqlx::query(sql.q())
             .bind(filter.queue.as_ref().map(|q| q.as_str()))
             .bind(filter.state.map(State::as_str))
             .bind(filter.kind.as_deref())

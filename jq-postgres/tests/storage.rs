@@ -59,7 +59,9 @@ async fn migration_8_counts_the_jobs_finished_before_it() {
     };
     // Back to version 7: the table of migration 8 gone, as before it.
     let setup = [
-        format!("DROP TABLE {q}.job_counts; DELETE FROM {q}.jq_migrations WHERE version = 8;"),
+        format!(
+            "DROP TABLE {q}.job_counts; DROP INDEX {q}.jobs_waiting; DELETE FROM {q}.jq_migrations WHERE version = 8;"
+        ),
         rows("a", "completed", 3, "now()"),
         rows("a", "dead", 2, "now()"),
         rows("b", "cancelled", 4, "now()"),
