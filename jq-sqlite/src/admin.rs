@@ -65,8 +65,13 @@ fn list_page(
         args.push(Value::Text(queue.as_str().to_owned()));
     }
     if let Some(state) = filter.state {
-        sql.push_str(" AND state = ?");
-        args.push(Value::Text(state.as_str().to_owned()));
+        // A literal, not a parameter: SQLite uses a partial index only
+        // when the query's own terms imply its WHERE, and a bound value
+        // implies nothing. A queue's oldest Pending job (the dashboard's)
+        // is then read from jobs_pending, not found by walking every older
+        // finished job in id order. The name comes from State, never from
+        // the caller's text.
+        sql.push_str(&format!(" AND state = '{}'", state.as_str()));
     }
     if let Some(kind) = &filter.kind {
         sql.push_str(" AND kind = ?");

@@ -181,6 +181,8 @@ where
     .await;
     if keep() {
         eprintln!("grown: keeping schema {schema} (JQ_BENCH_KEEP=1); drop it when done");
+        // Closed, so the bench's final sweep of open schemas leaves it.
+        storage.close().await;
     } else {
         crate::postgres_drop_schema(&storage).await?;
     }
