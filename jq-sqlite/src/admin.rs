@@ -5,6 +5,7 @@ use jq_core::{Error, Job, JobFilter, JobId, Result, State, Stats, Throughput, Ti
 use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 
+use crate::counts::Tally;
 use crate::error::db;
 use crate::row::{self, COLUMNS, blob, parse_state};
 
@@ -172,16 +173,36 @@ fn show(v: &Value) -> String {
 
 /// Dead -> Pending with one more attempt.
 pub(crate) fn retry(conn: &Connection, id: JobId, now: Timestamp) -> Result<()> {
-    let n =
-        conn.prepare_cached(RETRY).map_err(db)?.execute(params![blob(&id.0), now.timestamp_micros()]).map_err(db)?;
-    if n == 1 { Ok(()) } else { Err(refusal(conn, id, "retry")?) }
+    counted(conn, RETRY, id, now, State::Dead, -1, "retry")
 }
 
 /// Scheduled or Pending -> Cancelled.
 pub(crate) fn cancel(conn: &Connection, id: JobId, now: Timestamp) -> Result<()> {
-    let n =
-        conn.prepare_cached(CANCEL).map_err(db)?.execute(params![blob(&id.0), now.timestamp_micros()]).map_err(db)?;
-    if n == 1 { Ok(()) } else { Err(refusal(conn, id, "cancel")?) }
+    counted(conn, CANCEL, id, now, State::Cancelled, 1, "cancel")
+}
+
+/// Runs the guarded admin update `sql` on job `id` (it returns the job's
+/// queue when it changed it) and adds `n` to the count of `state` for it;
+/// else says why nothing changed.
+fn counted(
+    conn: &Connection,
+    sql: &str,
+    id: JobId,
+    now: Timestamp,
+    state: State,
+    n: i64,
+    operation: &'static str,
+) -> Result<()> {
+    let queue: Option<Value> = conn
+        .prepare_cached(sql)
+        .map_err(db)?
+        .query_row(params![blob(&id.0), now.timestamp_micros()], |r| r.get(0))
+        .optional()
+        .map_err(db)?;
+    let Some(queue) = queue else { return Err(refusal(conn, id, operation)?) };
+    let mut tally = Tally::default();
+    tally.add(queue, state, n);
+    tally.apply(conn)
 }
 
 /// Why a guarded admin update changed nothing: NotFound or InvalidState.

@@ -9,49 +9,20 @@
 -- partial indexes that hold only them (jobs_pending, jobs_scheduled,
 -- jobs_lease).
 --
--- Triggers keep the counts, in the statement that changes the job: every
--- writer of the file counts, whatever its build (several processes may
--- share a file, and one still running an older build during an upgrade
--- would otherwise change jobs without counting). They fire only for a
--- change of state or queue, and do work only when a finished state is
--- entered or left: a claim or a heartbeat evaluates the WHEN clause and
--- nothing more. (PostgreSQL counts in its statements instead, where a
--- trigger would cost every claim; see its migration 8.) OR chains, not
--- IN lists: see 001_jobs.sql.
+-- The statements that move a job into or out of a finished state (settle,
+-- the burial of a corrupt job, recover, retry, cancel, purge) return the
+-- queue of each job they changed, and the writer adds them up per queue
+-- and state and writes the sums here in the same transaction (counts.rs):
+-- one row write per queue and state per call, not one per job. Triggers
+-- would count every writer of the file, but cost each ack an upsert of
+-- its own and each claim their WHEN clauses: the drain lost about 45% to
+-- them (BENCHMARKS.md, session 14).
 CREATE TABLE job_counts (
     queue TEXT    NOT NULL,
     state TEXT    NOT NULL,
     n     INTEGER NOT NULL,
     PRIMARY KEY (queue, state)
 ) WITHOUT ROWID;
-
-CREATE TRIGGER job_counts_insert AFTER INSERT ON jobs
-WHEN new.state = 'completed' OR new.state = 'dead' OR new.state = 'cancelled'
-BEGIN
-    INSERT INTO job_counts (queue, state, n) VALUES (new.queue, new.state, 1)
-    ON CONFLICT (queue, state) DO UPDATE SET n = n + 1;
-END;
-
-CREATE TRIGGER job_counts_leave AFTER UPDATE OF state, queue ON jobs
-WHEN (new.state IS NOT old.state OR new.queue IS NOT old.queue)
- AND (old.state = 'completed' OR old.state = 'dead' OR old.state = 'cancelled')
-BEGIN
-    UPDATE job_counts SET n = n - 1 WHERE queue = old.queue AND state = old.state;
-END;
-
-CREATE TRIGGER job_counts_enter AFTER UPDATE OF state, queue ON jobs
-WHEN (new.state IS NOT old.state OR new.queue IS NOT old.queue)
- AND (new.state = 'completed' OR new.state = 'dead' OR new.state = 'cancelled')
-BEGIN
-    INSERT INTO job_counts (queue, state, n) VALUES (new.queue, new.state, 1)
-    ON CONFLICT (queue, state) DO UPDATE SET n = n + 1;
-END;
-
-CREATE TRIGGER job_counts_delete AFTER DELETE ON jobs
-WHEN old.state = 'completed' OR old.state = 'dead' OR old.state = 'cancelled'
-BEGIN
-    UPDATE job_counts SET n = n - 1 WHERE queue = old.queue AND state = old.state;
-END;
 
 -- The jobs finished before this version, counted once (this runs in the
 -- migration's BEGIN IMMEDIATE: no other writer changes a job meanwhile).
