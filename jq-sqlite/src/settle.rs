@@ -16,6 +16,7 @@ const ACK: &str = include_str!("sql/settle_ack.sql");
 const NACK: &str = include_str!("sql/settle_nack.sql");
 const BURY: &str = include_str!("sql/settle_bury.sql");
 const RELEASE: &str = include_str!("sql/settle_release.sql");
+const QUEUE: &str = include_str!("sql/settle_queue.sql");
 const HEARTBEAT: &str = include_str!("sql/heartbeat.sql");
 
 /// Applies each settlement on its own fence; returns the per-item results
@@ -77,16 +78,14 @@ fn apply(
     let token = blob(&lease.token.0);
     Ok(match outcome {
         Outcome::Ack => {
-            let queue: Option<Value> = conn
-                .prepare_cached(ACK)
-                .map_err(db)?
-                .query_row(params![id, token, now_us], |r| r.get(0))
-                .optional()
-                .map_err(row)?;
-            queue.map(|queue| {
-                tally.add(queue, State::Completed, 1);
-                State::Completed
-            })
+            let n = conn.prepare_cached(ACK).map_err(db)?.execute(params![id, token, now_us]).map_err(row)?;
+            if n != 1 {
+                return Ok(None);
+            }
+            let queue: Value =
+                conn.prepare_cached(QUEUE).map_err(db)?.query_row(params![id], |r| r.get(0)).map_err(db)?;
+            tally.add(queue, State::Completed, 1);
+            Some(State::Completed)
         }
         Outcome::Nack { error, delay } => {
             let run_at = add(now, delay).timestamp_micros();

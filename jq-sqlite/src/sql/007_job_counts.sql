@@ -10,13 +10,13 @@
 -- jobs_lease).
 --
 -- The statements that move a job into or out of a finished state (settle,
--- the burial of a corrupt job, recover, retry, cancel, purge) return the
--- queue of each job they changed, and the writer adds them up per queue
--- and state and writes the sums here in the same transaction (counts.rs):
--- one row write per queue and state per call, not one per job. Triggers
--- would count every writer of the file, but cost each ack an upsert of
--- its own and each claim their WHEN clauses: the drain lost about 45% to
--- them (BENCHMARKS.md, session 14).
+-- the burial of a corrupt job, recover, retry, cancel, purge) tell the
+-- writer the queue of each job they changed (an ack by a probe of the id
+-- index right after it, the others by RETURNING), and the writer adds them
+-- up per queue and state and writes the sums here in the same transaction
+-- (counts.rs): one row write per queue and state per call, not per job.
+-- No triggers, and no RETURNING on the ack: SQLite runs both as triggers,
+-- and they cost the drain a third of its rate (BENCHMARKS.md, session 14).
 CREATE TABLE job_counts (
     queue TEXT    NOT NULL,
     state TEXT    NOT NULL,
