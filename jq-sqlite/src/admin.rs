@@ -130,8 +130,8 @@ pub(crate) fn stats(conn: &Connection) -> Result<Stats> {
                 %queue,
                 %state,
                 count = n,
-                "stats: the counters of finished jobs went below zero (the jobs table changed with its triggers \
-                 off?); counted as 0"
+                "stats: the counters of finished jobs went below zero (jobs deleted or changed outside jq?); \
+                 counted as 0"
             ),
             Some((queue, state)) => stats.queues.entry(queue.clone()).or_default().add(state, n.max(0) as u64),
             None => tracing::error!(

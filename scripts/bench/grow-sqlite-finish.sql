@@ -1,5 +1,7 @@
 -- After grow-sqlite.sql: {pending} Pending jobs in queue "backlog",
--- enqueued over the hour before {now} (newer ids than every finished job).
+-- enqueued over the hour before {now} (newer ids than every finished job),
+-- and the counters of finished jobs (job_counts, schema version 7) for the
+-- rows inserted behind jq's back.
 WITH RECURSIVE n(i) AS (
     SELECT 1
     UNION ALL
@@ -13,3 +15,9 @@ SELECT unhex(printf('%012x', at / 1000) || '7' || substr(hex(randomblob(2)), 1, 
              || substr(hex(randomblob(8)), 1, 15)),
        'backlog', 'grown', '{"n":' || i || '}', 1, 'pending', 0, 25, at, at
 FROM t;
+
+INSERT INTO job_counts (queue, state, n)
+SELECT queue, state, count(*) FROM jobs
+WHERE state = 'completed' OR state = 'dead' OR state = 'cancelled'
+GROUP BY queue, state
+ON CONFLICT (queue, state) DO UPDATE SET n = n + excluded.n;

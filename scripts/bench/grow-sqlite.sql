@@ -12,8 +12,8 @@
 -- before), over four queues: 98 in 100 Completed, 1 Dead (with its error),
 -- 1 Cancelled. Ids are UUID v7 of their creation instant (16-byte BLOBs),
 -- as jq's clients make them, so they are in time order like a real
--- store's. One statement (a recursive CTE), no round trip per row; the
--- triggers of schema version 7 count them.
+-- store's. One statement (a recursive CTE), no round trip per row;
+-- grow-sqlite-finish.sql counts them.
 WITH RECURSIVE n(i) AS (
     SELECT {first}
     UNION ALL
