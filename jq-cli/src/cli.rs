@@ -346,8 +346,11 @@ Ctrl-C or SIGTERM stops claiming, waits up to --shutdown-grace for running comma
 hands back the jobs that did not finish (pending, attempt not counted), and exits 0.
 
 The worker also does the queue's upkeep, as every jq worker pool does: it makes due
-scheduled jobs runnable and recovers jobs whose worker died (lease expired). Finished
-jobs are kept until `jqctl purge` removes them (see `jqctl purge --help`).
+scheduled jobs runnable, recovers jobs whose worker died (lease expired), and purges
+finished jobs past their retention: completed and cancelled jobs a day after they
+finish, dead ones after seven days (--keep-completed, --keep-cancelled, --keep-dead;
+--keep-forever keeps them until `jqctl purge` removes them). Of all the workers of a
+store, one at a time does this upkeep; give them all the same retention.
 
 Examples:
   jqctl worker --concurrency 4 --exec ./handle-job.sh
@@ -372,6 +375,19 @@ pub struct WorkerArgs {
     /// The worker's name, recorded on the jobs it holds (default: HOST-PID-RANDOM).
     #[arg(long)]
     pub name: Option<String>,
+    /// How long completed jobs are kept after they finish before the upkeep
+    /// purges them [default: 24h].
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse, allow_hyphen_values = true)]
+    pub keep_completed: Option<Duration>,
+    /// How long cancelled jobs are kept [default: 24h].
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse, allow_hyphen_values = true)]
+    pub keep_cancelled: Option<Duration>,
+    /// How long dead jobs are kept [default: 7d].
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse, allow_hyphen_values = true)]
+    pub keep_dead: Option<Duration>,
+    /// Keep every finished job until `jqctl purge` removes it.
+    #[arg(long, conflicts_with_all = ["keep_completed", "keep_cancelled", "keep_dead"])]
+    pub keep_forever: bool,
     /// Serve this worker's metrics (job counters, run duration, queue lag) on
     /// http://ADDR/metrics, for Prometheus.
     #[arg(long, value_name = "ADDR")]
@@ -388,6 +404,20 @@ impl WorkerArgs {
     /// The command line to run, from --exec or after `--`.
     pub fn program(&self) -> &[String] {
         if self.exec.is_empty() { &self.command } else { &self.exec }
+    }
+
+    /// The retention the flags ask for: the pool's default for each state
+    /// not given, nothing purged with --keep-forever.
+    pub fn retention(&self) -> jq::Retention {
+        if self.keep_forever {
+            return jq::Retention::FOREVER;
+        }
+        let default = jq::Retention::DEFAULT;
+        jq::Retention {
+            completed: self.keep_completed.or(default.completed),
+            cancelled: self.keep_cancelled.or(default.cancelled),
+            dead: self.keep_dead.or(default.dead),
+        }
     }
 }
 
@@ -455,5 +485,30 @@ mod tests {
         assert_eq!(e.effective_max_attempts(), jq::DEFAULT_MAX_ATTEMPTS);
         assert!(Cli::try_parse_from(["jqctl", "enqueue", "--max-attempts", "0", "k"]).is_err());
         assert!(Cli::try_parse_from(["jqctl", "enqueue", "--max-retries", "3", "k"]).is_err(), "retired flag");
+    }
+
+    #[test]
+    fn retention_flags_override_the_defaults_one_state_at_a_time() {
+        let worker = |args: &[&str]| {
+            let line = ["jqctl", "worker"].iter().chain(args).chain(&["--exec", "true"]).copied().collect::<Vec<_>>();
+            match Cli::try_parse_from(line).map(|cli| cli.command) {
+                Ok(Command::Worker(w)) => Ok(w.retention()),
+                Ok(_) => panic!("not a worker"),
+                Err(e) => Err(e),
+            }
+        };
+        assert_eq!(worker(&[]).unwrap(), jq::Retention::DEFAULT);
+        let dead = worker(&["--keep-dead", "30d", "--keep-completed", "0s"]).unwrap();
+        assert_eq!(
+            dead,
+            jq::Retention {
+                completed: Some(Duration::ZERO),
+                cancelled: Some(jq::DEFAULT_KEEP_CANCELLED),
+                dead: Some(Duration::from_secs(30 * 86_400)),
+            }
+        );
+        assert_eq!(worker(&["--keep-forever"]).unwrap(), jq::Retention::FOREVER);
+        assert!(worker(&["--keep-forever", "--keep-dead", "1d"]).is_err(), "contradicting flags");
+        assert!(worker(&["--keep-dead", "-1d"]).is_err());
     }
 }

@@ -50,4 +50,7 @@ pub use job::{
 pub use state::State;
 pub use storage::types::{JobFilter, StateCounts, Stats, Throughput};
 pub use trace::TraceContext;
-pub use worker::{HandlerError, HandlerResult, JobContext, WorkerHandle, WorkerPool};
+pub use worker::{
+    DEFAULT_KEEP_CANCELLED, DEFAULT_KEEP_COMPLETED, DEFAULT_KEEP_DEAD, HandlerError, HandlerResult, JobContext,
+    Retention, WorkerHandle, WorkerPool,
+};

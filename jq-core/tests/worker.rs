@@ -506,7 +506,7 @@ async fn maintenance_purges_past_retention() {
     let handle = pool(&storage)
         .maintenance(true)
         .purge_interval(Duration::from_millis(20))
-        .retention(State::Completed, Some(Duration::ZERO))
+        .retention(jq_core::Retention { completed: Some(Duration::ZERO), ..jq_core::Retention::FOREVER })
         .register::<Greet, _, _>(|_j, _c| async { Ok(()) })
         .start()
         .unwrap();
@@ -528,7 +528,7 @@ async fn retention_follows_the_storage_clock() {
     let handle = pool(&storage)
         .maintenance(true)
         .purge_interval(Duration::from_millis(20))
-        .retention(State::Completed, Some(Duration::from_secs(3600)))
+        .retention(jq_core::Retention { completed: Some(Duration::from_secs(3600)), ..jq_core::Retention::FOREVER })
         .register::<Greet, _, _>(|_j, _c| async { Ok(()) })
         .start()
         .unwrap();
@@ -542,6 +542,42 @@ async fn retention_follows_the_storage_clock() {
     handle.shutdown().await.unwrap();
 }
 
+/// The default retention, with no `retention` call: a completed and a
+/// cancelled job go after a day, a dead one stays until a week has passed.
+#[tokio::test]
+async fn default_retention_keeps_finished_jobs_a_day_and_dead_ones_a_week() {
+    let manual = jq_core::ManualClock::starting_now();
+    let storage = MemoryStorage::new().clock(manual.clock());
+    let handle = pool(&storage)
+        .maintenance(true)
+        .purge_interval(Duration::from_millis(20))
+        .register::<Greet, _, _>(|job: Greet, _c| async move {
+            if job.name == "fails" { Err(HandlerError::bury("no")) } else { Ok(()) }
+        })
+        .start()
+        .unwrap();
+    let done = enqueue(&storage, &Greet { name: "done".into() }, 1).await;
+    let dead = enqueue(&storage, &Greet { name: "fails".into() }, 1).await;
+    let later = NewJob::typed(&Greet { name: "later".into() }).delay(Duration::from_secs(3600)).build().unwrap();
+    let cancelled = storage.enqueue_one(later).await.unwrap();
+    storage.cancel(cancelled).await.unwrap();
+    until_state(&storage, done, State::Completed).await;
+    until_state(&storage, dead, State::Dead).await;
+    let gone = |id| {
+        let storage = storage.clone();
+        async move { matches!(storage.get(id).await, Err(jq_core::Error::NotFound { .. })) }
+    };
+    manual.advance(jq_core::DEFAULT_KEEP_COMPLETED.max(jq_core::DEFAULT_KEEP_CANCELLED) + Duration::from_secs(1));
+    eventually("the completed and cancelled jobs to be purged", || async {
+        (gone(done).await && gone(cancelled).await).then_some(())
+    })
+    .await;
+    assert_eq!(storage.get(dead).await.unwrap().state, State::Dead, "a dead job is kept a week");
+    manual.advance(jq_core::DEFAULT_KEEP_DEAD);
+    eventually("the dead job to be purged", || async { gone(dead).await.then_some(()) }).await;
+    handle.shutdown().await.unwrap();
+}
+
 #[tokio::test]
 async fn start_refuses_bad_settings() {
     let storage = MemoryStorage::new();
@@ -550,7 +586,10 @@ async fn start_refuses_bad_settings() {
     assert!(pool(&storage).register::<Greet, _, _>(ok).concurrency(0).start().is_err());
     assert!(pool(&storage).register::<Greet, _, _>(ok).queues(["a b"]).start().is_err());
     assert!(pool(&storage).register::<Greet, _, _>(ok).heartbeat_interval(Duration::from_secs(60)).start().is_err());
-    assert!(pool(&storage).register::<Greet, _, _>(ok).retention(State::Pending, None).start().is_err());
+    assert!(pool(&storage).register::<Greet, _, _>(ok).purge_interval(Duration::ZERO).start().is_err());
+    // Without a retention, the purge interval is never used.
+    let kept = pool(&storage).register::<Greet, _, _>(ok).purge_interval(Duration::ZERO).keep_forever().start();
+    kept.unwrap().shutdown().await.unwrap();
 }
 
 /// MemoryStorage whose first `claim` and `settle` calls fail as if the

@@ -28,11 +28,13 @@ pub(crate) async fn list(inner: &Inner, filter: &JobFilter) -> Result<Vec<Job>> 
     let limit = filter.page_size();
     let mut jobs = Vec::new();
     let mut after = filter.after.map(|a| a.0);
+    // One queue's waiting jobs: walked in jobs_waiting, not past every
+    // older finished job in the primary key (sql/list_waiting.sql).
+    let waiting = filter.queue.is_some() && matches!(filter.state, Some(State::Pending | State::Scheduled));
+    let sql = if waiting { &inner.sql.list_waiting } else { &inner.sql.list };
     while jobs.len() < limit {
         let want = limit - jobs.len();
-        let page = inner
-            .sql
-            .list
+        let page = sql
             .query()
             .bind(filter.queue.as_ref().map(|q| q.as_str()))
             .bind(filter.state.map(State::as_str))
@@ -67,8 +69,10 @@ fn skipped(schema: &str, e: &Error) {
     }
 }
 
-/// Counts by queue and state. A group whose state is unknown is left out
-/// and logged: one bad row must not hide the counts of all the others.
+/// Counts by queue and state: finished states from their counters, live
+/// ones from the partial indexes of live jobs (sql/stats.sql). A group
+/// whose state is unknown is left out and logged: one bad row must not hide
+/// the counts of all the others.
 pub(crate) async fn stats(inner: &Inner) -> Result<Stats> {
     let rows = inner.db().fetch_all(inner.sql.stats.query()).await.map_err(map_sqlx)?;
     let mut stats = Stats::default();
@@ -77,6 +81,13 @@ pub(crate) async fn stats(inner: &Inner) -> Result<Stats> {
         let state: String = row.try_get(1).map_err(map_sqlx)?;
         let count: i64 = row.try_get(2).map_err(map_sqlx)?;
         match state.parse::<State>() {
+            Ok(state) if count < 0 => tracing::error!(
+                schema = inner.schema,
+                %queue,
+                %state,
+                count,
+                "stats: the counters of finished jobs went below zero (rows deleted or changed by hand?); counted as 0"
+            ),
             Ok(state) => stats.queues.entry(queue).or_default().add(state, u64::try_from(count).unwrap_or(0)),
             Err(_) => tracing::error!(
                 schema = inner.schema,

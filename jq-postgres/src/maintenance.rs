@@ -90,7 +90,12 @@ pub(crate) async fn purge(inner: &Inner, state: State, older_than: Timestamp) ->
     let mut total = 0;
     loop {
         let statement = inner.sql.purge.query().bind(state.as_str()).bind(older_than).bind(BATCH);
-        let deleted = inner.db().execute(statement).await.map_err(map_sqlx)?.rows_affected();
+        let row = inner.db().fetch_optional(statement).await.map_err(map_sqlx)?;
+        let deleted: i64 = match row {
+            Some(row) => row.try_get(0).map_err(map_sqlx)?,
+            None => 0,
+        };
+        let deleted = u64::try_from(deleted).unwrap_or(0);
         total += deleted;
         if deleted < BATCH as u64 {
             return Ok(total);

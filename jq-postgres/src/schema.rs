@@ -18,6 +18,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("schedules", include_str!("../migrations/0005_schedules.sql")),
     ("queue_controls", include_str!("../migrations/0006_queue_controls.sql")),
     ("trace", include_str!("../migrations/0007_trace.sql")),
+    ("job_counts", include_str!("../migrations/0008_job_counts.sql")),
 ];
 
 /// The newest schema version this build knows.
@@ -60,6 +61,7 @@ pub(crate) struct Sql {
     pub purge: Sql1,
     pub get: Sql1,
     pub list: Sql1,
+    pub list_waiting: Sql1,
     pub stats: Sql1,
     pub throughput: Sql1,
     pub retry: Sql1,
@@ -126,6 +128,7 @@ impl Sql {
             purge: s(include_str!("sql/purge.sql")),
             get: s(include_str!("sql/get.sql")),
             list: s(include_str!("sql/list.sql")),
+            list_waiting: s(include_str!("sql/list_waiting.sql")),
             stats: s(include_str!("sql/stats.sql")),
             throughput: s(include_str!("sql/throughput.sql")),
             retry: s(include_str!("sql/retry.sql")),

@@ -42,6 +42,50 @@ async fn migrate_twice_is_a_no_op_and_concurrent_migrations_are_safe() {
     f.cleanup().await;
 }
 
+/// Migration 8 counts the jobs finished before it: a schema at version 7
+/// holding finished jobs of several queues and states (stored as an older
+/// build left them, without counters) gets counts that agree with list.
+#[tokio::test]
+async fn migration_8_counts_the_jobs_finished_before_it() {
+    let f = Fixture::new().await;
+    let s = f.connect(Clock::system()).await;
+    let q = format!("\"{}\"", f.schema);
+    let rows = |queue: &str, state: &str, n: u32, finished: &str| {
+        format!(
+            "INSERT INTO {q}.jobs (id, queue, kind, payload, priority, state, attempts, max_attempts, run_at, \
+                                   created_at, finished_at) \
+             SELECT gen_random_uuid(), '{queue}', 'k', '{{}}', 1, '{state}', 1, 25, now(), now(), {finished} \
+             FROM generate_series(1, {n});"
+        )
+    };
+    // Back to version 7: the table of migration 8 gone, as before it.
+    let setup = [
+        format!(
+            "DROP TABLE {q}.job_counts; DROP INDEX {q}.jobs_waiting; DELETE FROM {q}.jq_migrations WHERE version = 8;"
+        ),
+        rows("a", "completed", 3, "now()"),
+        rows("a", "dead", 2, "now()"),
+        rows("b", "cancelled", 4, "now()"),
+        rows("b", "pending", 1, "NULL"),
+    ];
+    sqlx::raw_sql(sqlx::AssertSqlSafe(setup.concat())).execute(s.pool()).await.unwrap();
+    assert_eq!(s.migrate().await.unwrap(), 1, "migration 8 again");
+    let stats = s.stats().await.unwrap();
+    let count = |queue: &str, state| stats.queues.get(queue).map_or(0, |c| c.get(state));
+    assert_eq!(
+        [
+            count("a", State::Completed),
+            count("a", State::Dead),
+            count("b", State::Cancelled),
+            count("b", State::Pending)
+        ],
+        [3, 2, 4, 1],
+        "{stats:?}"
+    );
+    jq_testkit::assert_stats_agree_with_list(&s).await;
+    f.cleanup().await;
+}
+
 #[tokio::test]
 async fn two_schemas_do_not_see_each_other() {
     jq_testkit::needs!(postgres);

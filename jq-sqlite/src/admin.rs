@@ -5,6 +5,7 @@ use jq_core::{Error, Job, JobFilter, JobId, Result, State, Stats, Throughput, Ti
 use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 
+use crate::counts::Tally;
 use crate::error::db;
 use crate::row::{self, COLUMNS, blob, parse_state};
 
@@ -65,8 +66,13 @@ fn list_page(
         args.push(Value::Text(queue.as_str().to_owned()));
     }
     if let Some(state) = filter.state {
-        sql.push_str(" AND state = ?");
-        args.push(Value::Text(state.as_str().to_owned()));
+        // A literal, not a parameter: SQLite uses a partial index only
+        // when the query's own terms imply its WHERE, and a bound value
+        // implies nothing. A queue's oldest Pending job (the dashboard's)
+        // is then read from jobs_pending, not found by walking every older
+        // finished job in id order. The name comes from State, never from
+        // the caller's text.
+        sql.push_str(&format!(" AND state = '{}'", state.as_str()));
     }
     if let Some(kind) = &filter.kind {
         sql.push_str(" AND kind = ?");
@@ -103,8 +109,9 @@ fn skipped(e: &Error) {
     }
 }
 
-/// Counts by queue and state. A group whose queue or state cannot be read,
-/// or whose state is unknown, is left out and logged: one bad row must not
+/// Counts by queue and state: finished states from their counters, live
+/// ones from the partial indexes of live jobs (sql/stats.sql). A group
+/// whose queue cannot be read is left out and logged: one bad row must not
 /// hide the counts of all the others.
 pub(crate) fn stats(conn: &Connection) -> Result<Stats> {
     let mut stmt = conn.prepare_cached(STATS).map_err(db)?;
@@ -119,6 +126,13 @@ pub(crate) fn stats(conn: &Connection) -> Result<Stats> {
             _ => None,
         };
         match known {
+            Some((queue, state)) if n < 0 => tracing::error!(
+                %queue,
+                %state,
+                count = n,
+                "stats: the counters of finished jobs went below zero (jobs deleted or changed outside jq?); \
+                 counted as 0"
+            ),
             Some((queue, state)) => stats.queues.entry(queue.clone()).or_default().add(state, n.max(0) as u64),
             None => tracing::error!(
                 queue = %show(&queue),
@@ -159,16 +173,36 @@ fn show(v: &Value) -> String {
 
 /// Dead -> Pending with one more attempt.
 pub(crate) fn retry(conn: &Connection, id: JobId, now: Timestamp) -> Result<()> {
-    let n =
-        conn.prepare_cached(RETRY).map_err(db)?.execute(params![blob(&id.0), now.timestamp_micros()]).map_err(db)?;
-    if n == 1 { Ok(()) } else { Err(refusal(conn, id, "retry")?) }
+    counted(conn, RETRY, id, now, State::Dead, -1, "retry")
 }
 
 /// Scheduled or Pending -> Cancelled.
 pub(crate) fn cancel(conn: &Connection, id: JobId, now: Timestamp) -> Result<()> {
-    let n =
-        conn.prepare_cached(CANCEL).map_err(db)?.execute(params![blob(&id.0), now.timestamp_micros()]).map_err(db)?;
-    if n == 1 { Ok(()) } else { Err(refusal(conn, id, "cancel")?) }
+    counted(conn, CANCEL, id, now, State::Cancelled, 1, "cancel")
+}
+
+/// Runs the guarded admin update `sql` on job `id` (it returns the job's
+/// queue when it changed it) and adds `n` to the count of `state` for it;
+/// else says why nothing changed.
+fn counted(
+    conn: &Connection,
+    sql: &str,
+    id: JobId,
+    now: Timestamp,
+    state: State,
+    n: i64,
+    operation: &'static str,
+) -> Result<()> {
+    let queue: Option<Value> = conn
+        .prepare_cached(sql)
+        .map_err(db)?
+        .query_row(params![blob(&id.0), now.timestamp_micros()], |r| r.get(0))
+        .optional()
+        .map_err(db)?;
+    let Some(queue) = queue else { return Err(refusal(conn, id, operation)?) };
+    let mut tally = Tally::default();
+    tally.add(queue, state, n);
+    tally.apply(conn)
 }
 
 /// Why a guarded admin update changed nothing: NotFound or InvalidState.

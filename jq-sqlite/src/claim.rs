@@ -9,11 +9,12 @@
 
 use jq_core::storage::ClaimRequest;
 use jq_core::storage::add;
-use jq_core::{Job, Priority, QueueName, Result, Timestamp};
-use rusqlite::types::ValueRef;
+use jq_core::{Job, Priority, QueueName, Result, State, Timestamp};
+use rusqlite::types::{Value, ValueRef};
 use rusqlite::{Connection, OptionalExtension, Rows, params};
 
 use crate::control;
+use crate::counts::Tally;
 use crate::error::db;
 use crate::row::{self, blob};
 
@@ -124,8 +125,19 @@ pub(crate) fn claim(conn: &Connection, request: &ClaimRequest, now: Timestamp) -
             Some(Ok(job)) => jobs.push(job),
             Some(Err(e)) => {
                 tracing::error!(error = %e, "claimed a job that cannot be decoded; it goes to Dead");
-                let buried =
-                    conn.prepare_cached(BURY).and_then(|mut bury| bury.execute(params![c.seq, now_us, e.to_string()]));
+                let buried = conn
+                    .prepare_cached(BURY)
+                    .and_then(|mut bury| {
+                        bury.query_row(params![c.seq, now_us, e.to_string()], |r| r.get::<_, Value>(0)).optional()
+                    })
+                    .map_err(db)
+                    .and_then(|queue| {
+                        let mut tally = Tally::default();
+                        if let Some(queue) = queue {
+                            tally.add(queue, State::Dead, 1);
+                        }
+                        tally.apply(conn)
+                    });
                 if let Err(bury_error) = buried {
                     // The others are claimed: keep them. This one stays
                     // Running until recover buries it.

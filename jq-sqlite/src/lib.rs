@@ -43,6 +43,7 @@ mod admin;
 mod claim;
 mod config;
 mod control;
+mod counts;
 mod election;
 mod enqueue;
 mod error;

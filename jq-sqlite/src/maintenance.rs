@@ -4,8 +4,10 @@
 use std::path::Path;
 
 use jq_core::{Result, State, Timestamp};
-use rusqlite::{Connection, params};
+use rusqlite::types::Value;
+use rusqlite::{Connection, OptionalExtension, params};
 
+use crate::counts::Tally;
 use crate::error::db;
 use crate::row;
 
@@ -26,15 +28,28 @@ pub(crate) fn promote(conn: &Connection, now: Timestamp) -> Result<u64> {
 /// transaction, so the statement and the burials below apply together.
 pub(crate) fn recover(conn: &Connection, now: Timestamp) -> Result<u64> {
     let now_us = now.timestamp_micros();
-    let n = conn.prepare_cached(RECOVER).map_err(db)?.execute(params![now_us]).map_err(db)?;
-    Ok(n as u64 + bury_corrupt(conn, now_us)?)
+    let mut tally = Tally::default();
+    let mut n = 0;
+    {
+        let mut stmt = conn.prepare_cached(RECOVER).map_err(db)?;
+        let mut rows = stmt.query(params![now_us]).map_err(db)?;
+        while let Some(r) = rows.next().map_err(db)? {
+            n += 1;
+            if r.get_ref(1).map_err(db)?.as_str().ok() == Some(State::Dead.as_str()) {
+                tally.add(r.get(0).map_err(db)?, State::Dead, 1);
+            }
+        }
+    }
+    let buried = bury_corrupt(conn, now_us, &mut tally)?;
+    tally.apply(conn)?;
+    Ok(n + buried)
 }
 
 /// Moves the expired Running jobs that recover.sql left alone (their row is
 /// corrupt) to Dead with the reason, as a claim does with a corrupt job:
 /// otherwise they would stay Running, and in the lease index, forever.
 /// Returns how many.
-fn bury_corrupt(conn: &Connection, now_us: i64) -> Result<u64> {
+fn bury_corrupt(conn: &Connection, now_us: i64, tally: &mut Tally) -> Result<u64> {
     let found: Vec<(i64, String)> = {
         let mut stmt = conn.prepare_cached(RECOVER_CORRUPT).map_err(db)?;
         let rows = stmt
@@ -55,7 +70,12 @@ fn bury_corrupt(conn: &Connection, now_us: i64) -> Result<u64> {
     for (seq, reason) in found {
         tracing::error!(%reason, "recover found an expired job that cannot be decoded: moving it to Dead");
         let message = format!("{reason} (its lease expired)");
-        buried += bury.execute(params![seq, now_us, message]).map_err(db)? as u64;
+        let queue: Option<Value> =
+            bury.query_row(params![seq, now_us, message], |r| r.get(0)).optional().map_err(db)?;
+        if let Some(queue) = queue {
+            tally.add(queue, State::Dead, 1);
+            buried += 1;
+        }
     }
     Ok(buried)
 }
@@ -64,12 +84,18 @@ fn bury_corrupt(conn: &Connection, now_us: i64) -> Result<u64> {
 /// `older_than`; returns how many.
 pub(crate) fn purge_batch(conn: &Connection, state: State, older_than: Timestamp, limit: usize) -> Result<u64> {
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    let n = conn
-        .prepare_cached(PURGE)
-        .map_err(db)?
-        .execute(params![state.as_str(), older_than.timestamp_micros(), limit])
-        .map_err(db)?;
-    Ok(n as u64)
+    let mut tally = Tally::default();
+    let mut n = 0;
+    {
+        let mut stmt = conn.prepare_cached(PURGE).map_err(db)?;
+        let mut rows = stmt.query(params![state.as_str(), older_than.timestamp_micros(), limit]).map_err(db)?;
+        while let Some(r) = rows.next().map_err(db)? {
+            n += 1;
+            tally.add(r.get(0).map_err(db)?, state, -1);
+        }
+    }
+    tally.apply(conn)?;
+    Ok(n)
 }
 
 /// Runs `PRAGMA wal_checkpoint(TRUNCATE)` when the WAL of `db_path` is over

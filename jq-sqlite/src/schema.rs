@@ -21,6 +21,7 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
     ("004_schedules", include_str!("sql/004_schedules.sql")),
     ("005_queue_controls", include_str!("sql/005_queue_controls.sql")),
     ("006_trace", include_str!("sql/006_trace.sql")),
+    ("007_job_counts", include_str!("sql/007_job_counts.sql")),
 ];
 
 /// The schema version this crate writes.

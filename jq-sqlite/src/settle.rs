@@ -5,8 +5,10 @@ use std::time::Duration;
 
 use jq_core::storage::{LeaseRef, Outcome, Settled, Settlement, add, storable_message};
 use jq_core::{Error, JobId, Result, State, Timestamp};
+use rusqlite::types::Value;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
 
+use crate::counts::Tally;
 use crate::error::db;
 use crate::row::{blob, parse_state};
 
@@ -14,6 +16,7 @@ const ACK: &str = include_str!("sql/settle_ack.sql");
 const NACK: &str = include_str!("sql/settle_nack.sql");
 const BURY: &str = include_str!("sql/settle_bury.sql");
 const RELEASE: &str = include_str!("sql/settle_release.sql");
+const QUEUE: &str = include_str!("sql/settle_queue.sql");
 const HEARTBEAT: &str = include_str!("sql/heartbeat.sql");
 
 /// Applies each settlement on its own fence; returns the per-item results
@@ -22,8 +25,9 @@ pub(crate) fn settle(conn: &Connection, batch: Vec<Settlement>, now: Timestamp) 
     let now_us = now.timestamp_micros();
     let mut results = Vec::with_capacity(batch.len());
     let mut handed_back = false;
+    let mut tally = Tally::default();
     for Settlement { lease, outcome } in batch {
-        match apply(conn, lease, outcome, now, now_us) {
+        match apply(conn, lease, outcome, now, now_us, &mut tally) {
             Ok(Some(state)) => {
                 handed_back |= matches!(state, State::Pending | State::Scheduled);
                 results.push(Ok(state));
@@ -40,6 +44,7 @@ pub(crate) fn settle(conn: &Connection, batch: Vec<Settlement>, now: Timestamp) 
             Err(ItemError::Batch(e)) => return Err(e),
         }
     }
+    tally.apply(conn)?;
     Ok((results, handed_back))
 }
 
@@ -58,13 +63,15 @@ impl From<Error> for ItemError {
     }
 }
 
-/// Applies one outcome; `None` when its lease is not held.
+/// Applies one outcome; `None` when its lease is not held. A job it
+/// finishes is added to `tally`.
 fn apply(
     conn: &Connection,
     lease: LeaseRef,
     outcome: Outcome,
     now: Timestamp,
     now_us: i64,
+    tally: &mut Tally,
 ) -> std::result::Result<Option<State>, ItemError> {
     let row = |e: rusqlite::Error| if is_row_specific(&e) { ItemError::Row(e) } else { ItemError::Batch(db(e)) };
     let id = blob(&lease.id.0);
@@ -72,29 +79,49 @@ fn apply(
     Ok(match outcome {
         Outcome::Ack => {
             let n = conn.prepare_cached(ACK).map_err(db)?.execute(params![id, token, now_us]).map_err(row)?;
-            (n == 1).then_some(State::Completed)
+            if n != 1 {
+                return Ok(None);
+            }
+            let queue: Value =
+                conn.prepare_cached(QUEUE).map_err(db)?.query_row(params![id], |r| r.get(0)).map_err(db)?;
+            tally.add(queue, State::Completed, 1);
+            Some(State::Completed)
         }
         Outcome::Nack { error, delay } => {
             let run_at = add(now, delay).timestamp_micros();
             let error = storable_message(&error);
-            let state: Option<String> = conn
+            let changed: Option<(String, Value)> = conn
                 .prepare_cached(NACK)
                 .map_err(db)?
-                .query_row(params![id, token, now_us, error, run_at, delay.is_zero()], |r| r.get(0))
+                .query_row(params![id, token, now_us, error, run_at, delay.is_zero()], |r| Ok((r.get(0)?, r.get(1)?)))
                 .optional()
                 .map_err(row)?;
-            match state {
+            match changed {
                 None => None,
-                Some(s) => Some(parse_state(&s).ok_or_else(|| Error::Corrupt {
-                    id: Some(lease.id),
-                    reason: format!("state {s:?} after retry"),
-                })?),
+                Some((s, queue)) => {
+                    let state = parse_state(&s).ok_or_else(|| Error::Corrupt {
+                        id: Some(lease.id),
+                        reason: format!("state {s:?} after retry"),
+                    })?;
+                    if state == State::Dead {
+                        tally.add(queue, State::Dead, 1);
+                    }
+                    Some(state)
+                }
             }
         }
         Outcome::Bury { error } => {
             let error = storable_message(&error);
-            let n = conn.prepare_cached(BURY).map_err(db)?.execute(params![id, token, now_us, error]).map_err(row)?;
-            (n == 1).then_some(State::Dead)
+            let queue: Option<Value> = conn
+                .prepare_cached(BURY)
+                .map_err(db)?
+                .query_row(params![id, token, now_us, error], |r| r.get(0))
+                .optional()
+                .map_err(row)?;
+            queue.map(|queue| {
+                tally.add(queue, State::Dead, 1);
+                State::Dead
+            })
         }
         Outcome::Release { delay } => {
             let run_at = add(now, delay).timestamp_micros();

@@ -51,3 +51,44 @@ async fn version_1_file_is_upgraded_on_open() {
     drop(SqliteStorage::open(SqliteConfig::new(&path)).unwrap());
     assert_eq!(schema::version(&conn).unwrap(), schema::current_version());
 }
+
+/// Version 7 counts the jobs finished before it, per queue and state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn version_7_counts_the_jobs_finished_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.db");
+    let now = ManualClock::starting_now().now().timestamp_micros();
+    {
+        let conn = Connection::open(&path).unwrap();
+        for (_, sql) in &schema::MIGRATIONS[..6] {
+            conn.execute_batch(sql).unwrap();
+        }
+        conn.pragma_update(None, "user_version", 6).unwrap();
+        let mut insert = conn
+            .prepare(
+                "INSERT INTO jobs (id, queue, kind, payload, priority, state, max_attempts, run_at, created_at, \
+                                   finished_at) VALUES (?1, ?2, 'k', '{}', 1, ?3, 3, ?4, ?4, ?5)",
+            )
+            .unwrap();
+        for (queue, state, n) in [("a", "completed", 3), ("a", "dead", 2), ("b", "cancelled", 4), ("b", "pending", 1)] {
+            for _ in 0..n {
+                let finished = (state != "pending").then_some(now);
+                insert.execute(params![jq_core::JobId::new().0.as_bytes(), queue, state, now, finished]).unwrap();
+            }
+        }
+    }
+    let storage = SqliteStorage::open(SqliteConfig::new(&path)).unwrap();
+    let stats = storage.stats().await.unwrap();
+    let count = |queue: &str, state| stats.queues.get(queue).map_or(0, |c| c.get(state));
+    assert_eq!(
+        [
+            count("a", State::Completed),
+            count("a", State::Dead),
+            count("b", State::Cancelled),
+            count("b", State::Pending)
+        ],
+        [3, 2, 4, 1],
+        "{stats:?}"
+    );
+    jq_testkit::assert_stats_agree_with_list(&storage).await;
+}

@@ -169,6 +169,25 @@ pub async fn assert_list_skips_corrupt<S: Storage + ?Sized>(storage: &S, corrupt
     assert_eq!(list_pages(storage, pending).await.concat(), good);
 }
 
+/// Checks the contract's "stats agree with list" on a store a backend's
+/// own test filled (by hand, a migration, another writer): `stats` equals
+/// a count, per queue and state, of every job `list` returns. Panics with
+/// both when they differ.
+pub async fn assert_stats_agree_with_list<S: Storage + ?Sized>(storage: &S) {
+    let mut listed = jq_core::Stats::default();
+    let mut filter = JobFilter { limit: 1_000, ..JobFilter::default() };
+    loop {
+        let page = storage.list(&filter).await.unwrap_or_else(|e| panic!("list: {e}"));
+        let Some(last) = page.last() else { break };
+        filter.after = Some(last.id);
+        for job in &page {
+            listed.queues.entry(job.queue.as_str().to_owned()).or_default().add(job.state, 1);
+        }
+    }
+    let counted = storage.stats().await.unwrap_or_else(|e| panic!("stats: {e}"));
+    assert_eq!(counted, listed, "stats disagree with the jobs list returns");
+}
+
 /// One test's private namespace on a backend (SQLite: a temp file;
 /// PostgreSQL: a fresh schema; Redis: a random key prefix; memory: shared state).
 #[async_trait::async_trait]
@@ -267,6 +286,8 @@ macro_rules! conformance {
             retry_dead_job,
             cancel_pending_and_scheduled,
             purge_removes_only_old_terminal,
+            stats_count_every_transition,
+            purge_deletes_every_batch_until_none_is_left,
             // a worker pool through injected faults
             pool_claim_failing_before_effect_strands_nothing,
             pool_claim_failing_after_effect_strands_nothing,
@@ -329,6 +350,7 @@ macro_rules! __capability_tests {
             limits_beyond_what_backends_store_are_refused,
             paused_or_limited_queue_leaves_the_claim_to_others,
             seen_forgets_claimers_after_a_day,
+            queues_are_those_holding_jobs_or_a_control,
         );
     };
     (throughput, $setup:expr) => {

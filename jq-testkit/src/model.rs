@@ -12,7 +12,7 @@
 //! by its job id and token.
 //!
 //! What is checked on the backend besides: no job lost (every stored id is
-//! listed), a Running job holds exactly the lease of its latest claim (no
+//! listed), stats agree with list after every step, a Running job holds exactly the lease of its latest claim (no
 //! job held by two valid leases), a claim takes only Pending/Scheduled jobs
 //! that are due, `attempts <= max_attempts`, and `errors` has one entry per
 //! failed attempt, numbered 1, 2, .... At the end every job is driven to a
@@ -667,6 +667,17 @@ impl<S: Storage> Case<'_, S> {
         }
         for job in by_id.values() {
             self.check_job(job)?;
+        }
+        // After every step, not only at Op::Stats: backends that count
+        // finished jobs apart from the jobs (PostgreSQL, SQLite) must keep
+        // the counts in step with every operation that moves a job.
+        let mut listed = jq_core::Stats::default();
+        for job in by_id.values() {
+            listed.queues.entry(job.queue.as_str().to_owned()).or_default().add(job.state, 1);
+        }
+        let counted = self.backend.stats().await.map_err(|e| self.fail(format!("stats failed: {e}")))?;
+        if counted != listed {
+            return Err(self.fail(format!("stats disagree with list: stats {counted:?}, list {listed:?}")));
         }
         self.before = by_id;
         Ok(())

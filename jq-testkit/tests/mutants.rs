@@ -1,13 +1,15 @@
 //! The suite must catch broken backends: each mutant below is
 //! `MemoryStorage` with one contract violation, and the suite must fail on it.
 
+use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use jq_core::periodic::{Fire, FireOutcome};
 use jq_core::storage::{ClaimRequest, Election, Layer, LeaseRef, LeaseToken, Settled, Settlement, Storage, StorageExt};
-use jq_core::{Clock, Job, JobId, QueueLimits, QueueName, Rate, Result, State, Stats};
+use jq_core::{Clock, Job, JobFilter, JobId, QueueLimits, QueueName, Rate, Result, State, Stats, Timestamp};
 use jq_testkit::{Harness, MemoryHarness, MemoryStorage};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -29,12 +31,20 @@ enum Bug {
     PauseForgotten,
     /// set_limits() stores each limit one higher than asked.
     LimitsLoose,
+    /// stats() keeps counting a retried job as Dead (a counter of finished
+    /// jobs that retry forgets to decrement).
+    RetryUncounted,
+    /// purge() stops after its first batch of 1,000 (a backend that forgets
+    /// to loop).
+    PurgeOneBatch,
 }
 
 #[derive(Clone)]
 struct Mutant {
     inner: MemoryStorage,
     bug: Bug,
+    /// Jobs retried, per queue, for [`Bug::RetryUncounted`].
+    retried: Arc<Mutex<BTreeMap<String, u64>>>,
 }
 
 /// Only the mutated operations: every other one forwards ([`Layer`]).
@@ -74,7 +84,37 @@ impl Layer for Mutant {
                 counts.set(State::Dead, 0);
             }
         }
+        if self.bug == Bug::RetryUncounted {
+            for (queue, n) in self.retried.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+                stats.queues.entry(queue.clone()).or_default().add(State::Dead, *n);
+            }
+        }
         Ok(stats)
+    }
+    async fn retry(&self, id: JobId) -> Result<()> {
+        let queue = self.inner.get(id).await.map(|j| j.queue.as_str().to_owned());
+        self.inner.retry(id).await?;
+        if let Ok(queue) = queue {
+            *self.retried.lock().unwrap_or_else(|p| p.into_inner()).entry(queue).or_default() += 1;
+        }
+        Ok(())
+    }
+    async fn purge(&self, state: State, older_than: Timestamp) -> Result<u64> {
+        if self.bug != Bug::PurgeOneBatch {
+            return self.inner.purge(state, older_than).await;
+        }
+        // The oldest 1,000 only: what finished before the 1,001st.
+        let mut finished: Vec<Timestamp> = Vec::new();
+        let mut filter = JobFilter { state: Some(state), limit: 1_000, ..JobFilter::default() };
+        loop {
+            let page = self.inner.list(&filter).await?;
+            let Some(last) = page.last() else { break };
+            filter.after = Some(last.id);
+            finished.extend(page.iter().filter_map(|j| j.finished_at).filter(|f| *f < older_than));
+        }
+        finished.sort();
+        let cutoff = finished.get(1_000).copied().unwrap_or(older_than);
+        self.inner.purge(state, cutoff).await
     }
     async fn elect(&self, election: &Election) -> Result<bool> {
         let won = self.inner.require_roles()?.elect(election).await?;
@@ -110,13 +150,20 @@ impl Layer for Mutant {
 struct MutantHarness {
     inner: MemoryHarness,
     bug: Bug,
+    retried: Arc<Mutex<BTreeMap<String, u64>>>,
+}
+
+impl MutantHarness {
+    fn new(bug: Bug) -> Self {
+        MutantHarness { inner: MemoryHarness::new(), bug, retried: Arc::default() }
+    }
 }
 
 #[async_trait]
 impl Harness for MutantHarness {
     type Storage = Mutant;
     async fn connect(&self, clock: Clock) -> Mutant {
-        Mutant { inner: self.inner.connect(clock).await, bug: self.bug }
+        Mutant { inner: self.inner.connect(clock).await, bug: self.bug, retried: self.retried.clone() }
     }
     async fn cleanup(&self) {}
 }
@@ -128,11 +175,7 @@ fn fails(f: impl FnOnce()) -> bool {
 fn model_catches(bug: Bug) -> bool {
     // Fixed sequences, many of them: a mutation must be caught on every run,
     // not on most (24 fresh random cases once missed the unfenced ack).
-    fails(|| {
-        jq_testkit::model::check_deterministic(256, move || async move {
-            MutantHarness { inner: MemoryHarness::new(), bug }
-        })
-    })
+    fails(|| jq_testkit::model::check_deterministic(256, move || async move { MutantHarness::new(bug) }))
 }
 
 #[test]
@@ -152,9 +195,9 @@ fn model_catches_wrong_stats() {
 
 #[test]
 fn scenarios_catch_unfenced_settlements() {
-    let h = MutantHarness { inner: MemoryHarness::new(), bug: Bug::Unfenced };
+    let h = MutantHarness::new(Bug::Unfenced);
     assert!(fails(|| jq_testkit::__private::block_on(jq_testkit::scenarios::stale_token_fencing(&h))));
-    let h = MutantHarness { inner: MemoryHarness::new(), bug: Bug::Unfenced };
+    let h = MutantHarness::new(Bug::Unfenced);
     assert!(fails(|| {
         jq_testkit::__private::block_on(jq_testkit::scenarios::crash_before_ack_recovered_after_lease_expiry(&h))
     }));
@@ -162,16 +205,16 @@ fn scenarios_catch_unfenced_settlements() {
 
 #[test]
 fn scenarios_catch_lying_heartbeat_and_stats() {
-    let h = MutantHarness { inner: MemoryHarness::new(), bug: Bug::HeartbeatLies };
+    let h = MutantHarness::new(Bug::HeartbeatLies);
     assert!(fails(|| jq_testkit::__private::block_on(jq_testkit::scenarios::lease_boundary_and_heartbeat(&h))));
-    let h = MutantHarness { inner: MemoryHarness::new(), bug: Bug::StatsMissDead };
+    let h = MutantHarness::new(Bug::StatsMissDead);
     assert!(fails(|| jq_testkit::__private::block_on(jq_testkit::scenarios::stats_agree_with_list(&h))));
 }
 
 #[test]
 fn model_and_scenarios_catch_a_resend_that_claims_again() {
     assert!(model_catches(Bug::ResendClaimsAgain));
-    let h = MutantHarness { inner: MemoryHarness::new(), bug: Bug::ResendClaimsAgain };
+    let h = MutantHarness::new(Bug::ResendClaimsAgain);
     assert!(fails(|| jq_testkit::__private::block_on(jq_testkit::scenarios::claim_resend_returns_the_earlier_claim(
         &h
     ))));
@@ -179,11 +222,11 @@ fn model_and_scenarios_catch_a_resend_that_claims_again() {
 
 #[test]
 fn scenarios_catch_an_election_everyone_wins() {
-    let h = MutantHarness { inner: MemoryHarness::new(), bug: Bug::ElectAlwaysWins };
+    let h = MutantHarness::new(Bug::ElectAlwaysWins);
     assert!(fails(|| {
         jq_testkit::__private::block_on(jq_testkit::scenarios::election_exclusive_under_concurrent_contenders(&h))
     }));
-    let h = MutantHarness { inner: MemoryHarness::new(), bug: Bug::ElectAlwaysWins };
+    let h = MutantHarness::new(Bug::ElectAlwaysWins);
     assert!(fails(|| {
         jq_testkit::__private::block_on(jq_testkit::scenarios::stale_holder_cannot_renew_after_takeover(&h))
     }));
@@ -191,24 +234,39 @@ fn scenarios_catch_an_election_everyone_wins() {
 
 #[test]
 fn scenarios_catch_a_schedule_step_without_its_comparison() {
-    let h = MutantHarness { inner: MemoryHarness::new(), bug: Bug::FireUncompared };
+    let h = MutantHarness::new(Bug::FireUncompared);
     assert!(fails(|| {
         jq_testkit::__private::block_on(jq_testkit::scenarios::periodic_one_job_per_tick_under_racing_pools(&h))
     }));
-    let h = MutantHarness { inner: MemoryHarness::new(), bug: Bug::FireUncompared };
+    let h = MutantHarness::new(Bug::FireUncompared);
     assert!(fails(|| jq_testkit::__private::block_on(jq_testkit::scenarios::periodic_fire_is_a_compare_and_set(&h))));
 }
 
 #[test]
 fn scenarios_catch_a_forgotten_pause_and_loose_limits() {
-    let h = MutantHarness { inner: MemoryHarness::new(), bug: Bug::PauseForgotten };
+    let h = MutantHarness::new(Bug::PauseForgotten);
     assert!(fails(|| jq_testkit::__private::block_on(jq_testkit::scenarios::pause_is_honoured_across_handles(&h))));
-    let h = MutantHarness { inner: MemoryHarness::new(), bug: Bug::PauseForgotten };
+    let h = MutantHarness::new(Bug::PauseForgotten);
     assert!(fails(|| jq_testkit::__private::block_on(jq_testkit::scenarios::pause_survives_reconnect(&h))));
-    let h = MutantHarness { inner: MemoryHarness::new(), bug: Bug::LimitsLoose };
+    let h = MutantHarness::new(Bug::LimitsLoose);
     assert!(fails(|| {
         jq_testkit::__private::block_on(jq_testkit::scenarios::limits_hold_under_concurrent_claimers(&h))
     }));
-    let h = MutantHarness { inner: MemoryHarness::new(), bug: Bug::LimitsLoose };
+    let h = MutantHarness::new(Bug::LimitsLoose);
     assert!(fails(|| jq_testkit::__private::block_on(jq_testkit::scenarios::rate_limit_is_a_sliding_window(&h))));
+}
+
+#[test]
+fn model_and_scenarios_catch_counts_a_retry_leaves_behind() {
+    assert!(model_catches(Bug::RetryUncounted));
+    let h = MutantHarness::new(Bug::RetryUncounted);
+    assert!(fails(|| jq_testkit::__private::block_on(jq_testkit::scenarios::stats_count_every_transition(&h))));
+}
+
+#[test]
+fn scenarios_catch_a_purge_that_stops_after_one_batch() {
+    let h = MutantHarness::new(Bug::PurgeOneBatch);
+    assert!(fails(|| {
+        jq_testkit::__private::block_on(jq_testkit::scenarios::purge_deletes_every_batch_until_none_is_left(&h))
+    }));
 }

@@ -54,6 +54,10 @@
 //! - `loaded` (SQLite, PostgreSQL): the drain again, `--runs` times, on one
 //!   store holding 1,000,000 completed jobs, with its ratio to the clean
 //!   drain (`loaded.rs`);
+//! - `grown` (SQLite, PostgreSQL): a store that grew for a year, 10,000,000
+//!   finished jobs and 100,000 pending: how long `stats`, `queues` and the
+//!   dashboard's overview take, and the drain again with its ratio to the
+//!   clean drain (`grown.rs`);
 //! - `held` (PostgreSQL): 100,000 jobs drained while another session holds
 //!   a snapshot older than every claim, the rate over the first 20,000 and
 //!   over all, and the same drain without the snapshot (`held.rs`).
@@ -61,6 +65,7 @@
 //! Adding a backend is one arm in `main`'s match: build a fresh storage per
 //! run and hand it to the same generic scenarios.
 
+mod grown;
 mod held;
 mod loaded;
 mod observation;
@@ -117,9 +122,9 @@ impl<S> Fresh<S> {
     }
 }
 
-const USAGE: &str = "usage: bench <backend> [--runs N] [--only batch|single|drain|latency|rated|procs|loaded|held] \
-                     [--observe on|off|otel]\n\
-                     backends: sqlite, redis, postgres (loaded: sqlite and postgres; held: postgres)";
+const USAGE: &str = "usage: bench <backend> [--runs N] \
+                     [--only batch|single|drain|latency|rated|procs|loaded|grown|held] [--observe on|off|otel]\n\
+                     backends: sqlite, redis, postgres (loaded, grown: sqlite and postgres; held: postgres)";
 
 /// One scenario, for `--only`.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -133,6 +138,8 @@ enum Scenario {
     Procs,
     /// The drain with a million completed jobs in the store.
     Loaded,
+    /// Reads and the drain on a store that grew for a year.
+    Grown,
     /// PostgreSQL's drain while a snapshot is held.
     Held,
 }
@@ -147,6 +154,7 @@ impl Scenario {
             "rated" => Self::Rated,
             "procs" => Self::Procs,
             "loaded" => Self::Loaded,
+            "grown" => Self::Grown,
             "held" => Self::Held,
             other => return Err(format!("unknown scenario {other:?}\n{USAGE}").into()),
         })
@@ -230,6 +238,9 @@ async fn main() -> Result<(), BoxError> {
             if wanted(Scenario::Loaded) {
                 extra_rows.push(loaded::sqlite(runs, clean_drain(&figures)).await?);
             }
+            if wanted(Scenario::Grown) {
+                extra_rows.extend(grown::sqlite(runs, clean_drain(&figures)).await?);
+            }
             figures
         }
         "redis" => {
@@ -272,18 +283,23 @@ async fn main() -> Result<(), BoxError> {
                 }
             };
             let mut result = bench(&backend, runs, only, fresh).await;
-            if let Ok(figures) = &result {
-                if wanted(Scenario::Loaded) {
-                    match loaded::postgres(runs, clean_drain(figures), fresh).await {
-                        Ok(row) => extra_rows.push(row),
-                        Err(e) => result = Err(e),
-                    }
+            let clean = result.as_ref().ok().and_then(|figures| clean_drain(figures));
+            if result.is_ok() && wanted(Scenario::Loaded) {
+                match loaded::postgres(runs, clean, fresh).await {
+                    Ok(row) => extra_rows.push(row),
+                    Err(e) => result = Err(e),
                 }
-                if result.is_ok() && wanted(Scenario::Held) {
-                    match held::postgres(runs, &url, fresh).await {
-                        Ok(rows) => extra_rows.extend(rows),
-                        Err(e) => result = Err(e),
-                    }
+            }
+            if result.is_ok() && wanted(Scenario::Grown) {
+                match grown::postgres(runs, clean, fresh).await {
+                    Ok(rows) => extra_rows.extend(rows),
+                    Err(e) => result = Err(e),
+                }
+            }
+            if result.is_ok() && wanted(Scenario::Held) {
+                match held::postgres(runs, &url, fresh).await {
+                    Ok(rows) => extra_rows.extend(rows),
+                    Err(e) => result = Err(e),
                 }
             }
             let used = std::mem::take(&mut *used.lock().unwrap_or_else(|e| e.into_inner()));
@@ -299,7 +315,7 @@ async fn main() -> Result<(), BoxError> {
     };
     print_table(&backend, runs, &figures);
     for (name, value) in extra_rows {
-        println!("{name:<58} {value:>16}");
+        println!("{name:<70} {value:>20}");
     }
     Ok(())
 }
@@ -326,8 +342,8 @@ where
         if wanted(Scenario::Single) {
             f.single_enqueue = Some(fresh().await?.measure(single_enqueue).await?);
         }
-        // The loaded drain is reported as a ratio to this one.
-        if wanted(Scenario::Drain) || only == Some(Scenario::Loaded) {
+        // The loaded and grown drains are reported as a ratio to this one.
+        if wanted(Scenario::Drain) || only == Some(Scenario::Loaded) || only == Some(Scenario::Grown) {
             f.drain = Some(fresh().await?.measure(drain).await?);
         }
         if wanted(Scenario::Latency) {

@@ -35,6 +35,7 @@ pub struct WorkerPlan {
     exec: Exec,
     name: Option<String>,
     shutdown_grace: Duration,
+    retention: jq::Retention,
     metrics_listen: Option<std::net::SocketAddr>,
 }
 
@@ -51,6 +52,7 @@ impl WorkerPlan {
     /// otherwise burn every job's attempts.
     pub fn prepare(args: WorkerArgs) -> CliResult<Self> {
         let program = args.program().to_vec();
+        let retention = args.retention();
         let Some(first) = program.first() else {
             return Err(CliError::bad_input("no command to run: add --exec CMD [ARGS...] or -- CMD [ARGS...]"));
         };
@@ -65,6 +67,7 @@ impl WorkerPlan {
             exec: Exec { program, timeout: args.timeout, fail_exit_code: i32::from(args.fail_exit_code) },
             name: args.name,
             shutdown_grace: args.shutdown_grace,
+            retention,
             metrics_listen: args.metrics_listen,
         })
     }
@@ -101,6 +104,7 @@ pub async fn run<S: Storage + Clone>(storage: S, plan: WorkerPlan) -> CliResult 
         .concurrency(plan.concurrency)
         .job_timeout(Some(exec.timeout.saturating_add(POOL_TIMEOUT_SLACK)))
         .shutdown_grace(plan.shutdown_grace)
+        .retention(plan.retention)
         .register_fallback(move |job: Job, ctx: JobContext| {
             let exec = handler_exec.clone();
             async move { exec.run(job, ctx).await }
@@ -111,11 +115,12 @@ pub async fn run<S: Storage + Clone>(storage: S, plan: WorkerPlan) -> CliResult 
     let handle = pool.start()?;
     let queues: Vec<&str> = plan.queues.iter().map(QueueName::as_str).collect();
     eprintln!(
-        "jqctl worker {}: running `{}` for jobs of queue(s) {} with concurrency {}; Ctrl-C or SIGTERM to stop",
+        "jqctl worker {}: running `{}` for jobs of queue(s) {} with concurrency {}; {}; Ctrl-C or SIGTERM to stop",
         handle.worker_name(),
         exec.program.join(" "),
         queues.join(", "),
-        plan.concurrency
+        plan.concurrency,
+        describe_retention(&plan.retention),
     );
     // A fatal storage error (a schema never migrated, ...) stops the pool by
     // itself: it cancels this token, and shutdown() returns the error.
@@ -133,6 +138,21 @@ pub async fn run<S: Storage + Clone>(storage: S, plan: WorkerPlan) -> CliResult 
     handle.shutdown().await?;
     eprintln!("worker stopped");
     Ok(())
+}
+
+/// "keeps finished jobs: completed 1d, cancelled 1d, dead 7d", for the
+/// start-up line.
+fn describe_retention(retention: &jq::Retention) -> String {
+    if retention.is_forever() {
+        return "keeps finished jobs until `jqctl purge`".to_owned();
+    }
+    let keep = |d: Option<Duration>| d.map_or_else(|| "forever".to_owned(), duration::human);
+    format!(
+        "keeps finished jobs: completed {}, cancelled {}, dead {}",
+        keep(retention.completed),
+        keep(retention.cancelled),
+        keep(retention.dead)
+    )
 }
 
 pub(crate) async fn shutdown_signal() -> CliResult {

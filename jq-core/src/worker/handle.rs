@@ -206,7 +206,7 @@ pub(crate) fn start<S: Storage>(
                 promote_interval: config.promote_interval,
                 recover_interval: config.recover_interval,
                 purge_interval: config.purge_interval,
-                retention: config.retention.clone(),
+                retention: config.retention,
                 sample_interval: config.observe.then_some(config.sample_interval),
                 stop: stop.clone(),
                 failure: failure.clone(),

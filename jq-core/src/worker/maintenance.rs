@@ -21,9 +21,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::failure::Failure;
 use super::jitter;
+use super::retention::Retention;
 use crate::clock::Timestamp;
 use crate::error::Error;
-use crate::job::{LeaseToken, State};
+use crate::job::LeaseToken;
 use crate::storage::{Election, RoleStorage, Storage};
 
 /// The role the maintaining pool holds.
@@ -39,8 +40,8 @@ pub(crate) struct Maintenance<S> {
     pub(crate) promote_interval: Duration,
     pub(crate) recover_interval: Duration,
     pub(crate) purge_interval: Duration,
-    /// (terminal state, how long to keep it); `None` keeps forever.
-    pub(crate) retention: Vec<(State, Option<Duration>)>,
+    /// How long finished jobs are kept (`WorkerPool::retention`).
+    pub(crate) retention: Retention,
     /// How often to sample the store's gauges; `None`: observation off.
     pub(crate) sample_interval: Option<Duration>,
     pub(crate) stop: CancellationToken,
@@ -173,7 +174,7 @@ impl<S: Storage> Maintenance<S> {
     }
 
     async fn purge_loop(&self, mut elected: watch::Receiver<bool>) {
-        if self.retention.iter().all(|(_, keep)| keep.is_none()) {
+        if self.retention.is_forever() {
             return;
         }
         loop {
@@ -183,8 +184,7 @@ impl<S: Storage> Maintenance<S> {
             if elected.wait_for(|held| *held).await.is_err() {
                 return;
             }
-            for &(state, keep) in &self.retention {
-                let Some(keep) = keep else { continue };
+            for (state, keep) in self.retention.rules() {
                 let older_than = before(self.storage.clock().now(), keep);
                 match self.storage.purge(state, older_than).await {
                     Ok(0) => {}

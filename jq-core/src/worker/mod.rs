@@ -44,6 +44,7 @@ mod heartbeat;
 mod maintenance;
 mod periodic;
 mod prefetch;
+mod retention;
 mod settler;
 
 use std::collections::HashMap;
@@ -56,10 +57,11 @@ use rand::Rng;
 pub use handle::WorkerHandle;
 pub use handler::{HandlerError, HandlerResult, JobContext};
 pub use maintenance::ROLE as MAINTENANCE_ROLE;
+pub use retention::{DEFAULT_KEEP_CANCELLED, DEFAULT_KEEP_COMPLETED, DEFAULT_KEEP_DEAD, Retention};
 
 use crate::backoff::{Backoff, ExponentialBackoff};
 use crate::error::{Error, Result};
-use crate::job::{Job, JobType, QueueName, State};
+use crate::job::{Job, JobType, QueueName};
 use crate::periodic::{Periodic, PeriodicRunner};
 use crate::storage::Storage;
 use handler::ErasedHandler;
@@ -109,7 +111,7 @@ pub(crate) struct Config {
     pub(crate) promote_interval: Duration,
     pub(crate) recover_interval: Duration,
     pub(crate) purge_interval: Duration,
-    pub(crate) retention: Vec<(State, Option<Duration>)>,
+    pub(crate) retention: Retention,
     pub(crate) worker_name: String,
     pub(crate) nack_unknown_kinds: bool,
     pub(crate) periodic: Vec<Periodic>,
@@ -243,11 +245,12 @@ pub(crate) struct Config {
 ///   [`WorkerPool::job_timeout`] (or `None`).
 /// - shutdown grace 20 s: under a typical orchestrator's 30 s kill timeout,
 ///   leaving time to release what did not finish.
-/// - retention: none. The contract lets jobs leave the store only by an
-///   explicit purge or a retention rule the user configured, so finished
-///   jobs are kept until you say otherwise. A typical production setting is
-///   `.retention(State::Completed, Some(1 day))` and 7 days for Dead and
-///   Cancelled; the backends' indexes keep claims fast either way.
+/// - retention ([`Retention::DEFAULT`]): completed and cancelled jobs are
+///   kept a day after they finish, dead ones seven days, then the
+///   maintaining pool purges them in bounded batches every purge interval.
+///   A store nobody purges grows for as long as it runs; a week leaves time
+///   to read and retry a failure after a weekend.
+///   [`WorkerPool::keep_forever`] keeps everything until an operator purges.
 pub struct WorkerPool<S: Storage> {
     storage: S,
     config: Config,
@@ -276,7 +279,7 @@ impl<S: Storage> WorkerPool<S> {
                 promote_interval: DEFAULT_PROMOTE_INTERVAL,
                 recover_interval: DEFAULT_RECOVER_INTERVAL,
                 purge_interval: DEFAULT_PURGE_INTERVAL,
-                retention: Vec::new(),
+                retention: Retention::DEFAULT,
                 worker_name: default_worker_name(),
                 nack_unknown_kinds: false,
                 periodic: Vec::new(),
@@ -408,7 +411,7 @@ impl<S: Storage> WorkerPool<S> {
         self
     }
 
-    /// Turns the maintenance task (promote, recover, purge) on or off
+    /// Turns the maintenance task (promote, recover, retention) on or off
     /// (default on). Run it in at least one process per storage: without
     /// recovery, a crashed worker's jobs stay Running forever.
     ///
@@ -450,14 +453,25 @@ impl<S: Storage> WorkerPool<S> {
         self
     }
 
-    /// How long jobs finished in the terminal `state` are kept before
-    /// maintenance purges them; `None` keeps them forever (the default for
-    /// every state: see the pool's defaults). A non-terminal state
-    /// is refused by [`WorkerPool::start`].
-    pub fn retention(mut self, state: State, keep: Option<Duration>) -> Self {
-        self.config.retention.retain(|(s, _)| *s != state);
-        self.config.retention.push((state, keep));
+    /// How long finished jobs are kept before the maintaining pool purges
+    /// them, per terminal state (default [`Retention::DEFAULT`]: completed
+    /// and cancelled jobs a day, dead ones seven days; see
+    /// [`DEFAULT_KEEP_COMPLETED`], [`DEFAULT_KEEP_CANCELLED`],
+    /// [`DEFAULT_KEEP_DEAD`]). Purges run every
+    /// [`WorkerPool::purge_interval`], on the pool holding the maintenance
+    /// role, through [`Storage::purge`], which deletes in bounded batches.
+    /// Only pools with maintenance on apply it: give every such pool of a
+    /// store the same retention, as whichever holds the role applies its
+    /// own.
+    pub fn retention(mut self, retention: Retention) -> Self {
+        self.config.retention = retention;
         self
+    }
+
+    /// Keeps every finished job until an operator purges it
+    /// ([`Retention::FOREVER`]).
+    pub fn keep_forever(self) -> Self {
+        self.retention(Retention::FOREVER)
     }
 
     /// The name recorded in the leases this pool takes (default
@@ -524,7 +538,7 @@ impl<S: Storage> WorkerPool<S> {
     /// Errors: [`Error::InvalidQueue`] for a bad queue name;
     /// [`Error::InvalidInput`] for no queue, concurrency 0, a zero lease or
     /// maintenance lease, a heartbeat interval not shorter than the lease,
-    /// a retention of a non-terminal state, two periodic jobs of one name or a
+    /// a zero purge interval with a retention, two periodic jobs of one name or a
     /// zero periodic job interval.
     pub fn start(self) -> Result<WorkerHandle> {
         let WorkerPool { storage, mut config, handlers, fallback, typed_queues } = self;
@@ -558,8 +572,8 @@ impl<S: Storage> WorkerPool<S> {
         if config.sample_interval.is_zero() {
             return Err(Error::invalid("sample interval", "0 s: the store's gauges would be sampled without pause"));
         }
-        if let Some((state, _)) = config.retention.iter().find(|(s, _)| !s.is_terminal()) {
-            return Err(Error::invalid("retention", format!("{state} is not terminal: only finished jobs are purged")));
+        if config.purge_interval.is_zero() && !config.retention.is_forever() {
+            return Err(Error::invalid("purge interval", "0 s: finished jobs would be purged without pause"));
         }
         if config.periodic_interval.is_zero() {
             return Err(Error::invalid("periodic interval", "0 s: periodic jobs are looked at every interval"));

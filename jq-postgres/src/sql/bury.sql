@@ -1,6 +1,8 @@
 -- A claimed job whose row cannot be decoded goes to Dead with the reason.
 -- $1 id uuid, $2 now timestamptz, $3 now as RFC 3339 text, $4 reason text.
 -- The error history itself may be what is corrupt: it is restarted then.
+-- The job is counted in job_counts (migration 8).
+WITH upd AS (
 UPDATE {schema}.jobs AS j
 SET state = 'dead',
     finished_at = $2,
@@ -10,3 +12,10 @@ SET state = 'dead',
     errors = CASE WHEN jsonb_typeof(j.errors) = 'array' THEN j.errors ELSE '[]'::jsonb END
         || jsonb_build_array(jsonb_build_object('attempt', j.attempts, 'at', $3::text, 'message', $4::text))
 WHERE j.id = $1 AND j.state = 'running'
+RETURNING j.queue, j.state
+)
+INSERT INTO {schema}.job_counts AS c (queue, state, shard, n)
+SELECT queue, state, (SELECT floor(random() * 16)::int2), count(*)
+FROM upd
+GROUP BY queue, state
+ON CONFLICT (queue, state, shard) DO UPDATE SET n = c.n + excluded.n

@@ -1,6 +1,16 @@
 -- Every queue holding a job or with a control, by name, with its control
--- (NULLs where it has none). Reads the whole jobs table: an operator's call.
+-- (NULLs where it has none). A queue holds finished jobs when its counters
+-- sum above zero (job_counts, migration 8), live ones when jobs_waiting or
+-- jobs_lease_expiry has any of it: no finished job is read.
 SELECT q.queue, c.paused_at, c.concurrency, c.rate_limit, c.rate_period
-FROM (SELECT DISTINCT queue FROM {schema}.jobs UNION SELECT queue FROM {schema}.queue_controls) AS q
+FROM (
+    SELECT queue FROM {schema}.job_counts GROUP BY queue HAVING sum(n) > 0
+    UNION
+    SELECT queue FROM {schema}.jobs WHERE finished_at IS NULL AND lease_expires_at IS NULL
+    UNION
+    SELECT queue FROM {schema}.jobs WHERE lease_expires_at IS NOT NULL
+    UNION
+    SELECT queue FROM {schema}.queue_controls
+) AS q
 LEFT JOIN {schema}.queue_controls AS c ON c.queue = q.queue
 ORDER BY q.queue

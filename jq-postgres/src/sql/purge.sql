@@ -1,12 +1,15 @@
 -- Delete up to $3 jobs in terminal state $1 that finished before $2, the
--- oldest first. Called in a loop; each statement is bounded so it never
--- holds many locks or builds one huge transaction.
+-- oldest first, and return how many. Called in a loop; each statement is
+-- bounded so it never holds many locks or builds one huge transaction.
 --
 -- The ORDER BY walks jobs_finished (state, finished_at) and stops at the
 -- limit; without it the planner may scan the heap from its start, which
 -- earlier batches emptied, so each batch would read further. The picked rows
 -- are locked (rows a retry holds are left for the next batch) and deleted
 -- by ctid: `id IN (subquery)` made the planner hash-join the whole table.
+-- What was deleted leaves job_counts (migration 8), per queue and state,
+-- in the same statement.
+WITH gone AS (
 DELETE FROM {schema}.jobs
 WHERE ctid = ANY(ARRAY(
     SELECT ctid FROM {schema}.jobs
@@ -15,3 +18,14 @@ WHERE ctid = ANY(ARRAY(
     LIMIT $3
     FOR UPDATE SKIP LOCKED
 ))
+RETURNING queue, state
+),
+counted AS (
+INSERT INTO {schema}.job_counts AS c (queue, state, shard, n)
+SELECT queue, state, (SELECT floor(random() * 16)::int2), -count(*)
+FROM gone
+GROUP BY queue, state
+ORDER BY queue, state
+ON CONFLICT (queue, state, shard) DO UPDATE SET n = c.n + excluded.n
+)
+SELECT count(*) FROM gone

@@ -14,7 +14,7 @@
 -- Returns how many it moved, on every row, and per (queue, priority) with
 -- a job made Pending the earliest run_at (NULLs when none): the caller
 -- moves its claim positions back before them (hints.rs). Always one row
--- at least.
+-- at least. The jobs it made Dead are added to job_counts (migration 8).
 WITH picked AS (
     SELECT ctid FROM {schema}.jobs
     WHERE state = 'running' AND lease_expires_at <= $1 AND lease_expires_at > coalesce($4, '-infinity')
@@ -37,6 +37,15 @@ SET state = CASE WHEN j.attempts >= j.max_attempts THEN 'dead' ELSE 'pending' EN
 FROM picked
 WHERE j.ctid = picked.ctid AND j.state = 'running' AND j.lease_expires_at <= $1
 RETURNING j.queue, j.priority, j.state, j.run_at
+),
+counted AS (
+INSERT INTO {schema}.job_counts AS c (queue, state, shard, n)
+SELECT queue, state, (SELECT floor(random() * 16)::int2), count(*)
+FROM moved
+WHERE state = 'dead'
+GROUP BY queue, state
+ORDER BY queue, state
+ON CONFLICT (queue, state, shard) DO UPDATE SET n = c.n + excluded.n
 )
 SELECT (SELECT count(*) FROM moved) AS moved, m.queue, m.priority, m.run_at
 FROM (SELECT 1) AS one

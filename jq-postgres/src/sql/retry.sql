@@ -7,6 +7,7 @@
 -- a slot of its own in jobs_unique (its id) instead of the shared nil slot.
 -- Should a concurrent enqueue take the nil slot after this statement's
 -- snapshot, this fails with a unique violation and the caller re-runs it.
+-- The job leaves the Dead count of job_counts (migration 8).
 WITH upd AS (
 UPDATE {schema}.jobs AS j
 SET state = 'pending',
@@ -26,5 +27,12 @@ SET state = 'pending',
     END
 WHERE j.id = $1 AND j.state = 'dead'
 RETURNING j.id, j.queue, j.priority, j.run_at
+),
+counted AS (
+INSERT INTO {schema}.job_counts AS c (queue, state, shard, n)
+SELECT queue, 'dead', (SELECT floor(random() * 16)::int2), -count(*)
+FROM upd
+GROUP BY queue
+ON CONFLICT (queue, state, shard) DO UPDATE SET n = c.n + excluded.n
 )
 SELECT upd.id, upd.queue, upd.priority, upd.run_at, (SELECT count(*) FROM (SELECT pg_notify($3, '')) AS n) AS notified FROM upd

@@ -15,6 +15,8 @@
 -- and comes back with its queue, priority and run_at: the caller moves its
 -- claim positions back before it (hints.rs), since its key may be one a
 -- claim has already passed (released in the instant it was claimed).
+-- The jobs it finished are added to job_counts (migration 8), one row per
+-- (queue, state) for the whole batch, on a shard picked per statement.
 WITH input AS (
     SELECT *
     FROM unnest($1::uuid[], $2::uuid[], $3::int2[], $4::text[], $5::timestamptz[], $6::text[])
@@ -47,6 +49,15 @@ SET state = CASE
 FROM input AS i
 WHERE j.id = i.id AND j.state = 'running' AND j.lease_token = i.token
 RETURNING j.id, j.state, j.queue, j.priority, j.run_at
+),
+counted AS (
+INSERT INTO {schema}.job_counts AS c (queue, state, shard, n)
+SELECT queue, state, (SELECT floor(random() * 16)::int2), count(*)
+FROM upd
+WHERE state IN ('completed', 'dead')
+GROUP BY queue, state
+ORDER BY queue, state
+ON CONFLICT (queue, state, shard) DO UPDATE SET n = c.n + excluded.n
 )
 SELECT upd.id, upd.state,
        -- NULL for the rest (acks are most rows): nothing to send or decode.

@@ -13,3 +13,4 @@ SET state = 'dead', finished_at = ?2, lease_token = NULL, lease_worker = NULL, l
                          json_object('attempt', CASE WHEN typeof(attempts) = 'integer' THEN attempts ELSE 0 END,
                                      'at', ?2, 'message', ?3))
 WHERE seq = ?1 AND state = 'running'
+RETURNING queue

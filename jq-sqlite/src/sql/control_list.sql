@@ -1,6 +1,14 @@
 -- Every queue holding a job or with a control, and its control (NULLs
--- where it has none). Reads the whole jobs table: an operator's call.
+-- where it has none). A queue holds finished jobs when one of its counters
+-- is above zero (job_counts, schema version 7), live ones when a partial
+-- index of live jobs has any of it: no finished job is read.
 SELECT q.queue, c.paused_at, c.concurrency, c.rate_limit, c.rate_period
-FROM (SELECT DISTINCT queue FROM jobs UNION SELECT queue FROM queue_controls) AS q
+FROM (
+    SELECT queue FROM job_counts WHERE n > 0
+    UNION SELECT queue FROM jobs WHERE state = 'pending'
+    UNION SELECT queue FROM jobs WHERE state = 'scheduled'
+    UNION SELECT queue FROM jobs WHERE state = 'running'
+    UNION SELECT queue FROM queue_controls
+) AS q
 LEFT JOIN queue_controls AS c ON c.queue = q.queue
 ORDER BY q.queue

@@ -8,8 +8,8 @@ use jq_core::storage::{Storage, StorageExt};
 use jq_core::{Error, JobFilter, JobId, State, Throughput};
 
 use super::support::{
-    build, builder, claim, claim_one, enqueue_all, enqueue_mixed, get, jobs, lease, list_all, manual_clock, queue,
-    stats,
+    LEASE, build, builder, claim, claim_one, enqueue_all, enqueue_mixed, get, jobs, lease, list_all, manual_clock,
+    queue, stats, stats_as_listed,
 };
 use crate::Harness;
 
@@ -342,4 +342,117 @@ pub async fn purge_removes_only_old_terminal<H: Harness>(h: &H) {
         (s.total(State::Completed), s.total(State::Dead), s.total(State::Cancelled), s.total(State::Pending)),
         (1, 0, 1, 1)
     );
+}
+
+/// stats count exactly after every transition into, out of and between the
+/// states, each checked against `list`: enqueue, claim, ack, nack to
+/// Scheduled and to Dead, bury, release, cancel of a Pending and of a
+/// Scheduled job, retry, promote, recover to Pending and to Dead, and a
+/// purge of each finished state. Backends that count finished jobs apart
+/// from the jobs themselves (PostgreSQL, SQLite) must keep the counts in
+/// step with each of these.
+pub async fn stats_count_every_transition<H: Harness>(h: &H) {
+    let clock = manual_clock();
+    let storage = h.connect(clock.clock()).await;
+    let c = |state: State, s: &jq_core::Stats| s.queues.get("c").map_or(0, |q| q.get(state));
+    let mut batch = jobs(&clock, "c", 6);
+    batch.push(build(builder("c", 6).max_attempts(1), &clock));
+    batch.push(build(builder("c", 7).max_attempts(1), &clock));
+    batch.push(build(builder("c", 8).delay(Duration::from_secs(60)), &clock));
+    batch.push(build(builder("c", 9).delay(Duration::from_secs(60)), &clock));
+    let ids = enqueue_all(&storage, batch).await;
+    enqueue_all(&storage, jobs(&clock, "d", 2)).await;
+    let s = stats_as_listed(&storage, "enqueue").await;
+    assert_eq!((c(State::Pending, &s), c(State::Scheduled, &s)), (8, 2));
+
+    let running = claim(&storage, &["c"], 8, "w").await;
+    assert_eq!(running.len(), 8);
+    let by_id = |id: JobId| running.iter().find(|j| j.id == id).expect("claimed");
+    stats_as_listed(&storage, "claim").await;
+    storage.ack(lease(by_id(ids[0]))).await.expect("ack");
+    stats_as_listed(&storage, "ack").await;
+    storage.nack(lease(by_id(ids[1])), "again", Duration::from_secs(10)).await.expect("nack");
+    stats_as_listed(&storage, "nack to Scheduled").await;
+    assert_eq!(storage.nack(lease(by_id(ids[6])), "last", Duration::ZERO).await.expect("nack"), State::Dead);
+    stats_as_listed(&storage, "nack to Dead").await;
+    storage.bury(lease(by_id(ids[2])), "poison").await.expect("bury");
+    stats_as_listed(&storage, "bury").await;
+    storage.release(lease(by_id(ids[3]))).await.expect("release");
+    let s = stats_as_listed(&storage, "release").await;
+    assert_eq!((c(State::Completed, &s), c(State::Dead, &s), c(State::Running, &s)), (1, 2, 3));
+
+    storage.cancel(ids[3]).await.expect("cancel Pending");
+    stats_as_listed(&storage, "cancel of a Pending job").await;
+    storage.cancel(ids[8]).await.expect("cancel Scheduled");
+    let s = stats_as_listed(&storage, "cancel of a Scheduled job").await;
+    assert_eq!(c(State::Cancelled, &s), 2);
+    storage.retry(ids[2]).await.expect("retry");
+    let s = stats_as_listed(&storage, "retry").await;
+    assert_eq!((c(State::Dead, &s), c(State::Pending, &s)), (1, 1));
+
+    // ids[4], ids[5] and ids[7] are still Running: their leases expire;
+    // ids[7] has no attempt left and dies.
+    clock.advance(LEASE);
+    assert_eq!(storage.recover().await.expect("recover"), 3);
+    let s = stats_as_listed(&storage, "recover").await;
+    assert_eq!((c(State::Running, &s), c(State::Dead, &s), c(State::Pending, &s)), (0, 2, 3));
+    clock.advance(Duration::from_secs(60));
+    assert_eq!(storage.promote().await.expect("promote"), 2, "the nacked job and ids[9] are due");
+    stats_as_listed(&storage, "promote").await;
+
+    clock.advance(Duration::from_secs(1));
+    let cutoff = clock.now();
+    for (state, n) in [(State::Completed, 1), (State::Dead, 2), (State::Cancelled, 2)] {
+        assert_eq!(storage.purge(state, cutoff).await.expect("purge"), n, "purge of {state}");
+        let s = stats_as_listed(&storage, &format!("purge of {state}")).await;
+        assert_eq!(c(state, &s), 0);
+    }
+    let s = stats_as_listed(&storage, "every purge").await;
+    assert_eq!((c(State::Pending, &s), s.total(State::Pending)), (5, 7));
+}
+
+/// Jobs finished in every state and queue, more than one batch of a
+/// backend's purge (10,000 rows per statement or script on PostgreSQL,
+/// Redis and SQLite): one `purge` call deletes them all, batch after batch,
+/// leaves the jobs finished at or after the cut-off and those of other
+/// states, and the counts follow.
+pub async fn purge_deletes_every_batch_until_none_is_left<H: Harness>(h: &H) {
+    const OLD: usize = 10_250;
+    const ROUND: usize = 1_000;
+    let clock = manual_clock();
+    let storage = h.connect(clock.clock()).await;
+    let mut queues = Vec::new();
+    for q in ["p1", "p2"] {
+        enqueue_all(&storage, (0..OLD / 2).map(|i| build(builder(q, i), &clock)).collect()).await;
+        queues.push(q);
+    }
+    let mut done = 0;
+    while done < OLD {
+        let taken = claim(&storage, &queues, ROUND, "w").await;
+        assert!(!taken.is_empty(), "every old job is claimable");
+        done += taken.len();
+        let batch = taken
+            .iter()
+            .map(|j| jq_core::storage::Settlement { lease: lease(j), outcome: jq_core::storage::Outcome::Ack })
+            .collect();
+        let settled = storage.settle(batch).await.expect("settle");
+        assert!(settled.iter().all(|r| matches!(r, Ok(State::Completed))), "every ack applies");
+    }
+    // One more completed job at the cut-off, and one dead one before it.
+    let late = enqueue_all(&storage, jobs(&clock, "p1", 2)).await;
+    let dead = claim_one(&storage, "p1", "w").await;
+    storage.bury(lease(&dead), "kept: another state").await.expect("bury");
+    clock.advance(Duration::from_secs(1));
+    let cutoff = clock.now();
+    let kept = claim_one(&storage, "p1", "w").await;
+    storage.ack(lease(&kept)).await.expect("ack");
+    assert_eq!((dead.id, kept.id), (late[0], late[1]));
+
+    let purged = storage.purge(State::Completed, cutoff).await.expect("purge");
+    assert_eq!(purged, OLD as u64, "one call deletes every batch");
+    assert_eq!(storage.purge(State::Completed, cutoff).await.expect("purge"), 0, "nothing is left");
+    assert_eq!(get(&storage, kept.id).await.state, State::Completed, "finished at the cut-off: kept");
+    assert_eq!(get(&storage, dead.id).await.state, State::Dead, "another state: kept");
+    let s = stats_as_listed(&storage, "a purge of many batches").await;
+    assert_eq!((s.total(State::Completed), s.total(State::Dead), s.queues.len()), (1, 1, 1));
 }

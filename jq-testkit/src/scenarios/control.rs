@@ -27,6 +27,32 @@ async fn snapshot<S: Storage>(storage: &S, ids: &[JobId]) -> Vec<Job> {
     out
 }
 
+/// `queues` lists exactly the queues that hold a job, in any state, or
+/// have a control: a queue whose jobs all finished is listed until they are
+/// purged, one with only a pause is listed until it is resumed.
+pub async fn queues_are_those_holding_jobs_or_a_control<H: Harness>(h: &H) {
+    let clock = manual_clock();
+    let storage = h.connect(clock.clock()).await;
+    let controls = storage.require_controls().expect("controls");
+    let names = || async {
+        let all = controls.queues().await.expect("queues");
+        all.into_iter().map(|q| q.queue.as_str().to_owned()).collect::<Vec<_>>()
+    };
+    enqueue_all(&storage, jobs(&clock, "live", 1)).await;
+    enqueue_all(&storage, jobs(&clock, "done", 2)).await;
+    for job in claim(&storage, &["done"], 2, "w").await {
+        storage.ack(lease(&job)).await.expect("ack");
+    }
+    assert_eq!(names().await, ["done", "live"], "a queue of finished jobs is listed");
+    controls.set_paused(&queue("quiet"), true).await.expect("pause");
+    assert_eq!(names().await, ["done", "live", "quiet"], "a queue with a control and no job is listed");
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(storage.purge(State::Completed, clock.now()).await.expect("purge"), 2);
+    assert_eq!(names().await, ["live", "quiet"], "a queue whose jobs were purged is not");
+    controls.set_paused(&queue("quiet"), false).await.expect("resume");
+    assert_eq!(names().await, ["live"]);
+}
+
 /// A pause made through one handle stops claims through another at once,
 /// leaves the queue's jobs untouched, lets enqueue and running jobs'
 /// acks through, shows which claimers met it, and a resume through a

@@ -134,6 +134,19 @@ pub(crate) async fn stats<S: Storage>(storage: &S) -> Stats {
     storage.stats().await.expect("stats")
 }
 
+/// The stats, checked against a count of every job `list` returns (the
+/// contract's "stats agree with list"), after `what`.
+pub(crate) async fn stats_as_listed<S: Storage>(storage: &S, what: &str) -> Stats {
+    let listed = list_all(storage, JobFilter { limit: 1_000, ..JobFilter::default() }).await;
+    let mut expected = Stats::default();
+    for job in &listed {
+        expected.queues.entry(job.queue.as_str().to_owned()).or_default().add(job.state, 1);
+    }
+    let got = stats(storage).await;
+    assert_eq!(got, expected, "after {what}: stats disagree with the jobs list returns");
+    got
+}
+
 /// True when two payloads are the same JSON value (a backend may store
 /// JSON in a normalised form, e.g. PostgreSQL jsonb).
 pub(crate) fn same_json(a: &Payload, b: &Payload) -> bool {

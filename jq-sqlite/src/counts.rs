@@ -1,0 +1,45 @@
+//! The counts of finished jobs (`job_counts`, schema version 7), kept by
+//! the writer: each call that moves jobs into or out of a finished state
+//! adds up what its statements changed (they return the jobs' queues) and
+//! writes one sum per queue and state before it returns, in its own
+//! transaction, so the counts commit or roll back with the jobs. `stats`
+//! and `queues` read them instead of every finished job.
+
+use jq_core::{Result, State};
+use rusqlite::types::Value;
+use rusqlite::{Connection, params};
+
+use crate::error::db;
+
+const ADD: &str = include_str!("sql/counts_add.sql");
+
+/// Changes to the counts, per (queue, finished state). The queue is the
+/// stored value as it is: a corrupt one is counted under what it holds,
+/// as `stats` would have grouped it.
+#[derive(Debug, Default)]
+pub(crate) struct Tally(Vec<(Value, State, i64)>);
+
+impl Tally {
+    /// `n` more (or fewer) jobs of `queue` in the finished `state`.
+    pub(crate) fn add(&mut self, queue: Value, state: State, n: i64) {
+        match self.0.iter_mut().find(|(q, s, _)| *s == state && *q == queue) {
+            Some(entry) => entry.2 += n,
+            None => self.0.push((queue, state, n)),
+        }
+    }
+
+    /// Writes the sums; call it before the command's work is answered, on
+    /// the connection (and so in the transaction) that changed the jobs.
+    pub(crate) fn apply(self, conn: &Connection) -> Result<()> {
+        if self.0.iter().all(|(_, _, n)| *n == 0) {
+            return Ok(());
+        }
+        let mut add = conn.prepare_cached(ADD).map_err(db)?;
+        for (queue, state, n) in self.0 {
+            if n != 0 {
+                add.execute(params![queue, state.as_str(), n]).map_err(db)?;
+            }
+        }
+        Ok(())
+    }
+}

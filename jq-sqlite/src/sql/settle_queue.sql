@@ -1,0 +1,3 @@
+-- The queue of job ?1 (just acked), for the counts of finished jobs
+-- (counts.rs): one probe of the id index, on pages the ack just touched.
+SELECT queue FROM jobs WHERE id = ?1
