@@ -1,7 +1,7 @@
 //! Maintenance: promote, recover and purge, each in bounded batches of
 //! guarded statements.
 
-use jq_core::{Error, Result, State, Timestamp};
+use jq_core::{Result, State, Timestamp};
 
 use sqlx::Row;
 
@@ -81,12 +81,7 @@ pub(crate) async fn recover(inner: &Inner) -> Result<u64> {
 
 /// Deletes jobs in terminal `state` finished before `older_than`.
 pub(crate) async fn purge(inner: &Inner, state: State, older_than: Timestamp) -> Result<u64> {
-    if !state.is_terminal() {
-        return Err(Error::invalid(
-            "purge state",
-            format!("{state} is not terminal: purge completed, dead or cancelled jobs"),
-        ));
-    }
+    jq_core::storage::check_purge_state(state)?;
     let mut total = 0;
     loop {
         let statement = inner.sql.purge.query().bind(state.as_str()).bind(older_than).bind(BATCH);

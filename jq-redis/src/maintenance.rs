@@ -1,7 +1,7 @@
 //! promote, recover, purge, migrate: per queue, bounded batches, looping client side
 //! while a script call was full.
 
-use jq_core::{Error, QueueName, Result, State, Timestamp};
+use jq_core::{QueueName, Result, State, Timestamp};
 
 use crate::{Inner, scripts};
 
@@ -76,12 +76,7 @@ pub(crate) async fn migrate(s: &Inner) -> Result<u64> {
 }
 
 pub(crate) async fn purge(s: &Inner, state: State, older_than: Timestamp) -> Result<u64> {
-    if !state.is_terminal() {
-        return Err(Error::invalid(
-            "purge state",
-            format!("{state} is not terminal: purge completed, dead or cancelled jobs"),
-        ));
-    }
+    jq_core::storage::check_purge_state(state)?;
     let queues = s.queues().await?;
     let mut total = 0;
     for q in &queues {

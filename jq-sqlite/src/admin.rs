@@ -218,11 +218,3 @@ fn refusal(conn: &Connection, id: JobId, operation: &'static str) -> Result<Erro
     })
 }
 
-/// Refuses a purge of a state that is not terminal.
-pub(crate) fn check_purge_state(state: State) -> Result<()> {
-    if state.is_terminal() {
-        Ok(())
-    } else {
-        Err(Error::invalid("purge state", format!("{state} is not terminal: purge completed, dead or cancelled jobs")))
-    }
-}

@@ -295,7 +295,7 @@ impl Storage for SqliteStorage {
     }
 
     async fn purge(&self, state: State, older_than: Timestamp) -> Result<u64> {
-        admin::check_purge_state(state)?;
+        jq_core::storage::check_purge_state(state)?;
         let limit = self.inner.config.purge_batch;
         let mut total = 0;
         // One bounded DELETE per writer command, so other writes interleave

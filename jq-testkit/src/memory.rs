@@ -448,12 +448,7 @@ impl Storage for MemoryStorage {
     }
 
     async fn purge(&self, state: State, older_than: Timestamp) -> Result<u64> {
-        if !state.is_terminal() {
-            return Err(Error::invalid(
-                "purge state",
-                format!("{state} is not terminal: purge completed, dead or cancelled jobs"),
-            ));
-        }
+        jq_core::storage::check_purge_state(state)?;
         let mut map = self.jobs();
         let before = map.len();
         map.retain(|_, j| !(j.state == state && j.finished_at.is_some_and(|f| f < older_than)));

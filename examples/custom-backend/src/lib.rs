@@ -346,12 +346,7 @@ impl Storage for IndexedStorage {
     }
 
     async fn purge(&self, state: State, older_than: Timestamp) -> Result<u64> {
-        if !state.is_terminal() {
-            return Err(Error::invalid(
-                "purge state",
-                format!("{state} is not terminal: purge completed, dead or cancelled jobs"),
-            ));
-        }
+        jq::storage::check_purge_state(state)?;
         let mut t = self.begin();
         let old = t.finished_before(state, older_than);
         for id in &old {

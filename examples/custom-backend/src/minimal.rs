@@ -338,12 +338,7 @@ impl Storage for MinimalStorage {
     }
 
     async fn purge(&self, state: State, older_than: Timestamp) -> Result<u64> {
-        if !state.is_terminal() {
-            return Err(Error::invalid(
-                "purge state",
-                format!("{state} is not terminal: purge completed, dead or cancelled jobs"),
-            ));
-        }
+        jq::storage::check_purge_state(state)?;
         // A database deletes in bounded batches so no write holds locks for
         // long; in memory one pass is brief.
         let mut t = self.begin();

@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use crate::clock::Timestamp;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::job::{Job, JobId, LeaseRef, LeaseToken, QueueName, State};
 
 /// What [`Storage::claim`](super::Storage::claim) is asked for.
@@ -221,3 +221,14 @@ pub fn minute_of(t: Timestamp) -> Timestamp {
 /// A signal that work may have arrived; see [`Storage::subscribe`](super::Storage::subscribe). The
 /// value is a counter that only matters by changing.
 pub type WorkSignal = watch::Receiver<u64>;
+
+/// Refuses a purge of a state that is not terminal (`InvalidInput`): only
+/// Completed, Dead and Cancelled jobs may be purged. Every backend's
+/// `purge` starts with it, so the refusal reads the same everywhere.
+pub fn check_purge_state(state: State) -> Result<()> {
+    if state.is_terminal() {
+        Ok(())
+    } else {
+        Err(Error::invalid("purge state", format!("{state} is not terminal: purge completed, dead or cancelled jobs")))
+    }
+}
