@@ -28,7 +28,7 @@ pub(crate) async fn list(inner: &Inner, filter: &JobFilter) -> Result<Vec<Job>> 
     let limit = filter.page_size();
     let mut jobs = Vec::new();
     let mut after = filter.after.map(|a| a.0);
-    // One queue's waiting jobs: walked in jobs_waiting, not past every
+    // One queue's waiting jobs: read from jobs_claim, not past every
     // older finished job in the primary key (sql/list_waiting.sql).
     let waiting = filter.queue.is_some() && matches!(filter.state, Some(State::Pending | State::Scheduled));
     let sql = if waiting { &inner.sql.list_waiting } else { &inner.sql.list };

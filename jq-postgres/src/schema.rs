@@ -19,6 +19,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("queue_controls", include_str!("../migrations/0006_queue_controls.sql")),
     ("trace", include_str!("../migrations/0007_trace.sql")),
     ("job_counts", include_str!("../migrations/0008_job_counts.sql")),
+    ("claim_index_state", include_str!("../migrations/0009_claim_index_state.sql")),
 ];
 
 /// The newest schema version this build knows.

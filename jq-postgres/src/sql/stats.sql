@@ -1,9 +1,9 @@
 -- Job counts by queue and state, whatever the number of finished jobs:
 -- finished states from job_counts (their shards summed; migration 8),
--- Pending and Scheduled from jobs_waiting alone (queue and state are its
--- first columns), Running from jobs_lease_expiry (a lease is held exactly
--- while Running). A row whose state jq does not know comes back with it
--- when it is in one of these indexes, and the caller logs it.
+-- Pending and Scheduled from jobs_claim alone (queue its first column,
+-- state included; migration 9), Running from jobs_lease_expiry (a lease is
+-- held exactly while Running). A leased row whose state jq does not know
+-- comes back with it, and the caller logs it.
 SELECT queue, state, sum(n)::int8 AS n
 FROM {schema}.job_counts
 GROUP BY queue, state
@@ -11,7 +11,7 @@ HAVING sum(n) <> 0
 UNION ALL
 SELECT queue, state, count(*) AS n
 FROM {schema}.jobs
-WHERE finished_at IS NULL AND lease_expires_at IS NULL
+WHERE state IN ('pending', 'scheduled')
 GROUP BY queue, state
 UNION ALL
 SELECT queue, state, count(*) AS n
