@@ -20,6 +20,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("trace", include_str!("../migrations/0007_trace.sql")),
     ("job_counts", include_str!("../migrations/0008_job_counts.sql")),
     ("claim_index_state", include_str!("../migrations/0009_claim_index_state.sql")),
+    ("enqueue_function", include_str!("../migrations/0010_enqueue_function.sql")),
 ];
 
 /// The newest schema version this build knows.
