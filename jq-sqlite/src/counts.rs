@@ -5,7 +5,9 @@
 //! transaction, so the counts commit or roll back with the jobs. `stats`
 //! and `queues` read them instead of every finished job.
 
-use jq_core::{Result, State};
+use std::collections::HashMap;
+
+use jq_core::{Job, JobId, Result, State};
 use rusqlite::types::Value;
 use rusqlite::{Connection, params};
 
@@ -41,5 +43,37 @@ impl Tally {
             }
         }
         Ok(())
+    }
+}
+
+/// The queue of each job this writer claimed, so that an ack can count its
+/// job without reading the row again: a point `SELECT queue` per acked job
+/// (`sql/settle_queue.sql`) was a third more work in the writer's settle,
+/// and 8% of the 20,000-job drain (BENCHMARKS.md, session 15). A job's
+/// queue never changes and an ack always follows this writer's own claim
+/// (it needs the claim's token), so an entry is never wrong, only absent
+/// (a claim by another process or handle, a cache just cleared): then the
+/// row is read.
+#[derive(Debug, Default)]
+pub(crate) struct ClaimedQueues(HashMap<JobId, Value>);
+
+/// Entries kept at most: jobs claimed and never settled here (lost
+/// leases, a pool that stopped) must not grow the map forever.
+const MAX_CLAIMED: usize = 100_000;
+
+impl ClaimedQueues {
+    /// Remembers the queue of every job of a claim.
+    pub(crate) fn claimed(&mut self, jobs: &[Job]) {
+        if self.0.len() + jobs.len() > MAX_CLAIMED {
+            self.0.clear();
+        }
+        for job in jobs {
+            self.0.insert(job.id, Value::Text(job.queue.as_str().to_owned()));
+        }
+    }
+
+    /// The queue of `id` when it was claimed here, forgetting it.
+    pub(crate) fn settled(&mut self, id: JobId) -> Option<Value> {
+        self.0.remove(&id)
     }
 }

@@ -8,7 +8,7 @@ use jq_core::{Error, JobId, Result, State, Timestamp};
 use rusqlite::types::Value;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
 
-use crate::counts::Tally;
+use crate::counts::{ClaimedQueues, Tally};
 use crate::error::db;
 use crate::row::{blob, parse_state};
 
@@ -21,13 +21,19 @@ const HEARTBEAT: &str = include_str!("sql/heartbeat.sql");
 
 /// Applies each settlement on its own fence; returns the per-item results
 /// and whether any job became claimable again (for the work signal).
-pub(crate) fn settle(conn: &Connection, batch: Vec<Settlement>, now: Timestamp) -> Result<(Vec<Settled>, bool)> {
+pub(crate) fn settle(
+    conn: &Connection,
+    batch: Vec<Settlement>,
+    now: Timestamp,
+    claimed: &mut ClaimedQueues,
+) -> Result<(Vec<Settled>, bool)> {
     let now_us = now.timestamp_micros();
     let mut results = Vec::with_capacity(batch.len());
     let mut handed_back = false;
     let mut tally = Tally::default();
     for Settlement { lease, outcome } in batch {
-        match apply(conn, lease, outcome, now, now_us, &mut tally) {
+        let queue = claimed.settled(lease.id);
+        match apply(conn, lease, outcome, now, now_us, &mut tally, queue) {
             Ok(Some(state)) => {
                 handed_back |= matches!(state, State::Pending | State::Scheduled);
                 results.push(Ok(state));
@@ -64,7 +70,8 @@ impl From<Error> for ItemError {
 }
 
 /// Applies one outcome; `None` when its lease is not held. A job it
-/// finishes is added to `tally`.
+/// finishes is added to `tally`; `queue` is the job's queue when this
+/// writer claimed it (else an ack reads it).
 fn apply(
     conn: &Connection,
     lease: LeaseRef,
@@ -72,6 +79,7 @@ fn apply(
     now: Timestamp,
     now_us: i64,
     tally: &mut Tally,
+    queue: Option<Value>,
 ) -> std::result::Result<Option<State>, ItemError> {
     let row = |e: rusqlite::Error| if is_row_specific(&e) { ItemError::Row(e) } else { ItemError::Batch(db(e)) };
     let id = blob(&lease.id.0);
@@ -82,8 +90,10 @@ fn apply(
             if n != 1 {
                 return Ok(None);
             }
-            let queue: Value =
-                conn.prepare_cached(QUEUE).map_err(db)?.query_row(params![id], |r| r.get(0)).map_err(db)?;
+            let queue = match queue {
+                Some(queue) => queue,
+                None => conn.prepare_cached(QUEUE).map_err(db)?.query_row(params![id], |r| r.get(0)).map_err(db)?,
+            };
             tally.add(queue, State::Completed, 1);
             Some(State::Completed)
         }

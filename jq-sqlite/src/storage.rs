@@ -126,6 +126,7 @@ impl SqliteStorage {
             path: path.clone(),
             checkpoint_wal_bytes: config.checkpoint_wal_bytes,
             alive: alive.clone(),
+            claimed: Default::default(),
         };
         std::thread::Builder::new()
             .name("jq-sqlite-writer".into())

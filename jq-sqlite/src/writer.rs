@@ -29,6 +29,7 @@ use jq_core::{Clock, Job, JobId, NewJob, QueueLimits, QueueName, Result, State, 
 use rusqlite::Connection;
 use tokio::sync::{oneshot, watch};
 
+use crate::counts::ClaimedQueues;
 use crate::error::SharedFailure;
 use crate::{admin, claim, control, election, enqueue, maintenance, periodic, settle};
 
@@ -166,16 +167,22 @@ impl Done {
 
 impl Command {
     /// Runs the command on `conn` (inside the group transaction).
-    fn execute(self, conn: &Connection, now: Timestamp) -> Done {
+    fn execute(self, conn: &Connection, now: Timestamp, claimed: &mut ClaimedQueues) -> Done {
         let (answer, wakes) = match self {
             Command::Enqueue { jobs, reply } => {
                 let r = enqueue::insert(conn, &jobs, now);
                 let wakes = matches!(&r, Ok((_, stored)) if *stored > 0);
                 (Answer::Ids(reply, r.map(|(ids, _)| ids)), wakes)
             }
-            Command::Claim { request, reply } => (Answer::Jobs(reply, claim::claim(conn, &request, now)), false),
+            Command::Claim { request, reply } => {
+                let r = claim::claim(conn, &request, now);
+                if let Ok(jobs) = &r {
+                    claimed.claimed(jobs);
+                }
+                (Answer::Jobs(reply, r), false)
+            }
             Command::Complete { batch, reply } => {
-                let r = settle::settle(conn, batch, now);
+                let r = settle::settle(conn, batch, now, claimed);
                 let wakes = matches!(&r, Ok((_, true)));
                 (Answer::Settlements(reply, r.map(|(results, _)| results)), wakes)
             }
@@ -324,6 +331,8 @@ pub(crate) struct Writer {
     pub(crate) path: Option<PathBuf>,
     pub(crate) checkpoint_wal_bytes: u64,
     pub(crate) alive: Arc<Alive>,
+    /// The queues of the jobs this writer claimed, for the acks' counts.
+    pub(crate) claimed: ClaimedQueues,
 }
 
 /// How often the writer looks at the WAL's size at most.
@@ -412,7 +421,7 @@ impl Writer {
                     break;
                 }
                 let now = self.clock.now();
-                let d = match catch_unwind(AssertUnwindSafe(|| cmd.execute(&self.conn, now))) {
+                let d = match catch_unwind(AssertUnwindSafe(|| cmd.execute(&self.conn, now, &mut self.claimed))) {
                     Ok(d) => d,
                     Err(panic) => {
                         // Its answer went with it (its caller learns from

@@ -464,3 +464,26 @@ async fn leaders_and_queues_skip_rows_that_cannot_be_decoded() {
     assert_eq!(queues.iter().map(|q| q.queue.as_str()).collect::<Vec<_>>(), vec!["p"]);
     assert_eq!(queues[0].seen.iter().map(|w| w.worker.as_str()).collect::<Vec<_>>(), vec!["w2"]);
 }
+
+/// An ack counts its job in its queue whether or not the handle that acks
+/// claimed it: the writer remembers the queues of its own claims and reads
+/// the row for the others (a second handle, another process).
+#[tokio::test]
+async fn acks_count_jobs_claimed_by_another_handle() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::starting_now();
+    let (claimer, acker) = (open_file(&dir, &clock), open_file(&dir, &clock));
+    claimer.enqueue(vec![job(&clock, "a"), job(&clock, "b"), job(&clock, "b")]).await.unwrap();
+    let jobs = claimer.claim(&request(&["a", "b"], 3)).await.unwrap();
+    assert_eq!(jobs.len(), 3);
+    let (first, rest) = jobs.split_at(1);
+    let settle = |jobs: &[jq_core::Job]| {
+        jobs.iter().map(|j| Settlement { lease: j.lease_ref().unwrap(), outcome: Outcome::Ack }).collect::<Vec<_>>()
+    };
+    acker.settle(settle(first)).await.unwrap();
+    claimer.settle(settle(rest)).await.unwrap();
+    let stats = acker.stats().await.unwrap();
+    let completed = |q: &str| stats.queues.get(q).map_or(0, |c| c.get(State::Completed));
+    let queue_of = |q: &str| jobs.iter().filter(|j| j.queue.as_str() == q).count() as u64;
+    assert_eq!((completed("a"), completed("b")), (queue_of("a"), queue_of("b")));
+}
