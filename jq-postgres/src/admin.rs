@@ -29,18 +29,30 @@ pub(crate) async fn list(inner: &Inner, filter: &JobFilter) -> Result<Vec<Job>> 
     let mut jobs = Vec::new();
     let mut after = filter.after.map(|a| a.0);
     // One queue's waiting jobs: read from jobs_claim, not past every
-    // older finished job in the primary key (sql/list_waiting.sql).
+    // older finished job in the primary key (sql/list_waiting*.sql).
     let waiting = filter.queue.is_some() && matches!(filter.state, Some(State::Pending | State::Scheduled));
-    let sql = if waiting { &inner.sql.list_waiting } else { &inner.sql.list };
     while jobs.len() < limit {
         let want = limit - jobs.len();
-        let page = sql
-            .query()
-            .bind(filter.queue.as_ref().map(|q| q.as_str()))
-            .bind(filter.state.map(State::as_str))
-            .bind(filter.kind.as_deref())
-            .bind(after)
-            .bind(i64::try_from(want).unwrap_or(i64::MAX));
+        let want_i64 = i64::try_from(want).unwrap_or(i64::MAX);
+        let page = match (waiting, filter.kind.as_deref()) {
+            (true, None) => inner
+                .sql
+                .list_waiting
+                .query()
+                .bind(filter.queue.as_ref().map(|q| q.as_str()))
+                .bind(filter.state.map(State::as_str))
+                .bind(after)
+                .bind(want_i64),
+            (waiting, kind) => {
+                let sql = if waiting { &inner.sql.list_waiting_kind } else { &inner.sql.list };
+                sql.query()
+                    .bind(filter.queue.as_ref().map(|q| q.as_str()))
+                    .bind(filter.state.map(State::as_str))
+                    .bind(kind)
+                    .bind(after)
+                    .bind(want_i64)
+            }
+        };
         let rows = inner.db().fetch_all(page).await.map_err(map_sqlx)?;
         for row in &rows {
             match decode_job(row) {

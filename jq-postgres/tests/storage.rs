@@ -61,16 +61,18 @@ async fn migration_8_counts_the_jobs_finished_before_it() {
     // Back to version 7: the table of migration 8 gone, as before it (its
     // index went with migration 9); the later migrations run again after it.
     let setup = [
-        format!(
-            "DROP TABLE {q}.job_counts; DELETE FROM {q}.jq_migrations WHERE version >= 8;"
-        ),
+        format!("DROP TABLE {q}.job_counts; DELETE FROM {q}.jq_migrations WHERE version >= 8;"),
         rows("a", "completed", 3, "now()"),
         rows("a", "dead", 2, "now()"),
         rows("b", "cancelled", 4, "now()"),
         rows("b", "pending", 1, "NULL"),
     ];
     sqlx::raw_sql(sqlx::AssertSqlSafe(setup.concat())).execute(s.pool()).await.unwrap();
-    assert_eq!(s.migrate().await.unwrap(), jq_postgres::SCHEMA_VERSION as usize - 7, "migration 8 and the later ones again");
+    assert_eq!(
+        s.migrate().await.unwrap(),
+        jq_postgres::SCHEMA_VERSION as usize - 7,
+        "migration 8 and the later ones again"
+    );
     let stats = s.stats().await.unwrap();
     let count = |queue: &str, state| stats.queues.get(queue).map_or(0, |c| c.get(state));
     assert_eq!(

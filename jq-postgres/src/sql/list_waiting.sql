@@ -1,19 +1,26 @@
--- One page of one queue's Pending or Scheduled jobs by ascending id: the
--- list of a waiting state with a queue (list.sql has every other shape).
--- $1 queue text, $2 state text ('pending' or 'scheduled'), $3 kind text
--- (NULL: any), $4 after uuid (NULL: from the start), $5 limit int8.
+-- One page of one queue's Pending or Scheduled jobs of any kind by
+-- ascending id: the list of a waiting state with a queue and no kind
+-- (list_waiting_kind.sql has a kind; list.sql every other shape).
+-- $1 queue text, $2 state text ('pending' or 'scheduled'), $3 after uuid
+-- (NULL: from the start), $4 limit int8.
 --
--- Reads the queue's entries of jobs_claim (the waiting jobs only) and
--- keeps the first $5 by id (a bounded sort: tens of milliseconds for
--- 100,000 waiting jobs). list.sql would walk the primary key, passing
--- every finished job older than the queue's first waiting one (millions,
--- in a store that kept its history) before the first row it returns.
+-- The page's ids come from jobs_claim alone (the waiting jobs only; queue
+-- its first column, state included: an index-only scan), kept in a bounded
+-- sort; only the page's rows are then read. Reading every waiting job's row
+-- to sort them cost the dashboard's overview 240 ms with 100,000 pending
+-- jobs (BENCHMARKS.md, session 15). list.sql would walk the primary key,
+-- passing every finished job older than the queue's first waiting one
+-- (millions, in a store that kept its history).
 SELECT {columns}
 FROM {schema}.jobs AS j
-WHERE j.state IN ('pending', 'scheduled')
-  AND j.queue = $1::text
-  AND j.state = $2::text
-  AND ($3::text IS NULL OR j.kind = $3::text)
-  AND j.id > coalesce($4::uuid, '00000000-0000-0000-0000-000000000000'::uuid)
+WHERE j.id IN (
+    SELECT w.id
+    FROM {schema}.jobs AS w
+    WHERE w.state IN ('pending', 'scheduled')
+      AND w.queue = $1::text
+      AND w.state = $2::text
+      AND w.id > coalesce($3::uuid, '00000000-0000-0000-0000-000000000000'::uuid)
+    ORDER BY w.id
+    LIMIT $4
+)
 ORDER BY j.id
-LIMIT $5
