@@ -19,6 +19,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("queue_controls", include_str!("../migrations/0006_queue_controls.sql")),
     ("trace", include_str!("../migrations/0007_trace.sql")),
     ("job_counts", include_str!("../migrations/0008_job_counts.sql")),
+    ("cancel", include_str!("../migrations/0009_cancel.sql")),
 ];
 
 /// The newest schema version this build knows.
@@ -28,7 +29,8 @@ pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
 /// always aliased `j`.
 const COLUMNS: &str = "j.id, j.queue, j.kind, j.payload, j.priority, j.state, j.attempts, j.max_attempts, \
                        j.run_at, j.created_at, j.finished_at, j.lease_token, j.lease_worker, j.lease_expires_at, \
-                       j.errors::text, j.unique_key, j.trace";
+                       j.errors::text, j.unique_key, j.trace, j.timeout_ms, j.cancel_requested_at, \
+                       j.cancel_reason, j.progress";
 
 /// `"name"`: a quoted identifier. The name was checked to be letters,
 /// digits and `_` (see `PostgresConfig::check`), so no escaping is needed.
@@ -66,6 +68,8 @@ pub(crate) struct Sql {
     pub throughput: Sql1,
     pub retry: Sql1,
     pub cancel: Sql1,
+    pub cancel_request: Sql1,
+    pub progress: Sql1,
     pub state: Sql1,
     pub elect: Sql1,
     pub resign: Sql1,
@@ -133,6 +137,8 @@ impl Sql {
             throughput: s(include_str!("sql/throughput.sql")),
             retry: s(include_str!("sql/retry.sql")),
             cancel: s(include_str!("sql/cancel.sql")),
+            cancel_request: s(include_str!("sql/cancel_request.sql")),
+            progress: s(include_str!("sql/progress.sql")),
             state: s(include_str!("sql/state.sql")),
             elect: s(include_str!("sql/elect.sql")),
             resign: s(include_str!("sql/resign.sql")),

@@ -180,7 +180,7 @@ async fn smoke_every_operation() {
     let held = batch[0].lease_ref().unwrap();
     let mut stale = held;
     stale.token = jq_core::storage::LeaseToken::new();
-    let lost = s.heartbeat(&[held, stale], Duration::from_secs(60)).await.unwrap();
+    let lost = s.heartbeat(&[held, stale], Duration::from_secs(60)).await.unwrap().lost;
     assert_eq!(lost, vec![held.id], "the stale token is reported lost, the valid one extended");
     clock.advance(Duration::from_secs(59));
     assert_eq!(s.recover().await.unwrap(), 0);
