@@ -15,16 +15,29 @@ use crate::row::decode_state;
 /// Cancels job `id` if it has not started, else stores the request on it
 /// while it runs, in one statement; answers what happened.
 pub(crate) async fn request(inner: &Inner, id: JobId, reason: &str) -> Result<CancelAnswer> {
-    let now = inner.clock.now();
-    let statement = inner.sql.cancel_request.query().bind(id.0).bind(now).bind(cancel_reason(reason));
-    let row = inner.db().fetch_optional(statement).await.map_err(map_sqlx)?;
-    let Some(row) = row else { return Err(Error::NotFound { id }) };
-    let state: String = row.try_get(0).map_err(map_sqlx)?;
-    Ok(match decode_state(id, &state)? {
-        State::Scheduled | State::Pending => CancelAnswer::Cancelled,
-        State::Running => CancelAnswer::Requested,
-        finished => CancelAnswer::Finished(finished),
-    })
+    let reason = cancel_reason(reason);
+    // A job that moved between the guarded update and the look-up (a
+    // claim made it Running) is tried again; each round is one change of
+    // state, so a few suffice.
+    for _ in 0..4 {
+        let now = inner.clock.now();
+        let statement = inner.sql.cancel_request.query().bind(id.0).bind(now).bind(reason.as_str());
+        if let Some(row) = inner.db().fetch_optional(statement).await.map_err(map_sqlx)? {
+            let state: String = row.try_get(0).map_err(map_sqlx)?;
+            return Ok(match decode_state(id, &state)? {
+                State::Running => CancelAnswer::Requested,
+                _ => CancelAnswer::Cancelled,
+            });
+        }
+        let row = inner.db().fetch_optional(inner.sql.state.query().bind(id.0)).await.map_err(map_sqlx)?;
+        let Some(row) = row else { return Err(Error::NotFound { id }) };
+        let state: String = row.try_get(0).map_err(map_sqlx)?;
+        let state = decode_state(id, &state)?;
+        if state.is_terminal() {
+            return Ok(CancelAnswer::Finished(state));
+        }
+    }
+    Err(Error::Backend { backend: crate::error::BACKEND, source: format!("cancel of job {id}: its state kept changing").into() })
 }
 
 /// Stores each report on its job while its lease is held, in one

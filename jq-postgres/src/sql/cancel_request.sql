@@ -3,15 +3,16 @@
 --
 -- Scheduled or Pending -> Cancelled (counted in job_counts, migration 8);
 -- Running: the request is stored (migration 9) unless one is (a resend
--- keeps the first); other states are left alone. Returns the state the job
--- had, read from the locked latest row version; no row: unknown id.
--- The row is found by primary key and locked first, then changed by its
--- ctid, as in cancel.sql (a WHERE that matches the claim index's predicate
--- could walk that index instead).
-WITH target AS (
-    SELECT ctid, state FROM {schema}.jobs WHERE id = $1 FOR UPDATE
-),
-upd AS (
+-- keeps the first). Returns the job's new state ('cancelled' or
+-- 'running'); no row when it is in another state or unknown (the caller
+-- looks it up).
+--
+-- A plain guarded UPDATE by primary key, re-checked by PostgreSQL on the
+-- latest row version: a heartbeat or a settlement may change the row at
+-- the same instant, and an UPDATE joined on a ctid read under the
+-- statement's snapshot would then match nothing. The guard names three
+-- states, so no partial index of one state (migration 3) can serve it.
+WITH upd AS (
 UPDATE {schema}.jobs AS j
 SET state = CASE WHEN j.state = 'running' THEN j.state ELSE 'cancelled' END,
     finished_at = CASE WHEN j.state = 'running' THEN j.finished_at ELSE $2 END,
@@ -19,8 +20,7 @@ SET state = CASE WHEN j.state = 'running' THEN j.state ELSE 'cancelled' END,
         ELSE j.cancel_requested_at END,
     cancel_reason = CASE WHEN j.state = 'running' AND j.cancel_requested_at IS NULL THEN $3
         ELSE j.cancel_reason END
-FROM target
-WHERE j.ctid = target.ctid AND j.state IN ('scheduled', 'pending', 'running')
+WHERE j.id = $1 AND j.state IN ('scheduled', 'pending', 'running')
 RETURNING j.queue, j.state
 ),
 counted AS (
@@ -31,4 +31,4 @@ WHERE state = 'cancelled'
 GROUP BY queue, state
 ON CONFLICT (queue, state, shard) DO UPDATE SET n = c.n + excluded.n
 )
-SELECT state FROM target
+SELECT state FROM upd
