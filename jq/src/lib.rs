@@ -153,4 +153,6 @@ mod guides {
     struct Dashboard;
     #[doc = include_str!("../../docs/operations.md")]
     struct Operations;
+    #[doc = include_str!("../../docs/cancellation.md")]
+    struct Cancellation;
 }
