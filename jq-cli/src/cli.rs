@@ -67,11 +67,19 @@ pub enum Command {
               value_parser = duration::parse_positive)]
         watch: Option<Duration>,
     },
-    /// Cancel a job that has not started (scheduled or pending).
+    /// Cancel a job: one that has not started at once; a running one is stopped by its worker
+    /// (within seconds) and ends cancelled, not retried.
+    #[command(after_help = "Prints what happened: cancelled (it had not started), cancel requested (its worker
+stops it: the handler is told, a --exec command gets SIGTERM, then SIGKILL after the
+worker's --stop-grace), or that the job had already finished (exit 2, unless it was
+already cancelled: sending the cancel again is safe).")]
     Cancel {
         /// The job's id.
         #[arg(value_parser = parse_job_id)]
         id: JobId,
+        /// Why, stored with the request of a running job and shown by `jqctl get`.
+        #[arg(long, default_value = "")]
+        reason: String,
     },
     /// Inspect and retry dead jobs (jobs that failed for good).
     #[command(subcommand)]
@@ -340,7 +348,9 @@ Its exit status decides what happens to the job:
   78       the job fails for good and goes to dead at once (change with --fail-exit-code)
   other    the attempt failed; the last 2 KiB of stderr is recorded as the error, and the
            job is retried with exponential backoff until its attempts run out (then dead)
-A command still running after --timeout is killed and the attempt counts as failed.
+A command still running after --timeout, or whose job is cancelled (`jqctl cancel`), gets
+SIGTERM, sent to its whole process group (so its children too), then SIGKILL after
+--stop-grace; a timed-out attempt counts as failed, a cancelled job ends cancelled.
 
 Ctrl-C or SIGTERM stops claiming, waits up to --shutdown-grace for running commands,
 hands back the jobs that did not finish (pending, attempt not counted), and exits 0.
@@ -362,9 +372,13 @@ pub struct WorkerArgs {
     /// How many jobs run at once.
     #[arg(long, short, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub concurrency: u32,
-    /// Kill a command still running after this long; the attempt counts as failed.
+    /// Stop a command still running after this long; the attempt counts as failed.
     #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = duration::parse_positive, allow_hyphen_values = true)]
     pub timeout: Duration,
+    /// After SIGTERM (a cancel or the timeout), how long the command's process group gets to
+    /// exit before SIGKILL.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = duration::parse, allow_hyphen_values = true)]
+    pub stop_grace: Duration,
     /// On Ctrl-C/SIGTERM, how long running commands get to finish before they are killed and
     /// their jobs handed back (pending, attempt not counted).
     #[arg(long, value_name = "DURATION", default_value = "20s", value_parser = duration::parse, allow_hyphen_values = true)]

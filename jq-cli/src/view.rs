@@ -60,6 +60,29 @@ pub struct JobView {
     pub errors: Vec<AttemptError>,
     /// The payload: the stored JSON as is (a string if it is not JSON).
     pub payload: PayloadView,
+    /// The progress its handler last reported (JSON as stored), if any.
+    pub progress: Option<PayloadView>,
+    /// A cancel request stored while it ran, if any.
+    pub cancel_requested: Option<CancelView>,
+    /// Its own limit per attempt, in milliseconds, if it has one.
+    pub timeout_ms: Option<u64>,
+}
+
+/// A cancel request of a running job.
+#[derive(Debug, Serialize)]
+pub struct CancelView {
+    /// When it was asked for.
+    pub at: Timestamp,
+    /// Why.
+    pub reason: String,
+}
+
+/// Stored JSON as is, or as a string when it does not parse.
+fn json_view(text: &str) -> PayloadView {
+    match RawValue::from_string(text.to_owned()) {
+        Ok(raw) => PayloadView::Json(raw),
+        Err(_) => PayloadView::Text(text.to_owned()),
+    }
 }
 
 /// The lease of a running job.
@@ -83,11 +106,7 @@ pub enum PayloadView {
 
 impl From<&Job> for JobView {
     fn from(job: &Job) -> Self {
-        let text = job.payload.as_str().to_owned();
-        let payload = match RawValue::from_string(text.clone()) {
-            Ok(raw) => PayloadView::Json(raw),
-            Err(_) => PayloadView::Text(text),
-        };
+        let payload = json_view(job.payload.as_str());
         JobView {
             id: job.id.to_string(),
             queue: job.queue.to_string(),
@@ -103,6 +122,12 @@ impl From<&Job> for JobView {
             unique_key: job.unique_key.clone(),
             errors: job.errors.clone(),
             payload,
+            progress: job.progress.as_deref().map(json_view),
+            cancel_requested: job
+                .cancel_requested
+                .as_ref()
+                .map(|c| CancelView { at: c.at, reason: c.reason.clone() }),
+            timeout_ms: job.timeout.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
         }
     }
 }
@@ -241,7 +266,7 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
 
 /// The `list` table.
 pub fn jobs_table(jobs: &[Job], with_last_error: bool) -> String {
-    let mut header = vec!["ID", "QUEUE", "KIND", "STATE", "PRIORITY", "ATTEMPTS", "RUN AT", "CREATED"];
+    let mut header = vec!["ID", "QUEUE", "KIND", "STATE", "PRIORITY", "ATTEMPTS", "RUN AT", "CREATED", "PROGRESS"];
     if with_last_error {
         header.push("LAST ERROR");
     }
@@ -257,6 +282,7 @@ pub fn jobs_table(jobs: &[Job], with_last_error: bool) -> String {
                 format!("{}/{}", j.attempts, j.max_attempts),
                 instant(j.run_at),
                 instant(j.created_at),
+                j.progress.as_deref().map_or_else(String::new, |p| one_line(p, 40)),
             ];
             if with_last_error {
                 row.push(j.errors.last().map_or_else(String::new, |e| one_line(&e.message, 60)));
@@ -313,6 +339,16 @@ pub fn job_details(job: &Job) -> String {
     }
     if let Some(key) = &job.unique_key {
         field("unique key", key);
+    }
+    if let Some(timeout) = job.timeout {
+        field("timeout", &format!("{timeout:?}"));
+    }
+    if let Some(progress) = &job.progress {
+        field("progress", progress);
+    }
+    if let Some(request) = &job.cancel_requested {
+        let reason = if request.reason.is_empty() { String::new() } else { format!(": {}", request.reason) };
+        field("cancel asked", &format!("at {}{reason}", instant(request.at)));
     }
     let payload = serde_json::from_str::<serde_json::Value>(job.payload.as_str())
         .ok()

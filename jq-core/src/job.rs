@@ -254,6 +254,24 @@ pub struct Job {
     /// The trace context of the span that enqueued it; every run's span
     /// links to it.
     pub trace: Option<TraceContext>,
+    /// How long one attempt may run before the pool stops it (`None`: the
+    /// kind's or the pool's limit); see [`JobBuilder::timeout`].
+    pub timeout: Option<Duration>,
+    /// A stored request to stop the job while it runs
+    /// ([`CancelStorage::request_cancel`](crate::storage::CancelStorage::request_cancel)).
+    pub cancel_requested: Option<CancelRequest>,
+    /// The latest progress its handler reported (JSON text), kept after it
+    /// finishes ([`JobContext::progress`](crate::JobContext::progress)).
+    pub progress: Option<String>,
+}
+
+/// A request to cancel a running job, stored on the job until it ends.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CancelRequest {
+    /// When it was first asked for (a resend keeps the first instant).
+    pub at: Timestamp,
+    /// Why, as the operator said it (may be empty).
+    pub reason: String,
 }
 
 impl Job {
@@ -301,6 +319,8 @@ pub struct NewJob {
     /// The trace context of the span that enqueued it (captured by
     /// [`JobBuilder::build_at`] with the `opentelemetry` feature).
     pub trace: Option<TraceContext>,
+    /// How long one attempt may run; see [`JobBuilder::timeout`].
+    pub timeout: Option<Duration>,
 }
 
 impl NewJob {
@@ -325,6 +345,9 @@ impl NewJob {
             errors: Vec::new(),
             unique_key: self.unique_key,
             trace: self.trace,
+            timeout: self.timeout,
+            cancel_requested: None,
+            progress: None,
         }
     }
 
@@ -340,6 +363,7 @@ impl NewJob {
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             unique_key: None,
             trace: None,
+            timeout: None,
         }
     }
 
@@ -372,6 +396,9 @@ impl NewJob {
         if let Some(trace) = &self.trace {
             crate::text::check_no_nul("trace context", trace.as_stored())?;
         }
+        if let Some(timeout) = self.timeout {
+            check_timeout(timeout)?;
+        }
         Ok(())
     }
 }
@@ -390,6 +417,7 @@ pub struct JobBuilder {
     unique_key: Option<String>,
     /// `None`: capture the current span's context at build time.
     trace: Option<Option<TraceContext>>,
+    timeout: Option<Duration>,
 }
 
 impl JobBuilder {
@@ -436,6 +464,18 @@ impl JobBuilder {
         self
     }
 
+    /// How long one attempt of this job may run, stored with it: it wins
+    /// over its kind's [`JobType::TIMEOUT`] and the pool's
+    /// [`WorkerPool::job_timeout`](crate::WorkerPool::job_timeout). At
+    /// the limit the handler's [`JobContext::cancellation`](crate::JobContext::cancellation)
+    /// fires; after the pool's grace its future is dropped; the attempt
+    /// counts as failed (a nack, retried by the policy). Whole
+    /// milliseconds, at least 1.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
     /// The trace context to store instead of the current span's (`None`:
     /// store none). For a job enqueued on behalf of a request whose context
     /// arrived in headers rather than in a `tracing` span.
@@ -457,6 +497,7 @@ impl JobBuilder {
         if self.max_attempts == 0 {
             return Err(Error::invalid("max attempts", "0: a job needs at least 1 attempt"));
         }
+        let timeout = self.timeout.map(check_timeout).transpose()?;
         let run_at = match (self.run_at, self.delay) {
             (Some(at), _) => Some(at),
             (None, Some(d)) if !d.is_zero() => Some(crate::clock::add(now, d)),
@@ -472,6 +513,7 @@ impl JobBuilder {
             max_attempts: self.max_attempts,
             unique_key: self.unique_key,
             trace: self.trace.unwrap_or_else(current_trace),
+            timeout,
         })
     }
 
@@ -491,6 +533,20 @@ fn current_trace() -> Option<TraceContext> {
     {
         None
     }
+}
+
+/// Longest per-job timeout: backends store it as whole milliseconds in a
+/// signed 64-bit integer; a year is far beyond any sensible attempt.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(366 * 24 * 3600);
+
+/// A job timeout truncated to whole milliseconds (what every backend
+/// stores), or [`Error::InvalidInput`] under 1 ms or over [`MAX_TIMEOUT`].
+pub fn check_timeout(timeout: Duration) -> Result<Duration> {
+    let millis = Duration::from_millis(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX));
+    if millis.is_zero() || timeout > MAX_TIMEOUT {
+        return Err(Error::invalid("timeout", format!("{timeout:?}: use 1 ms to 366 days")));
+    }
+    Ok(millis)
 }
 
 fn check_name(what: &'static str, value: &str) -> Result<()> {
@@ -527,6 +583,11 @@ pub trait JobType: Serialize + DeserializeOwned + Send + Sync + 'static {
     const QUEUE: &'static str = DEFAULT_QUEUE;
     /// Claims allowed in all unless the builder says otherwise.
     const MAX_ATTEMPTS: u32 = DEFAULT_MAX_ATTEMPTS;
+    /// How long one attempt of this kind may run on a pool that registered
+    /// it with [`WorkerPool::register`](crate::WorkerPool::register) (`None`: the pool's
+    /// [`WorkerPool::job_timeout`](crate::WorkerPool::job_timeout)); a job's own
+    /// [`JobBuilder::timeout`] wins over it.
+    const TIMEOUT: Option<Duration> = None;
 }
 
 /// Anything that becomes one job to enqueue: a [`JobType`] value (its

@@ -44,8 +44,8 @@ pub use control::{QueueInfo, QueueLimits, Rate, Seen};
 pub use error::{BoxError, Error, Result};
 pub use id::JobId;
 pub use job::{
-    AttemptError, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_QUEUE, IntoJob, Job, JobBuilder, JobType,
-    Lease, NewJob, Payload, Priority, QueueName,
+    AttemptError, CancelRequest, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_QUEUE, IntoJob, Job,
+    JobBuilder, JobType, Lease, MAX_TIMEOUT, NewJob, Payload, Priority, QueueName, check_timeout,
 };
 pub use state::State;
 pub use storage::types::{JobFilter, StateCounts, Stats, Throughput};

@@ -35,9 +35,16 @@ pub const NACKED: &str = "jq_jobs_nacked_total";
 /// Counter: runs recorded as Dead (buried, or nacked with no attempt left), by
 /// `queue` and `kind`.
 pub const DEAD: &str = "jq_jobs_dead_total";
-/// Counter: jobs cancelled through `jq::Client::cancel`, by `queue` and
-/// `kind`.
+/// Counter: jobs cancelled, by `queue` and `kind`: before they started,
+/// through `jq::Client::cancel`, or while running, by the pool that
+/// stopped them.
 pub const CANCELLED: &str = "jq_jobs_cancelled_total";
+/// Counter: handler futures the pool dropped because they did not return
+/// within the grace after being told to stop, by `queue`, `kind` and
+/// `reason` (`cancel`: a cancel request, `timeout`: the attempt's limit,
+/// `shutdown`: the pool's shutdown grace). A handler that ignores its
+/// [`JobContext::cancellation`](crate::JobContext::cancellation) shows here.
+pub const DROPPED: &str = "jq_jobs_dropped_total";
 /// Histogram, seconds: how long handlers ran, by `queue` and `kind`.
 pub const RUN_DURATION: &str = "jq_job_run_duration_seconds";
 /// Histogram, seconds: from a job's due time (`run_at`) to the start of its
@@ -49,6 +56,12 @@ pub const JOBS: &str = "jq_jobs";
 /// Gauge, seconds: age of the oldest Pending job of a `queue` (the earliest
 /// enqueued one, since its `run_at`), 0 when none; sampled with [`JOBS`].
 pub const OLDEST_PENDING_AGE: &str = "jq_oldest_pending_age_seconds";
+
+/// Counts one run dropped after its grace into [`DROPPED`].
+pub(crate) fn dropped(queue: &str, kind: &str, reason: &'static str) {
+    metrics::counter!(DROPPED, "queue" => queue.to_owned(), "kind" => kind.to_owned(), "reason" => reason)
+        .increment(1);
+}
 
 /// The jobs of an enqueue batch by queue and kind, counted into
 /// [`ENQUEUED`] once the batch is stored. Backends take it before the batch
@@ -134,12 +147,13 @@ pub async fn oldest_pending<S: Storage + ?Sized>(storage: &S, queue: &QueueName)
 /// The handles of one (queue, kind).
 #[derive(Debug)]
 pub(crate) struct JobMetrics {
-    queue: String,
-    kind: String,
+    pub(crate) queue: String,
+    pub(crate) kind: String,
     pub(crate) started: Counter,
     pub(crate) completed: Counter,
     pub(crate) nacked: Counter,
     pub(crate) dead: Counter,
+    pub(crate) cancelled: Counter,
     pub(crate) duration: Histogram,
     pub(crate) lag: Histogram,
 }
@@ -154,6 +168,7 @@ impl JobMetrics {
             completed: metrics::counter!(COMPLETED, &labels),
             nacked: metrics::counter!(NACKED, &labels),
             dead: metrics::counter!(DEAD, &labels),
+            cancelled: metrics::counter!(CANCELLED, &labels),
             duration: metrics::histogram!(RUN_DURATION, &labels),
             lag: metrics::histogram!(QUEUE_LAG, &labels),
         }
@@ -168,6 +183,7 @@ impl JobMetrics {
         match state {
             State::Completed => self.completed.increment(1),
             State::Dead => self.dead.increment(1),
+            State::Cancelled => self.cancelled.increment(1),
             // A release (by the handler, at shutdown) is not a failure.
             _ => {}
         }

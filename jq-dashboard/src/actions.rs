@@ -55,7 +55,11 @@ pub(crate) async fn job_action<S: Storage>(
     let id = job_id(&id)?;
     let done = match action.as_str() {
         "retry" => app.client.retry(id).await.map(|()| "retried")?,
-        "cancel" => app.client.cancel(id).await.map(|()| "cancelled")?,
+        "cancel" => match app.client.cancel_because(id, "from the dashboard").await? {
+            jq::CancelAnswer::Cancelled => "cancelled",
+            jq::CancelAnswer::Requested => "cancel_requested",
+            jq::CancelAnswer::Finished(_) => "cancel_too_late",
+        },
         other => return Err(DashboardError::BadRequest(format!("no job action {other:?}"))),
     };
     tracing::info!(job = %id, done, "dashboard: job action");

@@ -50,6 +50,10 @@ impl Done {
         Some(match self.done.as_deref()? {
             "retried" => "Retried: the job is pending again, with one more attempt.".to_owned(),
             "cancelled" => "Cancelled: the job will not run.".to_owned(),
+            "cancel_requested" => "Cancel requested: the worker running the job stops it within seconds; \
+                                   it ends Cancelled (or Completed, if it finished first)."
+                .to_owned(),
+            "cancel_too_late" => "Too late to cancel: the job had already finished.".to_owned(),
             "paused" => "Paused: no worker starts a job of this queue until it is resumed.".to_owned(),
             "resumed" => "Resumed: workers start this queue's jobs again.".to_owned(),
             "retried-dead" => format!("Retried {n} dead job(s): they are pending again."),

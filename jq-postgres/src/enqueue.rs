@@ -181,12 +181,14 @@ impl Batch {
                     .bind(&cols.traces[0])
                     .bind(self.now)
                     .bind(&inner.channel)
+                    .bind(cols.timeouts[0])
                     .fetch_one(executor)
                     .await?;
             } else {
                 cols.bind_arrays(inner.sql.enqueue.query())
                     .bind(self.now)
                     .bind(&inner.channel)
+                    .bind(&cols.timeouts)
                     .fetch_one(executor)
                     .await?;
             }
@@ -209,6 +211,7 @@ impl Batch {
             .bind(&cols.unique_keys)
             .bind(self.now)
             .bind(&inner.channel)
+            .bind(&cols.timeouts)
             .fetch_all(executor)
             .await?;
         let mut stored: HashSet<Uuid> = HashSet::with_capacity(rows.len());
@@ -272,6 +275,8 @@ struct Columns {
     run_ats: Vec<DateTime<Utc>>,
     traces: Vec<Option<String>>,
     unique_keys: Vec<Option<String>>,
+    /// Per-job timeouts in whole milliseconds.
+    timeouts: Vec<Option<i64>>,
 }
 
 impl Columns {
@@ -307,6 +312,7 @@ impl Columns {
             run_ats: Vec::with_capacity(n),
             traces: Vec::with_capacity(n),
             unique_keys: Vec::with_capacity(n),
+            timeouts: Vec::with_capacity(n),
         }
     }
 
@@ -324,5 +330,6 @@ impl Columns {
         self.run_ats.push(run_at);
         self.traces.push(job.trace.map(|t| t.as_stored().to_owned()));
         self.unique_keys.push(job.unique_key);
+        self.timeouts.push(job.timeout.map(|t| i64::try_from(t.as_millis()).unwrap_or(i64::MAX)));
     }
 }

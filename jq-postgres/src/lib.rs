@@ -54,6 +54,7 @@
 #![deny(missing_docs)]
 
 mod admin;
+mod cancel;
 mod claim;
 mod config;
 mod control;
@@ -77,7 +78,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use jq_core::periodic::{Fire, FireOutcome, PeriodicInfo};
 use jq_core::storage::{
-    ClaimRequest, ControlStorage, Election, Leader, LeaseRef, LeaseToken, PeriodicStorage, RoleStorage, Settled,
+    Beat, CancelAnswer, CancelStorage, ClaimRequest, ProgressReport, ControlStorage, Election, Leader, LeaseRef, LeaseToken, PeriodicStorage, RoleStorage, Settled,
     Settlement, Storage, ThroughputStorage, WorkSignal,
 };
 use jq_core::{
@@ -345,7 +346,7 @@ impl Storage for PostgresStorage {
         self.inner.timed(settle::settle(&self.inner, batch)).await
     }
 
-    async fn heartbeat(&self, leases: &[LeaseRef], lease: Duration) -> Result<Vec<JobId>> {
+    async fn heartbeat(&self, leases: &[LeaseRef], lease: Duration) -> Result<Beat> {
         self.inner.timed(settle::heartbeat(&self.inner, leases, lease)).await
     }
 
@@ -428,6 +429,9 @@ impl Storage for PostgresStorage {
     fn as_throughput(&self) -> Option<&dyn ThroughputStorage> {
         Some(self)
     }
+    fn as_cancellation(&self) -> Option<&dyn CancelStorage> {
+        Some(self)
+    }
 }
 
 #[async_trait]
@@ -472,6 +476,17 @@ impl ControlStorage for PostgresStorage {
 
     async fn queues(&self) -> Result<Vec<QueueInfo>> {
         self.inner.timed(control::queues(&self.inner)).await
+    }
+}
+
+#[async_trait]
+impl CancelStorage for PostgresStorage {
+    async fn request_cancel(&self, id: JobId, reason: &str) -> Result<CancelAnswer> {
+        self.inner.timed(cancel::request(&self.inner, id, reason)).await
+    }
+
+    async fn progress(&self, reports: &[ProgressReport]) -> Result<Vec<JobId>> {
+        self.inner.timed(cancel::progress(&self.inner, reports)).await
     }
 }
 

@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use jq_core::storage::LeaseToken;
-use jq_core::{AttemptError, Error, Job, JobId, Lease, Payload, Priority, QueueName, Result, State, TraceContext};
+use jq_core::{AttemptError, CancelRequest, Error, Job, JobId, Lease, Payload, Priority, QueueName, Result, State, TraceContext};
 use sqlx::Row;
 use sqlx::postgres::PgRow;
 use uuid::Uuid;
@@ -44,6 +44,14 @@ pub(crate) fn decode_job(row: &PgRow) -> Result<Job> {
         serde_json::from_str(&errors).map_err(|e| corrupt(some, format!("column errors: {e}")))?;
     let unique_key: Option<String> = col(row, some, 15, "unique_key")?;
     let trace: Option<String> = col(row, some, 16, "trace")?;
+    let timeout_ms: Option<i64> = col(row, some, 17, "timeout_ms")?;
+    let timeout = timeout_ms
+        .map(|ms| u64::try_from(ms).map(std::time::Duration::from_millis))
+        .transpose()
+        .map_err(|_| corrupt(some, "column timeout_ms is negative"))?;
+    let cancel_at: Option<DateTime<Utc>> = col(row, some, 18, "cancel_requested_at")?;
+    let cancel_reason: Option<String> = col(row, some, 19, "cancel_reason")?;
+    let progress: Option<String> = col(row, some, 20, "progress")?;
     let lease = match (state, token, expires_at) {
         (State::Running, Some(token), Some(expires_at)) => {
             Some(Lease { token: LeaseToken(token), worker: worker.unwrap_or_default(), expires_at })
@@ -67,6 +75,9 @@ pub(crate) fn decode_job(row: &PgRow) -> Result<Job> {
         errors,
         unique_key,
         trace: trace.map(TraceContext::from_stored),
+        timeout,
+        cancel_requested: cancel_at.map(|at| CancelRequest { at, reason: cancel_reason.unwrap_or_default() }),
+        progress,
     })
 }
 

@@ -21,6 +21,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("job_counts", include_str!("../migrations/0008_job_counts.sql")),
     ("claim_index_state", include_str!("../migrations/0009_claim_index_state.sql")),
     ("enqueue_function", include_str!("../migrations/0010_enqueue_function.sql")),
+    ("cancel", include_str!("../migrations/0011_cancel.sql")),
 ];
 
 /// The newest schema version this build knows.
@@ -30,7 +31,8 @@ pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
 /// always aliased `j`.
 const COLUMNS: &str = "j.id, j.queue, j.kind, j.payload, j.priority, j.state, j.attempts, j.max_attempts, \
                        j.run_at, j.created_at, j.finished_at, j.lease_token, j.lease_worker, j.lease_expires_at, \
-                       j.errors::text, j.unique_key, j.trace";
+                       j.errors::text, j.unique_key, j.trace, j.timeout_ms, j.cancel_requested_at, \
+                       j.cancel_reason, j.progress";
 
 /// `"name"`: a quoted identifier. The name was checked to be letters,
 /// digits and `_` (see `PostgresConfig::check`), so no escaping is needed.
@@ -69,6 +71,8 @@ pub(crate) struct Sql {
     pub throughput: Sql1,
     pub retry: Sql1,
     pub cancel: Sql1,
+    pub cancel_request: Sql1,
+    pub progress: Sql1,
     pub state: Sql1,
     pub elect: Sql1,
     pub resign: Sql1,
@@ -137,6 +141,8 @@ impl Sql {
             throughput: s(include_str!("sql/throughput.sql")),
             retry: s(include_str!("sql/retry.sql")),
             cancel: s(include_str!("sql/cancel.sql")),
+            cancel_request: s(include_str!("sql/cancel_request.sql")),
+            progress: s(include_str!("sql/progress.sql")),
             state: s(include_str!("sql/state.sql")),
             elect: s(include_str!("sql/elect.sql")),
             resign: s(include_str!("sql/resign.sql")),

@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use jq_core::storage::{LeaseRef, Outcome, Settled, Settlement, add, storable_message, truncate_micros};
+use jq_core::storage::{Beat, LeaseRef, Outcome, Settled, Settlement, add, storable_message, truncate_micros};
 use jq_core::{Error, JobId, Result, State};
 use sqlx::Row;
 use uuid::Uuid;
@@ -131,6 +131,7 @@ async fn apply(
             Outcome::Nack { error, delay } => (1, Some(storable_message(error)), *delay),
             Outcome::Bury { error } => (2, Some(storable_message(error)), Duration::ZERO),
             Outcome::Release { delay } => (3, None, *delay),
+            Outcome::Cancel => (4, None, Duration::ZERO),
         };
         ops.push(op);
         errors.push(error);
@@ -178,10 +179,11 @@ async fn apply(
     Ok(states)
 }
 
-/// Extends the leases still held; returns the ids of the others.
-pub(crate) async fn heartbeat(inner: &Inner, leases: &[LeaseRef], lease: Duration) -> Result<Vec<JobId>> {
+/// Extends the leases still held; returns the ids of the others, and of
+/// those holding a cancel request.
+pub(crate) async fn heartbeat(inner: &Inner, leases: &[LeaseRef], lease: Duration) -> Result<Beat> {
     if leases.is_empty() {
-        return Ok(Vec::new());
+        return Ok(Beat::default());
     }
     let now = inner.clock.now();
     let ids: Vec<Uuid> = leases.iter().map(|l| l.id.0).collect();
@@ -189,8 +191,14 @@ pub(crate) async fn heartbeat(inner: &Inner, leases: &[LeaseRef], lease: Duratio
     let statement = inner.sql.heartbeat.query().bind(&ids).bind(&tokens).bind(truncate_micros(add(now, lease)));
     let rows = inner.db().fetch_all(statement).await.map_err(map_sqlx)?;
     let mut held: HashSet<(Uuid, Uuid)> = HashSet::with_capacity(rows.len());
+    let mut cancel = Vec::new();
     for row in &rows {
-        held.insert((row.try_get(0).map_err(map_sqlx)?, row.try_get(1).map_err(map_sqlx)?));
+        let id: Uuid = row.try_get(0).map_err(map_sqlx)?;
+        held.insert((id, row.try_get(1).map_err(map_sqlx)?));
+        if row.try_get::<bool, _>(2).map_err(map_sqlx)? {
+            cancel.push(JobId(id));
+        }
     }
-    Ok(leases.iter().filter(|l| !held.contains(&(l.id.0, l.token.0))).map(|l| l.id).collect())
+    let lost = leases.iter().filter(|l| !held.contains(&(l.id.0, l.token.0))).map(|l| l.id).collect();
+    Ok(Beat { lost, cancel })
 }

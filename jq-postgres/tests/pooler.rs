@@ -19,7 +19,7 @@ use jq_core::storage::{ClaimRequest, Outcome, Settlement, Storage, StorageExt};
 use jq_core::{Clock, Error, NewJob, Payload, QueueName, State, WorkerPool};
 use jq_postgres::{PostgresConfig, PostgresError, PostgresStorage};
 
-jq_testkit::conformance!(common::pgbouncer::harness; roles, periodic, controls, throughput);
+jq_testkit::conformance!(common::pgbouncer::harness; roles, periodic, controls, throughput, cancellation);
 jq_testkit::properties!(common::pgbouncer::harness; periodic);
 
 fn job(queue: &str, n: usize) -> NewJob {
@@ -203,7 +203,7 @@ async fn each_call_through_the_pooler() {
         s.heartbeat(&claimed.iter().map(|j| j.lease_ref().unwrap()).collect::<Vec<_>>(), Duration::from_secs(60))
             .await
             .unwrap(),
-        vec![]
+        jq_core::storage::Beat::default()
     );
     let outcomes = [
         Outcome::Ack,

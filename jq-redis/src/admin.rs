@@ -63,6 +63,25 @@ pub(crate) async fn cancel(s: &Inner, id: JobId) -> Result<()> {
     answer(id, s.query(&cmd).await?, "cancel")
 }
 
+/// Cancels job `id` if it has not started, else stores the request on it
+/// while it runs (`lua/cancel_request.lua`).
+pub(crate) async fn request_cancel(s: &Inner, id: JobId, reason: &str) -> Result<jq_core::storage::CancelAnswer> {
+    use jq_core::storage::CancelAnswer;
+    let queue = queue_of(s, id).await?;
+    let mut cmd = scripts::call(&scripts::CANCEL_REQUEST, &[s.keys.base(queue.as_str())]);
+    cmd.arg(s.now_micros()).arg(id_hex(id)).arg(jq_core::storage::cancel_reason(reason));
+    let reply: String = s.query(&cmd).await?;
+    match reply.as_str() {
+        "notfound" => Err(Error::NotFound { id }),
+        "now_cancelled" => Ok(CancelAnswer::Cancelled),
+        "requested" => Ok(CancelAnswer::Requested),
+        other => match other.parse::<State>() {
+            Ok(state) => Ok(CancelAnswer::Finished(state)),
+            Err(_) => Err(error::unexpected(format!("request_cancel returned {other:?}"))),
+        },
+    }
+}
+
 pub(crate) async fn list(s: &Inner, filter: &JobFilter) -> Result<Vec<Job>> {
     let limit = filter.page_size();
     let queues = match &filter.queue {

@@ -196,9 +196,9 @@ async fn earlier(s: &Inner, queues: &[&str], request: &ClaimRequest) -> Result<V
 /// One row of a `claim.lua` reply, field by field (`None` when absent).
 type Row = Vec<Option<String>>;
 
-/// Fields per claimed job in `claim.lua`'s reply: ten stored ones, then
-/// the id and the queue index.
-const CLAIMED_FIELDS: usize = 12;
+/// Fields per claimed job in `claim.lua`'s reply: fourteen stored ones
+/// (the last four from `v2:extra`), then the id and the queue index.
+const CLAIMED_FIELDS: usize = 16;
 
 /// The fields of one row of a `claim.lua` reply: a job's
 /// [`CLAIMED_FIELDS`] fields from the string that joins them with NUL (""

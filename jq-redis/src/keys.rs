@@ -15,6 +15,7 @@
 //! | `P:{P:Q}:v2:jobs` | hash | id -> what never changes after enqueue (except max_attempts on an operator's retry): `kind payload priority max_attempts created_at trace` |
 //! | `P:{P:Q}:v2:states` | hash | id -> what the job's life changes: `state attempts run_at unique_key lease_expires_at lease_token lease_worker finished_at` (the lease fields empty unless Running) |
 //! | `P:{P:Q}:v2:errors` | hash | id -> the job's errors, a JSON array of `{"attempt","at","message"}`; absent while there are none |
+//! | `P:{P:Q}:v2:extra` | hash | id -> `timeout_ms cancel_at cancel_reason progress` (the job's own timeout, a cancel request of a running job, the JSON its handler last reported); absent for a job with none of them |
 //! | `P:{P:Q}:v2:ready` | sorted set | Pending jobs. Score `-priority`; member `<run_at: 20 digits><id: 32 hex>`, which Redis orders lexicographically within one score: so `ZRANGE 0 n` is claim order (priority desc, run_at, id) exactly, with no precision lost to a packed double |
 //! | `P:{P:Q}:v2:scheduled` | sorted set | Scheduled jobs, score run_at |
 //! | `P:{P:Q}:v2:leases` | sorted set | Running jobs, score lease expiry |
@@ -124,6 +125,7 @@ impl Keys {
             "v2:jobs",
             "v2:states",
             "v2:errors",
+            "v2:extra",
             "v2:ready",
             "v2:scheduled",
             "v2:leases",

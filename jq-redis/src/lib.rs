@@ -136,7 +136,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use jq_core::periodic::{Fire, FireOutcome, PeriodicInfo};
 use jq_core::storage::{
-    ClaimRequest, ControlStorage, Election, Leader, LeaseRef, LeaseToken, PeriodicStorage, RoleStorage, Settled,
+    Beat, CancelAnswer, CancelStorage, ClaimRequest, ProgressReport, ControlStorage, Election, Leader, LeaseRef, LeaseToken, PeriodicStorage, RoleStorage, Settled,
     Settlement, Storage, ThroughputStorage, WorkSignal,
 };
 use jq_core::{
@@ -447,7 +447,7 @@ impl Storage for RedisStorage {
         settle::settle(&self.inner, batch).await
     }
 
-    async fn heartbeat(&self, leases: &[LeaseRef], lease: Duration) -> Result<Vec<JobId>> {
+    async fn heartbeat(&self, leases: &[LeaseRef], lease: Duration) -> Result<Beat> {
         settle::heartbeat(&self.inner, leases, lease).await
     }
 
@@ -520,6 +520,9 @@ impl Storage for RedisStorage {
     fn as_throughput(&self) -> Option<&dyn ThroughputStorage> {
         Some(self)
     }
+    fn as_cancellation(&self) -> Option<&dyn CancelStorage> {
+        Some(self)
+    }
 }
 
 #[async_trait]
@@ -571,5 +574,16 @@ impl ControlStorage for RedisStorage {
 impl ThroughputStorage for RedisStorage {
     async fn throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {
         admin::throughput(&self.inner, since).await
+    }
+}
+
+#[async_trait]
+impl CancelStorage for RedisStorage {
+    async fn request_cancel(&self, id: JobId, reason: &str) -> Result<CancelAnswer> {
+        admin::request_cancel(&self.inner, id, reason).await
+    }
+
+    async fn progress(&self, reports: &[ProgressReport]) -> Result<Vec<JobId>> {
+        settle::progress(&self.inner, reports).await
     }
 }

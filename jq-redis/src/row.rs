@@ -4,7 +4,7 @@
 
 use jq_core::storage::LeaseToken;
 use jq_core::storage::from_micros;
-use jq_core::{AttemptError, Error, Job, JobId, Lease, Payload, Priority, QueueName, Result, State, TraceContext};
+use jq_core::{AttemptError, CancelRequest, Error, Job, JobId, Lease, Payload, Priority, QueueName, Result, State, TraceContext};
 use serde::Deserialize;
 use uuid::Uuid;
 
@@ -36,11 +36,16 @@ struct Stored {
     lease_expires_at: Option<String>,
     unique_key: Option<String>,
     trace: Option<String>,
+    timeout_ms: Option<String>,
+    cancel_at: Option<String>,
+    cancel_reason: Option<String>,
+    progress: Option<String>,
 }
 
 /// Decodes one job of a `claim.lua` reply: kind, payload, priority,
-/// max_attempts, created_at, trace, attempts, run_at, unique_key, errors
-/// (`None` when absent), then the id and the queue's 1-based index into
+/// max_attempts, created_at, trace, attempts, run_at, unique_key, errors,
+/// timeout_ms, cancel_at, cancel_reason, progress (`None` when absent),
+/// then the id and the queue's 1-based index into
 /// `queues`. The job is Running under `lease`, which the claim sent, so
 /// none of it is read back or parsed again per job.
 pub(crate) fn decode_claimed(row: Vec<Option<String>>, queues: &[&str], lease: &Lease) -> Result<Job> {
@@ -57,6 +62,10 @@ pub(crate) fn decode_claimed(row: Vec<Option<String>>, queues: &[&str], lease: &
         run_at: next(),
         unique_key: next(),
         errors: next(),
+        timeout_ms: next(),
+        cancel_at: next(),
+        cancel_reason: next(),
+        progress: next(),
         ..Stored::default()
     };
     let id = next();
@@ -93,6 +102,10 @@ pub(crate) fn decode(flat: Vec<String>, queue: &QueueName) -> Result<Job> {
             "lease_expires_at" => &mut stored.lease_expires_at,
             "unique_key" => &mut stored.unique_key,
             "trace" => &mut stored.trace,
+            "timeout_ms" => &mut stored.timeout_ms,
+            "cancel_at" => &mut stored.cancel_at,
+            "cancel_reason" => &mut stored.cancel_reason,
+            "progress" => &mut stored.progress,
             _ => continue,
         };
         *slot = Some(v);
@@ -159,6 +172,16 @@ fn build(stored: Stored, claimed: Option<&Lease>) -> Result<Job> {
             .map(|e| AttemptError { attempt: e.attempt, at: from_micros(e.at), message: e.message })
             .collect()
     };
+    let timeout = stored
+        .timeout_ms
+        .map(|v| v.parse::<u64>().map(std::time::Duration::from_millis))
+        .transpose()
+        .map_err(|_| corrupt("timeout_ms is not a count of milliseconds".to_owned()))?;
+    let cancel_requested = stored
+        .cancel_at
+        .map(|at| int("cancel_at", &at))
+        .transpose()?
+        .map(|at| CancelRequest { at: from_micros(at), reason: stored.cancel_reason.unwrap_or_default() });
     Ok(Job {
         id,
         queue,
@@ -175,5 +198,8 @@ fn build(stored: Stored, claimed: Option<&Lease>) -> Result<Job> {
         errors,
         unique_key,
         trace,
+        timeout,
+        cancel_requested,
+        progress: stored.progress,
     })
 }

@@ -39,9 +39,11 @@ script!(SEAL, "lua/seal.lua");
 script!(CONTROL, "lua/control.lua");
 script!(GET, "lua/get.lua");
 script!(MIGRATE, "lua/migrate.lua");
+script!(CANCEL_REQUEST, "lua/cancel_request.lua");
+script!(PROGRESS, "lua/progress.lua");
 
 /// Every script, for `SCRIPT LOAD` at connect and after a NOSCRIPT.
-pub(crate) fn all() -> [&'static Lua; 20] {
+pub(crate) fn all() -> [&'static Lua; 22] {
     [
         &ENQUEUE,
         &CLAIM,
@@ -63,6 +65,8 @@ pub(crate) fn all() -> [&'static Lua; 20] {
         &CONTROL,
         &GET,
         &MIGRATE,
+        &CANCEL_REQUEST,
+        &PROGRESS,
     ]
 }
 

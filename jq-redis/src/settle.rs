@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use jq_core::storage::{LeaseRef, Outcome, Settled, Settlement, storable_message};
+use jq_core::storage::{Beat, LeaseRef, Outcome, ProgressReport, Settled, Settlement, storable_message};
 use jq_core::{Error, JobId, QueueName, Result, State};
 
 use crate::keys::id_hex;
@@ -76,6 +76,7 @@ pub(crate) async fn settle(s: &Inner, batch: Vec<Settlement>) -> Result<Vec<Sett
                     Outcome::Nack { error, delay } => ("retry", storable_message(error), *delay),
                     Outcome::Bury { error } => ("fail", storable_message(error), Duration::ZERO),
                     Outcome::Release { delay } => ("release", "".into(), *delay),
+                    Outcome::Cancel => ("cancel", "".into(), Duration::ZERO),
                 };
                 cmd.arg(groups.index[&located[&c.lease.id]])
                     .arg(id_hex(c.lease.id))
@@ -110,9 +111,9 @@ pub(crate) async fn settle(s: &Inner, batch: Vec<Settlement>) -> Result<Vec<Sett
     Ok(results.into_iter().map(|r| r.unwrap_or_else(|| Err(error::unexpected("complete lost an item")))).collect())
 }
 
-pub(crate) async fn heartbeat(s: &Inner, leases: &[LeaseRef], lease: Duration) -> Result<Vec<JobId>> {
+pub(crate) async fn heartbeat(s: &Inner, leases: &[LeaseRef], lease: Duration) -> Result<Beat> {
     if leases.is_empty() {
-        return Ok(Vec::new());
+        return Ok(Beat::default());
     }
     let ids: Vec<JobId> = leases.iter().map(|l| l.id).collect();
     let located = s.locate(&ids).await?;
@@ -134,13 +135,53 @@ pub(crate) async fn heartbeat(s: &Inner, leases: &[LeaseRef], lease: Duration) -
             cmd
         })
         .collect();
-    let replies: Vec<Vec<String>> = s.query_each(cmds).await?;
-    for hex in replies.into_iter().flatten() {
-        if let Some(&i) = known.iter().find(|&&i| id_hex(leases[i].id) == hex) {
-            lost.push(leases[i].id);
-        }
+    let replies: Vec<(Vec<String>, Vec<String>)> = s.query_each(cmds).await?;
+    let mut cancel = Vec::new();
+    let find = |hex: &str| known.iter().find(|&&i| id_hex(leases[i].id) == hex).map(|&i| leases[i].id);
+    for (lost_hex, cancel_hex) in replies {
+        lost.extend(lost_hex.iter().filter_map(|hex| find(hex)));
+        cancel.extend(cancel_hex.iter().filter_map(|hex| find(hex)));
     }
     // The lost ones are someone else's now (or gone).
     s.owners.remove(&lost);
+    Ok(Beat { lost, cancel })
+}
+
+/// Stores the progress of Running jobs (`lua/progress.lua`), grouped into
+/// script calls as settlements are; returns the ids whose lease was lost.
+pub(crate) async fn progress(s: &Inner, reports: &[ProgressReport]) -> Result<Vec<JobId>> {
+    for report in reports {
+        jq_core::storage::check_progress(&report.value)?;
+    }
+    if reports.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids: Vec<JobId> = reports.iter().map(|r| r.lease.id).collect();
+    let located = s.locate(&ids).await?;
+    let mut lost: Vec<JobId> = ids.iter().filter(|id| !located.contains_key(id)).copied().collect();
+    let known: Vec<usize> = (0..reports.len()).filter(|&i| located.contains_key(&reports[i].lease.id)).collect();
+    let calls = calls(s, &known, |i| &located[&reports[i].lease.id]);
+    let cmds: Vec<redis::Cmd> = calls
+        .iter()
+        .filter(|call| !call.is_empty())
+        .map(|call| {
+            let groups = Groups::new(s, call.iter().map(|&i| &located[&reports[i].lease.id]));
+            let mut cmd = scripts::call(&scripts::PROGRESS, &groups.bases);
+            for &i in call {
+                let r = &reports[i];
+                cmd.arg(groups.index[&located[&r.lease.id]])
+                    .arg(id_hex(r.lease.id))
+                    .arg(r.lease.token.to_string())
+                    .arg(&r.value);
+            }
+            cmd
+        })
+        .collect();
+    let replies: Vec<Vec<String>> = s.query_each(cmds).await?;
+    for hex in replies.into_iter().flatten() {
+        if let Some(&i) = known.iter().find(|&&i| id_hex(reports[i].lease.id) == hex) {
+            lost.push(reports[i].lease.id);
+        }
+    }
     Ok(lost)
 }

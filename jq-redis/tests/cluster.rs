@@ -63,7 +63,7 @@ async fn setup() -> Option<ClusterHarness> {
     Some(ClusterHarness { prefix: format!("jqtest:{}", uuid::Uuid::new_v4().simple()) })
 }
 
-jq_testkit::conformance!(setup; roles, periodic, controls, throughput);
+jq_testkit::conformance!(setup; roles, periodic, controls, throughput, cancellation);
 jq_testkit::properties!(setup; periodic);
 
 fn job(queue: &str, n: usize) -> jq_core::JobBuilder {

@@ -40,6 +40,7 @@
 #![deny(missing_docs)]
 
 mod admin;
+mod cancel;
 mod claim;
 mod config;
 mod control;

@@ -35,8 +35,11 @@ pub(crate) fn recover(conn: &Connection, now: Timestamp) -> Result<u64> {
         let mut rows = stmt.query(params![now_us]).map_err(db)?;
         while let Some(r) = rows.next().map_err(db)? {
             n += 1;
-            if r.get_ref(1).map_err(db)?.as_str().ok() == Some(State::Dead.as_str()) {
-                tally.add(r.get(0).map_err(db)?, State::Dead, 1);
+            // Dead (no attempt left) or Cancelled (a cancel was
+            // requested): both finished, so counted.
+            let state = r.get_ref(1).map_err(db)?.as_str().ok().and_then(row::parse_state);
+            if let Some(state @ (State::Dead | State::Cancelled)) = state {
+                tally.add(r.get(0).map_err(db)?, state, 1);
             }
         }
     }
@@ -60,7 +63,7 @@ fn bury_corrupt(conn: &Connection, now_us: i64, tally: &mut Tally) -> Result<u64
                     // decode too. It is still not a row recover can update.
                     Ok(job) => format!("job {} is corrupt in storage: recover cannot update its row", job.id),
                 };
-                Ok((r.get::<_, i64>(17)?, reason))
+                Ok((r.get::<_, i64>(row::COLUMN_COUNT)?, reason))
             })
             .map_err(db)?;
         rows.collect::<rusqlite::Result<_>>().map_err(db)?

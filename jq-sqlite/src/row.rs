@@ -6,14 +6,18 @@
 
 use jq_core::storage::LeaseToken;
 use jq_core::storage::from_micros;
-use jq_core::{AttemptError, Error, Job, JobId, Lease, Payload, Priority, QueueName, Result, State, TraceContext};
+use jq_core::{AttemptError, CancelRequest, Error, Job, JobId, Lease, Payload, Priority, QueueName, Result, State, TraceContext};
 use rusqlite::Row;
 use rusqlite::types::ValueRef;
 use uuid::Uuid;
 
 /// The column list of a job, in decoding order.
 pub(crate) const COLUMNS: &str = "id, queue, kind, payload, priority, state, attempts, max_attempts, run_at, \
-     created_at, finished_at, lease_token, lease_worker, lease_expires_at, errors, unique_key, trace";
+     created_at, finished_at, lease_token, lease_worker, lease_expires_at, errors, unique_key, trace, \
+     timeout_ms, cancel_requested_at, cancel_reason, progress";
+/// How many columns [`COLUMNS`] lists: a query that selects more puts them
+/// from this index on.
+pub(crate) const COLUMN_COUNT: usize = 21;
 
 /// The stored form of a state.
 pub(crate) fn parse_state(s: &str) -> Option<State> {
@@ -95,6 +99,23 @@ pub(crate) fn decode(row: &Row<'_>) -> Result<Job> {
         Ok(ValueRef::Text(t)) => Some(TraceContext::from_stored(String::from_utf8_lossy(t).into_owned())),
         _ => return Err(corrupt("column trace is not text".into())),
     };
+    let timeout = opt_int(17, "timeout_ms")?
+        .map(|ms| u64::try_from(ms).map(std::time::Duration::from_millis))
+        .transpose()
+        .map_err(|_| corrupt("column timeout_ms is negative".into()))?;
+    let opt_text = |i: usize, name: &str| -> Result<Option<String>> {
+        match row.get_ref(i) {
+            Ok(ValueRef::Null) => Ok(None),
+            Ok(ValueRef::Text(t)) => Ok(Some(String::from_utf8_lossy(t).into_owned())),
+            _ => Err(corrupt(format!("column {name} is not text"))),
+        }
+    };
+    let cancel_requested = opt_int(18, "cancel_requested_at")?
+        .map(|at| -> Result<CancelRequest> {
+            Ok(CancelRequest { at: from_micros(at), reason: opt_text(19, "cancel_reason")?.unwrap_or_default() })
+        })
+        .transpose()?;
+    let progress = opt_text(20, "progress")?;
     Ok(Job {
         id,
         queue,
@@ -111,6 +132,9 @@ pub(crate) fn decode(row: &Row<'_>) -> Result<Job> {
         errors,
         unique_key,
         trace,
+        timeout,
+        cancel_requested,
+        progress,
     })
 }
 

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use jq_core::storage::{LeaseRef, Outcome, Settled, Settlement, add, storable_message};
-use jq_core::{Error, JobId, Result, State, Timestamp};
+use jq_core::storage::{Beat, LeaseRef, Outcome, Settled, Settlement, add, storable_message};
+use jq_core::{Error, Result, State, Timestamp};
 use rusqlite::types::Value;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
 
@@ -16,6 +16,7 @@ const ACK: &str = include_str!("sql/settle_ack.sql");
 const NACK: &str = include_str!("sql/settle_nack.sql");
 const BURY: &str = include_str!("sql/settle_bury.sql");
 const RELEASE: &str = include_str!("sql/settle_release.sql");
+const CANCEL: &str = include_str!("sql/settle_cancel.sql");
 const QUEUE: &str = include_str!("sql/settle_queue.sql");
 const HEARTBEAT: &str = include_str!("sql/heartbeat.sql");
 
@@ -142,6 +143,18 @@ fn apply(
                 .map_err(row)?;
             (n == 1).then_some(if delay.is_zero() { State::Pending } else { State::Scheduled })
         }
+        Outcome::Cancel => {
+            let queue: Option<Value> = conn
+                .prepare_cached(CANCEL)
+                .map_err(db)?
+                .query_row(params![id, token, now_us], |r| r.get(0))
+                .optional()
+                .map_err(row)?;
+            queue.map(|queue| {
+                tally.add(queue, State::Cancelled, 1);
+                State::Cancelled
+            })
+        }
     })
 }
 
@@ -160,15 +173,22 @@ fn is_row_specific(e: &rusqlite::Error) -> bool {
     }
 }
 
-/// Extends every lease still held with its token; returns the lost ones.
-pub(crate) fn heartbeat(conn: &Connection, leases: &[LeaseRef], lease: Duration, now: Timestamp) -> Result<Vec<JobId>> {
+/// Extends every lease still held with its token; returns the lost ones
+/// and those holding a cancel request.
+pub(crate) fn heartbeat(conn: &Connection, leases: &[LeaseRef], lease: Duration, now: Timestamp) -> Result<Beat> {
     let expires_at = add(now, lease).timestamp_micros();
     let mut stmt = conn.prepare_cached(HEARTBEAT).map_err(db)?;
-    let mut lost = Vec::new();
+    let mut beat = Beat::default();
     for l in leases {
-        if stmt.execute(params![blob(&l.id.0), blob(&l.token.0), expires_at]).map_err(db)? == 0 {
-            lost.push(l.id);
+        let cancel: Option<bool> = stmt
+            .query_row(params![blob(&l.id.0), blob(&l.token.0), expires_at], |r| r.get(0))
+            .optional()
+            .map_err(db)?;
+        match cancel {
+            None => beat.lost.push(l.id),
+            Some(true) => beat.cancel.push(l.id),
+            Some(false) => {}
         }
     }
-    Ok(lost)
+    Ok(beat)
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use jq_core::periodic::{Fire, FireOutcome, PeriodicInfo};
 use jq_core::storage::{
-    ClaimRequest, ControlStorage, Election, Leader, LeaseRef, LeaseToken, PeriodicStorage, RoleStorage, Settled,
+    Beat, CancelAnswer, CancelStorage, ClaimRequest, ProgressReport, ControlStorage, Election, Leader, LeaseRef, LeaseToken, PeriodicStorage, RoleStorage, Settled,
     Settlement, Storage, ThroughputStorage, WorkSignal,
 };
 use jq_core::{
@@ -258,9 +258,9 @@ impl Storage for SqliteStorage {
         self.call(|reply| Command::Complete { batch, reply }).await
     }
 
-    async fn heartbeat(&self, leases: &[LeaseRef], lease: Duration) -> Result<Vec<JobId>> {
+    async fn heartbeat(&self, leases: &[LeaseRef], lease: Duration) -> Result<Beat> {
         if leases.is_empty() {
-            return Ok(Vec::new());
+            return Ok(Beat::default());
         }
         let leases = leases.to_vec();
         self.call(|reply| Command::Heartbeat { leases, lease, reply }).await
@@ -329,6 +329,9 @@ impl Storage for SqliteStorage {
     fn as_throughput(&self) -> Option<&dyn ThroughputStorage> {
         Some(self)
     }
+    fn as_cancellation(&self) -> Option<&dyn CancelStorage> {
+        Some(self)
+    }
 }
 
 #[async_trait]
@@ -393,6 +396,25 @@ impl ControlStorage for SqliteStorage {
 impl ThroughputStorage for SqliteStorage {
     async fn throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {
         self.read(move |conn| admin::throughput(conn, since)).await
+    }
+}
+
+#[async_trait]
+impl CancelStorage for SqliteStorage {
+    async fn request_cancel(&self, id: JobId, reason: &str) -> Result<CancelAnswer> {
+        let reason = reason.to_owned();
+        self.call(|reply| Command::RequestCancel { id, reason, reply }).await
+    }
+
+    async fn progress(&self, reports: &[ProgressReport]) -> Result<Vec<JobId>> {
+        for report in reports {
+            jq_core::storage::check_progress(&report.value)?;
+        }
+        if reports.is_empty() {
+            return Ok(Vec::new());
+        }
+        let reports = reports.to_vec();
+        self.call(|reply| Command::Progress { reports, reply }).await
     }
 }
 

@@ -24,14 +24,14 @@ use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use jq_core::periodic::{Fire, FireOutcome};
-use jq_core::storage::{ClaimRequest, Election, LeaseRef, LeaseToken, Settled, Settlement};
+use jq_core::storage::{Beat, CancelAnswer, ClaimRequest, Election, ProgressReport, LeaseRef, LeaseToken, Settled, Settlement};
 use jq_core::{Clock, Job, JobId, NewJob, QueueLimits, QueueName, Result, State, Timestamp};
 use rusqlite::Connection;
 use tokio::sync::{oneshot, watch};
 
 use crate::counts::ClaimedQueues;
 use crate::error::SharedFailure;
-use crate::{admin, claim, control, election, enqueue, maintenance, periodic, settle};
+use crate::{admin, cancel, claim, control, election, enqueue, maintenance, periodic, settle};
 
 /// Where a command's answer goes.
 pub(crate) type Reply<T> = oneshot::Sender<Result<T>>;
@@ -53,6 +53,15 @@ pub(crate) enum Command {
     Heartbeat {
         leases: Vec<LeaseRef>,
         lease: Duration,
+        reply: Reply<Beat>,
+    },
+    RequestCancel {
+        id: JobId,
+        reason: String,
+        reply: Reply<CancelAnswer>,
+    },
+    Progress {
+        reports: Vec<ProgressReport>,
         reply: Reply<Vec<JobId>>,
     },
     Promote {
@@ -125,6 +134,8 @@ enum Answer {
     Unit(Reply<()>, Result<()>),
     Bool(Reply<bool>, Result<bool>),
     Fired(Reply<FireOutcome>, Result<FireOutcome>),
+    Beat(Reply<Beat>, Result<Beat>),
+    Cancel(Reply<CancelAnswer>, Result<CancelAnswer>),
 }
 
 macro_rules! each_answer {
@@ -137,6 +148,8 @@ macro_rules! each_answer {
             Answer::Unit($reply, $result) => $body,
             Answer::Bool($reply, $result) => $body,
             Answer::Fired($reply, $result) => $body,
+            Answer::Beat($reply, $result) => $body,
+            Answer::Cancel($reply, $result) => $body,
         }
     };
 }
@@ -187,8 +200,12 @@ impl Command {
                 (Answer::Settlements(reply, r.map(|(results, _)| results)), wakes)
             }
             Command::Heartbeat { leases, lease, reply } => {
-                (Answer::Ids(reply, settle::heartbeat(conn, &leases, lease, now)), false)
+                (Answer::Beat(reply, settle::heartbeat(conn, &leases, lease, now)), false)
             }
+            Command::RequestCancel { id, reason, reply } => {
+                (Answer::Cancel(reply, cancel::request(conn, id, &reason, now)), false)
+            }
+            Command::Progress { reports, reply } => (Answer::Ids(reply, cancel::progress(conn, &reports)), false),
             Command::Promote { reply } => {
                 let r = maintenance::promote(conn, now);
                 let wakes = matches!(&r, Ok(n) if *n > 0);
@@ -243,7 +260,9 @@ impl Command {
             Command::Enqueue { reply, .. } => Answer::Ids(reply, Err(failure.to_error())),
             Command::Claim { reply, .. } => Answer::Jobs(reply, Err(failure.to_error())),
             Command::Complete { reply, .. } => Answer::Settlements(reply, Err(failure.to_error())),
-            Command::Heartbeat { reply, .. } => Answer::Ids(reply, Err(failure.to_error())),
+            Command::Heartbeat { reply, .. } => Answer::Beat(reply, Err(failure.to_error())),
+            Command::RequestCancel { reply, .. } => Answer::Cancel(reply, Err(failure.to_error())),
+            Command::Progress { reply, .. } => Answer::Ids(reply, Err(failure.to_error())),
             Command::Promote { reply } | Command::Recover { reply } | Command::PurgeBatch { reply, .. } => {
                 Answer::Count(reply, Err(failure.to_error()))
             }

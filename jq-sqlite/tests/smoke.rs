@@ -69,10 +69,10 @@ async fn every_operation(s: SqliteStorage, clock: ManualClock) {
     assert_eq!(lease.expires_at, jq_core::storage::add(clock.now(), Duration::from_secs(30)));
 
     // heartbeat and fencing
-    let lost = s.heartbeat(&[ja.lease_ref().unwrap()], Duration::from_secs(60)).await.unwrap();
+    let lost = s.heartbeat(&[ja.lease_ref().unwrap()], Duration::from_secs(60)).await.unwrap().lost;
     assert!(lost.is_empty());
     let stale = jq_core::storage::LeaseRef { id: a.id, token: jq_core::storage::LeaseToken::new() };
-    assert_eq!(s.heartbeat(&[stale], Duration::from_secs(60)).await.unwrap(), vec![a.id]);
+    assert_eq!(s.heartbeat(&[stale], Duration::from_secs(60)).await.unwrap().lost, vec![a.id]);
     assert!(matches!(s.ack(stale).await, Err(Error::LeaseLost { .. })));
 
     // nack with delay -> scheduled, errors recorded

@@ -214,7 +214,7 @@ pub trait Harness: Send + Sync + 'static {
 ///
 /// ```text
 /// jq_testkit::conformance!(setup);                                        // a core-only backend
-/// jq_testkit::conformance!(setup; roles, periodic, controls, throughput); // every capability
+/// jq_testkit::conformance!(setup; roles, periodic, controls, throughput, cancellation); // every capability
 /// ```
 ///
 /// `$setup` is an async fn (or any expression callable with no argument
@@ -356,11 +356,22 @@ macro_rules! __capability_tests {
     (throughput, $setup:expr) => {
         $crate::__conformance_tests!($setup; throughput_counts_finished_jobs_per_minute);
     };
+    (cancellation, $setup:expr) => {
+        $crate::__conformance_tests!(
+            $setup;
+            cancel_of_a_running_job_is_stored_and_reported,
+            cancel_after_success_is_too_late,
+            cancel_of_an_expired_lease_ends_cancelled_at_recover,
+            progress_is_stored_and_read_back,
+            pool_cancels_a_running_job_from_another_connection_within_2s,
+            timed_out_attempt_is_retried,
+        );
+    };
     ($other:ident, $setup:expr) => {
         compile_error!(concat!(
             "unknown capability `",
             stringify!($other),
-            "`: use roles, periodic, controls or throughput"
+            "`: use roles, periodic, controls, throughput or cancellation"
         ));
     };
 }

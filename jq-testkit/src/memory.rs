@@ -13,12 +13,12 @@ use std::time::Duration;
 use async_trait::async_trait;
 use jq_core::periodic::{Fire, FireOutcome, PeriodicInfo};
 use jq_core::storage::{
-    ClaimRequest, ControlStorage, Election, Leader, LeaseRef, LeaseToken, Outcome, PeriodicStorage, RoleStorage,
+    Beat, CancelAnswer, CancelStorage, ClaimRequest, ProgressReport, ControlStorage, Election, Leader, LeaseRef, LeaseToken, Outcome, PeriodicStorage, RoleStorage,
     Settled, Settlement, Storage, ThroughputStorage, WorkSignal,
 };
 use jq_core::storage::{add, storable_message};
 use jq_core::{
-    AttemptError, Clock, DEFAULT_MAX_PAYLOAD_BYTES, Error, Job, JobFilter, JobId, Lease, NewJob, QueueInfo,
+    AttemptError, CancelRequest, Clock, DEFAULT_MAX_PAYLOAD_BYTES, Error, Job, JobFilter, JobId, Lease, NewJob, QueueInfo,
     QueueLimits, QueueName, Result, Seen, State, Stats, Throughput, Timestamp,
 };
 use tokio::sync::watch;
@@ -317,6 +317,10 @@ impl Storage for MemoryStorage {
                         job.state = if delay.is_zero() { State::Pending } else { State::Scheduled };
                         handed_back = true;
                     }
+                    Outcome::Cancel => {
+                        job.state = State::Cancelled;
+                        job.finished_at = Some(now);
+                    }
                 }
                 results.push(Ok(job.state));
             }
@@ -327,21 +331,24 @@ impl Storage for MemoryStorage {
         Ok(results)
     }
 
-    async fn heartbeat(&self, leases: &[LeaseRef], lease: Duration) -> Result<Vec<JobId>> {
+    async fn heartbeat(&self, leases: &[LeaseRef], lease: Duration) -> Result<Beat> {
         let expires_at = add(self.clock.now(), lease);
         let mut map = self.jobs();
-        let mut lost = Vec::new();
+        let mut beat = Beat::default();
         for l in leases {
             match map.get_mut(&l.id) {
                 Some(job) if job.state == State::Running && job.token() == Some(l.token) => {
                     if let Some(held) = job.lease.as_mut() {
                         held.expires_at = expires_at;
                     }
+                    if job.cancel_requested.is_some() {
+                        beat.cancel.push(l.id);
+                    }
                 }
-                _ => lost.push(l.id),
+                _ => beat.lost.push(l.id),
             }
         }
-        Ok(lost)
+        Ok(beat)
     }
 
     async fn promote(&self) -> Result<u64> {
@@ -371,8 +378,16 @@ impl Storage for MemoryStorage {
                     continue;
                 };
                 let message = lease_expired_message(&lease.worker);
-                job.errors.push(AttemptError { attempt: job.attempts, at: now, message });
                 job.lease = None;
+                recovered += 1;
+                if job.cancel_requested.is_some() {
+                    // Its worker died (or was cut off) while cancelling:
+                    // the cancel wins over another attempt.
+                    job.state = State::Cancelled;
+                    job.finished_at = Some(now);
+                    continue;
+                }
+                job.errors.push(AttemptError { attempt: job.attempts, at: now, message });
                 if job.attempts >= job.max_attempts {
                     job.state = State::Dead;
                     job.finished_at = Some(now);
@@ -380,7 +395,6 @@ impl Storage for MemoryStorage {
                     job.state = State::Pending;
                     job.run_at = now;
                 }
-                recovered += 1;
             }
         }
         if recovered > 0 {
@@ -429,6 +443,7 @@ impl Storage for MemoryStorage {
             job.run_at = now;
             job.finished_at = None;
             job.lease = None;
+            job.cancel_requested = None;
             job.max_attempts = job.max_attempts.max(job.attempts + 1);
         }
         self.bump();
@@ -471,8 +486,52 @@ impl Storage for MemoryStorage {
     fn as_controls(&self) -> Option<&dyn ControlStorage> {
         Some(self)
     }
+    fn as_cancellation(&self) -> Option<&dyn CancelStorage> {
+        Some(self)
+    }
     fn as_throughput(&self) -> Option<&dyn ThroughputStorage> {
         Some(self)
+    }
+}
+
+#[async_trait]
+impl CancelStorage for MemoryStorage {
+    async fn request_cancel(&self, id: JobId, reason: &str) -> Result<CancelAnswer> {
+        let now = self.clock.now();
+        let mut map = self.jobs();
+        let job = map.get_mut(&id).ok_or(Error::NotFound { id })?;
+        Ok(match job.state {
+            State::Scheduled | State::Pending => {
+                job.state = State::Cancelled;
+                job.finished_at = Some(now);
+                CancelAnswer::Cancelled
+            }
+            State::Running => {
+                if job.cancel_requested.is_none() {
+                    job.cancel_requested =
+                        Some(CancelRequest { at: now, reason: jq_core::storage::cancel_reason(reason) });
+                }
+                CancelAnswer::Requested
+            }
+            finished => CancelAnswer::Finished(finished),
+        })
+    }
+
+    async fn progress(&self, reports: &[ProgressReport]) -> Result<Vec<JobId>> {
+        for report in reports {
+            jq_core::storage::check_progress(&report.value)?;
+        }
+        let mut map = self.jobs();
+        let mut lost = Vec::new();
+        for report in reports {
+            match map.get_mut(&report.lease.id) {
+                Some(job) if job.state == State::Running && job.token() == Some(report.lease.token) => {
+                    job.progress = Some(report.value.clone());
+                }
+                _ => lost.push(report.lease.id),
+            }
+        }
+        Ok(lost)
     }
 }
 

@@ -561,11 +561,13 @@ impl<S: Storage> Case<'_, S> {
             Op::Heartbeat(picks) => {
                 let leases: Vec<LeaseRef> = picks.iter().map(|p| self.resolve(p)).collect();
                 let b = self.backend.heartbeat(&leases, LEASE).await.map(|mut v| {
-                    v.sort();
+                    v.lost.sort();
+                    v.cancel.sort();
                     v
                 });
                 let m = self.model.heartbeat(&leases, LEASE).await.map(|mut v| {
-                    v.sort();
+                    v.lost.sort();
+                    v.cancel.sort();
                     v
                 });
                 same!(self, key(&b), key(&m), "heartbeat lost ids");

@@ -73,9 +73,9 @@ impl Layer for Mutant {
         }
         self.inner.settle(batch).await
     }
-    async fn heartbeat(&self, leases: &[LeaseRef], lease: Duration) -> Result<Vec<JobId>> {
-        let lost = self.inner.heartbeat(leases, lease).await?;
-        Ok(if self.bug == Bug::HeartbeatLies { Vec::new() } else { lost })
+    async fn heartbeat(&self, leases: &[LeaseRef], lease: Duration) -> Result<jq_core::storage::Beat> {
+        let beat = self.inner.heartbeat(leases, lease).await?;
+        Ok(if self.bug == Bug::HeartbeatLies { jq_core::storage::Beat::default() } else { beat })
     }
     async fn stats(&self) -> Result<Stats> {
         let mut stats = self.inner.stats().await?;

@@ -2,7 +2,7 @@
 //! build its worker pool.
 
 use jq_core::periodic::PeriodicInfo;
-use jq_core::storage::{Capability, Leader, Storage, StorageExt};
+use jq_core::storage::{CancelAnswer, Capability, Leader, Storage, StorageExt};
 use jq_core::{
     Clock, Error, IntoJob, Job, JobFilter, JobId, NewJob, QueueInfo, QueueLimits, QueueName, Result, State, Stats,
     Throughput, Timestamp, WorkerPool,
@@ -123,16 +123,43 @@ impl<S: Storage> Client<S> {
         self.storage.require_throughput()?.throughput(since).await
     }
 
-    /// Cancels a Scheduled or Pending job; a job in another state gives
-    /// [`Error::InvalidState`] (a running job belongs to its handler).
-    pub async fn cancel(&self, id: JobId) -> Result<()> {
-        self.storage.cancel(id).await?;
+    /// Cancels a job, from any process: a Scheduled or Pending one at once
+    /// ([`CancelAnswer::Cancelled`]); a Running one is asked to stop
+    /// ([`CancelAnswer::Requested`]): the pool running it hears of it from
+    /// its next heartbeat (within about a second at default settings),
+    /// tells the handler through [`JobContext::cancellation`](jq_core::JobContext::cancellation), drops it
+    /// after its stop grace, and the job ends Cancelled, not retried (or
+    /// Completed, when the handler succeeded first). A job already
+    /// finished is left alone and its state returned
+    /// ([`CancelAnswer::Finished`]): a cancel that came too late, or one
+    /// sent again after a lost answer. Safe to send again.
+    ///
+    /// On a storage without [`Capability::Cancellation`](jq_core::Capability::Cancellation)
+    /// only jobs that have not started can be cancelled: another state
+    /// gives [`Error::InvalidState`].
+    pub async fn cancel(&self, id: JobId) -> Result<CancelAnswer> {
+        self.cancel_because(id, "").await
+    }
+
+    /// [`Client::cancel`] with a reason stored with the request of a
+    /// running job (shown by `jqctl get` and the dashboard).
+    pub async fn cancel_because(&self, id: JobId, reason: &str) -> Result<CancelAnswer> {
+        let answer = match self.storage.as_cancellation() {
+            Some(cancels) => cancels.request_cancel(id, reason).await?,
+            None => {
+                self.storage.cancel(id).await?;
+                CancelAnswer::Cancelled
+            }
+        };
         // For the cancelled counter's labels; a cancel is rare, and a job
-        // purged in between is simply not counted.
-        if let Ok(job) = self.storage.get(id).await {
+        // purged in between is simply not counted. A running job is
+        // counted by the pool that stops it.
+        if answer == CancelAnswer::Cancelled
+            && let Ok(job) = self.storage.get(id).await
+        {
             jq_core::observe::cancelled(&job.queue, &job.kind);
         }
-        Ok(())
+        Ok(answer)
     }
 
     /// Gives a Dead job one more attempt (Dead -> Pending, errors kept);

@@ -9,18 +9,18 @@ mod common;
 
 #[cfg(feature = "sqlite")]
 mod sqlite {
-    jq_testkit::conformance!(super::common::sqlite; roles, periodic, controls, throughput);
+    jq_testkit::conformance!(super::common::sqlite; roles, periodic, controls, throughput, cancellation);
     jq_testkit::properties!(super::common::sqlite; periodic);
 }
 
 #[cfg(feature = "postgres")]
 mod postgres {
-    jq_testkit::conformance!(super::common::postgres; roles, periodic, controls, throughput);
+    jq_testkit::conformance!(super::common::postgres; roles, periodic, controls, throughput, cancellation);
     jq_testkit::properties!(super::common::postgres; periodic);
 }
 
 #[cfg(feature = "redis")]
 mod redis {
-    jq_testkit::conformance!(super::common::redis; roles, periodic, controls, throughput);
+    jq_testkit::conformance!(super::common::redis; roles, periodic, controls, throughput, cancellation);
     jq_testkit::properties!(super::common::redis; periodic);
 }

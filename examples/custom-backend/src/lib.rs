@@ -42,12 +42,12 @@ use std::time::Duration;
 
 use jq::periodic::{Fire, FireOutcome, PeriodicInfo};
 use jq::storage::{
-    ClaimRequest, ControlStorage, Election, Leader, LeaseRef, LeaseToken, Outcome, PeriodicStorage, RoleStorage,
+    Beat, CancelAnswer, CancelStorage, ClaimRequest, ProgressReport, ControlStorage, Election, Leader, LeaseRef, LeaseToken, Outcome, PeriodicStorage, RoleStorage,
     Settled, Settlement, Storage, ThroughputStorage, WorkSignal, async_trait,
 };
 use jq::storage::{add, storable_message};
 use jq::{
-    AttemptError, Clock, DEFAULT_MAX_PAYLOAD_BYTES, Error, Job, JobFilter, JobId, Lease, NewJob, QueueInfo,
+    AttemptError, CancelRequest, Clock, DEFAULT_MAX_PAYLOAD_BYTES, Error, Job, JobFilter, JobId, Lease, NewJob, QueueInfo,
     QueueLimits, QueueName, Result, State, Stats, Throughput, Timestamp,
 };
 use tokio::sync::watch;
@@ -218,6 +218,8 @@ impl Storage for IndexedStorage {
                             job.attempts = job.attempts.saturating_sub(1); // not a failed attempt
                             hand_back(job, now, delay);
                         }
+                        // stopped on a cancel request: no error, no retry
+                        Outcome::Cancel => finish(job, State::Cancelled, now),
                     }
                 });
                 let state = changed.map(|job| job.state).ok_or(Error::LeaseLost { id: lease.id });
@@ -231,22 +233,26 @@ impl Storage for IndexedStorage {
         Ok(results)
     }
 
-    async fn heartbeat(&self, leases: &[LeaseRef], lease: Duration) -> Result<Vec<JobId>> {
+    async fn heartbeat(&self, leases: &[LeaseRef], lease: Duration) -> Result<Beat> {
         let expires_at = add(self.clock.now(), lease);
         let mut t = self.begin();
-        let mut lost = Vec::new();
+        let mut beat = Beat::default();
         for held in leases {
             if t.holds(held) {
-                t.update(held.id, |job| {
+                let extended = t.update(held.id, |job| {
                     if let Some(lease) = job.lease.as_mut() {
                         lease.expires_at = expires_at;
                     }
                 });
+                // the pool learns of a cancel request from this answer
+                if extended.is_some_and(|job| job.cancel_requested.is_some()) {
+                    beat.cancel.push(held.id);
+                }
             } else {
-                lost.push(held.id);
+                beat.lost.push(held.id);
             }
         }
-        Ok(lost)
+        Ok(beat)
     }
 
     async fn promote(&self) -> Result<u64> {
@@ -273,6 +279,11 @@ impl Storage for IndexedStorage {
             for id in &expired {
                 t.update(*id, |job| {
                     let worker = job.lease.take().map(|l| l.worker).unwrap_or_default();
+                    if job.cancel_requested.is_some() {
+                        // died while cancelling: the cancel wins, no error
+                        finish(job, State::Cancelled, now);
+                        return;
+                    }
                     job.errors.push(AttemptError { attempt: job.attempts, at: now, message: lease_expired(&worker) });
                     if job.attempts >= job.max_attempts {
                         finish(job, State::Dead, now);
@@ -327,6 +338,7 @@ impl Storage for IndexedStorage {
                 job.run_at = now;
                 job.finished_at = None;
                 job.lease = None;
+                job.cancel_requested = None; // an operator's new start
                 job.max_attempts = job.max_attempts.max(job.attempts + 1); // one more attempt
             });
         }
@@ -372,6 +384,9 @@ impl Storage for IndexedStorage {
         Some(self)
     }
     fn as_throughput(&self) -> Option<&dyn ThroughputStorage> {
+        Some(self)
+    }
+    fn as_cancellation(&self) -> Option<&dyn CancelStorage> {
         Some(self)
     }
 }
@@ -487,6 +502,46 @@ impl ControlStorage for IndexedStorage {
 impl ThroughputStorage for IndexedStorage {
     async fn throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {
         Ok(Throughput::tally(self.begin().rows.values(), since))
+    }
+}
+
+#[async_trait]
+impl CancelStorage for IndexedStorage {
+    async fn request_cancel(&self, id: JobId, reason: &str) -> Result<CancelAnswer> {
+        let now = self.clock.now();
+        let mut t = self.begin();
+        let state = t.rows.get(&id).ok_or(Error::NotFound { id })?.state;
+        Ok(match state {
+            State::Scheduled | State::Pending => {
+                t.update(id, |job| finish(job, State::Cancelled, now));
+                CancelAnswer::Cancelled
+            }
+            State::Running => {
+                let reason = jq::storage::cancel_reason(reason);
+                t.update(id, |job| {
+                    // a resend keeps the first request
+                    job.cancel_requested.get_or_insert(CancelRequest { at: now, reason });
+                });
+                CancelAnswer::Requested
+            }
+            finished => CancelAnswer::Finished(finished),
+        })
+    }
+
+    async fn progress(&self, reports: &[ProgressReport]) -> Result<Vec<JobId>> {
+        for report in reports {
+            jq::storage::check_progress(&report.value)?;
+        }
+        let mut t = self.begin();
+        let mut lost = Vec::new();
+        for report in reports {
+            if t.holds(&report.lease) {
+                t.update(report.lease.id, |job| job.progress = Some(report.value.clone()));
+            } else {
+                lost.push(report.lease.id);
+            }
+        }
+        Ok(lost)
     }
 }
 

@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use jq::storage::{
-    ClaimRequest, LeaseRef, Outcome, Settled, Settlement, Storage, WorkSignal, add, async_trait, storable_message,
+    Beat, ClaimRequest, LeaseRef, Outcome, Settled, Settlement, Storage, WorkSignal, add, async_trait, storable_message,
 };
 use jq::{
     AttemptError, Clock, DEFAULT_MAX_PAYLOAD_BYTES, Error, Job, JobFilter, JobId, Lease, NewJob, Priority, Result,
@@ -224,6 +224,9 @@ impl Storage for MinimalStorage {
                         job.attempts = job.attempts.saturating_sub(1);
                         hand_back(job, now, delay);
                     }
+                    // Only sent after a heartbeat reported a cancel request,
+                    // which a core-only backend never does; kept exact anyway.
+                    Outcome::Cancel => finish(job, State::Cancelled, now),
                 }
                 results.push(Ok(job.state));
             }
@@ -234,7 +237,7 @@ impl Storage for MinimalStorage {
         Ok(results)
     }
 
-    async fn heartbeat(&self, leases: &[LeaseRef], lease: Duration) -> Result<Vec<JobId>> {
+    async fn heartbeat(&self, leases: &[LeaseRef], lease: Duration) -> Result<Beat> {
         let expires_at = add(self.clock.now(), lease);
         let mut t = self.begin();
         let mut lost = Vec::new();
@@ -244,7 +247,8 @@ impl Storage for MinimalStorage {
                 None => lost.push(lease_ref.id),
             }
         }
-        Ok(lost)
+        // No cancellation capability: nothing to stop, only lost leases.
+        Ok(Beat::lost(lost))
     }
 
     async fn promote(&self) -> Result<u64> {

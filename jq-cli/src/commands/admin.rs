@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
+use jq::CancelAnswer;
 use jq::storage::Storage;
 use jq::{JobFilter, JobId, State};
 use serde::Serialize;
@@ -12,13 +13,36 @@ use crate::duration;
 use crate::error::{CliError, CliResult};
 use crate::view;
 
-/// `jqctl cancel ID`.
-pub async fn cancel<S: Storage>(storage: &S, id: JobId, json: bool) -> CliResult {
-    storage.cancel(id).await?;
+/// `jqctl cancel ID [--reason TEXT]`: cancels a job that has not started,
+/// asks the worker of a running one to stop it (with the cancellation
+/// capability), and says which; a job already finished is a refusal (exit
+/// 2), except one already cancelled (a cancel sent again).
+pub async fn cancel<S: Storage>(storage: &S, id: JobId, reason: &str, json: bool) -> CliResult {
+    let answer = match storage.as_cancellation() {
+        Some(cancels) => cancels.request_cancel(id, reason).await?,
+        None => {
+            storage.cancel(id).await?;
+            CancelAnswer::Cancelled
+        }
+    };
+    let (word, state, text) = match answer {
+        CancelAnswer::Cancelled => ("cancelled", State::Cancelled, format!("cancelled {id}\n")),
+        CancelAnswer::Requested => (
+            "requested",
+            State::Running,
+            format!("cancel requested for {id}: its worker stops it and it ends cancelled\n"),
+        ),
+        CancelAnswer::Finished(State::Cancelled) => {
+            ("finished", State::Cancelled, format!("{id} is already cancelled\n"))
+        }
+        CancelAnswer::Finished(state) => {
+            return Err(CliError::bad_input(format!("job {id} is {state}: too late to cancel, it already finished")));
+        }
+    };
     if json {
-        view::emit_json(&serde_json::json!({ "id": id.to_string(), "state": State::Cancelled }))
+        view::emit_json(&serde_json::json!({ "id": id.to_string(), "answer": word, "state": state }))
     } else {
-        view::emit(&format!("cancelled {id}\n"))
+        view::emit(&text)
     }
 }
 

@@ -36,8 +36,8 @@ pub enum Action {
         /// Redraw interval.
         watch: Option<Duration>,
     },
-    /// Cancel a job.
-    Cancel(JobId),
+    /// Cancel a job, with a reason.
+    Cancel(JobId, String),
     /// List dead jobs.
     DeadList(PageArgs),
     /// Retry one dead job, or all of them.
@@ -88,7 +88,7 @@ impl Action {
             Command::Get { id } => Action::Get(id),
             Command::List(args) => Action::List(args),
             Command::Stats { watch } => Action::Stats { watch },
-            Command::Cancel { id } => Action::Cancel(id),
+            Command::Cancel { id, reason } => Action::Cancel(id, reason),
             Command::Dead(DeadCommand::List(page)) => Action::DeadList(page),
             Command::Dead(DeadCommand::Retry { id: Some(id), .. }) => Action::DeadRetry(RetryTarget::One(id)),
             Command::Dead(DeadCommand::Retry { id: None, queue, .. }) => Action::DeadRetry(RetryTarget::All(queue)),
@@ -114,7 +114,7 @@ impl Action {
             Action::List(args) => read::list(&storage, args.state, &args.page, json, false).await,
             Action::Stats { watch: None } => read::stats(&storage, json).await,
             Action::Stats { watch: Some(every) } => read::watch_stats(&storage, every, json).await,
-            Action::Cancel(id) => admin::cancel(&storage, id, json).await,
+            Action::Cancel(id, reason) => admin::cancel(&storage, id, &reason, json).await,
             Action::DeadList(page) => read::list(&storage, Some(State::Dead), &page, json, true).await,
             Action::DeadRetry(target) => admin::retry(&storage, target, json).await,
             Action::Purge { state, older_than } => admin::purge(&storage, state, older_than, json).await,

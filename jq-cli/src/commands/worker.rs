@@ -44,6 +44,8 @@ pub struct WorkerPlan {
 struct Exec {
     program: Vec<String>,
     timeout: Duration,
+    /// From SIGTERM to SIGKILL of a command told to stop.
+    stop_grace: Duration,
     fail_exit_code: i32,
 }
 
@@ -64,7 +66,12 @@ impl WorkerPlan {
         Ok(WorkerPlan {
             queues: args.queues,
             concurrency: usize::try_from(args.concurrency).unwrap_or(1),
-            exec: Exec { program, timeout: args.timeout, fail_exit_code: i32::from(args.fail_exit_code) },
+            exec: Exec {
+                program,
+                timeout: args.timeout,
+                stop_grace: args.stop_grace,
+                fail_exit_code: i32::from(args.fail_exit_code),
+            },
             name: args.name,
             shutdown_grace: args.shutdown_grace,
             retention,
@@ -103,6 +110,9 @@ pub async fn run<S: Storage + Clone>(storage: S, plan: WorkerPlan) -> CliResult 
         .queues(plan.queues.iter().map(ToString::to_string))
         .concurrency(plan.concurrency)
         .job_timeout(Some(exec.timeout.saturating_add(POOL_TIMEOUT_SLACK)))
+        // The command's own SIGTERM-to-SIGKILL grace comes first: the pool
+        // drops the handler (which kills the group) only after it.
+        .stop_grace(exec.stop_grace.saturating_add(POOL_TIMEOUT_SLACK))
         .shutdown_grace(plan.shutdown_grace)
         .retention(plan.retention)
         .register_fallback(move |job: Job, ctx: JobContext| {
@@ -210,24 +220,41 @@ impl Exec {
                 None => String::new(),
             }
         };
-        let waited = tokio::time::timeout(self.timeout, async {
+        let work = async {
             let ((), tail, status) = tokio::join!(write, read, child.wait());
             (tail, status)
-        })
-        .await;
-        let result = match waited {
-            Err(_) => {
-                group.kill();
-                let _ = child.kill().await;
-                Err(HandlerError::nack(format!(
-                    "timed out after {}: the command was killed",
-                    duration::human(self.timeout)
-                )))
-            }
+        };
+        let mut work = std::pin::pin!(work);
+        // Told to stop (its job cancelled, or the pool's timeout) or past
+        // --timeout: SIGTERM to the whole group, SIGKILL after the grace.
+        let stopped = tokio::select! {
+            done = &mut work => Ok(done),
+            _ = tokio::time::sleep(self.timeout) => Err(format!("timed out after {}", duration::human(self.timeout))),
+            _ = ctx.cancellation().cancelled() => Err(if ctx.is_cancel_requested() {
+                "cancelled".to_owned()
+            } else {
+                "stopped by the worker".to_owned()
+            }),
+        };
+        let result = match stopped {
             Ok((_, Err(e))) => Err(HandlerError::nack(format!("waiting for {program:?} failed: {e}"))),
             Ok((tail, Ok(status))) => {
                 group.0 = None; // exited by itself: leave anything it started in the background alone
                 self.outcome(status, &tail)
+            }
+            Err(why) => {
+                group.signal(Signal::Terminate);
+                let ended = match tokio::time::timeout(self.stop_grace, &mut work).await {
+                    Ok(_) => "it exited after SIGTERM",
+                    Err(_) => {
+                        group.signal(Signal::Kill);
+                        let _ = work.await; // reaps it; the group is gone, so its pipes close
+                        "killed after the stop grace"
+                    }
+                };
+                // Whatever the leader did, nothing of the group outlives
+                // the run (GroupKiller's drop sends SIGKILL).
+                Err(HandlerError::nack(format!("{why}: {ended}")))
             }
         };
         match &result {
@@ -289,12 +316,35 @@ async fn read_tail(mut stream: impl tokio::io::AsyncRead + Unpin) -> String {
 /// Kills a process group on drop, unless disarmed (`.0 = None`).
 struct GroupKiller(Option<u32>);
 
+/// What [`GroupKiller::signal`] sends.
+#[derive(Clone, Copy)]
+enum Signal {
+    /// SIGTERM: stop, cleaning up.
+    Terminate,
+    /// SIGKILL.
+    Kill,
+}
+
 impl GroupKiller {
-    fn kill(&mut self) {
+    /// Sends `signal` to every process of the group (still armed).
+    fn signal(&self, signal: Signal) {
         #[cfg(unix)]
-        if let Some(pgid) = self.0.take().and_then(|id| i32::try_from(id).ok()) {
-            let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), nix::sys::signal::Signal::SIGKILL);
+        if let Some(pgid) = self.0.and_then(|id| i32::try_from(id).ok()) {
+            use nix::sys::signal::Signal as S;
+            let sig = match signal {
+                Signal::Terminate => S::SIGTERM,
+                Signal::Kill => S::SIGKILL,
+            };
+            // ESRCH: the group is gone already.
+            let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), sig);
         }
+        #[cfg(not(unix))]
+        let _ = signal;
+    }
+
+    fn kill(&mut self) {
+        self.signal(Signal::Kill);
+        self.0 = None;
     }
 }
 

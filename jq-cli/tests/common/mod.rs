@@ -242,14 +242,69 @@ pub mod scenarios {
         assert_eq!(String::from_utf8(out.stdout).unwrap().lines().count(), 5, "header and 4 rows");
     }
 
-    pub fn cancel_refuses_what_has_started(s: &Store) {
+    pub fn cancel_says_what_happened(s: &Store) {
         let id = s.enqueue(&["k"]);
-        assert!(s.ok(&["cancel", &id]).contains("cancelled"));
+        assert!(s.ok(&["cancel", &id]).contains(&format!("cancelled {id}")));
+        assert!(s.ok(&["cancel", &id]).contains("already cancelled"), "sending it again is safe");
+        let again = s.json(&["cancel", &id]);
+        assert_eq!((again["answer"].as_str(), again["state"].as_str()), (Some("finished"), Some("cancelled")));
+        let done = s.enqueue(&["k"]);
+        let worker = s.worker(&["--exec", "true"]);
+        s.wait_for_state(&done, "completed");
+        worker.stop();
         s.cmd()
-            .args(["cancel", &id])
+            .args(["cancel", &done])
             .assert()
             .code(2)
-            .stderr(predicate::str::contains(format!("job {id} is cancelled: cannot cancel")));
+            .stderr(predicate::str::contains(format!("job {done} is completed: too late to cancel")));
+    }
+
+    /// Two OS processes: `jqctl worker --exec` runs a command that starts a
+    /// grandchild and waits; `jqctl cancel` from another process stops it.
+    /// The job ends Cancelled, not retried, and no process of the command
+    /// is left.
+    pub fn cancel_stops_a_running_command_and_its_children(s: &Store) {
+        let pids = s.dir.path().join("pids");
+        let script = format!("sleep 300 & echo $! > {p}.grandchild; echo $$ > {p}.child; wait", p = pids.display());
+        let worker = s.worker(&["--stop-grace", "3s", "--exec", "sh", "-c", &script]);
+        let id = s.enqueue(&["long", "--max-attempts", "3"]);
+        s.wait_for_state(&id, "running");
+        let read_pid = |suffix: &str| -> Option<u32> {
+            std::fs::read_to_string(s.dir.path().join(format!("pids.{suffix}"))).ok()?.trim().parse().ok()
+        };
+        let start = Instant::now();
+        let (child, grandchild) = loop {
+            if let (Some(c), Some(g)) = (read_pid("child"), read_pid("grandchild")) {
+                break (c, g);
+            }
+            assert!(start.elapsed() < DEADLINE, "the command did not start its grandchild");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(alive(child) && alive(grandchild));
+
+        let asked = Instant::now();
+        let said = s.ok(&["cancel", &id, "--reason", "runaway"]);
+        assert!(said.contains("cancel requested"), "{said}");
+        let job = s.wait_for_state(&id, "cancelled");
+        assert!(asked.elapsed() < Duration::from_secs(10), "cancelled after {:?}", asked.elapsed());
+        assert_eq!(job["attempts"], 1, "not retried: {job:#}");
+        assert_eq!(job["errors"].as_array().map(Vec::len), Some(0), "a cancel is no failure: {job:#}");
+        assert_eq!(job["cancel_requested"]["reason"], "runaway");
+        let start = Instant::now();
+        while alive(child) || alive(grandchild) {
+            assert!(start.elapsed() < DEADLINE, "a process of the command survived the cancel");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        worker.stop();
+    }
+
+    /// True while process `pid` exists and is not a zombie (an exited
+    /// process whose parent, maybe init in a container, has not reaped it).
+    fn alive(pid: u32) -> bool {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Ok(stat) => stat.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')),
+            Err(_) => false,
+        }
     }
 
     pub fn failing_job_ends_dead_and_dead_retry_brings_it_back(s: &Store) {

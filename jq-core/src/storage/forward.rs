@@ -62,7 +62,7 @@ macro_rules! forward_storage {
                 &self,
                 leases: &[$crate::storage::LeaseRef],
                 lease: ::std::time::Duration,
-            ) -> $crate::Result<::std::vec::Vec<$crate::JobId>> {
+            ) -> $crate::Result<$crate::storage::Beat> {
                 $via!(self, s => $crate::storage::Storage::heartbeat(s, leases, lease).await)
             }
             async fn promote(&self) -> $crate::Result<u64> {
@@ -112,6 +112,9 @@ macro_rules! forward_storage {
             }
             fn as_throughput(&self) -> ::std::option::Option<&dyn $crate::storage::ThroughputStorage> {
                 $via!(self, s => $crate::storage::Storage::as_throughput(s))
+            }
+            fn as_cancellation(&self) -> ::std::option::Option<&dyn $crate::storage::CancelStorage> {
+                $via!(self, s => $crate::storage::Storage::as_cancellation(s))
             }
         }
     };

@@ -12,7 +12,8 @@ use super::Storage;
 use super::capability::{
     Capability, ControlStorage, Election, Leader, PeriodicStorage, RoleStorage, ThroughputStorage, unsupported,
 };
-use super::types::{ClaimRequest, Settled, Settlement, WorkSignal};
+use super::cancel::{CancelAnswer, CancelStorage, ProgressReport};
+use super::types::{Beat, ClaimRequest, Settled, Settlement, WorkSignal};
 use crate::clock::{Clock, Timestamp};
 use crate::control::{QueueInfo, QueueLimits};
 use crate::error::Result;
@@ -71,11 +72,15 @@ pub enum Operation {
     Queues,
     /// [`ThroughputStorage::throughput`].
     Throughput,
+    /// [`CancelStorage::request_cancel`].
+    RequestCancel,
+    /// [`CancelStorage::progress`].
+    Progress,
 }
 
 impl Operation {
     /// Every operation.
-    pub const ALL: [Operation; 23] = [
+    pub const ALL: [Operation; 25] = [
         Operation::Enqueue,
         Operation::Claim,
         Operation::Settle,
@@ -99,6 +104,8 @@ impl Operation {
         Operation::SetLimits,
         Operation::Queues,
         Operation::Throughput,
+        Operation::RequestCancel,
+        Operation::Progress,
     ];
 
     /// The capability it belongs to; `None` for the core.
@@ -108,6 +115,7 @@ impl Operation {
             Operation::Fire | Operation::Periodic | Operation::Trigger => Some(Capability::Periodic),
             Operation::SetPaused | Operation::SetLimits | Operation::Queues => Some(Capability::Controls),
             Operation::Throughput => Some(Capability::Throughput),
+            Operation::RequestCancel | Operation::Progress => Some(Capability::Cancellation),
             _ => None,
         }
     }
@@ -167,7 +175,7 @@ pub trait Layer: Send + Sync + 'static {
         self.around(Operation::Settle, self.inner().settle(batch)).await
     }
     /// [`Storage::heartbeat`].
-    async fn heartbeat(&self, leases: &[LeaseRef], lease: Duration) -> Result<Vec<JobId>> {
+    async fn heartbeat(&self, leases: &[LeaseRef], lease: Duration) -> Result<Beat> {
         self.around(Operation::Heartbeat, self.inner().heartbeat(leases, lease)).await
     }
     /// [`Storage::promote`].
@@ -268,6 +276,17 @@ pub trait Layer: Send + Sync + 'static {
         let reads = self.inner().as_throughput().ok_or_else(|| unsupported(Capability::Throughput))?;
         self.around(Operation::Throughput, reads.throughput(since)).await
     }
+
+    /// [`CancelStorage::request_cancel`].
+    async fn request_cancel(&self, id: JobId, reason: &str) -> Result<CancelAnswer> {
+        let cancels = self.inner().as_cancellation().ok_or_else(|| unsupported(Capability::Cancellation))?;
+        self.around(Operation::RequestCancel, cancels.request_cancel(id, reason)).await
+    }
+    /// [`CancelStorage::progress`].
+    async fn progress(&self, reports: &[ProgressReport]) -> Result<Vec<JobId>> {
+        let cancels = self.inner().as_cancellation().ok_or_else(|| unsupported(Capability::Cancellation))?;
+        self.around(Operation::Progress, cancels.progress(reports)).await
+    }
 }
 
 #[async_trait]
@@ -281,7 +300,7 @@ impl<L: Layer> Storage for L {
     async fn settle(&self, batch: Vec<Settlement>) -> Result<Vec<Settled>> {
         Layer::settle(self, batch).await
     }
-    async fn heartbeat(&self, leases: &[LeaseRef], lease: Duration) -> Result<Vec<JobId>> {
+    async fn heartbeat(&self, leases: &[LeaseRef], lease: Duration) -> Result<Beat> {
         Layer::heartbeat(self, leases, lease).await
     }
     async fn promote(&self) -> Result<u64> {
@@ -329,6 +348,9 @@ impl<L: Layer> Storage for L {
     fn as_throughput(&self) -> Option<&dyn ThroughputStorage> {
         self.inner().as_throughput().map(|_| self as &dyn ThroughputStorage)
     }
+    fn as_cancellation(&self) -> Option<&dyn CancelStorage> {
+        self.inner().as_cancellation().map(|_| self as &dyn CancelStorage)
+    }
 }
 
 #[async_trait]
@@ -374,5 +396,15 @@ impl<L: Layer> ControlStorage for L {
 impl<L: Layer> ThroughputStorage for L {
     async fn throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {
         Layer::throughput(self, since).await
+    }
+}
+
+#[async_trait]
+impl<L: Layer> CancelStorage for L {
+    async fn request_cancel(&self, id: JobId, reason: &str) -> Result<CancelAnswer> {
+        Layer::request_cancel(self, id, reason).await
+    }
+    async fn progress(&self, reports: &[ProgressReport]) -> Result<Vec<JobId>> {
+        Layer::progress(self, reports).await
     }
 }

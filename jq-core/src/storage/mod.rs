@@ -36,6 +36,7 @@
 //! `examples/custom-backend` in the repository has a core-only backend and
 //! a complete one.
 
+mod cancel;
 mod capability;
 mod forward;
 mod layer;
@@ -47,8 +48,11 @@ pub use capability::{
     Capability, ControlStorage, Election, Leader, PeriodicStorage, RoleStorage, ThroughputStorage, check_role,
     unsupported,
 };
+pub use cancel::{
+    CancelAnswer, CancelStorage, MAX_CANCEL_REASON_BYTES, MAX_PROGRESS_BYTES, ProgressReport, cancel_reason, check_progress,
+};
 pub use layer::{Layer, Operation};
-pub use types::{ClaimRequest, Outcome, Settled, Settlement, WorkSignal, check_purge_state, minute_of};
+pub use types::{Beat, ClaimRequest, Outcome, Settled, Settlement, WorkSignal, check_purge_state, minute_of};
 
 pub use crate::clock::{add, from_micros, sub, truncate_micros};
 pub use crate::control::{MAX_LIMIT, MAX_RATE_PERIOD, SEEN_TTL, allowance, seen_forgotten_at};
@@ -128,8 +132,11 @@ pub trait Storage: Send + Sync + 'static {
     async fn settle(&self, batch: Vec<Settlement>) -> Result<Vec<Settled>>;
 
     /// Extends each valid lease to `now + lease` and returns the ids whose
-    /// lease was lost (stale token, or job no longer Running).
-    async fn heartbeat(&self, leases: &[LeaseRef], lease: Duration) -> Result<Vec<JobId>>;
+    /// lease was lost (stale token, or job no longer Running) in
+    /// [`Beat::lost`], and, with [`CancelStorage`], the ids of extended jobs
+    /// holding a cancel request in [`Beat::cancel`] (a backend without it
+    /// answers [`Beat::lost`]).
+    async fn heartbeat(&self, leases: &[LeaseRef], lease: Duration) -> Result<Beat>;
 
     /// Makes due Scheduled jobs (`run_at <= now`) Pending and returns how
     /// many it moved. Idempotent; concurrent promoters move each job once.
@@ -137,7 +144,9 @@ pub trait Storage: Send + Sync + 'static {
 
     /// Running jobs whose lease expired (`expires_at <= now`) go back to
     /// Pending, or to Dead when no attempt is left, with an error
-    /// "lease expired" recorded for the lost attempt. Returns how many.
+    /// "lease expired" recorded for the lost attempt; one holding a cancel
+    /// request ([`CancelStorage`]) goes to Cancelled instead, with no
+    /// error. Returns how many.
     /// Idempotent, safe from many processes at once, and never overwrites a
     /// job that a concurrent ack just finished. An expired job whose stored
     /// fields recover cannot use goes to Dead with the reason (counted too),
@@ -239,6 +248,12 @@ pub trait Storage: Send + Sync + 'static {
     fn as_throughput(&self) -> Option<&dyn ThroughputStorage> {
         None
     }
+
+    /// Cancelling running jobs and their progress
+    /// ([`Capability::Cancellation`]), when the backend has it.
+    fn as_cancellation(&self) -> Option<&dyn CancelStorage> {
+        None
+    }
 }
 
 /// Conveniences over [`Storage`]: one job at a time, the capabilities as
@@ -269,6 +284,11 @@ pub trait StorageExt: Storage {
     /// [`Storage::as_throughput`], or [`Error::Unsupported`].
     fn require_throughput(&self) -> Result<&dyn ThroughputStorage> {
         self.as_throughput().ok_or_else(|| unsupported(Capability::Throughput))
+    }
+
+    /// [`Storage::as_cancellation`], or [`Error::Unsupported`].
+    fn require_cancellation(&self) -> Result<&dyn CancelStorage> {
+        self.as_cancellation().ok_or_else(|| unsupported(Capability::Cancellation))
     }
 
     /// Enqueues one job and returns its id (the existing job's id when a

@@ -78,6 +78,30 @@ pub enum Outcome {
         /// When the job becomes claimable again, from now.
         delay: Duration,
     },
+    /// Cancel: the run stopped on a stored cancel request
+    /// ([`CancelStorage::request_cancel`](super::CancelStorage::request_cancel)).
+    /// Running -> Cancelled, finished now; no error is recorded and the job
+    /// is not retried, whatever attempts it has left.
+    Cancel,
+}
+
+/// What [`Storage::heartbeat`](super::Storage::heartbeat) answers.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Beat {
+    /// Jobs whose lease was lost (stale token, or no longer Running):
+    /// nothing was extended for them.
+    pub lost: Vec<JobId>,
+    /// Jobs whose lease was extended and that hold a cancel request: the
+    /// pool stops their runs and settles them with [`Outcome::Cancel`].
+    /// Always empty on a backend without [`Capability::Cancellation`](crate::Capability::Cancellation).
+    pub cancel: Vec<JobId>,
+}
+
+impl Beat {
+    /// Only lost leases, no cancel request (a backend without cancellation).
+    pub fn lost(lost: Vec<JobId>) -> Self {
+        Beat { lost, cancel: Vec::new() }
+    }
 }
 
 /// One fenced state change of a claimed job.

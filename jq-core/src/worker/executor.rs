@@ -34,6 +34,12 @@ pub(crate) struct Executor {
     pub(crate) fallback: Option<ErasedHandler>,
     pub(crate) backoff: Arc<dyn Backoff>,
     pub(crate) job_timeout: Option<Duration>,
+    /// Per-kind limits ([`JobType::TIMEOUT`](crate::JobType::TIMEOUT)),
+    /// between a job's own and the pool's.
+    pub(crate) kind_timeouts: Arc<HashMap<String, Duration>>,
+    /// How long a handler told to stop (cancel request, timeout) has to
+    /// return before its future is dropped.
+    pub(crate) stop_grace: Duration,
     pub(crate) nack_unknown_kinds: bool,
     pub(crate) jobs: async_channel::Receiver<Claimed>,
     pub(crate) finished: mpsc::Sender<Finished>,
@@ -54,7 +60,10 @@ pub(crate) struct Executor {
 enum Ran {
     Returned(HandlerResult),
     Panicked(String),
-    TimedOut(Duration),
+    /// Told to stop (cancel request or timeout), it did not return within
+    /// the stop grace: its future was dropped.
+    Dropped,
+    /// The hard token fired: lease lost or shutdown grace over.
     Cancelled,
 }
 
@@ -83,7 +92,7 @@ impl Executor {
 
     async fn execute(
         &self,
-        Claimed { job, cancel, permit }: Claimed,
+        Claimed { job, cancel, control, permit }: Claimed,
         metrics: Option<Arc<JobMetrics>>,
         span: tracing::Span,
     ) {
@@ -96,7 +105,13 @@ impl Executor {
             let lag = self.clock.now().signed_duration_since(job.run_at).to_std().unwrap_or(Duration::ZERO);
             m.lag.record(lag.as_secs_f64());
         }
-        let ctx = JobContext::for_job(&job, lease, cancel.clone());
+        let timeout = job.timeout.or_else(|| self.kind_timeouts.get(&job.kind).copied()).or(self.job_timeout);
+        if job.cancel_requested.is_some() {
+            // Asked to stop before this claim (a nack or release raced the
+            // request): the handler is told at once.
+            control.request_cancel();
+        }
+        let ctx = JobContext::for_job(&job, lease, control.clone());
         let handler = self.handlers.get(&job.kind).or(self.fallback.as_ref()).cloned();
         let nack_unknown = self.nack_unknown_kinds;
         // Calling the handler inside the future puts a panic in the call
@@ -121,24 +136,56 @@ impl Executor {
             run.as_mut().poll(cx)
         });
         let guarded = AssertUnwindSafe(in_span).catch_unwind();
-        let timed = async {
-            match self.job_timeout {
-                None => guarded.await.map_or_else(|p| Ran::Panicked(panic_message(&*p)), Ran::Returned),
-                Some(limit) => match tokio::time::timeout(limit, guarded).await {
-                    Ok(Ok(result)) => Ran::Returned(result),
-                    Ok(Err(panic)) => Ran::Panicked(panic_message(&*panic)),
-                    Err(_) => Ran::TimedOut(limit),
-                },
+        let mut guarded = std::pin::pin!(guarded);
+        let returned = |r: std::thread::Result<HandlerResult>| r.map_or_else(|p| Ran::Panicked(panic_message(&*p)), Ran::Returned);
+        // First the run itself, until it returns, its hard token fires, or
+        // it is told to stop (a cancel request from the heartbeat, or its
+        // timeout); then, once told, the stop grace.
+        let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
+        let first = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => Some(Ran::Cancelled),
+            ran = &mut guarded => Some(returned(ran)),
+            _ = control.stop.cancelled() => None,
+            _ = sleep_until(deadline) => {
+                control.time_out();
+                None
             }
         };
-        let ran = tokio::select! {
-            biased;
-            _ = cancel.cancelled() => Ran::Cancelled,
-            ran = timed => ran,
+        let ran = match first {
+            Some(ran) => ran,
+            None => tokio::select! {
+                biased;
+                _ = cancel.cancelled() => Ran::Cancelled,
+                ran = &mut guarded => returned(ran),
+                _ = tokio::time::sleep(self.stop_grace) => Ran::Dropped,
+            },
         };
+        let stopped_for = if control.is_cancel_requested() {
+            Some("cancel")
+        } else if control.is_timed_out() {
+            Some("timeout")
+        } else {
+            None
+        };
+        if matches!(ran, Ran::Dropped) {
+            let reason = stopped_for.unwrap_or("cancel");
+            span.in_scope(|| {
+                tracing::warn!(job = %lease.id, grace = ?self.stop_grace, reason, "handler did not return within the stop grace after being told to stop: its future was dropped")
+            });
+            if let Some(m) = &metrics {
+                crate::observe::dropped(&m.queue, &m.kind, reason);
+            }
+        }
         let nack = |error: String| Outcome::Nack { error, delay: self.backoff.delay(attempt) };
         let outcome = match ran {
             Ran::Returned(Ok(())) => Outcome::Ack,
+            // Told to stop, it did not succeed: a cancel request ends the
+            // job Cancelled, a timeout is a failed attempt.
+            Ran::Returned(Err(_)) | Ran::Panicked(_) | Ran::Dropped if stopped_for == Some("cancel") => Outcome::Cancel,
+            Ran::Returned(Err(_)) | Ran::Panicked(_) | Ran::Dropped if stopped_for == Some("timeout") => {
+                nack(format!("timed out after {:?}", timeout.unwrap_or_default()))
+            }
             Ran::Returned(Err(HandlerError { action })) => match action {
                 Action::Nack { message, delay: None } => nack(message),
                 Action::Nack { message, delay: Some(delay) } => Outcome::Nack { error: message, delay },
@@ -146,11 +193,14 @@ impl Executor {
                 Action::Release { delay } => Outcome::Release { delay },
             },
             Ran::Panicked(message) => nack(format!("handler panicked: {message}")),
-            Ran::TimedOut(limit) => nack(format!("timed out after {limit:?}")),
+            Ran::Dropped => Outcome::Cancel,
             Ran::Cancelled if self.abort.is_cancelled() => {
                 span.in_scope(
                     || tracing::info!(job = %lease.id, "shutdown grace over: handler cancelled, releasing the job"),
                 );
+                if let Some(m) = &metrics {
+                    crate::observe::dropped(&m.queue, &m.kind, "shutdown");
+                }
                 Outcome::Release { delay: Duration::ZERO }
             }
             Ran::Cancelled => {
@@ -228,6 +278,15 @@ fn outcome_name(outcome: &Outcome) -> &'static str {
         Outcome::Nack { .. } => "nack",
         Outcome::Bury { .. } => "bury",
         Outcome::Release { .. } => "release",
+        Outcome::Cancel => "cancel",
+    }
+}
+
+/// Sleeps until `deadline`, or forever without one.
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 

@@ -33,6 +33,7 @@ use super::failure::Failure;
 use super::heartbeat::Inflight;
 use super::prefetch::Prefetch;
 use super::{ErrorBackoff, jitter};
+use super::cancel::RunControl;
 use crate::job::{Job, LeaseToken};
 use crate::storage::{ClaimRequest, Storage, WorkSignal};
 
@@ -41,6 +42,8 @@ pub(crate) struct Claimed {
     pub(crate) job: Job,
     /// Fires when the lease is lost or the shutdown grace ran out.
     pub(crate) cancel: CancellationToken,
+    /// Its stop signals (cancel request, timeout) and progress.
+    pub(crate) control: Arc<RunControl>,
     /// The job's slot.
     pub(crate) permit: OwnedSemaphorePermit,
 }
@@ -124,10 +127,11 @@ impl<S: Storage> Fetcher<S> {
                     continue;
                 };
                 let cancel = self.abort.child_token();
-                self.inflight.insert(lease, cancel.clone());
+                let control = Arc::new(RunControl::new(&cancel));
+                self.inflight.insert(lease, cancel.clone(), control.clone());
                 // The channel holds one item per slot and each carries a
                 // permit, so this send never waits.
-                if self.jobs.send(Claimed { job, cancel, permit: one }).await.is_err() {
+                if self.jobs.send(Claimed { job, cancel, control, permit: one }).await.is_err() {
                     return; // executors gone: the pool is being dropped
                 }
                 sent += 1;

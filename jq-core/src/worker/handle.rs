@@ -173,6 +173,8 @@ pub(crate) fn start<S: Storage>(
         fallback,
         backoff: config.backoff.clone(),
         job_timeout: config.job_timeout,
+        kind_timeouts: Arc::new(config.kind_timeouts.clone()),
+        stop_grace: config.stop_grace,
         nack_unknown_kinds: config.nack_unknown_kinds,
         jobs: jobs_rx.clone(),
         finished: finished_tx.clone(),
@@ -191,7 +193,7 @@ pub(crate) fn start<S: Storage>(
     let heartbeat = Heartbeat {
         storage: storage.clone(),
         inflight: inflight.clone(),
-        interval: config.heartbeat_interval.unwrap_or(config.lease / 3),
+        interval: config.heartbeat_interval.unwrap_or((config.lease / 3).min(super::MAX_DEFAULT_HEARTBEAT)),
         lease: config.lease,
         halt: halt.clone(),
         failure: failure.clone(),

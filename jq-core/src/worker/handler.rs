@@ -9,6 +9,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
+use super::cancel::RunControl;
 use crate::job::{Job, JobId, JobType, LeaseRef, QueueName};
 
 /// What a handler returns: `Ok(())` acks the job.
@@ -132,11 +133,11 @@ pub struct JobContext {
     pub(crate) attempt: u32,
     pub(crate) max_attempts: u32,
     pub(crate) lease: LeaseRef,
-    pub(crate) cancel: CancellationToken,
+    pub(crate) control: Arc<RunControl>,
 }
 
 impl JobContext {
-    pub(crate) fn for_job(job: &Job, lease: LeaseRef, cancel: CancellationToken) -> Self {
+    pub(crate) fn for_job(job: &Job, lease: LeaseRef, control: Arc<RunControl>) -> Self {
         JobContext {
             id: job.id,
             kind: job.kind.clone(),
@@ -144,7 +145,7 @@ impl JobContext {
             attempt: job.attempts,
             max_attempts: job.max_attempts,
             lease,
-            cancel,
+            control,
         }
     }
 
@@ -184,18 +185,59 @@ impl JobContext {
         self.lease
     }
 
-    /// Fires when this run must stop: the lease was lost (another worker may
-    /// now hold the job) or the pool is shutting down and its grace period
-    /// ran out. The pool then drops the handler's future at its next
-    /// `.await`; watch this token for work that does not `.await` often, or
-    /// that runs outside the future (a spawned task, a blocking thread).
+    /// Fires when this run must stop:
+    ///
+    /// - a cancel request for the job reached the pool (the job ends
+    ///   Cancelled unless the handler returns `Ok` first), or the attempt's
+    ///   timeout passed (a failed attempt unless the handler returns `Ok`
+    ///   first): the handler has the pool's
+    ///   [stop grace](crate::WorkerPool::stop_grace) to return, then its
+    ///   future is dropped;
+    /// - the lease was lost (another worker may now hold the job) or the
+    ///   pool is shutting down and its grace period ran out: the future is
+    ///   dropped at its next `.await`.
+    ///
+    /// Await it in a `select!` beside the work, or poll
+    /// [`JobContext::is_cancelled`] between steps; watch it for work that
+    /// runs outside the future (a spawned task, a blocking thread).
     pub fn cancellation(&self) -> &CancellationToken {
-        &self.cancel
+        &self.control.stop
     }
 
     /// True once [`JobContext::cancellation`] fired.
     pub fn is_cancelled(&self) -> bool {
-        self.cancel.is_cancelled()
+        self.control.stop.is_cancelled()
+    }
+
+    /// True once a cancel request for this job reached the pool (not a
+    /// timeout nor a lost lease).
+    pub fn is_cancel_requested(&self) -> bool {
+        self.control.is_cancel_requested()
+    }
+
+    /// True once this attempt's timeout passed.
+    pub fn is_timed_out(&self) -> bool {
+        self.control.is_timed_out()
+    }
+
+    /// Reports progress: a small JSON value (a percent and a message, say)
+    /// stored with the job by the pool's next heartbeat, so at most once
+    /// per heartbeat interval whatever the rate of calls (only the newest
+    /// value of an interval is stored), and shown by `jqctl get`,
+    /// `jqctl list` and the dashboard. Cheap: it stores the value in
+    /// memory and returns.
+    ///
+    /// [`Error::InvalidInput`](crate::Error::InvalidInput) when the value
+    /// does not serialize, is over
+    /// [`MAX_PROGRESS_BYTES`](crate::storage::MAX_PROGRESS_BYTES) or holds
+    /// a NUL character. On a storage without
+    /// [`Capability::Cancellation`](crate::Capability::Cancellation) the
+    /// value is checked and dropped.
+    pub fn progress<T: serde::Serialize + ?Sized>(&self, value: &T) -> crate::Result<()> {
+        let text = serde_json::to_string(value).map_err(|e| crate::Error::invalid("progress", e.to_string()))?;
+        crate::storage::check_progress(&text)?;
+        self.control.set_progress(text);
+        Ok(())
     }
 }
 

@@ -23,15 +23,18 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::ErrorBackoff;
+use super::cancel::RunControl;
 use super::failure::Failure;
 use crate::job::{JobId, LeaseRef, LeaseToken};
-use crate::storage::Storage;
+use crate::storage::{ProgressReport, Storage};
 
 /// One held lease and the token that stops its handler.
 #[derive(Debug)]
 struct Held {
     token: LeaseToken,
     cancel: CancellationToken,
+    /// The run's stop signals and pending progress.
+    control: Arc<RunControl>,
     /// The handler is done; the outcome waits for the settler.
     finished: bool,
 }
@@ -55,8 +58,8 @@ impl Inflight {
     /// by this pool before a heartbeat noticed), that lease is gone: its
     /// handler is cancelled as a lost lease's would be, or it would hold
     /// its executor until it finished by itself.
-    pub(crate) fn insert(&self, lease: LeaseRef, cancel: CancellationToken) {
-        let earlier = self.lock().insert(lease.id, Held { token: lease.token, cancel, finished: false });
+    pub(crate) fn insert(&self, lease: LeaseRef, cancel: CancellationToken, control: Arc<RunControl>) {
+        let earlier = self.lock().insert(lease.id, Held { token: lease.token, cancel, control, finished: false });
         if let Some(earlier) = earlier.filter(|h| h.token != lease.token && !h.finished) {
             tracing::warn!(job = %lease.id, "lease lost and the job claimed again by this pool: cancelling the earlier run");
             earlier.cancel.cancel();
@@ -86,6 +89,34 @@ impl Inflight {
 
     fn snapshot(&self) -> Vec<LeaseRef> {
         self.lock().iter().map(|(id, h)| LeaseRef { id: *id, token: h.token }).collect()
+    }
+
+    /// Passes the storage's cancel requests (of `sent`, the leases that
+    /// heartbeat presented) to the runs still going, and returns the ids
+    /// of those that had not heard of it yet.
+    fn request_cancel(&self, ids: &[JobId], sent: &[LeaseRef]) -> Vec<JobId> {
+        let sent: HashMap<JobId, LeaseToken> = sent.iter().map(|l| (l.id, l.token)).collect();
+        let map = self.lock();
+        ids.iter()
+            .filter(|id| {
+                map.get(id)
+                    .filter(|h| !h.finished && sent.get(id) == Some(&h.token))
+                    .is_some_and(|h| h.control.request_cancel())
+            })
+            .copied()
+            .collect()
+    }
+
+    /// The progress reported since the last beat by runs still going, with
+    /// the control to put a value back into when sending it fails.
+    fn take_progress(&self) -> Vec<(ProgressReport, Arc<RunControl>)> {
+        let map = self.lock();
+        map.iter()
+            .filter_map(|(id, h)| {
+                let value = h.control.take_progress()?;
+                Some((ProgressReport { lease: LeaseRef { id: *id, token: h.token }, value }, h.control.clone()))
+            })
+            .collect()
     }
 
     /// Forgets the jobs whose lease the storage reported lost (of `sent`,
@@ -194,18 +225,25 @@ impl<S: Storage> Heartbeat<S> {
             if leases.is_empty() {
                 continue;
             }
+            self.send_progress(storage).await;
             let beat = tokio::select! {
                 _ = self.halt.cancelled() => return,
                 beat = storage.heartbeat(&leases, self.lease) => beat,
             };
             match beat {
-                Ok(lost) => {
+                Ok(beat) => {
                     errors.reset();
-                    if lost.is_empty() {
+                    if !beat.cancel.is_empty() {
+                        let news = self.inflight.request_cancel(&beat.cancel, &leases);
+                        if !news.is_empty() {
+                            tracing::info!(jobs = ?news, "cancel requested for {} running job(s): stopping them", news.len());
+                        }
+                    }
+                    if beat.lost.is_empty() {
                         tracing::trace!(held = leases.len(), "leases extended");
                         continue;
                     }
-                    let running = self.inflight.lose(&lost, &leases);
+                    let running = self.inflight.lose(&beat.lost, &leases);
                     if !running.is_empty() {
                         tracing::warn!(
                             lost = ?running,
@@ -227,6 +265,32 @@ impl<S: Storage> Heartbeat<S> {
     }
 }
 
+impl<S: Storage> Heartbeat<S> {
+    /// Stores the progress reported since the last beat, in one call, on a
+    /// storage with [`CancelStorage`](crate::storage::CancelStorage) (the
+    /// pool refuses `progress` on others, so nothing waits there). A value
+    /// that could not be sent waits for the next beat, unless a newer one
+    /// came; a stale lease's value is dropped.
+    async fn send_progress(&self, storage: &S) {
+        let pending = self.inflight.take_progress();
+        if pending.is_empty() {
+            return;
+        }
+        let Some(cancels) = storage.as_cancellation() else { return };
+        let reports: Vec<ProgressReport> = pending.iter().map(|(r, _)| r.clone()).collect();
+        let sent = tokio::select! {
+            _ = self.halt.cancelled() => return,
+            sent = cancels.progress(&reports) => sent,
+        };
+        if let Err(error) = sent {
+            tracing::warn!(%error, jobs = reports.len(), "storing progress failed; trying again at the next beat");
+            for (report, control) in pending {
+                control.restore_progress(report.value);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -241,10 +305,15 @@ mod tests {
         let id = JobId(uuid::Uuid::now_v7());
         let (old, new) = (lease(id), lease(id));
         let (old_run, new_run) = (CancellationToken::new(), CancellationToken::new());
-        inflight.insert(old, old_run.clone());
+        inflight.insert(old, old_run.clone(), Arc::new(RunControl::new(&old_run)));
         let sent = inflight.snapshot();
         // Lost, handed back and claimed again by this pool before the beat answered.
-        inflight.insert(new, new_run.clone());
+        let new_control = Arc::new(RunControl::new(&new_run));
+        inflight.insert(new, new_run.clone(), new_control.clone());
+        assert!(inflight.request_cancel(&[id], &sent).is_empty(), "a cancel heard for the old lease");
+        assert!(!new_control.is_cancel_requested());
+        assert_eq!(inflight.request_cancel(&[id], &[new]), vec![id]);
+        assert!(new_control.is_cancel_requested() && !new_run.is_cancelled());
         assert!(old_run.is_cancelled(), "the earlier run is cancelled when the job is claimed again");
         assert!(inflight.lose(&[id], &sent).is_empty(), "the report is about the old lease");
         assert!(!new_run.is_cancelled());

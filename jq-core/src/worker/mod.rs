@@ -35,6 +35,7 @@
 //! - [`handle`]: the [`WorkerHandle`] and the graceful
 //!   shutdown sequence.
 //!
+mod cancel;
 mod executor;
 mod failure;
 mod fetcher;
@@ -74,6 +75,13 @@ pub(crate) const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 pub(crate) const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(100);
 /// Default per-job timeout.
 pub(crate) const DEFAULT_JOB_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+/// Longest default heartbeat interval: the pool hears of a cancel request
+/// from the heartbeat's answer, so this bounds how long a cancel of a
+/// running job waits to reach its handler (docs/CONTRACT.md: within 2 s).
+pub(crate) const MAX_DEFAULT_HEARTBEAT: Duration = Duration::from_secs(1);
+/// Default time a handler told to stop (cancel request, timeout) gets to
+/// return before its future is dropped.
+pub(crate) const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(5);
 /// Default time running jobs get to finish after a shutdown is asked for.
 pub(crate) const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 /// Default interval between promotions of due Scheduled jobs.
@@ -104,6 +112,8 @@ pub(crate) struct Config {
     pub(crate) heartbeat_interval: Option<Duration>,
     pub(crate) poll_interval: Duration,
     pub(crate) job_timeout: Option<Duration>,
+    pub(crate) kind_timeouts: HashMap<String, Duration>,
+    pub(crate) stop_grace: Duration,
     pub(crate) backoff: Arc<dyn Backoff>,
     pub(crate) shutdown_grace: Duration,
     pub(crate) maintenance: bool,
@@ -232,9 +242,14 @@ pub(crate) struct Config {
 ///   with 16 waiting to 29,900 with 240). Waiting jobs are leased, so a
 ///   buffer measured in time, not in jobs, keeps a queue shared by many
 ///   workers split evenly when its jobs are slow.
-/// - lease 30 s, heartbeat every lease / 3: a crashed worker's jobs come back
-///   within about 30 s plus the recover interval, and two heartbeats may fail
-///   before a lease is at risk.
+/// - lease 30 s, heartbeat every lease / 3 but at least every second: a
+///   crashed worker's jobs come back within about 30 s plus the recover
+///   interval, many heartbeats may fail before a lease is at risk, and a
+///   cancel request reaches a running job's handler within a second (the
+///   heartbeat's answer carries it; one call per second per pool holding
+///   jobs, whatever their number).
+/// - stop grace 5 s: a handler told to stop (cancel, timeout) that does not
+///   return is dropped after it.
 /// - poll interval 100 ms, jittered ±25 %: the fallback when the storage's
 ///   wake-up signal misses (another process enqueued, a delayed job became
 ///   due). Short on purpose: the poll interval is the latency of delayed
@@ -272,6 +287,8 @@ impl<S: Storage> WorkerPool<S> {
                 heartbeat_interval: None,
                 poll_interval: DEFAULT_POLL_INTERVAL,
                 job_timeout: Some(DEFAULT_JOB_TIMEOUT),
+                kind_timeouts: HashMap::new(),
+                stop_grace: DEFAULT_STOP_GRACE,
                 backoff: Arc::new(ExponentialBackoff::default()),
                 shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
                 maintenance: true,
@@ -305,6 +322,10 @@ impl<S: Storage> WorkerPool<S> {
         Fut: Future<Output = HandlerResult> + Send + 'static,
     {
         self.handlers.insert(T::KIND.to_owned(), handler::typed::<T, F, Fut>(handler));
+        match T::TIMEOUT {
+            Some(limit) => self.config.kind_timeouts.insert(T::KIND.to_owned(), limit),
+            None => self.config.kind_timeouts.remove(T::KIND),
+        };
         if !self.typed_queues.iter().any(|q| q == T::QUEUE) {
             self.typed_queues.push(T::QUEUE.to_owned());
         }
@@ -375,8 +396,9 @@ impl<S: Storage> WorkerPool<S> {
         self
     }
 
-    /// How often held leases are extended (default lease / 3; must be
-    /// shorter than the lease).
+    /// How often held leases are extended, which is also how soon the pool
+    /// hears of a cancel request for a job it runs (default lease / 3, at
+    /// most 1 s; must be shorter than the lease).
     pub fn heartbeat_interval(mut self, interval: Duration) -> Self {
         self.config.heartbeat_interval = Some(interval);
         self
@@ -389,11 +411,25 @@ impl<S: Storage> WorkerPool<S> {
         self
     }
 
-    /// The longest one run of a handler may take before it is dropped and
-    /// the job retried with "timed out after ..." (default 5 min; `None`: no
-    /// limit).
+    /// The longest one run of a handler may take (default 5 min; `None`: no
+    /// limit) when neither the job ([`JobBuilder::timeout`](crate::JobBuilder::timeout))
+    /// nor its kind ([`JobType::TIMEOUT`]) sets one. At the limit the
+    /// handler's [`JobContext::cancellation`] fires; if it has not returned
+    /// after the [stop grace](WorkerPool::stop_grace) its future is dropped.
+    /// Either way, unless it returned `Ok`, the attempt is a failed one
+    /// ("timed out after ..."), retried by the backoff policy.
     pub fn job_timeout(mut self, timeout: Option<Duration>) -> Self {
         self.config.job_timeout = timeout;
+        self
+    }
+
+    /// How long a handler told to stop, by a cancel request or its timeout,
+    /// has to return before the pool drops its future (default 5 s). A
+    /// drop is logged and counted in `jq_jobs_dropped_total`. The
+    /// `jqctl worker --exec` command gets SIGTERM at the stop and SIGKILL
+    /// at the end of this grace.
+    pub fn stop_grace(mut self, grace: Duration) -> Self {
+        self.config.stop_grace = grace;
         self
     }
 
@@ -555,7 +591,7 @@ impl<S: Storage> WorkerPool<S> {
         if config.lease.is_zero() {
             return Err(Error::invalid("lease", "0 s: a lease must last long enough to heartbeat"));
         }
-        let heartbeat = config.heartbeat_interval.unwrap_or(config.lease / 3);
+        let heartbeat = config.heartbeat_interval.unwrap_or((config.lease / 3).min(MAX_DEFAULT_HEARTBEAT));
         if heartbeat.is_zero() || heartbeat >= config.lease {
             return Err(Error::invalid(
                 "heartbeat interval",

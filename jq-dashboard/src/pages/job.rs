@@ -30,7 +30,7 @@ pub(crate) async fn page<S: Storage>(
     let now = app.client.clock().now();
     let body = html! {
         h1 { "Job " code { (job.id) } " " (state_badge(job.state)) }
-        @if !app.options.read_only { (actions(&base, &app.csrf, &job)) }
+        @if !app.options.read_only { (actions(&base, &app.csrf, &job, app.client.storage().as_cancellation().is_some())) }
         dl.fields {
             dt { "Queue" } dd { a href=(base.to(&format!("/jobs?queue={}", crate::pages::urlencode(job.queue.as_str())))) { (job.queue) } }
             dt { "Kind" } dd { (job.kind) }
@@ -49,6 +49,14 @@ pub(crate) async fn page<S: Storage>(
             }
             dt { "Unique key" } dd { @match &job.unique_key { Some(k) => { code { (k) } } None => { span.muted { "none" } } } }
             dt { "Trace" } dd { @match &job.trace { Some(t) => { code { (t.traceparent()) } } None => { span.muted { "none" } } } }
+            dt { "Timeout" } dd { @match job.timeout { Some(t) => { (format!("{t:?}")) } None => { span.muted { "the worker's" } } } }
+            dt { "Progress" } dd #job-progress { @match &job.progress { Some(p) => { code { (p) } } None => { span.muted { "none reported" } } } }
+            @if let Some(request) = &job.cancel_requested {
+                dt { "Cancel requested" } dd #job-cancel-requested {
+                    (format::instant(request.at)) " (" (format::relative(request.at, now)) ")"
+                    @if !request.reason.is_empty() { ": " (request.reason) }
+                }
+            }
         }
         h2 { "Payload" }
         pre.payload #payload { (pretty(&job)) }
@@ -69,8 +77,9 @@ pub(crate) async fn page<S: Storage>(
     Ok(layout::page(&base, &format!("Job {}", job.id), Nav::Jobs, app.options.read_only, done.message(), body))
 }
 
-/// Retry for a dead job, cancel for one that has not started.
-fn actions(base: &Base, csrf: &str, job: &Job) -> Markup {
+/// Retry for a dead job, cancel for one that has not started, or for a
+/// running one not yet asked to stop when the storage can stop it.
+fn actions(base: &Base, csrf: &str, job: &Job, stops_running: bool) -> Markup {
     let id = job.id;
     html! {
         div.actions {
@@ -81,6 +90,10 @@ fn actions(base: &Base, csrf: &str, job: &Job) -> Markup {
             @if matches!(job.state, State::Scheduled | State::Pending) {
                 (layout::action(&base.to(&format!("/jobs/{id}/cancel")), csrf, "Cancel",
                     &format!("Cancel job {id}? It will not run."), "danger"))
+            }
+            @if job.state == State::Running && stops_running && job.cancel_requested.is_none() {
+                (layout::action(&base.to(&format!("/jobs/{id}/cancel")), csrf, "Cancel",
+                    &format!("Cancel running job {id}? Its worker stops it; it will not be retried."), "danger"))
             }
         }
     }

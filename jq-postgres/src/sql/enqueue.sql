@@ -4,7 +4,8 @@
 -- $1 ids uuid[], $2 queues text[], $3 kinds text[], $4 payloads text[],
 -- $5 priorities int2[], $6 states text[], $7 max_attempts int4[],
 -- $8 run_ats timestamptz[], $9 traces text[] (NULL elements allowed),
--- $10 now timestamptz, $11 wake-up channel text.
+-- $10 now timestamptz, $11 wake-up channel text, $12 timeouts in ms int8[]
+-- (NULL elements allowed).
 --
 -- An id already stored (a client resending after a lost answer) is skipped by
 -- DO NOTHING, also when a concurrent transaction inserted it: every job of the
@@ -16,11 +17,12 @@
 -- Returns one row: how many jobs were inserted.
 WITH ins AS (
     INSERT INTO {schema}.jobs AS j
-        (id, queue, kind, payload, priority, state, max_attempts, run_at, trace, created_at)
-    SELECT t.id, t.queue, t.kind, t.payload, t.priority, t.state, t.max_attempts, t.run_at, t.trace, $10
+        (id, queue, kind, payload, priority, state, max_attempts, run_at, trace, created_at, timeout_ms)
+    SELECT t.id, t.queue, t.kind, t.payload, t.priority, t.state, t.max_attempts, t.run_at, t.trace, $10,
+           t.timeout_ms
     FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::int2[], $6::text[], $7::int4[],
-                $8::timestamptz[], $9::text[])
-        AS t(id, queue, kind, payload, priority, state, max_attempts, run_at, trace)
+                $8::timestamptz[], $9::text[], $12::int8[])
+        AS t(id, queue, kind, payload, priority, state, max_attempts, run_at, trace, timeout_ms)
     ON CONFLICT DO NOTHING
     RETURNING j.state
 )

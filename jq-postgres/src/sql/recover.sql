@@ -15,6 +15,8 @@
 -- a job made Pending the earliest run_at (NULLs when none): the caller
 -- moves its claim positions back before them (hints.rs). Always one row
 -- at least. The jobs it made Dead are added to job_counts (migration 8).
+-- A job holding a cancel request (migration 11) goes to Cancelled instead,
+-- with no error, and is counted too.
 WITH picked AS (
     SELECT ctid FROM {schema}.jobs
     WHERE state = 'running' AND lease_expires_at <= $1 AND lease_expires_at > coalesce($4, '-infinity')
@@ -24,13 +26,16 @@ WITH picked AS (
 ),
 moved AS (
 UPDATE {schema}.jobs AS j
-SET state = CASE WHEN j.attempts >= j.max_attempts THEN 'dead' ELSE 'pending' END,
-    run_at = CASE WHEN j.attempts >= j.max_attempts THEN j.run_at ELSE $1 END,
-    finished_at = CASE WHEN j.attempts >= j.max_attempts THEN $1 ELSE NULL END,
-    errors = j.errors || jsonb_build_array(jsonb_build_object(
+SET state = CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled'
+        WHEN j.attempts >= j.max_attempts THEN 'dead' ELSE 'pending' END,
+    run_at = CASE WHEN j.cancel_requested_at IS NOT NULL OR j.attempts >= j.max_attempts THEN j.run_at ELSE $1 END,
+    finished_at = CASE WHEN j.cancel_requested_at IS NOT NULL OR j.attempts >= j.max_attempts THEN $1 ELSE NULL END,
+    errors = CASE WHEN j.cancel_requested_at IS NOT NULL THEN j.errors
+        ELSE j.errors || jsonb_build_array(jsonb_build_object(
         'attempt', j.attempts,
         'at', $3::text,
-        'message', 'lease expired (worker ' || coalesce(j.lease_worker, '') || ' did not finish or heartbeat in time)')),
+        'message', 'lease expired (worker ' || coalesce(j.lease_worker, '') || ' did not finish or heartbeat in time)'))
+        END,
     lease_token = NULL,
     lease_worker = NULL,
     lease_expires_at = NULL
@@ -42,7 +47,7 @@ counted AS (
 INSERT INTO {schema}.job_counts AS c (queue, state, shard, n)
 SELECT queue, state, (SELECT floor(random() * 16)::int2), count(*)
 FROM moved
-WHERE state = 'dead'
+WHERE state IN ('dead', 'cancelled')
 GROUP BY queue, state
 ORDER BY queue, state
 ON CONFLICT (queue, state, shard) DO UPDATE SET n = c.n + excluded.n

@@ -16,6 +16,8 @@ SET state = 'pending',
     lease_token = NULL,
     lease_worker = NULL,
     lease_expires_at = NULL,
+    cancel_requested_at = NULL,
+    cancel_reason = NULL,
     max_attempts = greatest(j.max_attempts, j.attempts + 1),
     key_slot = CASE
         WHEN j.unique_key IS NOT NULL AND EXISTS (

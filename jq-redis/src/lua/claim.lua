@@ -187,6 +187,10 @@ for q = 1, #KEYS do
     local bodies = hmget_chunked(base .. 'v2:jobs', ids)
     local states = hmget_chunked(base .. 'v2:states', ids)
     local errors = hmget_chunked(base .. 'v2:errors', ids)
+    -- most queues have no job with extra fields (timeout, cancel request,
+    -- progress): one EXISTS spares them the HMGET
+    local extras = {}
+    if redis.call('EXISTS', base .. 'v2:extra') == 1 then extras = hmget_chunked(base .. 'v2:extra', ids) end
     local writes = {}
     local leased = {}
     local qi = fmt(q)
@@ -227,7 +231,7 @@ for q = 1, #KEYS do
           leased[#leased + 1] = expires_s
           leased[#leased + 1] = id
           rows[at[i]] = body .. '\0' .. now_attempts .. middle .. '\0' .. (errors[i] or '')
-            .. '\0' .. id .. '\0' .. qi
+            .. '\0' .. (extras[i] or '\0\0\0') .. '\0' .. id .. '\0' .. qi
           if rated[q] then
             redis.call('ZADD', base .. 'starts', ARGV[1], token .. ':' .. id)
           end

@@ -138,6 +138,22 @@ local function write_body(base, id, b)
     b.kind .. '\0' .. b.payload .. '\0' .. b.priority .. '\0' .. b.max_attempts .. '\0' .. b.created_at .. '\0' .. b.trace)
 end
 
+-- A job's extra fields (`v2:extra`, absent for most jobs): its own
+-- timeout (milliseconds), a cancel request (its instant and reason) and the
+-- progress its handler last reported (JSON, last so that it may hold
+-- anything but a NUL); '' when absent.
+local function read_extra(base, id)
+  local v = redis.call('HGET', base .. 'v2:extra', id)
+  if not v then return { timeout_ms = '', cancel_at = '', cancel_reason = '', progress = '' } end
+  local f = split(v, 4)
+  return { timeout_ms = f[1], cancel_at = f[2], cancel_reason = f[3], progress = f[4] }
+end
+
+local function write_extra(base, id, x)
+  redis.call('HSET', base .. 'v2:extra', id,
+    x.timeout_ms .. '\0' .. x.cancel_at .. '\0' .. x.cancel_reason .. '\0' .. x.progress)
+end
+
 -- A job as a flat field/value list (what row.rs decodes), {} when absent:
 -- id, the fields jq stores (the absent ones left out) and errors.
 local function job_fields(base, id)
@@ -159,6 +175,14 @@ local function job_fields(base, id)
     put(name, b[name])
   end
   put('errors', redis.call('HGET', base .. 'v2:errors', id))
+  local extra = redis.call('HGET', base .. 'v2:extra', id)
+  if extra then
+    local x = split(extra, 4)
+    put('timeout_ms', x[1])
+    put('cancel_at', x[2])
+    put('cancel_reason', x[3])
+    put('progress', x[4])
+  end
   return out
 end
 
@@ -403,12 +427,12 @@ end
 -- stored already (a resend), or the live job of its queue with its unique
 -- key.
 local function store_jobs(bases, now, channel, args, first)
-  local n = (#args - first) / 10
+  local n = (#args - first) / 11
   -- per queue index: the batch's ids, to learn in one HMGET which exist
   local asked = {}
   for q = 1, #bases do asked[q] = {} end
   for j = 0, n - 1 do
-    local a = first + j * 10
+    local a = first + j * 11
     local t = asked[tonumber(args[a + 2])]
     t[#t + 1] = args[a + 1]
   end
@@ -443,7 +467,7 @@ local function store_jobs(bases, now, channel, args, first)
   local result = {}
   local woke = false
   for j = 0, n - 1 do
-    local a = first + j * 10
+    local a = first + j * 11
     local id, qi, uk = args[a + 1], tonumber(args[a + 2]), args[a + 8]
     local base = bases[qi]
     local k = known[qi]
@@ -482,6 +506,9 @@ local function store_jobs(bases, now, channel, args, first)
       t = states[qi]
       t[#t + 1] = id
       t[#t + 1] = state .. '\0' .. '0\0' .. run_at .. '\0' .. uk .. '\0\0\0\0'
+      if args[a + 11] ~= '' then
+        redis.call('HSET', base .. 'v2:extra', id, args[a + 11] .. '\0\0\0')
+      end
       if uk ~= '' then
         redis.call('HSET', base .. 'unique', uk, id)
       end

@@ -11,7 +11,7 @@ local base = KEYS[1]
 local done = done_key(base, ARGV[1])
 local ids = redis.call('ZRANGEBYSCORE', done, '-inf', '(' .. ARGV[2], 'LIMIT', 0, tonumber(ARGV[3]))
 if #ids > 0 then
-  for _, key in ipairs({ 'v2:jobs', 'v2:states', 'v2:errors' }) do
+  for _, key in ipairs({ 'v2:jobs', 'v2:states', 'v2:errors', 'v2:extra' }) do
     call_chunked('HDEL', base .. key, ids)
   end
   zrem_chunked(done, ids)

@@ -1,6 +1,7 @@
 -- recover.lua: hands back up to `batch` jobs of one queue whose lease
 -- expired: Pending (run_at now) with attempts left, else Dead, with a
--- "lease expired" error for the lost attempt. It also carries over a batch
+-- "lease expired" error for the lost attempt; Cancelled, with no error,
+-- when it holds a cancel request. It also carries over a batch
 -- of jobs a producer of the layout before v2 stored (migrate_legacy in
 -- common.lua): maintenance runs it on every queue, so such jobs reach the
 -- workers without anyone asking, at one EXISTS per pass when there are none.
@@ -31,6 +32,7 @@ end
 local expired = redis.call('ZRANGEBYSCORE', base .. 'v2:leases', '-inf', ARGV[1], 'LIMIT', '0', ARGV[2])
 local moved = 0
 local woke = carried > 0
+local has_extra = #expired > 0 and redis.call('EXISTS', base .. 'v2:extra') == 1
 local reasons = {}
 for _, id in ipairs(expired) do
   local st = read_state(base, id)
@@ -62,6 +64,11 @@ for _, id in ipairs(expired) do
       redis.call('ZREM', base .. 'v2:leases', id)
       local worker = st.lease_worker
       if worker == '' then worker = '?' end
+      if has_extra and read_extra(base, id).cancel_at ~= '' then
+        -- its worker died (or was cut off) while cancelling: the cancel
+        -- wins over another attempt, and is no failure
+        make_terminal(base, id, st, 'cancelled', now)
+      else
       append_error(base, id, attempts, now,
         'lease expired (worker ' .. worker .. ' did not finish or heartbeat in time)')
       if attempts >= max_attempts then
@@ -69,6 +76,7 @@ for _, id in ipairs(expired) do
       else
         make_pending(base, id, st, priority, now)
         woke = true
+      end
       end
       moved = moved + 1
     else

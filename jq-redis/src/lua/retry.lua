@@ -20,6 +20,12 @@ if max_attempts < attempts + 1 and b.kind then
   write_body(base, id, b)
 end
 make_pending(base, id, st, int(b.priority) or 0, now)
+-- an operator's new start: no cancel request carried over
+local x = read_extra(base, id)
+if x.cancel_at ~= '' then
+  x.cancel_at, x.cancel_reason = '', ''
+  write_extra(base, id, x)
+end
 -- the job is live again: it holds its unique key again, shared with any
 -- newer live job that took it meanwhile
 if st.unique_key ~= '' then

@@ -5,8 +5,8 @@
 -- ARGV[2]  wake-up channel (PUBLISHed once when a job became Pending)
 -- then 6 values per item:
 --   queue index (1-based into KEYS), id (32 hex), lease token,
---   outcome ("ack" | "retry" | "fail" | "release"), error message ("" for
---   ack/release), delay (microseconds; retry and release)
+--   outcome ("ack" | "retry" | "fail" | "release" | "cancel"), error message
+--   ("" for ack/release/cancel), delay (microseconds; retry and release)
 -- Returns one value per item: the job's new state, or "lost" when the job is
 -- unknown, not Running, or holds another token (nothing changed then). A
 -- retry, fail or release of a job whose stored attempts (or, where the
@@ -120,6 +120,9 @@ for j = 0, n - 1 do
       elseif outcome == 'fail' then
         append_error(base, id, done_attempts, now, message)
         new = make_terminal(base, id, st, 'dead', now)
+      elseif outcome == 'cancel' then
+        -- stopped on a stored cancel request: no error, not retried
+        new = make_terminal(base, id, st, 'cancelled', now)
       else
         -- a release gives the attempt back
         st.attempts = fmt(done_attempts - 1)

@@ -3,5 +3,6 @@
 -- the rowid. Read right after recover.sql in the same transaction, so
 -- every row found is one that statement could not update.
 SELECT id, queue, kind, payload, priority, state, attempts, max_attempts, run_at, created_at,
-       finished_at, lease_token, lease_worker, lease_expires_at, errors, unique_key, trace, seq
+       finished_at, lease_token, lease_worker, lease_expires_at, errors, unique_key, trace,
+       timeout_ms, cancel_requested_at, cancel_reason, progress, seq
 FROM jobs WHERE state = 'running' AND lease_expires_at <= ?1

@@ -68,7 +68,7 @@ pub async fn ack_of_unknown_id_is_lease_lost<H: Harness>(h: &H) {
     assert!(matches!(storage.ack(unknown).await, Err(Error::LeaseLost { id }) if id == unknown.id));
     let nack = storage.nack(unknown, "e", std::time::Duration::ZERO).await;
     assert!(matches!(nack, Err(Error::LeaseLost { id }) if id == unknown.id));
-    let lost = storage.heartbeat(&[unknown], super::support::LEASE).await.expect("heartbeat");
+    let lost = storage.heartbeat(&[unknown], super::support::LEASE).await.expect("heartbeat").lost;
     assert_eq!(lost, vec![unknown.id]);
     // A made-up token on a real, Pending job is no better.
     let forged = LeaseRef { id, token: LeaseToken::new() };

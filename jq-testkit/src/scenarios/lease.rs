@@ -97,7 +97,7 @@ pub async fn stale_token_fencing<H: Harness>(h: &H) {
     for (id, result) in ids.iter().zip(&results) {
         assert_lease_lost(result, *id);
     }
-    let lost = storage.heartbeat(&[stale[&ids[4]]], LEASE).await.expect("heartbeat");
+    let lost = storage.heartbeat(&[stale[&ids[4]]], LEASE).await.expect("heartbeat").lost;
     assert_eq!(lost, vec![ids[4]], "a stale heartbeat reports the job lost");
     for id in &ids {
         assert_eq!(get(&storage, *id).await, before[id], "a stale token changed job {id}");
@@ -117,7 +117,7 @@ pub async fn stale_token_fencing<H: Harness>(h: &H) {
     assert_eq!(results[2].as_ref().ok(), Some(&State::Pending));
     assert_eq!(results[3].as_ref().ok(), Some(&State::Dead));
     assert_eq!(results[4].as_ref().ok(), Some(&State::Pending));
-    assert!(storage.heartbeat(&[current[&ids[4]]], LEASE).await.expect("heartbeat").is_empty());
+    assert!(storage.heartbeat(&[current[&ids[4]]], LEASE).await.expect("heartbeat").lost.is_empty());
 
     // A token that already completed its job is stale too.
     assert_lease_lost(&storage.ack(current[&ids[0]]).await, ids[0]);
@@ -221,7 +221,7 @@ pub async fn lease_boundary_and_heartbeat<H: Harness>(h: &H) {
 
     clock.advance(LEASE - MICRO);
     assert_eq!(storage.recover().await.expect("recover"), 0, "1 µs before expiry nothing is recovered");
-    let lost = storage.heartbeat(&[lease(&a)], LEASE).await.expect("heartbeat");
+    let lost = storage.heartbeat(&[lease(&a)], LEASE).await.expect("heartbeat").lost;
     assert!(lost.is_empty(), "a valid lease is not lost: {lost:?}");
     let extended = get(&storage, a.id).await;
     assert_eq!(extended.lease.as_ref().map(|l| l.expires_at), Some(add(clock.now(), LEASE)));
@@ -229,7 +229,7 @@ pub async fn lease_boundary_and_heartbeat<H: Harness>(h: &H) {
 
     // b expired 1 µs from now; advance past it: it may still be extended until recovered.
     clock.advance(Duration::from_secs(1));
-    let lost = storage.heartbeat(&[lease(&b)], LEASE).await.expect("heartbeat");
+    let lost = storage.heartbeat(&[lease(&b)], LEASE).await.expect("heartbeat").lost;
     assert!(lost.is_empty(), "an expired, unrecovered lease can still be extended");
     assert_eq!(storage.recover().await.expect("recover"), 0);
     assert_eq!(get(&storage, b.id).await.state, State::Running);
@@ -242,7 +242,7 @@ pub async fn lease_boundary_and_heartbeat<H: Harness>(h: &H) {
     assert_eq!(get(&storage, b.id).await.state, State::Running);
 
     let unknown = LeaseRef { id: JobId::new(), token: LeaseToken::new() };
-    let mut lost = storage.heartbeat(&[lease(&a), lease(&b), unknown], LEASE).await.expect("heartbeat");
+    let mut lost = storage.heartbeat(&[lease(&a), lease(&b), unknown], LEASE).await.expect("heartbeat").lost;
     lost.sort();
     let mut expected = vec![a.id, unknown.id];
     expected.sort();

@@ -7,6 +7,7 @@ pub(crate) mod support;
 
 pub mod admin;
 pub mod bad_input;
+pub mod cancel;
 pub mod capability;
 pub mod claim;
 pub mod control;
@@ -21,6 +22,7 @@ pub mod settle;
 
 pub use admin::*;
 pub use bad_input::*;
+pub use cancel::*;
 pub use capability::*;
 pub use claim::*;
 pub use control::*;

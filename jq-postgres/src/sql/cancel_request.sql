@@ -1,0 +1,34 @@
+-- Cancel job $1 whatever its state (CancelStorage::request_cancel). $2 now
+-- timestamptz, $3 reason text.
+--
+-- Scheduled or Pending -> Cancelled (counted in job_counts, migration 8);
+-- Running: the request is stored (migration 11) unless one is (a resend
+-- keeps the first). Returns the job's new state ('cancelled' or
+-- 'running'); no row when it is in another state or unknown (the caller
+-- looks it up).
+--
+-- A plain guarded UPDATE by primary key, re-checked by PostgreSQL on the
+-- latest row version: a heartbeat or a settlement may change the row at
+-- the same instant, and an UPDATE joined on a ctid read under the
+-- statement's snapshot would then match nothing. The guard names three
+-- states, so no partial index of one state (migration 3) can serve it.
+WITH upd AS (
+UPDATE {schema}.jobs AS j
+SET state = CASE WHEN j.state = 'running' THEN j.state ELSE 'cancelled' END,
+    finished_at = CASE WHEN j.state = 'running' THEN j.finished_at ELSE $2 END,
+    cancel_requested_at = CASE WHEN j.state = 'running' THEN coalesce(j.cancel_requested_at, $2)
+        ELSE j.cancel_requested_at END,
+    cancel_reason = CASE WHEN j.state = 'running' AND j.cancel_requested_at IS NULL THEN $3
+        ELSE j.cancel_reason END
+WHERE j.id = $1 AND j.state IN ('scheduled', 'pending', 'running')
+RETURNING j.queue, j.state
+),
+counted AS (
+INSERT INTO {schema}.job_counts AS c (queue, state, shard, n)
+SELECT queue, state, (SELECT floor(random() * 16)::int2), count(*)
+FROM upd
+WHERE state = 'cancelled'
+GROUP BY queue, state
+ON CONFLICT (queue, state, shard) DO UPDATE SET n = c.n + excluded.n
+)
+SELECT state FROM upd
