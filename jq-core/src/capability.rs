@@ -17,12 +17,19 @@ pub enum Capability {
     Controls,
     /// Finished jobs per queue and minute ([`ThroughputStorage`](crate::storage::ThroughputStorage)).
     Throughput,
+    /// Results and dependencies ([`WorkflowStorage`](crate::storage::WorkflowStorage)).
+    Workflows,
 }
 
 impl Capability {
     /// Every capability.
-    pub const ALL: [Capability; 4] =
-        [Capability::Roles, Capability::Periodic, Capability::Controls, Capability::Throughput];
+    pub const ALL: [Capability; 5] = [
+        Capability::Roles,
+        Capability::Periodic,
+        Capability::Controls,
+        Capability::Throughput,
+        Capability::Workflows,
+    ];
 
     /// What it is for, for people ("named roles", ...).
     pub fn describe(self) -> &'static str {
@@ -31,6 +38,7 @@ impl Capability {
             Capability::Periodic => "periodic jobs",
             Capability::Controls => "queue pauses and limits",
             Capability::Throughput => "throughput per minute",
+            Capability::Workflows => "workflows (results and dependencies)",
         }
     }
 
@@ -41,6 +49,7 @@ impl Capability {
             Capability::Periodic => "PeriodicStorage",
             Capability::Controls => "ControlStorage",
             Capability::Throughput => "ThroughputStorage",
+            Capability::Workflows => "WorkflowStorage",
         }
     }
 }

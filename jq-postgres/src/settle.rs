@@ -7,7 +7,9 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use jq_core::storage::{LeaseRef, Outcome, Settled, Settlement, add, storable_message, truncate_micros};
+use jq_core::storage::{
+    Capability, LeaseRef, Outcome, Settled, Settlement, add, storable_message, truncate_micros, unsupported,
+};
 use jq_core::{Error, JobId, Result, State};
 use sqlx::Row;
 use uuid::Uuid;
@@ -23,8 +25,16 @@ use crate::row::{decode_state, rfc3339};
 /// stale. A batch that names a job twice is therefore sent in rounds, each
 /// with at most one item per job.
 pub(crate) async fn settle(inner: &Inner, batch: Vec<Settlement>) -> Result<Vec<Settled>> {
-    let mut results: Vec<Option<Settled>> = (0..batch.len()).map(|_| None).collect();
-    let mut todo: Vec<usize> = (0..batch.len()).collect();
+    // Results are a capability this backend does not declare yet: an
+    // AckWith is refused at its place and changes nothing.
+    let mut results: Vec<Option<Settled>> = batch
+        .iter()
+        .map(|c| match c.outcome {
+            Outcome::AckWith { .. } => Some(Err(unsupported(Capability::Workflows))),
+            _ => None,
+        })
+        .collect();
+    let mut todo: Vec<usize> = (0..batch.len()).filter(|&i| results[i].is_none()).collect();
     let mut applied: HashSet<JobId> = HashSet::new();
     while !todo.is_empty() {
         let mut seen: HashSet<JobId> = HashSet::new();
@@ -127,7 +137,8 @@ async fn apply(
         ids.push(c.lease.id.0);
         tokens.push(c.lease.token.0);
         let (op, error, delay) = match &c.outcome {
-            Outcome::Ack => (0, None, Duration::ZERO),
+            // AckWith never gets here: settle refused it.
+            Outcome::Ack | Outcome::AckWith { .. } => (0, None, Duration::ZERO),
             Outcome::Nack { error, delay } => (1, Some(storable_message(error)), *delay),
             Outcome::Bury { error } => (2, Some(storable_message(error)), Duration::ZERO),
             Outcome::Release { delay } => (3, None, *delay),

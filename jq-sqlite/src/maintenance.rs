@@ -30,6 +30,7 @@ pub(crate) fn recover(conn: &Connection, now: Timestamp) -> Result<u64> {
     let now_us = now.timestamp_micros();
     let mut tally = Tally::default();
     let mut n = 0;
+    let mut dead_parents: Vec<Vec<u8>> = Vec::new();
     {
         let mut stmt = conn.prepare_cached(RECOVER).map_err(db)?;
         let mut rows = stmt.query(params![now_us]).map_err(db)?;
@@ -37,7 +38,17 @@ pub(crate) fn recover(conn: &Connection, now: Timestamp) -> Result<u64> {
             n += 1;
             if r.get_ref(1).map_err(db)?.as_str().ok() == Some(State::Dead.as_str()) {
                 tally.add(r.get(0).map_err(db)?, State::Dead, 1);
+                if r.get::<_, i64>(3).map_err(db)? & crate::workflow::HAS_CHILDREN != 0 {
+                    dead_parents.push(r.get::<_, Vec<u8>>(2).map_err(db)?);
+                }
             }
+        }
+    }
+    // A parent dead by recover cancels (or releases) its children in the
+    // same transaction, as a bury does.
+    for raw in dead_parents {
+        if let Ok(id) = uuid::Uuid::from_slice(&raw) {
+            crate::workflow::finished(conn, &mut tally, jq_core::JobId(id), State::Dead, now_us)?;
         }
     }
     let buried = bury_corrupt(conn, now_us, &mut tally)?;
@@ -86,13 +97,21 @@ pub(crate) fn purge_batch(conn: &Connection, state: State, older_than: Timestamp
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let mut tally = Tally::default();
     let mut n = 0;
+    let mut gone: Vec<Vec<u8>> = Vec::new();
     {
         let mut stmt = conn.prepare_cached(PURGE).map_err(db)?;
         let mut rows = stmt.query(params![state.as_str(), older_than.timestamp_micros(), limit]).map_err(db)?;
         while let Some(r) = rows.next().map_err(db)? {
             n += 1;
             tally.add(r.get(0).map_err(db)?, state, -1);
+            let flow: i64 = r.get(3).map_err(db)?;
+            if flow & (crate::workflow::IN_WORKFLOW | crate::workflow::HAS_RESULT) != 0 {
+                gone.push(r.get::<_, Vec<u8>>(2).map_err(db)?);
+            }
         }
+    }
+    for id in gone {
+        crate::workflow::purged(conn, &id)?;
     }
     tally.apply(conn)?;
     Ok(n)

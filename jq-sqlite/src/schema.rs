@@ -22,6 +22,7 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
     ("005_queue_controls", include_str!("sql/005_queue_controls.sql")),
     ("006_trace", include_str!("sql/006_trace.sql")),
     ("007_job_counts", include_str!("sql/007_job_counts.sql")),
+    ("008_workflows", include_str!("sql/008_workflows.sql")),
 ];
 
 /// The schema version this crate writes.

@@ -30,7 +30,7 @@ use rusqlite::Connection;
 use tokio::sync::{oneshot, watch};
 
 use crate::error::SharedFailure;
-use crate::{admin, claim, control, election, enqueue, maintenance, periodic, settle};
+use crate::{admin, claim, control, election, enqueue, maintenance, periodic, settle, workflow};
 
 /// Where a command's answer goes.
 pub(crate) type Reply<T> = oneshot::Sender<Result<T>>;
@@ -39,6 +39,10 @@ pub(crate) type Reply<T> = oneshot::Sender<Result<T>>;
 pub(crate) enum Command {
     Enqueue {
         jobs: Vec<NewJob>,
+        reply: Reply<Vec<JobId>>,
+    },
+    EnqueueWorkflow {
+        plan: Box<jq_core::workflow::WorkflowPlan>,
         reply: Reply<Vec<JobId>>,
     },
     Claim {
@@ -193,7 +197,16 @@ impl Command {
                 (Answer::Count(reply, r), wakes)
             }
             Command::RetryDead { id, reply } => (Answer::Unit(reply, admin::retry(conn, id, now)), true),
-            Command::Cancel { id, reply } => (Answer::Unit(reply, admin::cancel(conn, id, now)), false),
+            Command::Cancel { id, reply } => {
+                let r = admin::cancel(conn, id, now);
+                let wakes = matches!(r, Ok(true));
+                (Answer::Unit(reply, r.map(drop)), wakes)
+            }
+            Command::EnqueueWorkflow { plan, reply } => {
+                let r = workflow::enqueue(conn, &plan, now);
+                let wakes = matches!(&r, Ok((_, true)));
+                (Answer::Ids(reply, r.map(|(ids, _)| ids)), wakes)
+            }
             Command::PurgeBatch { state, older_than, limit, reply } => {
                 (Answer::Count(reply, maintenance::purge_batch(conn, state, older_than, limit)), false)
             }
@@ -233,7 +246,9 @@ impl Command {
     /// Answers the command with `failure` without running it.
     fn refuse(self, failure: &SharedFailure) -> Done {
         let answer = match self {
-            Command::Enqueue { reply, .. } => Answer::Ids(reply, Err(failure.to_error())),
+            Command::Enqueue { reply, .. } | Command::EnqueueWorkflow { reply, .. } => {
+                Answer::Ids(reply, Err(failure.to_error()))
+            }
             Command::Claim { reply, .. } => Answer::Jobs(reply, Err(failure.to_error())),
             Command::Complete { reply, .. } => Answer::Settlements(reply, Err(failure.to_error())),
             Command::Heartbeat { reply, .. } => Answer::Ids(reply, Err(failure.to_error())),

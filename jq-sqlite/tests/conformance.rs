@@ -47,5 +47,5 @@ async fn setup() -> SqliteHarness {
     SqliteHarness { dir: Mutex::new(Some(dir)), path }
 }
 
-jq_testkit::conformance!(setup; roles, periodic, controls, throughput);
+jq_testkit::conformance!(setup; roles, periodic, controls, throughput, workflows);
 jq_testkit::properties!(setup; periodic);

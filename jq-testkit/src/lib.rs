@@ -214,7 +214,7 @@ pub trait Harness: Send + Sync + 'static {
 ///
 /// ```text
 /// jq_testkit::conformance!(setup);                                        // a core-only backend
-/// jq_testkit::conformance!(setup; roles, periodic, controls, throughput); // every capability
+/// jq_testkit::conformance!(setup; roles, periodic, controls, throughput, workflows); // every capability
 /// ```
 ///
 /// `$setup` is an async fn (or any expression callable with no argument
@@ -356,11 +356,24 @@ macro_rules! __capability_tests {
     (throughput, $setup:expr) => {
         $crate::__conformance_tests!($setup; throughput_counts_finished_jobs_per_minute);
     };
+    (workflows, $setup:expr) => {
+        $crate::__conformance_tests!(
+            $setup;
+            workflow_enqueue_stores_waiting_steps,
+            workflow_batch_callback_once_when_last_two_race,
+            workflow_lost_answer_and_killed_worker_release_once,
+            workflow_retried_dependency_releases_children_once,
+            workflow_dead_dependency_cancels_and_retry_restores,
+            workflow_cancel_and_recover_cascade,
+            workflow_results_are_stored_with_the_ack,
+            workflow_pool_runs_a_batch_with_results,
+        );
+    };
     ($other:ident, $setup:expr) => {
         compile_error!(concat!(
             "unknown capability `",
             stringify!($other),
-            "`: use roles, periodic, controls or throughput"
+            "`: use roles, periodic, controls, throughput or workflows"
         ));
     };
 }

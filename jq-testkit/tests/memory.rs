@@ -6,5 +6,5 @@ async fn setup() -> MemoryHarness {
     MemoryHarness::new()
 }
 
-jq_testkit::conformance!(setup; roles, periodic, controls, throughput);
+jq_testkit::conformance!(setup; roles, periodic, controls, throughput, workflows);
 jq_testkit::properties!(setup; periodic);

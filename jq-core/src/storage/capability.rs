@@ -14,6 +14,7 @@
 //! | [`Capability::Periodic`] | [`PeriodicStorage`] | periodic jobs ([`WorkerPool::periodic`](crate::WorkerPool::periodic)) |
 //! | [`Capability::Controls`] | [`ControlStorage`] | pausing and limiting queues |
 //! | [`Capability::Throughput`] | [`ThroughputStorage`] | the dashboard's chart, `jqctl stats` |
+//! | [`Capability::Workflows`] | [`WorkflowStorage`](super::WorkflowStorage) | results, dependencies, batches |
 
 use std::time::Duration;
 
@@ -36,6 +37,7 @@ impl Capability {
             Capability::Periodic => storage.as_periodic().is_some(),
             Capability::Controls => storage.as_controls().is_some(),
             Capability::Throughput => storage.as_throughput().is_some(),
+            Capability::Workflows => storage.as_workflows().is_some(),
         }
     }
 }

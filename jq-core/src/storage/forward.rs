@@ -113,6 +113,9 @@ macro_rules! forward_storage {
             fn as_throughput(&self) -> ::std::option::Option<&dyn $crate::storage::ThroughputStorage> {
                 $via!(self, s => $crate::storage::Storage::as_throughput(s))
             }
+            fn as_workflows(&self) -> ::std::option::Option<&dyn $crate::storage::WorkflowStorage> {
+                $via!(self, s => $crate::storage::Storage::as_workflows(s))
+            }
         }
     };
 }

@@ -12,6 +12,8 @@ use super::Storage;
 use super::capability::{
     Capability, ControlStorage, Election, Leader, PeriodicStorage, RoleStorage, ThroughputStorage, unsupported,
 };
+use super::workflow::WorkflowStorage;
+use crate::workflow::{JobLinks, ParentResult, StepInfo, WorkflowId, WorkflowInfo, WorkflowPlan};
 use super::types::{ClaimRequest, Settled, Settlement, WorkSignal};
 use crate::clock::{Clock, Timestamp};
 use crate::control::{QueueInfo, QueueLimits};
@@ -71,11 +73,23 @@ pub enum Operation {
     Queues,
     /// [`ThroughputStorage::throughput`].
     Throughput,
+    /// [`WorkflowStorage::enqueue_workflow`].
+    EnqueueWorkflow,
+    /// [`WorkflowStorage::result`].
+    Result,
+    /// [`WorkflowStorage::links`].
+    Links,
+    /// [`WorkflowStorage::parent_results`].
+    ParentResults,
+    /// [`WorkflowStorage::workflow`].
+    Workflow,
+    /// [`WorkflowStorage::workflow_steps`].
+    WorkflowSteps,
 }
 
 impl Operation {
     /// Every operation.
-    pub const ALL: [Operation; 23] = [
+    pub const ALL: [Operation; 29] = [
         Operation::Enqueue,
         Operation::Claim,
         Operation::Settle,
@@ -99,6 +113,12 @@ impl Operation {
         Operation::SetLimits,
         Operation::Queues,
         Operation::Throughput,
+        Operation::EnqueueWorkflow,
+        Operation::Result,
+        Operation::Links,
+        Operation::ParentResults,
+        Operation::Workflow,
+        Operation::WorkflowSteps,
     ];
 
     /// The capability it belongs to; `None` for the core.
@@ -108,6 +128,12 @@ impl Operation {
             Operation::Fire | Operation::Periodic | Operation::Trigger => Some(Capability::Periodic),
             Operation::SetPaused | Operation::SetLimits | Operation::Queues => Some(Capability::Controls),
             Operation::Throughput => Some(Capability::Throughput),
+            Operation::EnqueueWorkflow
+            | Operation::Result
+            | Operation::Links
+            | Operation::ParentResults
+            | Operation::Workflow
+            | Operation::WorkflowSteps => Some(Capability::Workflows),
             _ => None,
         }
     }
@@ -268,6 +294,37 @@ pub trait Layer: Send + Sync + 'static {
         let reads = self.inner().as_throughput().ok_or_else(|| unsupported(Capability::Throughput))?;
         self.around(Operation::Throughput, reads.throughput(since)).await
     }
+
+    /// [`WorkflowStorage::enqueue_workflow`].
+    async fn enqueue_workflow(&self, plan: &WorkflowPlan) -> Result<Vec<JobId>> {
+        let w = self.inner().as_workflows().ok_or_else(|| unsupported(Capability::Workflows))?;
+        self.around(Operation::EnqueueWorkflow, w.enqueue_workflow(plan)).await
+    }
+    /// [`WorkflowStorage::result`].
+    async fn result(&self, id: JobId) -> Result<Option<crate::job::Payload>> {
+        let w = self.inner().as_workflows().ok_or_else(|| unsupported(Capability::Workflows))?;
+        self.around(Operation::Result, w.result(id)).await
+    }
+    /// [`WorkflowStorage::links`].
+    async fn links(&self, id: JobId) -> Result<JobLinks> {
+        let w = self.inner().as_workflows().ok_or_else(|| unsupported(Capability::Workflows))?;
+        self.around(Operation::Links, w.links(id)).await
+    }
+    /// [`WorkflowStorage::parent_results`].
+    async fn parent_results(&self, id: JobId) -> Result<Vec<ParentResult>> {
+        let w = self.inner().as_workflows().ok_or_else(|| unsupported(Capability::Workflows))?;
+        self.around(Operation::ParentResults, w.parent_results(id)).await
+    }
+    /// [`WorkflowStorage::workflow`].
+    async fn workflow(&self, id: WorkflowId) -> Result<WorkflowInfo> {
+        let w = self.inner().as_workflows().ok_or_else(|| unsupported(Capability::Workflows))?;
+        self.around(Operation::Workflow, w.workflow(id)).await
+    }
+    /// [`WorkflowStorage::workflow_steps`].
+    async fn workflow_steps(&self, id: WorkflowId) -> Result<Vec<StepInfo>> {
+        let w = self.inner().as_workflows().ok_or_else(|| unsupported(Capability::Workflows))?;
+        self.around(Operation::WorkflowSteps, w.workflow_steps(id)).await
+    }
 }
 
 #[async_trait]
@@ -329,6 +386,9 @@ impl<L: Layer> Storage for L {
     fn as_throughput(&self) -> Option<&dyn ThroughputStorage> {
         self.inner().as_throughput().map(|_| self as &dyn ThroughputStorage)
     }
+    fn as_workflows(&self) -> Option<&dyn WorkflowStorage> {
+        self.inner().as_workflows().map(|_| self as &dyn WorkflowStorage)
+    }
 }
 
 #[async_trait]
@@ -374,5 +434,27 @@ impl<L: Layer> ControlStorage for L {
 impl<L: Layer> ThroughputStorage for L {
     async fn throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {
         Layer::throughput(self, since).await
+    }
+}
+
+#[async_trait]
+impl<L: Layer> WorkflowStorage for L {
+    async fn enqueue_workflow(&self, plan: &WorkflowPlan) -> Result<Vec<JobId>> {
+        Layer::enqueue_workflow(self, plan).await
+    }
+    async fn result(&self, id: JobId) -> Result<Option<crate::job::Payload>> {
+        Layer::result(self, id).await
+    }
+    async fn links(&self, id: JobId) -> Result<JobLinks> {
+        Layer::links(self, id).await
+    }
+    async fn parent_results(&self, id: JobId) -> Result<Vec<ParentResult>> {
+        Layer::parent_results(self, id).await
+    }
+    async fn workflow(&self, id: WorkflowId) -> Result<WorkflowInfo> {
+        Layer::workflow(self, id).await
+    }
+    async fn workflow_steps(&self, id: WorkflowId) -> Result<Vec<StepInfo>> {
+        Layer::workflow_steps(self, id).await
     }
 }

@@ -40,6 +40,7 @@ mod capability;
 mod forward;
 mod layer;
 pub(crate) mod types;
+mod workflow;
 
 use std::time::Duration;
 
@@ -48,6 +49,7 @@ pub use capability::{
     unsupported,
 };
 pub use layer::{Layer, Operation};
+pub use workflow::{WorkflowStorage, workflow_not_found};
 pub use types::{ClaimRequest, Outcome, Settled, Settlement, WorkSignal, check_purge_state, minute_of};
 
 pub use crate::clock::{add, from_micros, sub, truncate_micros};
@@ -239,6 +241,12 @@ pub trait Storage: Send + Sync + 'static {
     fn as_throughput(&self) -> Option<&dyn ThroughputStorage> {
         None
     }
+
+    /// Results and dependencies ([`Capability::Workflows`]), when the
+    /// backend has them.
+    fn as_workflows(&self) -> Option<&dyn WorkflowStorage> {
+        None
+    }
 }
 
 /// Conveniences over [`Storage`]: one job at a time, the capabilities as
@@ -269,6 +277,11 @@ pub trait StorageExt: Storage {
     /// [`Storage::as_throughput`], or [`Error::Unsupported`].
     fn require_throughput(&self) -> Result<&dyn ThroughputStorage> {
         self.as_throughput().ok_or_else(|| unsupported(Capability::Throughput))
+    }
+
+    /// [`Storage::as_workflows`], or [`Error::Unsupported`].
+    fn require_workflows(&self) -> Result<&dyn WorkflowStorage> {
+        self.as_workflows().ok_or_else(|| unsupported(Capability::Workflows))
     }
 
     /// Enqueues one job and returns its id (the existing job's id when a

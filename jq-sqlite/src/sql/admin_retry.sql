@@ -5,4 +5,4 @@ SET state = 'pending', run_at = ?2, finished_at = NULL,
     lease_token = NULL, lease_worker = NULL, lease_expires_at = NULL,
     max_attempts = max(max_attempts, attempts + 1)
 WHERE id = ?1 AND state = 'dead'
-RETURNING queue
+RETURNING queue, flow

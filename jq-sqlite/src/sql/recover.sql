@@ -20,4 +20,4 @@ SET errors = json_insert(errors, '$[#]', json_object('attempt', attempts, 'at', 
 WHERE state = 'running' AND lease_expires_at <= ?1
   AND typeof(attempts) = 'integer' AND typeof(max_attempts) = 'integer'
   AND CASE WHEN json_valid(errors) THEN json_type(errors) = 'array' ELSE 0 END
-RETURNING queue, state
+RETURNING queue, state, id, flow

@@ -19,6 +19,7 @@ pub fn listed_name(capability: Capability) -> &'static str {
         Capability::Periodic => "periodic",
         Capability::Controls => "controls",
         Capability::Throughput => "throughput",
+        Capability::Workflows => "workflows",
         _ => "unknown",
     }
 }
@@ -42,6 +43,7 @@ pub async fn declares_its_capabilities<H: Harness>(h: &H, listed: &[&str]) {
             Capability::Periodic => storage.require_periodic().err(),
             Capability::Controls => storage.require_controls().err(),
             Capability::Throughput => storage.require_throughput().err(),
+            Capability::Workflows => storage.require_workflows().err(),
             _ => None,
         };
         assert!(
