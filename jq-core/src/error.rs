@@ -144,6 +144,15 @@ pub enum Error {
         /// The configured limit in bytes.
         limit: usize,
     },
+    /// A wait for a job to finish ran out of time; the job is still
+    /// `state`. Nothing was changed.
+    #[error("job {id} did not finish in time: it is still {state}")]
+    WaitTimedOut {
+        /// The job waited for.
+        id: JobId,
+        /// Its state when the wait gave up.
+        state: State,
+    },
     /// No workflow has this id.
     #[error("workflow {id} not found")]
     WorkflowNotFound {

@@ -19,6 +19,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("queue_controls", include_str!("../migrations/0006_queue_controls.sql")),
     ("trace", include_str!("../migrations/0007_trace.sql")),
     ("job_counts", include_str!("../migrations/0008_job_counts.sql")),
+    ("workflows", include_str!("../migrations/0009_workflows.sql")),
 ];
 
 /// The newest schema version this build knows.
@@ -82,6 +83,15 @@ pub(crate) struct Sql {
     pub control_tidy: Sql1,
     pub control_list: Sql1,
     pub control_seen: Sql1,
+    pub settle_results: Sql1,
+    pub workflow_enqueue: Sql1,
+    pub workflow_ids: Sql1,
+    pub workflow_result: Sql1,
+    pub workflow_links: Sql1,
+    pub workflow_parents: Sql1,
+    pub workflow_children: Sql1,
+    pub workflow_counts: Sql1,
+    pub workflow_steps: Sql1,
 }
 
 /// One statement's text, and whether sqlx may prepare it as a named
@@ -149,6 +159,15 @@ impl Sql {
             control_tidy: s(include_str!("sql/control_tidy.sql")),
             control_list: s(include_str!("sql/control_list.sql")),
             control_seen: s(include_str!("sql/control_seen.sql")),
+            settle_results: s(include_str!("sql/settle_results.sql")),
+            workflow_enqueue: s(include_str!("sql/workflow_enqueue.sql")),
+            workflow_ids: s(include_str!("sql/workflow_ids.sql")),
+            workflow_result: s(include_str!("sql/workflow_result.sql")),
+            workflow_links: s(include_str!("sql/workflow_links.sql")),
+            workflow_parents: s(include_str!("sql/workflow_parents.sql")),
+            workflow_children: s(include_str!("sql/workflow_children.sql")),
+            workflow_counts: s(include_str!("sql/workflow_counts.sql")),
+            workflow_steps: s(include_str!("sql/workflow_steps.sql")),
         }
     }
 }

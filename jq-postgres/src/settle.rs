@@ -7,9 +7,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use jq_core::storage::{
-    Capability, LeaseRef, Outcome, Settled, Settlement, add, storable_message, truncate_micros, unsupported,
-};
+use jq_core::storage::{LeaseRef, Outcome, Settled, Settlement, add, storable_message, truncate_micros};
 use jq_core::{Error, JobId, Result, State};
 use sqlx::Row;
 use uuid::Uuid;
@@ -25,16 +23,8 @@ use crate::row::{decode_state, rfc3339};
 /// stale. A batch that names a job twice is therefore sent in rounds, each
 /// with at most one item per job.
 pub(crate) async fn settle(inner: &Inner, batch: Vec<Settlement>) -> Result<Vec<Settled>> {
-    // Results are a capability this backend does not declare yet: an
-    // AckWith is refused at its place and changes nothing.
-    let mut results: Vec<Option<Settled>> = batch
-        .iter()
-        .map(|c| match c.outcome {
-            Outcome::AckWith { .. } => Some(Err(unsupported(Capability::Workflows))),
-            _ => None,
-        })
-        .collect();
-    let mut todo: Vec<usize> = (0..batch.len()).filter(|&i| results[i].is_none()).collect();
+    let mut results: Vec<Option<Settled>> = (0..batch.len()).map(|_| None).collect();
+    let mut todo: Vec<usize> = (0..batch.len()).collect();
     let mut applied: HashSet<JobId> = HashSet::new();
     while !todo.is_empty() {
         let mut seen: HashSet<JobId> = HashSet::new();
@@ -137,7 +127,7 @@ async fn apply(
         ids.push(c.lease.id.0);
         tokens.push(c.lease.token.0);
         let (op, error, delay) = match &c.outcome {
-            // AckWith never gets here: settle refused it.
+            // An AckWith's result goes in the results array below.
             Outcome::Ack | Outcome::AckWith { .. } => (0, None, Duration::ZERO),
             Outcome::Nack { error, delay } => (1, Some(storable_message(error)), *delay),
             Outcome::Bury { error } => (2, Some(storable_message(error)), Duration::ZERO),
@@ -149,9 +139,10 @@ async fn apply(
         requeue.push(if delay.is_zero() { State::Pending.as_str() } else { State::Scheduled.as_str() });
     }
     let errors: Vec<Option<&str>> = errors.iter().map(|e| e.as_deref()).collect();
-    let statement = inner
-        .sql
-        .settle
+    // Batches without a result run the plain statement, unchanged.
+    let stored = crate::workflow::results_of(batch, round);
+    let sql = if stored.is_some() { &inner.sql.settle_results } else { &inner.sql.settle };
+    let statement = sql
         .query()
         .bind(&ids)
         .bind(&tokens)
@@ -162,6 +153,10 @@ async fn apply(
         .bind(now)
         .bind(rfc3339(now))
         .bind(&inner.channel);
+    let statement = match &stored {
+        Some(stored) => statement.bind(stored),
+        None => statement,
+    };
     let rows = inner
         .db()
         .fetch_all(statement)

@@ -2,5 +2,5 @@
 
 mod common;
 
-jq_testkit::conformance!(common::harness; roles, periodic, controls, throughput);
+jq_testkit::conformance!(common::harness; roles, periodic, controls, throughput, workflows);
 jq_testkit::properties!(common::harness; periodic);

@@ -36,8 +36,8 @@ const OPEN_CHILDREN: &str = "SELECT d.child, d.on_failure, j.state, j.queue, j.r
      FROM job_deps d JOIN jobs j ON j.id = d.child WHERE d.parent = ?1 AND d.released = 0";
 const RELEASE_EDGE: &str = "UPDATE job_deps SET released = 1 WHERE parent = ?1 AND child = ?2";
 const COUNT_DOWN: &str = "UPDATE job_nodes SET unfinished = unfinished - 1 WHERE id = ?1 RETURNING unfinished";
-const WAKE: &str = "UPDATE jobs SET state = CASE WHEN run_at <= ?2 THEN 'pending' ELSE 'scheduled' END \
-     WHERE id = ?1 AND state = 'waiting'";
+const WAKE: &str = "UPDATE jobs SET state = CASE WHEN run_at <= ?2 THEN 'pending' ELSE 'scheduled' END, \
+     run_at = max(run_at, ?2) WHERE id = ?1 AND state = 'waiting'";
 const CASCADE_CANCEL: &str =
     "UPDATE jobs SET state = 'cancelled', finished_at = ?2 WHERE id = ?1 AND state = 'waiting'";
 const CANCELLED_BY: &str = "UPDATE job_nodes SET cancelled_by = ?2 WHERE id = ?1";

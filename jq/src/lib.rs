@@ -89,10 +89,12 @@ mod backend;
 mod client;
 mod error;
 mod tx;
+mod flows;
 mod url;
 
 pub use backend::{Backend, ConnectOptions};
 pub use client::Client;
+pub use flows::EnqueuedWorkflow;
 pub use error::SetupError;
 pub use tx::Transactional;
 pub use url::BackendUrl;
@@ -104,7 +106,7 @@ pub use jq_core::{
     NewJob, Payload, Priority, QueueInfo, QueueLimits, QueueName, Rate, Result, Retention, Seen, State, StateCounts,
     Stats, Throughput, Timestamp, TraceContext, WorkerHandle, WorkerPool,
 };
-pub use jq_core::{observe, periodic, storage};
+pub use jq_core::{observe, periodic, storage, workflow};
 
 /// The SQLite backend (feature `sqlite`), with the `rusqlite` it is built
 /// with (`jq::sqlite::rusqlite`) for [`Client::enqueue_tx`].
@@ -152,4 +154,6 @@ mod guides {
     struct Dashboard;
     #[doc = include_str!("../../docs/operations.md")]
     struct Operations;
+    #[doc = include_str!("../../docs/workflows.md")]
+    struct Workflows;
 }

@@ -84,7 +84,14 @@ impl Graph {
                 if state == State::Completed || policy == OnFailure::RunAnyway {
                     node.released.insert(parent);
                     if node.unfinished() == 0 && job.state == State::Waiting {
-                        job.state = if job.run_at <= now { State::Pending } else { State::Scheduled };
+                        // Due now: claimable from now, like a job handed
+                        // back; a later run_at is kept (Scheduled).
+                        if job.run_at <= now {
+                            job.run_at = now;
+                            job.state = State::Pending;
+                        } else {
+                            job.state = State::Scheduled;
+                        }
                         woke = true;
                     }
                 } else if job.state == State::Waiting {
