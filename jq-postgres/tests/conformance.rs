@@ -3,4 +3,4 @@
 mod common;
 
 jq_testkit::conformance!(common::harness; roles, periodic, controls, throughput, workflows);
-jq_testkit::properties!(common::harness; periodic);
+jq_testkit::properties!(common::harness; periodic, workflows);

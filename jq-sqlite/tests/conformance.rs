@@ -48,4 +48,4 @@ async fn setup() -> SqliteHarness {
 }
 
 jq_testkit::conformance!(setup; roles, periodic, controls, throughput, workflows);
-jq_testkit::properties!(setup; periodic);
+jq_testkit::properties!(setup; periodic, workflows);

@@ -117,6 +117,7 @@ pub mod periodic_model;
 pub mod proxy;
 pub mod scenarios;
 pub mod services;
+pub mod workflow_model;
 
 pub use faults::FaultyStorage;
 pub use memory::{MemoryHarness, MemoryStorage};
@@ -452,6 +453,15 @@ macro_rules! __capability_properties {
                 return;
             }
             $crate::periodic_model::check(|| ($setup)());
+        }
+    };
+    (workflows, $setup:expr) => {
+        #[test]
+        fn workflows_match_reference() {
+            if !$crate::__private::reachable(|| ($setup)()) {
+                return;
+            }
+            $crate::workflow_model::check(|| ($setup)());
         }
     };
     ($other:ident, $setup:expr) => {};

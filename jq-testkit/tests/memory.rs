@@ -7,4 +7,4 @@ async fn setup() -> MemoryHarness {
 }
 
 jq_testkit::conformance!(setup; roles, periodic, controls, throughput, workflows);
-jq_testkit::properties!(setup; periodic);
+jq_testkit::properties!(setup; periodic, workflows);

@@ -10,13 +10,13 @@ mod common;
 #[cfg(feature = "sqlite")]
 mod sqlite {
     jq_testkit::conformance!(super::common::sqlite; roles, periodic, controls, throughput, workflows);
-    jq_testkit::properties!(super::common::sqlite; periodic);
+    jq_testkit::properties!(super::common::sqlite; periodic, workflows);
 }
 
 #[cfg(feature = "postgres")]
 mod postgres {
     jq_testkit::conformance!(super::common::postgres; roles, periodic, controls, throughput, workflows);
-    jq_testkit::properties!(super::common::postgres; periodic);
+    jq_testkit::properties!(super::common::postgres; periodic, workflows);
 }
 
 #[cfg(feature = "redis")]

@@ -29,4 +29,4 @@ async fn setup() -> Harness {
 }
 
 jq_testkit::conformance!(setup; roles, periodic, controls, throughput, workflows);
-jq_testkit::properties!(setup; periodic);
+jq_testkit::properties!(setup; periodic, workflows);
