@@ -33,7 +33,7 @@ pub enum DashboardError {
 impl DashboardError {
     fn status(&self) -> StatusCode {
         match self {
-            DashboardError::Storage(jq::Error::NotFound { .. } | jq::Error::PeriodicNotFound { .. }) => {
+            DashboardError::Storage(jq::Error::NotFound { .. } | jq::Error::PeriodicNotFound { .. } | jq::Error::WorkflowNotFound { .. }) => {
                 StatusCode::NOT_FOUND
             }
             DashboardError::Storage(jq::Error::InvalidState { .. }) => StatusCode::CONFLICT,
