@@ -133,7 +133,9 @@ fn workflow_show_and_get_show_the_graph_and_the_result() {
         let job = |kind: &str| jq::NewJob::builder(kind, jq::Payload::of(&()).unwrap()).queue("flow").build().unwrap();
         let stored = client
             .enqueue_workflow(
-                Workflow::new().step(Step::new("fetch", job("fetch"))).step(Step::new("use", job("use")).after(["fetch"])),
+                Workflow::new()
+                    .step(Step::new("fetch", job("fetch")))
+                    .step(Step::new("use", job("use")).after(["fetch"])),
             )
             .await
             .unwrap();

@@ -23,13 +23,8 @@ pub enum Capability {
 
 impl Capability {
     /// Every capability.
-    pub const ALL: [Capability; 5] = [
-        Capability::Roles,
-        Capability::Periodic,
-        Capability::Controls,
-        Capability::Throughput,
-        Capability::Workflows,
-    ];
+    pub const ALL: [Capability; 5] =
+        [Capability::Roles, Capability::Periodic, Capability::Controls, Capability::Throughput, Capability::Workflows];
 
     /// What it is for, for people ("named roles", ...).
     pub fn describe(self) -> &'static str {

@@ -137,7 +137,9 @@ pub enum Error {
     /// A handler's result is larger than the configured cap
     /// ([`DEFAULT_MAX_RESULT_BYTES`](crate::workflow::DEFAULT_MAX_RESULT_BYTES)
     /// unless set otherwise). Nothing was stored.
-    #[error("result is {size} bytes, over the limit of {limit} bytes; store large data elsewhere and return a reference to it")]
+    #[error(
+        "result is {size} bytes, over the limit of {limit} bytes; store large data elsewhere and return a reference to it"
+    )]
     ResultTooLarge {
         /// Size of the serialized result in bytes.
         size: usize,

@@ -13,9 +13,9 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::StateCounts;
 use crate::error::{Error, Result};
 use crate::job::{JobId, NewJob, Payload, State};
-use crate::StateCounts;
 
 /// Default cap on a handler's result, in bytes of JSON: 64 KiB. A result is
 /// for what the next step needs (an id, a count, a small summary); store

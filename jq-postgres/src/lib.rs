@@ -77,11 +77,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use jq_core::periodic::{Fire, FireOutcome, PeriodicInfo};
-use jq_core::workflow::WorkflowPlan;
 use jq_core::storage::{
     ClaimRequest, ControlStorage, Election, Leader, LeaseRef, LeaseToken, PeriodicStorage, RoleStorage, Settled,
     Settlement, Storage, ThroughputStorage, WorkSignal,
 };
+use jq_core::workflow::WorkflowPlan;
 use jq_core::{
     Clock, Job, JobFilter, JobId, NewJob, QueueInfo, QueueLimits, QueueName, Result, State, Stats, Throughput,
     Timestamp,

@@ -8,7 +8,9 @@
 
 use chrono::{DateTime, Utc};
 use jq_core::storage::{truncate_micros, workflow_not_found};
-use jq_core::workflow::{JobLinks, OnFailure, ParentLink, ParentResult, StepInfo, WorkflowId, WorkflowInfo, WorkflowPlan};
+use jq_core::workflow::{
+    JobLinks, OnFailure, ParentLink, ParentResult, StepInfo, WorkflowId, WorkflowInfo, WorkflowPlan,
+};
 use jq_core::{Error, JobId, Payload, Result, State, StateCounts};
 use sqlx::Row;
 use uuid::Uuid;
@@ -158,7 +160,6 @@ struct Cols {
     positions: Vec<i32>,
     policies: Vec<&'static str>,
 }
-
 
 async fn stored_ids(inner: &Inner, id: WorkflowId) -> Result<Vec<JobId>> {
     let rows = inner.db().fetch_all(inner.sql.workflow_ids.query().bind(id.0)).await.map_err(map_sqlx)?;

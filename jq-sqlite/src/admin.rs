@@ -229,4 +229,3 @@ fn refusal(conn: &Connection, id: JobId, operation: &'static str) -> Result<Erro
         },
     })
 }
-

@@ -8,7 +8,9 @@
 
 use std::collections::BTreeMap;
 
-use jq_core::workflow::{JobLinks, OnFailure, ParentLink, ParentResult, StepInfo, WorkflowId, WorkflowInfo, WorkflowPlan};
+use jq_core::workflow::{
+    JobLinks, OnFailure, ParentLink, ParentResult, StepInfo, WorkflowId, WorkflowInfo, WorkflowPlan,
+};
 use jq_core::{Error, JobId, Payload, Result, State, StateCounts, Timestamp};
 use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, params};
@@ -55,7 +57,8 @@ const STORE_RESULT: &str = "INSERT INTO job_results (id, result) VALUES (?1, ?2)
 const MARK_RESULT: &str = "UPDATE jobs SET flow = flow | 4 WHERE id = ?1";
 
 fn uuid(bytes: &[u8]) -> Result<Uuid> {
-    Uuid::from_slice(bytes).map_err(|_| Error::Corrupt { id: None, reason: "a workflow row holds an id that is not a UUID".into() })
+    Uuid::from_slice(bytes)
+        .map_err(|_| Error::Corrupt { id: None, reason: "a workflow row holds an id that is not a UUID".into() })
 }
 
 fn job_id(v: Vec<u8>) -> Result<JobId> {
@@ -70,11 +73,8 @@ fn state_of(s: &str) -> Result<State> {
 /// the ids and whether anything was stored (a resend stores nothing).
 pub(crate) fn enqueue(conn: &Connection, plan: &WorkflowPlan, now: Timestamp) -> Result<(Vec<JobId>, bool)> {
     let wid = blob(&plan.id.0);
-    let known: bool = conn
-        .prepare_cached("SELECT 1 FROM workflows WHERE id = ?1")
-        .map_err(db)?
-        .exists(params![wid])
-        .map_err(db)?;
+    let known: bool =
+        conn.prepare_cached("SELECT 1 FROM workflows WHERE id = ?1").map_err(db)?.exists(params![wid]).map_err(db)?;
     if known {
         return Ok((stored_ids(conn, plan.id)?, false));
     }
@@ -137,8 +137,7 @@ pub(crate) fn enqueue(conn: &Connection, plan: &WorkflowPlan, now: Timestamp) ->
 }
 
 fn stored_ids(conn: &Connection, id: WorkflowId) -> Result<Vec<JobId>> {
-    let mut stmt =
-        conn.prepare_cached("SELECT id FROM job_nodes WHERE workflow = ?1 ORDER BY position").map_err(db)?;
+    let mut stmt = conn.prepare_cached("SELECT id FROM job_nodes WHERE workflow = ?1 ORDER BY position").map_err(db)?;
     let rows = stmt.query_map(params![blob(&id.0)], |r| r.get::<_, Vec<u8>>(0)).map_err(db)?;
     rows.map(|r| r.map_err(db).and_then(job_id)).collect()
 }
@@ -235,7 +234,11 @@ pub(crate) fn purged(conn: &Connection, id: &[u8]) -> Result<()> {
 }
 
 fn require_job(conn: &Connection, id: JobId) -> Result<()> {
-    let found = conn.prepare_cached("SELECT 1 FROM jobs WHERE id = ?1").map_err(db)?.exists(params![blob(&id.0)]).map_err(db)?;
+    let found = conn
+        .prepare_cached("SELECT 1 FROM jobs WHERE id = ?1")
+        .map_err(db)?
+        .exists(params![blob(&id.0)])
+        .map_err(db)?;
     if found { Ok(()) } else { Err(Error::NotFound { id }) }
 }
 
@@ -251,10 +254,13 @@ pub(crate) fn result(conn: &Connection, id: JobId) -> Result<Option<Payload>> {
     Ok(text.map(Payload::from_stored))
 }
 
+/// A `job_nodes` row: workflow, step, unfinished parents, cancelled by.
+type NodeRow = (Vec<u8>, String, i64, Option<Vec<u8>>);
+
 /// Job `id`'s place in its workflow.
 pub(crate) fn links(conn: &Connection, id: JobId) -> Result<JobLinks> {
     require_job(conn, id)?;
-    let node: Option<(Vec<u8>, String, i64, Option<Vec<u8>>)> = conn
+    let node: Option<NodeRow> = conn
         .prepare_cached("SELECT workflow, step, unfinished, cancelled_by FROM job_nodes WHERE id = ?1")
         .map_err(db)?
         .query_row(params![blob(&id.0)], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
@@ -265,7 +271,9 @@ pub(crate) fn links(conn: &Connection, id: JobId) -> Result<JobLinks> {
         let mut stmt = conn
             .prepare_cached("SELECT parent, on_failure FROM job_deps WHERE child = ?1 ORDER BY position")
             .map_err(db)?;
-        let rows = stmt.query_map(params![blob(&id.0)], |r| Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, String>(1)?))).map_err(db)?;
+        let rows = stmt
+            .query_map(params![blob(&id.0)], |r| Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, String>(1)?)))
+            .map_err(db)?;
         let mut parents = Vec::new();
         for r in rows {
             let (p, policy) = r.map_err(db)?;
@@ -304,13 +312,23 @@ pub(crate) fn parent_results(conn: &Connection, id: JobId) -> Result<Vec<ParentR
         .map_err(db)?;
     let rows = stmt
         .query_map(params![blob(&id.0)], |r| {
-            Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, Option<String>>(3)?))
+            Ok((
+                r.get::<_, Vec<u8>>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, Option<String>>(3)?,
+            ))
         })
         .map_err(db)?;
     let mut out = Vec::new();
     for r in rows {
         let (p, step, state, result) = r.map_err(db)?;
-        out.push(ParentResult { id: job_id(p)?, step, state: state_of(&state)?, result: result.map(Payload::from_stored) });
+        out.push(ParentResult {
+            id: job_id(p)?,
+            step,
+            state: state_of(&state)?,
+            result: result.map(Payload::from_stored),
+        });
     }
     Ok(out)
 }
@@ -332,7 +350,8 @@ pub(crate) fn workflow(conn: &Connection, id: WorkflowId) -> Result<WorkflowInfo
             "SELECT j.state, count(*) FROM job_nodes n JOIN jobs j ON j.id = n.id WHERE n.workflow = ?1 GROUP BY j.state",
         )
         .map_err(db)?;
-    let rows = stmt.query_map(params![blob(&id.0)], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))).map_err(db)?;
+    let rows =
+        stmt.query_map(params![blob(&id.0)], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))).map_err(db)?;
     let mut counts = StateCounts::default();
     for r in rows {
         let (state, n) = r.map_err(db)?;
@@ -352,8 +371,9 @@ pub(crate) fn workflow_steps(conn: &Connection, id: WorkflowId) -> Result<Vec<St
                  WHERE n.workflow = ?1 ORDER BY d.child, d.position",
             )
             .map_err(db)?;
-        let rows =
-            stmt.query_map(params![blob(&id.0)], |r| Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, Vec<u8>>(1)?))).map_err(db)?;
+        let rows = stmt
+            .query_map(params![blob(&id.0)], |r| Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, Vec<u8>>(1)?)))
+            .map_err(db)?;
         for r in rows {
             let (child, parent) = r.map_err(db)?;
             parents.entry(child).or_default().push(job_id(parent)?);

@@ -148,7 +148,8 @@ fn plan(case: &Case, clock: &ManualClock) -> Result<WorkflowPlan, String> {
             .max_attempts(spec.max_attempts)
             .build_at(clock.now())
             .map_err(|e| e.to_string())?;
-        let mut parents: Vec<usize> = if i == 0 { Vec::new() } else { spec.parents.iter().map(|p| p.index(i)).collect() };
+        let mut parents: Vec<usize> =
+            if i == 0 { Vec::new() } else { spec.parents.iter().map(|p| p.index(i)).collect() };
         parents.sort_unstable();
         parents.dedup();
         let policy = if spec.run_anyway { OnFailure::RunAnyway } else { OnFailure::Cancel };

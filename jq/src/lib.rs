@@ -88,14 +88,14 @@
 mod backend;
 mod client;
 mod error;
-mod tx;
 mod flows;
+mod tx;
 mod url;
 
 pub use backend::{Backend, ConnectOptions};
 pub use client::Client;
-pub use flows::EnqueuedWorkflow;
 pub use error::SetupError;
+pub use flows::EnqueuedWorkflow;
 pub use tx::Transactional;
 pub use url::BackendUrl;
 

@@ -98,7 +98,8 @@ pub(crate) fn finished(t: &mut Tables, id: JobId, now: Timestamp) -> bool {
 /// come back to Waiting, down, unless another failed parent still cancels
 /// them.
 pub(crate) fn retried(t: &mut Tables, id: JobId) {
-    let failed = |t: &Tables, p: JobId| t.rows.get(&p).is_some_and(|j| matches!(j.state, State::Dead | State::Cancelled));
+    let failed =
+        |t: &Tables, p: JobId| t.rows.get(&p).is_some_and(|j| matches!(j.state, State::Dead | State::Cancelled));
     let mut stack = vec![id];
     while let Some(parent) = stack.pop() {
         let children = t.graph.nodes.get(&parent).map(|n| n.children.clone()).unwrap_or_default();
@@ -155,7 +156,11 @@ impl WorkflowStorage for IndexedStorage {
                 let node = Node {
                     workflow: plan.id,
                     step: step.name.clone(),
-                    parents: step.parents.iter().map(|p| ParentLink { id: ids[*p], on_failure: step.on_failure }).collect(),
+                    parents: step
+                        .parents
+                        .iter()
+                        .map(|p| ParentLink { id: ids[*p], on_failure: step.on_failure })
+                        .collect(),
                     children: children[i].iter().map(|c| ids[*c]).collect(),
                     released: BTreeSet::new(),
                     cancelled_by: None,

@@ -12,14 +12,14 @@ use super::Storage;
 use super::capability::{
     Capability, ControlStorage, Election, Leader, PeriodicStorage, RoleStorage, ThroughputStorage, unsupported,
 };
-use super::workflow::WorkflowStorage;
-use crate::workflow::{JobLinks, ParentResult, StepInfo, WorkflowId, WorkflowInfo, WorkflowPlan};
 use super::types::{ClaimRequest, Settled, Settlement, WorkSignal};
+use super::workflow::WorkflowStorage;
 use crate::clock::{Clock, Timestamp};
 use crate::control::{QueueInfo, QueueLimits};
 use crate::error::Result;
 use crate::job::{Job, JobId, LeaseRef, LeaseToken, NewJob, QueueName, State};
 use crate::periodic::{Fire, FireOutcome, PeriodicInfo};
+use crate::workflow::{JobLinks, ParentResult, StepInfo, WorkflowId, WorkflowInfo, WorkflowPlan};
 use crate::{JobFilter, Stats, Throughput};
 
 /// Every storage operation, core and capabilities: what [`Layer::around`]

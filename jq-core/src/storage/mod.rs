@@ -49,8 +49,8 @@ pub use capability::{
     unsupported,
 };
 pub use layer::{Layer, Operation};
-pub use workflow::{WorkflowStorage, workflow_not_found};
 pub use types::{ClaimRequest, Outcome, Settled, Settlement, WorkSignal, check_purge_state, minute_of};
+pub use workflow::{WorkflowStorage, workflow_not_found};
 
 pub use crate::clock::{add, from_micros, sub, truncate_micros};
 pub use crate::control::{MAX_LIMIT, MAX_RATE_PERIOD, SEEN_TTL, allowance, seen_forgotten_at};

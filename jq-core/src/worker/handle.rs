@@ -358,7 +358,10 @@ async fn release_unstarted(jobs: &async_channel::Receiver<Claimed>, finished: &m
 }
 
 /// What handlers reach of the storage's workflows, when it has them.
-fn workflow_access<S: Storage>(storage: &Arc<S>, max_result_bytes: usize) -> Option<Arc<super::handler::WorkflowAccess>> {
+fn workflow_access<S: Storage>(
+    storage: &Arc<S>,
+    max_result_bytes: usize,
+) -> Option<Arc<super::handler::WorkflowAccess>> {
     storage.as_workflows()?;
     let storage = storage.clone();
     let parents: super::handler::ParentReader = Arc::new(move |id| {

@@ -141,8 +141,7 @@ pub struct JobContext {
 }
 
 /// Reads a job's parents' results ([`WorkflowStorage::parent_results`](crate::storage::WorkflowStorage::parent_results)).
-pub(crate) type ParentReader =
-    Arc<dyn Fn(JobId) -> BoxFuture<'static, crate::Result<Vec<ParentResult>>> + Send + Sync>;
+pub(crate) type ParentReader = Arc<dyn Fn(JobId) -> BoxFuture<'static, crate::Result<Vec<ParentResult>>> + Send + Sync>;
 
 /// What a handler reaches of a storage with workflows.
 pub(crate) struct WorkflowAccess {

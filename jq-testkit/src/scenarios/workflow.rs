@@ -70,10 +70,8 @@ pub async fn workflow_enqueue_stores_waiting_steps<H: Harness>(h: &H) {
     let stats = stats_as_listed(&storage, "after a workflow enqueue").await;
     assert_eq!(stats.total(State::Waiting), 3);
     assert_eq!(stats.total(State::Pending), 1);
-    let waiting = storage
-        .list(&JobFilter { state: Some(State::Waiting), ..JobFilter::default() })
-        .await
-        .expect("list waiting");
+    let waiting =
+        storage.list(&JobFilter { state: Some(State::Waiting), ..JobFilter::default() }).await.expect("list waiting");
     assert_eq!(waiting.iter().map(|j| j.id).collect::<Vec<_>>(), ids[1..].to_vec());
 
     let links = flows(&storage).links(ids[3]).await.expect("links");
@@ -87,8 +85,8 @@ pub async fn workflow_enqueue_stores_waiting_steps<H: Harness>(h: &H) {
     assert_eq!(claimed.keys().copied().collect::<Vec<_>>(), vec![ids[0]], "only the root is claimable");
 
     // A plan with one oversized payload stores nothing.
-    let big = Payload::from_json(format!("{{\"x\":\"{}\"}}", "a".repeat(jq_core::DEFAULT_MAX_PAYLOAD_BYTES)))
-        .expect("json");
+    let big =
+        Payload::from_json(format!("{{\"x\":\"{}\"}}", "a".repeat(jq_core::DEFAULT_MAX_PAYLOAD_BYTES))).expect("json");
     let bad = Workflow::new()
         .step(step(&clock, "ok", 0))
         .step(Step::new("big", jq_core::NewJob::builder("test", big).queue(QUEUE).build_at(clock.now()).expect("job")))
@@ -382,10 +380,8 @@ pub async fn workflow_pool_runs_a_batch_with_results<H: Harness>(h: &H) {
                 r.lock().unwrap_or_else(|p| p.into_inner()).push(job.id);
                 if job.id == callback {
                     let parents = ctx.parent_results().await.map_err(jq_core::HandlerError::nack)?;
-                    let values: Vec<i64> = parents
-                        .iter()
-                        .filter_map(|p| p.result.as_ref().and_then(|r| r.decode::<i64>().ok()))
-                        .collect();
+                    let values: Vec<i64> =
+                        parents.iter().filter_map(|p| p.result.as_ref().and_then(|r| r.decode::<i64>().ok())).collect();
                     *s.lock().unwrap_or_else(|p| p.into_inner()) = Some(values);
                 } else {
                     let n: serde_json::Value = job.payload.decode().map_err(jq_core::HandlerError::bury)?;
