@@ -183,7 +183,7 @@ pub(crate) async fn links(inner: &Inner, id: JobId) -> Result<JobLinks> {
     let step: String = row.try_get(1).map_err(map_sqlx)?;
     let unfinished: i32 = row.try_get(2).map_err(map_sqlx)?;
     let cancelled_by: Option<Uuid> = row.try_get(3).map_err(map_sqlx)?;
-    let parents = inner.db().fetch_all(inner.sql.workflow_parents.query().bind(id.0)).await.map_err(map_sqlx)?;
+    let parents = inner.db().fetch_all(inner.sql.workflow_edges.query().bind(id.0)).await.map_err(map_sqlx)?;
     let parents = parents
         .iter()
         .map(|r| {

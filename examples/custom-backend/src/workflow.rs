@@ -190,7 +190,9 @@ impl WorkflowStorage for IndexedStorage {
             workflow: Some(node.workflow),
             step: Some(node.step.clone()),
             parents: node.parents.clone(),
-            children: node.children.clone(),
+            // A purged child is gone from its parent's view; a purged
+            // parent's edge stays.
+            children: node.children.iter().copied().filter(|c| t.graph.nodes.contains_key(c)).collect(),
             unfinished_parents: (node.parents.len() - node.released.len()) as u32,
             cancelled_by: node.cancelled_by,
         }))

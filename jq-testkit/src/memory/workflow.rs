@@ -217,7 +217,9 @@ impl WorkflowStorage for MemoryStorage {
                 workflow: Some(node.workflow),
                 step: Some(node.step.clone()),
                 parents: node.parents.clone(),
-                children: node.children.clone(),
+                // A purged child is gone from its parent's view (its
+                // node went with it); a purged parent's edge stays.
+                children: node.children.iter().copied().filter(|c| graph.nodes.contains_key(c)).collect(),
                 unfinished_parents: node.unfinished(),
                 cancelled_by: node.cancelled_by,
             },

@@ -412,3 +412,32 @@ pub async fn workflow_pool_runs_a_batch_with_results<H: Harness>(h: &H) {
         assert!(flows(&storage).result(*id).await.expect("result").is_some());
     }
 }
+
+/// Purge takes a step's result and place with it: gone from its parent's
+/// children, its child's parent results and the workflow's steps and
+/// counts, while the child keeps the edge and the workflow stays known.
+pub async fn workflow_purge_takes_results_and_steps_with_it<H: Harness>(h: &H) {
+    let clock = manual_clock();
+    let storage = h.connect(clock.clock()).await;
+    let plan = Workflow::new()
+        .step(step(&clock, "first", 0))
+        .step(step(&clock, "second", 1).after(["first"]))
+        .plan()
+        .expect("valid");
+    let ids = enqueue_plan(&storage, &plan).await;
+    let first = claim_all(&storage, "w").await.remove(&ids[0]).expect("first");
+    let result = Payload::from_json(r#"{"ok":true}"#).expect("json");
+    settle(&storage, lease(&first), Outcome::AckWith { result }).await.expect("ack");
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(storage.purge(State::Completed, clock.now()).await.expect("purge"), 1);
+    assert!(matches!(flows(&storage).result(ids[0]).await, Err(Error::NotFound { .. })));
+    let links = flows(&storage).links(ids[1]).await.expect("links");
+    assert_eq!(links.parents.iter().map(|p| p.id).collect::<Vec<_>>(), vec![ids[0]], "the edge stays");
+    assert_eq!(links.unfinished_parents, 0);
+    assert!(flows(&storage).parent_results(ids[1]).await.expect("parent results").is_empty());
+    let info = flows(&storage).workflow(plan.id).await.expect("the workflow stays known");
+    assert_eq!((info.counts.total(), info.counts.get(State::Pending)), (1, 1));
+    let steps = flows(&storage).workflow_steps(plan.id).await.expect("steps");
+    assert_eq!(steps.iter().map(|s| s.id).collect::<Vec<_>>(), vec![ids[1]]);
+    assert_eq!(steps[0].parents, vec![ids[0]]);
+}
