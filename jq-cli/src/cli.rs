@@ -100,6 +100,9 @@ already cancelled: sending the cancel again is safe).")]
     /// Periodic jobs: list those worker pools declared, or trigger one now.
     #[command(subcommand)]
     Periodic(PeriodicCommand),
+    /// Workflows: show one's steps, states and edges.
+    #[command(subcommand)]
+    Workflow(WorkflowCommand),
     /// Pause, resume and limit queues across every worker, and list them.
     #[command(subcommand)]
     Queue(QueueCommand),
@@ -257,6 +260,18 @@ pub enum PeriodicCommand {
     Trigger {
         /// The periodic job's name, as `periodic list` shows it.
         name: String,
+    },
+}
+
+/// `jqctl workflow ...`.
+#[derive(Debug, Subcommand)]
+pub enum WorkflowCommand {
+    /// Every step of a workflow with its job, state, kind and the steps it
+    /// runs after, and its counts per state.
+    Show {
+        /// The workflow's id.
+        #[arg(value_parser = parse_workflow_id)]
+        id: jq::workflow::WorkflowId,
     },
 }
 
@@ -438,6 +453,10 @@ impl WorkerArgs {
 fn parse_job_id(s: &str) -> Result<JobId, String> {
     s.parse::<JobId>()
         .map_err(|_| format!("{s:?} is not a job id (a UUID such as 0190c3a2-7b1e-7c3d-9a4f-2b8e1d6f0a11)"))
+}
+
+fn parse_workflow_id(s: &str) -> Result<jq::workflow::WorkflowId, String> {
+    s.parse().map_err(|_| format!("{s:?} is not a workflow id (a UUID)"))
 }
 
 fn parse_queue(s: &str) -> Result<QueueName, String> {

@@ -77,6 +77,8 @@ fn is_bad_input(e: &jq::Error) -> bool {
             | E::PayloadTooLarge { .. }
             | E::NotFound { .. }
             | E::PeriodicNotFound { .. }
+            | E::WorkflowNotFound { .. }
+            | E::ResultTooLarge { .. }
             | E::InvalidState { .. }
             | E::Unsupported { .. }
     )

@@ -19,16 +19,19 @@ pub enum Capability {
     Throughput,
     /// Cancelling running jobs, and their progress ([`CancelStorage`](crate::storage::CancelStorage)).
     Cancellation,
+    /// Results and dependencies ([`WorkflowStorage`](crate::storage::WorkflowStorage)).
+    Workflows,
 }
 
 impl Capability {
     /// Every capability.
-    pub const ALL: [Capability; 5] = [
+    pub const ALL: [Capability; 6] = [
         Capability::Roles,
         Capability::Periodic,
         Capability::Controls,
         Capability::Throughput,
         Capability::Cancellation,
+        Capability::Workflows,
     ];
 
     /// What it is for, for people ("named roles", ...).
@@ -39,6 +42,7 @@ impl Capability {
             Capability::Controls => "queue pauses and limits",
             Capability::Throughput => "throughput per minute",
             Capability::Cancellation => "cancelling running jobs and their progress",
+            Capability::Workflows => "workflows (results and dependencies)",
         }
     }
 
@@ -50,6 +54,7 @@ impl Capability {
             Capability::Controls => "ControlStorage",
             Capability::Throughput => "ThroughputStorage",
             Capability::Cancellation => "CancelStorage",
+            Capability::Workflows => "WorkflowStorage",
         }
     }
 }

@@ -134,6 +134,33 @@ pub enum Error {
         /// The name asked for.
         name: String,
     },
+    /// A handler's result is larger than the configured cap
+    /// ([`DEFAULT_MAX_RESULT_BYTES`](crate::workflow::DEFAULT_MAX_RESULT_BYTES)
+    /// unless set otherwise). Nothing was stored.
+    #[error(
+        "result is {size} bytes, over the limit of {limit} bytes; store large data elsewhere and return a reference to it"
+    )]
+    ResultTooLarge {
+        /// Size of the serialized result in bytes.
+        size: usize,
+        /// The configured limit in bytes.
+        limit: usize,
+    },
+    /// A wait for a job to finish ran out of time; the job is still
+    /// `state`. Nothing was changed.
+    #[error("job {id} did not finish in time: it is still {state}")]
+    WaitTimedOut {
+        /// The job waited for.
+        id: JobId,
+        /// Its state when the wait gave up.
+        state: State,
+    },
+    /// No workflow has this id.
+    #[error("workflow {id} not found")]
+    WorkflowNotFound {
+        /// The id asked for.
+        id: crate::workflow::WorkflowId,
+    },
     /// Any other error from the backend's driver.
     #[error("{backend} error: {source}")]
     Backend {

@@ -89,7 +89,10 @@ impl FromStr for State {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {
         Self::ALL.into_iter().find(|st| st.as_str().eq_ignore_ascii_case(s)).ok_or_else(|| {
-            Error::invalid("state", format!("{s:?}: use scheduled, pending, running, completed, dead or cancelled"))
+            Error::invalid(
+                "state",
+                format!("{s:?}: use waiting, scheduled, pending, running, completed, dead or cancelled"),
+            )
         })
     }
 }

@@ -37,6 +37,7 @@ pub mod storage;
 mod text;
 mod trace;
 mod worker;
+pub mod workflow;
 
 pub use backoff::{Backoff, ConstantBackoff, ExponentialBackoff};
 pub use clock::{Clock, ManualClock, Timestamp};

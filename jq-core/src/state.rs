@@ -10,6 +10,9 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum State {
+    /// Waiting for its parents in a workflow: not claimable until every
+    /// parent is done with (see `docs/CONTRACT.md`, "Workflows").
+    Waiting,
     /// Waiting for its `run_at`.
     Scheduled,
     /// Claimable now.
@@ -27,12 +30,20 @@ pub enum State {
 
 impl State {
     /// Every state, in life order.
-    pub const ALL: [State; 6] =
-        [State::Scheduled, State::Pending, State::Running, State::Completed, State::Dead, State::Cancelled];
+    pub const ALL: [State; 7] = [
+        State::Waiting,
+        State::Scheduled,
+        State::Pending,
+        State::Running,
+        State::Completed,
+        State::Dead,
+        State::Cancelled,
+    ];
 
     /// The lowercase name, as stored.
     pub fn as_str(self) -> &'static str {
         match self {
+            State::Waiting => "waiting",
             State::Scheduled => "scheduled",
             State::Pending => "pending",
             State::Running => "running",

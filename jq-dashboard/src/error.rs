@@ -33,9 +33,9 @@ pub enum DashboardError {
 impl DashboardError {
     fn status(&self) -> StatusCode {
         match self {
-            DashboardError::Storage(jq::Error::NotFound { .. } | jq::Error::PeriodicNotFound { .. }) => {
-                StatusCode::NOT_FOUND
-            }
+            DashboardError::Storage(
+                jq::Error::NotFound { .. } | jq::Error::PeriodicNotFound { .. } | jq::Error::WorkflowNotFound { .. },
+            ) => StatusCode::NOT_FOUND,
             DashboardError::Storage(jq::Error::InvalidState { .. }) => StatusCode::CONFLICT,
             DashboardError::Storage(jq::Error::InvalidQueue { .. } | jq::Error::InvalidInput { .. })
             | DashboardError::BadRequest(_) => StatusCode::BAD_REQUEST,

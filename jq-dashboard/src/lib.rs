@@ -62,6 +62,7 @@ pub fn router<S: Storage>(client: Client<S>, options: Options) -> Router {
         .route("/", get(pages::overview::page::<S>))
         .route("/jobs", get(pages::jobs::page::<S>))
         .route("/jobs/{id}", get(pages::job::page::<S>))
+        .route("/workflows/{id}", get(pages::workflow::page::<S>))
         .route("/jobs/{id}/{action}", post(actions::job_action::<S>))
         .route("/queues/{queue}/{action}", post(actions::queue_action::<S>))
         .route("/purge", post(actions::purge::<S>))

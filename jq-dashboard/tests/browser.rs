@@ -180,10 +180,12 @@ async fn overview_refreshes_until_paused(backend: &str) {
     let driver = Driver::start().await;
     let b = &driver.browser;
     b.goto(&format!("http://{app}/")).await.unwrap();
+    // Columns: the queue, then one per state in State::ALL order (waiting,
+    // scheduled, pending, ...): the pending count is the fourth cell.
     let count = |b: &Browser| {
         let b = b.clone();
         async move {
-            let cell = b.find(Locator::Css("tr[data-queue=mailers] td:nth-child(3)")).await.unwrap();
+            let cell = b.find(Locator::Css("tr[data-queue=mailers] td:nth-child(4)")).await.unwrap();
             cell.text().await.unwrap()
         }
     };
@@ -191,7 +193,7 @@ async fn overview_refreshes_until_paused(backend: &str) {
     support::seed_one_pending(&client, "mailers").await;
     b.wait()
         .at_most(Duration::from_secs(10))
-        .for_element(Locator::XPath("//tr[@data-queue='mailers']/td[3][normalize-space()='3']"))
+        .for_element(Locator::XPath("//tr[@data-queue='mailers']/td[4][normalize-space()='3']"))
         .await
         .unwrap();
 
@@ -203,7 +205,7 @@ async fn overview_refreshes_until_paused(backend: &str) {
     toggle_refresh(b).await;
     b.wait()
         .at_most(Duration::from_secs(10))
-        .for_element(Locator::XPath("//tr[@data-queue='mailers']/td[3][normalize-space()='4']"))
+        .for_element(Locator::XPath("//tr[@data-queue='mailers']/td[4][normalize-space()='4']"))
         .await
         .unwrap();
     driver.close().await;

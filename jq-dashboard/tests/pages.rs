@@ -243,6 +243,51 @@ async fn empty_tokens_are_refused_and_whitespace_trimmed() {
     ns.cleanup().await;
 }
 
+/// The workflow page draws the graph as SVG, each step coloured by its
+/// state and linked to its job, with the counts; a job's page shows its
+/// workflow, parents, children and result.
+async fn workflow_page_draws_the_graph(backend: &str) {
+    use jq::storage::{ClaimRequest, Outcome, Settlement, Storage};
+    use jq::workflow::{Step, Workflow};
+    let (ns, client, _) = seeded(backend).await;
+    let app = dashboard(&client, Options::new());
+    let job = |kind: &str| jq::NewJob::builder(kind, jq::Payload::of(&()).unwrap()).queue("flow").build().unwrap();
+    let stored = client
+        .enqueue_workflow(
+            Workflow::new()
+                .step(Step::new("<fetch>", job("fetch")))
+                .step(Step::new("scan", job("scan")).after(["<fetch>"]))
+                .step(Step::new("store", job("store")).after(["<fetch>", "scan"])),
+        )
+        .await
+        .unwrap();
+    let (fetch, scan) = (stored.job("<fetch>").unwrap(), stored.job("scan").unwrap());
+    let request =
+        ClaimRequest::new(vec![jq::QueueName::new("flow").unwrap()], 10, std::time::Duration::from_secs(30), "w");
+    let claimed = client.storage().claim(&request).await.unwrap();
+    let lease = claimed[0].lease_ref().unwrap();
+    let result = jq::Payload::from_json(r#"{"found":"<3>"}"#).unwrap();
+    client.storage().settle(vec![Settlement { lease, outcome: Outcome::AckWith { result } }]).await.unwrap();
+
+    let page = get(&app, &format!("/workflows/{}", stored.id)).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("<svg"), "{}", page.body);
+    assert!(page.body.contains(r#"data-state="completed""#) && page.body.contains(r#"data-state="pending""#));
+    assert!(page.body.contains(r#"data-state="waiting""#));
+    assert!(page.body.contains("&lt;fetch&gt;") && !page.body.contains("<fetch>"), "step names are escaped");
+    assert!(page.body.contains(&format!("/jobs/{scan}")));
+    assert_eq!(page.body.matches("class=\"edge\"").count(), 3, "one line per edge");
+
+    let detail = get(&app, &format!("/jobs/{fetch}")).await;
+    assert!(detail.body.contains(&format!("/workflows/{}", stored.id)), "{}", detail.body);
+    assert!(detail.body.contains(&format!("/jobs/{scan}")), "children link to their pages");
+    assert!(detail.body.contains("&lt;3&gt;"), "the result, escaped");
+    let child = get(&app, &format!("/jobs/{scan}")).await;
+    assert!(child.body.contains(&format!("/jobs/{fetch}")), "parents link to their pages");
+    assert_eq!(get(&app, "/workflows/0190a1b2-0000-7000-8000-000000000000").await.status, 404);
+    ns.cleanup().await;
+}
+
 macro_rules! on_every_backend {
     ($($test:ident),* $(,)?) => {
         mod sqlite { $( #[tokio::test] async fn $test() { super::$test("sqlite").await } )* }
@@ -258,3 +303,15 @@ on_every_backend!(
     nested_links_keep_the_prefix,
     overview_counts_the_last_hour,
 );
+
+mod workflows {
+    #[tokio::test]
+    async fn sqlite() {
+        super::workflow_page_draws_the_graph("sqlite").await
+    }
+    #[tokio::test]
+    async fn postgres() {
+        jq_testkit::needs!(postgres);
+        super::workflow_page_draws_the_graph("postgres").await
+    }
+}

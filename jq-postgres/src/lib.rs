@@ -70,6 +70,7 @@ mod pooler;
 mod row;
 mod schema;
 mod settle;
+mod workflow;
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -81,6 +82,7 @@ use jq_core::storage::{
     Beat, CancelAnswer, CancelStorage, ClaimRequest, ProgressReport, ControlStorage, Election, Leader, LeaseRef, LeaseToken, PeriodicStorage, RoleStorage, Settled,
     Settlement, Storage, ThroughputStorage, WorkSignal,
 };
+use jq_core::workflow::WorkflowPlan;
 use jq_core::{
     Clock, Job, JobFilter, JobId, NewJob, QueueInfo, QueueLimits, QueueName, Result, State, Stats, Throughput,
     Timestamp,
@@ -278,6 +280,17 @@ impl PostgresStorage {
         enqueue::enqueue(&self.inner, &mut **tx, jobs).await
     }
 
+    /// Stores a workflow ([`WorkflowStorage::enqueue_workflow`](jq_core::storage::WorkflowStorage::enqueue_workflow))
+    /// inside the caller's transaction: its steps exist if and only if the
+    /// caller commits. One statement.
+    pub async fn enqueue_workflow_tx(
+        &self,
+        tx: &mut Transaction<'_, Postgres>,
+        plan: &WorkflowPlan,
+    ) -> Result<Vec<JobId>> {
+        workflow::enqueue_in(&self.inner, &mut **tx, plan).await
+    }
+
     /// The pool, for the application's own queries.
     pub fn pool(&self) -> &PgPool {
         &self.inner.pool
@@ -431,6 +444,31 @@ impl Storage for PostgresStorage {
     }
     fn as_cancellation(&self) -> Option<&dyn CancelStorage> {
         Some(self)
+    }
+    fn as_workflows(&self) -> Option<&dyn jq_core::storage::WorkflowStorage> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl jq_core::storage::WorkflowStorage for PostgresStorage {
+    async fn enqueue_workflow(&self, plan: &WorkflowPlan) -> Result<Vec<JobId>> {
+        workflow::enqueue_pool(&self.inner, plan).await
+    }
+    async fn result(&self, id: JobId) -> Result<Option<jq_core::Payload>> {
+        workflow::result(&self.inner, id).await
+    }
+    async fn links(&self, id: JobId) -> Result<jq_core::workflow::JobLinks> {
+        workflow::links(&self.inner, id).await
+    }
+    async fn parent_results(&self, id: JobId) -> Result<Vec<jq_core::workflow::ParentResult>> {
+        workflow::parent_results(&self.inner, id).await
+    }
+    async fn workflow(&self, id: jq_core::workflow::WorkflowId) -> Result<jq_core::workflow::WorkflowInfo> {
+        workflow::workflow(&self.inner, id).await
+    }
+    async fn workflow_steps(&self, id: jq_core::workflow::WorkflowId) -> Result<Vec<jq_core::workflow::StepInfo>> {
+        workflow::workflow_steps(&self.inner, id).await
     }
 }
 

@@ -22,6 +22,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("claim_index_state", include_str!("../migrations/0009_claim_index_state.sql")),
     ("enqueue_function", include_str!("../migrations/0010_enqueue_function.sql")),
     ("cancel", include_str!("../migrations/0011_cancel.sql")),
+    ("workflows", include_str!("../migrations/0012_workflows.sql")),
 ];
 
 /// The newest schema version this build knows.
@@ -89,6 +90,16 @@ pub(crate) struct Sql {
     pub control_tidy: Sql1,
     pub control_list: Sql1,
     pub control_seen: Sql1,
+    pub settle_results: Sql1,
+    pub workflow_enqueue: Sql1,
+    pub workflow_ids: Sql1,
+    pub workflow_result: Sql1,
+    pub workflow_links: Sql1,
+    pub workflow_parents: Sql1,
+    pub workflow_edges: Sql1,
+    pub workflow_children: Sql1,
+    pub workflow_counts: Sql1,
+    pub workflow_steps: Sql1,
 }
 
 /// One statement's text, and whether sqlx may prepare it as a named
@@ -159,6 +170,16 @@ impl Sql {
             control_tidy: s(include_str!("sql/control_tidy.sql")),
             control_list: s(include_str!("sql/control_list.sql")),
             control_seen: s(include_str!("sql/control_seen.sql")),
+            settle_results: s(include_str!("sql/settle_results.sql")),
+            workflow_enqueue: s(include_str!("sql/workflow_enqueue.sql")),
+            workflow_ids: s(include_str!("sql/workflow_ids.sql")),
+            workflow_result: s(include_str!("sql/workflow_result.sql")),
+            workflow_links: s(include_str!("sql/workflow_links.sql")),
+            workflow_parents: s(include_str!("sql/workflow_parents.sql")),
+            workflow_edges: s(include_str!("sql/workflow_edges.sql")),
+            workflow_children: s(include_str!("sql/workflow_children.sql")),
+            workflow_counts: s(include_str!("sql/workflow_counts.sql")),
+            workflow_steps: s(include_str!("sql/workflow_steps.sql")),
         }
     }
 }

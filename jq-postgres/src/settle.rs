@@ -127,7 +127,8 @@ async fn apply(
         ids.push(c.lease.id.0);
         tokens.push(c.lease.token.0);
         let (op, error, delay) = match &c.outcome {
-            Outcome::Ack => (0, None, Duration::ZERO),
+            // An AckWith's result goes in the results array below.
+            Outcome::Ack | Outcome::AckWith { .. } => (0, None, Duration::ZERO),
             Outcome::Nack { error, delay } => (1, Some(storable_message(error)), *delay),
             Outcome::Bury { error } => (2, Some(storable_message(error)), Duration::ZERO),
             Outcome::Release { delay } => (3, None, *delay),
@@ -139,9 +140,10 @@ async fn apply(
         requeue.push(if delay.is_zero() { State::Pending.as_str() } else { State::Scheduled.as_str() });
     }
     let errors: Vec<Option<&str>> = errors.iter().map(|e| e.as_deref()).collect();
-    let statement = inner
-        .sql
-        .settle
+    // Batches without a result run the plain statement, unchanged.
+    let stored = crate::workflow::results_of(batch, round);
+    let sql = if stored.is_some() { &inner.sql.settle_results } else { &inner.sql.settle };
+    let statement = sql
         .query()
         .bind(&ids)
         .bind(&tokens)
@@ -152,6 +154,10 @@ async fn apply(
         .bind(now)
         .bind(rfc3339(now))
         .bind(&inner.channel);
+    let statement = match &stored {
+        Some(stored) => statement.bind(stored),
+        None => statement,
+    };
     let rows = inner
         .db()
         .fetch_all(statement)

@@ -63,7 +63,10 @@ async fn migration_8_counts_the_jobs_finished_before_it() {
     // cannot be added twice; they run again after it.
     let setup = [
         format!(
-            "DROP TABLE {q}.job_counts; \
+            "DROP TRIGGER jq_flow ON {q}.jobs; DROP FUNCTION {q}.jq_flow(); \
+             DROP TABLE {q}.job_results, {q}.job_deps, {q}.job_nodes, {q}.workflows; \
+             ALTER TABLE {q}.jobs DROP COLUMN flow; \
+             DROP TABLE {q}.job_counts; \
              ALTER TABLE {q}.jobs DROP COLUMN timeout_ms, DROP COLUMN cancel_requested_at, \
                  DROP COLUMN cancel_reason, DROP COLUMN progress; \
              DELETE FROM {q}.jq_migrations WHERE version >= 8;"

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use jq_core::storage::{Beat, LeaseRef, Outcome, ProgressReport, Settled, Settlement, storable_message};
+use jq_core::storage::{Beat, Capability, LeaseRef, Outcome, ProgressReport, Settled, Settlement, storable_message, unsupported};
 use jq_core::{Error, JobId, QueueName, Result, State};
 
 use crate::keys::id_hex;
@@ -57,7 +57,13 @@ pub(crate) async fn settle(s: &Inner, batch: Vec<Settlement>) -> Result<Vec<Sett
     // Items whose job exists nowhere are LeaseLost without a server call.
     let mut results: Vec<Option<Settled>> = batch
         .iter()
-        .map(|c| if located.contains_key(&c.lease.id) { None } else { Some(Err(Error::LeaseLost { id: c.lease.id })) })
+        .map(|c| match c.outcome {
+            // Results are a capability this backend does not declare yet:
+            // refused at its place, nothing changed.
+            Outcome::AckWith { .. } => Some(Err(unsupported(Capability::Workflows))),
+            _ if located.contains_key(&c.lease.id) => None,
+            _ => Some(Err(Error::LeaseLost { id: c.lease.id })),
+        })
         .collect();
     let sent: Vec<usize> = (0..batch.len()).filter(|&i| results[i].is_none()).collect();
     let calls = calls(s, &sent, |i| &located[&batch[i].lease.id]);
@@ -72,7 +78,8 @@ pub(crate) async fn settle(s: &Inner, batch: Vec<Settlement>) -> Result<Vec<Sett
             for &i in call {
                 let c = &batch[i];
                 let (kind, message, delay) = match &c.outcome {
-                    Outcome::Ack => ("ack", "".into(), Duration::ZERO),
+                    // AckWith never gets here: refused above.
+                    Outcome::Ack | Outcome::AckWith { .. } => ("ack", "".into(), Duration::ZERO),
                     Outcome::Nack { error, delay } => ("retry", storable_message(error), *delay),
                     Outcome::Bury { error } => ("fail", storable_message(error), Duration::ZERO),
                     Outcome::Release { delay } => ("release", "".into(), *delay),

@@ -171,38 +171,50 @@ fn show(v: &Value) -> String {
     }
 }
 
-/// Dead -> Pending with one more attempt.
+/// Dead -> Pending with one more attempt; the dependents its failure
+/// cancelled come back.
 pub(crate) fn retry(conn: &Connection, id: JobId, now: Timestamp) -> Result<()> {
-    counted(conn, RETRY, id, now, State::Dead, -1, "retry")
+    let (queue, flow) = counted(conn, RETRY, id, now, "retry")?;
+    let mut tally = Tally::default();
+    tally.add(queue, State::Dead, -1);
+    if flow & crate::workflow::HAS_CHILDREN != 0 {
+        crate::workflow::retried(conn, &mut tally, id)?;
+    }
+    tally.apply(conn)
 }
 
-/// Scheduled or Pending -> Cancelled.
-pub(crate) fn cancel(conn: &Connection, id: JobId, now: Timestamp) -> Result<()> {
-    counted(conn, CANCEL, id, now, State::Cancelled, 1, "cancel")
+/// Waiting, Scheduled or Pending -> Cancelled; its dependents follow.
+/// Returns true when a dependent became claimable (run-anyway).
+pub(crate) fn cancel(conn: &Connection, id: JobId, now: Timestamp) -> Result<bool> {
+    let before: Option<String> =
+        conn.prepare_cached(STATE).map_err(db)?.query_row(params![blob(&id.0)], |r| r.get(0)).optional().map_err(db)?;
+    let (queue, flow) = counted(conn, CANCEL, id, now, "cancel")?;
+    let mut tally = Tally::default();
+    if before.as_deref() == Some(State::Waiting.as_str()) {
+        tally.add(queue.clone(), State::Waiting, -1);
+    }
+    tally.add(queue, State::Cancelled, 1);
+    let mut woke = false;
+    if flow & crate::workflow::HAS_CHILDREN != 0 {
+        woke = crate::workflow::finished(conn, &mut tally, id, State::Cancelled, now.timestamp_micros())?;
+    }
+    tally.apply(conn)?;
+    Ok(woke)
 }
 
 /// Runs the guarded admin update `sql` on job `id` (it returns the job's
-/// queue when it changed it) and adds `n` to the count of `state` for it;
-/// else says why nothing changed.
-fn counted(
-    conn: &Connection,
-    sql: &str,
-    id: JobId,
-    now: Timestamp,
-    state: State,
-    n: i64,
-    operation: &'static str,
-) -> Result<()> {
-    let queue: Option<Value> = conn
+/// queue and flow when it changed it); else says why nothing changed.
+fn counted(conn: &Connection, sql: &str, id: JobId, now: Timestamp, operation: &'static str) -> Result<(Value, i64)> {
+    let changed: Option<(Value, i64)> = conn
         .prepare_cached(sql)
         .map_err(db)?
-        .query_row(params![blob(&id.0), now.timestamp_micros()], |r| r.get(0))
+        .query_row(params![blob(&id.0), now.timestamp_micros()], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()
         .map_err(db)?;
-    let Some(queue) = queue else { return Err(refusal(conn, id, operation)?) };
-    let mut tally = Tally::default();
-    tally.add(queue, state, n);
-    tally.apply(conn)
+    match changed {
+        Some(changed) => Ok(changed),
+        None => Err(refusal(conn, id, operation)?),
+    }
 }
 
 /// Why a guarded admin update changed nothing: NotFound or InvalidState.

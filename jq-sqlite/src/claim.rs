@@ -14,7 +14,7 @@ use rusqlite::types::{Value, ValueRef};
 use rusqlite::{Connection, OptionalExtension, Rows, params};
 
 use crate::control;
-use crate::counts::Tally;
+use crate::counts::{ClaimedQueues, Tally};
 use crate::error::db;
 use crate::row::{self, blob};
 
@@ -61,7 +61,12 @@ fn sort(candidates: &mut [Candidate]) {
 
 /// Moves up to `request.limit` claimable jobs to Running and returns them.
 /// Must run inside a write transaction (`BEGIN IMMEDIATE`).
-pub(crate) fn claim(conn: &Connection, request: &ClaimRequest, now: Timestamp) -> Result<Vec<Job>> {
+pub(crate) fn claim(
+    conn: &Connection,
+    request: &ClaimRequest,
+    now: Timestamp,
+    claimed: &mut ClaimedQueues,
+) -> Result<Vec<Job>> {
     if request.limit == 0 || request.queues.is_empty() {
         return Ok(Vec::new());
     }
@@ -119,11 +124,19 @@ pub(crate) fn claim(conn: &Connection, request: &ClaimRequest, now: Timestamp) -
             continue;
         }
         taken_per_queue[c.queue] += 1;
-        let taken = read.query_row(params![c.seq], |r| Ok(row::decode(r))).optional().map_err(db)?;
+        let taken = read
+            .query_row(params![c.seq], |r| Ok((row::decode(r), r.get::<_, i64>(row::COLUMN_COUNT).ok())))
+            .optional()
+            .map_err(db)?;
         match taken {
             None => {}
-            Some(Ok(job)) => jobs.push(job),
-            Some(Err(e)) => {
+            Some((Ok(job), flow)) => {
+                if let Some(flow) = flow {
+                    claimed.claimed(&job, flow);
+                }
+                jobs.push(job);
+            }
+            Some((Err(e), _)) => {
                 tracing::error!(error = %e, "claimed a job that cannot be decoded; it goes to Dead");
                 let buried = conn
                     .prepare_cached(BURY)

@@ -46,34 +46,34 @@ impl Tally {
     }
 }
 
-/// The queue of each job this writer claimed, so that an ack can count its
-/// job without reading the row again: a point `SELECT queue` per acked job
+/// The queue and `flow` of each job this writer claimed, so that an ack
+/// can count its job, and know whether it has children to release, without
+/// reading the row again: a point `SELECT queue` per acked job
 /// (`sql/settle_queue.sql`) was a third more work in the writer's settle,
 /// and 8% of the 20,000-job drain (BENCHMARKS.md, session 15). A job's
-/// queue never changes and an ack always follows this writer's own claim
-/// (it needs the claim's token), so an entry is never wrong, only absent
-/// (a claim by another process or handle, a cache just cleared): then the
-/// row is read.
+/// queue never changes, nor does whether it has children (its workflow is
+/// stored whole, `workflow.rs`), and an ack always follows this writer's
+/// own claim (it needs the claim's token), so an entry is never wrong, only
+/// absent (a claim by another process or handle, a map just cleared): then
+/// the row is read.
 #[derive(Debug, Default)]
-pub(crate) struct ClaimedQueues(HashMap<JobId, Value>);
+pub(crate) struct ClaimedQueues(HashMap<JobId, (Value, i64)>);
 
 /// Entries kept at most: jobs claimed and never settled here (lost
 /// leases, a pool that stopped) must not grow the map forever.
 const MAX_CLAIMED: usize = 100_000;
 
 impl ClaimedQueues {
-    /// Remembers the queue of every job of a claim.
-    pub(crate) fn claimed(&mut self, jobs: &[Job]) {
-        if self.0.len() + jobs.len() > MAX_CLAIMED {
+    /// Remembers the queue and flow of a job just claimed.
+    pub(crate) fn claimed(&mut self, job: &Job, flow: i64) {
+        if self.0.len() >= MAX_CLAIMED {
             self.0.clear();
         }
-        for job in jobs {
-            self.0.insert(job.id, Value::Text(job.queue.as_str().to_owned()));
-        }
+        self.0.insert(job.id, (Value::Text(job.queue.as_str().to_owned()), flow));
     }
 
-    /// The queue of `id` when it was claimed here, forgetting it.
-    pub(crate) fn settled(&mut self, id: JobId) -> Option<Value> {
+    /// The queue and flow of `id` when it was claimed here, forgetting it.
+    pub(crate) fn settled(&mut self, id: JobId) -> Option<(Value, i64)> {
         self.0.remove(&id)
     }
 }

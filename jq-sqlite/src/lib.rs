@@ -55,6 +55,7 @@ pub mod schema;
 mod settle;
 mod storage;
 mod wake;
+mod workflow;
 mod writer;
 
 pub use config::SqliteConfig;

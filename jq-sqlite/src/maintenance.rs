@@ -30,17 +30,29 @@ pub(crate) fn recover(conn: &Connection, now: Timestamp) -> Result<u64> {
     let now_us = now.timestamp_micros();
     let mut tally = Tally::default();
     let mut n = 0;
+    let mut failed_parents: Vec<(Vec<u8>, State)> = Vec::new();
     {
         let mut stmt = conn.prepare_cached(RECOVER).map_err(db)?;
         let mut rows = stmt.query(params![now_us]).map_err(db)?;
         while let Some(r) = rows.next().map_err(db)? {
             n += 1;
             // Dead (no attempt left) or Cancelled (a cancel was
-            // requested): both finished, so counted.
+            // requested): both finished, so counted, and both fail their
+            // dependents (workflow::finished applies each one's policy).
             let state = r.get_ref(1).map_err(db)?.as_str().ok().and_then(row::parse_state);
             if let Some(state @ (State::Dead | State::Cancelled)) = state {
                 tally.add(r.get(0).map_err(db)?, state, 1);
+                if r.get::<_, i64>(3).map_err(db)? & crate::workflow::HAS_CHILDREN != 0 {
+                    failed_parents.push((r.get::<_, Vec<u8>>(2).map_err(db)?, state));
+                }
             }
+        }
+    }
+    // A parent dead or cancelled by recover cancels (or releases) its
+    // children in the same transaction, as a bury does.
+    for (raw, state) in failed_parents {
+        if let Ok(id) = uuid::Uuid::from_slice(&raw) {
+            crate::workflow::finished(conn, &mut tally, jq_core::JobId(id), state, now_us)?;
         }
     }
     let buried = bury_corrupt(conn, now_us, &mut tally)?;
@@ -89,13 +101,21 @@ pub(crate) fn purge_batch(conn: &Connection, state: State, older_than: Timestamp
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let mut tally = Tally::default();
     let mut n = 0;
+    let mut gone: Vec<Vec<u8>> = Vec::new();
     {
         let mut stmt = conn.prepare_cached(PURGE).map_err(db)?;
         let mut rows = stmt.query(params![state.as_str(), older_than.timestamp_micros(), limit]).map_err(db)?;
         while let Some(r) = rows.next().map_err(db)? {
             n += 1;
             tally.add(r.get(0).map_err(db)?, state, -1);
+            let flow: i64 = r.get(3).map_err(db)?;
+            if flow & (crate::workflow::IN_WORKFLOW | crate::workflow::HAS_RESULT) != 0 {
+                gone.push(r.get::<_, Vec<u8>>(2).map_err(db)?);
+            }
         }
+    }
+    for id in gone {
+        crate::workflow::purged(conn, &id)?;
     }
     tally.apply(conn)?;
     Ok(n)

@@ -23,6 +23,7 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
     ("006_trace", include_str!("sql/006_trace.sql")),
     ("007_job_counts", include_str!("sql/007_job_counts.sql")),
     ("008_cancel", include_str!("sql/008_cancel.sql")),
+    ("009_workflows", include_str!("sql/009_workflows.sql")),
 ];
 
 /// The schema version this crate writes.

@@ -11,6 +11,7 @@ use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
 use crate::counts::{ClaimedQueues, Tally};
 use crate::error::db;
 use crate::row::{blob, parse_state};
+use crate::workflow;
 
 const ACK: &str = include_str!("sql/settle_ack.sql");
 const NACK: &str = include_str!("sql/settle_nack.sql");
@@ -33,10 +34,18 @@ pub(crate) fn settle(
     let mut handed_back = false;
     let mut tally = Tally::default();
     for Settlement { lease, outcome } in batch {
-        let queue = claimed.settled(lease.id);
-        match apply(conn, lease, outcome, now, now_us, &mut tally, queue) {
-            Ok(Some(state)) => {
+        let cached = claimed.settled(lease.id);
+        match apply(conn, lease, outcome, now, now_us, &mut tally, cached) {
+            Ok(Some((state, flow))) => {
                 handed_back |= matches!(state, State::Pending | State::Scheduled);
+                // Only a job with children looks for them (schema 8's
+                // `flow`): the drain of plain jobs runs no statement more.
+                if state.is_terminal() && flow & workflow::HAS_CHILDREN != 0 {
+                    match workflow::finished(conn, &mut tally, lease.id, state, now_us) {
+                        Ok(woke) => handed_back |= woke,
+                        Err(e) => return Err(e),
+                    }
+                }
                 results.push(Ok(state));
             }
             Ok(None) => results.push(Err(Error::LeaseLost { id: lease.id })),
@@ -70,9 +79,10 @@ impl From<Error> for ItemError {
     }
 }
 
-/// Applies one outcome; `None` when its lease is not held. A job it
-/// finishes is added to `tally`; `queue` is the job's queue when this
-/// writer claimed it (else an ack reads it).
+/// Applies one outcome; `None` when its lease is not held, else the new
+/// state and the job's `flow`. A job it finishes is added to `tally`;
+/// `cached` is the job's queue and flow when this writer claimed it (else
+/// an ack reads them).
 fn apply(
     conn: &Connection,
     lease: LeaseRef,
@@ -80,36 +90,45 @@ fn apply(
     now: Timestamp,
     now_us: i64,
     tally: &mut Tally,
-    queue: Option<Value>,
-) -> std::result::Result<Option<State>, ItemError> {
+    cached: Option<(Value, i64)>,
+) -> std::result::Result<Option<(State, i64)>, ItemError> {
     let row = |e: rusqlite::Error| if is_row_specific(&e) { ItemError::Row(e) } else { ItemError::Batch(db(e)) };
     let id = blob(&lease.id.0);
     let token = blob(&lease.token.0);
     Ok(match outcome {
-        Outcome::Ack => {
+        Outcome::Ack | Outcome::AckWith { .. } => {
             let n = conn.prepare_cached(ACK).map_err(db)?.execute(params![id, token, now_us]).map_err(row)?;
             if n != 1 {
                 return Ok(None);
             }
-            let queue = match queue {
-                Some(queue) => queue,
-                None => conn.prepare_cached(QUEUE).map_err(db)?.query_row(params![id], |r| r.get(0)).map_err(db)?,
+            let (queue, flow): (Value, i64) = match cached {
+                Some(cached) => cached,
+                None => conn
+                    .prepare_cached(QUEUE)
+                    .map_err(db)?
+                    .query_row(params![id], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .map_err(db)?,
             };
             tally.add(queue, State::Completed, 1);
-            Some(State::Completed)
+            if let Outcome::AckWith { result } = &outcome {
+                workflow::store_result(conn, lease.id, result)?;
+            }
+            Some((State::Completed, flow))
         }
         Outcome::Nack { error, delay } => {
             let run_at = add(now, delay).timestamp_micros();
             let error = storable_message(&error);
-            let changed: Option<(String, Value)> = conn
+            let changed: Option<(String, Value, i64)> = conn
                 .prepare_cached(NACK)
                 .map_err(db)?
-                .query_row(params![id, token, now_us, error, run_at, delay.is_zero()], |r| Ok((r.get(0)?, r.get(1)?)))
+                .query_row(params![id, token, now_us, error, run_at, delay.is_zero()], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                })
                 .optional()
                 .map_err(row)?;
             match changed {
                 None => None,
-                Some((s, queue)) => {
+                Some((s, queue, flow)) => {
                     let state = parse_state(&s).ok_or_else(|| Error::Corrupt {
                         id: Some(lease.id),
                         reason: format!("state {s:?} after retry"),
@@ -117,21 +136,21 @@ fn apply(
                     if state == State::Dead {
                         tally.add(queue, State::Dead, 1);
                     }
-                    Some(state)
+                    Some((state, flow))
                 }
             }
         }
         Outcome::Bury { error } => {
             let error = storable_message(&error);
-            let queue: Option<Value> = conn
+            let queue: Option<(Value, i64)> = conn
                 .prepare_cached(BURY)
                 .map_err(db)?
-                .query_row(params![id, token, now_us, error], |r| r.get(0))
+                .query_row(params![id, token, now_us, error], |r| Ok((r.get(0)?, r.get(1)?)))
                 .optional()
                 .map_err(row)?;
-            queue.map(|queue| {
+            queue.map(|(queue, flow)| {
                 tally.add(queue, State::Dead, 1);
-                State::Dead
+                (State::Dead, flow)
             })
         }
         Outcome::Release { delay } => {
@@ -141,7 +160,7 @@ fn apply(
                 .map_err(db)?
                 .execute(params![id, token, run_at, delay.is_zero()])
                 .map_err(row)?;
-            (n == 1).then_some(if delay.is_zero() { State::Pending } else { State::Scheduled })
+            (n == 1).then_some((if delay.is_zero() { State::Pending } else { State::Scheduled }, 0))
         }
         Outcome::Cancel => {
             let queue: Option<Value> = conn

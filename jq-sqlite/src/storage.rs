@@ -25,7 +25,8 @@ use crate::config::{Location, SqliteConfig};
 use crate::error::{BACKEND, SqliteError, command_panicked, writer_gone};
 use crate::schema::{self, Role};
 use crate::writer::{Alive, Command, Reply, Writer, panic_message};
-use crate::{admin, control, election, enqueue, periodic, wake};
+use crate::{admin, control, election, enqueue, periodic, wake, workflow};
+use jq_core::workflow::{JobLinks, ParentResult, StepInfo, WorkflowId, WorkflowInfo, WorkflowPlan};
 
 /// The embedded SQLite backend. Cheap to clone (an `Arc` inside); the
 /// writer thread stops when the last clone is dropped.
@@ -183,6 +184,25 @@ impl SqliteStorage {
         Ok(ids)
     }
 
+    /// Stores a workflow ([`WorkflowStorage::enqueue_workflow`](jq_core::storage::WorkflowStorage::enqueue_workflow))
+    /// inside the caller's transaction `tx`: its steps commit or roll back
+    /// with the caller's own writes. Like [`SqliteStorage::enqueue_tx`],
+    /// the work is done before this returns.
+    pub fn enqueue_workflow_tx(
+        &self,
+        tx: &mut Transaction<'_>,
+        plan: &WorkflowPlan,
+    ) -> std::future::Ready<Result<Vec<JobId>>> {
+        std::future::ready((|| {
+            plan.check(self.inner.config.max_payload_bytes)?;
+            let (ids, stored) = workflow::enqueue(tx, plan, self.inner.config.clock.now())?;
+            if stored {
+                wake::arm(tx, &self.inner.signal)?;
+            }
+            Ok(ids)
+        })())
+    }
+
     /// The configuration this storage was opened with.
     pub fn config(&self) -> &SqliteConfig {
         &self.inner.config
@@ -331,6 +351,38 @@ impl Storage for SqliteStorage {
     }
     fn as_cancellation(&self) -> Option<&dyn CancelStorage> {
         Some(self)
+    }
+    fn as_workflows(&self) -> Option<&dyn jq_core::storage::WorkflowStorage> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl jq_core::storage::WorkflowStorage for SqliteStorage {
+    async fn enqueue_workflow(&self, plan: &WorkflowPlan) -> Result<Vec<JobId>> {
+        plan.check(self.inner.config.max_payload_bytes)?;
+        let plan = Box::new(plan.clone());
+        self.call(|reply| Command::EnqueueWorkflow { plan, reply }).await
+    }
+
+    async fn result(&self, id: JobId) -> Result<Option<jq_core::Payload>> {
+        self.read(move |conn| workflow::result(conn, id)).await
+    }
+
+    async fn links(&self, id: JobId) -> Result<JobLinks> {
+        self.read(move |conn| workflow::links(conn, id)).await
+    }
+
+    async fn parent_results(&self, id: JobId) -> Result<Vec<ParentResult>> {
+        self.read(move |conn| workflow::parent_results(conn, id)).await
+    }
+
+    async fn workflow(&self, id: WorkflowId) -> Result<WorkflowInfo> {
+        self.read(move |conn| workflow::workflow(conn, id)).await
+    }
+
+    async fn workflow_steps(&self, id: WorkflowId) -> Result<Vec<StepInfo>> {
+        self.read(move |conn| workflow::workflow_steps(conn, id)).await
     }
 }
 

@@ -31,7 +31,7 @@ use tokio::sync::{oneshot, watch};
 
 use crate::counts::ClaimedQueues;
 use crate::error::SharedFailure;
-use crate::{admin, cancel, claim, control, election, enqueue, maintenance, periodic, settle};
+use crate::{admin, cancel, claim, control, election, enqueue, maintenance, periodic, settle, workflow};
 
 /// Where a command's answer goes.
 pub(crate) type Reply<T> = oneshot::Sender<Result<T>>;
@@ -40,6 +40,10 @@ pub(crate) type Reply<T> = oneshot::Sender<Result<T>>;
 pub(crate) enum Command {
     Enqueue {
         jobs: Vec<NewJob>,
+        reply: Reply<Vec<JobId>>,
+    },
+    EnqueueWorkflow {
+        plan: Box<jq_core::workflow::WorkflowPlan>,
         reply: Reply<Vec<JobId>>,
     },
     Claim {
@@ -188,11 +192,7 @@ impl Command {
                 (Answer::Ids(reply, r.map(|(ids, _)| ids)), wakes)
             }
             Command::Claim { request, reply } => {
-                let r = claim::claim(conn, &request, now);
-                if let Ok(jobs) = &r {
-                    claimed.claimed(jobs);
-                }
-                (Answer::Jobs(reply, r), false)
+                (Answer::Jobs(reply, claim::claim(conn, &request, now, claimed)), false)
             }
             Command::Complete { batch, reply } => {
                 let r = settle::settle(conn, batch, now, claimed);
@@ -217,7 +217,16 @@ impl Command {
                 (Answer::Count(reply, r), wakes)
             }
             Command::RetryDead { id, reply } => (Answer::Unit(reply, admin::retry(conn, id, now)), true),
-            Command::Cancel { id, reply } => (Answer::Unit(reply, admin::cancel(conn, id, now)), false),
+            Command::Cancel { id, reply } => {
+                let r = admin::cancel(conn, id, now);
+                let wakes = matches!(r, Ok(true));
+                (Answer::Unit(reply, r.map(drop)), wakes)
+            }
+            Command::EnqueueWorkflow { plan, reply } => {
+                let r = workflow::enqueue(conn, &plan, now);
+                let wakes = matches!(&r, Ok((_, true)));
+                (Answer::Ids(reply, r.map(|(ids, _)| ids)), wakes)
+            }
             Command::PurgeBatch { state, older_than, limit, reply } => {
                 (Answer::Count(reply, maintenance::purge_batch(conn, state, older_than, limit)), false)
             }
@@ -257,7 +266,9 @@ impl Command {
     /// Answers the command with `failure` without running it.
     fn refuse(self, failure: &SharedFailure) -> Done {
         let answer = match self {
-            Command::Enqueue { reply, .. } => Answer::Ids(reply, Err(failure.to_error())),
+            Command::Enqueue { reply, .. } | Command::EnqueueWorkflow { reply, .. } => {
+                Answer::Ids(reply, Err(failure.to_error()))
+            }
             Command::Claim { reply, .. } => Answer::Jobs(reply, Err(failure.to_error())),
             Command::Complete { reply, .. } => Answer::Settlements(reply, Err(failure.to_error())),
             Command::Heartbeat { reply, .. } => Answer::Beat(reply, Err(failure.to_error())),

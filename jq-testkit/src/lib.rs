@@ -117,6 +117,7 @@ pub mod periodic_model;
 pub mod proxy;
 pub mod scenarios;
 pub mod services;
+pub mod workflow_model;
 
 pub use faults::FaultyStorage;
 pub use memory::{MemoryHarness, MemoryStorage};
@@ -214,7 +215,7 @@ pub trait Harness: Send + Sync + 'static {
 ///
 /// ```text
 /// jq_testkit::conformance!(setup);                                        // a core-only backend
-/// jq_testkit::conformance!(setup; roles, periodic, controls, throughput, cancellation); // every capability
+/// jq_testkit::conformance!(setup; roles, periodic, controls, throughput, cancellation, workflows); // every capability
 /// ```
 ///
 /// `$setup` is an async fn (or any expression callable with no argument
@@ -367,11 +368,26 @@ macro_rules! __capability_tests {
             timed_out_attempt_is_retried,
         );
     };
+
+    (workflows, $setup:expr) => {
+        $crate::__conformance_tests!(
+            $setup;
+            workflow_enqueue_stores_waiting_steps,
+            workflow_batch_callback_once_when_last_two_race,
+            workflow_lost_answer_and_killed_worker_release_once,
+            workflow_retried_dependency_releases_children_once,
+            workflow_dead_dependency_cancels_and_retry_restores,
+            workflow_cancel_and_recover_cascade,
+            workflow_results_are_stored_with_the_ack,
+            workflow_pool_runs_a_batch_with_results,
+            workflow_purge_takes_results_and_steps_with_it,
+        );
+    };
     ($other:ident, $setup:expr) => {
         compile_error!(concat!(
             "unknown capability `",
             stringify!($other),
-            "`: use roles, periodic, controls, throughput or cancellation"
+            "`: use roles, periodic, controls, throughput, cancellation or workflows"
         ));
     };
 }
@@ -450,6 +466,15 @@ macro_rules! __capability_properties {
                 return;
             }
             $crate::periodic_model::check(|| ($setup)());
+        }
+    };
+    (workflows, $setup:expr) => {
+        #[test]
+        fn workflows_match_reference() {
+            if !$crate::__private::reachable(|| ($setup)()) {
+                return;
+            }
+            $crate::workflow_model::check(|| ($setup)());
         }
     };
     ($other:ident, $setup:expr) => {};

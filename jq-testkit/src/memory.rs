@@ -25,6 +25,8 @@ use tokio::sync::watch;
 
 use crate::Harness;
 
+mod workflow;
+
 /// State shared by every handle made with [`MemoryStorage::connect`].
 #[derive(Debug)]
 struct Shared {
@@ -35,6 +37,8 @@ struct Shared {
     schedules: Mutex<BTreeMap<String, PeriodicInfo>>,
     /// Queue controls; locked after `jobs` when both are needed.
     controls: Mutex<BTreeMap<QueueName, Control>>,
+    /// Workflows: locked after `jobs` when both are.
+    graph: Mutex<workflow::Graph>,
     signal: watch::Sender<u64>,
 }
 
@@ -92,6 +96,7 @@ impl MemoryStorage {
                 roles: Mutex::new(BTreeMap::new()),
                 schedules: Mutex::new(BTreeMap::new()),
                 controls: Mutex::new(BTreeMap::new()),
+                graph: Mutex::new(workflow::Graph::default()),
                 signal,
             }),
             clock: Clock::system(),
@@ -139,6 +144,10 @@ impl MemoryStorage {
 
     fn controls(&self) -> MutexGuard<'_, BTreeMap<QueueName, Control>> {
         self.shared.controls.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn graph(&self) -> MutexGuard<'_, workflow::Graph> {
+        self.shared.graph.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn bump(&self) {
@@ -279,6 +288,7 @@ impl Storage for MemoryStorage {
         let mut handed_back = false;
         {
             let mut map = self.jobs();
+            let mut graph = self.graph();
             for Settlement { lease, outcome } in batch {
                 let job = match map.get_mut(&lease.id) {
                     Some(job) if job.state == State::Running && job.token() == Some(lease.token) => job,
@@ -292,6 +302,11 @@ impl Storage for MemoryStorage {
                     Outcome::Ack => {
                         job.state = State::Completed;
                         job.finished_at = Some(now);
+                    }
+                    Outcome::AckWith { result } => {
+                        job.state = State::Completed;
+                        job.finished_at = Some(now);
+                        graph.set_result(lease.id, result);
                     }
                     Outcome::Nack { error, delay } => {
                         let message = storable_message(&error).into_owned();
@@ -322,7 +337,11 @@ impl Storage for MemoryStorage {
                         job.finished_at = Some(now);
                     }
                 }
-                results.push(Ok(job.state));
+                let state = job.state;
+                if state.is_terminal() && graph.has_children(lease.id) {
+                    handed_back |= graph.finished(&mut map, lease.id, now);
+                }
+                results.push(Ok(state));
             }
         }
         if handed_back {
@@ -372,6 +391,7 @@ impl Storage for MemoryStorage {
         let mut recovered = 0;
         {
             let mut map = self.jobs();
+            let mut dead = Vec::new();
             for job in map.values_mut() {
                 let Some(lease) = job.lease.as_ref().filter(|l| job.state == State::Running && l.expires_at <= now)
                 else {
@@ -391,10 +411,15 @@ impl Storage for MemoryStorage {
                 if job.attempts >= job.max_attempts {
                     job.state = State::Dead;
                     job.finished_at = Some(now);
+                    dead.push(job.id);
                 } else {
                     job.state = State::Pending;
                     job.run_at = now;
                 }
+            }
+            let mut graph = self.graph();
+            for id in dead {
+                graph.finished(&mut map, id, now);
             }
         }
         if recovered > 0 {
@@ -445,6 +470,7 @@ impl Storage for MemoryStorage {
             job.lease = None;
             job.cancel_requested = None;
             job.max_attempts = job.max_attempts.max(job.attempts + 1);
+            self.graph().retried(&mut map, id);
         }
         self.bump();
         Ok(())
@@ -452,21 +478,34 @@ impl Storage for MemoryStorage {
 
     async fn cancel(&self, id: JobId) -> Result<()> {
         let now = self.clock.now();
-        let mut map = self.jobs();
-        let job = map.get_mut(&id).ok_or(Error::NotFound { id })?;
-        if !matches!(job.state, State::Scheduled | State::Pending) {
-            return Err(Error::InvalidState { id, state: job.state, operation: "cancel" });
+        let woke = {
+            let mut map = self.jobs();
+            let job = map.get_mut(&id).ok_or(Error::NotFound { id })?;
+            if !matches!(job.state, State::Waiting | State::Scheduled | State::Pending) {
+                return Err(Error::InvalidState { id, state: job.state, operation: "cancel" });
+            }
+            job.state = State::Cancelled;
+            job.finished_at = Some(now);
+            self.graph().finished(&mut map, id, now)
+        };
+        if woke {
+            self.bump();
         }
-        job.state = State::Cancelled;
-        job.finished_at = Some(now);
         Ok(())
     }
 
     async fn purge(&self, state: State, older_than: Timestamp) -> Result<u64> {
         jq_core::storage::check_purge_state(state)?;
         let mut map = self.jobs();
+        let mut graph = self.graph();
         let before = map.len();
-        map.retain(|_, j| !(j.state == state && j.finished_at.is_some_and(|f| f < older_than)));
+        map.retain(|id, j| {
+            let purge = j.state == state && j.finished_at.is_some_and(|f| f < older_than);
+            if purge {
+                graph.purged(*id);
+            }
+            !purge
+        });
         Ok((before - map.len()) as u64)
     }
 
@@ -490,6 +529,9 @@ impl Storage for MemoryStorage {
         Some(self)
     }
     fn as_throughput(&self) -> Option<&dyn ThroughputStorage> {
+        Some(self)
+    }
+    fn as_workflows(&self) -> Option<&dyn jq_core::storage::WorkflowStorage> {
         Some(self)
     }
 }
@@ -703,6 +745,7 @@ impl Harness for MemoryHarness {
         self.storage.roles().clear();
         self.storage.schedule_rows().clear();
         self.storage.controls().clear();
+        self.storage.graph().clear();
     }
 }
 

@@ -6,5 +6,5 @@ async fn setup() -> MemoryHarness {
     MemoryHarness::new()
 }
 
-jq_testkit::conformance!(setup; roles, periodic, controls, throughput, cancellation);
-jq_testkit::properties!(setup; periodic);
+jq_testkit::conformance!(setup; roles, periodic, controls, throughput, cancellation, workflows);
+jq_testkit::properties!(setup; periodic, workflows);

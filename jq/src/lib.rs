@@ -88,12 +88,14 @@
 mod backend;
 mod client;
 mod error;
+mod flows;
 mod tx;
 mod url;
 
 pub use backend::{Backend, ConnectOptions};
 pub use client::Client;
 pub use error::SetupError;
+pub use flows::EnqueuedWorkflow;
 pub use tx::Transactional;
 pub use url::BackendUrl;
 
@@ -105,7 +107,7 @@ pub use jq_core::{
     Stats, Throughput, Timestamp, TraceContext, WorkerHandle, WorkerPool,
 };
 pub use jq_core::storage::CancelAnswer;
-pub use jq_core::{observe, periodic, storage};
+pub use jq_core::{observe, periodic, storage, workflow};
 
 /// The SQLite backend (feature `sqlite`), with the `rusqlite` it is built
 /// with (`jq::sqlite::rusqlite`) for [`Client::enqueue_tx`].
@@ -155,4 +157,6 @@ mod guides {
     struct Operations;
     #[doc = include_str!("../../docs/cancellation.md")]
     struct Cancellation;
+    #[doc = include_str!("../../docs/workflows.md")]
+    struct Workflows;
 }

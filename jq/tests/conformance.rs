@@ -9,14 +9,14 @@ mod common;
 
 #[cfg(feature = "sqlite")]
 mod sqlite {
-    jq_testkit::conformance!(super::common::sqlite; roles, periodic, controls, throughput, cancellation);
-    jq_testkit::properties!(super::common::sqlite; periodic);
+    jq_testkit::conformance!(super::common::sqlite; roles, periodic, controls, throughput, cancellation, workflows);
+    jq_testkit::properties!(super::common::sqlite; periodic, workflows);
 }
 
 #[cfg(feature = "postgres")]
 mod postgres {
-    jq_testkit::conformance!(super::common::postgres; roles, periodic, controls, throughput, cancellation);
-    jq_testkit::properties!(super::common::postgres; periodic);
+    jq_testkit::conformance!(super::common::postgres; roles, periodic, controls, throughput, cancellation, workflows);
+    jq_testkit::properties!(super::common::postgres; periodic, workflows);
 }
 
 #[cfg(feature = "redis")]

@@ -39,6 +39,8 @@ pub(crate) struct Tables {
     /// Queue controls (`ControlStorage::set_paused`, `set_limits`): a table keyed
     /// by queue, which a claim reads by key for each asked queue.
     pub(crate) controls: BTreeMap<QueueName, Control>,
+    /// Workflows: edges, nodes and results (`workflow.rs`).
+    pub(crate) graph: crate::workflow::Graph,
 }
 
 /// One queue's control, and what enforcing it needs.
@@ -218,6 +220,8 @@ impl Tables {
                 }
                 *self.running_per_queue.entry(job.queue.clone()).or_default() += 1;
             }
+            // Found through its parents' edges, never by a scan.
+            State::Waiting => {}
             State::Completed | State::Dead | State::Cancelled => {
                 if let Some(finished_at) = job.finished_at {
                     self.finished.insert((job.state, finished_at, job.id));

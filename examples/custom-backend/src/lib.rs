@@ -34,6 +34,7 @@
 
 mod index;
 mod minimal;
+mod workflow;
 
 pub use minimal::MinimalStorage;
 
@@ -196,10 +197,13 @@ impl Storage for IndexedStorage {
                     results.push(Err(Error::LeaseLost { id: lease.id }));
                     continue;
                 }
+                if let Outcome::AckWith { result } = &outcome {
+                    t.graph.set_result(lease.id, result.clone());
+                }
                 let changed = t.update(lease.id, |job| {
                     job.lease = None;
                     match outcome {
-                        Outcome::Ack => finish(job, State::Completed, now),
+                        Outcome::Ack | Outcome::AckWith { .. } => finish(job, State::Completed, now),
                         Outcome::Nack { error, delay } => {
                             let message = storable_message(&error).into_owned();
                             job.errors.push(AttemptError { attempt: job.attempts, at: now, message });
@@ -224,6 +228,9 @@ impl Storage for IndexedStorage {
                 });
                 let state = changed.map(|job| job.state).ok_or(Error::LeaseLost { id: lease.id });
                 handed_back |= matches!(state, Ok(State::Pending | State::Scheduled));
+                if matches!(state, Ok(s) if s.is_terminal()) && t.graph.has_children(lease.id) {
+                    handed_back |= workflow::finished(&mut t, lease.id, now);
+                }
                 results.push(state);
             }
         }
@@ -276,6 +283,7 @@ impl Storage for IndexedStorage {
         let recovered = {
             let mut t = self.begin();
             let expired = t.expired(now);
+            let mut dead = Vec::new();
             for id in &expired {
                 t.update(*id, |job| {
                     let worker = job.lease.take().map(|l| l.worker).unwrap_or_default();
@@ -292,6 +300,12 @@ impl Storage for IndexedStorage {
                         job.run_at = now;
                     }
                 });
+                if t.rows.get(id).is_some_and(|j| j.state == State::Dead) {
+                    dead.push(*id);
+                }
+            }
+            for id in dead {
+                workflow::finished(&mut t, id, now);
             }
             expired.len() as u64
         };
@@ -341,6 +355,7 @@ impl Storage for IndexedStorage {
                 job.cancel_requested = None; // an operator's new start
                 job.max_attempts = job.max_attempts.max(job.attempts + 1); // one more attempt
             });
+            workflow::retried(&mut t, id);
         }
         self.wake();
         Ok(())
@@ -350,10 +365,14 @@ impl Storage for IndexedStorage {
         let now = self.clock.now();
         let mut t = self.begin();
         let state = t.rows.get(&id).ok_or(Error::NotFound { id })?.state;
-        if !matches!(state, State::Scheduled | State::Pending) {
+        if !matches!(state, State::Waiting | State::Scheduled | State::Pending) {
             return Err(Error::InvalidState { id, state, operation: "cancel" });
         }
         t.update(id, |job| finish(job, State::Cancelled, now));
+        if workflow::finished(&mut t, id, now) {
+            drop(t);
+            self.wake();
+        }
         Ok(())
     }
 
@@ -363,6 +382,7 @@ impl Storage for IndexedStorage {
         let old = t.finished_before(state, older_than);
         for id in &old {
             t.remove(*id);
+            t.graph.purged(*id);
         }
         Ok(old.len() as u64)
     }
@@ -387,6 +407,10 @@ impl Storage for IndexedStorage {
         Some(self)
     }
     fn as_cancellation(&self) -> Option<&dyn CancelStorage> {
+        Some(self)
+    }
+
+    fn as_workflows(&self) -> Option<&dyn jq::storage::WorkflowStorage> {
         Some(self)
     }
 }

@@ -200,13 +200,21 @@ impl Storage for MinimalStorage {
             // same job sees the earlier one's effect, and one stale token
             // fails only its own place.
             for Settlement { lease, outcome } in batch {
+                // Results are the capability workflows, which this backend
+                // does not declare: refused, nothing changed (the pool
+                // never sends one here).
+                if matches!(outcome, Outcome::AckWith { .. }) {
+                    results.push(Err(jq::storage::unsupported(jq::storage::Capability::Workflows)));
+                    continue;
+                }
                 let Some(job) = held(&mut t, &lease) else {
                     results.push(Err(Error::LeaseLost { id: lease.id }));
                     continue;
                 };
                 job.lease = None;
                 match outcome {
-                    Outcome::Ack => finish(job, State::Completed, now),
+                    // An AckWith was refused above and never gets here.
+                    Outcome::Ack | Outcome::AckWith { .. } => finish(job, State::Completed, now),
                     Outcome::Nack { error, delay } => {
                         record_error(job, now, &error);
                         if job.attempts >= job.max_attempts {

@@ -28,5 +28,5 @@ async fn setup() -> Harness {
     Harness { store: IndexedStorage::default() }
 }
 
-jq_testkit::conformance!(setup; roles, periodic, controls, throughput, cancellation);
-jq_testkit::properties!(setup; periodic);
+jq_testkit::conformance!(setup; roles, periodic, controls, throughput, cancellation, workflows);
+jq_testkit::properties!(setup; periodic, workflows);

@@ -11,6 +11,7 @@ mod queue;
 mod read;
 mod serve;
 pub mod worker;
+mod workflow;
 
 pub use metrics::serve as serve_metrics;
 
@@ -19,7 +20,7 @@ use std::time::Duration;
 use jq::storage::Storage;
 use jq::{JobId, NewJob, State};
 
-use crate::cli::{Command, DeadCommand, ListArgs, PageArgs, PeriodicCommand, QueueCommand};
+use crate::cli::{Command, DeadCommand, ListArgs, PageArgs, PeriodicCommand, QueueCommand, WorkflowCommand};
 use crate::error::CliResult;
 
 /// A command whose input has been checked, ready to run on a storage.
@@ -29,6 +30,8 @@ pub enum Action {
     Enqueue(Box<NewJob>),
     /// Show a job.
     Get(JobId),
+    /// Show a workflow.
+    WorkflowShow(jq::workflow::WorkflowId),
     /// List jobs.
     List(ListArgs),
     /// Count jobs.
@@ -86,6 +89,7 @@ impl Action {
         Ok(Some(match command {
             Command::Enqueue(args) => Action::Enqueue(Box::new(enqueue::prepare(&args)?)),
             Command::Get { id } => Action::Get(id),
+            Command::Workflow(WorkflowCommand::Show { id }) => Action::WorkflowShow(id),
             Command::List(args) => Action::List(args),
             Command::Stats { watch } => Action::Stats { watch },
             Command::Cancel { id, reason } => Action::Cancel(id, reason),
@@ -110,7 +114,8 @@ impl Action {
     pub async fn run<S: Storage + Clone>(self, storage: S, json: bool) -> CliResult {
         match self {
             Action::Enqueue(job) => enqueue::run(&storage, *job, json).await,
-            Action::Get(id) => read::get(&storage, id, json).await,
+            Action::Get(id) => workflow::get(&storage, id, json).await,
+            Action::WorkflowShow(id) => workflow::show(&storage, id, json).await,
             Action::List(args) => read::list(&storage, args.state, &args.page, json, false).await,
             Action::Stats { watch: None } => read::stats(&storage, json).await,
             Action::Stats { watch: Some(every) } => read::watch_stats(&storage, every, json).await,

@@ -1,21 +1,15 @@
-//! The read commands: `get`, `list`, `dead list`, `stats`, `leaders`.
+//! The read commands: `list`, `dead list`, `stats`, `leaders`.
 
 use std::io::IsTerminal as _;
 use std::time::Duration;
 
 use jq::storage::{Storage, StorageExt};
-use jq::{JobFilter, JobId, State};
+use jq::{JobFilter, State};
 
 use crate::cli::PageArgs;
 use crate::duration;
 use crate::error::CliResult;
 use crate::view::{self, JobView, LeaderView, StatsView};
-
-/// `jqctl get ID`.
-pub async fn get<S: Storage>(storage: &S, id: JobId, json: bool) -> CliResult {
-    let job = storage.get(id).await?;
-    if json { view::emit_json(&JobView::from(&job)) } else { view::emit(&view::job_details(&job)) }
-}
 
 /// `jqctl list` and `jqctl dead list`.
 pub async fn list<S: Storage>(

@@ -15,6 +15,7 @@
 //! | [`Capability::Controls`] | [`ControlStorage`] | pausing and limiting queues |
 //! | [`Capability::Throughput`] | [`ThroughputStorage`] | the dashboard's chart, `jqctl stats` |
 //! | [`Capability::Cancellation`] | [`CancelStorage`](super::CancelStorage) | cancelling running jobs, progress |
+//! | [`Capability::Workflows`] | [`WorkflowStorage`](super::WorkflowStorage) | results, dependencies, batches |
 
 use std::time::Duration;
 
@@ -38,6 +39,7 @@ impl Capability {
             Capability::Controls => storage.as_controls().is_some(),
             Capability::Throughput => storage.as_throughput().is_some(),
             Capability::Cancellation => storage.as_cancellation().is_some(),
+            Capability::Workflows => storage.as_workflows().is_some(),
         }
     }
 }

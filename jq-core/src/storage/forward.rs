@@ -116,6 +116,9 @@ macro_rules! forward_storage {
             fn as_cancellation(&self) -> ::std::option::Option<&dyn $crate::storage::CancelStorage> {
                 $via!(self, s => $crate::storage::Storage::as_cancellation(s))
             }
+            fn as_workflows(&self) -> ::std::option::Option<&dyn $crate::storage::WorkflowStorage> {
+                $via!(self, s => $crate::storage::Storage::as_workflows(s))
+            }
         }
     };
 }

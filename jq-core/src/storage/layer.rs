@@ -14,11 +14,13 @@ use super::capability::{
 };
 use super::cancel::{CancelAnswer, CancelStorage, ProgressReport};
 use super::types::{Beat, ClaimRequest, Settled, Settlement, WorkSignal};
+use super::workflow::WorkflowStorage;
 use crate::clock::{Clock, Timestamp};
 use crate::control::{QueueInfo, QueueLimits};
 use crate::error::Result;
 use crate::job::{Job, JobId, LeaseRef, LeaseToken, NewJob, QueueName, State};
 use crate::periodic::{Fire, FireOutcome, PeriodicInfo};
+use crate::workflow::{JobLinks, ParentResult, StepInfo, WorkflowId, WorkflowInfo, WorkflowPlan};
 use crate::{JobFilter, Stats, Throughput};
 
 /// Every storage operation, core and capabilities: what [`Layer::around`]
@@ -76,11 +78,23 @@ pub enum Operation {
     RequestCancel,
     /// [`CancelStorage::progress`].
     Progress,
+    /// [`WorkflowStorage::enqueue_workflow`].
+    EnqueueWorkflow,
+    /// [`WorkflowStorage::result`].
+    Result,
+    /// [`WorkflowStorage::links`].
+    Links,
+    /// [`WorkflowStorage::parent_results`].
+    ParentResults,
+    /// [`WorkflowStorage::workflow`].
+    Workflow,
+    /// [`WorkflowStorage::workflow_steps`].
+    WorkflowSteps,
 }
 
 impl Operation {
     /// Every operation.
-    pub const ALL: [Operation; 25] = [
+    pub const ALL: [Operation; 31] = [
         Operation::Enqueue,
         Operation::Claim,
         Operation::Settle,
@@ -106,6 +120,12 @@ impl Operation {
         Operation::Throughput,
         Operation::RequestCancel,
         Operation::Progress,
+        Operation::EnqueueWorkflow,
+        Operation::Result,
+        Operation::Links,
+        Operation::ParentResults,
+        Operation::Workflow,
+        Operation::WorkflowSteps,
     ];
 
     /// The capability it belongs to; `None` for the core.
@@ -116,6 +136,12 @@ impl Operation {
             Operation::SetPaused | Operation::SetLimits | Operation::Queues => Some(Capability::Controls),
             Operation::Throughput => Some(Capability::Throughput),
             Operation::RequestCancel | Operation::Progress => Some(Capability::Cancellation),
+            Operation::EnqueueWorkflow
+            | Operation::Result
+            | Operation::Links
+            | Operation::ParentResults
+            | Operation::Workflow
+            | Operation::WorkflowSteps => Some(Capability::Workflows),
             _ => None,
         }
     }
@@ -287,6 +313,36 @@ pub trait Layer: Send + Sync + 'static {
         let cancels = self.inner().as_cancellation().ok_or_else(|| unsupported(Capability::Cancellation))?;
         self.around(Operation::Progress, cancels.progress(reports)).await
     }
+    /// [`WorkflowStorage::enqueue_workflow`].
+    async fn enqueue_workflow(&self, plan: &WorkflowPlan) -> Result<Vec<JobId>> {
+        let w = self.inner().as_workflows().ok_or_else(|| unsupported(Capability::Workflows))?;
+        self.around(Operation::EnqueueWorkflow, w.enqueue_workflow(plan)).await
+    }
+    /// [`WorkflowStorage::result`].
+    async fn result(&self, id: JobId) -> Result<Option<crate::job::Payload>> {
+        let w = self.inner().as_workflows().ok_or_else(|| unsupported(Capability::Workflows))?;
+        self.around(Operation::Result, w.result(id)).await
+    }
+    /// [`WorkflowStorage::links`].
+    async fn links(&self, id: JobId) -> Result<JobLinks> {
+        let w = self.inner().as_workflows().ok_or_else(|| unsupported(Capability::Workflows))?;
+        self.around(Operation::Links, w.links(id)).await
+    }
+    /// [`WorkflowStorage::parent_results`].
+    async fn parent_results(&self, id: JobId) -> Result<Vec<ParentResult>> {
+        let w = self.inner().as_workflows().ok_or_else(|| unsupported(Capability::Workflows))?;
+        self.around(Operation::ParentResults, w.parent_results(id)).await
+    }
+    /// [`WorkflowStorage::workflow`].
+    async fn workflow(&self, id: WorkflowId) -> Result<WorkflowInfo> {
+        let w = self.inner().as_workflows().ok_or_else(|| unsupported(Capability::Workflows))?;
+        self.around(Operation::Workflow, w.workflow(id)).await
+    }
+    /// [`WorkflowStorage::workflow_steps`].
+    async fn workflow_steps(&self, id: WorkflowId) -> Result<Vec<StepInfo>> {
+        let w = self.inner().as_workflows().ok_or_else(|| unsupported(Capability::Workflows))?;
+        self.around(Operation::WorkflowSteps, w.workflow_steps(id)).await
+    }
 }
 
 #[async_trait]
@@ -351,6 +407,9 @@ impl<L: Layer> Storage for L {
     fn as_cancellation(&self) -> Option<&dyn CancelStorage> {
         self.inner().as_cancellation().map(|_| self as &dyn CancelStorage)
     }
+    fn as_workflows(&self) -> Option<&dyn WorkflowStorage> {
+        self.inner().as_workflows().map(|_| self as &dyn WorkflowStorage)
+    }
 }
 
 #[async_trait]
@@ -406,5 +465,27 @@ impl<L: Layer> CancelStorage for L {
     }
     async fn progress(&self, reports: &[ProgressReport]) -> Result<Vec<JobId>> {
         Layer::progress(self, reports).await
+    }
+}
+
+#[async_trait]
+impl<L: Layer> WorkflowStorage for L {
+    async fn enqueue_workflow(&self, plan: &WorkflowPlan) -> Result<Vec<JobId>> {
+        Layer::enqueue_workflow(self, plan).await
+    }
+    async fn result(&self, id: JobId) -> Result<Option<crate::job::Payload>> {
+        Layer::result(self, id).await
+    }
+    async fn links(&self, id: JobId) -> Result<JobLinks> {
+        Layer::links(self, id).await
+    }
+    async fn parent_results(&self, id: JobId) -> Result<Vec<ParentResult>> {
+        Layer::parent_results(self, id).await
+    }
+    async fn workflow(&self, id: WorkflowId) -> Result<WorkflowInfo> {
+        Layer::workflow(self, id).await
+    }
+    async fn workflow_steps(&self, id: WorkflowId) -> Result<Vec<StepInfo>> {
+        Layer::workflow_steps(self, id).await
     }
 }

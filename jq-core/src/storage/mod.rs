@@ -41,6 +41,7 @@ mod capability;
 mod forward;
 mod layer;
 pub(crate) mod types;
+mod workflow;
 
 use std::time::Duration;
 
@@ -53,6 +54,7 @@ pub use cancel::{
 };
 pub use layer::{Layer, Operation};
 pub use types::{Beat, ClaimRequest, Outcome, Settled, Settlement, WorkSignal, check_purge_state, minute_of};
+pub use workflow::{WorkflowStorage, workflow_not_found};
 
 pub use crate::clock::{add, from_micros, sub, truncate_micros};
 pub use crate::control::{MAX_LIMIT, MAX_RATE_PERIOD, SEEN_TTL, allowance, seen_forgotten_at};
@@ -254,6 +256,12 @@ pub trait Storage: Send + Sync + 'static {
     fn as_cancellation(&self) -> Option<&dyn CancelStorage> {
         None
     }
+
+    /// Results and dependencies ([`Capability::Workflows`]), when the
+    /// backend has them.
+    fn as_workflows(&self) -> Option<&dyn WorkflowStorage> {
+        None
+    }
 }
 
 /// Conveniences over [`Storage`]: one job at a time, the capabilities as
@@ -289,6 +297,11 @@ pub trait StorageExt: Storage {
     /// [`Storage::as_cancellation`], or [`Error::Unsupported`].
     fn require_cancellation(&self) -> Result<&dyn CancelStorage> {
         self.as_cancellation().ok_or_else(|| unsupported(Capability::Cancellation))
+    }
+
+    /// [`Storage::as_workflows`], or [`Error::Unsupported`].
+    fn require_workflows(&self) -> Result<&dyn WorkflowStorage> {
+        self.as_workflows().ok_or_else(|| unsupported(Capability::Workflows))
     }
 
     /// Enqueues one job and returns its id (the existing job's id when a

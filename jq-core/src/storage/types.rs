@@ -70,6 +70,16 @@ pub enum Outcome {
         /// What went wrong.
         error: String,
     },
+    /// Ack with a result: like [`Outcome::Ack`], and stores `result` with
+    /// the completed job in the same step. Only a backend with
+    /// [`Capability::Workflows`](super::Capability::Workflows) takes it;
+    /// the worker pool sends it only there. Every other backend answers the
+    /// item with [`Error::Unsupported`](crate::Error::Unsupported) and
+    /// changes nothing.
+    AckWith {
+        /// What the handler returned, JSON.
+        result: crate::job::Payload,
+    },
     /// Release: hands the job back without counting the attempt: Running ->
     /// Pending (`delay` zero: graceful shutdown) or Scheduled at
     /// `now + delay` (a handler's [`HandlerError::release`](crate::HandlerError::release)).
@@ -155,7 +165,7 @@ impl JobFilter {
 /// Job counts per state of one queue.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StateCounts {
-    counts: [u64; 6],
+    counts: [u64; 7],
 }
 
 impl StateCounts {

@@ -18,7 +18,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::fetcher::Claimed;
-use super::handler::{Action, ErasedHandler, HandlerError, HandlerResult, JobContext};
+use super::handler::{Action, ErasedHandler, HandlerError, HandlerResult, JobContext, WorkflowAccess};
 use super::heartbeat::Inflight;
 use super::settler::Finished;
 use crate::backoff::Backoff;
@@ -54,6 +54,8 @@ pub(crate) struct Executor {
     pub(crate) worker: Arc<str>,
     /// The storage's clock: queue lag is measured against `run_at`.
     pub(crate) clock: Clock,
+    /// Results and parents' results, on a storage with workflows.
+    pub(crate) workflows: Option<Arc<WorkflowAccess>>,
 }
 
 /// How one run ended, before it is turned into an outcome.
@@ -111,7 +113,10 @@ impl Executor {
             // request): the handler is told at once.
             control.request_cancel();
         }
-        let ctx = JobContext::for_job(&job, lease, control.clone());
+        let mut ctx = JobContext::for_job(&job, lease, control.clone());
+        ctx.workflows = self.workflows.clone();
+        // The handler's clones share the slot: what it sets is read here.
+        let result_slot = ctx.clone();
         let handler = self.handlers.get(&job.kind).or(self.fallback.as_ref()).cloned();
         let nack_unknown = self.nack_unknown_kinds;
         // Calling the handler inside the future puts a panic in the call
@@ -179,7 +184,10 @@ impl Executor {
         }
         let nack = |error: String| Outcome::Nack { error, delay: self.backoff.delay(attempt) };
         let outcome = match ran {
-            Ran::Returned(Ok(())) => Outcome::Ack,
+            Ran::Returned(Ok(())) => match result_slot.take_result() {
+                Some(result) => Outcome::AckWith { result },
+                None => Outcome::Ack,
+            },
             // Told to stop, it did not succeed: a cancel request ends the
             // job Cancelled, a timeout is a failed attempt.
             Ran::Returned(Err(_)) | Ran::Panicked(_) | Ran::Dropped if stopped_for == Some("cancel") => Outcome::Cancel,
@@ -274,7 +282,7 @@ fn record_end(span: &tracing::Span, outcome: &'static str, took: Duration) {
 /// How a run ended, for its span.
 fn outcome_name(outcome: &Outcome) -> &'static str {
     match outcome {
-        Outcome::Ack => "ack",
+        Outcome::Ack | Outcome::AckWith { .. } => "ack",
         Outcome::Nack { .. } => "nack",
         Outcome::Bury { .. } => "bury",
         Outcome::Release { .. } => "release",

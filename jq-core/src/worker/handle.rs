@@ -184,6 +184,7 @@ pub(crate) fn start<S: Storage>(
         observe: config.observe,
         worker: config.worker_name.as_str().into(),
         clock: storage.clock(),
+        workflows: workflow_access(&storage, config.max_result_bytes),
     });
     let executors: Vec<JoinHandle<()>> =
         (0..config.concurrency).map(|_| tokio::spawn(executor.clone().run())).collect();
@@ -356,4 +357,21 @@ async fn release_unstarted(jobs: &async_channel::Receiver<Claimed>, finished: &m
         released += 1;
     }
     released
+}
+
+/// What handlers reach of the storage's workflows, when it has them.
+fn workflow_access<S: Storage>(
+    storage: &Arc<S>,
+    max_result_bytes: usize,
+) -> Option<Arc<super::handler::WorkflowAccess>> {
+    storage.as_workflows()?;
+    let storage = storage.clone();
+    let parents: super::handler::ParentReader = Arc::new(move |id| {
+        let storage = storage.clone();
+        Box::pin(async move {
+            use crate::storage::StorageExt;
+            storage.require_workflows()?.parent_results(id).await
+        })
+    });
+    Some(Arc::new(super::handler::WorkflowAccess { max_result_bytes, parents }))
 }

@@ -10,7 +10,8 @@ use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use super::cancel::RunControl;
-use crate::job::{Job, JobId, JobType, LeaseRef, QueueName};
+use crate::job::{Job, JobId, JobType, LeaseRef, Payload, QueueName};
+use crate::workflow::ParentResult;
 
 /// What a handler returns: `Ok(())` acks the job.
 pub type HandlerResult = Result<(), HandlerError>;
@@ -134,6 +135,26 @@ pub struct JobContext {
     pub(crate) max_attempts: u32,
     pub(crate) lease: LeaseRef,
     pub(crate) control: Arc<RunControl>,
+    /// What [`JobContext::set_result`] stored, shared by the clones.
+    pub(crate) result: Arc<std::sync::Mutex<Option<Payload>>>,
+    /// `None` on a storage without [`Capability::Workflows`](crate::storage::Capability::Workflows).
+    pub(crate) workflows: Option<Arc<WorkflowAccess>>,
+}
+
+/// Reads a job's parents' results ([`WorkflowStorage::parent_results`](crate::storage::WorkflowStorage::parent_results)).
+pub(crate) type ParentReader = Arc<dyn Fn(JobId) -> BoxFuture<'static, crate::Result<Vec<ParentResult>>> + Send + Sync>;
+
+/// What a handler reaches of a storage with workflows.
+pub(crate) struct WorkflowAccess {
+    /// The pool's cap on a result ([`WorkerPool::max_result_bytes`](crate::WorkerPool::max_result_bytes)).
+    pub(crate) max_result_bytes: usize,
+    pub(crate) parents: ParentReader,
+}
+
+impl fmt::Debug for WorkflowAccess {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WorkflowAccess").field("max_result_bytes", &self.max_result_bytes).finish_non_exhaustive()
+    }
 }
 
 impl JobContext {
@@ -146,7 +167,45 @@ impl JobContext {
             max_attempts: job.max_attempts,
             lease,
             control,
+            result: Arc::default(),
+            workflows: None,
         }
+    }
+
+    /// Sets the job's result: stored with its ack when the handler returns
+    /// `Ok(())` (and dropped otherwise), readable with
+    /// [`WorkflowStorage::result`](crate::storage::WorkflowStorage::result)
+    /// and by its children's [`JobContext::parent_results`]. A second call
+    /// replaces the first. [`Error::ResultTooLarge`](crate::Error::ResultTooLarge)
+    /// over the pool's cap, [`Error::InvalidPayload`](crate::Error::InvalidPayload)
+    /// when it does not serialize, [`Error::Unsupported`](crate::Error::Unsupported)
+    /// on a storage without workflows.
+    pub fn set_result<T: serde::Serialize + ?Sized>(&self, value: &T) -> crate::Result<()> {
+        let access = self
+            .workflows
+            .as_ref()
+            .ok_or_else(|| crate::storage::unsupported(crate::storage::Capability::Workflows))?;
+        let payload = Payload::of(value)?;
+        crate::workflow::check_result(&payload, access.max_result_bytes)?;
+        *self.result.lock().unwrap_or_else(|p| p.into_inner()) = Some(payload);
+        Ok(())
+    }
+
+    /// The result set so far, taken (the pool's settler sends it).
+    pub(crate) fn take_result(&self) -> Option<Payload> {
+        self.result.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+
+    /// This job's parents in its workflow, each with its step name, state
+    /// and result, in step order; empty for a job without parents.
+    /// [`Error::Unsupported`](crate::Error::Unsupported) on a storage
+    /// without workflows. One read of the storage per call.
+    pub async fn parent_results(&self) -> crate::Result<Vec<ParentResult>> {
+        let access = self
+            .workflows
+            .as_ref()
+            .ok_or_else(|| crate::storage::unsupported(crate::storage::Capability::Workflows))?;
+        (access.parents)(self.id).await
     }
 
     /// The job's id.

@@ -128,6 +128,7 @@ pub(crate) struct Config {
     pub(crate) periodic_interval: Duration,
     pub(crate) observe: bool,
     pub(crate) sample_interval: Duration,
+    pub(crate) max_result_bytes: usize,
 }
 
 /// A pool of workers over a storage `S`, configured with builder methods,
@@ -303,6 +304,7 @@ impl<S: Storage> WorkerPool<S> {
                 periodic_interval: DEFAULT_PERIODIC_INTERVAL,
                 observe: true,
                 sample_interval: DEFAULT_SAMPLE_INTERVAL,
+                max_result_bytes: crate::workflow::DEFAULT_MAX_RESULT_BYTES,
             },
             handlers: HashMap::new(),
             fallback: None,
@@ -527,6 +529,16 @@ impl<S: Storage> WorkerPool<S> {
     /// kind.
     pub fn nack_unknown_kinds(mut self, nack: bool) -> Self {
         self.config.nack_unknown_kinds = nack;
+        self
+    }
+
+    /// The largest result a handler may set with
+    /// [`JobContext::set_result`], in bytes of JSON (default
+    /// [`DEFAULT_MAX_RESULT_BYTES`](crate::workflow::DEFAULT_MAX_RESULT_BYTES));
+    /// a larger one is refused there with
+    /// [`Error::ResultTooLarge`](crate::Error::ResultTooLarge).
+    pub fn max_result_bytes(mut self, bytes: usize) -> Self {
+        self.config.max_result_bytes = bytes;
         self
     }
 

@@ -64,7 +64,7 @@ impl Retention {
             State::Completed => self.completed,
             State::Cancelled => self.cancelled,
             State::Dead => self.dead,
-            State::Scheduled | State::Pending | State::Running => None,
+            State::Waiting | State::Scheduled | State::Pending | State::Running => None,
         }
     }
 

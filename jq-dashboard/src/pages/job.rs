@@ -28,6 +28,12 @@ pub(crate) async fn page<S: Storage>(
 ) -> PageResult<Markup> {
     let job = app.client.get(job_id(&id)?).await?;
     let now = app.client.clock().now();
+    // A store with workflows shows where the job stands in its own and
+    // its result; the others have neither.
+    let (links, result) = match app.client.storage().as_workflows() {
+        Some(flows) => (Some(flows.links(job.id).await?), flows.result(job.id).await?),
+        None => (None, None),
+    };
     let body = html! {
         h1 { "Job " code { (job.id) } " " (state_badge(job.state)) }
         @if !app.options.read_only { (actions(&base, &app.csrf, &job, app.client.storage().as_cancellation().is_some())) }
@@ -60,6 +66,7 @@ pub(crate) async fn page<S: Storage>(
         }
         h2 { "Payload" }
         pre.payload #payload { (pretty(&job)) }
+        (crate::pages::workflow::section(&base, links.as_ref(), result.as_ref()))
         h2 { "Attempts that failed" }
         @if job.errors.is_empty() {
             p.muted { "None." }

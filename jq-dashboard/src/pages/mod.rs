@@ -3,6 +3,7 @@
 pub(crate) mod job;
 pub(crate) mod jobs;
 pub(crate) mod overview;
+pub(crate) mod workflow;
 
 use jq::{Rate, State};
 use maud::{Markup, html};

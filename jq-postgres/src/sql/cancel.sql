@@ -1,4 +1,5 @@
--- Scheduled or Pending -> Cancelled. $1 id uuid, $2 now timestamptz.
+-- Waiting, Scheduled or Pending -> Cancelled (a Waiting job's dependents
+-- follow by migration 9's trigger). $1 id uuid, $2 now timestamptz.
 -- No row returned: unknown id or another state (the caller looks it up).
 --
 -- The row is found by primary key and locked first, then changed by its
@@ -14,7 +15,7 @@ upd AS (
 UPDATE {schema}.jobs AS j
 SET state = 'cancelled', finished_at = $2
 FROM target
-WHERE j.ctid = target.ctid AND j.state IN ('scheduled', 'pending')
+WHERE j.ctid = target.ctid AND j.state IN ('waiting', 'scheduled', 'pending')
 RETURNING j.id, j.queue, j.state
 ),
 counted AS (

@@ -1,4 +1,6 @@
--- Cancels job ?1 if it has not started: Scheduled or Pending -> Cancelled at ?2.
+-- Cancels job ?1 if it has not started: Waiting, Scheduled or Pending ->
+-- Cancelled at ?2. admin.rs reads the old state first (RETURNING sees
+-- the new row): a Waiting job leaves the Waiting count.
 UPDATE jobs SET state = 'cancelled', finished_at = ?2
-WHERE id = ?1 AND state IN ('scheduled', 'pending')
-RETURNING queue
+WHERE id = ?1 AND state IN ('waiting', 'scheduled', 'pending')
+RETURNING queue, flow

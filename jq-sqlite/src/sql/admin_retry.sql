@@ -6,4 +6,4 @@ SET state = 'pending', run_at = ?2, finished_at = NULL,
     cancel_requested_at = NULL, cancel_reason = NULL,
     max_attempts = max(max_attempts, attempts + 1)
 WHERE id = ?1 AND state = 'dead'
-RETURNING queue
+RETURNING queue, flow

@@ -1,5 +1,6 @@
--- One job by rowid ?1, in the column order of row.rs.
+-- One job by rowid ?1, in the column order of row.rs, then its flow
+-- (for the writer's ClaimedQueues, counts.rs).
 SELECT id, queue, kind, payload, priority, state, attempts, max_attempts, run_at, created_at,
        finished_at, lease_token, lease_worker, lease_expires_at, errors, unique_key, trace,
-       timeout_ms, cancel_requested_at, cancel_reason, progress
+       timeout_ms, cancel_requested_at, cancel_reason, progress, flow
 FROM jobs WHERE seq = ?1

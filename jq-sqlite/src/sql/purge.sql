@@ -6,4 +6,4 @@ DELETE FROM jobs WHERE seq IN (
     WHERE (state = 'completed' OR state = 'dead' OR state = 'cancelled') AND state = ?1 AND finished_at < ?2
     LIMIT ?3
 )
-RETURNING queue, state
+RETURNING queue, state, id, flow

@@ -22,4 +22,4 @@ SET errors = CASE WHEN cancel_requested_at IS NOT NULL THEN errors
 WHERE state = 'running' AND lease_expires_at <= ?1
   AND typeof(attempts) = 'integer' AND typeof(max_attempts) = 'integer'
   AND CASE WHEN json_valid(errors) THEN json_type(errors) = 'array' ELSE 0 END
-RETURNING queue, state
+RETURNING queue, state, id, flow

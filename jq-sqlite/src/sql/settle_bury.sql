@@ -4,4 +4,4 @@ UPDATE jobs
 SET errors = json_insert(errors, '$[#]', json_object('attempt', attempts, 'at', ?3, 'message', ?4)),
     state = 'dead', finished_at = ?3, lease_token = NULL, lease_worker = NULL, lease_expires_at = NULL
 WHERE id = ?1 AND lease_token = ?2 AND state = 'running'
-RETURNING queue
+RETURNING queue, flow

@@ -9,4 +9,4 @@ SET errors = json_insert(errors, '$[#]', json_object('attempt', attempts, 'at', 
     run_at = CASE WHEN attempts >= max_attempts THEN run_at ELSE ?5 END,
     lease_token = NULL, lease_worker = NULL, lease_expires_at = NULL
 WHERE id = ?1 AND lease_token = ?2 AND state = 'running'
-RETURNING state, queue
+RETURNING state, queue, flow

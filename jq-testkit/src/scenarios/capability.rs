@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use jq_core::periodic::Periodic;
-use jq_core::storage::{Capability, StorageExt};
+use jq_core::storage::{Capability, Storage, StorageExt};
 use jq_core::{Clock, Error, WorkerPool};
 
 use crate::Harness;
@@ -20,6 +20,7 @@ pub fn listed_name(capability: Capability) -> &'static str {
         Capability::Controls => "controls",
         Capability::Throughput => "throughput",
         Capability::Cancellation => "cancellation",
+        Capability::Workflows => "workflows",
         _ => "unknown",
     }
 }
@@ -44,12 +45,39 @@ pub async fn declares_its_capabilities<H: Harness>(h: &H, listed: &[&str]) {
             Capability::Controls => storage.require_controls().err(),
             Capability::Throughput => storage.require_throughput().err(),
             Capability::Cancellation => storage.require_cancellation().err(),
+            Capability::Workflows => storage.require_workflows().err(),
             _ => None,
         };
         assert!(
             matches!(refused, Some(Error::Unsupported { capability: c }) if c == capability),
             "{capability} is not declared, so it must be refused as Unsupported: {refused:?}"
         );
+    }
+    if !Capability::Workflows.of(&storage) {
+        // A result is part of workflows: without them an AckWith is
+        // refused at its place and changes nothing.
+        let queue = "no-workflows";
+        let job = jq_core::NewJob::builder("k", jq_core::Payload::of(&()).expect("json"))
+            .queue(queue)
+            .build()
+            .expect("a job");
+        let id = storage.enqueue_one(job).await.expect("enqueue");
+        let request = jq_core::storage::ClaimRequest::new(
+            vec![jq_core::QueueName::new(queue).expect("queue")],
+            1,
+            Duration::from_secs(30),
+            "w",
+        );
+        let claimed = storage.claim(&request).await.expect("claim");
+        let lease = claimed.first().and_then(|j| j.lease_ref()).expect("the job was claimed");
+        let result = jq_core::Payload::of(&1).expect("json");
+        let answer = storage.settle_one(lease, jq_core::storage::Outcome::AckWith { result }).await;
+        assert!(
+            matches!(answer, Err(Error::Unsupported { capability: Capability::Workflows })),
+            "an AckWith without workflows is Unsupported: {answer:?}"
+        );
+        assert_eq!(storage.get(id).await.expect("get").state, jq_core::State::Running, "and changes nothing");
+        storage.ack(lease).await.expect("a plain ack still works");
     }
     if !Capability::Periodic.of(&storage) {
         let every = Periodic::every("refused", Duration::from_secs(60))

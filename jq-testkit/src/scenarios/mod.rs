@@ -19,6 +19,7 @@ pub mod outside;
 pub mod periodic;
 pub mod pool;
 pub mod settle;
+pub mod workflow;
 
 pub use admin::*;
 pub use bad_input::*;
@@ -34,3 +35,4 @@ pub use outside::*;
 pub use periodic::*;
 pub use pool::*;
 pub use settle::*;
+pub use workflow::*;

@@ -1,0 +1,400 @@
+//! Workflows on SQLite: steps stored in one writer transaction (or the
+//! caller's), results in `job_results`, and the release or cancellation
+//! of a finished job's children in the transaction of the statement that
+//! finished it (schema version 8, `sql/008_workflows.sql`).
+//!
+//! Only jobs whose `flow` says they have children reach [`finished`], so
+//! the ack of a job without any costs no statement more.
+
+use std::collections::BTreeMap;
+
+use jq_core::workflow::{
+    JobLinks, OnFailure, ParentLink, ParentResult, StepInfo, WorkflowId, WorkflowInfo, WorkflowPlan,
+};
+use jq_core::{Error, JobId, Payload, Result, State, StateCounts, Timestamp};
+use rusqlite::types::Value;
+use rusqlite::{Connection, OptionalExtension, params};
+use uuid::Uuid;
+
+use crate::counts::Tally;
+use crate::error::db;
+use crate::row::{blob, parse_state};
+
+/// `flow` bit: the job has children.
+pub(crate) const HAS_CHILDREN: i64 = 1;
+/// `flow` bit: the job is a step of a workflow.
+pub(crate) const IN_WORKFLOW: i64 = 2;
+/// `flow` bit: the job has a stored result.
+pub(crate) const HAS_RESULT: i64 = 4;
+
+const INSERT_JOB: &str = "INSERT INTO jobs (id, queue, kind, payload, priority, state, attempts, max_attempts, \
+     run_at, created_at, unique_key, trace, flow) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, ?8, ?9, NULL, ?10, ?11)";
+const INSERT_NODE: &str =
+    "INSERT INTO job_nodes (id, workflow, position, step, unfinished, cancelled_by) VALUES (?1, ?2, ?3, ?4, ?5, NULL)";
+const INSERT_DEP: &str =
+    "INSERT INTO job_deps (parent, child, position, on_failure, released) VALUES (?1, ?2, ?3, ?4, 0)";
+/// A child's edges not yet released, with what deciding needs.
+const OPEN_CHILDREN: &str = "SELECT d.child, d.on_failure, j.state, j.queue, j.run_at, j.flow \
+     FROM job_deps d JOIN jobs j ON j.id = d.child WHERE d.parent = ?1 AND d.released = 0";
+const RELEASE_EDGE: &str = "UPDATE job_deps SET released = 1 WHERE parent = ?1 AND child = ?2";
+const COUNT_DOWN: &str = "UPDATE job_nodes SET unfinished = unfinished - 1 WHERE id = ?1 RETURNING unfinished";
+const WAKE: &str = "UPDATE jobs SET state = CASE WHEN run_at <= ?2 THEN 'pending' ELSE 'scheduled' END, \
+     run_at = max(run_at, ?2) WHERE id = ?1 AND state = 'waiting'";
+const CASCADE_CANCEL: &str =
+    "UPDATE jobs SET state = 'cancelled', finished_at = ?2 WHERE id = ?1 AND state = 'waiting'";
+const CANCELLED_BY: &str = "UPDATE job_nodes SET cancelled_by = ?2 WHERE id = ?1";
+/// Children cancelled by this parent's failure, for an operator's retry.
+const CANCELLED_CHILDREN: &str = "SELECT d.child, j.queue, j.flow FROM job_deps d \
+     JOIN job_nodes n ON n.id = d.child JOIN jobs j ON j.id = d.child \
+     WHERE d.parent = ?1 AND j.state = 'cancelled' AND n.cancelled_by = ?1";
+/// Another unreleased, failed parent under `cancel` of child ?1 than ?2.
+const OTHER_FAILED: &str = "SELECT d.parent FROM job_deps d JOIN jobs p ON p.id = d.parent \
+     WHERE d.child = ?1 AND d.parent <> ?2 AND d.released = 0 AND d.on_failure = 'cancel' \
+     AND (p.state = 'dead' OR p.state = 'cancelled') ORDER BY d.position LIMIT 1";
+const RESTORE: &str = "UPDATE jobs SET state = 'waiting', finished_at = NULL WHERE id = ?1 AND state = 'cancelled'";
+const STORE_RESULT: &str = "INSERT INTO job_results (id, result) VALUES (?1, ?2) \
+     ON CONFLICT (id) DO UPDATE SET result = excluded.result";
+const MARK_RESULT: &str = "UPDATE jobs SET flow = flow | 4 WHERE id = ?1";
+
+fn uuid(bytes: &[u8]) -> Result<Uuid> {
+    Uuid::from_slice(bytes)
+        .map_err(|_| Error::Corrupt { id: None, reason: "a workflow row holds an id that is not a UUID".into() })
+}
+
+fn job_id(v: Vec<u8>) -> Result<JobId> {
+    uuid(&v).map(JobId)
+}
+
+fn state_of(s: &str) -> Result<State> {
+    parse_state(s).ok_or_else(|| Error::Corrupt { id: None, reason: format!("unknown state {s:?} in a workflow") })
+}
+
+/// Stores `plan` on `conn` inside a transaction the caller owns; returns
+/// the ids and whether anything was stored (a resend stores nothing).
+pub(crate) fn enqueue(conn: &Connection, plan: &WorkflowPlan, now: Timestamp) -> Result<(Vec<JobId>, bool)> {
+    let wid = blob(&plan.id.0);
+    let known: bool =
+        conn.prepare_cached("SELECT 1 FROM workflows WHERE id = ?1").map_err(db)?.exists(params![wid]).map_err(db)?;
+    if known {
+        return Ok((stored_ids(conn, plan.id)?, false));
+    }
+    let now_us = now.timestamp_micros();
+    let ids = plan.ids();
+    let children = plan.children();
+    let mut exists = conn.prepare_cached("SELECT 1 FROM jobs WHERE id = ?1").map_err(db)?;
+    for step in &plan.steps {
+        if exists.exists(params![blob(&step.job.id.0)]).map_err(db)? {
+            return Err(Error::invalid(
+                "workflow step",
+                format!("job {} of step {:?} is stored already", step.job.id, step.name),
+            ));
+        }
+    }
+    conn.prepare_cached("INSERT INTO workflows (id, created_at) VALUES (?1, ?2)")
+        .map_err(db)?
+        .execute(params![wid, now_us])
+        .map_err(db)?;
+    let mut insert = conn.prepare_cached(INSERT_JOB).map_err(db)?;
+    let mut node = conn.prepare_cached(INSERT_NODE).map_err(db)?;
+    let mut dep = conn.prepare_cached(INSERT_DEP).map_err(db)?;
+    let mut tally = Tally::default();
+    for (i, step) in plan.steps.iter().enumerate() {
+        let job = &step.job;
+        let run_at = job.run_at.map_or(now_us, |t| t.timestamp_micros());
+        let state = if !step.parents.is_empty() {
+            State::Waiting
+        } else if run_at <= now_us {
+            State::Pending
+        } else {
+            State::Scheduled
+        };
+        let flow = IN_WORKFLOW | if children[i].is_empty() { 0 } else { HAS_CHILDREN };
+        insert
+            .execute(params![
+                blob(&job.id.0),
+                job.queue.as_str(),
+                job.kind,
+                job.payload.as_str(),
+                i64::from(job.priority.as_i16()),
+                state.as_str(),
+                i64::from(job.max_attempts),
+                run_at,
+                now_us,
+                job.trace.as_ref().map(|t| t.as_stored()),
+                flow,
+            ])
+            .map_err(db)?;
+        if state == State::Waiting {
+            tally.add(Value::Text(job.queue.as_str().to_owned()), State::Waiting, 1);
+        }
+        node.execute(params![blob(&job.id.0), wid, i as i64, step.name, step.parents.len() as i64]).map_err(db)?;
+        for &p in &step.parents {
+            dep.execute(params![blob(&ids[p].0), blob(&job.id.0), p as i64, step.on_failure.as_str()]).map_err(db)?;
+        }
+    }
+    tally.apply(conn)?;
+    Ok((ids, true))
+}
+
+fn stored_ids(conn: &Connection, id: WorkflowId) -> Result<Vec<JobId>> {
+    let mut stmt = conn.prepare_cached("SELECT id FROM job_nodes WHERE workflow = ?1 ORDER BY position").map_err(db)?;
+    let rows = stmt.query_map(params![blob(&id.0)], |r| r.get::<_, Vec<u8>>(0)).map_err(db)?;
+    rows.map(|r| r.map_err(db).and_then(job_id)).collect()
+}
+
+/// Stores `result` with job `id` (just acked, in the same transaction).
+pub(crate) fn store_result(conn: &Connection, id: JobId, result: &Payload) -> Result<()> {
+    conn.prepare_cached(STORE_RESULT).map_err(db)?.execute(params![blob(&id.0), result.as_str()]).map_err(db)?;
+    conn.prepare_cached(MARK_RESULT).map_err(db)?.execute(params![blob(&id.0)]).map_err(db)?;
+    Ok(())
+}
+
+/// Job `id` just became terminal in `state`: its children are released or
+/// cancelled (and theirs, down), in the caller's transaction. Returns true
+/// when a job became claimable.
+pub(crate) fn finished(conn: &Connection, tally: &mut Tally, id: JobId, state: State, now_us: i64) -> Result<bool> {
+    let mut woke = false;
+    let mut stack = vec![(id, state)];
+    while let Some((parent, pstate)) = stack.pop() {
+        let open: Vec<(Vec<u8>, String, String, Value, i64, i64)> = {
+            let mut stmt = conn.prepare_cached(OPEN_CHILDREN).map_err(db)?;
+            let rows = stmt
+                .query_map(params![blob(&parent.0)], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
+                })
+                .map_err(db)?;
+            rows.collect::<rusqlite::Result<_>>().map_err(db)?
+        };
+        for (child, policy, cstate, queue, run_at, flow) in open {
+            let policy = OnFailure::parse(&policy).unwrap_or_default();
+            let cstate = state_of(&cstate)?;
+            if pstate == State::Completed || policy == OnFailure::RunAnyway {
+                conn.prepare_cached(RELEASE_EDGE).map_err(db)?.execute(params![blob(&parent.0), child]).map_err(db)?;
+                let left: i64 =
+                    conn.prepare_cached(COUNT_DOWN).map_err(db)?.query_row(params![child], |r| r.get(0)).map_err(db)?;
+                if left == 0 && cstate == State::Waiting {
+                    conn.prepare_cached(WAKE).map_err(db)?.execute(params![child, now_us]).map_err(db)?;
+                    tally.add(queue, State::Waiting, -1);
+                    woke |= run_at <= now_us;
+                }
+            } else if cstate == State::Waiting {
+                conn.prepare_cached(CASCADE_CANCEL).map_err(db)?.execute(params![child, now_us]).map_err(db)?;
+                conn.prepare_cached(CANCELLED_BY).map_err(db)?.execute(params![child, blob(&parent.0)]).map_err(db)?;
+                tally.add(queue.clone(), State::Waiting, -1);
+                tally.add(queue, State::Cancelled, 1);
+                if flow & HAS_CHILDREN != 0 {
+                    stack.push((job_id(child)?, State::Cancelled));
+                }
+            }
+        }
+    }
+    Ok(woke)
+}
+
+/// Job `id`, Dead until now, was retried: the dependents its failure
+/// cancelled come back to Waiting, and theirs, down, unless another failed
+/// parent still cancels them (it is then named instead).
+pub(crate) fn retried(conn: &Connection, tally: &mut Tally, id: JobId) -> Result<()> {
+    let mut stack = vec![id];
+    while let Some(parent) = stack.pop() {
+        let cancelled: Vec<(Vec<u8>, Value, i64)> = {
+            let mut stmt = conn.prepare_cached(CANCELLED_CHILDREN).map_err(db)?;
+            let rows =
+                stmt.query_map(params![blob(&parent.0)], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).map_err(db)?;
+            rows.collect::<rusqlite::Result<_>>().map_err(db)?
+        };
+        for (child, queue, flow) in cancelled {
+            let other: Option<Vec<u8>> = conn
+                .prepare_cached(OTHER_FAILED)
+                .map_err(db)?
+                .query_row(params![child, blob(&parent.0)], |r| r.get(0))
+                .optional()
+                .map_err(db)?;
+            if let Some(other) = other {
+                conn.prepare_cached(CANCELLED_BY).map_err(db)?.execute(params![child, other]).map_err(db)?;
+                continue;
+            }
+            conn.prepare_cached(RESTORE).map_err(db)?.execute(params![child]).map_err(db)?;
+            conn.prepare_cached(CANCELLED_BY).map_err(db)?.execute(params![child, Value::Null]).map_err(db)?;
+            tally.add(queue.clone(), State::Cancelled, -1);
+            tally.add(queue, State::Waiting, 1);
+            if flow & HAS_CHILDREN != 0 {
+                stack.push(job_id(child)?);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A purged job's node and result go with it.
+pub(crate) fn purged(conn: &Connection, id: &[u8]) -> Result<()> {
+    conn.prepare_cached("DELETE FROM job_results WHERE id = ?1").map_err(db)?.execute(params![id]).map_err(db)?;
+    conn.prepare_cached("DELETE FROM job_nodes WHERE id = ?1").map_err(db)?.execute(params![id]).map_err(db)?;
+    Ok(())
+}
+
+fn require_job(conn: &Connection, id: JobId) -> Result<()> {
+    let found = conn
+        .prepare_cached("SELECT 1 FROM jobs WHERE id = ?1")
+        .map_err(db)?
+        .exists(params![blob(&id.0)])
+        .map_err(db)?;
+    if found { Ok(()) } else { Err(Error::NotFound { id }) }
+}
+
+/// The result of job `id`.
+pub(crate) fn result(conn: &Connection, id: JobId) -> Result<Option<Payload>> {
+    require_job(conn, id)?;
+    let text: Option<String> = conn
+        .prepare_cached("SELECT result FROM job_results WHERE id = ?1")
+        .map_err(db)?
+        .query_row(params![blob(&id.0)], |r| r.get(0))
+        .optional()
+        .map_err(db)?;
+    Ok(text.map(Payload::from_stored))
+}
+
+/// A `job_nodes` row: workflow, step, unfinished parents, cancelled by.
+type NodeRow = (Vec<u8>, String, i64, Option<Vec<u8>>);
+
+/// Job `id`'s place in its workflow.
+pub(crate) fn links(conn: &Connection, id: JobId) -> Result<JobLinks> {
+    require_job(conn, id)?;
+    let node: Option<NodeRow> = conn
+        .prepare_cached("SELECT workflow, step, unfinished, cancelled_by FROM job_nodes WHERE id = ?1")
+        .map_err(db)?
+        .query_row(params![blob(&id.0)], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .optional()
+        .map_err(db)?;
+    let Some((workflow, step, unfinished, cancelled_by)) = node else { return Ok(JobLinks::default()) };
+    let parents = {
+        let mut stmt = conn
+            .prepare_cached("SELECT parent, on_failure FROM job_deps WHERE child = ?1 ORDER BY position")
+            .map_err(db)?;
+        let rows = stmt
+            .query_map(params![blob(&id.0)], |r| Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, String>(1)?)))
+            .map_err(db)?;
+        let mut parents = Vec::new();
+        for r in rows {
+            let (p, policy) = r.map_err(db)?;
+            parents.push(ParentLink { id: job_id(p)?, on_failure: OnFailure::parse(&policy).unwrap_or_default() });
+        }
+        parents
+    };
+    let children = {
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT d.child FROM job_deps d JOIN job_nodes n ON n.id = d.child WHERE d.parent = ?1 ORDER BY n.position",
+            )
+            .map_err(db)?;
+        let rows = stmt.query_map(params![blob(&id.0)], |r| r.get::<_, Vec<u8>>(0)).map_err(db)?;
+        rows.map(|r| r.map_err(db).and_then(job_id)).collect::<Result<Vec<_>>>()?
+    };
+    Ok(JobLinks {
+        workflow: Some(WorkflowId(uuid(&workflow)?)),
+        step: Some(step),
+        parents,
+        children,
+        unfinished_parents: u32::try_from(unfinished).unwrap_or(0),
+        cancelled_by: cancelled_by.map(job_id).transpose()?,
+    })
+}
+
+/// Each parent's step, state and result.
+pub(crate) fn parent_results(conn: &Connection, id: JobId) -> Result<Vec<ParentResult>> {
+    require_job(conn, id)?;
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT d.parent, coalesce(n.step, ''), j.state, r.result FROM job_deps d \
+             JOIN jobs j ON j.id = d.parent LEFT JOIN job_nodes n ON n.id = d.parent \
+             LEFT JOIN job_results r ON r.id = d.parent WHERE d.child = ?1 ORDER BY d.position",
+        )
+        .map_err(db)?;
+    let rows = stmt
+        .query_map(params![blob(&id.0)], |r| {
+            Ok((
+                r.get::<_, Vec<u8>>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, Option<String>>(3)?,
+            ))
+        })
+        .map_err(db)?;
+    let mut out = Vec::new();
+    for r in rows {
+        let (p, step, state, result) = r.map_err(db)?;
+        out.push(ParentResult {
+            id: job_id(p)?,
+            step,
+            state: state_of(&state)?,
+            result: result.map(Payload::from_stored),
+        });
+    }
+    Ok(out)
+}
+
+fn require_workflow(conn: &Connection, id: WorkflowId) -> Result<()> {
+    let found = conn
+        .prepare_cached("SELECT 1 FROM workflows WHERE id = ?1")
+        .map_err(db)?
+        .exists(params![blob(&id.0)])
+        .map_err(db)?;
+    if found { Ok(()) } else { Err(jq_core::storage::workflow_not_found(id)) }
+}
+
+/// The workflow's counts per state (a walk of its steps' nodes).
+pub(crate) fn workflow(conn: &Connection, id: WorkflowId) -> Result<WorkflowInfo> {
+    require_workflow(conn, id)?;
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT j.state, count(*) FROM job_nodes n JOIN jobs j ON j.id = n.id WHERE n.workflow = ?1 GROUP BY j.state",
+        )
+        .map_err(db)?;
+    let rows =
+        stmt.query_map(params![blob(&id.0)], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))).map_err(db)?;
+    let mut counts = StateCounts::default();
+    for r in rows {
+        let (state, n) = r.map_err(db)?;
+        counts.add(state_of(&state)?, u64::try_from(n).unwrap_or(0));
+    }
+    Ok(WorkflowInfo { id, counts })
+}
+
+/// Every step of the workflow, in step order.
+pub(crate) fn workflow_steps(conn: &Connection, id: WorkflowId) -> Result<Vec<StepInfo>> {
+    require_workflow(conn, id)?;
+    let mut parents: BTreeMap<Vec<u8>, Vec<JobId>> = BTreeMap::new();
+    {
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT d.child, d.parent FROM job_nodes n JOIN job_deps d ON d.child = n.id \
+                 WHERE n.workflow = ?1 ORDER BY d.child, d.position",
+            )
+            .map_err(db)?;
+        let rows = stmt
+            .query_map(params![blob(&id.0)], |r| Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, Vec<u8>>(1)?)))
+            .map_err(db)?;
+        for r in rows {
+            let (child, parent) = r.map_err(db)?;
+            parents.entry(child).or_default().push(job_id(parent)?);
+        }
+    }
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT n.id, n.step, j.kind, j.state FROM job_nodes n JOIN jobs j ON j.id = n.id \
+             WHERE n.workflow = ?1 ORDER BY n.position",
+        )
+        .map_err(db)?;
+    let rows = stmt
+        .query_map(params![blob(&id.0)], |r| {
+            Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, String>(3)?))
+        })
+        .map_err(db)?;
+    let mut steps = Vec::new();
+    for r in rows {
+        let (raw, name, kind, state) = r.map_err(db)?;
+        let ps = parents.remove(&raw).unwrap_or_default();
+        steps.push(StepInfo { id: job_id(raw)?, name, kind, state: state_of(&state)?, parents: ps });
+    }
+    Ok(steps)
+}
