@@ -1,4 +1,4 @@
-//! Workflows on PostgreSQL (migration 9): a workflow stored in one
+//! Workflows on PostgreSQL (migration 12): a workflow stored in one
 //! statement (`sql/workflow_enqueue.sql`), results stored by the settle
 //! statement itself (`sql/settle_results.sql`), and the release or
 //! cancellation of children done by the `jq_flow` trigger inside the

@@ -163,15 +163,17 @@ fn apply(
             (n == 1).then_some((if delay.is_zero() { State::Pending } else { State::Scheduled }, 0))
         }
         Outcome::Cancel => {
-            let queue: Option<Value> = conn
+            // A cancelled job fails its dependents like a dead one: the
+            // caller applies their policies (workflow::finished).
+            let queue: Option<(Value, i64)> = conn
                 .prepare_cached(CANCEL)
                 .map_err(db)?
-                .query_row(params![id, token, now_us], |r| r.get(0))
+                .query_row(params![id, token, now_us], |r| Ok((r.get(0)?, r.get(1)?)))
                 .optional()
                 .map_err(row)?;
-            queue.map(|queue| {
+            queue.map(|(queue, flow)| {
                 tally.add(queue, State::Cancelled, 1);
-                State::Cancelled
+                (State::Cancelled, flow)
             })
         }
     })

@@ -1,7 +1,7 @@
 //! Workflows on SQLite: steps stored in one writer transaction (or the
 //! caller's), results in `job_results`, and the release or cancellation
 //! of a finished job's children in the transaction of the statement that
-//! finished it (schema version 8, `sql/008_workflows.sql`).
+//! finished it (schema version 9, `sql/009_workflows.sql`).
 //!
 //! Only jobs whose `flow` says they have children reach [`finished`], so
 //! the ack of a job without any costs no statement more.

@@ -1,5 +1,5 @@
 -- Waiting, Scheduled or Pending -> Cancelled (a Waiting job's dependents
--- follow by migration 9's trigger). $1 id uuid, $2 now timestamptz.
+-- follow by migration 12's trigger). $1 id uuid, $2 now timestamptz.
 -- No row returned: unknown id or another state (the caller looks it up).
 --
 -- The row is found by primary key and locked first, then changed by its

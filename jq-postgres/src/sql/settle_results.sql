@@ -1,5 +1,5 @@
 -- Apply a batch of fenced outcomes in one statement, some of them acks
--- with a result (settle.sql without results; migration 9): $10 results
+-- with a result (settle.sql without results; migration 12): $10 results
 -- text[] (NULL for items without one) are stored in job_results by the
 -- same statement, for the jobs it acked.
 --

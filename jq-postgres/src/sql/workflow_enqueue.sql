@@ -1,5 +1,5 @@
 -- Stores a workflow in ONE statement (so it is atomic on any executor, the
--- caller's transaction included). Migration 9.
+-- caller's transaction included). Migration 12.
 --
 -- $1 workflow id, $2 now; the jobs: $3 ids uuid[], $4 queues text[],
 -- $5 kinds text[], $6 payloads text[], $7 priorities int2[], $8 states

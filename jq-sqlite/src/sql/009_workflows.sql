@@ -1,4 +1,4 @@
--- Schema version 8: workflows (results and dependencies).
+-- Schema version 9: workflows (results and dependencies).
 --
 -- `flow` tells the statements that finish a job whether it takes part in
 -- a workflow, so a job without one costs nothing more: bit 1 = it has

@@ -3,4 +3,4 @@
 UPDATE jobs
 SET state = 'cancelled', finished_at = ?3, lease_token = NULL, lease_worker = NULL, lease_expires_at = NULL
 WHERE id = ?1 AND lease_token = ?2 AND state = 'running'
-RETURNING queue
+RETURNING queue, flow
