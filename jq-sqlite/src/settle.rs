@@ -38,7 +38,7 @@ pub(crate) fn settle(
         match apply(conn, lease, outcome, now, now_us, &mut tally, cached) {
             Ok(Some((state, flow))) => {
                 handed_back |= matches!(state, State::Pending | State::Scheduled);
-                // Only a job with children looks for them (schema 8's
+                // Only a job with children looks for them (schema 9's
                 // `flow`): the drain of plain jobs runs no statement more.
                 if state.is_terminal() && flow & workflow::HAS_CHILDREN != 0 {
                     match workflow::finished(conn, &mut tally, lease.id, state, now_us) {
