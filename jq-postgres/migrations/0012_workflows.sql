@@ -131,3 +131,9 @@ $flow$;
 CREATE TRIGGER jq_flow AFTER UPDATE OF state ON {schema}.jobs
     FOR EACH ROW WHEN ((NEW.flow & 1) <> 0 AND OLD.state IS DISTINCT FROM NEW.state)
     EXECUTE FUNCTION {schema}.jq_flow();
+
+-- Waiting jobs by queue, for stats and the list of queues: a Waiting job is
+-- in no other index of live jobs (the claim index holds Pending and
+-- Scheduled, the lease index Running), and counting them from the table
+-- would read every finished job. Plain jobs never enter it.
+CREATE INDEX jobs_waiting_on_parents ON {schema}.jobs (queue) WHERE state = 'waiting';

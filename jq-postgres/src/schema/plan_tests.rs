@@ -137,7 +137,13 @@ async fn every_statement_finds_its_rows_by_key_whatever_the_statistics() {
         ("throughput", &sql.throughput, "timestamptz", "(now() - interval '1 hour')".to_owned(), &["jobs_finished"]),
         // Finished jobs are counted from job_counts (a handful of rows,
         // read whole), live ones from the indexes that hold only them.
-        ("stats", &sql.stats, "", String::new(), &["Seq Scan on job_counts", "jobs_claim", "jobs_lease_expiry"]),
+        (
+            "stats",
+            &sql.stats,
+            "",
+            String::new(),
+            &["Seq Scan on job_counts", "jobs_claim", "jobs_lease_expiry", "jobs_waiting_on_parents"],
+        ),
         (
             "list_waiting",
             &sql.list_waiting,
@@ -163,6 +169,7 @@ async fn every_statement_finds_its_rows_by_key_whatever_the_statistics() {
                 "Seq Scan on queue_controls",
                 "jobs_claim",
                 "jobs_lease_expiry",
+                "jobs_waiting_on_parents",
             ],
         ),
         ("get", &sql.get, "uuid", format!("('{dead}')"), &["jobs_pkey"]),

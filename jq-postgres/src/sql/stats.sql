@@ -1,8 +1,9 @@
 -- Job counts by queue and state, whatever the number of finished jobs:
 -- finished states from job_counts (their shards summed; migration 8),
 -- Pending and Scheduled from jobs_claim alone (queue its first column,
--- state included; migration 9), Running from jobs_lease_expiry (a lease is
--- held exactly while Running). A leased row whose state jq does not know
+-- state included; migration 9), Waiting from jobs_waiting_on_parents
+-- (migration 12), Running from jobs_lease_expiry (a lease is held exactly
+-- while Running). A leased row whose state jq does not know
 -- comes back with it, and the caller logs it.
 SELECT queue, state, sum(n)::int8 AS n
 FROM {schema}.job_counts
@@ -13,6 +14,11 @@ SELECT queue, state, count(*) AS n
 FROM {schema}.jobs
 WHERE state IN ('pending', 'scheduled')
 GROUP BY queue, state
+UNION ALL
+SELECT queue, 'waiting' AS state, count(*) AS n
+FROM {schema}.jobs
+WHERE state = 'waiting'
+GROUP BY queue
 UNION ALL
 SELECT queue, state, count(*) AS n
 FROM {schema}.jobs
