@@ -220,10 +220,7 @@ async fn operator_cancels_a_running_job(backend: &str) {
     b.goto(&format!("http://{writable}/jobs/{id}")).await.unwrap();
     assert_eq!(b.find(Locator::Id("job-state")).await.unwrap().text().await.unwrap(), "cancelled");
     assert!(b.find(Locator::Id("job-cancel-requested")).await.unwrap().text().await.unwrap().contains("dashboard"));
-    assert!(
-        b.find_all(Locator::Css("form[action$='/cancel']")).await.unwrap().is_empty(),
-        "nothing left to cancel"
-    );
+    assert!(b.find_all(Locator::Css("form[action$='/cancel']")).await.unwrap().is_empty(), "nothing left to cancel");
     let job = client.get(id).await.unwrap();
     assert_eq!((job.attempts, job.errors.len()), (1, 0), "not retried, no failure recorded");
 

@@ -217,4 +217,3 @@ fn refusal(conn: &Connection, id: JobId, operation: &'static str) -> Result<Erro
         },
     })
 }
-

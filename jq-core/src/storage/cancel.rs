@@ -75,7 +75,10 @@ pub struct ProgressReport {
 /// otherwise.
 pub fn check_progress(value: &str) -> Result<()> {
     if value.len() > MAX_PROGRESS_BYTES {
-        return Err(Error::invalid("progress", format!("{} bytes, over the limit of {MAX_PROGRESS_BYTES}", value.len())));
+        return Err(Error::invalid(
+            "progress",
+            format!("{} bytes, over the limit of {MAX_PROGRESS_BYTES}", value.len()),
+        ));
     }
     serde_json::from_str::<serde::de::IgnoredAny>(value).map_err(|e| Error::invalid("progress", e.to_string()))?;
     crate::text::check_payload_text(value).map_err(|e| Error::invalid("progress", e.to_string()))
