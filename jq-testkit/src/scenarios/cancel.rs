@@ -1,5 +1,5 @@
 //! Cancelling running jobs, timeouts and progress
-//! ([`Capability::Cancellation`](jq_core::Capability::Cancellation)): the
+//! ([`Capability::Cancellation`](jq_core::storage::Capability::Cancellation)): the
 //! contract's "Cancelling a running job", its races, and a real worker
 //! pool stopping a handler on a request made through another connection.
 
