@@ -58,10 +58,14 @@ async fn migration_8_counts_the_jobs_finished_before_it() {
              FROM generate_series(1, {n});"
         )
     };
-    // Back to version 7: the table of migration 8 gone, as before it.
+    // Back to version 7: the table of migration 8 and the columns of
+    // migration 9 gone, as before them.
     let setup = [
         format!(
-            "DROP TABLE {q}.job_counts; DROP INDEX {q}.jobs_waiting; DELETE FROM {q}.jq_migrations WHERE version = 8;"
+            "DROP TABLE {q}.job_counts; DROP INDEX {q}.jobs_waiting; \
+             ALTER TABLE {q}.jobs DROP COLUMN timeout_ms, DROP COLUMN cancel_requested_at, \
+                 DROP COLUMN cancel_reason, DROP COLUMN progress; \
+             DELETE FROM {q}.jq_migrations WHERE version IN (8, 9);"
         ),
         rows("a", "completed", 3, "now()"),
         rows("a", "dead", 2, "now()"),
@@ -69,7 +73,7 @@ async fn migration_8_counts_the_jobs_finished_before_it() {
         rows("b", "pending", 1, "NULL"),
     ];
     sqlx::raw_sql(sqlx::AssertSqlSafe(setup.concat())).execute(s.pool()).await.unwrap();
-    assert_eq!(s.migrate().await.unwrap(), 1, "migration 8 again");
+    assert_eq!(s.migrate().await.unwrap(), 2, "migrations 8 and 9 again");
     let stats = s.stats().await.unwrap();
     let count = |queue: &str, state| stats.queues.get(queue).map_or(0, |c| c.get(state));
     assert_eq!(
