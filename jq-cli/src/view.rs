@@ -123,10 +123,7 @@ impl From<&Job> for JobView {
             errors: job.errors.clone(),
             payload,
             progress: job.progress.as_deref().map(json_view),
-            cancel_requested: job
-                .cancel_requested
-                .as_ref()
-                .map(|c| CancelView { at: c.at, reason: c.reason.clone() }),
+            cancel_requested: job.cancel_requested.as_ref().map(|c| CancelView { at: c.at, reason: c.reason.clone() }),
             timeout_ms: job.timeout.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
         }
     }

@@ -59,8 +59,7 @@ pub const OLDEST_PENDING_AGE: &str = "jq_oldest_pending_age_seconds";
 
 /// Counts one run dropped after its grace into [`DROPPED`].
 pub(crate) fn dropped(queue: &str, kind: &str, reason: &'static str) {
-    metrics::counter!(DROPPED, "queue" => queue.to_owned(), "kind" => kind.to_owned(), "reason" => reason)
-        .increment(1);
+    metrics::counter!(DROPPED, "queue" => queue.to_owned(), "kind" => kind.to_owned(), "reason" => reason).increment(1);
 }
 
 /// The jobs of an enqueue batch by queue and kind, counted into

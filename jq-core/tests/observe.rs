@@ -105,3 +105,44 @@ async fn observe_false_records_nothing() {
     pool.shutdown().await.unwrap();
     assert!(snapshotter.snapshot().into_vec().is_empty(), "{:?}", snapshotter.snapshot().into_vec());
 }
+
+/// A handler that never returns: dropped after the stop grace once its
+/// timeout passed, and at the end of the shutdown grace; both counted in
+/// `jq_jobs_dropped_total` with the reason, and neither holds the pool.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn handlers_ignoring_their_token_are_dropped_and_counted() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _local = metrics::set_default_local_recorder(&recorder);
+    let storage = MemoryStorage::default();
+    let hung = |_job: jq_core::Job, _ctx: JobContext| std::future::pending::<HandlerResult>();
+    let timed = NewJob::builder("hung", Payload::of(&1).unwrap())
+        .queue("q")
+        .max_attempts(1)
+        .timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let timed = storage.enqueue(vec![timed]).await.unwrap()[0];
+    let pool = WorkerPool::new(storage.clone())
+        .queue("q")
+        .register_raw("hung", hung)
+        .stop_grace(Duration::from_secs(2))
+        .shutdown_grace(Duration::from_secs(3))
+        .start()
+        .unwrap();
+    while storage.get(timed).await.unwrap().state != jq_core::State::Dead {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let stuck = NewJob::builder("hung", Payload::of(&2).unwrap()).queue("q").build().unwrap();
+    let stuck = storage.enqueue(vec![stuck]).await.unwrap()[0];
+    while storage.get(stuck).await.unwrap().state != jq_core::State::Running {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    pool.shutdown().await.unwrap();
+    assert_eq!(storage.get(stuck).await.unwrap().state, jq_core::State::Pending, "released at shutdown");
+    let snapshot = snapshotter.snapshot().into_vec();
+    let dropped =
+        |reason| value(&snapshot, "jq_jobs_dropped_total", &[("queue", "q"), ("kind", "hung"), ("reason", reason)]);
+    assert_eq!(dropped("timeout"), Some(&DebugValue::Counter(1)));
+    assert_eq!(dropped("shutdown"), Some(&DebugValue::Counter(1)));
+}

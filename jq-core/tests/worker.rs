@@ -918,3 +918,91 @@ async fn a_panicking_schedule_builder_stops_only_its_own_ticks() {
         .expect_err("a panic is an error");
     assert!(err.to_string().contains("panicked: at build"), "{err}");
 }
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+struct Slow {
+    n: u32,
+}
+
+impl JobType for Slow {
+    const KIND: &'static str = "slow";
+    const QUEUE: &'static str = "slow";
+    const TIMEOUT: Option<Duration> = Some(Duration::from_millis(50));
+}
+
+/// A handler that ignores its token is dropped after the stop grace: a
+/// cancel request still ends the job Cancelled, not retried.
+#[tokio::test]
+async fn a_handler_ignoring_a_cancel_is_dropped_after_the_stop_grace() {
+    let storage = MemoryStorage::new();
+    let runs = Arc::new(AtomicU32::new(0));
+    let counted = runs.clone();
+    let handle = pool(&storage)
+        .heartbeat_interval(Duration::from_millis(20))
+        .stop_grace(Duration::from_millis(100))
+        .register::<Other, _, _>(move |_job, _ctx: JobContext| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            async move {
+                // never looks at its token
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+                Ok(())
+            }
+        })
+        .start()
+        .unwrap();
+    let id = enqueue(&storage, &Other { n: 1 }, 5).await;
+    until_state(&storage, id, State::Running).await;
+    let cancels = storage.require_cancellation().unwrap();
+    assert_eq!(cancels.request_cancel(id, "stop").await.unwrap(), jq_core::storage::CancelAnswer::Requested);
+    let job = until_state(&storage, id, State::Cancelled).await;
+    assert!(job.errors.is_empty());
+    handle.shutdown().await.unwrap();
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "not retried");
+}
+
+/// A kind's timeout (JobType::TIMEOUT) applies over the pool's; the
+/// handler is told through its token, and the attempt is a nack.
+#[tokio::test]
+async fn a_kinds_timeout_tells_the_handler_and_nacks_the_attempt() {
+    let storage = MemoryStorage::new();
+    let told = Arc::new(AtomicU32::new(0));
+    let seen = told.clone();
+    let handle = pool(&storage)
+        .job_timeout(Some(Duration::from_secs(3600)))
+        .register::<Slow, _, _>(move |_job, ctx: JobContext| {
+            let seen = seen.clone();
+            async move {
+                ctx.cancellation().cancelled().await;
+                if ctx.is_timed_out() {
+                    seen.fetch_add(1, Ordering::SeqCst);
+                }
+                Err(HandlerError::nack("gave up"))
+            }
+        })
+        .start()
+        .unwrap();
+    let id = enqueue(&storage, &Slow { n: 1 }, 2).await;
+    let job = until_state(&storage, id, State::Dead).await;
+    handle.shutdown().await.unwrap();
+    assert_eq!(messages(&job), vec!["timed out after 50ms", "timed out after 50ms"]);
+    assert_eq!(told.load(Ordering::SeqCst), 2, "told through its token on each attempt");
+}
+
+/// A job's own timeout wins over its kind's.
+#[tokio::test]
+async fn a_jobs_own_timeout_wins_over_its_kinds() {
+    let storage = MemoryStorage::new();
+    let handle = pool(&storage)
+        .stop_grace(Duration::from_millis(10))
+        .register::<Slow, _, _>(|_job, _ctx: JobContext| async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            Ok(())
+        })
+        .start()
+        .unwrap();
+    let long = NewJob::typed(&Slow { n: 2 }).timeout(Duration::from_secs(60)).build().unwrap();
+    let id = storage.enqueue_one(long).await.unwrap();
+    let job = until_state(&storage, id, State::Completed).await;
+    handle.shutdown().await.unwrap();
+    assert!(job.errors.is_empty(), "{:?}", job.errors);
+}

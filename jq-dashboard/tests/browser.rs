@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use fantoccini::{Client as Browser, ClientBuilder, Locator};
 use hyper_util::client::legacy::connect::HttpConnector;
-use jq::State;
+use jq::{NewJob, Payload, State};
 use jq_dashboard::Options;
 use support::{HOSTILE, dashboard, seeded, state};
 use tokio::process::{Child, Command};
@@ -173,6 +173,62 @@ async fn operator_retries_a_dead_job(backend: &str) {
     ns.cleanup().await;
 }
 
+/// A worker pool runs a job that reports progress and waits; the operator
+/// opens its page, sees the progress, presses Cancel (confirming), is told
+/// the worker stops it, and the job ends Cancelled, not retried.
+async fn operator_cancels_a_running_job(backend: &str) {
+    let (ns, client, _) = seeded(backend).await;
+    let id = client
+        .enqueue(NewJob::builder("export", Payload::of(&serde_json::json!({"rows": 9})).unwrap()).queue("exports"))
+        .await
+        .unwrap();
+    let pool = client
+        .worker_pool()
+        .queues(["exports"])
+        .maintenance(false)
+        .register_raw("export", |_job: jq::Job, ctx: jq::JobContext| async move {
+            ctx.progress(&serde_json::json!({"percent": 40, "message": "step 2 of 5"}))?;
+            ctx.cancellation().cancelled().await;
+            Err(jq::HandlerError::nack("stopped"))
+        })
+        .start()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while client.get(id).await.unwrap().progress.is_none() {
+        assert!(std::time::Instant::now() < deadline, "the running job's progress was never stored");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let writable = serve(dashboard(&client, Options::new())).await;
+    let driver = Driver::start().await;
+    let b = &driver.browser;
+
+    b.goto(&format!("http://{writable}/jobs/{id}")).await.unwrap();
+    assert_eq!(b.find(Locator::Id("job-state")).await.unwrap().text().await.unwrap(), "running");
+    let progress = b.find(Locator::Id("job-progress")).await.unwrap().text().await.unwrap();
+    assert!(progress.contains("step 2 of 5"), "the progress is shown: {progress}");
+    b.find(Locator::Css("form[action$='/cancel'] button")).await.unwrap().click().await.unwrap();
+    let question = b.get_alert_text().await.unwrap();
+    assert!(question.starts_with("Cancel running job"), "{question}");
+    b.accept_alert().await.unwrap();
+    let notice = b.wait().for_element(Locator::Css(".notice")).await.unwrap().text().await.unwrap();
+    assert!(notice.starts_with("Cancel requested"), "{notice}");
+
+    while state(&client, id).await != State::Cancelled {
+        assert!(std::time::Instant::now() < deadline + Duration::from_secs(30), "the job was never cancelled");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    b.goto(&format!("http://{writable}/jobs/{id}")).await.unwrap();
+    assert_eq!(b.find(Locator::Id("job-state")).await.unwrap().text().await.unwrap(), "cancelled");
+    assert!(b.find(Locator::Id("job-cancel-requested")).await.unwrap().text().await.unwrap().contains("dashboard"));
+    assert!(b.find_all(Locator::Css("form[action$='/cancel']")).await.unwrap().is_empty(), "nothing left to cancel");
+    let job = client.get(id).await.unwrap();
+    assert_eq!((job.attempts, job.errors.len()), (1, 0), "not retried, no failure recorded");
+
+    pool.shutdown().await.unwrap();
+    driver.close().await;
+    ns.cleanup().await;
+}
+
 /// The overview refreshes itself and the pause control stops it.
 async fn overview_refreshes_until_paused(backend: &str) {
     let (ns, client, _) = seeded(backend).await;
@@ -262,4 +318,4 @@ macro_rules! on_every_backend {
     };
 }
 
-on_every_backend!(operator_retries_a_dead_job, overview_refreshes_until_paused);
+on_every_backend!(operator_retries_a_dead_job, overview_refreshes_until_paused, operator_cancels_a_running_job);

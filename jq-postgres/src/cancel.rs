@@ -37,7 +37,10 @@ pub(crate) async fn request(inner: &Inner, id: JobId, reason: &str) -> Result<Ca
             return Ok(CancelAnswer::Finished(state));
         }
     }
-    Err(Error::Backend { backend: crate::error::BACKEND, source: format!("cancel of job {id}: its state kept changing").into() })
+    Err(Error::Backend {
+        backend: crate::error::BACKEND,
+        source: format!("cancel of job {id}: its state kept changing").into(),
+    })
 }
 
 /// Stores each report on its job while its lease is held, in one

@@ -3,7 +3,9 @@
 
 use chrono::{DateTime, Utc};
 use jq_core::storage::LeaseToken;
-use jq_core::{AttemptError, CancelRequest, Error, Job, JobId, Lease, Payload, Priority, QueueName, Result, State, TraceContext};
+use jq_core::{
+    AttemptError, CancelRequest, Error, Job, JobId, Lease, Payload, Priority, QueueName, Result, State, TraceContext,
+};
 use sqlx::Row;
 use sqlx::postgres::PgRow;
 use uuid::Uuid;

@@ -4,7 +4,9 @@
 
 use jq_core::storage::LeaseToken;
 use jq_core::storage::from_micros;
-use jq_core::{AttemptError, CancelRequest, Error, Job, JobId, Lease, Payload, Priority, QueueName, Result, State, TraceContext};
+use jq_core::{
+    AttemptError, CancelRequest, Error, Job, JobId, Lease, Payload, Priority, QueueName, Result, State, TraceContext,
+};
 use serde::Deserialize;
 use uuid::Uuid;
 

@@ -6,7 +6,9 @@
 
 use jq_core::storage::LeaseToken;
 use jq_core::storage::from_micros;
-use jq_core::{AttemptError, CancelRequest, Error, Job, JobId, Lease, Payload, Priority, QueueName, Result, State, TraceContext};
+use jq_core::{
+    AttemptError, CancelRequest, Error, Job, JobId, Lease, Payload, Priority, QueueName, Result, State, TraceContext,
+};
 use rusqlite::Row;
 use rusqlite::types::ValueRef;
 use uuid::Uuid;

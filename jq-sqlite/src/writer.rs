@@ -24,7 +24,9 @@ use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use jq_core::periodic::{Fire, FireOutcome};
-use jq_core::storage::{Beat, CancelAnswer, ClaimRequest, Election, ProgressReport, LeaseRef, LeaseToken, Settled, Settlement};
+use jq_core::storage::{
+    Beat, CancelAnswer, ClaimRequest, Election, LeaseRef, LeaseToken, ProgressReport, Settled, Settlement,
+};
 use jq_core::{Clock, Job, JobId, NewJob, QueueLimits, QueueName, Result, State, Timestamp};
 use rusqlite::Connection;
 use tokio::sync::{oneshot, watch};

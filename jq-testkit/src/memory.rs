@@ -13,13 +13,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 use jq_core::periodic::{Fire, FireOutcome, PeriodicInfo};
 use jq_core::storage::{
-    Beat, CancelAnswer, CancelStorage, ClaimRequest, ProgressReport, ControlStorage, Election, Leader, LeaseRef, LeaseToken, Outcome, PeriodicStorage, RoleStorage,
-    Settled, Settlement, Storage, ThroughputStorage, WorkSignal,
+    Beat, CancelAnswer, CancelStorage, ClaimRequest, ControlStorage, Election, Leader, LeaseRef, LeaseToken, Outcome,
+    PeriodicStorage, ProgressReport, RoleStorage, Settled, Settlement, Storage, ThroughputStorage, WorkSignal,
 };
 use jq_core::storage::{add, storable_message};
 use jq_core::{
-    AttemptError, CancelRequest, Clock, DEFAULT_MAX_PAYLOAD_BYTES, Error, Job, JobFilter, JobId, Lease, NewJob, QueueInfo,
-    QueueLimits, QueueName, Result, Seen, State, Stats, Throughput, Timestamp,
+    AttemptError, CancelRequest, Clock, DEFAULT_MAX_PAYLOAD_BYTES, Error, Job, JobFilter, JobId, Lease, NewJob,
+    QueueInfo, QueueLimits, QueueName, Result, Seen, State, Stats, Throughput, Timestamp,
 };
 use tokio::sync::watch;
 

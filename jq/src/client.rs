@@ -134,7 +134,7 @@ impl<S: Storage> Client<S> {
     /// ([`CancelAnswer::Finished`]): a cancel that came too late, or one
     /// sent again after a lost answer. Safe to send again.
     ///
-    /// On a storage without [`Capability::Cancellation`](jq_core::Capability::Cancellation)
+    /// On a storage without [`Capability::Cancellation`](jq_core::storage::Capability::Cancellation)
     /// only jobs that have not started can be cancelled: another state
     /// gives [`Error::InvalidState`].
     pub async fn cancel(&self, id: JobId) -> Result<CancelAnswer> {

@@ -99,14 +99,14 @@ pub use flows::EnqueuedWorkflow;
 pub use tx::Transactional;
 pub use url::BackendUrl;
 
-pub use jq_core::{
-    AttemptError, Backoff, BoxError, CancelRequest, Clock, ConstantBackoff, DEFAULT_KEEP_CANCELLED, DEFAULT_KEEP_COMPLETED,
-    DEFAULT_KEEP_DEAD, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_QUEUE, Error, ExponentialBackoff,
-    HandlerError, HandlerResult, IntoJob, Job, JobBuilder, JobContext, JobFilter, JobId, JobType, Lease, ManualClock,
-    NewJob, Payload, Priority, QueueInfo, QueueLimits, QueueName, Rate, Result, Retention, Seen, State, StateCounts,
-    Stats, Throughput, Timestamp, TraceContext, WorkerHandle, WorkerPool,
-};
 pub use jq_core::storage::CancelAnswer;
+pub use jq_core::{
+    AttemptError, Backoff, BoxError, CancelRequest, Clock, ConstantBackoff, DEFAULT_KEEP_CANCELLED,
+    DEFAULT_KEEP_COMPLETED, DEFAULT_KEEP_DEAD, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_QUEUE, Error,
+    ExponentialBackoff, HandlerError, HandlerResult, IntoJob, Job, JobBuilder, JobContext, JobFilter, JobId, JobType,
+    Lease, ManualClock, NewJob, Payload, Priority, QueueInfo, QueueLimits, QueueName, Rate, Result, Retention, Seen,
+    State, StateCounts, Stats, Throughput, Timestamp, TraceContext, WorkerHandle, WorkerPool,
+};
 pub use jq_core::{observe, periodic, storage, workflow};
 
 /// The SQLite backend (feature `sqlite`), with the `rusqlite` it is built

@@ -43,13 +43,14 @@ use std::time::Duration;
 
 use jq::periodic::{Fire, FireOutcome, PeriodicInfo};
 use jq::storage::{
-    Beat, CancelAnswer, CancelStorage, ClaimRequest, ProgressReport, ControlStorage, Election, Leader, LeaseRef, LeaseToken, Outcome, PeriodicStorage, RoleStorage,
-    Settled, Settlement, Storage, ThroughputStorage, WorkSignal, async_trait,
+    Beat, CancelAnswer, CancelStorage, ClaimRequest, ControlStorage, Election, Leader, LeaseRef, LeaseToken, Outcome,
+    PeriodicStorage, ProgressReport, RoleStorage, Settled, Settlement, Storage, ThroughputStorage, WorkSignal,
+    async_trait,
 };
 use jq::storage::{add, storable_message};
 use jq::{
-    AttemptError, CancelRequest, Clock, DEFAULT_MAX_PAYLOAD_BYTES, Error, Job, JobFilter, JobId, Lease, NewJob, QueueInfo,
-    QueueLimits, QueueName, Result, State, Stats, Throughput, Timestamp,
+    AttemptError, CancelRequest, Clock, DEFAULT_MAX_PAYLOAD_BYTES, Error, Job, JobFilter, JobId, Lease, NewJob,
+    QueueInfo, QueueLimits, QueueName, Result, State, Stats, Throughput, Timestamp,
 };
 use tokio::sync::watch;
 

@@ -1,4 +1,4 @@
-//! The cancellation capability ([`Capability::Cancellation`](crate::Capability::Cancellation)):
+//! The cancellation capability ([`Capability::Cancellation`](crate::storage::Capability::Cancellation)):
 //! stopping a job that is already running, from any process, and the
 //! progress its handler reports.
 //!
@@ -19,7 +19,7 @@ pub const MAX_PROGRESS_BYTES: usize = 4096;
 /// boundary.
 pub const MAX_CANCEL_REASON_BYTES: usize = 512;
 
-/// Cancelling running jobs, and their progress ([`Capability::Cancellation`](crate::Capability::Cancellation)).
+/// Cancelling running jobs, and their progress ([`Capability::Cancellation`](crate::storage::Capability::Cancellation)).
 #[async_trait]
 pub trait CancelStorage: Send + Sync {
     /// Cancels job `id` whatever its state, atomically:
@@ -75,7 +75,10 @@ pub struct ProgressReport {
 /// otherwise.
 pub fn check_progress(value: &str) -> Result<()> {
     if value.len() > MAX_PROGRESS_BYTES {
-        return Err(Error::invalid("progress", format!("{} bytes, over the limit of {MAX_PROGRESS_BYTES}", value.len())));
+        return Err(Error::invalid(
+            "progress",
+            format!("{} bytes, over the limit of {MAX_PROGRESS_BYTES}", value.len()),
+        ));
     }
     serde_json::from_str::<serde::de::IgnoredAny>(value).map_err(|e| Error::invalid("progress", e.to_string()))?;
     crate::text::check_payload_text(value).map_err(|e| Error::invalid("progress", e.to_string()))

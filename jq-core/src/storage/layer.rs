@@ -9,10 +9,10 @@ use async_trait::async_trait;
 use futures::future::BoxFuture;
 
 use super::Storage;
+use super::cancel::{CancelAnswer, CancelStorage, ProgressReport};
 use super::capability::{
     Capability, ControlStorage, Election, Leader, PeriodicStorage, RoleStorage, ThroughputStorage, unsupported,
 };
-use super::cancel::{CancelAnswer, CancelStorage, ProgressReport};
 use super::types::{Beat, ClaimRequest, Settled, Settlement, WorkSignal};
 use super::workflow::WorkflowStorage;
 use crate::clock::{Clock, Timestamp};

@@ -45,12 +45,13 @@ mod workflow;
 
 use std::time::Duration;
 
+pub use cancel::{
+    CancelAnswer, CancelStorage, MAX_CANCEL_REASON_BYTES, MAX_PROGRESS_BYTES, ProgressReport, cancel_reason,
+    check_progress,
+};
 pub use capability::{
     Capability, ControlStorage, Election, Leader, PeriodicStorage, RoleStorage, ThroughputStorage, check_role,
     unsupported,
-};
-pub use cancel::{
-    CancelAnswer, CancelStorage, MAX_CANCEL_REASON_BYTES, MAX_PROGRESS_BYTES, ProgressReport, cancel_reason, check_progress,
 };
 pub use layer::{Layer, Operation};
 pub use types::{Beat, ClaimRequest, Outcome, Settled, Settlement, WorkSignal, check_purge_state, minute_of};

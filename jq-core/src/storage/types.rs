@@ -103,7 +103,7 @@ pub struct Beat {
     pub lost: Vec<JobId>,
     /// Jobs whose lease was extended and that hold a cancel request: the
     /// pool stops their runs and settles them with [`Outcome::Cancel`].
-    /// Always empty on a backend without [`Capability::Cancellation`](crate::Capability::Cancellation).
+    /// Always empty on a backend without [`Capability::Cancellation`](crate::storage::Capability::Cancellation).
     pub cancel: Vec<JobId>,
 }
 

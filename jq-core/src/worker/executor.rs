@@ -142,7 +142,8 @@ impl Executor {
         });
         let guarded = AssertUnwindSafe(in_span).catch_unwind();
         let mut guarded = std::pin::pin!(guarded);
-        let returned = |r: std::thread::Result<HandlerResult>| r.map_or_else(|p| Ran::Panicked(panic_message(&*p)), Ran::Returned);
+        let returned =
+            |r: std::thread::Result<HandlerResult>| r.map_or_else(|p| Ran::Panicked(panic_message(&*p)), Ran::Returned);
         // First the run itself, until it returns, its hard token fires, or
         // it is told to stop (a cancel request from the heartbeat, or its
         // timeout); then, once told, the stop grace.

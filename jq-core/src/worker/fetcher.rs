@@ -29,11 +29,11 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use super::cancel::RunControl;
 use super::failure::Failure;
 use super::heartbeat::Inflight;
 use super::prefetch::Prefetch;
 use super::{ErrorBackoff, jitter};
-use super::cancel::RunControl;
 use crate::job::{Job, LeaseToken};
 use crate::storage::{ClaimRequest, Storage, WorkSignal};
 

@@ -290,7 +290,7 @@ impl JobContext {
     /// does not serialize, is over
     /// [`MAX_PROGRESS_BYTES`](crate::storage::MAX_PROGRESS_BYTES) or holds
     /// a NUL character. On a storage without
-    /// [`Capability::Cancellation`](crate::Capability::Cancellation) the
+    /// [`Capability::Cancellation`](crate::storage::Capability::Cancellation) the
     /// value is checked and dropped.
     pub fn progress<T: serde::Serialize + ?Sized>(&self, value: &T) -> crate::Result<()> {
         let text = serde_json::to_string(value).map_err(|e| crate::Error::invalid("progress", e.to_string()))?;

@@ -194,11 +194,14 @@ impl<S: Storage> Heartbeat<S> {
 
     /// On the heartbeat's thread: opens the storage's own handle, then beats.
     async fn run_own(self) {
-        // Bounded, so a store that cannot be reached now delays no beat:
-        // the shared handle serves until then.
+        // Bounded, so a store that cannot be reached now delays the leases
+        // little: the shared handle serves then. A third of the lease at
+        // least, as before the interval dropped to a second for cancels: a
+        // slow connect must not leave the beats on the shared connections.
+        let bound = self.interval.max(self.lease / 3);
         let own = tokio::select! {
             _ = self.halt.cancelled() => return,
-            own = tokio::time::timeout(self.interval, S::independent(&self.storage)) => own.ok().flatten(),
+            own = tokio::time::timeout(bound, S::independent(&self.storage)) => own.ok().flatten(),
         };
         self.run(own).await;
     }

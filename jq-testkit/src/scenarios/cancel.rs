@@ -1,5 +1,5 @@
 //! Cancelling running jobs, timeouts and progress
-//! ([`Capability::Cancellation`](jq_core::Capability::Cancellation)): the
+//! ([`Capability::Cancellation`](jq_core::storage::Capability::Cancellation)): the
 //! contract's "Cancelling a running job", its races, and a real worker
 //! pool stopping a handler on a request made through another connection.
 
@@ -108,14 +108,20 @@ pub async fn cancel_after_success_is_too_late<H: Harness>(h: &H) {
     enqueue_all(&storage, vec![build(builder(QUEUE, 0), &clock), build(builder(QUEUE, 1), &clock)]).await;
     let first = claim_one(&storage, QUEUE, "w1").await;
     settle(&storage, lease(&first), Outcome::Ack).await.expect("ack");
-    assert_eq!(cancels.request_cancel(first.id, "late").await.expect("cancel"), CancelAnswer::Finished(State::Completed));
+    assert_eq!(
+        cancels.request_cancel(first.id, "late").await.expect("cancel"),
+        CancelAnswer::Finished(State::Completed)
+    );
     let kept = get(&storage, first.id).await;
     assert_eq!((kept.state, kept.cancel_requested), (State::Completed, None), "nothing changed");
 
     let second = claim_one(&storage, QUEUE, "w1").await;
     assert_eq!(cancels.request_cancel(second.id, "racing").await.expect("cancel"), CancelAnswer::Requested);
     assert_eq!(settle(&storage, lease(&second), Outcome::Ack).await.expect("ack"), State::Completed, "success wins");
-    assert_eq!(cancels.request_cancel(second.id, "late").await.expect("cancel"), CancelAnswer::Finished(State::Completed));
+    assert_eq!(
+        cancels.request_cancel(second.id, "late").await.expect("cancel"),
+        CancelAnswer::Finished(State::Completed)
+    );
     stats_agree(&storage).await;
 }
 
