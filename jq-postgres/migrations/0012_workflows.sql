@@ -53,8 +53,10 @@ CREATE TABLE {schema}.job_results (
 -- child's own update runs this again: the cascade goes down.
 --
 -- A job retried out of Dead, or brought back from Cancelled: the children
--- its failure cancelled come back to Waiting (and theirs, by the same
--- trigger), unless another failed parent under cancel still cancels them.
+-- a failure cancelled (job_nodes.cancelled_by set) come back to Waiting
+-- (and theirs, by the same trigger) once no parent of theirs is failed
+-- under cancel any more. A cancelled child reports its first failed parent
+-- in step order (computed when read), whatever order failures came in.
 --
 -- Concurrent acks of two parents of one child both decrement its node
 -- row: the row lock orders them, and exactly one sees zero.
@@ -103,18 +105,16 @@ BEGIN
             FROM {schema}.job_deps AS d
             JOIN {schema}.job_nodes AS n ON n.id = d.child
             JOIN {schema}.jobs AS j ON j.id = d.child
-            WHERE d.parent = NEW.id AND j.state = 'cancelled' AND n.cancelled_by = NEW.id
+            WHERE d.parent = NEW.id AND j.state = 'cancelled' AND n.cancelled_by IS NOT NULL
             ORDER BY d.child
         LOOP
             SELECT d.parent INTO other
             FROM {schema}.job_deps AS d JOIN {schema}.jobs AS p ON p.id = d.parent
-            WHERE d.child = e.child AND d.parent <> NEW.id AND NOT d.released AND d.on_failure = 'cancel'
+            WHERE d.child = e.child AND NOT d.released AND d.on_failure = 'cancel'
               AND p.state IN ('dead', 'cancelled')
             ORDER BY d.position
             LIMIT 1;
-            IF other IS NOT NULL THEN
-                UPDATE {schema}.job_nodes SET cancelled_by = other WHERE id = e.child;
-            ELSE
+            IF other IS NULL THEN
                 UPDATE {schema}.job_nodes SET cancelled_by = NULL WHERE id = e.child;
                 UPDATE {schema}.jobs SET state = 'waiting', finished_at = NULL
                 WHERE id = e.child AND state = 'cancelled';

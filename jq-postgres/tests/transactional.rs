@@ -121,3 +121,36 @@ async fn a_job_committed_late_is_claimed_at_once_by_the_storage_that_stored_it()
     assert_eq!(got.iter().map(|j| j.id).collect::<Vec<_>>(), vec![late.id], "claimed right after its commit");
     f.cleanup().await;
 }
+
+/// A workflow stored in the caller's transaction exists, whole, if and only
+/// if it commits.
+#[tokio::test]
+async fn a_workflow_in_the_callers_transaction_commits_or_rolls_back_whole() {
+    use jq_core::storage::WorkflowStorage;
+    use jq_core::workflow::{Step, Workflow};
+    jq_testkit::needs!(postgres);
+    let f = Fixture::new().await;
+    let s = f.connect(Clock::system()).await;
+    let plan = || {
+        Workflow::new().step(Step::new("root", job())).step(Step::new("child", job()).after(["root"])).plan().unwrap()
+    };
+    let dropped = plan();
+    let mut tx = s.pool().begin().await.unwrap();
+    s.enqueue_workflow_tx(&mut tx, &dropped).await.unwrap();
+    tx.rollback().await.unwrap();
+    for id in dropped.ids() {
+        assert!(matches!(s.get(id).await, Err(Error::NotFound { .. })), "a rolled back step is not stored");
+    }
+    assert!(matches!(s.workflow(dropped.id).await, Err(Error::WorkflowNotFound { .. })));
+
+    let kept = plan();
+    let mut tx = s.pool().begin().await.unwrap();
+    assert_eq!(s.enqueue_workflow_tx(&mut tx, &kept).await.unwrap(), kept.ids());
+    assert!(matches!(s.get(kept.ids()[0]).await, Err(Error::NotFound { .. })), "invisible before commit");
+    tx.commit().await.unwrap();
+    let ids = kept.ids();
+    assert_eq!(s.get(ids[1]).await.unwrap().state, jq_core::State::Waiting);
+    let claimed = s.claim(&request()).await.unwrap();
+    assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![ids[0]], "only the root");
+    f.cleanup().await;
+}

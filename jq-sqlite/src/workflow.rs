@@ -43,13 +43,15 @@ const WAKE: &str = "UPDATE jobs SET state = CASE WHEN run_at <= ?2 THEN 'pending
 const CASCADE_CANCEL: &str =
     "UPDATE jobs SET state = 'cancelled', finished_at = ?2 WHERE id = ?1 AND state = 'waiting'";
 const CANCELLED_BY: &str = "UPDATE job_nodes SET cancelled_by = ?2 WHERE id = ?1";
-/// Children cancelled by this parent's failure, for an operator's retry.
+/// Children a failure cancelled (`cancelled_by` marks them), for an
+/// operator's retry.
 const CANCELLED_CHILDREN: &str = "SELECT d.child, j.queue, j.flow FROM job_deps d \
      JOIN job_nodes n ON n.id = d.child JOIN jobs j ON j.id = d.child \
-     WHERE d.parent = ?1 AND j.state = 'cancelled' AND n.cancelled_by = ?1";
-/// Another unreleased, failed parent under `cancel` of child ?1 than ?2.
-const OTHER_FAILED: &str = "SELECT d.parent FROM job_deps d JOIN jobs p ON p.id = d.parent \
-     WHERE d.child = ?1 AND d.parent <> ?2 AND d.released = 0 AND d.on_failure = 'cancel' \
+     WHERE d.parent = ?1 AND j.state = 'cancelled' AND n.cancelled_by IS NOT NULL";
+/// Child ?1's first parent in step order that failed under `cancel` with
+/// its edge unreleased: the one a cascade-cancelled job reports.
+const FIRST_FAILED: &str = "SELECT d.parent FROM job_deps d JOIN jobs p ON p.id = d.parent \
+     WHERE d.child = ?1 AND d.released = 0 AND d.on_failure = 'cancel' \
      AND (p.state = 'dead' OR p.state = 'cancelled') ORDER BY d.position LIMIT 1";
 const RESTORE: &str = "UPDATE jobs SET state = 'waiting', finished_at = NULL WHERE id = ?1 AND state = 'cancelled'";
 const STORE_RESULT: &str = "INSERT INTO job_results (id, result) VALUES (?1, ?2) \
@@ -204,14 +206,7 @@ pub(crate) fn retried(conn: &Connection, tally: &mut Tally, id: JobId) -> Result
             rows.collect::<rusqlite::Result<_>>().map_err(db)?
         };
         for (child, queue, flow) in cancelled {
-            let other: Option<Vec<u8>> = conn
-                .prepare_cached(OTHER_FAILED)
-                .map_err(db)?
-                .query_row(params![child, blob(&parent.0)], |r| r.get(0))
-                .optional()
-                .map_err(db)?;
-            if let Some(other) = other {
-                conn.prepare_cached(CANCELLED_BY).map_err(db)?.execute(params![child, other]).map_err(db)?;
+            if first_failed(conn, &child)?.is_some() {
                 continue;
             }
             conn.prepare_cached(RESTORE).map_err(db)?.execute(params![child]).map_err(db)?;
@@ -224,6 +219,10 @@ pub(crate) fn retried(conn: &Connection, tally: &mut Tally, id: JobId) -> Result
         }
     }
     Ok(())
+}
+
+fn first_failed(conn: &Connection, child: &[u8]) -> Result<Option<Vec<u8>>> {
+    conn.prepare_cached(FIRST_FAILED).map_err(db)?.query_row(params![child], |r| r.get(0)).optional().map_err(db)
 }
 
 /// A purged job's node and result go with it.
@@ -267,6 +266,17 @@ pub(crate) fn links(conn: &Connection, id: JobId) -> Result<JobLinks> {
         .optional()
         .map_err(db)?;
     let Some((workflow, step, unfinished, cancelled_by)) = node else { return Ok(JobLinks::default()) };
+    // A cascade-cancelled job names its first failed parent in step order,
+    // whatever order the failures came in.
+    let cancelled: bool = conn
+        .prepare_cached("SELECT state = 'cancelled' FROM jobs WHERE id = ?1")
+        .map_err(db)?
+        .query_row(params![blob(&id.0)], |r| r.get(0))
+        .map_err(db)?;
+    let cancelled_by = match cancelled_by {
+        Some(_) if cancelled => first_failed(conn, blob(&id.0))?,
+        _ => None,
+    };
     let parents = {
         let mut stmt = conn
             .prepare_cached("SELECT parent, on_failure FROM job_deps WHERE child = ?1 ORDER BY position")

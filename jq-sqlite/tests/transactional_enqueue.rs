@@ -115,3 +115,39 @@ async fn checkpoints_still_run_on_the_callers_connection() {
     let frames: i64 = app.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get(1)).unwrap();
     assert!(frames < 1_200, "the WAL holds {frames} frames: no automatic checkpoint ran");
 }
+
+/// A workflow stored in the caller's transaction exists, whole, if and only
+/// if it commits; its root is claimable after the commit, its child waits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workflow_in_the_callers_transaction_commits_or_rolls_back_whole() {
+    use jq_core::storage::WorkflowStorage;
+    use jq_core::workflow::{Step, Workflow};
+    let (_dir, clock, storage, mut app) = setup();
+    let plan = || {
+        Workflow::new()
+            .step(Step::new("root", job(&clock)))
+            .step(Step::new("child", job(&clock)).after(["root"]))
+            .plan()
+            .unwrap()
+    };
+    let dropped = plan();
+    {
+        let mut tx = app.transaction_with_behavior(TransactionBehavior::Immediate).unwrap();
+        storage.enqueue_workflow_tx(&mut tx, &dropped).into_inner().unwrap();
+        tx.rollback().unwrap();
+    }
+    for id in dropped.ids() {
+        assert!(matches!(storage.get(id).await, Err(Error::NotFound { .. })), "a rolled back step is not stored");
+    }
+    assert!(matches!(storage.workflow(dropped.id).await, Err(Error::WorkflowNotFound { .. })));
+
+    let kept = plan();
+    let mut tx = app.transaction_with_behavior(TransactionBehavior::Immediate).unwrap();
+    tx.execute("INSERT INTO orders (total) VALUES (7)", []).unwrap();
+    assert_eq!(storage.enqueue_workflow_tx(&mut tx, &kept).into_inner().unwrap(), kept.ids());
+    tx.commit().unwrap();
+    let ids = kept.ids();
+    assert_eq!(storage.get(ids[1]).await.unwrap().state, State::Waiting);
+    let claimed = storage.claim(&claim_request()).await.unwrap();
+    assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![ids[0]], "only the root");
+}

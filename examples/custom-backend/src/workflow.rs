@@ -94,32 +94,32 @@ pub(crate) fn finished(t: &mut Tables, id: JobId, now: Timestamp) -> bool {
     woke
 }
 
-/// Job `id` was retried out of Dead: the dependents its failure cancelled
-/// come back to Waiting, down, unless another failed parent still cancels
-/// them.
+/// The parent a cascade-cancelled job reports: its first parent in step
+/// order that is Dead or Cancelled with an unreleased edge under cancel.
+fn first_failed(t: &Tables, id: JobId) -> Option<JobId> {
+    let node = t.graph.nodes.get(&id)?;
+    let failed = |p: JobId| t.rows.get(&p).is_some_and(|j| matches!(j.state, State::Dead | State::Cancelled));
+    node.parents
+        .iter()
+        .filter(|l| l.on_failure == OnFailure::Cancel && !node.released.contains(&l.id))
+        .map(|l| l.id)
+        .find(|p| failed(*p))
+}
+
+/// Job `id` was retried out of Dead: the children a failure cancelled come
+/// back to Waiting, down, once none of their parents is failed any more.
 pub(crate) fn retried(t: &mut Tables, id: JobId) {
-    let failed =
-        |t: &Tables, p: JobId| t.rows.get(&p).is_some_and(|j| matches!(j.state, State::Dead | State::Cancelled));
     let mut stack = vec![id];
     while let Some(parent) = stack.pop() {
         let children = t.graph.nodes.get(&parent).map(|n| n.children.clone()).unwrap_or_default();
         for child in children {
             let Some(node) = t.graph.nodes.get(&child) else { continue };
             let cancelled = t.rows.get(&child).is_some_and(|j| j.state == State::Cancelled);
-            if !cancelled || node.cancelled_by != Some(parent) {
+            if !cancelled || node.cancelled_by.is_none() || first_failed(t, child).is_some() {
                 continue;
             }
-            let other = node
-                .parents
-                .iter()
-                .filter(|l| l.id != parent && l.on_failure == OnFailure::Cancel && !node.released.contains(&l.id))
-                .map(|l| l.id)
-                .find(|p| failed(t, *p));
             let Some(node) = t.graph.nodes.get_mut(&child) else { continue };
-            node.cancelled_by = other;
-            if other.is_some() {
-                continue;
-            }
+            node.cancelled_by = None;
             t.update(child, |job| {
                 job.state = State::Waiting;
                 job.finished_at = None;
@@ -194,7 +194,10 @@ impl WorkflowStorage for IndexedStorage {
             // parent's edge stays.
             children: node.children.iter().copied().filter(|c| t.graph.nodes.contains_key(c)).collect(),
             unfinished_parents: (node.parents.len() - node.released.len()) as u32,
-            cancelled_by: node.cancelled_by,
+            cancelled_by: node
+                .cancelled_by
+                .filter(|_| t.rows.get(&id).is_some_and(|j| j.state == State::Cancelled))
+                .and_then(|_| first_failed(&t, id)),
         }))
     }
 

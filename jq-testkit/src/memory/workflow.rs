@@ -105,10 +105,9 @@ impl Graph {
         woke
     }
 
-    /// Job `id`, Dead until now, was retried: every dependent its failure
-    /// cancelled comes back to Waiting, and so on down, unless another of
-    /// its parents has failed under [`OnFailure::Cancel`] (it then stays
-    /// Cancelled, now by that parent).
+    /// Job `id`, Dead until now, was retried: every child a failure
+    /// cancelled comes back to Waiting, and so on down, once none of its
+    /// parents is failed under [`OnFailure::Cancel`] any more.
     pub(super) fn retried(&mut self, jobs: &mut BTreeMap<JobId, Job>, id: JobId) {
         let mut stack = vec![id];
         while let Some(parent) = stack.pop() {
@@ -117,22 +116,14 @@ impl Graph {
                 None => continue,
             };
             for child in children {
-                let Some(node) = self.nodes.get(&child) else { continue };
                 let Some(job) = jobs.get(&child) else { continue };
-                if job.state != State::Cancelled || node.cancelled_by != Some(parent) {
+                if job.state != State::Cancelled || !self.nodes.get(&child).is_some_and(|n| n.cancelled_by.is_some()) {
                     continue;
                 }
-                let other = node
-                    .parents
-                    .iter()
-                    .filter(|l| l.id != parent && l.on_failure == OnFailure::Cancel && !node.released.contains(&l.id))
-                    .find(|l| jobs.get(&l.id).is_some_and(|j| failed(j.state)))
-                    .map(|l| l.id);
+                if self.first_failed(jobs, child).is_some() {
+                    continue;
+                }
                 let Some(node) = self.nodes.get_mut(&child) else { continue };
-                if let Some(other) = other {
-                    node.cancelled_by = Some(other);
-                    continue;
-                }
                 node.cancelled_by = None;
                 if let Some(job) = jobs.get_mut(&child) {
                     job.state = State::Waiting;
@@ -141,6 +132,18 @@ impl Graph {
                 stack.push(child);
             }
         }
+    }
+
+    /// The parent a cascade-cancelled job reports: its first parent in
+    /// step order that is Dead or Cancelled with an unreleased edge under
+    /// [`OnFailure::Cancel`] (whatever order the failures came in).
+    fn first_failed(&self, jobs: &BTreeMap<JobId, Job>, id: JobId) -> Option<JobId> {
+        let node = self.nodes.get(&id)?;
+        node.parents
+            .iter()
+            .filter(|l| l.on_failure == OnFailure::Cancel && !node.released.contains(&l.id))
+            .find(|l| jobs.get(&l.id).is_some_and(|j| failed(j.state)))
+            .map(|l| l.id)
     }
 
     /// Job `id` was purged: its result and place go with it.
@@ -221,7 +224,10 @@ impl WorkflowStorage for MemoryStorage {
                 // node went with it); a purged parent's edge stays.
                 children: node.children.iter().copied().filter(|c| graph.nodes.contains_key(c)).collect(),
                 unfinished_parents: node.unfinished(),
-                cancelled_by: node.cancelled_by,
+                cancelled_by: node
+                    .cancelled_by
+                    .filter(|_| jobs.get(&id).is_some_and(|j| j.state == State::Cancelled))
+                    .and_then(|_| graph.first_failed(&jobs, id)),
             },
         })
     }
