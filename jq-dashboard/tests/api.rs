@@ -151,6 +151,7 @@ async fn bad_input_is_refused_naming_the_field(backend: &str) {
         (r#"{"kind": "k", "payload": {}, "max_attempts": "3"}"#.into(), 400, "max_attempts"),
         (r#"{"kind": "k", "payload": {}, "max_attempts": 0}"#.into(), 400, "max_attempts"),
         (r#"{"kind": "k", "payload": {}, "max_attempts": 4294967296}"#.into(), 400, "max_attempts"),
+        (r#"{"kind": "k", "payload": {}, "max_attempts": 2147483648}"#.into(), 400, "max_attempts"),
         (r#"{"kind": "k", "payload": {}, "delay_ms": -5}"#.into(), 400, "delay_ms"),
         (r#"{"kind": "k", "payload": {}, "delay_ms": 1e300}"#.into(), 400, "delay_ms"),
         (r#"{"kind": "k", "payload": {}, "delay_ms": 18446744073709551615}"#.into(), 400, "delay_ms"),
@@ -218,7 +219,7 @@ async fn bad_input_is_refused_naming_the_field(backend: &str) {
         assert_eq!(json_of(&reply)["field"], "id", "{path}");
     }
     let id = uuid::Uuid::now_v7();
-    for query in ["timeout_ms=-1", "timeout_ms=soon", "timeout_ms=1.5"] {
+    for query in ["timeout_ms=-1", "timeout_ms=soon", "timeout_ms=1.5", "timeout_ms=3600001"] {
         let reply = get(&app, &format!("/api/v1/jobs/{id}/wait?{query}")).await;
         assert_eq!(reply.status, 400, "{query}: {}", reply.body);
         assert_eq!(json_of(&reply)["field"], "timeout_ms");

@@ -26,6 +26,9 @@ pub(crate) struct Api<S> {
 
 type Shared<S> = State<Arc<Api<S>>>;
 
+/// The longest `timeout_ms` accepted: an hour.
+const MAX_TIMEOUT_MS: u64 = 3_600_000;
+
 /// How often a wait reads the job again.
 const WAIT_POLL: Duration = Duration::from_millis(50);
 
@@ -101,7 +104,7 @@ pub(crate) async fn enqueue_batch<S: Storage>(
 /// Read one job.
 #[utoipa::path(
     get, path = "/api/v1/jobs/{id}", tag = "jobs",
-    params(("id" = String, Path, description = "The job's id (a UUID)")),
+    params(("id" = uuid::Uuid, Path, description = "The job's id (a UUID)")),
     responses(
         (status = 200, description = "The job", body = JobView),
         (status = 400, description = "The id is not a UUID", body = ErrorBody),
@@ -122,16 +125,17 @@ pub(crate) async fn get_job<S: Storage>(
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub(crate) struct WaitQuery {
-    /// How long to wait at most, in milliseconds (default and ceiling: the
-    /// server's longest wait, 30 s unless configured otherwise).
-    #[param(minimum = 0)]
+    /// How long to wait at most, in milliseconds, up to an hour (the
+    /// server cuts it to its longest wait, 30 s unless configured
+    /// otherwise, which is also the default).
+    #[param(minimum = 0, maximum = 3600000)]
     timeout_ms: Option<u64>,
 }
 
 /// Wait until a job is finished (completed, dead or cancelled), or the timeout.
 #[utoipa::path(
     get, path = "/api/v1/jobs/{id}/wait", tag = "jobs",
-    params(("id" = String, Path, description = "The job's id (a UUID)"), WaitQuery),
+    params(("id" = uuid::Uuid, Path, description = "The job's id (a UUID)"), WaitQuery),
     responses(
         (status = 200, description = "The job, finished or as it was at the timeout", body = WaitResponse),
         (status = 400, description = "The id or the timeout is invalid", body = ErrorBody),
@@ -164,7 +168,7 @@ pub(crate) async fn wait<S: Storage>(
 /// Cancel a scheduled or pending job.
 #[utoipa::path(
     post, path = "/api/v1/jobs/{id}/cancel", tag = "jobs",
-    params(("id" = String, Path, description = "The job's id (a UUID)")),
+    params(("id" = uuid::Uuid, Path, description = "The job's id (a UUID)")),
     responses(
         (status = 200, description = "Cancelled: the job as it is now", body = JobView),
         (status = 400, description = "The id is not a UUID", body = ErrorBody),
@@ -237,8 +241,11 @@ fn serde_urlencoded_query(query: &str) -> ApiResult<WaitQuery> {
     let mut timeout_ms = None;
     for (name, value) in form_pairs(query) {
         if name == "timeout_ms" {
-            let ms = value.parse::<u64>().map_err(|_| {
-                ApiError::invalid("timeout_ms", format!("{value:?}: give a whole number of milliseconds, 0 or more"))
+            let ms = value.parse::<u64>().ok().filter(|ms| *ms <= MAX_TIMEOUT_MS).ok_or_else(|| {
+                ApiError::invalid(
+                    "timeout_ms",
+                    format!("{value:?}: give a whole number of milliseconds from 0 to {MAX_TIMEOUT_MS}"),
+                )
             })?;
             timeout_ms = Some(ms);
         }

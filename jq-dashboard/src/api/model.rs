@@ -22,7 +22,12 @@ const MAX_DELAY_MS: u64 = 100 * 365 * 24 * 3600 * 1000;
 #[serde(deny_unknown_fields)]
 pub struct EnqueueRequest {
     /// Which handler runs it: 1 to 128 bytes, no control character.
-    #[schema(min_length = 1, max_length = 128, example = "send_email")]
+    #[schema(
+        min_length = 1,
+        max_length = 128,
+        pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$",
+        example = "send_email"
+    )]
     pub kind: String,
     /// Its arguments: any JSON value, at most the backend's payload limit
     /// (1 MiB by default) once serialized; no `\u0000` in a string.
@@ -35,8 +40,8 @@ pub struct EnqueueRequest {
     /// Its priority (default `normal`); higher priorities are claimed first.
     #[serde(default)]
     pub priority: Option<PriorityName>,
-    /// Not claimable before this instant (RFC 3339). Give `run_at` or
-    /// `delay_ms`, not both; neither: claimable at once.
+    /// Not claimable before this instant (RFC 3339, from 1970 to 9999).
+    /// Give `run_at` or `delay_ms`, not both; neither: claimable at once.
     #[serde(default)]
     pub run_at: Option<DateTime<Utc>>,
     /// Not claimable until this many milliseconds after the enqueue (at
@@ -46,13 +51,13 @@ pub struct EnqueueRequest {
     pub delay_ms: Option<u64>,
     /// How many claims it gets in all (default 25); 1 means no retry.
     #[serde(default)]
-    #[schema(minimum = 1)]
+    #[schema(minimum = 1, maximum = 2147483647)]
     pub max_attempts: Option<u32>,
     /// Deduplicates: while a job of the same queue with this key is not
     /// finished, the enqueue returns that job's id and stores nothing.
     /// 1 to 128 bytes, no control character.
     #[serde(default)]
-    #[schema(min_length = 1, max_length = 128)]
+    #[schema(min_length = 1, max_length = 128, pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$")]
     pub unique_key: Option<String>,
     /// The job's id, chosen by the producer (a UUID; a UUIDv7 keeps ids in
     /// creation order). A request resent with the same id stores nothing
@@ -99,6 +104,10 @@ impl EnqueueRequest {
             (None, None) => {}
         }
         if let Some(n) = self.max_attempts {
+            // PostgreSQL's column is a 32-bit integer: refused alike everywhere.
+            if i32::try_from(n).is_err() {
+                return Err(ApiError::invalid(field("max_attempts"), format!("{n}: at most {}", i32::MAX)));
+            }
             builder = builder.max_attempts(n);
         }
         if let Some(key) = self.unique_key {
