@@ -71,7 +71,9 @@ impl EnqueueRequest {
     /// name the field, after `prefix` (`jobs[3].` in a batch).
     pub(crate) fn into_job(self, now: DateTime<Utc>, prefix: &str) -> ApiResult<NewJob> {
         let field = |name: &str| format!("{prefix}{name}");
-        let payload = Payload::from_json(self.payload.get()).map_err(|e| ApiError::from_core(e, prefix))?;
+        // The parser has checked the JSON already: no second parse (the
+        // check for `\u0000` comes with `check_payload` below).
+        let payload = Payload::from_stored(Box::<str>::from(self.payload).into_string());
         let mut builder = NewJob::builder(self.kind, payload);
         if let Some(queue) = self.queue {
             builder = builder.queue(queue);
@@ -114,6 +116,9 @@ impl EnqueueRequest {
             builder = builder.unique_key(key);
         }
         let mut job = builder.build_at(now).map_err(|e| ApiError::from_core(e, prefix))?;
+        // Every text against what every backend stores (the size limit is
+        // the backend's, checked when it stores the batch).
+        job.check_payload(usize::MAX).map_err(|e| ApiError::from_core(e, prefix))?;
         if let Some(id) = self.id {
             job.id = JobId(id);
         }
