@@ -152,4 +152,6 @@ mod guides {
     struct Dashboard;
     #[doc = include_str!("../../docs/operations.md")]
     struct Operations;
+    #[doc = include_str!("../../docs/http-api.md")]
+    struct HttpApi;
 }
