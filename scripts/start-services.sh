@@ -5,7 +5,10 @@
 # and installs the headless browser the dashboard's tests drive (Debian's
 # chromium and chromium-driver), and PgBouncer, which jq-postgres's tests
 # start on ports of their own (in transaction pooling mode) to check jq
-# behind a pooler. Idempotent: what is there is left alone.
+# behind a pooler, and schemathesis (PyPI, in a virtualenv under
+# ~/.cache/jq: scripts/install-schemathesis.sh), which runs the HTTP API's
+# OpenAPI document against a live server. Idempotent: what is there is left
+# alone.
 set -euo pipefail
 
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
@@ -64,7 +67,13 @@ install_pgbouncer() {
   echo "pgbouncer: installed"
 }
 
+install_schemathesis() {
+  command -v python3 >/dev/null && python3 -c 'import venv, ensurepip' 2>/dev/null || install_pkgs python3 python3-venv
+  echo "schemathesis: $(bash "$(dirname "$0")/install-schemathesis.sh")"
+}
+
 start_postgres
 start_redis
 install_browser
 install_pgbouncer
+install_schemathesis

@@ -123,8 +123,11 @@ Example: jqctl metrics --listen 0.0.0.0:9464 --interval 15s")]
         #[arg(long, value_name = "INTERVAL", default_value = "15s", value_parser = duration::parse_positive)]
         interval: Duration,
     },
-    /// Serve the web dashboard: queues, throughput, jobs, and actions on them.
+    /// Serve the web dashboard and the HTTP JSON API (/api/v1/, docs/http-api.md).
     #[command(after_help = "\
+The HTTP API is under /api/v1/ (its OpenAPI document: /api/v1/openapi.json),
+with the same token; --read-token adds a token for its read endpoints only.
+
 Binds 127.0.0.1:8080 by default. Any other address needs a token (--token or
 JQ_DASHBOARD_TOKEN): the browser asks for it as the password of basic auth (any
 user name); scripts send `Authorization: Bearer TOKEN`. Whitespace around the
@@ -150,6 +153,9 @@ Example: JQ_DASHBOARD_TOKEN=$(openssl rand -hex 16) jqctl serve --listen 0.0.0.0
         /// Also answer requests naming this host (NAME, any port, or NAME:PORT); repeatable.
         #[arg(long = "allowed-host", value_name = "HOST", env = "JQ_DASHBOARD_ALLOWED_HOSTS", value_delimiter = ',')]
         allowed_hosts: Vec<String>,
+        /// Also accept this token on the HTTP API's read endpoints (get, wait, stats), never for a write.
+        #[arg(long, env = "JQ_API_READ_TOKEN", value_name = "TOKEN", hide_env_values = true)]
+        read_token: Option<String>,
     },
     /// Create or upgrade the backend's schema (PostgreSQL; nothing to do for SQLite and Redis).
     Migrate,

@@ -70,6 +70,7 @@ postgres_scenarios!(
     queue_pause_resume_and_limit,
     metrics_endpoints_serve_gauges_and_counters,
     serve_dashboard_guards_its_address,
+    serve_http_api_beside_the_dashboard,
 );
 
 #[test]

@@ -25,6 +25,7 @@
 //! name to 127.0.0.1 is not answered.
 
 mod actions;
+pub mod api;
 mod assets;
 mod chart;
 mod error;

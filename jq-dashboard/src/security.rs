@@ -88,7 +88,7 @@ pub(crate) fn layer(routes: Router, options: Options) -> Router {
 /// The host a request names: its `Host` header, or the authority of its
 /// URI (HTTP/2). None when it names none: a browser always does, so such a
 /// request cannot come from a rebound page.
-fn request_host(request: &Request) -> Option<String> {
+pub(crate) fn request_host(request: &Request) -> Option<String> {
     match request.headers().get(HOST) {
         Some(value) => Some(String::from_utf8_lossy(value.as_bytes()).into_owned()),
         None => request.uri().authority().map(|a| a.as_str().to_owned()),
@@ -97,7 +97,7 @@ fn request_host(request: &Request) -> Option<String> {
 
 /// True when `host` (a `Host` header: `name` or `name:port`) is one the
 /// dashboard answers. Without a port the request names port 80.
-fn host_allowed(hosts: &Hosts, host: &str) -> bool {
+pub(crate) fn host_allowed(hosts: &Hosts, host: &str) -> bool {
     let Hosts::Only(allowed) = hosts else { return true };
     let Ok(HostName { name, port }) = crate::options::parse_host(host) else { return false };
     let port = port.unwrap_or(80);
@@ -106,7 +106,7 @@ fn host_allowed(hosts: &Hosts, host: &str) -> bool {
 
 /// True when the request carries the token, as a bearer token or as the
 /// password of basic auth (each trimmed, as the configured token is).
-fn authorized(headers: &HeaderMap, token: &str) -> bool {
+pub(crate) fn authorized(headers: &HeaderMap, token: &str) -> bool {
     let Some(value) = headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok()) else { return false };
     if let Some(bearer) = value.strip_prefix("Bearer ") {
         return same(bearer.trim().as_bytes(), token.as_bytes());

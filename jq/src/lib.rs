@@ -159,4 +159,6 @@ mod guides {
     struct Cancellation;
     #[doc = include_str!("../../docs/workflows.md")]
     struct Workflows;
+    #[doc = include_str!("../../docs/http-api.md")]
+    struct HttpApi;
 }

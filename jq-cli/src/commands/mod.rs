@@ -102,9 +102,9 @@ impl Action {
             Command::Periodic(PeriodicCommand::Trigger { name }) => Action::PeriodicTrigger(name),
             Command::Queue(command) => Action::Queue(command),
             Command::Metrics { listen, interval } => Action::Metrics { listen, every: interval },
-            Command::Serve { listen, read_only, token, allowed_hosts } => {
-                Action::Serve(serve::ServePlan::prepare(listen, read_only, token, allowed_hosts)?)
-            }
+            Command::Serve { listen, read_only, token, allowed_hosts, read_token } => Action::Serve(
+                serve::ServePlan::prepare(listen, read_only, token, allowed_hosts)?.read_token(read_token)?,
+            ),
             Command::Worker(args) => Action::Worker(worker::WorkerPlan::prepare(args)?),
             Command::Migrate => return Ok(None),
         }))

@@ -1,4 +1,5 @@
-//! `jqctl serve`: the dashboard (`jq-dashboard`) on its own address.
+//! `jqctl serve`: the dashboard (`jq-dashboard`) and the HTTP API
+//! (`jq_dashboard::api`, under `/api/v1/`) on their own address.
 
 use std::net::SocketAddr;
 
@@ -15,6 +16,8 @@ pub struct ServePlan {
     /// `--allowed-host` values, checked; the bound port is known only
     /// once bound.
     allowed_hosts: Vec<String>,
+    /// `--read-token`, checked.
+    read_token: Option<String>,
 }
 
 impl ServePlan {
@@ -43,7 +46,18 @@ impl ServePlan {
         options = options
             .allowed_hosts(allowed_hosts.iter().map(String::as_str))
             .map_err(|e| CliError::bad_input(format!("{e} (--allowed-host)")))?;
-        Ok(ServePlan { listen, options, allowed_hosts })
+        Ok(ServePlan { listen, options, allowed_hosts, read_token: None })
+    }
+
+    /// Adds the HTTP API's read-only token; an empty one is refused.
+    pub fn read_token(mut self, token: Option<String>) -> CliResult<Self> {
+        if let Some(token) = token {
+            jq_dashboard::api::ApiOptions::default()
+                .read_token(token.as_str())
+                .map_err(|e| CliError::bad_input(format!("{e} (--read-token or JQ_API_READ_TOKEN)")))?;
+            self.read_token = Some(token);
+        }
+        Ok(self)
     }
 }
 
@@ -62,7 +76,7 @@ fn hosts(address: SocketAddr, allowed: &[String]) -> Vec<String> {
 }
 
 /// Serves until Ctrl-C or SIGTERM.
-pub async fn run<S: Storage>(storage: S, plan: ServePlan) -> CliResult {
+pub async fn run<S: Storage + Clone>(storage: S, plan: ServePlan) -> CliResult {
     let listener = tokio::net::TcpListener::bind(plan.listen)
         .await
         .map_err(|e| CliError::bad_input(format!("cannot listen on {}: {e}", plan.listen)))?;
@@ -79,7 +93,15 @@ pub async fn run<S: Storage>(storage: S, plan: ServePlan) -> CliResult {
         "jqctl serve: answering requests for {} only (another name behind a proxy: --allowed-host NAME[:PORT])",
         hosts.join(", ")
     );
-    let app = jq_dashboard::router(jq::Client::new(storage), options);
+    let mut api_options = jq_dashboard::api::ApiOptions::new(options.clone());
+    if let Some(token) = plan.read_token {
+        api_options = api_options
+            .read_token(token)
+            .map_err(|e| CliError::bad_input(format!("{e} (--read-token or JQ_API_READ_TOKEN)")))?;
+    }
+    eprintln!("jqctl serve: HTTP API on http://{address}/api/v1/ (document: /api/v1/openapi.json)");
+    let client = jq::Client::new(storage);
+    let app = jq_dashboard::api::router(client.clone(), api_options).merge(jq_dashboard::router(client, options));
     axum::serve(listener, app)
         .with_graceful_shutdown(async {
             if let Err(error) = shutdown_signal().await {

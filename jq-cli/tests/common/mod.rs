@@ -626,6 +626,57 @@ pub mod scenarios {
         assert_eq!(status(&bearer), Some("200"), "the token's newline is trimmed: {bearer}");
     }
 
+    /// `jqctl serve` serves the HTTP API under /api/v1/ beside the
+    /// dashboard, with the dashboard's token for everything and
+    /// `--read-token` for reads only; a job enqueued through it is the
+    /// store's.
+    pub fn serve_http_api_beside_the_dashboard(s: &Store) {
+        refused(s, &["serve", "--read-token", " "], 2, "token is empty");
+        let addr = free_addr();
+        let mut server = s
+            .cmd()
+            .args(["serve", "--listen", &addr, "--token", "full", "--read-token", "read"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let post = |token: &str, body: &str| {
+            request(
+                &addr,
+                &format!(
+                    "POST /api/v1/jobs HTTP/1.0\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\
+                     Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                    body.len()
+                ),
+            )
+        };
+        let denied = get_until(&addr, "/api/v1/stats", |head, _| head.starts_with("HTTP/1."));
+        let job = r#"{"kind": "ping", "payload": {"n": 1}, "queue": "web"}"#;
+        let stored = post("full", job);
+        let read_only = post("read", job);
+        let bad = post("full", r#"{"kind": "ping", "payload": {}, "queue": "a b"}"#);
+        let get = |path: &str, token: &str| {
+            request(&addr, &format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\r\n"))
+        };
+        let stats = get("/api/v1/stats", "read");
+        let document = get("/api/v1/openapi.json", "read");
+        let dashboard = get("/", "full");
+        let _ = server.kill();
+        let _ = server.wait();
+        assert_eq!(status(&denied), Some("401"), "{denied}");
+        assert_eq!(status(&stored), Some("200"), "{stored}");
+        assert_eq!(status(&read_only), Some("403"), "{read_only}");
+        assert_eq!(status(&bad), Some("400"), "{bad}");
+        assert!(bad.contains(r#""field":"queue""#), "{bad}");
+        assert_eq!(status(&stats), Some("200"), "{stats}");
+        assert!(stats.contains(r#""web":{"scheduled":0,"pending":1"#), "{stats}");
+        assert!(document.contains("\"openapi\""), "{document}");
+        assert!(dashboard.contains("data-queue=\"web\""), "{dashboard}");
+        let id = stored.rsplit(r#""id":""#).next().unwrap().split('"').next().unwrap();
+        let shown = s.ok(&["get", id]);
+        assert!(shown.contains("ping"), "{shown}");
+    }
+
     /// `jqctl metrics` serves the store's gauges, and `jqctl worker
     /// --metrics-listen` the worker's counters: equal to the jobs it ran.
     pub fn metrics_endpoints_serve_gauges_and_counters(s: &Store) {

@@ -74,7 +74,7 @@ pub async fn run_once(client: &Client, queue: &str, outcome: Outcome) {
 }
 
 /// A fresh namespace on `backend`: "sqlite", "postgres" or "redis".
-async fn namespace(backend: &str) -> Namespace {
+pub async fn namespace(backend: &str) -> Namespace {
     match backend {
         "sqlite" => Namespace::sqlite(),
         "postgres" => Namespace::postgres().await,

@@ -1,0 +1,266 @@
+//! The endpoints: each reads its input, calls the [`jq::Client`], and
+//! answers JSON.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, RawQuery, State};
+use jq::JobId;
+use jq::storage::Storage;
+use serde::Deserialize;
+
+use super::body::JsonBody;
+use super::error::{ApiError, ApiResult, ErrorBody};
+use super::model::{
+    EnqueueBatchRequest, EnqueueBatchResponse, EnqueueRequest, EnqueueResponse, JobView, StatsResponse, WaitResponse,
+};
+use super::{ApiOptions, openapi};
+
+/// What every handler shares.
+pub(crate) struct Api<S> {
+    pub(crate) client: jq::Client<S>,
+    pub(crate) options: ApiOptions,
+}
+
+type Shared<S> = State<Arc<Api<S>>>;
+
+/// The longest `timeout_ms` accepted: an hour.
+const MAX_TIMEOUT_MS: u64 = 3_600_000;
+
+/// How often a wait reads the job again.
+const WAIT_POLL: Duration = Duration::from_millis(50);
+
+/// Enqueue one job.
+#[utoipa::path(
+    post, path = "/api/v1/jobs", tag = "jobs",
+    request_body = EnqueueRequest,
+    responses(
+        (status = 200, description = "Stored, or already stored: a resent id, or a unique key a live job holds", body = EnqueueResponse),
+        (status = 400, description = "A field is invalid; nothing stored", body = ErrorBody),
+        (status = 401, description = "A token is required", body = ErrorBody),
+        (status = 403, description = "Read-only token or API, or a page of another site", body = ErrorBody),
+        (status = 413, description = "The body or the payload is too large; nothing stored", body = ErrorBody),
+        (status = 415, description = "The body is not application/json", body = ErrorBody),
+    ),
+    security((), ("token" = [])),
+)]
+pub(crate) async fn enqueue<S: Storage>(
+    State(api): Shared<S>,
+    JsonBody(request): JsonBody<EnqueueRequest>,
+) -> ApiResult<Json<EnqueueResponse>> {
+    let job = request.into_job(api.client.clock().now(), "")?;
+    let id = api.client.enqueue(job).await.map_err(|e| ApiError::from_core(e, ""))?;
+    Ok(Json(EnqueueResponse { id: id.0 }))
+}
+
+/// Enqueue a batch of jobs: every one or none.
+#[utoipa::path(
+    post, path = "/api/v1/jobs/batch", tag = "jobs",
+    request_body = EnqueueBatchRequest,
+    responses(
+        (status = 200, description = "Every job stored (or already stored), ids in the order sent", body = EnqueueBatchResponse),
+        (status = 400, description = "A field is invalid, or too many jobs; nothing stored", body = ErrorBody),
+        (status = 401, description = "A token is required", body = ErrorBody),
+        (status = 403, description = "Read-only token or API, or a page of another site", body = ErrorBody),
+        (status = 413, description = "The body or a payload is too large; nothing stored", body = ErrorBody),
+        (status = 415, description = "The body is not application/json", body = ErrorBody),
+    ),
+    security((), ("token" = [])),
+)]
+pub(crate) async fn enqueue_batch<S: Storage>(
+    State(api): Shared<S>,
+    JsonBody(request): JsonBody<EnqueueBatchRequest>,
+) -> ApiResult<Json<EnqueueBatchResponse>> {
+    let limit = api.options.max_batch;
+    if request.jobs.len() > limit {
+        return Err(ApiError::invalid(
+            "jobs",
+            format!("{} jobs: at most {limit} in one batch; send several", request.jobs.len()),
+        ));
+    }
+    let now = api.client.clock().now();
+    let jobs = request
+        .jobs
+        .into_iter()
+        .enumerate()
+        .map(|(i, job)| job.0.into_job(now, &format!("jobs[{i}].")))
+        .collect::<ApiResult<Vec<_>>>()?;
+    // Which job a size refusal is about: the store names the size only.
+    let sizes: Vec<usize> = jobs.iter().map(|j| j.payload.len()).collect();
+    let ids = api.client.enqueue_many(jobs).await.map_err(|e| {
+        let prefix = match &e {
+            jq::Error::PayloadTooLarge { size, .. } => {
+                sizes.iter().position(|s| s == size).map(|i| format!("jobs[{i}].")).unwrap_or_default()
+            }
+            _ => String::new(),
+        };
+        ApiError::from_core(e, &prefix)
+    })?;
+    Ok(Json(EnqueueBatchResponse { ids: ids.into_iter().map(|id| id.0).collect() }))
+}
+
+/// Read one job.
+#[utoipa::path(
+    get, path = "/api/v1/jobs/{id}", tag = "jobs",
+    params(("id" = uuid::Uuid, Path, description = "The job's id (a UUID)")),
+    responses(
+        (status = 200, description = "The job", body = JobView),
+        (status = 400, description = "The id is not a UUID", body = ErrorBody),
+        (status = 401, description = "A token is required", body = ErrorBody),
+        (status = 404, description = "No job has this id", body = ErrorBody),
+    ),
+    security((), ("token" = []), ("read_token" = [])),
+)]
+pub(crate) async fn get_job<S: Storage>(
+    State(api): Shared<S>,
+    id: Result<Path<String>, PathRejection>,
+) -> ApiResult<Json<JobView>> {
+    let id = job_id(id)?;
+    Ok(Json(view(api.client.get(id).await)?))
+}
+
+/// The query of a wait.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct WaitQuery {
+    /// How long to wait at most, in milliseconds, up to an hour (the
+    /// server cuts it to its longest wait, 30 s unless configured
+    /// otherwise, which is also the default).
+    #[param(minimum = 0, maximum = 3600000)]
+    timeout_ms: Option<u64>,
+}
+
+/// Wait until a job is finished (completed, dead or cancelled), or the timeout.
+#[utoipa::path(
+    get, path = "/api/v1/jobs/{id}/wait", tag = "jobs",
+    params(("id" = uuid::Uuid, Path, description = "The job's id (a UUID)"), WaitQuery),
+    responses(
+        (status = 200, description = "The job, finished or as it was at the timeout", body = WaitResponse),
+        (status = 400, description = "The id or the timeout is invalid", body = ErrorBody),
+        (status = 401, description = "A token is required", body = ErrorBody),
+        (status = 404, description = "No job has this id", body = ErrorBody),
+    ),
+    security((), ("token" = []), ("read_token" = [])),
+)]
+pub(crate) async fn wait<S: Storage>(
+    State(api): Shared<S>,
+    id: Result<Path<String>, PathRejection>,
+    RawQuery(query): RawQuery,
+) -> ApiResult<Json<WaitResponse>> {
+    let id = job_id(id)?;
+    let query: WaitQuery = serde_urlencoded_query(query.as_deref().unwrap_or(""))?;
+    let ceiling = api.options.max_wait;
+    let timeout = query.timeout_ms.map_or(ceiling, |ms| Duration::from_millis(ms).min(ceiling));
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let job = api.client.get(id).await.map_err(|e| ApiError::from_core(e, ""))?;
+        let finished = job.state.is_terminal();
+        let now = tokio::time::Instant::now();
+        if finished || now >= deadline {
+            return Ok(Json(WaitResponse { finished, job: view(Ok(job))? }));
+        }
+        tokio::time::sleep(WAIT_POLL.min(deadline - now)).await;
+    }
+}
+
+/// Cancel a scheduled or pending job.
+#[utoipa::path(
+    post, path = "/api/v1/jobs/{id}/cancel", tag = "jobs",
+    params(("id" = uuid::Uuid, Path, description = "The job's id (a UUID)")),
+    responses(
+        (status = 200, description = "Cancelled: the job as it is now", body = JobView),
+        (status = 400, description = "The id is not a UUID", body = ErrorBody),
+        (status = 401, description = "A token is required", body = ErrorBody),
+        (status = 403, description = "Read-only token or API, or a page of another site", body = ErrorBody),
+        (status = 404, description = "No job has this id", body = ErrorBody),
+        (status = 409, description = "The job is running or finished: it cannot be cancelled", body = ErrorBody),
+    ),
+    security((), ("token" = [])),
+)]
+pub(crate) async fn cancel<S: Storage>(
+    State(api): Shared<S>,
+    id: Result<Path<String>, PathRejection>,
+) -> ApiResult<Json<JobView>> {
+    let id = job_id(id)?;
+    api.client.cancel(id).await.map_err(|e| ApiError::from_core(e, ""))?;
+    Ok(Json(view(api.client.get(id).await)?))
+}
+
+/// Job counts per queue and state.
+#[utoipa::path(
+    get, path = "/api/v1/stats", tag = "queues",
+    responses(
+        (status = 200, description = "Counts per queue and state", body = StatsResponse),
+        (status = 401, description = "A token is required", body = ErrorBody),
+    ),
+    security((), ("token" = []), ("read_token" = [])),
+)]
+pub(crate) async fn stats<S: Storage>(State(api): Shared<S>) -> ApiResult<Json<StatsResponse>> {
+    let stats = api.client.stats().await.map_err(|e| ApiError::from_core(e, ""))?;
+    Ok(Json(stats.into()))
+}
+
+/// This API's OpenAPI 3 document.
+#[utoipa::path(
+    get, path = "/api/v1/openapi.json", tag = "meta",
+    responses(
+        (status = 200, description = "The OpenAPI document", content_type = "application/json", body = Object),
+        (status = 401, description = "A token is required", body = ErrorBody),
+    ),
+    security((), ("token" = []), ("read_token" = [])),
+)]
+pub(crate) async fn document() -> Json<utoipa::openapi::OpenApi> {
+    Json(openapi())
+}
+
+/// 404 in JSON for a path the API does not have.
+pub(crate) async fn no_route() -> ApiError {
+    ApiError::no_route()
+}
+
+/// 405 in JSON for a method a path does not take.
+pub(crate) async fn wrong_method() -> ApiError {
+    ApiError::wrong_method()
+}
+
+/// The job id of the path, or 400 naming `id`.
+fn job_id(path: Result<Path<String>, PathRejection>) -> ApiResult<JobId> {
+    let Path(text) = path.map_err(|e| ApiError::invalid("id", format!("the job id could not be read: {e}")))?;
+    text.parse::<JobId>().map_err(|e| ApiError::invalid("id", e.to_string()))
+}
+
+/// A job read from the store, as the API shows it.
+fn view(job: jq::Result<jq::Job>) -> ApiResult<JobView> {
+    job.and_then(JobView::try_from).map_err(|e| ApiError::from_core(e, ""))
+}
+
+/// The wait's query, or 400 naming the parameter.
+fn serde_urlencoded_query(query: &str) -> ApiResult<WaitQuery> {
+    let mut timeout_ms = None;
+    for (name, value) in form_pairs(query) {
+        if name == "timeout_ms" {
+            let ms = value.parse::<u64>().ok().filter(|ms| *ms <= MAX_TIMEOUT_MS).ok_or_else(|| {
+                ApiError::invalid(
+                    "timeout_ms",
+                    format!("{value:?}: give a whole number of milliseconds from 0 to {MAX_TIMEOUT_MS}"),
+                )
+            })?;
+            timeout_ms = Some(ms);
+        }
+    }
+    Ok(WaitQuery { timeout_ms })
+}
+
+/// The `name=value` pairs of a query string, percent-decoded (`+` is a space).
+fn form_pairs(query: &str) -> impl Iterator<Item = (String, String)> + '_ {
+    query.split('&').filter(|p| !p.is_empty()).map(|pair| {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let decode = |s: &str| {
+            let s = s.replace('+', " ");
+            percent_encoding::percent_decode_str(&s).decode_utf8_lossy().into_owned()
+        };
+        (decode(name), decode(value))
+    })
+}
