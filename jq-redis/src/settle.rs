@@ -5,7 +5,9 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use jq_core::storage::{Beat, Capability, LeaseRef, Outcome, ProgressReport, Settled, Settlement, storable_message, unsupported};
+use jq_core::storage::{
+    Beat, Capability, LeaseRef, Outcome, ProgressReport, Settled, Settlement, storable_message, unsupported,
+};
 use jq_core::{Error, JobId, QueueName, Result, State};
 
 use crate::keys::id_hex;

@@ -105,6 +105,11 @@ impl ApiError {
         )
     }
 
+    /// 409: the job had already finished in `state`, so nothing changed.
+    pub(crate) fn finished(state: jq::State) -> Self {
+        Self::new(StatusCode::CONFLICT, "conflict", None, format!("the job had already finished: it is {state}"))
+    }
+
     /// The store's error, `prefix` naming where in the body the job it is
     /// about sits (`jobs[3].` in a batch, empty for one job).
     pub(crate) fn from_core(error: jq::Error, prefix: &str) -> Self {

@@ -7,8 +7,9 @@ use std::time::Duration;
 use axum::Json;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, RawQuery, State};
-use jq::JobId;
+use axum::http::StatusCode;
 use jq::storage::Storage;
+use jq::{CancelAnswer, JobId};
 use serde::Deserialize;
 
 use super::body::JsonBody;
@@ -165,27 +166,35 @@ pub(crate) async fn wait<S: Storage>(
     }
 }
 
-/// Cancel a scheduled or pending job.
+/// Cancel a job: one that has not started is Cancelled at once (200); a
+/// running one gets a cancel request (202), and the pool running it stops
+/// it and ends it Cancelled (or Completed, when its handler succeeded
+/// first); a finished one is left as it is (409).
 #[utoipa::path(
     post, path = "/api/v1/jobs/{id}/cancel", tag = "jobs",
     params(("id" = uuid::Uuid, Path, description = "The job's id (a UUID)")),
     responses(
         (status = 200, description = "Cancelled: the job as it is now", body = JobView),
+        (status = 202, description = "Running: the cancel request is stored; the job as it is now", body = JobView),
         (status = 400, description = "The id is not a UUID", body = ErrorBody),
         (status = 401, description = "A token is required", body = ErrorBody),
         (status = 403, description = "Read-only token or API, or a page of another site", body = ErrorBody),
         (status = 404, description = "No job has this id", body = ErrorBody),
-        (status = 409, description = "The job is running or finished: it cannot be cancelled", body = ErrorBody),
+        (status = 409, description = "The job had already finished: nothing changed", body = ErrorBody),
     ),
     security((), ("token" = [])),
 )]
 pub(crate) async fn cancel<S: Storage>(
     State(api): Shared<S>,
     id: Result<Path<String>, PathRejection>,
-) -> ApiResult<Json<JobView>> {
+) -> ApiResult<(StatusCode, Json<JobView>)> {
     let id = job_id(id)?;
-    api.client.cancel(id).await.map_err(|e| ApiError::from_core(e, ""))?;
-    Ok(Json(view(api.client.get(id).await)?))
+    let status = match api.client.cancel(id).await.map_err(|e| ApiError::from_core(e, ""))? {
+        CancelAnswer::Cancelled => StatusCode::OK,
+        CancelAnswer::Requested => StatusCode::ACCEPTED,
+        CancelAnswer::Finished(state) => return Err(ApiError::finished(state)),
+    };
+    Ok((status, Json(view(api.client.get(id).await)?)))
 }
 
 /// Job counts per queue and state.

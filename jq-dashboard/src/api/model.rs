@@ -212,6 +212,8 @@ impl From<Priority> for PriorityName {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum StateName {
+    /// Waiting for its parents in a workflow to finish.
+    Waiting,
     /// Waiting for its `run_at`.
     Scheduled,
     /// Claimable.
@@ -222,13 +224,15 @@ pub enum StateName {
     Completed,
     /// It failed for good (attempts used up, or buried).
     Dead,
-    /// Cancelled before it ran.
+    /// Cancelled: before it ran, by a cancel request while it ran, or with a
+    /// failed parent.
     Cancelled,
 }
 
 impl From<State> for StateName {
     fn from(s: State) -> Self {
         match s {
+            State::Waiting => StateName::Waiting,
             State::Scheduled => StateName::Scheduled,
             State::Pending => StateName::Pending,
             State::Running => StateName::Running,
@@ -345,6 +349,8 @@ pub struct StatsResponse {
 /// One queue's job counts.
 #[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
 pub struct StateCountsView {
+    /// Waiting for their parents in a workflow.
+    pub waiting: u64,
     /// Waiting for their `run_at`.
     pub scheduled: u64,
     /// Claimable.
@@ -366,6 +372,7 @@ impl From<jq::Stats> for StatsResponse {
             .into_iter()
             .map(|(queue, c)| {
                 let counts = StateCountsView {
+                    waiting: c.get(State::Waiting),
                     scheduled: c.get(State::Scheduled),
                     pending: c.get(State::Pending),
                     running: c.get(State::Running),
