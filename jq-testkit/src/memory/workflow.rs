@@ -117,7 +117,7 @@ impl Graph {
             };
             for child in children {
                 let Some(job) = jobs.get(&child) else { continue };
-                if job.state != State::Cancelled || !self.nodes.get(&child).is_some_and(|n| n.cancelled_by.is_some()) {
+                if job.state != State::Cancelled || self.nodes.get(&child).is_none_or(|n| n.cancelled_by.is_none()) {
                     continue;
                 }
                 if self.first_failed(jobs, child).is_some() {

@@ -1,5 +1,5 @@
 //! The capabilities a backend declares
-//! ([`Storage::as_roles`](jq_core::storage::Storage::as_roles), ...) are
+//! ([`Storage::as_roles`], ...) are
 //! exactly those its conformance run lists, and each one it lacks is
 //! refused with [`Error::Unsupported`] naming it: at the call, and when a
 //! worker pool that needs it starts.
