@@ -669,7 +669,7 @@ pub mod scenarios {
         assert_eq!(status(&bad), Some("400"), "{bad}");
         assert!(bad.contains(r#""field":"queue""#), "{bad}");
         assert_eq!(status(&stats), Some("200"), "{stats}");
-        assert!(stats.contains(r#""web":{"scheduled":0,"pending":1"#), "{stats}");
+        assert!(stats.contains(r#""web":{"waiting":0,"scheduled":0,"pending":1"#), "{stats}");
         assert!(document.contains("\"openapi\""), "{document}");
         assert!(dashboard.contains("data-queue=\"web\""), "{dashboard}");
         let id = stored.rsplit(r#""id":""#).next().unwrap().split('"').next().unwrap();
