@@ -14,7 +14,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use axum::http::Request;
-use jq::storage::Outcome;
+use jq::storage::{Outcome, Storage};
 use jq::{Backend, Client, Clock, State};
 use jq_dashboard::Options;
 use jq_dashboard::api::ApiOptions;
@@ -107,12 +107,23 @@ async fn enqueue_get_wait_cancel(backend: &str) {
         async move { get(&app, &format!("/api/v1/jobs/{first}/wait?timeout_ms=20000")).await }
     });
     tokio::time::sleep(Duration::from_millis(150)).await;
-    run_once(&client, "images", Outcome::Ack).await;
+    // Its handler's result comes back with it where the backend keeps
+    // results (workflows); Redis keeps none, and shows none.
+    let keeps_results = client.storage().as_workflows().is_some();
+    let outcome = if keeps_results {
+        Outcome::AckWith { result: jq::Payload::from_json(r#"{"thumb": "small.png"}"#).unwrap() }
+    } else {
+        Outcome::Ack
+    };
+    run_once(&client, "images", outcome).await;
     let done = waiting.await.unwrap();
     assert_eq!(done.status, 200, "{}", done.body);
     let done = json_of(&done);
     assert_eq!(done["finished"], true);
     assert_eq!(done["job"]["state"], "completed");
+    let result = if keeps_results { json!({"thumb": "small.png"}) } else { serde_json::Value::Null };
+    assert_eq!(done["job"]["result"], result, "{done}");
+    assert_eq!(json_of(&get(&app, &format!("/api/v1/jobs/{first}")).await)["result"], result);
 
     // Cancel: a pending job once, then 409; an unknown job 404.
     let cancelled = post_json(&app, &format!("/api/v1/jobs/{}/cancel", ids[1]), "").await;
@@ -128,6 +139,20 @@ async fn enqueue_get_wait_cancel(backend: &str) {
     let finished = json_of(&get(&app, &format!("/api/v1/jobs/{}/wait", ids[1])).await);
     assert_eq!(finished["finished"], true, "a finished job's wait returns at once");
     assert_eq!(client.get(jq::JobId(ids[1])).await.unwrap().state, State::Cancelled);
+
+    // A running job: its cancel request is stored (202) and it runs on
+    // until its pool hears of it.
+    let running = post_json(&app, "/api/v1/jobs", r#"{"kind": "resize", "payload": {}, "queue": "slow"}"#).await;
+    assert_eq!(running.status, 200, "{}", running.body);
+    let running = json_of(&running)["id"].as_str().unwrap().to_owned();
+    let request =
+        jq::storage::ClaimRequest::new(vec!["slow".parse().unwrap()], 1, Duration::from_secs(30), "test-worker");
+    assert_eq!(client.storage().claim(&request).await.unwrap().len(), 1);
+    let requested = post_json(&app, &format!("/api/v1/jobs/{running}/cancel"), "").await;
+    assert_eq!(requested.status, 202, "{}", requested.body);
+    assert_eq!(json_of(&requested)["state"], "running");
+    let job = client.get(jq::JobId(running.parse().unwrap())).await.unwrap();
+    assert!(job.cancel_requested.is_some(), "the request is stored");
     ns.cleanup().await;
 }
 

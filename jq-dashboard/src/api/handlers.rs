@@ -11,11 +11,13 @@ use axum::http::StatusCode;
 use jq::storage::Storage;
 use jq::{CancelAnswer, JobId};
 use serde::Deserialize;
+use serde_json::value::RawValue;
 
 use super::body::JsonBody;
 use super::error::{ApiError, ApiResult, ErrorBody};
 use super::model::{
-    EnqueueBatchRequest, EnqueueBatchResponse, EnqueueRequest, EnqueueResponse, JobView, StatsResponse, WaitResponse,
+    EnqueueBatchRequest, EnqueueBatchResponse, EnqueueRequest, EnqueueResponse, JobView, StateName, StatsResponse,
+    WaitResponse,
 };
 use super::{ApiOptions, openapi};
 
@@ -119,7 +121,7 @@ pub(crate) async fn get_job<S: Storage>(
     id: Result<Path<String>, PathRejection>,
 ) -> ApiResult<Json<JobView>> {
     let id = job_id(id)?;
-    Ok(Json(view(api.client.get(id).await)?))
+    Ok(Json(with_result(&api, view(api.client.get(id).await)?).await?))
 }
 
 /// The query of a wait.
@@ -160,7 +162,7 @@ pub(crate) async fn wait<S: Storage>(
         let finished = job.state.is_terminal();
         let now = tokio::time::Instant::now();
         if finished || now >= deadline {
-            return Ok(Json(WaitResponse { finished, job: view(Ok(job))? }));
+            return Ok(Json(WaitResponse { finished, job: with_result(&api, view(Ok(job))?).await? }));
         }
         tokio::time::sleep(WAIT_POLL.min(deadline - now)).await;
     }
@@ -243,6 +245,24 @@ fn job_id(path: Result<Path<String>, PathRejection>) -> ApiResult<JobId> {
 /// A job read from the store, as the API shows it.
 fn view(job: jq::Result<jq::Job>) -> ApiResult<JobView> {
     job.and_then(JobView::try_from).map_err(|e| ApiError::from_core(e, ""))
+}
+
+/// `view` with the job's result, when it is Completed on a backend that
+/// keeps results (one more read, only then).
+async fn with_result<S: Storage>(api: &Api<S>, mut view: JobView) -> ApiResult<JobView> {
+    if view.state == StateName::Completed && api.client.storage().as_workflows().is_some() {
+        let result = api.client.result(JobId(view.id)).await.map_err(|e| ApiError::from_core(e, ""))?;
+        view.result = match result {
+            Some(payload) => Some(RawValue::from_string(payload.as_str().to_owned()).map_err(|e| {
+                ApiError::from_core(
+                    jq::Error::Corrupt { id: Some(JobId(view.id)), reason: format!("the result is not JSON: {e}") },
+                    "",
+                )
+            })?),
+            None => None,
+        };
+    }
+    Ok(view)
 }
 
 /// The wait's query, or 400 naming the parameter.

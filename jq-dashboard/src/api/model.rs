@@ -277,6 +277,12 @@ pub struct JobView {
     pub errors: Vec<AttemptErrorView>,
     /// Its unique key, if any.
     pub unique_key: Option<String>,
+    /// What its handler stored as its result (`JobContext::set_result`), once
+    /// it is Completed; absent when it stored none, or on a backend that does
+    /// not keep results (Redis).
+    #[schema(value_type = Option<Value>)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Box<RawValue>>,
 }
 
 /// Who holds a running job, and until when unless it heartbeats.
@@ -325,6 +331,7 @@ impl TryFrom<jq::Job> for JobView {
                 .map(|e| AttemptErrorView { attempt: e.attempt, at: e.at, message: e.message })
                 .collect(),
             unique_key: job.unique_key,
+            result: None,
         })
     }
 }
