@@ -327,6 +327,12 @@ pub struct NewJob {
 }
 
 impl NewJob {
+    /// [`NewJob::timeout`] as the whole milliseconds every backend stores
+    /// (`timeout_ms`); [`check_timeout`] bounds it far below `i64::MAX`.
+    pub fn timeout_ms(&self) -> Option<i64> {
+        self.timeout.map(|t| i64::try_from(t.as_millis()).unwrap_or(i64::MAX))
+    }
+
     /// The job as a store holds it once enqueued at `now`: Pending when it
     /// is due, else Scheduled; no attempt, lease or error yet. For backends
     /// that keep `Job` values in memory.

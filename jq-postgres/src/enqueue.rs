@@ -319,6 +319,7 @@ impl Columns {
     fn push(&mut self, job: NewJob, now: DateTime<Utc>) {
         let run_at = job.run_at.unwrap_or(now);
         let state = if run_at <= now { State::Pending } else { State::Scheduled };
+        self.timeouts.push(job.timeout_ms());
         self.ids.push(job.id.0);
         self.queues.push(job.queue.as_str().to_owned());
         self.kinds.push(job.kind);
@@ -330,6 +331,5 @@ impl Columns {
         self.run_ats.push(run_at);
         self.traces.push(job.trace.map(|t| t.as_stored().to_owned()));
         self.unique_keys.push(job.unique_key);
-        self.timeouts.push(job.timeout.map(|t| i64::try_from(t.as_millis()).unwrap_or(i64::MAX)));
     }
 }

@@ -100,6 +100,7 @@ impl Cols {
             c.run_ats.push(run_at);
             c.traces.push(job.trace.as_ref().map(|t| t.as_stored().to_owned()));
             c.flows.push(if children[i].is_empty() { 0 } else { HAS_CHILDREN });
+            c.timeouts.push(job.timeout_ms());
             c.steps.push(step.name.clone());
             c.unfinished.push(i32::try_from(step.parents.len()).unwrap_or(i32::MAX));
             for &p in &step.parents {
@@ -136,6 +137,7 @@ impl Cols {
             .bind(&self.positions)
             .bind(&self.policies)
             .bind(&inner.channel)
+            .bind(&self.timeouts)
     }
 }
 
@@ -153,6 +155,8 @@ struct Cols {
     run_ats: Vec<DateTime<Utc>>,
     traces: Vec<Option<String>>,
     flows: Vec<i16>,
+    /// Per-job timeouts in whole milliseconds (`NewJob::timeout_ms`).
+    timeouts: Vec<Option<i64>>,
     steps: Vec<String>,
     unfinished: Vec<i32>,
     parents: Vec<Uuid>,

@@ -63,7 +63,7 @@ pub(crate) fn insert(conn: &Connection, jobs: &[NewJob], now: Timestamp) -> Resu
                 now_us,
                 job.unique_key,
                 job.trace.as_ref().map(|t| t.as_stored()),
-                job.timeout.map(|t| i64::try_from(t.as_millis()).unwrap_or(i64::MAX)),
+                job.timeout_ms(),
             ])
             .map_err(db)?;
         ids.push(job.id);

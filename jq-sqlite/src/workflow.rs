@@ -28,7 +28,7 @@ pub(crate) const IN_WORKFLOW: i64 = 2;
 pub(crate) const HAS_RESULT: i64 = 4;
 
 const INSERT_JOB: &str = "INSERT INTO jobs (id, queue, kind, payload, priority, state, attempts, max_attempts, \
-     run_at, created_at, unique_key, trace, flow) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, ?8, ?9, NULL, ?10, ?11)";
+     run_at, created_at, unique_key, trace, flow, timeout_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, ?8, ?9, NULL, ?10, ?11, ?12)";
 const INSERT_NODE: &str =
     "INSERT INTO job_nodes (id, workflow, position, step, unfinished, cancelled_by) VALUES (?1, ?2, ?3, ?4, ?5, NULL)";
 const INSERT_DEP: &str =
@@ -124,6 +124,7 @@ pub(crate) fn enqueue(conn: &Connection, plan: &WorkflowPlan, now: Timestamp) ->
                 now_us,
                 job.trace.as_ref().map(|t| t.as_stored()),
                 flow,
+                job.timeout_ms(),
             ])
             .map_err(db)?;
         if state == State::Waiting {

@@ -7,7 +7,8 @@
 -- $10 run_ats timestamptz[], $11 traces text[], $12 flows int2[]; the
 -- nodes: $13 steps text[], $14 unfinished int4[] (positions are the array
 -- order); the edges: $15 parents uuid[], $16 children uuid[], $17 the
--- parents' positions int4[], $18 policies text[]; $19 wake-up channel.
+-- parents' positions int4[], $18 policies text[]; $19 wake-up channel;
+-- $20 the jobs' timeouts in ms int8[] (NULL elements: none).
 --
 -- A workflow already stored (a resend) stores nothing: `created` is 0 and
 -- the caller reads the stored ids. A job id stored outside it fails the
@@ -19,11 +20,12 @@ WITH wf AS (
 ),
 ins AS (
     INSERT INTO {schema}.jobs AS j
-        (id, queue, kind, payload, priority, state, max_attempts, run_at, trace, created_at, flow)
-    SELECT t.id, t.queue, t.kind, t.payload, t.priority, t.state, t.max_attempts, t.run_at, t.trace, $2, t.flow
+        (id, queue, kind, payload, priority, state, max_attempts, run_at, trace, created_at, flow, timeout_ms)
+    SELECT t.id, t.queue, t.kind, t.payload, t.priority, t.state, t.max_attempts, t.run_at, t.trace, $2, t.flow,
+           t.timeout_ms
     FROM unnest($3::uuid[], $4::text[], $5::text[], $6::text[], $7::int2[], $8::text[], $9::int4[],
-                $10::timestamptz[], $11::text[], $12::int2[])
-        AS t(id, queue, kind, payload, priority, state, max_attempts, run_at, trace, flow)
+                $10::timestamptz[], $11::text[], $12::int2[], $20::int8[])
+        AS t(id, queue, kind, payload, priority, state, max_attempts, run_at, trace, flow, timeout_ms)
     WHERE EXISTS (SELECT 1 FROM wf)
     RETURNING j.id, j.state
 ),

@@ -57,11 +57,16 @@ pub async fn workflow_enqueue_stores_waiting_steps<H: Harness>(h: &H) {
         .step(step(&clock, "a", 0))
         .step(step(&clock, "b", 1).after(["a"]))
         .step(step(&clock, "c", 2).after(["a"]))
-        .step(step(&clock, "d", 3).after(["b", "c"]))
+        .step(
+            Step::new("d", build(builder(QUEUE, 3).timeout(std::time::Duration::from_millis(1500)), &clock))
+                .after(["b", "c"]),
+        )
         .plan()
         .expect("valid");
     let ids = enqueue_plan(&storage, &plan).await;
     assert_eq!(state(&storage, ids[0]).await, State::Pending);
+    let d = storage.get(ids[3]).await.expect("get d");
+    assert_eq!(d.timeout, Some(std::time::Duration::from_millis(1500)), "a step keeps its own timeout");
     for id in &ids[1..] {
         assert_eq!(state(&storage, *id).await, State::Waiting, "a step with parents waits");
     }
