@@ -4,7 +4,7 @@
 -- same statement, for the jobs it acked.
 --
 -- $1 ids uuid[], $2 tokens uuid[], $3 ops int2[] (0 ack, 1 retry, 2 fail,
--- 3 release), $4 error messages text[] (NULL for ack/release), $5 run_ats
+-- 3 release, 4 cancel), $4 error messages text[] (NULL for ack/release), $5 run_ats
 -- timestamptz[] (now + delay, for retry/release), $6 requeue states text[]
 -- ('pending' when the delay is zero, else 'scheduled'), $7 now timestamptz,
 -- $8 now as RFC 3339 text (for the error history), $9 wake-up channel text.
@@ -29,6 +29,7 @@ upd AS (
 UPDATE {schema}.jobs AS j
 SET state = CASE
         WHEN i.op = 0 THEN 'completed'
+        WHEN i.op = 4 THEN 'cancelled'
         WHEN i.op = 2 OR (i.op = 1 AND j.attempts >= j.max_attempts) THEN 'dead'
         ELSE i.requeue
     END,
@@ -38,7 +39,7 @@ SET state = CASE
         ELSE j.run_at
     END,
     finished_at = CASE
-        WHEN i.op = 0 OR i.op = 2 OR (i.op = 1 AND j.attempts >= j.max_attempts) THEN $7
+        WHEN i.op = 0 OR i.op = 2 OR i.op = 4 OR (i.op = 1 AND j.attempts >= j.max_attempts) THEN $7
         ELSE NULL
     END,
     lease_token = NULL,
@@ -63,7 +64,7 @@ counted AS (
 INSERT INTO {schema}.job_counts AS c (queue, state, shard, n)
 SELECT queue, state, (SELECT floor(random() * 16)::int2), count(*)
 FROM upd
-WHERE state IN ('completed', 'dead')
+WHERE state IN ('completed', 'dead', 'cancelled')
 GROUP BY queue, state
 ORDER BY queue, state
 ON CONFLICT (queue, state, shard) DO UPDATE SET n = c.n + excluded.n

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use jq_core::storage::{Outcome, Storage, StorageExt, WorkflowStorage};
+use jq_core::storage::{Outcome, Settlement, Storage, StorageExt, WorkflowStorage};
 use jq_core::workflow::{Batch, OnFailure, Step, Workflow, WorkflowPlan};
 use jq_core::{Error, JobContext, JobFilter, JobId, ManualClock, Payload, State, WorkerPool};
 
@@ -359,6 +359,27 @@ pub async fn workflow_results_are_stored_with_the_ack<H: Harness>(h: &H) {
     let unknown = JobId::new();
     assert!(matches!(flows(&storage).result(unknown).await, Err(Error::NotFound { .. })));
     assert!(matches!(flows(&storage).links(unknown).await, Err(Error::NotFound { .. })));
+
+    // One batch holding an ack with a result and a cancel: each item gets
+    // its own outcome (PostgreSQL settles such a batch by another statement).
+    if storage.as_cancellation().is_some() {
+        let ids = storage
+            .enqueue(vec![build(builder(QUEUE, 10), &clock), build(builder(QUEUE, 11), &clock)])
+            .await
+            .expect("enqueue");
+        let claimed = claim_all(&storage, "w").await;
+        let answers = storage
+            .settle(vec![
+                Settlement { lease: lease(&claimed[&ids[0]]), outcome: Outcome::AckWith { result: result.clone() } },
+                Settlement { lease: lease(&claimed[&ids[1]]), outcome: Outcome::Cancel },
+            ])
+            .await
+            .expect("settle");
+        let states: Vec<State> = answers.into_iter().map(|a| a.expect("settled")).collect();
+        assert_eq!(states, [State::Completed, State::Cancelled]);
+        assert_eq!(state(&storage, ids[1]).await, State::Cancelled);
+        stats_as_listed(&storage, "after a batch with a result and a cancel").await;
+    }
 }
 
 /// A real worker pool runs a batch: members set results, the callback
