@@ -65,7 +65,7 @@ enum Ran {
     /// Told to stop (cancel request or timeout), it did not return within
     /// the stop grace: its future was dropped.
     Dropped,
-    /// The hard token fired: lease lost or shutdown grace over.
+    /// Lease lost or shutdown grace over: dropped without a grace.
     Cancelled,
 }
 
@@ -94,7 +94,7 @@ impl Executor {
 
     async fn execute(
         &self,
-        Claimed { job, cancel, control, permit }: Claimed,
+        Claimed { job, control, permit }: Claimed,
         metrics: Option<Arc<JobMetrics>>,
         span: tracing::Span,
     ) {
@@ -115,8 +115,6 @@ impl Executor {
         }
         let mut ctx = JobContext::for_job(&job, lease, control.clone());
         ctx.workflows = self.workflows.clone();
-        // The handler's clones share the slot: what it sets is read here.
-        let result_slot = ctx.clone();
         let handler = self.handlers.get(&job.kind).or(self.fallback.as_ref()).cloned();
         let nack_unknown = self.nack_unknown_kinds;
         // Calling the handler inside the future puts a panic in the call
@@ -144,15 +142,15 @@ impl Executor {
         let mut guarded = std::pin::pin!(guarded);
         let returned =
             |r: std::thread::Result<HandlerResult>| r.map_or_else(|p| Ran::Panicked(panic_message(&*p)), Ran::Returned);
-        // First the run itself, until it returns, its hard token fires, or
-        // it is told to stop (a cancel request from the heartbeat, or its
-        // timeout); then, once told, the stop grace.
+        // First the run itself, until it returns or its stop token fires
+        // (or its timeout passes, which fires it). A lost lease or the end
+        // of the shutdown grace drops the handler at once; a cancel request
+        // or the timeout gives it the stop grace first.
         let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
         let first = tokio::select! {
             biased;
-            _ = cancel.cancelled() => Some(Ran::Cancelled),
-            ran = &mut guarded => Some(returned(ran)),
             _ = control.stop.cancelled() => None,
+            ran = &mut guarded => Some(returned(ran)),
             _ = sleep_until(deadline) => {
                 control.time_out();
                 None
@@ -160,9 +158,11 @@ impl Executor {
         };
         let ran = match first {
             Some(ran) => ran,
+            None if control.is_lost() || self.abort.is_cancelled() => Ran::Cancelled,
             None => tokio::select! {
                 biased;
-                _ = cancel.cancelled() => Ran::Cancelled,
+                _ = control.lost() => Ran::Cancelled,
+                _ = self.abort.cancelled() => Ran::Cancelled,
                 ran = &mut guarded => returned(ran),
                 _ = tokio::time::sleep(self.stop_grace) => Ran::Dropped,
             },
@@ -185,7 +185,7 @@ impl Executor {
         }
         let nack = |error: String| Outcome::Nack { error, delay: self.backoff.delay(attempt) };
         let outcome = match ran {
-            Ran::Returned(Ok(())) => match result_slot.take_result() {
+            Ran::Returned(Ok(())) => match control.take_result() {
                 Some(result) => Outcome::AckWith { result },
                 None => Outcome::Ack,
             },

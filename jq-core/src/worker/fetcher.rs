@@ -40,9 +40,8 @@ use crate::storage::{ClaimRequest, Storage, WorkSignal};
 /// A claimed job on its way to an executor.
 pub(crate) struct Claimed {
     pub(crate) job: Job,
-    /// Fires when the lease is lost or the shutdown grace ran out.
-    pub(crate) cancel: CancellationToken,
-    /// Its stop signals (cancel request, timeout) and progress.
+    /// Its stop signals (cancel request, timeout, lost lease, end of the
+    /// shutdown grace) and progress.
     pub(crate) control: Arc<RunControl>,
     /// The job's slot.
     pub(crate) permit: OwnedSemaphorePermit,
@@ -126,12 +125,11 @@ impl<S: Storage> Fetcher<S> {
                     tracing::error!(job = %job.id, "storage returned more jobs than asked for; its lease will expire");
                     continue;
                 };
-                let cancel = self.abort.child_token();
-                let control = Arc::new(RunControl::new(&cancel));
-                self.inflight.insert(lease, cancel.clone(), control.clone());
+                let control = Arc::new(RunControl::new(&self.abort));
+                self.inflight.insert(lease, control.clone());
                 // The channel holds one item per slot and each carries a
                 // permit, so this send never waits.
-                if self.jobs.send(Claimed { job, cancel, control, permit: one }).await.is_err() {
+                if self.jobs.send(Claimed { job, control, permit: one }).await.is_err() {
                     return; // executors gone: the pool is being dropped
                 }
                 sent += 1;

@@ -134,9 +134,8 @@ pub struct JobContext {
     pub(crate) attempt: u32,
     pub(crate) max_attempts: u32,
     pub(crate) lease: LeaseRef,
+    /// The run's stop signals, progress and result, shared by the clones.
     pub(crate) control: Arc<RunControl>,
-    /// What [`JobContext::set_result`] stored, shared by the clones.
-    pub(crate) result: Arc<std::sync::Mutex<Option<Payload>>>,
     /// `None` on a storage without [`Capability::Workflows`](crate::storage::Capability::Workflows).
     pub(crate) workflows: Option<Arc<WorkflowAccess>>,
 }
@@ -167,7 +166,6 @@ impl JobContext {
             max_attempts: job.max_attempts,
             lease,
             control,
-            result: Arc::default(),
             workflows: None,
         }
     }
@@ -187,13 +185,8 @@ impl JobContext {
             .ok_or_else(|| crate::storage::unsupported(crate::storage::Capability::Workflows))?;
         let payload = Payload::of(value)?;
         crate::workflow::check_result(&payload, access.max_result_bytes)?;
-        *self.result.lock().unwrap_or_else(|p| p.into_inner()) = Some(payload);
+        self.control.set_result(payload);
         Ok(())
-    }
-
-    /// The result set so far, taken (the pool's settler sends it).
-    pub(crate) fn take_result(&self) -> Option<Payload> {
-        self.result.lock().unwrap_or_else(|p| p.into_inner()).take()
     }
 
     /// This job's parents in its workflow, each with its step name, state

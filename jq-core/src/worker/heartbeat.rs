@@ -28,11 +28,10 @@ use super::failure::Failure;
 use crate::job::{JobId, LeaseRef, LeaseToken};
 use crate::storage::{ProgressReport, Storage};
 
-/// One held lease and the token that stops its handler.
+/// One held lease and the control that stops its handler.
 #[derive(Debug)]
 struct Held {
     token: LeaseToken,
-    cancel: CancellationToken,
     /// The run's stop signals and pending progress.
     control: Arc<RunControl>,
     /// The handler is done; the outcome waits for the settler.
@@ -58,11 +57,11 @@ impl Inflight {
     /// by this pool before a heartbeat noticed), that lease is gone: its
     /// handler is cancelled as a lost lease's would be, or it would hold
     /// its executor until it finished by itself.
-    pub(crate) fn insert(&self, lease: LeaseRef, cancel: CancellationToken, control: Arc<RunControl>) {
-        let earlier = self.lock().insert(lease.id, Held { token: lease.token, cancel, control, finished: false });
+    pub(crate) fn insert(&self, lease: LeaseRef, control: Arc<RunControl>) {
+        let earlier = self.lock().insert(lease.id, Held { token: lease.token, control, finished: false });
         if let Some(earlier) = earlier.filter(|h| h.token != lease.token && !h.finished) {
             tracing::warn!(job = %lease.id, "lease lost and the job claimed again by this pool: cancelling the earlier run");
-            earlier.cancel.cancel();
+            earlier.control.lose();
         }
     }
 
@@ -132,7 +131,7 @@ impl Inflight {
                 continue;
             }
             if let Some(held) = map.remove(id).filter(|h| !h.finished) {
-                held.cancel.cancel();
+                held.control.lose();
                 running.push(*id);
             }
         }
@@ -307,23 +306,24 @@ mod tests {
         let inflight = Inflight::default();
         let id = JobId(uuid::Uuid::now_v7());
         let (old, new) = (lease(id), lease(id));
-        let (old_run, new_run) = (CancellationToken::new(), CancellationToken::new());
-        inflight.insert(old, old_run.clone(), Arc::new(RunControl::new(&old_run)));
+        let abort = CancellationToken::new();
+        let old_run = Arc::new(RunControl::new(&abort));
+        inflight.insert(old, old_run.clone());
         let sent = inflight.snapshot();
         // Lost, handed back and claimed again by this pool before the beat answered.
-        let new_control = Arc::new(RunControl::new(&new_run));
-        inflight.insert(new, new_run.clone(), new_control.clone());
+        let new_run = Arc::new(RunControl::new(&abort));
+        inflight.insert(new, new_run.clone());
         assert!(inflight.request_cancel(&[id], &sent).is_empty(), "a cancel heard for the old lease");
-        assert!(!new_control.is_cancel_requested());
+        assert!(!new_run.is_cancel_requested());
         assert_eq!(inflight.request_cancel(&[id], &[new]), vec![id]);
-        assert!(new_control.is_cancel_requested() && !new_run.is_cancelled());
-        assert!(old_run.is_cancelled(), "the earlier run is cancelled when the job is claimed again");
+        assert!(new_run.is_cancel_requested() && !new_run.is_lost());
+        assert!(old_run.is_lost(), "the earlier run is cancelled when the job is claimed again");
         assert!(inflight.lose(&[id], &sent).is_empty(), "the report is about the old lease");
-        assert!(!new_run.is_cancelled());
+        assert!(!new_run.is_lost());
         assert_eq!(inflight.snapshot(), vec![new]);
         // A report about the lease held now does cancel it.
         assert_eq!(inflight.lose(&[id], &[new]), vec![id]);
-        assert!(new_run.is_cancelled());
+        assert!(new_run.is_lost());
         assert_eq!(inflight.len(), 0);
     }
 }
