@@ -127,6 +127,7 @@ pub mod raw;
 mod row;
 mod scripts;
 mod settle;
+mod workflow;
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
@@ -523,6 +524,9 @@ impl Storage for RedisStorage {
     fn as_cancellation(&self) -> Option<&dyn CancelStorage> {
         Some(self)
     }
+    fn as_workflows(&self) -> Option<&dyn jq_core::storage::WorkflowStorage> {
+        Some(self)
+    }
 }
 
 #[async_trait]
@@ -585,5 +589,32 @@ impl CancelStorage for RedisStorage {
 
     async fn progress(&self, reports: &[ProgressReport]) -> Result<Vec<JobId>> {
         settle::progress(&self.inner, reports).await
+    }
+}
+
+#[async_trait]
+impl jq_core::storage::WorkflowStorage for RedisStorage {
+    async fn enqueue_workflow(&self, plan: &jq_core::workflow::WorkflowPlan) -> Result<Vec<JobId>> {
+        workflow::enqueue(&self.inner, plan).await
+    }
+
+    async fn result(&self, id: JobId) -> Result<Option<jq_core::Payload>> {
+        workflow::result(&self.inner, id).await
+    }
+
+    async fn links(&self, id: JobId) -> Result<jq_core::workflow::JobLinks> {
+        workflow::links(&self.inner, id).await
+    }
+
+    async fn parent_results(&self, id: JobId) -> Result<Vec<jq_core::workflow::ParentResult>> {
+        workflow::parent_results(&self.inner, id).await
+    }
+
+    async fn workflow(&self, id: jq_core::workflow::WorkflowId) -> Result<jq_core::workflow::WorkflowInfo> {
+        workflow::workflow(&self.inner, id).await
+    }
+
+    async fn workflow_steps(&self, id: jq_core::workflow::WorkflowId) -> Result<Vec<jq_core::workflow::StepInfo>> {
+        workflow::workflow_steps(&self.inner, id).await
     }
 }
