@@ -33,7 +33,7 @@ pub struct EnqueueRequest {
     /// (1 MiB by default) once serialized; no `\u0000` in a string.
     #[schema(value_type = Value, example = json!({"to": "a@example.com"}))]
     pub payload: Box<RawValue>,
-    /// The queue (default `default`): 1 to 128 bytes of `A-Z a-z 0-9 _ - . :`.
+    /// The queue (default `default`): 1 to 128 bytes of `A-Z a-z 0-9 _ - . :`, optionally after a hash tag `{tag}`.
     #[serde(default)]
     #[schema(min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9_.:-]+$", example = "mail")]
     pub queue: Option<String>,
