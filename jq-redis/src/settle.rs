@@ -5,9 +5,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use jq_core::storage::{
-    Beat, LeaseRef, Outcome, ProgressReport, Settled, Settlement, storable_message,
-};
+use jq_core::storage::{Beat, LeaseRef, Outcome, ProgressReport, Settled, Settlement, storable_message};
 use jq_core::{Error, JobId, QueueName, Result, State};
 
 use crate::keys::id_hex;

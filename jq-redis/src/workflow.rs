@@ -148,8 +148,7 @@ pub(crate) async fn enqueue(s: &Inner, plan: &WorkflowPlan) -> Result<Vec<JobId>
     };
     match reply.first().map(String::as_str) {
         Some("ok") => {
-            jq_core::observe::EnqueueTally::of(&plan.steps.iter().map(|s| s.job.clone()).collect::<Vec<_>>())
-                .record();
+            jq_core::observe::EnqueueTally::of(&plan.steps.iter().map(|s| s.job.clone()).collect::<Vec<_>>()).record();
             Ok(ids)
         }
         Some("stored") => parse_refs(reply.get(1).map_or("", String::as_str)),

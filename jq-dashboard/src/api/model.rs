@@ -279,7 +279,7 @@ pub struct JobView {
     pub unique_key: Option<String>,
     /// What its handler stored as its result (`JobContext::set_result`), once
     /// it is Completed; absent when it stored none, or on a backend that does
-    /// not keep results (Redis).
+    /// not keep results (one without the workflows capability).
     #[schema(value_type = Option<Value>)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<Box<RawValue>>,
