@@ -111,6 +111,12 @@ fn plain_name_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':')
 }
 
+/// True for 1 to 128 bytes of `A-Z a-z 0-9 _ - . :` with no brace: the
+/// rule of role and schedule names (a queue name may add a hash tag).
+pub(crate) fn is_plain_name(name: &str) -> bool {
+    !name.is_empty() && name.len() <= MAX_NAME_BYTES && name.bytes().all(plain_name_byte)
+}
+
 /// `name` without its leading hash tag's braces (`{tag}rest` -> `tagrest`),
 /// or `name` itself; a tag that is empty or unclosed leaves a brace, which
 /// the check refuses.
