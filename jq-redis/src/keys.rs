@@ -57,7 +57,7 @@
 //! value keeps its 8 fields and its ack, claim and recover cost what they
 //! did (the ack: two string finds more). A step's change moves its count in
 //! the summary `v2:wf:<W>` in the same script, and the script that makes a
-//! `c` step terminal releases or cancels its children (`flow_finished` in
+//! `c` step terminal releases or cancels its children (`finished` of `workflows()` in
 //! `lua/common.lua`), so `workflow()` reads the summary, never the steps.
 //!
 //! The scripts derive every key of a workflow from its steps' queues

@@ -1,5 +1,5 @@
 -- cancel.lua: Waiting, Scheduled or Pending -> Cancelled; a workflow
--- step's dependents follow in the same script (flow_finished in
+-- step's dependents follow in the same script (`finished` of workflows() in
 -- common.lua).
 --
 -- KEYS[1]  base of the job's queue

@@ -234,7 +234,7 @@ for q = 1, #KEYS do
           if #state > p4 + 3 then
             local flow = string.match(sub(state, p4 + 4), '^%Z*%z(.*)$')
             if flow and flow ~= '' then
-              flow_count(base, flow, sub(state, 1, p1 - 1), 'running')
+              workflows().count(base, flow, sub(state, 1, p1 - 1), 'running')
               writes[#writes + 1] = head .. now_attempts .. middle .. tail .. '\0' .. flow
             else
               writes[#writes + 1] = head .. now_attempts .. middle .. tail

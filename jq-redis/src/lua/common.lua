@@ -209,27 +209,11 @@ local function unindex(base, id, st)
   end
 end
 
--- Workflows (keys.rs). A step's summary (its workflow's counts per
--- state) is the hash `<wfbase>v2:wf:<workflow id>`; every script that
--- moves a step from one state to another moves its count there too, so
--- `workflow()` reads counts without reading the steps.
-local function flow_key(base, flow)
-  local wfbase = string.sub(flow, 34)
-  if wfbase == '' then wfbase = base end
-  return wfbase .. 'v2:wf:' .. string.sub(flow, 2, 33)
-end
-
--- A step with flow `flow` ("" for a plain job: nothing to do) of the queue
--- at `base` moves from state `from` to state `to`.
-local function flow_count(base, flow, from, to)
-  if not flow or flow == '' or from == to then return end
-  local key = flow_key(base, flow)
-  redis.call('HINCRBY', key, from, '-1')
-  redis.call('HINCRBY', key, to, '1')
-end
-
--- What the release of children did in this script call: true when a job
--- became Pending (the script PUBLISHes on the wake-up channel then).
+-- Workflows (keys.rs): their helpers are built on first use by workflows()
+-- (end of this file), so a script that meets no workflow step pays for
+-- one closure, not for theirs; FLOW.woke is true once a release made a
+-- job Pending (the script PUBLISHes on the wake-up channel then).
+local workflows
 local FLOW = { woke = false }
 
 -- Lease fields mean something only while the job is Running.
@@ -238,7 +222,7 @@ local function clear_lease(st)
 end
 
 local function make_pending(base, id, st, priority, run_at)
-  flow_count(base, st.flow, st.state, 'pending')
+  if st.flow and st.flow ~= '' then workflows().count(base, st.flow, st.state, 'pending') end
   st.state, st.run_at, st.finished_at = 'pending', fmt(run_at), ''
   clear_lease(st)
   write_state(base, id, st)
@@ -246,7 +230,7 @@ local function make_pending(base, id, st, priority, run_at)
 end
 
 local function make_scheduled(base, id, st, run_at)
-  flow_count(base, st.flow, st.state, 'scheduled')
+  if st.flow and st.flow ~= '' then workflows().count(base, st.flow, st.state, 'scheduled') end
   st.state, st.run_at, st.finished_at = 'scheduled', fmt(run_at), ''
   clear_lease(st)
   write_state(base, id, st)
@@ -310,119 +294,18 @@ local function unique_release(base, uk, id)
   end
 end
 
--- A step's node (`v2:nodes`): unfinished parents, "1" when a parent's
--- failure cancelled it (else ""), position (step order, from 0), policy
--- ("c" cancel, "r" run anyway), workflow id, step name.
-local function read_node(base, id)
-  local v = redis.call('HGET', base .. 'v2:nodes', id)
-  if not v then return nil end
-  local f = split(v, 6)
-  return { unfinished = f[1], cancelled = f[2], position = f[3], policy = f[4], workflow = f[5], step = f[6] }
-end
-
-local function write_node(base, id, n)
-  redis.call('HSET', base .. 'v2:nodes', id,
-    n.unfinished .. '\0' .. n.cancelled .. '\0' .. n.position .. '\0' .. n.policy .. '\0' .. n.workflow .. '\0' .. n.step)
-end
-
--- The references packed in `v` (a `v2:parents` or `v2:children` value, or
--- a summary's `steps`): entries joined by "\0", each a job id (32 hex)
--- followed by the base of its queue, or by nothing when that is `base`.
--- Returns { {id, base}, ... } in order.
-local function refs(v, base)
-  local out = {}
-  if not v or v == '' then return out end
-  local i = 1
-  local n = #v
-  while i <= n do
-    local j = string.find(v, '\0', i, true) or (n + 1)
-    local b = string.sub(v, i + 32, j - 1)
-    if b == '' then b = base end
-    out[#out + 1] = { string.sub(v, i, i + 31), b }
-    i = j + 1
-  end
-  return out
-end
-
-local function is_failed(state)
-  return state == 'dead' or state == 'cancelled'
-end
-
--- The parent a cancelled step `id` of the queue at `base` reports
--- (`cancelled_by`): its first parent in step order that is Dead or
--- Cancelled with an unreleased edge, under policy "c"; nil when none.
-local function first_failed(base, id, node)
-  if node.policy ~= 'c' then return nil end
-  for _, p in ipairs(refs(redis.call('HGET', base .. 'v2:parents', id), base)) do
-    if redis.call('HEXISTS', base .. 'v2:released', id .. p[1]) == 0 then
-      local st = read_state(p[2], p[1])
-      if st and is_failed(st.state) then return p[1] end
-    end
-  end
-  return nil
-end
-
--- Step `id` of the queue at `base` just became terminal in `state`: each
--- child whose edge from it is not released yet is released (parent
--- Completed, or the child runs anyway), its count of unfinished parents
--- going down by one and, at zero, Waiting -> Pending (run_at now) or
--- Scheduled (a later run_at kept); or, the parent failed under the
--- child's "c" policy, a Waiting child becomes Cancelled by the failure,
--- and its own children follow (a stack, not recursion). The rules of
--- docs/CONTRACT.md, "Workflows"; a child's keys are in the same slot.
-local function flow_finished(base, id, state, now)
-  local stack = { { base, id, state } }
-  while #stack > 0 do
-    local top = table.remove(stack)
-    local pb, p, pstate = top[1], top[2], top[3]
-    for _, c in ipairs(refs(redis.call('HGET', pb .. 'v2:children', p), pb)) do
-      local cid, cb = c[1], c[2]
-      local node = read_node(cb, cid)
-      local st = node and redis.call('HEXISTS', cb .. 'v2:released', cid .. p) == 0 and read_state(cb, cid)
-      if st then
-        if pstate == 'completed' or node.policy == 'r' then
-          redis.call('HSET', cb .. 'v2:released', cid .. p, '1')
-          local left = math.max((int(node.unfinished) or 1) - 1, 0)
-          node.unfinished = fmt(left)
-          write_node(cb, cid, node)
-          if left == 0 and st.state == 'waiting' then
-            redis.call('ZREM', cb .. 'v2:waiting', cid)
-            local run_at = int(st.run_at) or now
-            if run_at <= now then
-              make_pending(cb, cid, st, int(read_body(cb, cid).priority) or 0, now)
-              FLOW.woke = true
-            else
-              make_scheduled(cb, cid, st, run_at)
-            end
-          end
-        elseif st.state == 'waiting' then
-          redis.call('ZREM', cb .. 'v2:waiting', cid)
-          flow_count(cb, st.flow, 'waiting', 'cancelled')
-          st.state, st.finished_at = 'cancelled', fmt(now)
-          write_state(cb, cid, st)
-          redis.call('ZADD', done_key(cb, 'cancelled'), fmt(now), cid)
-          node.cancelled = '1'
-          write_node(cb, cid, node)
-          if string.sub(st.flow, 1, 1) == 'c' then
-            stack[#stack + 1] = { cb, cid, 'cancelled' }
-          end
-        end
-      end
-    end
-  end
-end
-
 -- Moves a job (state table `st`, out of the index it was in) to a
 -- terminal state and frees its unique key.
 local function make_terminal(base, id, st, state, now)
-  flow_count(base, st.flow, st.state, state)
+  local F = st.flow and st.flow ~= '' and workflows()
+  if F then F.count(base, st.flow, st.state, state) end
   st.state, st.finished_at = state, fmt(now)
   clear_lease(st)
   write_state(base, id, st)
   redis.call('ZADD', done_key(base, state), fmt(now), id)
   unique_release(base, st.unique_key, id)
-  if st.flow and string.sub(st.flow, 1, 1) == 'c' then
-    flow_finished(base, id, state, now)
+  if F and string.sub(st.flow, 1, 1) == 'c' then
+    F.finished(base, id, state, now)
   end
   return state
 end
@@ -699,4 +582,134 @@ local function migrate_legacy(base, batch, now)
       base .. 'done:dead', base .. 'done:cancelled')
   end
   return #legacy
+end
+
+-- The workflow helpers, built once per script call on first use (see
+-- FLOW above).
+local flow_lib
+workflows = function()
+  if flow_lib then return flow_lib end
+  local F = {}
+  -- Workflows (keys.rs). A step's summary (its workflow's counts per
+  -- state) is the hash `<wfbase>v2:wf:<workflow id>`; every script that
+  -- moves a step from one state to another moves its count there too, so
+  -- `workflow()` reads counts without reading the steps.
+  function F.key(base, flow)
+    local wfbase = string.sub(flow, 34)
+    if wfbase == '' then wfbase = base end
+    return wfbase .. 'v2:wf:' .. string.sub(flow, 2, 33)
+  end
+
+  -- A step with flow `flow` ("" for a plain job: nothing to do) of the queue
+  -- at `base` moves from state `from` to state `to`.
+  function F.count(base, flow, from, to)
+    if not flow or flow == '' or from == to then return end
+    local key = F.key(base, flow)
+    redis.call('HINCRBY', key, from, '-1')
+    redis.call('HINCRBY', key, to, '1')
+  end
+
+  -- A step's node (`v2:nodes`): unfinished parents, "1" when a parent's
+  -- failure cancelled it (else ""), position (step order, from 0), policy
+  -- ("c" cancel, "r" run anyway), workflow id, step name.
+  function F.read_node(base, id)
+    local v = redis.call('HGET', base .. 'v2:nodes', id)
+    if not v then return nil end
+    local f = split(v, 6)
+    return { unfinished = f[1], cancelled = f[2], position = f[3], policy = f[4], workflow = f[5], step = f[6] }
+  end
+
+  function F.write_node(base, id, n)
+    redis.call('HSET', base .. 'v2:nodes', id,
+      n.unfinished .. '\0' .. n.cancelled .. '\0' .. n.position .. '\0' .. n.policy .. '\0' .. n.workflow .. '\0' .. n.step)
+  end
+
+  -- The references packed in `v` (a `v2:parents` or `v2:children` value, or
+  -- a summary's `steps`): entries joined by "\0", each a job id (32 hex)
+  -- followed by the base of its queue, or by nothing when that is `base`.
+  -- Returns { {id, base}, ... } in order.
+  function F.refs(v, base)
+    local out = {}
+    if not v or v == '' then return out end
+    local i = 1
+    local n = #v
+    while i <= n do
+      local j = string.find(v, '\0', i, true) or (n + 1)
+      local b = string.sub(v, i + 32, j - 1)
+      if b == '' then b = base end
+      out[#out + 1] = { string.sub(v, i, i + 31), b }
+      i = j + 1
+    end
+    return out
+  end
+
+  function F.is_failed(state)
+    return state == 'dead' or state == 'cancelled'
+  end
+
+  -- The parent a cancelled step `id` of the queue at `base` reports
+  -- (`cancelled_by`): its first parent in step order that is Dead or
+  -- Cancelled with an unreleased edge, under policy "c"; nil when none.
+  function F.first_failed(base, id, node)
+    if node.policy ~= 'c' then return nil end
+    for _, p in ipairs(F.refs(redis.call('HGET', base .. 'v2:parents', id), base)) do
+      if redis.call('HEXISTS', base .. 'v2:released', id .. p[1]) == 0 then
+        local st = read_state(p[2], p[1])
+        if st and F.is_failed(st.state) then return p[1] end
+      end
+    end
+    return nil
+  end
+
+  -- Step `id` of the queue at `base` just became terminal in `state`: each
+  -- child whose edge from it is not released yet is released (parent
+  -- Completed, or the child runs anyway), its count of unfinished parents
+  -- going down by one and, at zero, Waiting -> Pending (run_at now) or
+  -- Scheduled (a later run_at kept); or, the parent failed under the
+  -- child's "c" policy, a Waiting child becomes Cancelled by the failure,
+  -- and its own children follow (a stack, not recursion). The rules of
+  -- docs/CONTRACT.md, "Workflows"; a child's keys are in the same slot.
+  function F.finished(base, id, state, now)
+    local stack = { { base, id, state } }
+    while #stack > 0 do
+      local top = table.remove(stack)
+      local pb, p, pstate = top[1], top[2], top[3]
+      for _, c in ipairs(F.refs(redis.call('HGET', pb .. 'v2:children', p), pb)) do
+        local cid, cb = c[1], c[2]
+        local node = F.read_node(cb, cid)
+        local st = node and redis.call('HEXISTS', cb .. 'v2:released', cid .. p) == 0 and read_state(cb, cid)
+        if st then
+          if pstate == 'completed' or node.policy == 'r' then
+            redis.call('HSET', cb .. 'v2:released', cid .. p, '1')
+            local left = math.max((int(node.unfinished) or 1) - 1, 0)
+            node.unfinished = fmt(left)
+            F.write_node(cb, cid, node)
+            if left == 0 and st.state == 'waiting' then
+              redis.call('ZREM', cb .. 'v2:waiting', cid)
+              local run_at = int(st.run_at) or now
+              if run_at <= now then
+                make_pending(cb, cid, st, int(read_body(cb, cid).priority) or 0, now)
+                FLOW.woke = true
+              else
+                make_scheduled(cb, cid, st, run_at)
+              end
+            end
+          elseif st.state == 'waiting' then
+            redis.call('ZREM', cb .. 'v2:waiting', cid)
+            F.count(cb, st.flow, 'waiting', 'cancelled')
+            st.state, st.finished_at = 'cancelled', fmt(now)
+            write_state(cb, cid, st)
+            redis.call('ZADD', done_key(cb, 'cancelled'), fmt(now), cid)
+            node.cancelled = '1'
+            F.write_node(cb, cid, node)
+            if string.sub(st.flow, 1, 1) == 'c' then
+              stack[#stack + 1] = { cb, cid, 'cancelled' }
+            end
+          end
+        end
+      end
+    end
+  end
+  flow_lib = F
+  return F
 end

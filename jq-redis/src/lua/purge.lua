@@ -21,8 +21,8 @@ if #ids > 0 then
     for i, id in ipairs(ids) do
       local flow = states[i] and split(states[i], 9)[9] or ''
       if flow ~= '' then
-        redis.call('HINCRBY', flow_key(base, flow), ARGV[1], '-1')
-        local parents = refs(redis.call('HGET', base .. 'v2:parents', id), base)
+        redis.call('HINCRBY', workflows().key(base, flow), ARGV[1], '-1')
+        local parents = workflows().refs(redis.call('HGET', base .. 'v2:parents', id), base)
         for _, p in ipairs(parents) do
           redis.call('HDEL', base .. 'v2:released', id .. p[1])
         end

@@ -35,21 +35,22 @@ end
 -- back to Waiting, and theirs, down the graph, unless another failed
 -- parent still cancels them (docs/CONTRACT.md, "Workflows").
 if st.flow and string.sub(st.flow, 1, 1) == 'c' then
+  local F = workflows()
   local stack = { { base, id } }
   while #stack > 0 do
     local top = table.remove(stack)
-    for _, c in ipairs(refs(redis.call('HGET', top[1] .. 'v2:children', top[2]), top[1])) do
+    for _, c in ipairs(F.refs(redis.call('HGET', top[1] .. 'v2:children', top[2]), top[1])) do
       local cid, cb = c[1], c[2]
-      local node = read_node(cb, cid)
+      local node = F.read_node(cb, cid)
       local cst = node and node.cancelled == '1' and read_state(cb, cid)
-      if cst and cst.state == 'cancelled' and not first_failed(cb, cid, node) then
+      if cst and cst.state == 'cancelled' and not F.first_failed(cb, cid, node) then
         redis.call('ZREM', done_key(cb, 'cancelled'), cid)
-        flow_count(cb, cst.flow, 'cancelled', 'waiting')
+        F.count(cb, cst.flow, 'cancelled', 'waiting')
         cst.state, cst.finished_at = 'waiting', ''
         write_state(cb, cid, cst)
         redis.call('ZADD', cb .. 'v2:waiting', '0', cid)
         node.cancelled = ''
-        write_node(cb, cid, node)
+        F.write_node(cb, cid, node)
         if string.sub(cst.flow, 1, 1) == 'c' then
           stack[#stack + 1] = { cb, cid }
         end

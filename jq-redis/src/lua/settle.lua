@@ -22,10 +22,10 @@
 -- item of the batch is no longer Running for a later one.
 --
 -- Workflows: a step's count moves in its workflow's summary, and a step
--- with children releases or cancels them (flow_finished in common.lua) in
+-- with children releases or cancels them (`finished` of workflows() in common.lua) in
 -- this same script, whichever outcome made it terminal.
 
-local find, sub = string.find, string.sub
+local find, sub, byte = string.find, string.sub, string.byte
 local now = tonumber(ARGV[1])
 local now_s = ARGV[1]
 local out = {}
@@ -86,17 +86,18 @@ for j = 0, n - 1 do
     l[#l + 1] = id
     if outcome == 'ack' or outcome == 'ackr' then
       local uk = sub(v, p3 + 1, p4 - 1)
-      -- a workflow step's value has a ninth field (common.lua): two finds
-      -- more tell, so a plain job's ack pays for no lookup
-      local p7 = find(v, '\0', p6 + 1, true)
-      local p8 = p7 and find(v, '\0', p7 + 1, true)
-      local flow = p8 and sub(v, p8 + 1)
+      -- A Running job's value ends with its empty finished_at, so with a
+      -- NUL, unless it is a workflow step's, which ends with a ninth field
+      -- (common.lua): one byte tells, so a plain job's ack pays for no
+      -- lookup.
+      local flow = byte(v, -1) ~= 0 and split(v, 9)[9]
       v = 'completed\0' .. sub(v, p1 + 1, p4) .. '\0\0\0' .. now_s
-      if flow then
+      if flow and flow ~= '' then
         v = v .. '\0' .. flow
-        flow_count(base, flow, 'running', 'completed')
+        local F = workflows()
+        F.count(base, flow, 'running', 'completed')
         if sub(flow, 1, 1) == 'c' then
-          flow_finished(base, id, 'completed', now)
+          F.finished(base, id, 'completed', now)
         end
       end
       if outcome == 'ackr' then

@@ -18,6 +18,7 @@
 --                        { "notfound" }
 
 local base, op, key = KEYS[1], ARGV[1], ARGV[2]
+local F = workflows()
 local STATES = { 'waiting', 'scheduled', 'pending', 'running', 'completed', 'dead', 'cancelled' }
 
 local function state_of(b, id)
@@ -27,7 +28,7 @@ end
 
 local function parent_ids(b, id)
   local out = {}
-  for _, p in ipairs(refs(redis.call('HGET', b .. 'v2:parents', id), b)) do out[#out + 1] = p[1] end
+  for _, p in ipairs(F.refs(redis.call('HGET', b .. 'v2:parents', id), b)) do out[#out + 1] = p[1] end
   return table.concat(out)
 end
 
@@ -43,10 +44,10 @@ if op == 'workflow' or op == 'steps' then
     end
     return out
   end
-  for _, s in ipairs(refs(redis.call('HGET', summary, 'steps'), base)) do
+  for _, s in ipairs(F.refs(redis.call('HGET', summary, 'steps'), base)) do
     local id, b = s[1], s[2]
     local st = read_state(b, id)
-    local node = st and read_node(b, id)
+    local node = st and F.read_node(b, id)
     if node then
       out[#out + 1] = id
       out[#out + 1] = node.step
@@ -63,15 +64,15 @@ if not st then return { 'notfound' } end
 if op == 'result' then
   return { 'ok', redis.call('HGET', base .. 'v2:results', key) or '' }
 end
-local node = read_node(base, key)
+local node = F.read_node(base, key)
 if not node then return { 'ok' } end
 if op == 'links' then
   local cancelled_by = ''
   if node.cancelled == '1' and st.state == 'cancelled' then
-    cancelled_by = first_failed(base, key, node) or ''
+    cancelled_by = F.first_failed(base, key, node) or ''
   end
   local kids = {}
-  for _, c in ipairs(refs(redis.call('HGET', base .. 'v2:children', key), base)) do
+  for _, c in ipairs(F.refs(redis.call('HGET', base .. 'v2:children', key), base)) do
     if redis.call('HEXISTS', c[2] .. 'v2:nodes', c[1]) == 1 then kids[#kids + 1] = c[1] end
   end
   return { 'ok', node.unfinished, cancelled_by, node.policy, node.workflow, node.step, parent_ids(base, key),
@@ -79,11 +80,11 @@ if op == 'links' then
 end
 -- "parents"
 local out = { 'ok' }
-for _, p in ipairs(refs(redis.call('HGET', base .. 'v2:parents', key), base)) do
+for _, p in ipairs(F.refs(redis.call('HGET', base .. 'v2:parents', key), base)) do
   local id, b = p[1], p[2]
   local state = state_of(b, id)
   if state then
-    local pn = read_node(b, id)
+    local pn = F.read_node(b, id)
     out[#out + 1] = id
     out[#out + 1] = pn and pn.step or ''
     out[#out + 1] = state
