@@ -35,7 +35,12 @@ pub struct EnqueueRequest {
     pub payload: Box<RawValue>,
     /// The queue (default `default`): 1 to 128 bytes of `A-Z a-z 0-9 _ - . :`, optionally after a hash tag `{tag}`.
     #[serde(default)]
-    #[schema(min_length = 1, max_length = 128, pattern = r"^(\{[A-Za-z0-9_.:-]+\})?[A-Za-z0-9_.:-]*$", example = "mail")]
+    #[schema(
+        min_length = 1,
+        max_length = 128,
+        pattern = r"^(\{[A-Za-z0-9_.:-]+\})?[A-Za-z0-9_.:-]*$",
+        example = "mail"
+    )]
     pub queue: Option<String>,
     /// Its priority (default `normal`); higher priorities are claimed first.
     #[serde(default)]

@@ -14,7 +14,7 @@ if not st then return 'notfound' end
 if st.state ~= 'scheduled' and st.state ~= 'pending' and st.state ~= 'waiting' then return st.state end
 unindex(base, id, st)
 make_terminal(base, id, st, 'cancelled', now)
-if FLOW.woke then
+if flow_lib and flow_lib.woke then
   redis.call('PUBLISH', ARGV[3], '1')
 end
 return 'ok'

@@ -17,7 +17,7 @@ if not st then return 'notfound' end
 if st.state == 'scheduled' or st.state == 'pending' then
   unindex(base, id, st)
   make_terminal(base, id, st, 'cancelled', now)
-  if FLOW.woke then
+  if flow_lib and flow_lib.woke then
     redis.call('PUBLISH', ARGV[4], '1')
   end
   return 'now_cancelled'

@@ -210,11 +210,11 @@ local function unindex(base, id, st)
 end
 
 -- Workflows (keys.rs): their helpers are built on first use by workflows()
--- (end of this file), so a script that meets no workflow step pays for
--- one closure, not for theirs; FLOW.woke is true once a release made a
--- job Pending (the script PUBLISHes on the wake-up channel then).
+-- (below), so a script that meets no workflow step pays for
+-- one closure, not for theirs; `flow_lib.woke` is true once a release made
+-- a job Pending (the script PUBLISHes on the wake-up channel then).
 local workflows
-local FLOW = { woke = false }
+local flow_lib
 
 -- Lease fields mean something only while the job is Running.
 local function clear_lease(st)
@@ -235,6 +235,134 @@ local function make_scheduled(base, id, st, run_at)
   clear_lease(st)
   write_state(base, id, st)
   redis.call('ZADD', base .. 'v2:scheduled', fmt(run_at), id)
+end
+
+-- The workflow helpers (see `workflows` above), built on first use.
+workflows = function()
+  if flow_lib then return flow_lib end
+  local F = { woke = false }
+  -- Workflows (keys.rs). A step's summary (its workflow's counts per
+  -- state) is the hash `<wfbase>v2:wf:<workflow id>`; every script that
+  -- moves a step from one state to another moves its count there too, so
+  -- `workflow()` reads counts without reading the steps.
+  function F.key(base, flow)
+    local wfbase = string.sub(flow, 34)
+    if wfbase == '' then wfbase = base end
+    return wfbase .. 'v2:wf:' .. string.sub(flow, 2, 33)
+  end
+
+  -- A step with flow `flow` ("" for a plain job: nothing to do) of the queue
+  -- at `base` moves from state `from` to state `to`.
+  function F.count(base, flow, from, to)
+    if not flow or flow == '' or from == to then return end
+    local key = F.key(base, flow)
+    redis.call('HINCRBY', key, from, '-1')
+    redis.call('HINCRBY', key, to, '1')
+  end
+
+  -- A step's node (`v2:nodes`): unfinished parents, "1" when a parent's
+  -- failure cancelled it (else ""), position (step order, from 0), policy
+  -- ("c" cancel, "r" run anyway), workflow id, step name.
+  function F.read_node(base, id)
+    local v = redis.call('HGET', base .. 'v2:nodes', id)
+    if not v then return nil end
+    local f = split(v, 6)
+    return { unfinished = f[1], cancelled = f[2], position = f[3], policy = f[4], workflow = f[5], step = f[6] }
+  end
+
+  function F.write_node(base, id, n)
+    redis.call('HSET', base .. 'v2:nodes', id,
+      n.unfinished .. '\0' .. n.cancelled .. '\0' .. n.position .. '\0' .. n.policy .. '\0' .. n.workflow .. '\0' .. n.step)
+  end
+
+  -- The references packed in `v` (a `v2:parents` or `v2:children` value, or
+  -- a summary's `steps`): entries joined by "\0", each a job id (32 hex)
+  -- followed by the base of its queue, or by nothing when that is `base`.
+  -- Returns { {id, base}, ... } in order.
+  function F.refs(v, base)
+    local out = {}
+    if not v or v == '' then return out end
+    local i = 1
+    local n = #v
+    while i <= n do
+      local j = string.find(v, '\0', i, true) or (n + 1)
+      local b = string.sub(v, i + 32, j - 1)
+      if b == '' then b = base end
+      out[#out + 1] = { string.sub(v, i, i + 31), b }
+      i = j + 1
+    end
+    return out
+  end
+
+  function F.is_failed(state)
+    return state == 'dead' or state == 'cancelled'
+  end
+
+  -- The parent a cancelled step `id` of the queue at `base` reports
+  -- (`cancelled_by`): its first parent in step order that is Dead or
+  -- Cancelled with an unreleased edge, under policy "c"; nil when none.
+  function F.first_failed(base, id, node)
+    if node.policy ~= 'c' then return nil end
+    for _, p in ipairs(F.refs(redis.call('HGET', base .. 'v2:parents', id), base)) do
+      if redis.call('HEXISTS', base .. 'v2:released', id .. p[1]) == 0 then
+        local st = read_state(p[2], p[1])
+        if st and F.is_failed(st.state) then return p[1] end
+      end
+    end
+    return nil
+  end
+
+  -- Step `id` of the queue at `base` just became terminal in `state`: each
+  -- child whose edge from it is not released yet is released (parent
+  -- Completed, or the child runs anyway), its count of unfinished parents
+  -- going down by one and, at zero, Waiting -> Pending (run_at now) or
+  -- Scheduled (a later run_at kept); or, the parent failed under the
+  -- child's "c" policy, a Waiting child becomes Cancelled by the failure,
+  -- and its own children follow (a stack, not recursion). The rules of
+  -- docs/CONTRACT.md, "Workflows"; a child's keys are in the same slot.
+  function F.finished(base, id, state, now)
+    local stack = { { base, id, state } }
+    while #stack > 0 do
+      local top = table.remove(stack)
+      local pb, p, pstate = top[1], top[2], top[3]
+      for _, c in ipairs(F.refs(redis.call('HGET', pb .. 'v2:children', p), pb)) do
+        local cid, cb = c[1], c[2]
+        local node = F.read_node(cb, cid)
+        local st = node and redis.call('HEXISTS', cb .. 'v2:released', cid .. p) == 0 and read_state(cb, cid)
+        if st then
+          if pstate == 'completed' or node.policy == 'r' then
+            redis.call('HSET', cb .. 'v2:released', cid .. p, '1')
+            local left = math.max((int(node.unfinished) or 1) - 1, 0)
+            node.unfinished = fmt(left)
+            F.write_node(cb, cid, node)
+            if left == 0 and st.state == 'waiting' then
+              redis.call('ZREM', cb .. 'v2:waiting', cid)
+              local run_at = int(st.run_at) or now
+              if run_at <= now then
+                make_pending(cb, cid, st, int(read_body(cb, cid).priority) or 0, now)
+                F.woke = true
+              else
+                make_scheduled(cb, cid, st, run_at)
+              end
+            end
+          elseif st.state == 'waiting' then
+            redis.call('ZREM', cb .. 'v2:waiting', cid)
+            F.count(cb, st.flow, 'waiting', 'cancelled')
+            st.state, st.finished_at = 'cancelled', fmt(now)
+            write_state(cb, cid, st)
+            redis.call('ZADD', done_key(cb, 'cancelled'), fmt(now), cid)
+            node.cancelled = '1'
+            F.write_node(cb, cid, node)
+            if string.sub(st.flow, 1, 1) == 'c' then
+              stack[#stack + 1] = { cb, cid, 'cancelled' }
+            end
+          end
+        end
+      end
+    end
+  end
+  flow_lib = F
+  return F
 end
 
 -- Pending when due (delay zero), else Scheduled; returns the new state.
@@ -582,134 +710,4 @@ local function migrate_legacy(base, batch, now)
       base .. 'done:dead', base .. 'done:cancelled')
   end
   return #legacy
-end
-
--- The workflow helpers, built once per script call on first use (see
--- FLOW above).
-local flow_lib
-workflows = function()
-  if flow_lib then return flow_lib end
-  local F = {}
-  -- Workflows (keys.rs). A step's summary (its workflow's counts per
-  -- state) is the hash `<wfbase>v2:wf:<workflow id>`; every script that
-  -- moves a step from one state to another moves its count there too, so
-  -- `workflow()` reads counts without reading the steps.
-  function F.key(base, flow)
-    local wfbase = string.sub(flow, 34)
-    if wfbase == '' then wfbase = base end
-    return wfbase .. 'v2:wf:' .. string.sub(flow, 2, 33)
-  end
-
-  -- A step with flow `flow` ("" for a plain job: nothing to do) of the queue
-  -- at `base` moves from state `from` to state `to`.
-  function F.count(base, flow, from, to)
-    if not flow or flow == '' or from == to then return end
-    local key = F.key(base, flow)
-    redis.call('HINCRBY', key, from, '-1')
-    redis.call('HINCRBY', key, to, '1')
-  end
-
-  -- A step's node (`v2:nodes`): unfinished parents, "1" when a parent's
-  -- failure cancelled it (else ""), position (step order, from 0), policy
-  -- ("c" cancel, "r" run anyway), workflow id, step name.
-  function F.read_node(base, id)
-    local v = redis.call('HGET', base .. 'v2:nodes', id)
-    if not v then return nil end
-    local f = split(v, 6)
-    return { unfinished = f[1], cancelled = f[2], position = f[3], policy = f[4], workflow = f[5], step = f[6] }
-  end
-
-  function F.write_node(base, id, n)
-    redis.call('HSET', base .. 'v2:nodes', id,
-      n.unfinished .. '\0' .. n.cancelled .. '\0' .. n.position .. '\0' .. n.policy .. '\0' .. n.workflow .. '\0' .. n.step)
-  end
-
-  -- The references packed in `v` (a `v2:parents` or `v2:children` value, or
-  -- a summary's `steps`): entries joined by "\0", each a job id (32 hex)
-  -- followed by the base of its queue, or by nothing when that is `base`.
-  -- Returns { {id, base}, ... } in order.
-  function F.refs(v, base)
-    local out = {}
-    if not v or v == '' then return out end
-    local i = 1
-    local n = #v
-    while i <= n do
-      local j = string.find(v, '\0', i, true) or (n + 1)
-      local b = string.sub(v, i + 32, j - 1)
-      if b == '' then b = base end
-      out[#out + 1] = { string.sub(v, i, i + 31), b }
-      i = j + 1
-    end
-    return out
-  end
-
-  function F.is_failed(state)
-    return state == 'dead' or state == 'cancelled'
-  end
-
-  -- The parent a cancelled step `id` of the queue at `base` reports
-  -- (`cancelled_by`): its first parent in step order that is Dead or
-  -- Cancelled with an unreleased edge, under policy "c"; nil when none.
-  function F.first_failed(base, id, node)
-    if node.policy ~= 'c' then return nil end
-    for _, p in ipairs(F.refs(redis.call('HGET', base .. 'v2:parents', id), base)) do
-      if redis.call('HEXISTS', base .. 'v2:released', id .. p[1]) == 0 then
-        local st = read_state(p[2], p[1])
-        if st and F.is_failed(st.state) then return p[1] end
-      end
-    end
-    return nil
-  end
-
-  -- Step `id` of the queue at `base` just became terminal in `state`: each
-  -- child whose edge from it is not released yet is released (parent
-  -- Completed, or the child runs anyway), its count of unfinished parents
-  -- going down by one and, at zero, Waiting -> Pending (run_at now) or
-  -- Scheduled (a later run_at kept); or, the parent failed under the
-  -- child's "c" policy, a Waiting child becomes Cancelled by the failure,
-  -- and its own children follow (a stack, not recursion). The rules of
-  -- docs/CONTRACT.md, "Workflows"; a child's keys are in the same slot.
-  function F.finished(base, id, state, now)
-    local stack = { { base, id, state } }
-    while #stack > 0 do
-      local top = table.remove(stack)
-      local pb, p, pstate = top[1], top[2], top[3]
-      for _, c in ipairs(F.refs(redis.call('HGET', pb .. 'v2:children', p), pb)) do
-        local cid, cb = c[1], c[2]
-        local node = F.read_node(cb, cid)
-        local st = node and redis.call('HEXISTS', cb .. 'v2:released', cid .. p) == 0 and read_state(cb, cid)
-        if st then
-          if pstate == 'completed' or node.policy == 'r' then
-            redis.call('HSET', cb .. 'v2:released', cid .. p, '1')
-            local left = math.max((int(node.unfinished) or 1) - 1, 0)
-            node.unfinished = fmt(left)
-            F.write_node(cb, cid, node)
-            if left == 0 and st.state == 'waiting' then
-              redis.call('ZREM', cb .. 'v2:waiting', cid)
-              local run_at = int(st.run_at) or now
-              if run_at <= now then
-                make_pending(cb, cid, st, int(read_body(cb, cid).priority) or 0, now)
-                FLOW.woke = true
-              else
-                make_scheduled(cb, cid, st, run_at)
-              end
-            end
-          elseif st.state == 'waiting' then
-            redis.call('ZREM', cb .. 'v2:waiting', cid)
-            F.count(cb, st.flow, 'waiting', 'cancelled')
-            st.state, st.finished_at = 'cancelled', fmt(now)
-            write_state(cb, cid, st)
-            redis.call('ZADD', done_key(cb, 'cancelled'), fmt(now), cid)
-            node.cancelled = '1'
-            F.write_node(cb, cid, node)
-            if string.sub(st.flow, 1, 1) == 'c' then
-              stack[#stack + 1] = { cb, cid, 'cancelled' }
-            end
-          end
-        end
-      end
-    end
-  end
-  flow_lib = F
-  return F
 end

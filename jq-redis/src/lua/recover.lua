@@ -88,7 +88,7 @@ for _, id in ipairs(expired) do
     end
   end
 end
-if woke or FLOW.woke then
+if woke or (flow_lib and flow_lib.woke) then
   redis.call('PUBLISH', ARGV[3], '1')
 end
 return { moved, math.max(#expired, carried), reasons }

@@ -163,7 +163,7 @@ for q = 1, #KEYS do
   zrem_chunked(base .. 'v2:leases', unleased[q])
   zadd_chunked(done_key(base, 'completed'), completed[q])
 end
-if woke or FLOW.woke then
+if woke or (flow_lib and flow_lib.woke) then
   redis.call('PUBLISH', ARGV[2], '1')
 end
 return out
