@@ -180,7 +180,7 @@ pub struct EnqueueArgs {
     /// The payload: inline JSON, @FILE to read a file, or - to read stdin.
     #[arg(default_value = "{}", allow_hyphen_values = true)]
     pub payload: String,
-    /// The queue (1 to 128 bytes of letters, digits and _ - . :).
+    /// The queue (1 to 128 bytes of letters, digits and _ - . :, optionally after a hash tag {tag}).
     #[arg(long, short, default_value = jq::DEFAULT_QUEUE, value_parser = parse_queue)]
     pub queue: QueueName,
     /// low, normal, high or critical; higher priorities are claimed first.

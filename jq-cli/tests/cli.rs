@@ -20,6 +20,7 @@ macro_rules! sqlite_scenarios {
 
 sqlite_scenarios!(
     enqueue_then_get,
+    workflow_show_and_get_show_the_graph_and_the_result,
     enqueue_reads_payload_from_file_and_stdin_and_schedules,
     unique_key_returns_the_live_job,
     list_and_stats_agree,
@@ -119,53 +120,4 @@ fn sigterm_lets_running_commands_finish_or_hands_their_jobs_back() {
     assert_eq!(job["state"], "pending", "{job:#}");
     assert_eq!(job["attempts"], 0, "{job:#}");
     assert_eq!(job["errors"], serde_json::json!([]));
-}
-
-/// `jqctl workflow show` lists the steps with their states and edges, and
-/// `jqctl get` shows a step's parents, children and result.
-#[test]
-fn workflow_show_and_get_show_the_graph_and_the_result() {
-    use jq::storage::{ClaimRequest, Outcome, Settlement, Storage};
-    use jq::workflow::{Step, Workflow};
-
-    let s = Store::sqlite();
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let (wid, a, b) = runtime.block_on(async {
-        let client = jq::connect(&s.url).await.unwrap();
-        let job = |kind: &str| jq::NewJob::builder(kind, jq::Payload::of(&()).unwrap()).queue("flow").build().unwrap();
-        let stored = client
-            .enqueue_workflow(
-                Workflow::new()
-                    .step(Step::new("fetch", job("fetch")))
-                    .step(Step::new("use", job("use")).after(["fetch"])),
-            )
-            .await
-            .unwrap();
-        let (a, b) = (stored.job("fetch").unwrap(), stored.job("use").unwrap());
-        let queue = jq::QueueName::new("flow").unwrap();
-        let request = ClaimRequest::new(vec![queue], 10, std::time::Duration::from_secs(30), "test");
-        let claimed = client.storage().claim(&request).await.unwrap();
-        let lease = claimed[0].lease_ref().unwrap();
-        let result = jq::Payload::from_json(r#"{"bytes":42}"#).unwrap();
-        client.storage().settle(vec![Settlement { lease, outcome: Outcome::AckWith { result } }]).await.unwrap();
-        (stored.id, a, b)
-    });
-    let shown = s.json(&["workflow", "show", &wid.to_string()]);
-    assert_eq!(shown["finished"], false);
-    assert_eq!(shown["steps"][0]["name"], "fetch");
-    assert_eq!(shown["steps"][0]["state"], "completed");
-    assert_eq!(shown["steps"][1]["state"], "pending");
-    assert_eq!(shown["steps"][1]["after"][0], "fetch");
-    let text = s.ok(&["workflow", "show", &wid.to_string()]);
-    assert!(text.contains("use") && text.contains("fetch") && text.contains("not finished"), "{text}");
-
-    let first = s.json(&["get", &a.to_string()]);
-    assert_eq!(first["result"]["bytes"], 42);
-    assert_eq!(first["links"]["children"][0], b.to_string());
-    let second = s.json(&["get", &b.to_string()]);
-    assert_eq!(second["links"]["parents"][0]["id"], a.to_string());
-    assert_eq!(second["links"]["step"], "use");
-    let text = s.ok(&["get", &a.to_string()]);
-    assert!(text.contains("children") && text.contains("\"bytes\": 42"), "{text}");
-    refused(&s, &["workflow", "show", "0190c3a2-7b1e-7c3d-9a4f-2b8e1d6f0a11"], 2, "not found");
 }

@@ -56,6 +56,7 @@ macro_rules! postgres_scenarios {
 
 postgres_scenarios!(
     enqueue_then_get,
+    workflow_show_and_get_show_the_graph_and_the_result,
     unique_key_returns_the_live_job,
     list_and_stats_agree,
     cancel_says_what_happened,

@@ -16,8 +16,11 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[non_exhaustive]
 pub enum Error {
     /// A queue name is empty, too long, or has a character outside
-    /// `A-Z a-z 0-9 _ - . :`.
-    #[error("queue name {name:?} is invalid: {reason}; use 1 to 128 bytes of letters, digits and _ - . :")]
+    /// `A-Z a-z 0-9 _ - . :` (braces only around a leading hash tag `{tag}`).
+    #[error(
+        "queue name {name:?} is invalid: {reason}; use 1 to 128 bytes of letters, digits and _ - . :, optionally after \
+         a hash tag {{tag}}"
+    )]
     InvalidQueue {
         /// The rejected name.
         name: String,

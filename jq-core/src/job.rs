@@ -97,10 +97,35 @@ impl FromStr for State {
     }
 }
 
-/// A validated queue name: 1 to 128 bytes of `A-Z a-z 0-9 _ - . :`.
+/// A validated queue name: 1 to 128 bytes of `A-Z a-z 0-9 _ - . :`,
+/// optionally after a *hash tag* `{tag}` (the tag 1 or more of those
+/// characters). Queues that share a hash tag share a Redis Cluster hash
+/// slot, so a workflow may span them there (docs/CONTRACT.md, "Workflows");
+/// elsewhere the tag is just part of the name.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(transparent)]
 pub struct QueueName(String);
+
+/// A byte a queue name may hold outside its hash tag's braces.
+fn plain_name_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':')
+}
+
+/// True for 1 to 128 bytes of `A-Z a-z 0-9 _ - . :` with no brace: the
+/// rule of role and schedule names (a queue name may add a hash tag).
+pub(crate) fn is_plain_name(name: &str) -> bool {
+    !name.is_empty() && name.len() <= MAX_NAME_BYTES && name.bytes().all(plain_name_byte)
+}
+
+/// `name` without its leading hash tag's braces (`{tag}rest` -> `tagrest`),
+/// or `name` itself; a tag that is empty or unclosed leaves a brace, which
+/// the check refuses.
+fn untagged(name: &str) -> std::borrow::Cow<'_, str> {
+    match name.strip_prefix('{').and_then(|rest| rest.split_once('}')) {
+        Some((tag, rest)) if !tag.is_empty() => std::borrow::Cow::Owned(format!("{tag}{rest}")),
+        _ => std::borrow::Cow::Borrowed(name),
+    }
+}
 
 impl QueueName {
     /// Checks `name` and wraps it.
@@ -110,8 +135,8 @@ impl QueueName {
             Some("it is empty")
         } else if name.len() > MAX_NAME_BYTES {
             Some("it is longer than 128 bytes")
-        } else if !name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':')) {
-            Some("it has a character outside A-Z a-z 0-9 _ - . :")
+        } else if !untagged(&name).bytes().all(plain_name_byte) {
+            Some("it has a character outside A-Z a-z 0-9 _ - . : (or braces other than one leading {tag})")
         } else {
             None
         };
@@ -657,6 +682,12 @@ mod tests {
             assert!(matches!(QueueName::new(bad), Err(Error::InvalidQueue { .. })), "{bad:?}");
         }
         assert!(QueueName::new("x".repeat(128)).is_ok());
+        // a leading hash tag, and no other brace
+        assert!(QueueName::new("{t}a").is_ok());
+        assert!(QueueName::new("{flow:1}resize.x").is_ok());
+        for bad in ["{}a", "{t", "a{t}b", "{t}{u}a", "{t}a}", "}a", "{t b}a"] {
+            assert!(matches!(QueueName::new(bad), Err(Error::InvalidQueue { .. })), "{bad:?}");
+        }
     }
 
     #[test]

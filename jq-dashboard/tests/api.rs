@@ -107,21 +107,17 @@ async fn enqueue_get_wait_cancel(backend: &str) {
         async move { get(&app, &format!("/api/v1/jobs/{first}/wait?timeout_ms=20000")).await }
     });
     tokio::time::sleep(Duration::from_millis(150)).await;
-    // Its handler's result comes back with it where the backend keeps
-    // results (workflows); Redis keeps none, and shows none.
-    let keeps_results = client.storage().as_workflows().is_some();
-    let outcome = if keeps_results {
-        Outcome::AckWith { result: jq::Payload::from_json(r#"{"thumb": "small.png"}"#).unwrap() }
-    } else {
-        Outcome::Ack
-    };
+    // Its handler's result comes back with it: every backend keeps results
+    // (workflows).
+    assert!(client.storage().as_workflows().is_some(), "every built-in backend keeps results");
+    let outcome = Outcome::AckWith { result: jq::Payload::from_json(r#"{"thumb": "small.png"}"#).unwrap() };
     run_once(&client, "images", outcome).await;
     let done = waiting.await.unwrap();
     assert_eq!(done.status, 200, "{}", done.body);
     let done = json_of(&done);
     assert_eq!(done["finished"], true);
     assert_eq!(done["job"]["state"], "completed");
-    let result = if keeps_results { json!({"thumb": "small.png"}) } else { serde_json::Value::Null };
+    let result = json!({"thumb": "small.png"});
     assert_eq!(done["job"]["result"], result, "{done}");
     assert_eq!(json_of(&get(&app, &format!("/api/v1/jobs/{first}")).await)["result"], result);
 

@@ -59,7 +59,7 @@ pub(crate) async fn retry(s: &Inner, id: JobId) -> Result<()> {
 pub(crate) async fn cancel(s: &Inner, id: JobId) -> Result<()> {
     let queue = queue_of(s, id).await?;
     let mut cmd = scripts::call(&scripts::CANCEL, &[s.keys.base(queue.as_str())]);
-    cmd.arg(s.now_micros()).arg(id_hex(id));
+    cmd.arg(s.now_micros()).arg(id_hex(id)).arg(s.keys.channel());
     answer(id, s.query(&cmd).await?, "cancel")
 }
 
@@ -69,7 +69,7 @@ pub(crate) async fn request_cancel(s: &Inner, id: JobId, reason: &str) -> Result
     use jq_core::storage::CancelAnswer;
     let queue = queue_of(s, id).await?;
     let mut cmd = scripts::call(&scripts::CANCEL_REQUEST, &[s.keys.base(queue.as_str())]);
-    cmd.arg(s.now_micros()).arg(id_hex(id)).arg(jq_core::storage::cancel_reason(reason));
+    cmd.arg(s.now_micros()).arg(id_hex(id)).arg(jq_core::storage::cancel_reason(reason)).arg(s.keys.channel());
     let reply: String = s.query(&cmd).await?;
     match reply.as_str() {
         "notfound" => Err(Error::NotFound { id }),
@@ -135,7 +135,8 @@ fn skipped(queue: &QueueName, e: &Error) {
     }
 }
 
-const COUNTED: [(State, &str); 6] = [
+const COUNTED: [(State, &str); 7] = [
+    (State::Waiting, "v2:waiting"),
     (State::Scheduled, "v2:scheduled"),
     (State::Pending, "v2:ready"),
     (State::Running, "v2:leases"),

@@ -13,7 +13,7 @@
 //! | key | type | content |
 //! |---|---|---|
 //! | `P:{P:Q}:v2:jobs` | hash | id -> what never changes after enqueue (except max_attempts on an operator's retry): `kind payload priority max_attempts created_at trace` |
-//! | `P:{P:Q}:v2:states` | hash | id -> what the job's life changes: `state attempts run_at unique_key lease_expires_at lease_token lease_worker finished_at` (the lease fields empty unless Running) |
+//! | `P:{P:Q}:v2:states` | hash | id -> what the job's life changes: `state attempts run_at unique_key lease_expires_at lease_token lease_worker finished_at`, and for a workflow step only a ninth field `flow` (the lease fields empty unless Running; see "Workflows" below) |
 //! | `P:{P:Q}:v2:errors` | hash | id -> the job's errors, a JSON array of `{"attempt","at","message"}`; absent while there are none |
 //! | `P:{P:Q}:v2:extra` | hash | id -> `timeout_ms cancel_at cancel_reason progress` (the job's own timeout, a cancel request of a running job, the JSON its handler last reported); absent for a job with none of them |
 //! | `P:{P:Q}:v2:ready` | sorted set | Pending jobs. Score `-priority`; member `<run_at: 20 digits><id: 32 hex>`, which Redis orders lexicographically within one score: so `ZRANGE 0 n` is claim order (priority desc, run_at, id) exactly, with no precision lost to a packed double |
@@ -21,6 +21,13 @@
 //! | `P:{P:Q}:v2:leases` | sorted set | Running jobs, score lease expiry |
 //! | `P:{P:Q}:v2:done:<state>` | sorted set | Completed / Dead / Cancelled jobs, score finished_at (purge walks it) |
 //! | `P:{P:Q}:v2:ids` | sorted set | every job of the queue, score 0, member id: lexicographic = id order, for `list` |
+//! | `P:{P:Q}:v2:waiting` | sorted set | Waiting jobs (workflow steps whose parents are not done with), score 0 |
+//! | `P:{P:Q}:v2:results` | hash | id -> the result its ack stored (`Outcome::AckWith`), JSON; absent for a job without one |
+//! | `P:{P:Q}:v2:nodes` | hash | id -> a workflow step's place: `unfinished cancelled position policy workflow step` (unfinished parents; `1` when a parent's failure cancelled it; its index in step order; `c` cancel or `r` run anyway; the workflow's id; the step's name) |
+//! | `P:{P:Q}:v2:parents` | hash | id -> the step's parents in step order, as *refs*: entries joined by NUL, each a job id followed by the base of its queue, or by nothing when that is this queue; absent for a step without parents |
+//! | `P:{P:Q}:v2:children` | hash | id -> the step's children in step order, as refs; absent for a step without children |
+//! | `P:{P:Q}:v2:released` | hash | `<child id><parent id>` -> `1` for each edge released (the child's keys: its queue) |
+//! | `P:{P:Q}:v2:wf:<W>` | hash | workflow `W`'s summary, in its first step's queue: `steps` (refs of every step in step order) and one count per state name (`waiting`, `pending`, ...) |
 //! | `P:{P:Q}:unique` | hash | unique key -> ids of the live (Scheduled, Pending, Running) jobs holding it, ascending, joined by `,`: one id, or several after an operator's retry brought back a Dead job whose key a newer live job held; enqueue answers with the first |
 //! | `P:{P:Q}:control` | hash | the queue's control (`ControlStorage::set_paused`, `set_limits`): `paused_at concurrency rate_limit rate_period` (microseconds); absent when nothing is set |
 //! | `P:{P:Q}:starts` | sorted set | the rate limit's log: one member `<token>:<id>` per start, score its instant; claim drops those that left the window |
@@ -32,13 +39,37 @@
 //! | `P:schedules` | hash | registry of periodic jobs: name -> queue (its own slot), for `periodic` and `trigger` |
 //! | `P:wake` | pub/sub channel | published by the scripts that make a job Pending |
 //!
-//! A job is in exactly one of `ready`, `scheduled`, `leases`, `done:*`,
-//! the one its `state` names; every script keeps that so.
+//! A job is in exactly one of `waiting`, `ready`, `scheduled`, `leases`,
+//! `done:*`, the one its `state` names; every script keeps that so.
 //!
 //! `v2:jobs` and `v2:states` also hold a field `""` (no id is empty) whose
 //! long value keeps them hashtables: Redis would keep a hash of a few
 //! hundred short values as a listpack and search it from the front on every
 //! lookup (`HASHTABLE` in `lua/common.lua`).
+//!
+//! # Workflows
+//!
+//! A workflow step's state value carries a ninth field, `flow`: `w` (a
+//! step) or `c` (a step with children), the workflow's id (32 hex), then the
+//! base of the queue holding the workflow's summary when that is not the
+//! step's own. Every script already reads the state value of the job it
+//! moves, so it learns for free whether the job is a step: a plain job's
+//! value keeps its 8 fields and its ack, claim and recover cost what they
+//! did (the ack: two string finds more). A step's change moves its count in
+//! the summary `v2:wf:<W>` in the same script, and the script that makes a
+//! `c` step terminal releases or cancels its children (`finished` of `workflows()` in
+//! `lua/common.lua`), so `workflow()` reads the summary, never the steps.
+//!
+//! The scripts derive every key of a workflow from its steps' queues
+//! (refs carry the bases), so on a single server a workflow may span any
+//! queues. On Redis Cluster all of them must be in one hash slot: one
+//! queue, or queues that share a *hash tag*, a leading `{tag}` in the
+//! queue name. The base of queue `{t}a` is `P:{P:{t}a}:`, whose hash tag
+//! stops at the first closing brace, `P:{t`: the same for `{t}b`, so both
+//! queues' keys share a slot. `enqueue_workflow` refuses a plan over several
+//! slots with `BatchNotAtomic` before anything is stored. A workflow is
+//! found by id as a job is: a probe of every registered queue (`EXISTS` of
+//! its summary key).
 //!
 //! # Why three hashes per queue, and the `v2:` in their names
 //!
@@ -133,6 +164,12 @@ impl Keys {
             "v2:done:dead",
             "v2:done:cancelled",
             "v2:ids",
+            "v2:waiting",
+            "v2:results",
+            "v2:nodes",
+            "v2:parents",
+            "v2:children",
+            "v2:released",
             "unique",
             "control",
             "starts",
@@ -228,5 +265,14 @@ mod tests {
         assert_eq!(slot("{user1000}.following"), slot("{user1000}.followers"));
         assert_eq!(slot("foo{}{bar}"), crc16(b"foo{}{bar}") % 16384);
         assert_eq!(slot("foo{{bar}}zap"), slot("{bar"));
+    }
+
+    #[test]
+    fn queues_sharing_a_hash_tag_share_a_slot() {
+        let keys = Keys::new("jq");
+        assert_eq!(keys.base("{t}a"), "jq:{jq:{t}a}:");
+        assert_eq!(slot(&keys.base("{t}a")), slot(&keys.base("{t}b")));
+        assert_eq!(slot(&keys.base("{t}a")), slot("jq:{t"));
+        assert_eq!(slot(&keys.base("a")), slot("jq:a"), "an untagged queue keeps its slot");
     }
 }

@@ -10,7 +10,9 @@
 //! Every state change is one Lua script (`src/lua/*.lua`), so it is atomic
 //! on the server: enqueue (with uniqueness), claim, complete (ack, retry,
 //! fail, release; one call per batch), heartbeat (one call per batch),
-//! promote, recover, retry, cancel, purge. Every claim writes a lease (a
+//! promote, recover, retry, cancel, purge, and the workflow's (store a
+//! workflow; the release of a finished step's children runs in the script
+//! that finished it). Every claim writes a lease (a
 //! token and an expiry) on the job and indexes it by expiry, so a
 //! worker that dies loses nothing: `recover` hands its jobs on once the
 //! lease expires. "Now" comes from the configured `jq_core::Clock`, passed to
@@ -71,6 +73,10 @@
 //!   at all; a batch whose queues live in different hash slots cannot be
 //!   one call and is refused with `jq_core::Error::BatchNotAtomic` before
 //!   anything is stored (enqueue one batch per queue instead);
+//! - a workflow is one script call too: its queues must share one hash
+//!   slot (one queue, or queue names with one hash tag `{tag}name`), else
+//!   `enqueue_workflow` refuses it with `BatchNotAtomic` (see [`keys`],
+//!   "Workflows"); on a single server it may span any queues;
 //! - a complete or heartbeat batch over several queues becomes one script
 //!   call per queue, sent concurrently (each item is fenced on its own
 //!   anyway);
@@ -127,6 +133,7 @@ pub mod raw;
 mod row;
 mod scripts;
 mod settle;
+mod workflow;
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
@@ -523,6 +530,9 @@ impl Storage for RedisStorage {
     fn as_cancellation(&self) -> Option<&dyn CancelStorage> {
         Some(self)
     }
+    fn as_workflows(&self) -> Option<&dyn jq_core::storage::WorkflowStorage> {
+        Some(self)
+    }
 }
 
 #[async_trait]
@@ -585,5 +595,32 @@ impl CancelStorage for RedisStorage {
 
     async fn progress(&self, reports: &[ProgressReport]) -> Result<Vec<JobId>> {
         settle::progress(&self.inner, reports).await
+    }
+}
+
+#[async_trait]
+impl jq_core::storage::WorkflowStorage for RedisStorage {
+    async fn enqueue_workflow(&self, plan: &jq_core::workflow::WorkflowPlan) -> Result<Vec<JobId>> {
+        workflow::enqueue(&self.inner, plan).await
+    }
+
+    async fn result(&self, id: JobId) -> Result<Option<jq_core::Payload>> {
+        workflow::result(&self.inner, id).await
+    }
+
+    async fn links(&self, id: JobId) -> Result<jq_core::workflow::JobLinks> {
+        workflow::links(&self.inner, id).await
+    }
+
+    async fn parent_results(&self, id: JobId) -> Result<Vec<jq_core::workflow::ParentResult>> {
+        workflow::parent_results(&self.inner, id).await
+    }
+
+    async fn workflow(&self, id: jq_core::workflow::WorkflowId) -> Result<jq_core::workflow::WorkflowInfo> {
+        workflow::workflow(&self.inner, id).await
+    }
+
+    async fn workflow_steps(&self, id: jq_core::workflow::WorkflowId) -> Result<Vec<jq_core::workflow::StepInfo>> {
+        workflow::workflow_steps(&self.inner, id).await
     }
 }

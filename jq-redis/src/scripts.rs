@@ -41,9 +41,11 @@ script!(GET, "lua/get.lua");
 script!(MIGRATE, "lua/migrate.lua");
 script!(CANCEL_REQUEST, "lua/cancel_request.lua");
 script!(PROGRESS, "lua/progress.lua");
+script!(WORKFLOW_ENQUEUE, "lua/workflow_enqueue.lua");
+script!(WORKFLOW_READ, "lua/workflow_read.lua");
 
 /// Every script, for `SCRIPT LOAD` at connect and after a NOSCRIPT.
-pub(crate) fn all() -> [&'static Lua; 22] {
+pub(crate) fn all() -> [&'static Lua; 24] {
     [
         &ENQUEUE,
         &CLAIM,
@@ -67,6 +69,8 @@ pub(crate) fn all() -> [&'static Lua; 22] {
         &MIGRATE,
         &CANCEL_REQUEST,
         &PROGRESS,
+        &WORKFLOW_ENQUEUE,
+        &WORKFLOW_READ,
     ]
 }
 

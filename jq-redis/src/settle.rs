@@ -5,9 +5,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use jq_core::storage::{
-    Beat, Capability, LeaseRef, Outcome, ProgressReport, Settled, Settlement, storable_message, unsupported,
-};
+use jq_core::storage::{Beat, LeaseRef, Outcome, ProgressReport, Settled, Settlement, storable_message};
 use jq_core::{Error, JobId, QueueName, Result, State};
 
 use crate::keys::id_hex;
@@ -60,9 +58,6 @@ pub(crate) async fn settle(s: &Inner, batch: Vec<Settlement>) -> Result<Vec<Sett
     let mut results: Vec<Option<Settled>> = batch
         .iter()
         .map(|c| match c.outcome {
-            // Results are a capability this backend does not declare yet:
-            // refused at its place, nothing changed.
-            Outcome::AckWith { .. } => Some(Err(unsupported(Capability::Workflows))),
             _ if located.contains_key(&c.lease.id) => None,
             _ => Some(Err(Error::LeaseLost { id: c.lease.id })),
         })
@@ -80,8 +75,9 @@ pub(crate) async fn settle(s: &Inner, batch: Vec<Settlement>) -> Result<Vec<Sett
             for &i in call {
                 let c = &batch[i];
                 let (kind, message, delay) = match &c.outcome {
-                    // AckWith never gets here: refused above.
-                    Outcome::Ack | Outcome::AckWith { .. } => ("ack", "".into(), Duration::ZERO),
+                    Outcome::Ack => ("ack", "".into(), Duration::ZERO),
+                    // the result goes where an error message goes
+                    Outcome::AckWith { result } => ("ackr", result.as_str().into(), Duration::ZERO),
                     Outcome::Nack { error, delay } => ("retry", storable_message(error), *delay),
                     Outcome::Bury { error } => ("fail", storable_message(error), Duration::ZERO),
                     Outcome::Release { delay } => ("release", "".into(), *delay),

@@ -63,8 +63,8 @@ async fn setup() -> Option<ClusterHarness> {
     Some(ClusterHarness { prefix: format!("jqtest:{}", uuid::Uuid::new_v4().simple()) })
 }
 
-jq_testkit::conformance!(setup; roles, periodic, controls, throughput, cancellation);
-jq_testkit::properties!(setup; periodic);
+jq_testkit::conformance!(setup; roles, periodic, controls, throughput, cancellation, workflows);
+jq_testkit::properties!(setup; periodic, workflows);
 
 fn job(queue: &str, n: usize) -> jq_core::JobBuilder {
     NewJob::builder("test", Payload::from_json(format!(r#"{{"n":{n}}}"#)).unwrap()).queue(queue)
@@ -176,5 +176,62 @@ async fn an_enqueue_batch_over_several_slots_is_refused_whole() {
     assert_eq!(ids, together.iter().map(|j| j.id).collect::<Vec<_>>());
     let stats = s.stats().await.unwrap();
     assert_eq!((stats.total(State::Pending), stats.queues.len()), (2, 2));
+    jq_testkit::Harness::cleanup(&h).await;
+}
+
+/// A workflow's steps must share one hash slot on Cluster: a plan over
+/// queues in two slots is refused with BatchNotAtomic and nothing of it
+/// is stored; over `{t}a` and `{t}b` (one hash tag, so one slot) it is
+/// stored, and the ack of a step in one queue releases its child in the
+/// other, in the ack's own script.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workflow_must_live_in_one_slot() {
+    use jq_core::storage::WorkflowStorage;
+    use jq_core::workflow::{Step, Workflow};
+    let Some(h) = setup().await else { return };
+    let clock = ManualClock::starting_now();
+    let s = connect(&h.prefix, clock.clock()).await;
+    let slot = |q: &str| jq_redis::keys::slot(&s.keys().base(q));
+    let other = (0..).map(|n| format!("o{n}")).find(|q| slot(q) != slot("a")).unwrap();
+    let at = clock.now();
+
+    let spread = Workflow::new()
+        .step(Step::new("first", job("a", 0).build_at(at).unwrap()))
+        .step(Step::new("second", job(&other, 1).build_at(at).unwrap()).after(["first"]))
+        .plan()
+        .unwrap();
+    let err = s.enqueue_workflow(&spread).await.unwrap_err();
+    match &err {
+        jq_core::Error::BatchNotAtomic { queues, .. } => assert_eq!(queues, &vec!["a".to_owned(), other.clone()]),
+        other => panic!("expected BatchNotAtomic, got {other:?}"),
+    }
+    for id in spread.ids() {
+        assert!(matches!(s.get(id).await, Err(jq_core::Error::NotFound { .. })), "nothing stored");
+    }
+    assert!(matches!(s.workflow(spread.id).await, Err(jq_core::Error::WorkflowNotFound { .. })));
+
+    assert_eq!(slot("{t}a"), slot("{t}b"), "one hash tag, one slot");
+    let tagged = Workflow::new()
+        .step(Step::new("first", job("{t}a", 0).build_at(at).unwrap()))
+        .step(Step::new("second", job("{t}b", 1).build_at(at).unwrap()).after(["first"]))
+        .plan()
+        .unwrap();
+    let ids = s.enqueue_workflow(&tagged).await.unwrap();
+    assert_eq!(ids, tagged.ids());
+    assert_eq!(s.get(ids[1]).await.unwrap().state, State::Waiting);
+    let queues = |q: &str| vec![QueueName::new(q).unwrap()];
+    let first = s.claim(&ClaimRequest::new(queues("{t}a"), 10, Duration::from_secs(30), "w")).await.unwrap();
+    assert_eq!(first.iter().map(|j| j.id).collect::<Vec<_>>(), vec![ids[0]]);
+    let result = Payload::from_json(r#"{"rows":3}"#).unwrap();
+    let outcome = jq_core::storage::Outcome::AckWith { result };
+    s.settle_one(first[0].lease_ref().unwrap(), outcome).await.unwrap();
+    assert_eq!(s.get(ids[1]).await.unwrap().state, State::Pending, "released across the two queues");
+    let parents = s.parent_results(ids[1]).await.unwrap();
+    assert_eq!(parents.len(), 1);
+    assert_eq!(parents[0].result.as_ref().map(|r| r.as_str().to_owned()), Some(r#"{"rows":3}"#.to_owned()));
+    let info = s.workflow(tagged.id).await.unwrap();
+    assert_eq!((info.counts.get(State::Completed), info.counts.get(State::Pending)), (1, 1));
+    let steps = s.workflow_steps(tagged.id).await.unwrap();
+    assert_eq!(steps.iter().map(|st| st.id).collect::<Vec<_>>(), ids);
     jq_testkit::Harness::cleanup(&h).await;
 }

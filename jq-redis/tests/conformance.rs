@@ -8,5 +8,5 @@ mod common;
 
 use common::setup;
 
-jq_testkit::conformance!(setup; roles, periodic, controls, throughput, cancellation);
-jq_testkit::properties!(setup; periodic);
+jq_testkit::conformance!(setup; roles, periodic, controls, throughput, cancellation, workflows);
+jq_testkit::properties!(setup; periodic, workflows);

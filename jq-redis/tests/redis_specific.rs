@@ -517,3 +517,74 @@ async fn a_schedule_move_cut_in_half_is_finished_by_the_next_pool() {
     assert_eq!(s.periodic().await.unwrap().len(), 1);
     common::drop_prefix(&prefix).await;
 }
+
+/// On a single server a workflow may span queues in different hash slots:
+/// the ack of a step in one queue releases its child in another, in the
+/// ack's own script, and a cancel cascades across them; a batch of 5,000
+/// members and a callback is stored by one call and released once, by the
+/// last member's ack. Purge takes every step's workflow keys with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workflow_spans_queues_on_a_single_server() {
+    use jq_core::storage::WorkflowStorage;
+    use jq_core::workflow::{Batch, Step, Workflow};
+    jq_testkit::needs!(redis);
+    let prefix = common::prefix();
+    let clock = ManualClock::starting_now();
+    let s = common::connect(&prefix, clock.clock()).await;
+    let slot = |q: &str| jq_redis::keys::slot(&s.keys().base(q));
+    assert_ne!(slot("left"), slot("right"), "two slots, which Cluster would refuse");
+    let at = clock.now();
+    let plan = Workflow::new()
+        .step(Step::new("a", job("left", 0).build_at(at).unwrap()))
+        .step(Step::new("b", job("right", 1).build_at(at).unwrap()).after(["a"]))
+        .step(Step::new("c", job("left", 2).build_at(at).unwrap()).after(["b"]))
+        .plan()
+        .unwrap();
+    let ids = s.enqueue_workflow(&plan).await.unwrap();
+    let a = s.claim(&request("left", 10)).await.unwrap();
+    assert_eq!(a.iter().map(|j| j.id).collect::<Vec<_>>(), vec![ids[0]]);
+    s.settle_one(a[0].lease_ref().unwrap(), Outcome::Ack).await.unwrap();
+    assert_eq!(s.get(ids[1]).await.unwrap().state, State::Pending, "released in the other queue");
+    s.cancel(ids[1]).await.unwrap();
+    assert_eq!(s.get(ids[2]).await.unwrap().state, State::Cancelled, "and cancelled back across");
+    assert_eq!(s.links(ids[2]).await.unwrap().cancelled_by, Some(ids[1]));
+    let info = s.workflow(plan.id).await.unwrap();
+    assert_eq!((info.counts.get(State::Completed), info.counts.get(State::Cancelled)), (1, 2));
+
+    let members: Vec<NewJob> = (0..5_000).map(|i| job("many", i).build_at(at).unwrap()).collect();
+    let batch = Batch::new(members, job("many", 5_000).build_at(at).unwrap()).plan().unwrap();
+    let ids = s.enqueue_workflow(&batch).await.unwrap();
+    let callback = ids[5_000];
+    let claimed = s.claim(&request("many", 10_000)).await.unwrap();
+    assert_eq!(claimed.len(), 5_000, "every member, not the callback");
+    let (last, rest) = claimed.split_last().unwrap();
+    let settled = s
+        .settle(rest.iter().map(|j| Settlement { lease: j.lease_ref().unwrap(), outcome: Outcome::Ack }).collect())
+        .await
+        .unwrap();
+    assert!(settled.iter().all(|r| matches!(r, Ok(State::Completed))));
+    assert_eq!(s.get(callback).await.unwrap().state, State::Waiting);
+    assert_eq!(s.links(callback).await.unwrap().unfinished_parents, 1);
+    s.settle_one(last.lease_ref().unwrap(), Outcome::Ack).await.unwrap();
+    assert_eq!(s.get(callback).await.unwrap().state, State::Pending);
+    let info = s.workflow(batch.id).await.unwrap();
+    assert_eq!((info.counts.get(State::Completed), info.counts.get(State::Pending)), (5_000, 1));
+
+    // Purge takes the steps' results, nodes, edges and counts with them.
+    clock.advance(Duration::from_secs(1));
+    let callback_job = s.claim(&request("many", 1)).await.unwrap();
+    let result = Payload::from_json(r#"{"done":true}"#).unwrap();
+    s.settle_one(callback_job[0].lease_ref().unwrap(), Outcome::AckWith { result }).await.unwrap();
+    assert!(s.result(callback).await.unwrap().is_some());
+    clock.advance(Duration::from_secs(1));
+    s.purge(State::Completed, clock.now()).await.unwrap();
+    let mut conn = raw_conn().await;
+    let base = s.keys().base("many");
+    for key in ["v2:results", "v2:nodes", "v2:parents", "v2:children", "v2:released"] {
+        let n: u64 = redis::cmd("HLEN").arg(format!("{base}{key}")).query_async(&mut conn).await.unwrap();
+        assert_eq!(n, 0, "{key} emptied by purge");
+    }
+    let info = s.workflow(batch.id).await.unwrap();
+    assert_eq!(info.counts.total(), 0, "the workflow stays known, with no step: {info:?}");
+    common::drop_prefix(&prefix).await;
+}

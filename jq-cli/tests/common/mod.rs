@@ -718,6 +718,54 @@ pub mod scenarios {
         assert_eq!(sample(&counters, "jq_job_run_duration_seconds_count", &labels), 3.0, "{counters}");
         worker.stop();
     }
+
+    /// `jqctl workflow show` lists the steps with their states and edges, and
+    /// `jqctl get` shows a step's parents, children and result.
+    pub fn workflow_show_and_get_show_the_graph_and_the_result(s: &Store) {
+        use jq::storage::{ClaimRequest, Outcome, Settlement, Storage};
+        use jq::workflow::{Step, Workflow};
+
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let (wid, a, b) = runtime.block_on(async {
+            let client = jq::connect(&s.url).await.unwrap();
+            let job =
+                |kind: &str| jq::NewJob::builder(kind, jq::Payload::of(&()).unwrap()).queue("flow").build().unwrap();
+            let stored = client
+                .enqueue_workflow(
+                    Workflow::new()
+                        .step(Step::new("fetch", job("fetch")))
+                        .step(Step::new("use", job("use")).after(["fetch"])),
+                )
+                .await
+                .unwrap();
+            let (a, b) = (stored.job("fetch").unwrap(), stored.job("use").unwrap());
+            let queue = jq::QueueName::new("flow").unwrap();
+            let request = ClaimRequest::new(vec![queue], 10, std::time::Duration::from_secs(30), "test");
+            let claimed = client.storage().claim(&request).await.unwrap();
+            let lease = claimed[0].lease_ref().unwrap();
+            let result = jq::Payload::from_json(r#"{"bytes":42}"#).unwrap();
+            client.storage().settle(vec![Settlement { lease, outcome: Outcome::AckWith { result } }]).await.unwrap();
+            (stored.id, a, b)
+        });
+        let shown = s.json(&["workflow", "show", &wid.to_string()]);
+        assert_eq!(shown["finished"], false);
+        assert_eq!(shown["steps"][0]["name"], "fetch");
+        assert_eq!(shown["steps"][0]["state"], "completed");
+        assert_eq!(shown["steps"][1]["state"], "pending");
+        assert_eq!(shown["steps"][1]["after"][0], "fetch");
+        let text = s.ok(&["workflow", "show", &wid.to_string()]);
+        assert!(text.contains("use") && text.contains("fetch") && text.contains("not finished"), "{text}");
+
+        let first = s.json(&["get", &a.to_string()]);
+        assert_eq!(first["result"]["bytes"], 42);
+        assert_eq!(first["links"]["children"][0], b.to_string());
+        let second = s.json(&["get", &b.to_string()]);
+        assert_eq!(second["links"]["parents"][0]["id"], a.to_string());
+        assert_eq!(second["links"]["step"], "use");
+        let text = s.ok(&["get", &a.to_string()]);
+        assert!(text.contains("children") && text.contains("\"bytes\": 42"), "{text}");
+        refused(s, &["workflow", "show", "0190c3a2-7b1e-7c3d-9a4f-2b8e1d6f0a11"], 2, "not found");
+    }
 }
 
 /// A local address nobody listens on (the port is free once the probe closes).

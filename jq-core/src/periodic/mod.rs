@@ -257,11 +257,14 @@ impl PeriodicBuilder {
     }
 }
 
-/// Checks a periodic job name (the rules of a queue name).
+/// Checks a periodic job name (the rules of a queue name, without a hash
+/// tag).
 pub fn check_name(name: &str) -> Result<()> {
-    QueueName::new(name).map(drop).map_err(|_| {
-        Error::invalid("schedule name", format!("{name:?}: use 1 to 128 bytes of letters, digits and _ - . :"))
-    })
+    if crate::job::is_plain_name(name) {
+        Ok(())
+    } else {
+        Err(Error::invalid("schedule name", format!("{name:?}: use 1 to 128 bytes of letters, digits and _ - . :")))
+    }
 }
 
 /// A periodic job as the store keeps it ([`PeriodicStorage::periodic`](crate::storage::PeriodicStorage::periodic)).

@@ -178,12 +178,15 @@ impl Election {
     }
 }
 
-/// Checks a role name (the rules of a queue name): [`Error::InvalidInput`]
-/// when it is empty, longer than 128 bytes, or has another character.
+/// Checks a role name (the rules of a queue name, without a hash tag):
+/// [`Error::InvalidInput`] when it is empty, longer than 128 bytes, or has
+/// another character.
 pub fn check_role(role: &str) -> Result<()> {
-    QueueName::new(role)
-        .map(drop)
-        .map_err(|_| Error::invalid("role", format!("{role:?}: use 1 to 128 bytes of letters, digits and _ - . :")))
+    if crate::job::is_plain_name(role) {
+        Ok(())
+    } else {
+        Err(Error::invalid("role", format!("{role:?}: use 1 to 128 bytes of letters, digits and _ - . :")))
+    }
 }
 
 /// Who holds a role, as [`RoleStorage::leaders`] reports it.

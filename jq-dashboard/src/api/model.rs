@@ -33,9 +33,14 @@ pub struct EnqueueRequest {
     /// (1 MiB by default) once serialized; no `\u0000` in a string.
     #[schema(value_type = Value, example = json!({"to": "a@example.com"}))]
     pub payload: Box<RawValue>,
-    /// The queue (default `default`): 1 to 128 bytes of `A-Z a-z 0-9 _ - . :`.
+    /// The queue (default `default`): 1 to 128 bytes of `A-Z a-z 0-9 _ - . :`, optionally after a hash tag `{tag}`.
     #[serde(default)]
-    #[schema(min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9_.:-]+$", example = "mail")]
+    #[schema(
+        min_length = 1,
+        max_length = 128,
+        pattern = r"^(\{[A-Za-z0-9_.:-]+\})?[A-Za-z0-9_.:-]*$",
+        example = "mail"
+    )]
     pub queue: Option<String>,
     /// Its priority (default `normal`); higher priorities are claimed first.
     #[serde(default)]
@@ -279,7 +284,7 @@ pub struct JobView {
     pub unique_key: Option<String>,
     /// What its handler stored as its result (`JobContext::set_result`), once
     /// it is Completed; absent when it stored none, or on a backend that does
-    /// not keep results (Redis).
+    /// not keep results (one without the workflows capability).
     #[schema(value_type = Option<Value>)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<Box<RawValue>>,

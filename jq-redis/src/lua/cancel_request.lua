@@ -5,6 +5,8 @@
 -- ARGV[1]  now (microseconds)
 -- ARGV[2]  id (32 hex)
 -- ARGV[3]  reason (NULs already replaced)
+-- ARGV[4]  wake-up channel (PUBLISHed when a workflow dependent became
+--          Pending: the cancel releases a step's children as cancel.lua)
 -- Returns "notfound"; "now_cancelled" when it was Scheduled or Pending (now
 -- Cancelled); "requested" when it is Running (the request stored in
 -- v2:extra unless one is: a resend keeps the first); else its state.
@@ -15,6 +17,9 @@ if not st then return 'notfound' end
 if st.state == 'scheduled' or st.state == 'pending' then
   unindex(base, id, st)
   make_terminal(base, id, st, 'cancelled', now)
+  if flow_lib and flow_lib.woke then
+    redis.call('PUBLISH', ARGV[4], '1')
+  end
   return 'now_cancelled'
 end
 if st.state ~= 'running' then return st.state end

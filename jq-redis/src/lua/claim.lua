@@ -227,7 +227,21 @@ for q = 1, #KEYS do
           local now_attempts = '1'
           if done_attempts > 0 then now_attempts = fmt(done_attempts + 1) end
           writes[#writes + 1] = id
-          writes[#writes + 1] = head .. now_attempts .. middle .. tail
+          -- A Pending or Scheduled job's lease fields are empty: its value
+          -- ends 3 NULs after p4, then finished_at ("") and, for a
+          -- workflow step only, "\0" and its flow (common.lua), kept
+          -- and counted in its workflow's summary.
+          if #state > p4 + 3 then
+            local flow = string.match(sub(state, p4 + 4), '^%Z*%z(.*)$')
+            if flow and flow ~= '' then
+              workflows().count(base, flow, sub(state, 1, p1 - 1), 'running')
+              writes[#writes + 1] = head .. now_attempts .. middle .. tail .. '\0' .. flow
+            else
+              writes[#writes + 1] = head .. now_attempts .. middle .. tail
+            end
+          else
+            writes[#writes + 1] = head .. now_attempts .. middle .. tail
+          end
           leased[#leased + 1] = expires_s
           leased[#leased + 1] = id
           rows[at[i]] = body .. '\0' .. now_attempts .. middle .. '\0' .. (errors[i] or '')

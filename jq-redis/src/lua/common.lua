@@ -108,17 +108,25 @@ local function split(v, n)
 end
 
 -- A job's state value as a table, or nil when the job is not stored.
+-- A workflow step's state value has a ninth field, `flow` (keys.rs): "w"
+-- (a step) or "c" (a step with children), then its workflow's id (32 hex),
+-- then the base of the queue holding the workflow's summary when that is
+-- not the step's own. A plain job's value has 8 fields, as before
+-- workflows: the scripts learn that a job is a step from the value they
+-- read anyway, so a plain job costs nothing more.
 local function read_state(base, id)
   local v = redis.call('HGET', base .. 'v2:states', id)
   if not v then return nil end
-  local f = split(v, 8)
+  local f = split(v, 9)
   return { state = f[1], attempts = f[2], run_at = f[3], unique_key = f[4], lease_expires_at = f[5],
-    lease_token = f[6], lease_worker = f[7], finished_at = f[8] }
+    lease_token = f[6], lease_worker = f[7], finished_at = f[8], flow = f[9] }
 end
 
 local function pack_state(s)
-  return s.state .. '\0' .. s.attempts .. '\0' .. s.run_at .. '\0' .. s.unique_key .. '\0' .. s.lease_expires_at
+  local v = s.state .. '\0' .. s.attempts .. '\0' .. s.run_at .. '\0' .. s.unique_key .. '\0' .. s.lease_expires_at
     .. '\0' .. s.lease_token .. '\0' .. s.lease_worker .. '\0' .. s.finished_at
+  if s.flow and s.flow ~= '' then v = v .. '\0' .. s.flow end
+  return v
 end
 
 local function write_state(base, id, s)
@@ -194,10 +202,19 @@ local function unindex(base, id, st)
     redis.call('ZREM', base .. 'v2:scheduled', id)
   elseif st.state == 'running' then
     redis.call('ZREM', base .. 'v2:leases', id)
+  elseif st.state == 'waiting' then
+    redis.call('ZREM', base .. 'v2:waiting', id)
   else
     redis.call('ZREM', done_key(base, st.state), id)
   end
 end
+
+-- Workflows (keys.rs): their helpers are built on first use by workflows()
+-- (below), so a script that meets no workflow step pays for
+-- one closure, not for theirs; `flow_lib.woke` is true once a release made
+-- a job Pending (the script PUBLISHes on the wake-up channel then).
+local workflows
+local flow_lib
 
 -- Lease fields mean something only while the job is Running.
 local function clear_lease(st)
@@ -205,6 +222,7 @@ local function clear_lease(st)
 end
 
 local function make_pending(base, id, st, priority, run_at)
+  if st.flow and st.flow ~= '' then workflows().count(base, st.flow, st.state, 'pending') end
   st.state, st.run_at, st.finished_at = 'pending', fmt(run_at), ''
   clear_lease(st)
   write_state(base, id, st)
@@ -212,10 +230,139 @@ local function make_pending(base, id, st, priority, run_at)
 end
 
 local function make_scheduled(base, id, st, run_at)
+  if st.flow and st.flow ~= '' then workflows().count(base, st.flow, st.state, 'scheduled') end
   st.state, st.run_at, st.finished_at = 'scheduled', fmt(run_at), ''
   clear_lease(st)
   write_state(base, id, st)
   redis.call('ZADD', base .. 'v2:scheduled', fmt(run_at), id)
+end
+
+-- The workflow helpers (see `workflows` above), built on first use.
+workflows = function()
+  if flow_lib then return flow_lib end
+  local F = { woke = false }
+  -- Workflows (keys.rs). A step's summary (its workflow's counts per
+  -- state) is the hash `<wfbase>v2:wf:<workflow id>`; every script that
+  -- moves a step from one state to another moves its count there too, so
+  -- `workflow()` reads counts without reading the steps.
+  function F.key(base, flow)
+    local wfbase = string.sub(flow, 34)
+    if wfbase == '' then wfbase = base end
+    return wfbase .. 'v2:wf:' .. string.sub(flow, 2, 33)
+  end
+
+  -- A step with flow `flow` ("" for a plain job: nothing to do) of the queue
+  -- at `base` moves from state `from` to state `to`.
+  function F.count(base, flow, from, to)
+    if not flow or flow == '' or from == to then return end
+    local key = F.key(base, flow)
+    redis.call('HINCRBY', key, from, '-1')
+    redis.call('HINCRBY', key, to, '1')
+  end
+
+  -- A step's node (`v2:nodes`): unfinished parents, "1" when a parent's
+  -- failure cancelled it (else ""), position (step order, from 0), policy
+  -- ("c" cancel, "r" run anyway), workflow id, step name.
+  function F.read_node(base, id)
+    local v = redis.call('HGET', base .. 'v2:nodes', id)
+    if not v then return nil end
+    local f = split(v, 6)
+    return { unfinished = f[1], cancelled = f[2], position = f[3], policy = f[4], workflow = f[5], step = f[6] }
+  end
+
+  function F.write_node(base, id, n)
+    redis.call('HSET', base .. 'v2:nodes', id,
+      n.unfinished .. '\0' .. n.cancelled .. '\0' .. n.position .. '\0' .. n.policy .. '\0' .. n.workflow .. '\0' .. n.step)
+  end
+
+  -- The references packed in `v` (a `v2:parents` or `v2:children` value, or
+  -- a summary's `steps`): entries joined by "\0", each a job id (32 hex)
+  -- followed by the base of its queue, or by nothing when that is `base`.
+  -- Returns { {id, base}, ... } in order.
+  function F.refs(v, base)
+    local out = {}
+    if not v or v == '' then return out end
+    local i = 1
+    local n = #v
+    while i <= n do
+      local j = string.find(v, '\0', i, true) or (n + 1)
+      local b = string.sub(v, i + 32, j - 1)
+      if b == '' then b = base end
+      out[#out + 1] = { string.sub(v, i, i + 31), b }
+      i = j + 1
+    end
+    return out
+  end
+
+  function F.is_failed(state)
+    return state == 'dead' or state == 'cancelled'
+  end
+
+  -- The parent a cancelled step `id` of the queue at `base` reports
+  -- (`cancelled_by`): its first parent in step order that is Dead or
+  -- Cancelled with an unreleased edge, under policy "c"; nil when none.
+  function F.first_failed(base, id, node)
+    if node.policy ~= 'c' then return nil end
+    for _, p in ipairs(F.refs(redis.call('HGET', base .. 'v2:parents', id), base)) do
+      if redis.call('HEXISTS', base .. 'v2:released', id .. p[1]) == 0 then
+        local st = read_state(p[2], p[1])
+        if st and F.is_failed(st.state) then return p[1] end
+      end
+    end
+    return nil
+  end
+
+  -- Step `id` of the queue at `base` just became terminal in `state`: each
+  -- child whose edge from it is not released yet is released (parent
+  -- Completed, or the child runs anyway), its count of unfinished parents
+  -- going down by one and, at zero, Waiting -> Pending (run_at now) or
+  -- Scheduled (a later run_at kept); or, the parent failed under the
+  -- child's "c" policy, a Waiting child becomes Cancelled by the failure,
+  -- and its own children follow (a stack, not recursion). The rules of
+  -- docs/CONTRACT.md, "Workflows"; a child's keys are in the same slot.
+  function F.finished(base, id, state, now)
+    local stack = { { base, id, state } }
+    while #stack > 0 do
+      local top = table.remove(stack)
+      local pb, p, pstate = top[1], top[2], top[3]
+      for _, c in ipairs(F.refs(redis.call('HGET', pb .. 'v2:children', p), pb)) do
+        local cid, cb = c[1], c[2]
+        local node = F.read_node(cb, cid)
+        local st = node and redis.call('HEXISTS', cb .. 'v2:released', cid .. p) == 0 and read_state(cb, cid)
+        if st then
+          if pstate == 'completed' or node.policy == 'r' then
+            redis.call('HSET', cb .. 'v2:released', cid .. p, '1')
+            local left = math.max((int(node.unfinished) or 1) - 1, 0)
+            node.unfinished = fmt(left)
+            F.write_node(cb, cid, node)
+            if left == 0 and st.state == 'waiting' then
+              redis.call('ZREM', cb .. 'v2:waiting', cid)
+              local run_at = int(st.run_at) or now
+              if run_at <= now then
+                make_pending(cb, cid, st, int(read_body(cb, cid).priority) or 0, now)
+                F.woke = true
+              else
+                make_scheduled(cb, cid, st, run_at)
+              end
+            end
+          elseif st.state == 'waiting' then
+            redis.call('ZREM', cb .. 'v2:waiting', cid)
+            F.count(cb, st.flow, 'waiting', 'cancelled')
+            st.state, st.finished_at = 'cancelled', fmt(now)
+            write_state(cb, cid, st)
+            redis.call('ZADD', done_key(cb, 'cancelled'), fmt(now), cid)
+            node.cancelled = '1'
+            F.write_node(cb, cid, node)
+            if string.sub(st.flow, 1, 1) == 'c' then
+              stack[#stack + 1] = { cb, cid, 'cancelled' }
+            end
+          end
+        end
+      end
+    end
+  end
+  flow_lib = F
+  return F
 end
 
 -- Pending when due (delay zero), else Scheduled; returns the new state.
@@ -278,11 +425,16 @@ end
 -- Moves a job (state table `st`, out of the index it was in) to a
 -- terminal state and frees its unique key.
 local function make_terminal(base, id, st, state, now)
+  local F = st.flow and st.flow ~= '' and workflows()
+  if F then F.count(base, st.flow, st.state, state) end
   st.state, st.finished_at = state, fmt(now)
   clear_lease(st)
   write_state(base, id, st)
   redis.call('ZADD', done_key(base, state), fmt(now), id)
   unique_release(base, st.unique_key, id)
+  if F and string.sub(st.flow, 1, 1) == 'c' then
+    F.finished(base, id, state, now)
+  end
   return state
 end
 

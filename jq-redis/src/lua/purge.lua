@@ -6,11 +6,32 @@
 -- ARGV[2]  older_than (microseconds, exclusive)
 -- ARGV[3]  batch size (the caller calls again while a full batch was deleted)
 -- Returns how many jobs were deleted.
+--
+-- A job's result goes with it; a workflow step's node, edges and count in
+-- its workflow's summary too (its parents keep naming it as a child, and
+-- the reads leave out children that are gone; its children keep the edge).
+-- A queue that never held a step or a result pays one EXISTS for that.
 
 local base = KEYS[1]
 local done = done_key(base, ARGV[1])
 local ids = redis.call('ZRANGEBYSCORE', done, '-inf', '(' .. ARGV[2], 'LIMIT', 0, tonumber(ARGV[3]))
 if #ids > 0 then
+  if redis.call('EXISTS', base .. 'v2:nodes', base .. 'v2:results') > 0 then
+    local states = hmget_chunked(base .. 'v2:states', ids)
+    for i, id in ipairs(ids) do
+      local flow = states[i] and split(states[i], 9)[9] or ''
+      if flow ~= '' then
+        redis.call('HINCRBY', workflows().key(base, flow), ARGV[1], '-1')
+        local parents = workflows().refs(redis.call('HGET', base .. 'v2:parents', id), base)
+        for _, p in ipairs(parents) do
+          redis.call('HDEL', base .. 'v2:released', id .. p[1])
+        end
+      end
+    end
+    for _, key in ipairs({ 'v2:results', 'v2:nodes', 'v2:parents', 'v2:children' }) do
+      call_chunked('HDEL', base .. key, ids)
+    end
+  end
   for _, key in ipairs({ 'v2:jobs', 'v2:states', 'v2:errors', 'v2:extra' }) do
     call_chunked('HDEL', base .. key, ids)
   end

@@ -14,6 +14,9 @@
 -- over, when more), reasons }: reasons lists, for each job that went to
 -- Dead because its fields are corrupt, why (the caller logs them).
 --
+-- A workflow step made Dead or Cancelled releases or cancels its
+-- dependents in this same script (make_terminal, common.lua).
+--
 -- The guard (state Running and lease_expires_at <= now) is checked in the
 -- same script as the write, so a job a concurrent ack just finished is never
 -- touched.
@@ -85,7 +88,7 @@ for _, id in ipairs(expired) do
     end
   end
 end
-if woke then
+if woke or (flow_lib and flow_lib.woke) then
   redis.call('PUBLISH', ARGV[3], '1')
 end
 return { moved, math.max(#expired, carried), reasons }

@@ -31,5 +31,32 @@ end
 if st.unique_key ~= '' then
   unique_take(base, st.unique_key, id)
 end
+-- A workflow step with children: the dependents its failure cancelled come
+-- back to Waiting, and theirs, down the graph, unless another failed
+-- parent still cancels them (docs/CONTRACT.md, "Workflows").
+if st.flow and string.sub(st.flow, 1, 1) == 'c' then
+  local F = workflows()
+  local stack = { { base, id } }
+  while #stack > 0 do
+    local top = table.remove(stack)
+    for _, c in ipairs(F.refs(redis.call('HGET', top[1] .. 'v2:children', top[2]), top[1])) do
+      local cid, cb = c[1], c[2]
+      local node = F.read_node(cb, cid)
+      local cst = node and node.cancelled == '1' and read_state(cb, cid)
+      if cst and cst.state == 'cancelled' and not F.first_failed(cb, cid, node) then
+        redis.call('ZREM', done_key(cb, 'cancelled'), cid)
+        F.count(cb, cst.flow, 'cancelled', 'waiting')
+        cst.state, cst.finished_at = 'waiting', ''
+        write_state(cb, cid, cst)
+        redis.call('ZADD', cb .. 'v2:waiting', '0', cid)
+        node.cancelled = ''
+        F.write_node(cb, cid, node)
+        if string.sub(cst.flow, 1, 1) == 'c' then
+          stack[#stack + 1] = { cb, cid }
+        end
+      end
+    end
+  end
+end
 redis.call('PUBLISH', ARGV[3], '1')
 return 'ok'

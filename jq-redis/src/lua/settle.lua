@@ -5,8 +5,10 @@
 -- ARGV[2]  wake-up channel (PUBLISHed once when a job became Pending)
 -- then 6 values per item:
 --   queue index (1-based into KEYS), id (32 hex), lease token,
---   outcome ("ack" | "retry" | "fail" | "release" | "cancel"), error message
---   ("" for ack/release/cancel), delay (microseconds; retry and release)
+--   outcome ("ack" | "ackr" | "retry" | "fail" | "release" | "cancel"), error
+--   message ("" for ack/release/cancel; the result JSON for "ackr", an ack
+--   that stores a result in `v2:results`), delay (microseconds; retry and
+--   release)
 -- Returns one value per item: the job's new state, or "lost" when the job is
 -- unknown, not Running, or holds another token (nothing changed then). A
 -- retry, fail or release of a job whose stored attempts (or, where the
@@ -18,8 +20,12 @@
 -- moves (out of leases, into done:completed) written once per queue at the
 -- end. Items are applied in order: a job already finished by an earlier
 -- item of the batch is no longer Running for a later one.
+--
+-- Workflows: a step's count moves in its workflow's summary, and a step
+-- with children releases or cancels them (`finished` of workflows() in common.lua) in
+-- this same script, whichever outcome made it terminal.
 
-local find, sub = string.find, string.sub
+local find, sub, byte = string.find, string.sub, string.byte
 local now = tonumber(ARGV[1])
 local now_s = ARGV[1]
 local out = {}
@@ -78,9 +84,26 @@ for j = 0, n - 1 do
   else
     local l = unleased[qi]
     l[#l + 1] = id
-    if outcome == 'ack' then
+    if outcome == 'ack' or outcome == 'ackr' then
       local uk = sub(v, p3 + 1, p4 - 1)
+      -- A Running job's value ends with its empty finished_at, so with a
+      -- NUL, unless it is a workflow step's, which ends with a ninth field
+      -- (common.lua): one byte tells, so a plain job's ack pays for no
+      -- lookup.
+      local flow = byte(v, -1) ~= 0 and split(v, 9)[9]
       v = 'completed\0' .. sub(v, p1 + 1, p4) .. '\0\0\0' .. now_s
+      if flow and flow ~= '' then
+        v = v .. '\0' .. flow
+        local F = workflows()
+        F.count(base, flow, 'running', 'completed')
+        if sub(flow, 1, 1) == 'c' then
+          F.finished(base, id, 'completed', now)
+        end
+      end
+      if outcome == 'ackr' then
+        -- the result, stored with the ack (AckWith)
+        redis.call('HSET', base .. 'v2:results', id, ARGV[a + 5])
+      end
       cur[qi][id] = v
       local t = acked[qi]
       t[#t + 1] = id
@@ -140,7 +163,7 @@ for q = 1, #KEYS do
   zrem_chunked(base .. 'v2:leases', unleased[q])
   zadd_chunked(done_key(base, 'completed'), completed[q])
 end
-if woke then
+if woke or (flow_lib and flow_lib.woke) then
   redis.call('PUBLISH', ARGV[2], '1')
 end
 return out
