@@ -114,6 +114,13 @@ async fn apply(
     if round.is_empty() {
         return Ok(HashMap::new());
     }
+    // Rows are locked in the order of the input arrays: sorted by id here
+    // and in the heartbeat, a settle and a heartbeat over the same jobs
+    // lock them in the same order and cannot deadlock (they did, seen in
+    // the fan-in benchmark, each losing a round to `deadlock detected`).
+    let mut sorted = round.to_vec();
+    sorted.sort_unstable_by_key(|&i| batch[i].lease.id.0);
+    let round = sorted.as_slice();
     let now = inner.clock.now();
     let n = round.len();
     let mut ids = Vec::with_capacity(n);
@@ -192,8 +199,11 @@ pub(crate) async fn heartbeat(inner: &Inner, leases: &[LeaseRef], lease: Duratio
         return Ok(Beat::default());
     }
     let now = inner.clock.now();
-    let ids: Vec<Uuid> = leases.iter().map(|l| l.id.0).collect();
-    let tokens: Vec<Uuid> = leases.iter().map(|l| l.token.0).collect();
+    // In id order, as the settle: see `apply`.
+    let mut sorted: Vec<&LeaseRef> = leases.iter().collect();
+    sorted.sort_unstable_by_key(|l| l.id.0);
+    let ids: Vec<Uuid> = sorted.iter().map(|l| l.id.0).collect();
+    let tokens: Vec<Uuid> = sorted.iter().map(|l| l.token.0).collect();
     let statement = inner.sql.heartbeat.query().bind(&ids).bind(&tokens).bind(truncate_micros(add(now, lease)));
     let rows = inner.db().fetch_all(statement).await.map_err(map_sqlx)?;
     let mut held: HashSet<(Uuid, Uuid)> = HashSet::with_capacity(rows.len());
