@@ -233,20 +233,34 @@ pub(crate) async fn parent_results(inner: &Inner, id: JobId) -> Result<Vec<Paren
         .collect()
 }
 
-/// Workflow `id`'s counts per state.
+/// Workflow `id`'s counts per state, from its summary rows (migration 13),
+/// never from its jobs.
 pub(crate) async fn workflow(inner: &Inner, id: WorkflowId) -> Result<WorkflowInfo> {
-    let rows = inner.db().fetch_all(inner.sql.workflow_counts.query().bind(id.0)).await.map_err(map_sqlx)?;
-    if rows.is_empty() {
+    let row = inner.db().fetch_optional(inner.sql.workflow_counts.query().bind(id.0)).await.map_err(map_sqlx)?;
+    // An aggregate answers one row; none would be a broken statement.
+    let row = row.ok_or_else(|| workflow_not_found(id))?;
+    let shards: i64 = row.try_get(0).map_err(map_sqlx)?;
+    if shards == 0 {
         return Err(workflow_not_found(id));
     }
+    // The column order of sql/workflow_counts.sql.
+    let states = [
+        State::Scheduled,
+        State::Pending,
+        State::Running,
+        State::Completed,
+        State::Dead,
+        State::Cancelled,
+        State::Waiting,
+    ];
     let mut counts = StateCounts::default();
-    for r in &rows {
-        let state: Option<String> = r.try_get(0).map_err(map_sqlx)?;
-        let n: i64 = r.try_get(1).map_err(map_sqlx)?;
-        if let Some(state) = state {
-            let state: State = state.parse()?;
-            counts.add(state, u64::try_from(n).unwrap_or(0));
-        }
+    for (i, state) in states.into_iter().enumerate() {
+        let n: i64 = row.try_get(i + 1).map_err(map_sqlx)?;
+        let n = u64::try_from(n).map_err(|_| Error::Corrupt {
+            id: None,
+            reason: format!("workflow {id} counts {n} jobs {state}: its summary rows are inconsistent"),
+        })?;
+        counts.add(state, n);
     }
     Ok(WorkflowInfo { id, counts })
 }

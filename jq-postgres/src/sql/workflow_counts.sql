@@ -1,8 +1,14 @@
--- Workflow $1's jobs per state, and whether it is stored at all (a row
--- with a NULL state when it has no job left).
-SELECT j.state, count(j.id)
-FROM {schema}.workflows AS w
-LEFT JOIN {schema}.job_nodes AS n ON n.workflow = w.id
-LEFT JOIN {schema}.jobs AS j ON j.id = n.id
-WHERE w.id = $1
-GROUP BY j.state
+-- Workflow $1's counts per state: the sums over its shards of
+-- workflow_counts (migration 13), kept by the statements that change its
+-- jobs; never a read of the jobs. `shards` is 0 for an unknown workflow
+-- (every stored one has a row from its enqueue on).
+SELECT count(*) AS shards,
+       coalesce(sum(scheduled), 0)::int8,
+       coalesce(sum(pending), 0)::int8,
+       coalesce(sum(running), 0)::int8,
+       coalesce(sum(completed), 0)::int8,
+       coalesce(sum(dead), 0)::int8,
+       coalesce(sum(cancelled), 0)::int8,
+       coalesce(sum(waiting), 0)::int8
+FROM {schema}.workflow_counts
+WHERE workflow = $1

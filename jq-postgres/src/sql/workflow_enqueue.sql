@@ -10,6 +10,10 @@
 -- parents' positions int4[], $18 policies text[]; $19 wake-up channel;
 -- $20 the jobs' timeouts in ms int8[] (NULL elements: none).
 --
+-- The workflow's counts per state start here, on shard 0 (migration 13);
+-- every later change of a step's state adds to them (trigger
+-- jq_flow_counts), so they are never counted from the jobs.
+--
 -- A workflow already stored (a resend) stores nothing: `created` is 0 and
 -- the caller reads the stored ids. A job id stored outside it fails the
 -- statement with a unique violation, and nothing is stored.
@@ -20,9 +24,10 @@ WITH wf AS (
 ),
 ins AS (
     INSERT INTO {schema}.jobs AS j
-        (id, queue, kind, payload, priority, state, max_attempts, run_at, trace, created_at, flow, timeout_ms)
+        (id, queue, kind, payload, priority, state, max_attempts, run_at, trace, created_at, flow, timeout_ms,
+         workflow)
     SELECT t.id, t.queue, t.kind, t.payload, t.priority, t.state, t.max_attempts, t.run_at, t.trace, $2, t.flow,
-           t.timeout_ms
+           t.timeout_ms, $1
     FROM unnest($3::uuid[], $4::text[], $5::text[], $6::text[], $7::int2[], $8::text[], $9::int4[],
                 $10::timestamptz[], $11::text[], $12::int2[], $20::int8[])
         AS t(id, queue, kind, payload, priority, state, max_attempts, run_at, trace, flow, timeout_ms)
@@ -34,6 +39,17 @@ nodes AS (
     SELECT ins.id, $1, t.position - 1, t.step, t.unfinished
     FROM unnest($3::uuid[], $13::text[], $14::int4[]) WITH ORDINALITY AS t(id, step, unfinished, position)
     JOIN ins ON ins.id = t.id
+),
+summary AS (
+    INSERT INTO {schema}.workflow_counts
+        (workflow, shard, scheduled, pending, running, completed, dead, cancelled, waiting)
+    SELECT $1, 0,
+           count(*) FILTER (WHERE ins.state = 'scheduled'),
+           count(*) FILTER (WHERE ins.state = 'pending'),
+           0, 0, 0, 0,
+           count(*) FILTER (WHERE ins.state = 'waiting')
+    FROM ins
+    HAVING EXISTS (SELECT 1 FROM wf)
 ),
 deps AS (
     INSERT INTO {schema}.job_deps (parent, child, position, on_failure)
