@@ -4,7 +4,11 @@
 //! cancellation of children done by the `jq_flow` trigger inside the
 //! statement that finishes a parent: settle, recover, cancel and retry
 //! need no code of their own for it, and a job without children does not
-//! fire it.
+//! fire it. Each workflow's counts per state live in `workflow_counts`
+//! (migration 13): written by the enqueue statement, then kept by the
+//! statement-level trigger `jq_flow_counts`, which adds each statement's
+//! changes of steps, aggregated per workflow, to the shard of its
+//! connection; [`workflow`] sums the shards.
 
 use chrono::{DateTime, Utc};
 use jq_core::storage::{truncate_micros, workflow_not_found};

@@ -101,6 +101,75 @@ async fn migration_8_counts_the_jobs_finished_before_it() {
     f.cleanup().await;
 }
 
+/// Migration 13 counts the workflows stored before it: a schema at version
+/// 12 holding a workflow part done (as an older build left it, with no
+/// summary) gets the counts of its steps, and the steps' later changes
+/// keep them (each step learnt its workflow).
+#[tokio::test]
+async fn migration_13_counts_the_workflows_stored_before_it() {
+    use jq_core::workflow::{Step, Workflow};
+    jq_testkit::needs!(postgres);
+    let f = Fixture::new().await;
+    let s = f.connect(Clock::system()).await;
+    let q = format!("\"{}\"", f.schema);
+    let plan = Workflow::new()
+        .step(Step::new("a", job("flow", 0)))
+        .step(Step::new("b", job("flow", 1)).after(["a"]))
+        .step(Step::new("c", job("flow", 2)).after(["a"]))
+        .step(Step::new("d", job("flow", 3)).after(["b", "c"]))
+        .plan()
+        .unwrap();
+    let ids = s.require_workflows().unwrap().enqueue_workflow(&plan).await.unwrap();
+    let a = s.claim(&request("flow", 10)).await.unwrap();
+    s.settle(vec![Settlement { lease: a[0].lease_ref().unwrap(), outcome: Outcome::Ack }]).await.unwrap();
+    let undo = format!(
+        "DROP TRIGGER jq_flow_counts_update ON {q}.jobs; DROP TRIGGER jq_flow_counts_delete ON {q}.jobs; \
+         DROP FUNCTION {q}.jq_flow_counts(); DROP TABLE {q}.workflow_counts; \
+         ALTER TABLE {q}.jobs DROP COLUMN workflow; \
+         DELETE FROM {q}.jq_migrations WHERE version >= 13;"
+    );
+    sqlx::raw_sql(sqlx::AssertSqlSafe(undo)).execute(s.pool()).await.unwrap();
+    assert_eq!(s.migrate().await.unwrap(), jq_postgres::SCHEMA_VERSION as usize - 12, "migration 13 and later again");
+    let counts = |info: jq_core::workflow::WorkflowInfo| {
+        [State::Completed, State::Pending, State::Running, State::Waiting].map(|st| info.counts.get(st))
+    };
+    let flows = s.require_workflows().unwrap();
+    assert_eq!(counts(flows.workflow(plan.id).await.unwrap()), [1, 2, 0, 1], "counted from the steps once");
+    let bc = s.claim(&request("flow", 10)).await.unwrap();
+    assert_eq!(counts(flows.workflow(plan.id).await.unwrap()), [1, 0, 2, 1], "a claim after the migration counts");
+    let acks = bc.iter().map(|j| Settlement { lease: j.lease_ref().unwrap(), outcome: Outcome::Ack }).collect();
+    s.settle(acks).await.unwrap();
+    assert_eq!(counts(flows.workflow(plan.id).await.unwrap()), [3, 1, 0, 0], "and so do the acks and the release");
+    assert_eq!(s.get(ids[3]).await.unwrap().state, State::Pending);
+    f.cleanup().await;
+}
+
+/// The summary is read, not counted: `workflow(id)` answers from its rows
+/// of `workflow_counts` alone. Given 100 completed steps by hand (which no
+/// count of the jobs would show) it reports them, and a statement that
+/// changes a step adds its change to them.
+#[tokio::test]
+async fn workflow_counts_are_read_from_the_summary_not_the_jobs() {
+    use jq_core::workflow::Batch;
+    jq_testkit::needs!(postgres);
+    let f = Fixture::new().await;
+    let s = f.connect(Clock::system()).await;
+    let q = format!("\"{}\"", f.schema);
+    let plan = Batch::new((0..3).map(|n| job("flow", n)), job("flow", 9)).plan().unwrap();
+    s.require_workflows().unwrap().enqueue_workflow(&plan).await.unwrap();
+    let flows = s.require_workflows().unwrap();
+    let counts = |info: jq_core::workflow::WorkflowInfo| {
+        [State::Completed, State::Pending, State::Running, State::Waiting].map(|st| info.counts.get(st))
+    };
+    assert_eq!(counts(flows.workflow(plan.id).await.unwrap()), [0, 3, 0, 1]);
+    let forged = format!("UPDATE {q}.workflow_counts SET completed = completed + 100");
+    sqlx::raw_sql(sqlx::AssertSqlSafe(forged)).execute(s.pool()).await.unwrap();
+    assert_eq!(counts(flows.workflow(plan.id).await.unwrap()), [100, 3, 0, 1], "the jobs are not read");
+    s.claim(&request("flow", 1)).await.unwrap();
+    assert_eq!(counts(flows.workflow(plan.id).await.unwrap()), [100, 2, 1, 1], "the claim's change is added");
+    f.cleanup().await;
+}
+
 #[tokio::test]
 async fn two_schemas_do_not_see_each_other() {
     jq_testkit::needs!(postgres);

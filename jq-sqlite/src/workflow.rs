@@ -4,7 +4,11 @@
 //! finished it (schema version 9, `sql/009_workflows.sql`).
 //!
 //! Only jobs whose `flow` says they have children reach [`finished`], so
-//! the ack of a job without any costs no statement more.
+//! the ack of a job without any costs no statement more. Each workflow's
+//! counts per state live in `workflow_counts` (schema version 10): written
+//! by [`enqueue`], then kept by triggers on the jobs whose condition
+//! (`flow` bit 2) is false for a plain job, in the writer's transaction of
+//! every change; [`workflow`] reads that one row.
 
 use std::collections::BTreeMap;
 
