@@ -241,7 +241,9 @@ async fn main() -> Result<(), BoxError> {
         return Err("--runs must be at least 1".into());
     }
     let wanted = |s: Scenario| only.is_none_or(|o| o == s) && (!s.is_workflow() || only == Some(s));
-    let clean_drain = |figures: &[Figures]| figures.iter().map(|f| f.drain).collect::<Option<Vec<_>>>().map(median);
+    let clean_drain = |figures: &[Figures]| {
+        figures.iter().map(|f| f.drain).collect::<Option<Vec<_>>>().filter(|v| !v.is_empty()).map(median)
+    };
 
     // Rows a backend adds to the table.
     let mut extra_rows: Vec<Row> = Vec::new();
