@@ -61,13 +61,61 @@ GROUP BY w.id;
 -- tables and one scan of them (`workflow IS NOT NULL` finds nothing).
 -- The enqueue of a workflow writes its first row itself
 -- (sql/workflow_enqueue.sql): no INSERT trigger taxes plain enqueues.
+--
+-- It also releases, once per statement, the children of the parents the
+-- statement completed (migration 12's jq_flow now leaves completed parents
+-- to it, see below): each child's count of unfinished parents goes down
+-- by the number of its parents completed here, in one update of its node
+-- row, and a child that reaches zero while Waiting becomes Pending (or
+-- Scheduled, its run_at kept when later). The fan-in of 10,000 members into
+-- one callback thus writes the callback's node once per settle statement,
+-- not once per member, and holds its lock for one update, not from the
+-- first member's row to the end of the statement. Concurrent statements
+-- that complete its last parents still serialise on that row: exactly one
+-- sees zero. Row triggers run before this one: a child that a failed
+-- parent of the same statement cancelled is left Cancelled (its edge from
+-- a completed parent is still released, as before).
 CREATE FUNCTION {schema}.jq_flow_counts() RETURNS trigger LANGUAGE plpgsql AS $counts$
 DECLARE
     slot smallint := (pg_backend_pid() % 16)::smallint;
+    woke boolean;
 BEGIN
     IF TG_OP = 'UPDATE' THEN
         IF NOT EXISTS (SELECT 1 FROM new_jobs WHERE workflow IS NOT NULL) THEN
             RETURN NULL;
+        END IF;
+        WITH done AS (
+            SELECT n.id, coalesce(n.finished_at, clock_timestamp()) AS at
+            FROM new_jobs AS n JOIN old_jobs AS o ON o.id = n.id
+            WHERE (n.flow & 1) <> 0 AND n.state = 'completed' AND o.state <> 'completed'
+        ),
+        released AS (
+            UPDATE {schema}.job_deps AS d SET released = true
+            FROM done
+            WHERE d.parent = done.id AND NOT d.released
+            RETURNING d.child, done.at
+        ),
+        per_child AS (
+            SELECT child, count(*)::integer AS n, max(at) AS at FROM released GROUP BY child
+        ),
+        counted AS (
+            -- Children in id order, the same in every statement.
+            UPDATE {schema}.job_nodes AS nd SET unfinished = nd.unfinished - p.n
+            FROM (SELECT * FROM per_child ORDER BY child) AS p
+            WHERE nd.id = p.child
+            RETURNING nd.id, nd.unfinished, p.at
+        ),
+        wake AS (
+            UPDATE {schema}.jobs AS j
+            SET state = CASE WHEN j.run_at <= c.at THEN 'pending' ELSE 'scheduled' END,
+                run_at = greatest(j.run_at, c.at)
+            FROM counted AS c
+            WHERE j.id = c.id AND c.unfinished = 0 AND j.state = 'waiting'
+            RETURNING j.state
+        )
+        SELECT coalesce(bool_or(state = 'pending'), false) INTO woke FROM wake;
+        IF woke THEN
+            PERFORM pg_notify('jq_wake_' || TG_TABLE_SCHEMA, '');
         END IF;
         INSERT INTO {schema}.workflow_counts AS c
             (workflow, shard, scheduled, pending, running, completed, dead, cancelled, waiting)
@@ -123,6 +171,15 @@ BEGIN
     RETURN NULL;
 END
 $counts$;
+
+-- Completed parents are released by jq_flow_counts above; migration 12's
+-- row trigger keeps the rest (failed parents, cancellation down the graph,
+-- the operator's retry). Its WHEN leaves out the completion, so the row
+-- trigger does not run for it at all.
+DROP TRIGGER jq_flow ON {schema}.jobs;
+CREATE TRIGGER jq_flow AFTER UPDATE OF state ON {schema}.jobs
+    FOR EACH ROW WHEN ((NEW.flow & 1) <> 0 AND OLD.state IS DISTINCT FROM NEW.state AND NEW.state <> 'completed')
+    EXECUTE FUNCTION {schema}.jq_flow();
 
 CREATE TRIGGER jq_flow_counts_update AFTER UPDATE ON {schema}.jobs
     REFERENCING OLD TABLE AS old_jobs NEW TABLE AS new_jobs

@@ -8,7 +8,11 @@
 //! (migration 13): written by the enqueue statement, then kept by the
 //! statement-level trigger `jq_flow_counts`, which adds each statement's
 //! changes of steps, aggregated per workflow, to the shard of its
-//! connection; [`workflow`] sums the shards.
+//! connection; [`workflow`] sums the shards. Since migration 13 that
+//! trigger also releases the children of the parents a statement
+//! completed, once per statement (one update of a callback's node per
+//! settle batch, not per member); `jq_flow` keeps failures, cascades and
+//! retries.
 
 use chrono::{DateTime, Utc};
 use jq_core::storage::{truncate_micros, workflow_not_found};

@@ -126,6 +126,9 @@ async fn migration_13_counts_the_workflows_stored_before_it() {
         "DROP TRIGGER jq_flow_counts_update ON {q}.jobs; DROP TRIGGER jq_flow_counts_delete ON {q}.jobs; \
          DROP FUNCTION {q}.jq_flow_counts(); DROP TABLE {q}.workflow_counts; \
          ALTER TABLE {q}.jobs DROP COLUMN workflow; \
+         DROP TRIGGER jq_flow ON {q}.jobs; \
+         CREATE TRIGGER jq_flow AFTER UPDATE OF state ON {q}.jobs FOR EACH ROW \
+             WHEN ((NEW.flow & 1) <> 0 AND OLD.state IS DISTINCT FROM NEW.state) EXECUTE FUNCTION {q}.jq_flow(); \
          DELETE FROM {q}.jq_migrations WHERE version >= 13;"
     );
     sqlx::raw_sql(sqlx::AssertSqlSafe(undo)).execute(s.pool()).await.unwrap();
