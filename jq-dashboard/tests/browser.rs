@@ -361,7 +361,9 @@ async fn operator_follows_a_workflow(backend: &str) {
     }
     // A rendered node is clickable: the browser follows the SVG link.
     let node = b
-        .find(Locator::XPath("//*[local-name()='g'][@class='step'][.//*[local-name()='text'][normalize-space()='resize']]"))
+        .find(Locator::XPath(
+            "//*[local-name()='g'][@class='step'][.//*[local-name()='text'][normalize-space()='resize']]",
+        ))
         .await
         .unwrap();
     node.click().await.unwrap();
@@ -375,7 +377,12 @@ async fn operator_follows_a_workflow(backend: &str) {
     let result = b.find(Locator::Id("job-result")).await.unwrap().text().await.unwrap();
     assert!(result.contains("cat-small.png"), "the result is shown: {result}");
     // And back to the workflow from the job page.
-    b.find(Locator::Css(&format!("#job-links a[href$='/workflows/{}']", stored.id))).await.unwrap().click().await.unwrap();
+    b.find(Locator::Css(&format!("#job-links a[href$='/workflows/{}']", stored.id)))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
     b.wait().for_element(Locator::Css("#workflow-graph svg")).await.unwrap();
     shoot(b, "workflow").await;
 

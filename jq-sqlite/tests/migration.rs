@@ -136,7 +136,9 @@ async fn version_10_counts_the_workflows_stored_before_it() {
         conn.pragma_update(None, "user_version", 9).unwrap();
     }
     let storage = SqliteStorage::open(SqliteConfig::new(&path)).unwrap();
-    let counts = |info: WorkflowInfo| [State::Completed, State::Pending, State::Running, State::Waiting].map(|s| info.counts.get(s));
+    let counts = |info: WorkflowInfo| {
+        [State::Completed, State::Pending, State::Running, State::Waiting].map(|s| info.counts.get(s))
+    };
     let flows = storage.require_workflows().unwrap();
     assert_eq!(counts(flows.workflow(plan.id).await.unwrap()), [1, 2, 0, 1], "counted from the steps once");
     let bc = storage.claim(&request).await.unwrap();
