@@ -294,6 +294,102 @@ async fn a_busy_store_in_the_browser() {
     ns.cleanup().await;
 }
 
+/// A fan-out and its callback part done: `fetch` completed with a result,
+/// `resize` completed with a result after it, `scan` running, `notify`
+/// waiting for both. The workflow page draws the graph (each step a node
+/// coloured by its state, an edge per parent) and its counts; a click on a
+/// node opens the step's job page, with its parents, children and result.
+async fn operator_follows_a_workflow(backend: &str) {
+    use jq::storage::{ClaimRequest, Outcome, Settlement, Storage};
+    use jq::workflow::{Step, Workflow};
+
+    let (ns, client, _) = seeded(backend).await;
+    let job = |kind: &str| NewJob::builder(kind, Payload::of(&serde_json::json!({})).unwrap()).queue("media");
+    let stored = client
+        .enqueue_workflow(
+            Workflow::new()
+                .step(Step::new("fetch", job("fetch").build().unwrap()))
+                .step(Step::new("resize", job("resize").build().unwrap()).after(["fetch"]))
+                .step(Step::new("scan", job("scan").build().unwrap()).after(["fetch"]))
+                .step(Step::new("notify", job("notify").build().unwrap()).after(["resize", "scan"])),
+        )
+        .await
+        .unwrap();
+    let id = |name: &str| stored.job(name).unwrap();
+    let storage = client.storage();
+    let request = ClaimRequest::new(vec![jq::QueueName::new("media").unwrap()], 10, Duration::from_secs(300), "w");
+    let ack = |job: &jq::Job, value: serde_json::Value| Settlement {
+        lease: job.lease_ref().unwrap(),
+        outcome: Outcome::AckWith { result: Payload::of(&value).unwrap() },
+    };
+    let fetch = storage.claim(&request).await.unwrap();
+    assert_eq!(fetch.iter().map(|j| j.id).collect::<Vec<_>>(), vec![id("fetch")]);
+    storage.settle(vec![ack(&fetch[0], serde_json::json!({"bytes": 5120}))]).await.unwrap();
+    let running = storage.claim(&request).await.unwrap();
+    assert_eq!(running.len(), 2, "resize and scan");
+    let resize = running.iter().find(|j| j.id == id("resize")).unwrap();
+    storage.settle(vec![ack(resize, serde_json::json!({"thumbnail": "cat-small.png"}))]).await.unwrap();
+
+    let app = serve(dashboard(&client, Options::new())).await;
+    let driver = Driver::start().await;
+    let b = &driver.browser;
+    b.goto(&format!("http://{app}/workflows/{}", stored.id)).await.unwrap();
+    let graph = b.wait().for_element(Locator::Css("#workflow-graph svg")).await.unwrap();
+    let nodes = graph.find_all(Locator::Css("g.step")).await.unwrap();
+    assert_eq!(nodes.len(), 4, "a node per step");
+    let mut drawn = Vec::new();
+    for node in &nodes {
+        let name = node.find(Locator::Css("text")).await.unwrap().text().await.unwrap();
+        let state = node.attr("data-state").await.unwrap().unwrap();
+        let fill = node.find(Locator::Css("rect")).await.unwrap().attr("fill").await.unwrap().unwrap();
+        drawn.push((name, state, fill));
+    }
+    drawn.sort();
+    let expected = [
+        ("fetch", "completed", "#2f9e6b"),
+        ("notify", "waiting", "#9aa3af"),
+        ("resize", "completed", "#2f9e6b"),
+        ("scan", "running", "#3056d3"),
+    ];
+    let expected: Vec<(String, String, String)> =
+        expected.iter().map(|(n, s, f)| (n.to_string(), s.to_string(), f.to_string())).collect();
+    assert_eq!(drawn, expected, "each step drawn with its name, state and the state's colour");
+    assert_eq!(graph.find_all(Locator::Css("line.edge")).await.unwrap().len(), 4, "an edge per parent");
+    let counts = b.find(Locator::Id("workflow-counts")).await.unwrap().text().await.unwrap();
+    for shown in ["waiting 1", "running 1", "completed 2"] {
+        assert!(counts.contains(shown), "the counts show {shown}: {counts}");
+    }
+    // A rendered node is clickable: the browser follows the SVG link.
+    let node = b
+        .find(Locator::XPath(
+            "//*[local-name()='g'][@class='step'][.//*[local-name()='text'][normalize-space()='resize']]",
+        ))
+        .await
+        .unwrap();
+    node.click().await.unwrap();
+    let state_shown = b.wait().for_element(Locator::Id("job-state")).await.unwrap().text().await.unwrap();
+    assert_eq!(state_shown, "completed");
+    assert!(b.current_url().await.unwrap().path().ends_with(&format!("/jobs/{}", id("resize"))));
+    let parents = b.find(Locator::Id("job-parents")).await.unwrap().text().await.unwrap();
+    assert!(parents.contains(&id("fetch").to_string()), "the parent is named: {parents}");
+    let children = b.find(Locator::Id("job-children")).await.unwrap().text().await.unwrap();
+    assert!(children.contains(&id("notify").to_string()), "the child is named: {children}");
+    let result = b.find(Locator::Id("job-result")).await.unwrap().text().await.unwrap();
+    assert!(result.contains("cat-small.png"), "the result is shown: {result}");
+    // And back to the workflow from the job page.
+    b.find(Locator::Css(&format!("#job-links a[href$='/workflows/{}']", stored.id)))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    b.wait().for_element(Locator::Css("#workflow-graph svg")).await.unwrap();
+    shoot(b, "workflow").await;
+
+    driver.close().await;
+    ns.cleanup().await;
+}
+
 /// Clicks the refresh toggle; a refresh may replace the button between
 /// finding and clicking it, so a stale one is found again.
 async fn toggle_refresh(b: &Browser) {
@@ -319,3 +415,18 @@ macro_rules! on_every_backend {
 }
 
 on_every_backend!(operator_retries_a_dead_job, overview_refreshes_until_paused, operator_cancels_a_running_job);
+
+/// On the backends that keep workflows.
+mod workflows {
+    #[tokio::test]
+    async fn sqlite_operator_follows_a_workflow() {
+        jq_testkit::needs!(chromium);
+        super::operator_follows_a_workflow("sqlite").await
+    }
+
+    #[tokio::test]
+    async fn postgres_operator_follows_a_workflow() {
+        jq_testkit::needs!(chromium, postgres);
+        super::operator_follows_a_workflow("postgres").await
+    }
+}

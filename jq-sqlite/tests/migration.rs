@@ -92,3 +92,62 @@ async fn version_7_counts_the_jobs_finished_before_it() {
     );
     jq_testkit::assert_stats_agree_with_list(&storage).await;
 }
+
+/// Version 10 counts the workflows stored before it: a file at version 9
+/// holding a workflow part done (as an older build left it, with no
+/// summary) gets the counts of its steps, and the steps' later changes keep
+/// them. The counts are then read from the summary, not the jobs: a
+/// summary changed by hand is what `workflow(id)` reports.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn version_10_counts_the_workflows_stored_before_it() {
+    use jq_core::storage::{Outcome, Settlement, StorageExt};
+    use jq_core::workflow::{Step, Workflow, WorkflowInfo};
+    use jq_core::{NewJob, Payload};
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("flows.db");
+    let job = |n: u32| NewJob::builder("k", Payload::from_json(format!(r#"{{"n":{n}}}"#)).unwrap()).queue("flow");
+    let plan = Workflow::new()
+        .step(Step::new("a", job(0).build().unwrap()))
+        .step(Step::new("b", job(1).build().unwrap()).after(["a"]))
+        .step(Step::new("c", job(2).build().unwrap()).after(["a"]))
+        .step(Step::new("d", job(3).build().unwrap()).after(["b", "c"]))
+        .plan()
+        .unwrap();
+    let request = ClaimRequest::new(vec![QueueName::new("flow").unwrap()], 10, Duration::from_secs(30), "w");
+    let ack = |jobs: &[jq_core::Job]| {
+        jobs.iter().map(|j| Settlement { lease: j.lease_ref().unwrap(), outcome: Outcome::Ack }).collect::<Vec<_>>()
+    };
+    {
+        let storage = SqliteStorage::open(SqliteConfig::new(&path)).unwrap();
+        storage.require_workflows().unwrap().enqueue_workflow(&plan).await.unwrap();
+        let a = storage.claim(&request).await.unwrap();
+        storage.settle(ack(&a)).await.unwrap();
+        drop(storage);
+    }
+    {
+        // Back to version 9: the summary and its triggers gone.
+        let conn = Connection::open(&path).unwrap();
+        conn.busy_timeout(Duration::from_secs(5)).unwrap();
+        conn.execute_batch(
+            "DROP TRIGGER workflow_counts_state; DROP TRIGGER workflow_counts_purge; DROP TABLE workflow_counts;",
+        )
+        .unwrap();
+        conn.pragma_update(None, "user_version", 9).unwrap();
+    }
+    let storage = SqliteStorage::open(SqliteConfig::new(&path)).unwrap();
+    let counts = |info: WorkflowInfo| {
+        [State::Completed, State::Pending, State::Running, State::Waiting].map(|s| info.counts.get(s))
+    };
+    let flows = storage.require_workflows().unwrap();
+    assert_eq!(counts(flows.workflow(plan.id).await.unwrap()), [1, 2, 0, 1], "counted from the steps once");
+    let bc = storage.claim(&request).await.unwrap();
+    assert_eq!(counts(flows.workflow(plan.id).await.unwrap()), [1, 0, 2, 1], "a claim after the migration counts");
+    storage.settle(ack(&bc)).await.unwrap();
+    assert_eq!(counts(flows.workflow(plan.id).await.unwrap()), [3, 1, 0, 0], "and so do the acks and the release");
+
+    let conn = Connection::open(&path).unwrap();
+    conn.busy_timeout(Duration::from_secs(5)).unwrap();
+    conn.execute("UPDATE workflow_counts SET completed = completed + 100", []).unwrap();
+    assert_eq!(counts(flows.workflow(plan.id).await.unwrap()), [103, 1, 0, 0], "read from the summary, not the jobs");
+}

@@ -381,6 +381,7 @@ macro_rules! __capability_tests {
             workflow_results_are_stored_with_the_ack,
             workflow_pool_runs_a_batch_with_results,
             workflow_purge_takes_results_and_steps_with_it,
+            workflow_counts_follow_every_change,
         );
     };
     ($other:ident, $setup:expr) => {

@@ -12,6 +12,7 @@ use serde::de::DeserializeOwned;
 use tracing::Instrument;
 
 use crate::Client;
+use crate::tx::TransactionalWorkflows;
 
 /// The first pause of [`Client::wait`]'s polling; it doubles up to
 /// [`WAIT_POLL_MAX`].
@@ -39,6 +40,12 @@ impl EnqueuedWorkflow {
     pub fn callback(&self) -> Option<JobId> {
         self.job(Batch::CALLBACK)
     }
+
+    /// The stored `plan`, with the ids the store returned in step order.
+    pub(crate) fn of(plan: WorkflowPlan, ids: Vec<JobId>) -> Self {
+        let steps = plan.steps.into_iter().map(|s| s.name).zip(ids).collect();
+        EnqueuedWorkflow { id: plan.id, steps }
+    }
 }
 
 impl<S: Storage> Client<S> {
@@ -59,8 +66,29 @@ impl<S: Storage> Client<S> {
     pub async fn enqueue_plan(&self, plan: WorkflowPlan) -> Result<EnqueuedWorkflow> {
         let span = tracing::debug_span!("jq.enqueue_workflow", steps = plan.steps.len());
         let ids = self.storage().require_workflows()?.enqueue_workflow(&plan).instrument(span).await?;
-        let steps = plan.steps.into_iter().map(|s| s.name).zip(ids).collect();
-        Ok(EnqueuedWorkflow { id: plan.id, steps })
+        Ok(EnqueuedWorkflow::of(plan, ids))
+    }
+
+    /// [`Client::enqueue_workflow`] inside your own database transaction
+    /// `tx`, as [`Client::enqueue_tx`] enqueues a job: every step exists if
+    /// and only if you commit it (a rollback leaves nothing of the
+    /// workflow), and the workers are woken by the commit. The same call on
+    /// both SQL backends, `client.enqueue_workflow_tx(&mut tx,
+    /// workflow).await`; on SQLite the steps are written when the call
+    /// returns and its future is already complete (`.into_inner()` in
+    /// synchronous code). See [`TransactionalWorkflows`].
+    pub fn enqueue_workflow_tx<X: TransactionalWorkflows<S>>(
+        &self,
+        tx: X,
+        workflow: Workflow,
+    ) -> X::Output<EnqueuedWorkflow> {
+        tx.enqueue_workflow_in(self.storage(), workflow.plan())
+    }
+
+    /// [`Client::enqueue_batch`] inside your own database transaction, as
+    /// [`Client::enqueue_workflow_tx`].
+    pub fn enqueue_batch_tx<X: TransactionalWorkflows<S>>(&self, tx: X, batch: Batch) -> X::Output<EnqueuedWorkflow> {
+        tx.enqueue_workflow_in(self.storage(), batch.plan())
     }
 
     /// The result job `id`'s handler set ([`jq_core::JobContext::set_result`]),

@@ -96,7 +96,7 @@ pub use backend::{Backend, ConnectOptions};
 pub use client::Client;
 pub use error::SetupError;
 pub use flows::EnqueuedWorkflow;
-pub use tx::Transactional;
+pub use tx::{Transactional, TransactionalWorkflows};
 pub use url::BackendUrl;
 
 pub use jq_core::storage::CancelAnswer;

@@ -15,7 +15,10 @@ use std::future::Future;
 #[cfg(feature = "postgres")]
 use std::pin::Pin;
 
+use jq_core::workflow::WorkflowPlan;
 use jq_core::{JobId, NewJob, Result};
+
+use crate::flows::EnqueuedWorkflow;
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 use crate::backend::Backend;
@@ -45,6 +48,46 @@ pub trait Transactional<S> {
         jobs: Result<Vec<NewJob>>,
         then: fn(Vec<JobId>) -> Result<T>,
     ) -> Self::Output<T>;
+}
+
+/// A [`Transactional`] transaction that a whole workflow can be stored in
+/// too ([`Client::enqueue_workflow_tx`](crate::Client::enqueue_workflow_tx)):
+/// its steps exist if and only if the transaction commits, as with
+/// [`WorkflowStorage::enqueue_workflow`](jq_core::storage::WorkflowStorage::enqueue_workflow)
+/// all of them or none, and the workers' wake-up is sent with the commit.
+///
+/// Implemented for the same transactions as [`Transactional`] on SQLite and
+/// PostgreSQL (both keep workflows), and for both with [`Backend`]. A trait
+/// of its own so that a backend of your own implementing [`Transactional`]
+/// need not keep workflows.
+pub trait TransactionalWorkflows<S>: Transactional<S> {
+    /// Stores `plan` (an `Err` is passed through: the workflow could not be
+    /// planned) in this transaction on `storage`.
+    fn enqueue_workflow_in(self, storage: &S, plan: Result<WorkflowPlan>) -> Self::Output<EnqueuedWorkflow>;
+}
+
+#[cfg(feature = "sqlite")]
+impl TransactionalWorkflows<jq_sqlite::SqliteStorage> for &mut jq_sqlite::rusqlite::Transaction<'_> {
+    fn enqueue_workflow_in(
+        self,
+        storage: &jq_sqlite::SqliteStorage,
+        plan: Result<WorkflowPlan>,
+    ) -> Self::Output<EnqueuedWorkflow> {
+        std::future::ready(plan.and_then(|plan| {
+            let ids = storage.enqueue_workflow_tx(self, &plan).into_inner()?;
+            Ok(EnqueuedWorkflow::of(plan, ids))
+        }))
+    }
+}
+
+#[cfg(feature = "sqlite")]
+impl TransactionalWorkflows<Backend> for &mut jq_sqlite::rusqlite::Transaction<'_> {
+    fn enqueue_workflow_in(self, storage: &Backend, plan: Result<WorkflowPlan>) -> Self::Output<EnqueuedWorkflow> {
+        match storage.as_sqlite() {
+            Some(s) => self.enqueue_workflow_in(s, plan),
+            None => std::future::ready(Err(wrong_driver("rusqlite", storage))),
+        }
+    }
 }
 
 #[cfg(feature = "sqlite")]
@@ -113,6 +156,39 @@ impl<'t, 'c: 't> Transactional<Backend> for &'t mut jq_postgres::sqlx::Transacti
     ) -> TxFuture<'t, T> {
         match storage.as_postgres() {
             Some(s) => self.enqueue_in(s, jobs, then),
+            None => {
+                let error = wrong_driver("sqlx (PostgreSQL)", storage);
+                Box::pin(async move { Err(error) })
+            }
+        }
+    }
+}
+
+#[cfg(feature = "postgres")]
+impl<'t, 'c: 't> TransactionalWorkflows<jq_postgres::PostgresStorage>
+    for &'t mut jq_postgres::sqlx::Transaction<'c, jq_postgres::sqlx::Postgres>
+{
+    fn enqueue_workflow_in(
+        self,
+        storage: &jq_postgres::PostgresStorage,
+        plan: Result<WorkflowPlan>,
+    ) -> TxFuture<'t, EnqueuedWorkflow> {
+        let storage = storage.clone();
+        Box::pin(async move {
+            let plan = plan?;
+            let ids = storage.enqueue_workflow_tx(self, &plan).await?;
+            Ok(EnqueuedWorkflow::of(plan, ids))
+        })
+    }
+}
+
+#[cfg(feature = "postgres")]
+impl<'t, 'c: 't> TransactionalWorkflows<Backend>
+    for &'t mut jq_postgres::sqlx::Transaction<'c, jq_postgres::sqlx::Postgres>
+{
+    fn enqueue_workflow_in(self, storage: &Backend, plan: Result<WorkflowPlan>) -> TxFuture<'t, EnqueuedWorkflow> {
+        match storage.as_postgres() {
+            Some(s) => self.enqueue_workflow_in(s, plan),
             None => {
                 let error = wrong_driver("sqlx (PostgreSQL)", storage);
                 Box::pin(async move { Err(error) })

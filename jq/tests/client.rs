@@ -28,6 +28,19 @@ impl JobType for ShipOrder {
     const MAX_ATTEMPTS: u32 = 7;
 }
 
+/// A fan-out and its callback: `pack` first, then `label` and `invoice`,
+/// then `ship` after both.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+fn shipment(order: u64) -> jq::workflow::Workflow {
+    use jq::workflow::{Step, Workflow};
+    let job = |n: u64| jq::NewJob::typed(&ShipOrder { order: order * 10 + n }).build().unwrap();
+    Workflow::new()
+        .step(Step::new("pack", job(0)))
+        .step(Step::new("label", job(1)).after(["pack"]))
+        .step(Step::new("invoice", job(2)).after(["pack"]))
+        .step(Step::new("ship", job(3)).after(["label", "invoice"]))
+}
+
 #[test]
 fn bad_urls_are_refused_before_anything_is_opened() {
     jq_testkit::__private::block_on(async {
@@ -316,6 +329,49 @@ mod sqlite {
             ns.cleanup().await;
         });
     }
+
+    /// `enqueue_workflow_tx` with a rusqlite transaction: every step exists
+    /// if and only if the caller commits; a rollback leaves nothing of the
+    /// workflow, and a workflow that cannot be planned stores nothing.
+    #[test]
+    fn enqueue_workflow_tx_rides_the_callers_commit() {
+        jq_testkit::__private::block_on(async {
+            let ns = Namespace::sqlite();
+            let client = client(&ns, &ManualClock::starting_now()).await;
+            let signal = client.storage().subscribe().unwrap();
+            let mut app = app_connection(&client);
+
+            let mut tx = app.transaction_with_behavior(TransactionBehavior::Immediate).unwrap();
+            tx.execute("INSERT INTO orders (id) VALUES (1)", []).unwrap();
+            let kept = client.enqueue_workflow_tx(&mut tx, shipment(1)).await.unwrap();
+            assert!(!signal.has_changed().unwrap(), "no wake-up before the commit");
+            tx.commit().unwrap();
+            assert!(signal.has_changed().unwrap(), "the commit woke the workers");
+            assert_eq!(client.get(kept.job("pack").unwrap()).await.unwrap().state, State::Pending);
+            assert_eq!(client.get(kept.job("ship").unwrap()).await.unwrap().state, State::Waiting);
+            let info = client.workflow(kept.id).await.unwrap();
+            assert_eq!((info.counts.get(State::Pending), info.counts.get(State::Waiting)), (1, 3));
+
+            let mut tx = app.transaction_with_behavior(TransactionBehavior::Immediate).unwrap();
+            // Synchronous code takes the result of the completed future.
+            let dropped = client.enqueue_workflow_tx(&mut tx, shipment(2)).into_inner().unwrap();
+            tx.rollback().unwrap();
+            for (_, id) in &dropped.steps {
+                assert!(matches!(client.get(*id).await, Err(Error::NotFound { .. })), "rolled back");
+            }
+            assert!(matches!(client.workflow(dropped.id).await, Err(Error::WorkflowNotFound { .. })));
+
+            let mut tx = app.transaction_with_behavior(TransactionBehavior::Immediate).unwrap();
+            let cycle = jq::workflow::Workflow::new().step(
+                jq::workflow::Step::new("a", NewJob::typed(&ShipOrder { order: 9 }).build().unwrap()).after(["a"]),
+            );
+            let refused = client.enqueue_workflow_tx(&mut tx, cycle).await;
+            assert!(matches!(refused, Err(Error::InvalidInput { .. })), "{refused:?}");
+            tx.commit().unwrap();
+            assert_eq!(client.stats().await.unwrap().total(State::Waiting), 3, "only the committed workflow");
+            ns.cleanup().await;
+        });
+    }
 }
 
 #[cfg(feature = "postgres")]
@@ -364,6 +420,46 @@ mod postgres {
             let dropped = client.enqueue_tx(&mut tx, ShipOrder { order: 3 }).await.unwrap();
             tx.rollback().await.unwrap();
             assert!(matches!(observer.get(dropped).await, Err(Error::NotFound { .. })));
+            ns.cleanup().await;
+        });
+    }
+
+    /// `enqueue_workflow_tx` with a sqlx transaction: the same call as on
+    /// SQLite; the steps exist only once the caller commits, and a rollback
+    /// leaves nothing of the workflow.
+    #[test]
+    fn enqueue_workflow_tx_rides_the_callers_commit() {
+        jq_testkit::needs!(postgres);
+        jq_testkit::__private::block_on(async {
+            let ns = Namespace::postgres().await;
+            let client = ns.connect(Clock::system()).await;
+            let observer = ns.connect(Clock::system()).await;
+            let pool = client.storage().as_postgres().unwrap().pool().clone();
+
+            let mut tx = pool.begin().await.unwrap();
+            let kept = client.enqueue_workflow_tx(&mut tx, shipment(1)).await.unwrap();
+            let pack = kept.job("pack").unwrap();
+            assert!(matches!(observer.get(pack).await, Err(Error::NotFound { .. })), "invisible before commit");
+            assert!(matches!(observer.workflow(kept.id).await, Err(Error::WorkflowNotFound { .. })));
+            tx.commit().await.unwrap();
+            assert_eq!(observer.get(pack).await.unwrap().state, State::Pending);
+            assert_eq!(observer.get(kept.job("ship").unwrap()).await.unwrap().state, State::Waiting);
+            let info = observer.workflow(kept.id).await.unwrap();
+            assert_eq!((info.counts.get(State::Pending), info.counts.get(State::Waiting)), (1, 3));
+
+            let mut tx: sqlx::Transaction<'_, sqlx::Postgres> = pool.begin().await.unwrap();
+            let batch = jq::workflow::Batch::new(
+                [ShipOrder { order: 20 }, ShipOrder { order: 21 }]
+                    .iter()
+                    .map(|o| jq::NewJob::typed(o).build().unwrap()),
+                jq::NewJob::typed(&ShipOrder { order: 22 }).build().unwrap(),
+            );
+            let dropped = client.enqueue_batch_tx(&mut tx, batch).await.unwrap();
+            tx.rollback().await.unwrap();
+            for (_, id) in &dropped.steps {
+                assert!(matches!(observer.get(*id).await, Err(Error::NotFound { .. })), "rolled back");
+            }
+            assert!(matches!(observer.workflow(dropped.id).await, Err(Error::WorkflowNotFound { .. })));
             ns.cleanup().await;
         });
     }

@@ -60,7 +60,12 @@
 //!   clean drain (`grown.rs`);
 //! - `held` (PostgreSQL): 100,000 jobs drained while another session holds
 //!   a snapshot older than every claim, the rate over the first 20,000 and
-//!   over all, and the same drain without the snapshot (`held.rs`).
+//!   over all, and the same drain without the snapshot (`held.rs`);
+//! - `fanin` and `wfenqueue` (a backend with workflows; skipped with a
+//!   message on the others): 10,000 jobs into one callback drained against
+//!   the plain drain of 10,000, with the callback's start latency, and one
+//!   workflow of 10,000 steps enqueued against the batch enqueue of 10,000
+//!   jobs (`workflows.rs`). Only with `--only fanin` or `--only wfenqueue`.
 //!
 //! Adding a backend is one arm in `main`'s match: build a fresh storage per
 //! run and hand it to the same generic scenarios.
@@ -71,6 +76,7 @@ mod loaded;
 mod observation;
 mod procs;
 mod scenarios;
+mod workflows;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -123,8 +129,10 @@ impl<S> Fresh<S> {
 }
 
 const USAGE: &str = "usage: bench <backend> [--runs N] \
-                     [--only batch|single|drain|latency|rated|procs|loaded|grown|held] [--observe on|off|otel]\n\
-                     backends: sqlite, redis, postgres (loaded, grown: sqlite and postgres; held: postgres)";
+                     [--only batch|single|drain|latency|rated|procs|loaded|grown|held|fanin|wfenqueue] \
+                     [--observe on|off|otel]\n\
+                     backends: sqlite, redis, postgres (loaded, grown: sqlite and postgres; held: postgres; \
+                     fanin, wfenqueue: a backend with workflows, only with --only)";
 
 /// One scenario, for `--only`.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -142,9 +150,19 @@ enum Scenario {
     Grown,
     /// PostgreSQL's drain while a snapshot is held.
     Held,
+    /// 10,000 jobs into one callback, against the plain drain.
+    FanIn,
+    /// One workflow of 10,000 steps enqueued, against the batch enqueue.
+    WfEnqueue,
 }
 
 impl Scenario {
+    /// A scenario of the workflows capability: run only when asked for by
+    /// `--only`, after no common scenario.
+    fn is_workflow(self) -> bool {
+        matches!(self, Self::FanIn | Self::WfEnqueue)
+    }
+
     fn parse(name: &str) -> Result<Self, BoxError> {
         Ok(match name {
             "batch" => Self::Batch,
@@ -156,6 +174,8 @@ impl Scenario {
             "loaded" => Self::Loaded,
             "grown" => Self::Grown,
             "held" => Self::Held,
+            "fanin" => Self::FanIn,
+            "wfenqueue" => Self::WfEnqueue,
             other => return Err(format!("unknown scenario {other:?}\n{USAGE}").into()),
         })
     }
@@ -220,21 +240,24 @@ async fn main() -> Result<(), BoxError> {
     if runs == 0 {
         return Err("--runs must be at least 1".into());
     }
-    let wanted = |s: Scenario| only.is_none_or(|o| o == s);
-    let clean_drain = |figures: &[Figures]| figures.iter().map(|f| f.drain).collect::<Option<Vec<_>>>().map(median);
+    let wanted = |s: Scenario| only.is_none_or(|o| o == s) && (!s.is_workflow() || only == Some(s));
+    let clean_drain = |figures: &[Figures]| {
+        figures.iter().map(|f| f.drain).collect::<Option<Vec<_>>>().filter(|v| !v.is_empty()).map(median)
+    };
 
     // Rows a backend adds to the table.
     let mut extra_rows: Vec<Row> = Vec::new();
     let figures = match backend.as_str() {
         "sqlite" => {
-            let figures = bench(&backend, runs, only, || async {
+            let fresh = || async {
                 let dir = tempfile::tempdir()?;
                 let path = dir.path().join("bench.db");
                 let storage = SqliteStorage::open(SqliteConfig::new(&path))?;
                 let store = path.to_str().ok_or("temporary path is not UTF-8")?.to_owned();
                 Ok(Fresh { storage, store, _keep: Box::new(dir), cleanup: None })
-            })
-            .await?;
+            };
+            let figures = bench(&backend, runs, only, fresh).await?;
+            extra_rows.extend(workflow_rows(&backend, runs, only, fresh).await?);
             if wanted(Scenario::Loaded) {
                 extra_rows.push(loaded::sqlite(runs, clean_drain(&figures)).await?);
             }
@@ -246,7 +269,7 @@ async fn main() -> Result<(), BoxError> {
         "redis" => {
             let url = redis_url();
             let used: Arc<std::sync::Mutex<Vec<RedisStorage>>> = Arc::default();
-            let result = bench(&backend, runs, only, || {
+            let fresh = || {
                 let (url, used) = (url.clone(), used.clone());
                 async move {
                     let prefix = format!("jqbench:{}", uuid::Uuid::new_v4().simple());
@@ -259,8 +282,14 @@ async fn main() -> Result<(), BoxError> {
                     });
                     Ok(Fresh { storage, store: prefix, _keep: Box::new(()), cleanup: Some(cleanup) })
                 }
-            })
-            .await;
+            };
+            let mut result = bench(&backend, runs, only, fresh).await;
+            if result.is_ok() {
+                match workflow_rows(&backend, runs, only, fresh).await {
+                    Ok(rows) => extra_rows.extend(rows),
+                    Err(e) => result = Err(e),
+                }
+            }
             let used = std::mem::take(&mut *used.lock().unwrap_or_else(|e| e.into_inner()));
             for storage in used {
                 storage.delete_all_keys().await?;
@@ -296,6 +325,12 @@ async fn main() -> Result<(), BoxError> {
                     Err(e) => result = Err(e),
                 }
             }
+            if result.is_ok() {
+                match workflow_rows(&backend, runs, only, fresh).await {
+                    Ok(rows) => extra_rows.extend(rows),
+                    Err(e) => result = Err(e),
+                }
+            }
             if result.is_ok() && wanted(Scenario::Held) {
                 match held::postgres(runs, &url, fresh).await {
                     Ok(rows) => extra_rows.extend(rows),
@@ -313,11 +348,35 @@ async fn main() -> Result<(), BoxError> {
         }
         other => return Err(format!("unknown backend {other:?}; backends: sqlite, redis, postgres").into()),
     };
-    print_table(&backend, runs, &figures);
+    if !only.is_some_and(Scenario::is_workflow) {
+        print_table(&backend, runs, &figures);
+    } else {
+        println!("\njq benchmark: backend {backend}, median of {runs} run(s), default settings\n");
+    }
     for (name, value) in extra_rows {
         println!("{name:<70} {value:>20}");
     }
     Ok(())
+}
+
+/// The workflow scenario `only` asks for, if any, `runs` times on storage
+/// from `fresh`.
+async fn workflow_rows<S, F, Fut>(
+    backend: &str,
+    runs: usize,
+    only: Option<Scenario>,
+    fresh: F,
+) -> Result<Vec<Row>, BoxError>
+where
+    S: Storage,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Fresh<S>, BoxError>>,
+{
+    match only {
+        Some(Scenario::FanIn) => workflows::fanin(backend, runs, fresh).await,
+        Some(Scenario::WfEnqueue) => workflows::wfenqueue(backend, runs, fresh).await,
+        _ => Ok(Vec::new()),
+    }
 }
 
 /// Runs every common scenario `runs` times, each on storage from `fresh`.
@@ -333,6 +392,9 @@ where
     Fut: Future<Output = Result<Fresh<S>, BoxError>>,
 {
     let mut all = Vec::with_capacity(runs);
+    if only.is_some_and(Scenario::is_workflow) {
+        return Ok(all);
+    }
     for run in 1..=runs {
         let wanted = |s: Scenario| only.is_none_or(|o| o == s);
         let mut f = Figures::default();

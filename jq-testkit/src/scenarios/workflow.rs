@@ -8,8 +8,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use jq_core::storage::{Outcome, Settlement, Storage, StorageExt, WorkflowStorage};
+use jq_core::workflow::WorkflowId;
 use jq_core::workflow::{Batch, OnFailure, Step, Workflow, WorkflowPlan};
-use jq_core::{Error, JobContext, JobFilter, JobId, ManualClock, Payload, State, WorkerPool};
+use jq_core::{Error, JobContext, JobFilter, JobId, ManualClock, Payload, State, StateCounts, WorkerPool};
 
 use super::support::{LEASE, build, builder, claim, get, lease, manual_clock, settle, stats_as_listed};
 use crate::Harness;
@@ -34,6 +35,21 @@ async fn enqueue_plan<S: Storage>(storage: &S, plan: &WorkflowPlan) -> Vec<JobId
     let ids = flows(storage).enqueue_workflow(plan).await.expect("enqueue workflow");
     assert_eq!(ids, plan.ids(), "enqueue_workflow returns the steps' ids in step order");
     ids
+}
+
+/// `workflow(id)`'s counts (read from the backend's summary) equal the
+/// states of `workflow_steps(id)` (read from the jobs): the summary is kept
+/// in the same atomic step as every change of a step. Called after each
+/// step of the scenarios.
+async fn summary_agrees<S: Storage>(storage: &S, id: WorkflowId, after: &str) {
+    let info = flows(storage).workflow(id).await.expect("workflow");
+    let steps = flows(storage).workflow_steps(id).await.expect("workflow steps");
+    let mut walked = StateCounts::default();
+    for step in &steps {
+        walked.add(step.state, 1);
+    }
+    assert_eq!(info.counts, walked, "after {after}: workflow(id) counts differ from its steps' states {steps:?}");
+    assert_eq!(info.is_finished(), steps.iter().all(|s| s.state.is_terminal()), "after {after}: finished");
 }
 
 async fn state<S: Storage>(storage: &S, id: JobId) -> State {
@@ -64,6 +80,7 @@ pub async fn workflow_enqueue_stores_waiting_steps<H: Harness>(h: &H) {
         .plan()
         .expect("valid");
     let ids = enqueue_plan(&storage, &plan).await;
+    summary_agrees(&storage, plan.id, "enqueue").await;
     assert_eq!(state(&storage, ids[0]).await, State::Pending);
     let d = storage.get(ids[3]).await.expect("get d");
     assert_eq!(d.timeout, Some(std::time::Duration::from_millis(1500)), "a step keeps its own timeout");
@@ -72,6 +89,7 @@ pub async fn workflow_enqueue_stores_waiting_steps<H: Harness>(h: &H) {
     }
     let again = flows(&storage).enqueue_workflow(&plan).await.expect("resend");
     assert_eq!(again, ids, "a resent workflow returns the stored ids");
+    summary_agrees(&storage, plan.id, "a resend").await;
     let stats = stats_as_listed(&storage, "after a workflow enqueue").await;
     assert_eq!(stats.total(State::Waiting), 3);
     assert_eq!(stats.total(State::Pending), 1);
@@ -88,6 +106,7 @@ pub async fn workflow_enqueue_stores_waiting_steps<H: Harness>(h: &H) {
 
     let claimed = claim_all(&storage, "w").await;
     assert_eq!(claimed.keys().copied().collect::<Vec<_>>(), vec![ids[0]], "only the root is claimable");
+    summary_agrees(&storage, plan.id, "the root's claim").await;
 
     // A plan with one oversized payload stores nothing.
     let big =
@@ -119,13 +138,16 @@ pub async fn workflow_batch_callback_once_when_last_two_race<H: Harness>(h: &H) 
         let plan = batch(&clock, 6);
         let ids = enqueue_plan(&storage, &plan).await;
         let callback = ids[6];
+        summary_agrees(&storage, plan.id, "enqueue").await;
         let mut claimed = claim_all(&storage, "w").await;
+        summary_agrees(&storage, plan.id, "the claim").await;
         assert_eq!(claimed.len(), 6, "round {round}: every member and not the callback");
         assert!(!claimed.contains_key(&callback));
         for id in &ids[..4] {
             let job = claimed.remove(id).expect("claimed");
             assert_eq!(settle(&storage, lease(&job), Outcome::Ack).await.expect("ack"), State::Completed);
             assert_eq!(state(&storage, callback).await, State::Waiting, "round {round}: a member is left");
+            summary_agrees(&storage, plan.id, "a member's ack").await;
         }
         let (x, y) = (claimed.remove(&ids[4]).expect("claimed"), claimed.remove(&ids[5]).expect("claimed"));
         let barrier = Arc::new(tokio::sync::Barrier::new(2));
@@ -142,12 +164,14 @@ pub async fn workflow_batch_callback_once_when_last_two_race<H: Harness>(h: &H) 
         assert_eq!(t1.await.expect("task").expect("ack"), State::Completed);
         assert_eq!(t2.await.expect("task").expect("ack"), State::Completed);
         assert_eq!(state(&storage, callback).await, State::Pending, "round {round}: released by the last ack");
+        summary_agrees(&storage, plan.id, "the last two acks at once").await;
         assert_eq!(flows(&storage).links(callback).await.expect("links").unfinished_parents, 0);
         let took = claim_all(&other, "w2").await;
         assert_eq!(took.keys().copied().collect::<Vec<_>>(), vec![callback], "round {round}: the callback, once");
         assert!(claim_all(&storage, "w3").await.is_empty(), "round {round}: nothing else to claim");
         let job = &took[&callback];
         settle(&storage, lease(job), Outcome::Ack).await.expect("callback ack");
+        summary_agrees(&storage, plan.id, "the callback's ack").await;
         let info = flows(&storage).workflow(plan.id).await.expect("workflow");
         assert!(info.is_finished() && info.is_succeeded(), "{info:?}");
     }
@@ -172,11 +196,13 @@ pub async fn workflow_lost_answer_and_killed_worker_release_once<H: Harness>(h: 
     let resent = settle(&storage, lease(&m0), Outcome::Ack).await;
     assert!(matches!(resent, Err(Error::LeaseLost { .. })), "a resent ack is LeaseLost: {resent:?}");
     assert_eq!(flows(&storage).links(callback).await.expect("links").unfinished_parents, 2, "counted once");
+    summary_agrees(&storage, plan.id, "an ack sent twice").await;
     // Member 1: its worker dies before the ack; recover hands it on.
     let m1 = claimed.remove(&ids[1]).expect("claimed");
     drop(m1);
     clock.advance(LEASE);
     assert_eq!(storage.recover().await.expect("recover"), 2, "members 1 and 2 were held by the dead worker");
+    summary_agrees(&storage, plan.id, "recover").await;
     assert_eq!(state(&storage, callback).await, State::Waiting);
     // A restarted worker runs 1 and 2; it dies right after acking 2.
     let restarted = h.connect(clock.clock()).await;
@@ -187,10 +213,12 @@ pub async fn workflow_lost_answer_and_killed_worker_release_once<H: Harness>(h: 
     }
     drop(restarted);
     let fresh = h.connect(clock.clock()).await;
+    summary_agrees(&fresh, plan.id, "the restarted worker's acks").await;
     assert_eq!(state(&fresh, callback).await, State::Pending, "released in the ack's own step");
     let took = claim_all(&fresh, "w-fresh").await;
     assert_eq!(took.keys().copied().collect::<Vec<_>>(), vec![callback]);
     assert!(claim_all(&fresh, "w-fresh").await.is_empty());
+    summary_agrees(&fresh, plan.id, "the callback's claim").await;
 }
 
 /// A parent that fails and is retried does not release its child; its
@@ -207,6 +235,7 @@ pub async fn workflow_retried_dependency_releases_children_once<H: Harness>(h: &
     let first = claim_all(&storage, "w").await.remove(&ids[0]).expect("parent");
     let nacked = settle(&storage, lease(&first), Outcome::Nack { error: "flaky".into(), delay: Duration::ZERO }).await;
     assert_eq!(nacked.expect("nack"), State::Pending);
+    summary_agrees(&storage, plan.id, "a nack").await;
     assert_eq!(state(&storage, ids[1]).await, State::Waiting, "a retried parent does not release");
     let second = claim_all(&storage, "w").await;
     assert_eq!(second.keys().copied().collect::<Vec<_>>(), vec![ids[0]], "only the parent again");
@@ -216,6 +245,7 @@ pub async fn workflow_retried_dependency_releases_children_once<H: Harness>(h: &
     assert_eq!(third.keys().copied().collect::<Vec<_>>(), vec![ids[1]], "the child, once");
     settle(&storage, lease(&third[&ids[1]]), Outcome::Ack).await.expect("ack");
     assert!(claim_all(&storage, "w").await.is_empty());
+    summary_agrees(&storage, plan.id, "the child's ack").await;
 }
 
 /// A dead parent cancels its dependents, recursively, naming it
@@ -241,6 +271,7 @@ pub async fn workflow_dead_dependency_cancels_and_retry_restores<H: Harness>(h: 
     assert_eq!(roots.len(), 2);
     let a = roots.remove(&id("a")).expect("a");
     assert_eq!(settle(&storage, lease(&a), Outcome::Bury { error: "broken".into() }).await.expect("bury"), State::Dead);
+    summary_agrees(&storage, plan.id, "a bury that cascades").await;
     for name in ["b", "c", "both"] {
         assert_eq!(state(&storage, id(name)).await, State::Cancelled, "{name} is cancelled with a");
     }
@@ -256,9 +287,11 @@ pub async fn workflow_dead_dependency_cancels_and_retry_restores<H: Harness>(h: 
     // x dies too: `both` stays cancelled (by a).
     let x = roots.remove(&id("x")).expect("x");
     settle(&storage, lease(&x), Outcome::Bury { error: "broken too".into() }).await.expect("bury");
+    summary_agrees(&storage, plan.id, "a second bury").await;
     assert_eq!(links("both").await.cancelled_by, Some(id("a")));
 
     storage.retry(id("a")).await.expect("retry");
+    summary_agrees(&storage, plan.id, "a retry that restores").await;
     assert_eq!(state(&storage, id("a")).await, State::Pending);
     assert_eq!(state(&storage, id("b")).await, State::Waiting, "brought back by the retry");
     assert_eq!(state(&storage, id("c")).await, State::Waiting, "and its own dependents");
@@ -275,12 +308,14 @@ pub async fn workflow_dead_dependency_cancels_and_retry_restores<H: Harness>(h: 
             *runs.entry(jid).or_default() += 1;
             settle(&storage, lease(&job), Outcome::Ack).await.expect("ack");
         }
+        summary_agrees(&storage, plan.id, "a round of acks").await;
     }
     for name in ["a", "b", "c", "anyway"] {
         assert_eq!(runs.get(&id(name)), Some(&1), "{name} ran once: {runs:?}");
         assert_eq!(state(&storage, id(name)).await, State::Completed);
     }
     storage.retry(id("x")).await.expect("retry x");
+    summary_agrees(&storage, plan.id, "the retry of x").await;
     assert_eq!(state(&storage, id("both")).await, State::Waiting, "no failed parent is left");
     let x = claim_all(&storage, "w").await.remove(&id("x")).expect("x again");
     settle(&storage, lease(&x), Outcome::Ack).await.expect("ack");
@@ -307,12 +342,14 @@ pub async fn workflow_cancel_and_recover_cascade<H: Harness>(h: &H) {
         .expect("valid");
     let ids = enqueue_plan(&storage, &plan).await;
     storage.cancel(ids[1]).await.expect("a waiting job can be cancelled");
+    summary_agrees(&storage, plan.id, "the cancel of a waiting step").await;
     assert_eq!(state(&storage, ids[1]).await, State::Cancelled);
     assert_eq!(state(&storage, ids[2]).await, State::Cancelled);
     let leaf = flows(&storage).links(ids[2]).await.expect("links");
     assert_eq!(leaf.cancelled_by, Some(ids[1]));
     assert_eq!(flows(&storage).links(ids[1]).await.expect("links").cancelled_by, None, "an operator's cancel");
     storage.cancel(ids[0]).await.expect("cancel the root");
+    summary_agrees(&storage, plan.id, "the cancel of a pending root").await;
     assert_eq!(flows(&storage).links(ids[2]).await.expect("links").cancelled_by, Some(ids[1]), "left as it was");
 
     let plan = Workflow::new()
@@ -324,6 +361,7 @@ pub async fn workflow_cancel_and_recover_cascade<H: Harness>(h: &H) {
     let _held = claim_all(&storage, "dies").await;
     clock.advance(LEASE);
     assert_eq!(storage.recover().await.expect("recover"), 1);
+    summary_agrees(&storage, plan.id, "recover to Dead").await;
     assert_eq!(state(&storage, ids[0]).await, State::Dead);
     assert_eq!(state(&storage, ids[1]).await, State::Cancelled, "recover to Dead cascades");
     assert_eq!(flows(&storage).links(ids[1]).await.expect("links").cancelled_by, Some(ids[0]));
@@ -347,6 +385,7 @@ pub async fn workflow_results_are_stored_with_the_ack<H: Harness>(h: &H) {
     assert_eq!(acked.expect("ack with a result"), State::Completed);
     assert_eq!(state(&storage, ids[2]).await, State::Waiting);
     settle(&storage, lease(&claimed[&ids[1]]), Outcome::Ack).await.expect("ack");
+    summary_agrees(&storage, plan.id, "acks with and without a result").await;
     let stored = flows(&storage).result(ids[0]).await.expect("result").expect("a result");
     let value = |p: &Payload| serde_json::from_str::<serde_json::Value>(p.as_str()).expect("json");
     assert_eq!(value(&stored), value(&result));
@@ -428,6 +467,7 @@ pub async fn workflow_pool_runs_a_batch_with_results<H: Harness>(h: &H) {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     pool.shutdown().await.expect("pool stops");
+    summary_agrees(&storage, plan.id, "a pool's run").await;
     let runs = runs.lock().unwrap_or_else(|p| p.into_inner()).clone();
     assert_eq!(runs.len(), 9, "each job ran once: {runs:?}");
     assert_eq!(runs.last(), Some(&callback), "the callback ran last");
@@ -456,6 +496,7 @@ pub async fn workflow_purge_takes_results_and_steps_with_it<H: Harness>(h: &H) {
     settle(&storage, lease(&first), Outcome::AckWith { result }).await.expect("ack");
     clock.advance(Duration::from_secs(1));
     assert_eq!(storage.purge(State::Completed, clock.now()).await.expect("purge"), 1);
+    summary_agrees(&storage, plan.id, "purge").await;
     assert!(matches!(flows(&storage).result(ids[0]).await, Err(Error::NotFound { .. })));
     let links = flows(&storage).links(ids[1]).await.expect("links");
     assert_eq!(links.parents.iter().map(|p| p.id).collect::<Vec<_>>(), vec![ids[0]], "the edge stays");
@@ -466,4 +507,71 @@ pub async fn workflow_purge_takes_results_and_steps_with_it<H: Harness>(h: &H) {
     let steps = flows(&storage).workflow_steps(plan.id).await.expect("steps");
     assert_eq!(steps.iter().map(|s| s.id).collect::<Vec<_>>(), vec![ids[1]]);
     assert_eq!(steps[0].parents, vec![ids[0]]);
+}
+
+/// The workflow's counts follow every kind of change of a step, each read
+/// right after it: a Scheduled root promoted, a release, a nack with a
+/// delay (Scheduled) and its promotion, an operator's cancel of a Pending
+/// step (its dependents cancelled with it), a running step cancelled by its
+/// handler's outcome where the backend has the capability, and the ack
+/// that finishes the workflow.
+pub async fn workflow_counts_follow_every_change<H: Harness>(h: &H) {
+    let clock = manual_clock();
+    let storage = h.connect(clock.clock()).await;
+    let later = |n: usize, secs: u64| build(builder(QUEUE, n).delay(Duration::from_secs(secs)), &clock);
+    let plan = Workflow::new()
+        .step(Step::new("late", later(0, 10)))
+        .step(step(&clock, "soon", 1))
+        .step(step(&clock, "other", 2))
+        .step(step(&clock, "after_late", 3).after(["late"]))
+        .step(step(&clock, "after_other", 4).after(["other"]))
+        .plan()
+        .expect("valid");
+    let ids = enqueue_plan(&storage, &plan).await;
+    summary_agrees(&storage, plan.id, "enqueue with a Scheduled root").await;
+    assert_eq!(state(&storage, ids[0]).await, State::Scheduled);
+    clock.advance(Duration::from_secs(10));
+    assert_eq!(storage.promote().await.expect("promote"), 1);
+    summary_agrees(&storage, plan.id, "promote").await;
+    let claimed = claim_all(&storage, "w").await;
+    assert_eq!(claimed.len(), 3, "the three roots");
+    summary_agrees(&storage, plan.id, "the roots' claim").await;
+    settle(&storage, lease(&claimed[&ids[0]]), Outcome::Release { delay: Duration::ZERO }).await.expect("release");
+    summary_agrees(&storage, plan.id, "a release").await;
+    let nacked = settle(
+        &storage,
+        lease(&claimed[&ids[1]]),
+        Outcome::Nack { error: "later".into(), delay: Duration::from_secs(5) },
+    )
+    .await
+    .expect("nack");
+    assert_eq!(nacked, State::Scheduled);
+    summary_agrees(&storage, plan.id, "a nack with a delay").await;
+    settle(&storage, lease(&claimed[&ids[2]]), Outcome::Ack).await.expect("ack");
+    summary_agrees(&storage, plan.id, "an ack that releases a child").await;
+    if storage.as_cancellation().is_some() {
+        let again = claim_all(&storage, "w").await;
+        assert_eq!(again.len(), 2, "late, released, and after_other");
+        summary_agrees(&storage, plan.id, "a second claim").await;
+        assert_eq!(settle(&storage, lease(&again[&ids[0]]), Outcome::Cancel).await.expect("cancel"), State::Cancelled);
+        summary_agrees(&storage, plan.id, "a running step cancelled, its child with it").await;
+        settle(&storage, lease(&again[&ids[4]]), Outcome::Ack).await.expect("ack");
+    } else {
+        storage.cancel(ids[0]).await.expect("cancel a pending step");
+        summary_agrees(&storage, plan.id, "a pending step cancelled, its child with it").await;
+        let again = claim_all(&storage, "w").await;
+        settle(&storage, lease(&again[&ids[4]]), Outcome::Ack).await.expect("ack");
+    }
+    assert_eq!(state(&storage, ids[3]).await, State::Cancelled);
+    summary_agrees(&storage, plan.id, "the last child's ack").await;
+    clock.advance(Duration::from_secs(5));
+    assert_eq!(storage.promote().await.expect("promote"), 1);
+    summary_agrees(&storage, plan.id, "the promotion of a nacked step").await;
+    let last = claim_all(&storage, "w").await;
+    assert_eq!(last.keys().copied().collect::<Vec<_>>(), vec![ids[1]]);
+    settle(&storage, lease(&last[&ids[1]]), Outcome::Ack).await.expect("ack");
+    summary_agrees(&storage, plan.id, "the last ack").await;
+    let info = flows(&storage).workflow(plan.id).await.expect("workflow");
+    assert!(info.is_finished() && !info.is_succeeded(), "{info:?}");
+    assert_eq!((info.counts.get(State::Completed), info.counts.get(State::Cancelled)), (3, 2));
 }
