@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Mutex};
@@ -94,6 +95,37 @@ impl Readers {
     }
 }
 
+/// Opens the writer connection and migrates, trying again while another
+/// process holds the file busy, for up to `busy_timeout`: two processes
+/// opening a new file at once (a worker and `jqctl enqueue`) race to turn
+/// on WAL and migrate, and SQLite answers some of those steps `database is
+/// locked` at once instead of waiting in its busy handler.
+fn open_and_migrate(path: Option<&Path>, display: &Path, busy_timeout: Duration) -> Result<Connection, SqliteError> {
+    let deadline = std::time::Instant::now() + busy_timeout;
+    loop {
+        let attempt = schema::open(path, Role::Writer, busy_timeout)
+            .and_then(|mut conn| schema::migrate(&mut conn, display).map(|()| conn));
+        match attempt {
+            Err(e) if is_busy(&e) && std::time::Instant::now() < deadline => {
+                tracing::debug!(error = %e, "SQLite file busy while opening; trying again");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            other => return other,
+        }
+    }
+}
+
+/// `database is busy` or `locked` while opening or migrating.
+fn is_busy(e: &SqliteError) -> bool {
+    match e {
+        SqliteError::Open { source: rusqlite::Error::SqliteFailure(f, _), .. }
+        | SqliteError::Migrate { source: rusqlite::Error::SqliteFailure(f, _), .. } => {
+            matches!(f.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+        }
+        _ => false,
+    }
+}
+
 impl SqliteStorage {
     /// Opens (creating when missing) and migrates the database, and starts
     /// the writer thread. Synchronous: call it at start-up, or inside
@@ -101,8 +133,7 @@ impl SqliteStorage {
     pub fn open(config: SqliteConfig) -> Result<SqliteStorage, SqliteError> {
         let path = config.path().map(|p| p.to_path_buf());
         let display = path.clone().unwrap_or_else(|| ":memory:".into());
-        let mut conn = schema::open(path.as_deref(), Role::Writer, config.busy_timeout)?;
-        schema::migrate(&mut conn, &display)?;
+        let conn = open_and_migrate(path.as_deref(), &display, config.busy_timeout)?;
         if path.is_some() {
             // Lets SQLite shrink the WAL file back after it was reset.
             let limit = i64::try_from(config.checkpoint_wal_bytes).unwrap_or(i64::MAX);
