@@ -4,11 +4,7 @@
 //! finished it (schema version 9, `sql/009_workflows.sql`).
 //!
 //! Only jobs whose `flow` says they have children reach [`finished`], so
-//! the ack of a job without any costs no statement more. Each workflow's
-//! counts per state live in `workflow_counts` (schema version 10): written
-//! by [`enqueue`], then kept by triggers on the jobs whose condition
-//! (`flow` bit 2) is false for a plain job, in the writer's transaction of
-//! every change; [`workflow`] reads that one row.
+//! the ack of a job without any costs no statement more.
 
 use std::collections::BTreeMap;
 
@@ -104,9 +100,6 @@ pub(crate) fn enqueue(conn: &Connection, plan: &WorkflowPlan, now: Timestamp) ->
     let mut node = conn.prepare_cached(INSERT_NODE).map_err(db)?;
     let mut dep = conn.prepare_cached(INSERT_DEP).map_err(db)?;
     let mut tally = Tally::default();
-    // The workflow's counts row starts here (schema version 10); the
-    // triggers keep it from then on.
-    let mut counts = StateCounts::default();
     for (i, step) in plan.steps.iter().enumerate() {
         let job = &step.job;
         let run_at = job.run_at.map_or(now_us, |t| t.timestamp_micros());
@@ -134,7 +127,6 @@ pub(crate) fn enqueue(conn: &Connection, plan: &WorkflowPlan, now: Timestamp) ->
                 job.timeout_ms(),
             ])
             .map_err(db)?;
-        counts.add(state, 1);
         if state == State::Waiting {
             tally.add(Value::Text(job.queue.as_str().to_owned()), State::Waiting, 1);
         }
@@ -144,14 +136,6 @@ pub(crate) fn enqueue(conn: &Connection, plan: &WorkflowPlan, now: Timestamp) ->
         }
     }
     tally.apply(conn)?;
-    let n = |state| i64::try_from(counts.get(state)).unwrap_or(i64::MAX);
-    conn.prepare_cached(
-        "INSERT INTO workflow_counts (workflow, scheduled, pending, running, completed, dead, cancelled, waiting) \
-         VALUES (?1, ?2, ?3, 0, 0, 0, 0, ?4)",
-    )
-    .map_err(db)?
-    .execute(params![wid, n(State::Scheduled), n(State::Pending), n(State::Waiting)])
-    .map_err(db)?;
     Ok((ids, true))
 }
 
@@ -369,38 +353,20 @@ fn require_workflow(conn: &Connection, id: WorkflowId) -> Result<()> {
     if found { Ok(()) } else { Err(jq_core::storage::workflow_not_found(id)) }
 }
 
-/// The workflow's counts per state: its row of `workflow_counts`, kept in
-/// the writer's transaction of every change of its jobs, never a walk of
-/// them.
+/// The workflow's counts per state (a walk of its steps' nodes).
 pub(crate) fn workflow(conn: &Connection, id: WorkflowId) -> Result<WorkflowInfo> {
-    const STATES: [State; 7] = [
-        State::Scheduled,
-        State::Pending,
-        State::Running,
-        State::Completed,
-        State::Dead,
-        State::Cancelled,
-        State::Waiting,
-    ];
-    let row: Option<[i64; 7]> = conn
+    require_workflow(conn, id)?;
+    let mut stmt = conn
         .prepare_cached(
-            "SELECT scheduled, pending, running, completed, dead, cancelled, waiting \
-             FROM workflow_counts WHERE workflow = ?1",
+            "SELECT j.state, count(*) FROM job_nodes n JOIN jobs j ON j.id = n.id WHERE n.workflow = ?1 GROUP BY j.state",
         )
-        .map_err(db)?
-        .query_row(params![blob(&id.0)], |r| {
-            Ok([r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?])
-        })
-        .optional()
         .map_err(db)?;
-    let row = row.ok_or_else(|| jq_core::storage::workflow_not_found(id))?;
+    let rows =
+        stmt.query_map(params![blob(&id.0)], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))).map_err(db)?;
     let mut counts = StateCounts::default();
-    for (state, n) in STATES.into_iter().zip(row) {
-        let n = u64::try_from(n).map_err(|_| Error::Corrupt {
-            id: None,
-            reason: format!("workflow {id} counts {n} jobs {state}: its summary row is inconsistent"),
-        })?;
-        counts.add(state, n);
+    for r in rows {
+        let (state, n) = r.map_err(db)?;
+        counts.add(state_of(&state)?, u64::try_from(n).unwrap_or(0));
     }
     Ok(WorkflowInfo { id, counts })
 }
