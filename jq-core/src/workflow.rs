@@ -445,8 +445,7 @@ pub struct ParentResult {
     pub result: Option<Payload>,
 }
 
-/// A workflow's counts per state, read from its summary without reading
-/// its jobs.
+/// A workflow's counts per state ([`WorkflowStorage::workflow`](crate::storage::WorkflowStorage::workflow)).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WorkflowInfo {
     /// The workflow.

@@ -42,8 +42,11 @@ pub trait WorkflowStorage: Send + Sync {
     /// reads). [`Error::NotFound`] for an unknown job.
     async fn parent_results(&self, id: JobId) -> Result<Vec<ParentResult>>;
 
-    /// The workflow's counts per state, read from its summary (kept in the
-    /// same atomic steps as its jobs' changes, so never a scan of them);
+    /// The workflow's counts per state, equal at every instant to the
+    /// states [`workflow_steps`](Self::workflow_steps) reads: from a
+    /// summary kept in the same atomic steps as its jobs' changes where the
+    /// backend keeps one (Redis), else counted over the workflow's own
+    /// steps through an index (never a scan of the store);
     /// [`Error::WorkflowNotFound`].
     async fn workflow(&self, id: WorkflowId) -> Result<WorkflowInfo>;
 
