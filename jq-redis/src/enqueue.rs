@@ -37,26 +37,7 @@ pub(crate) async fn enqueue(s: &Inner, jobs: Vec<NewJob>) -> Result<Vec<JobId>> 
         });
     }
     let cmd = script_call(s, &jobs, now);
-    let due = s.registry_due(&names);
-    let reply: Vec<String> = match (due, s.is_cluster()) {
-        (None, _) => s.query(&cmd).await?,
-        // The registry first, in the same round trip: it must name every
-        // queue that holds a job (see keys.rs).
-        (Some(due), false) => {
-            let mut pipe = redis::pipe();
-            pipe.cmd("SADD").arg(s.keys.registry()).arg(&due).ignore();
-            pipe.add_command(cmd);
-            let (reply,): (Vec<String>,) = s.query_pipe(&pipe).await?;
-            s.registered(&due);
-            reply
-        }
-        // On Cluster the registry is in another slot: first, then the rest.
-        (Some(due), true) => {
-            let _: u64 = s.query(redis::cmd("SADD").arg(s.keys.registry()).arg(&due)).await?;
-            s.registered(&due);
-            s.query(&cmd).await?
-        }
-    };
+    let reply = registered_then(s, &names, cmd).await?;
     if reply.len() != jobs.len() {
         return Err(error::unexpected(format!("enqueue returned {} ids for {} jobs", reply.len(), jobs.len())));
     }
@@ -70,6 +51,25 @@ pub(crate) async fn enqueue(s: &Inner, jobs: Vec<NewJob>) -> Result<Vec<JobId>> 
     }
     jq_core::observe::EnqueueTally::of(&jobs).record();
     Ok(ids)
+}
+/// Runs `cmd` (a script that stores jobs in `queues`) after naming any of
+/// those queues the registry lacks: the registry must name every queue
+/// that holds a job (keys.rs). On one server in the same round trip; on
+/// Cluster the registry lives in another slot, so it goes first.
+pub(crate) async fn registered_then(s: &Inner, queues: &[&str], cmd: redis::Cmd) -> Result<Vec<String>> {
+    let Some(due) = s.registry_due(queues) else { return s.query(&cmd).await };
+    let reply = if s.is_cluster() {
+        let _: u64 = s.query(redis::cmd("SADD").arg(s.keys.registry()).arg(&due)).await?;
+        s.query(&cmd).await?
+    } else {
+        let mut pipe = redis::pipe();
+        pipe.cmd("SADD").arg(s.keys.registry()).arg(&due).ignore();
+        pipe.add_command(cmd);
+        let (reply,): (Vec<String>,) = s.query_pipe(&pipe).await?;
+        reply
+    };
+    s.registered(&due);
+    Ok(reply)
 }
 
 /// The script call storing every job of the batch.

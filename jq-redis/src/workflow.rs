@@ -128,24 +128,7 @@ pub(crate) async fn enqueue(s: &Inner, plan: &WorkflowPlan) -> Result<Vec<JobId>
             .arg(kids.join("\0"));
     }
     debug_assert_eq!(cmd.args_iter().count(), 3 + bases.len() + 4 + PER_STEP * plan.steps.len());
-    let due = s.registry_due(&names);
-    let reply: Vec<String> = match (due, s.is_cluster()) {
-        (None, _) => s.query(&cmd).await?,
-        // The registry first, as enqueue writes it (keys.rs).
-        (Some(due), false) => {
-            let mut pipe = redis::pipe();
-            pipe.cmd("SADD").arg(s.keys.registry()).arg(&due).ignore();
-            pipe.add_command(cmd);
-            let (reply,): (Vec<String>,) = s.query_pipe(&pipe).await?;
-            s.registered(&due);
-            reply
-        }
-        (Some(due), true) => {
-            let _: u64 = s.query(redis::cmd("SADD").arg(s.keys.registry()).arg(&due)).await?;
-            s.registered(&due);
-            s.query(&cmd).await?
-        }
-    };
+    let reply = crate::enqueue::registered_then(s, &names, cmd).await?;
     match reply.first().map(String::as_str) {
         Some("ok") => {
             jq_core::observe::EnqueueTally::of(&plan.steps.iter().map(|s| s.job.clone()).collect::<Vec<_>>()).record();
