@@ -164,7 +164,11 @@ pub(crate) async fn retry(inner: &Inner, id: JobId) -> Result<()> {
 /// Scheduled or Pending -> Cancelled.
 pub(crate) async fn cancel(inner: &Inner, id: JobId) -> Result<()> {
     let now = inner.clock.now();
-    let row = inner.db().fetch_optional(inner.sql.cancel.query().bind(id.0).bind(now)).await.map_err(map_sqlx)?;
+    let row = inner
+        .db()
+        .fetch_optional(inner.sql.cancel.query().bind(id.0).bind(now).bind(&inner.channel))
+        .await
+        .map_err(map_sqlx)?;
     match row {
         Some(_) => Ok(()),
         None => Err(refused(inner, id, "cancel").await),

@@ -21,7 +21,8 @@ pub(crate) async fn request(inner: &Inner, id: JobId, reason: &str) -> Result<Ca
     // state, so a few suffice.
     for _ in 0..4 {
         let now = inner.clock.now();
-        let statement = inner.sql.cancel_request.query().bind(id.0).bind(now).bind(reason.as_str());
+        let statement =
+            inner.sql.cancel_request.query().bind(id.0).bind(now).bind(reason.as_str()).bind(&inner.channel);
         if let Some(row) = inner.db().fetch_optional(statement).await.map_err(map_sqlx)? {
             let state: String = row.try_get(0).map_err(map_sqlx)?;
             return Ok(match decode_state(id, &state)? {

@@ -215,7 +215,8 @@ async fn bury(inner: &Inner, row: &sqlx::postgres::PgRow, error: &Error) -> Resu
     };
     tracing::error!(%id, %error, "claimed a corrupt job; moving it to dead");
     let now = inner.clock.now();
-    let statement = inner.sql.bury.query().bind(id).bind(now).bind(rfc3339(now)).bind(error.to_string());
+    let statement =
+        inner.sql.bury.query().bind(id).bind(now).bind(rfc3339(now)).bind(error.to_string()).bind(&inner.channel);
     inner.db().execute(statement).await.map_err(map_sqlx)?;
     Ok(())
 }

@@ -48,7 +48,8 @@ pub(crate) async fn recover(inner: &Inner) -> Result<u64> {
     let after = inner.recover_start.begin(now);
     let mut total = 0;
     loop {
-        let statement = inner.sql.recover.query().bind(now).bind(BATCH as i32).bind(&text).bind(after);
+        let statement =
+            inner.sql.recover.query().bind(now).bind(BATCH as i32).bind(&text).bind(after).bind(&inner.channel);
         let rows = inner.db().fetch_all(statement).await.map_err(map_sqlx)?;
         // Pending again at now: a key a claim of this storage may have
         // passed already.

@@ -23,6 +23,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("enqueue_function", include_str!("../migrations/0010_enqueue_function.sql")),
     ("cancel", include_str!("../migrations/0011_cancel.sql")),
     ("workflows", include_str!("../migrations/0012_workflows.sql")),
+    ("flow_in_statements", include_str!("../migrations/0013_flow_in_statements.sql")),
 ];
 
 /// The newest schema version this build knows.

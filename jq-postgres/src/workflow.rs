@@ -1,10 +1,11 @@
 //! Workflows on PostgreSQL (migration 12): a workflow stored in one
 //! statement (`sql/workflow_enqueue.sql`), results stored by the settle
 //! statement itself (`sql/settle_results.sql`), and the release or
-//! cancellation of children done by the `jq_flow` trigger inside the
-//! statement that finishes a parent: settle, recover, cancel and retry
-//! need no code of their own for it, and a job without children does not
-//! fire it.
+//! cancellation of children done inside the statement that finishes a
+//! parent (settle, bury, recover, cancel) by one call of
+//! `jq_flow_finished` over the batch's parents, and their revival by the
+//! retry statement's call of `jq_flow_revived` (migration 13). A batch
+//! with no parent calls neither, and `jobs` has no trigger.
 
 use chrono::{DateTime, Utc};
 use jq_core::storage::{truncate_micros, workflow_not_found};
@@ -20,7 +21,8 @@ use crate::enqueue::is_violation_of;
 use crate::error::map_sqlx;
 use crate::row::decode_state;
 
-/// `flow` bit: the job has children (the trigger's WHEN clause).
+/// `flow` bit: the job has children (the statements' filter before
+/// `jq_flow_finished`).
 const HAS_CHILDREN: i16 = 1;
 
 /// Stores `plan` on the pool.

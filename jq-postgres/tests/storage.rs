@@ -63,7 +63,7 @@ async fn migration_8_counts_the_jobs_finished_before_it() {
     // cannot be added twice; they run again after it.
     let setup = [
         format!(
-            "DROP TRIGGER jq_flow ON {q}.jobs; DROP FUNCTION {q}.jq_flow(); DROP INDEX {q}.jobs_waiting_on_parents; \
+            "DROP FUNCTION {q}.jq_flow_finished, {q}.jq_flow_revived; DROP INDEX {q}.jobs_waiting_on_parents; \
              DROP TABLE {q}.job_results, {q}.job_deps, {q}.job_nodes, {q}.workflows; \
              ALTER TABLE {q}.jobs DROP COLUMN flow; \
              DROP TABLE {q}.job_counts; \

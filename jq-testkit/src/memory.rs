@@ -540,23 +540,31 @@ impl Storage for MemoryStorage {
 impl CancelStorage for MemoryStorage {
     async fn request_cancel(&self, id: JobId, reason: &str) -> Result<CancelAnswer> {
         let now = self.clock.now();
-        let mut map = self.jobs();
-        let job = map.get_mut(&id).ok_or(Error::NotFound { id })?;
-        Ok(match job.state {
-            State::Scheduled | State::Pending => {
-                job.state = State::Cancelled;
-                job.finished_at = Some(now);
-                CancelAnswer::Cancelled
-            }
-            State::Running => {
-                if job.cancel_requested.is_none() {
-                    job.cancel_requested =
-                        Some(CancelRequest { at: now, reason: jq_core::storage::cancel_reason(reason) });
+        let (answer, woke) = {
+            let mut map = self.jobs();
+            let job = map.get_mut(&id).ok_or(Error::NotFound { id })?;
+            match job.state {
+                State::Scheduled | State::Pending => {
+                    job.state = State::Cancelled;
+                    job.finished_at = Some(now);
+                    // Like any other end of a parent: its children are
+                    // cancelled, or released under run_anyway.
+                    (CancelAnswer::Cancelled, self.graph().finished(&mut map, id, now))
                 }
-                CancelAnswer::Requested
+                State::Running => {
+                    if job.cancel_requested.is_none() {
+                        job.cancel_requested =
+                            Some(CancelRequest { at: now, reason: jq_core::storage::cancel_reason(reason) });
+                    }
+                    (CancelAnswer::Requested, false)
+                }
+                finished => (CancelAnswer::Finished(finished), false),
             }
-            finished => CancelAnswer::Finished(finished),
-        })
+        };
+        if woke {
+            self.bump();
+        }
+        Ok(answer)
     }
 
     async fn progress(&self, reports: &[ProgressReport]) -> Result<Vec<JobId>> {

@@ -116,8 +116,14 @@ async fn every_statement_finds_its_rows_by_key_whatever_the_statistics() {
             format!("(ARRAY['{running}']::uuid[], ARRAY['{token}']::uuid[], now())"),
             &["jobs_pkey"],
         ),
-        ("bury", &sql.bury, "uuid, timestamptz, text, text", format!("('{running}', now(), 'x', 'y')"), &["jobs_pkey"]),
-        ("cancel", &sql.cancel, "uuid, timestamptz", format!("('{pending}', now())"), &["jobs_pkey"]),
+        (
+            "bury",
+            &sql.bury,
+            "uuid, timestamptz, text, text, text",
+            format!("('{running}', now(), 'x', 'y', 'c')"),
+            &["jobs_pkey"],
+        ),
+        ("cancel", &sql.cancel, "uuid, timestamptz, text", format!("('{pending}', now(), 'c')"), &["jobs_pkey"]),
         (
             "retry",
             &sql.retry,
@@ -129,8 +135,8 @@ async fn every_statement_finds_its_rows_by_key_whatever_the_statistics() {
         (
             "recover",
             &sql.recover,
-            "timestamptz, int4, text, timestamptz",
-            "(now(), 100, 'x', now() - interval '1 minute')".to_owned(),
+            "timestamptz, int4, text, timestamptz, text",
+            "(now(), 100, 'x', now() - interval '1 minute', 'c')".to_owned(),
             &["jobs_lease_expiry"],
         ),
         ("purge", &sql.purge, "text, timestamptz, int4", "('dead', now(), 100)".to_owned(), &["jobs_finished"]),

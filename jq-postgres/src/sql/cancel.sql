@@ -1,5 +1,6 @@
 -- Waiting, Scheduled or Pending -> Cancelled (a Waiting job's dependents
--- follow by migration 12's trigger). $1 id uuid, $2 now timestamptz.
+-- follow in the same statement: jq_flow_finished, migration 13). $1 id uuid,
+-- $2 now timestamptz, $3 wake-up channel text.
 -- No row returned: unknown id or another state (the caller looks it up).
 --
 -- The row is found by primary key and locked first, then changed by its
@@ -16,7 +17,13 @@ UPDATE {schema}.jobs AS j
 SET state = 'cancelled', finished_at = $2
 FROM target
 WHERE j.ctid = target.ctid AND j.state IN ('waiting', 'scheduled', 'pending')
-RETURNING j.id, j.queue, j.state
+RETURNING j.id, j.queue, j.state, j.flow
+),
+flowed AS (
+SELECT {schema}.jq_flow_finished(array_agg(id ORDER BY id), array_agg(state ORDER BY id), $2, $3) AS woken
+FROM upd
+WHERE flow & 1 <> 0 AND state IN ('completed', 'dead', 'cancelled')
+HAVING count(*) > 0
 ),
 counted AS (
 INSERT INTO {schema}.job_counts AS c (queue, state, shard, n)
@@ -25,4 +32,4 @@ FROM upd
 GROUP BY queue, state
 ON CONFLICT (queue, state, shard) DO UPDATE SET n = c.n + excluded.n
 )
-SELECT id FROM upd
+SELECT id, (SELECT count(*) FROM flowed) AS flowed FROM upd

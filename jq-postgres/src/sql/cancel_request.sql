@@ -1,11 +1,13 @@
 -- Cancel job $1 whatever its state (CancelStorage::request_cancel). $2 now
--- timestamptz, $3 reason text.
+-- timestamptz, $3 reason text, $4 wake-up channel text.
 --
 -- Scheduled or Pending -> Cancelled (counted in job_counts, migration 8);
 -- Running: the request is stored (migration 11) unless one is (a resend
 -- keeps the first). Returns the job's new state ('cancelled' or
 -- 'running'); no row when it is in another state or unknown (the caller
--- looks it up).
+-- looks it up). A job with children that became Cancelled here takes its
+-- children with it, or releases them under run_anyway (jq_flow_finished,
+-- migration 13).
 --
 -- A plain guarded UPDATE by primary key, re-checked by PostgreSQL on the
 -- latest row version: a heartbeat or a settlement may change the row at
@@ -21,7 +23,13 @@ SET state = CASE WHEN j.state = 'running' THEN j.state ELSE 'cancelled' END,
     cancel_reason = CASE WHEN j.state = 'running' AND j.cancel_requested_at IS NULL THEN $3
         ELSE j.cancel_reason END
 WHERE j.id = $1 AND j.state IN ('scheduled', 'pending', 'running')
-RETURNING j.queue, j.state
+RETURNING j.id, j.queue, j.state, j.flow
+),
+flowed AS (
+SELECT {schema}.jq_flow_finished(array_agg(id ORDER BY id), array_agg(state ORDER BY id), $2, $4) AS woken
+FROM upd
+WHERE flow & 1 <> 0 AND state IN ('completed', 'dead', 'cancelled')
+HAVING count(*) > 0
 ),
 counted AS (
 INSERT INTO {schema}.job_counts AS c (queue, state, shard, n)
@@ -31,4 +39,4 @@ WHERE state = 'cancelled'
 GROUP BY queue, state
 ON CONFLICT (queue, state, shard) DO UPDATE SET n = c.n + excluded.n
 )
-SELECT state FROM upd
+SELECT state, (SELECT count(*) FROM flowed) AS flowed FROM upd

@@ -4,7 +4,7 @@
 -- lease expiry to walk from (exclusive; NULL walks the index whole): the
 -- end of the previous pass, so the entries that completed jobs leave behind
 -- while an old snapshot keeps them are walked once, not by every pass (see
--- RecoverStart in hints.rs).
+-- RecoverStart in hints.rs). $5 wake-up channel text.
 -- ONE guarded statement: the rows are locked in the CTE, and the UPDATE's
 -- guard (state = running AND lease_expires_at <= now) is evaluated on the
 -- latest row version, so a job a concurrent ack just completed, or a lease a
@@ -16,7 +16,8 @@
 -- moves its claim positions back before them (hints.rs). Always one row
 -- at least. The jobs it made Dead are added to job_counts (migration 8).
 -- A job holding a cancel request (migration 11) goes to Cancelled instead,
--- with no error, and is counted too.
+-- with no error, and is counted too. Those it finished that have children
+-- go to jq_flow_finished (migration 13), in the same statement.
 WITH picked AS (
     SELECT ctid FROM {schema}.jobs
     WHERE state = 'running' AND lease_expires_at <= $1 AND lease_expires_at > coalesce($4, '-infinity')
@@ -41,7 +42,13 @@ SET state = CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled'
     lease_expires_at = NULL
 FROM picked
 WHERE j.ctid = picked.ctid AND j.state = 'running' AND j.lease_expires_at <= $1
-RETURNING j.queue, j.priority, j.state, j.run_at
+RETURNING j.id, j.queue, j.priority, j.state, j.run_at, j.flow
+),
+flowed AS (
+SELECT {schema}.jq_flow_finished(array_agg(id ORDER BY id), array_agg(state ORDER BY id), $1, $5) AS woken
+FROM moved
+WHERE flow & 1 <> 0 AND state IN ('completed', 'dead', 'cancelled')
+HAVING count(*) > 0
 ),
 counted AS (
 INSERT INTO {schema}.job_counts AS c (queue, state, shard, n)
@@ -52,7 +59,8 @@ GROUP BY queue, state
 ORDER BY queue, state
 ON CONFLICT (queue, state, shard) DO UPDATE SET n = c.n + excluded.n
 )
-SELECT (SELECT count(*) FROM moved) AS moved, m.queue, m.priority, m.run_at
+SELECT (SELECT count(*) FROM moved) AS moved, m.queue, m.priority, m.run_at,
+       (SELECT count(*) FROM flowed) AS flowed
 FROM (SELECT 1) AS one
 LEFT JOIN (
     SELECT queue, priority, min(run_at) AS run_at FROM moved WHERE state = 'pending' GROUP BY queue, priority

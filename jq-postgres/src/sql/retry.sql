@@ -7,7 +7,9 @@
 -- a slot of its own in jobs_unique (its id) instead of the shared nil slot.
 -- Should a concurrent enqueue take the nil slot after this statement's
 -- snapshot, this fails with a unique violation and the caller re-runs it.
--- The job leaves the Dead count of job_counts (migration 8).
+-- The job leaves the Dead count of job_counts (migration 8). The children
+-- its failure cancelled come back to Waiting in the same statement
+-- (jq_flow_revived, migration 13).
 WITH upd AS (
 UPDATE {schema}.jobs AS j
 SET state = 'pending',
@@ -28,7 +30,13 @@ SET state = 'pending',
         ELSE '00000000-0000-0000-0000-000000000000'::uuid
     END
 WHERE j.id = $1 AND j.state = 'dead'
-RETURNING j.id, j.queue, j.priority, j.run_at
+RETURNING j.id, j.queue, j.priority, j.run_at, j.flow
+),
+flowed AS (
+SELECT {schema}.jq_flow_revived(array_agg(id)) AS revived
+FROM upd
+WHERE flow & 1 <> 0
+HAVING count(*) > 0
 ),
 counted AS (
 INSERT INTO {schema}.job_counts AS c (queue, state, shard, n)
@@ -37,4 +45,6 @@ FROM upd
 GROUP BY queue
 ON CONFLICT (queue, state, shard) DO UPDATE SET n = c.n + excluded.n
 )
-SELECT upd.id, upd.queue, upd.priority, upd.run_at, (SELECT count(*) FROM (SELECT pg_notify($3, '')) AS n) AS notified FROM upd
+SELECT upd.id, upd.queue, upd.priority, upd.run_at, (SELECT count(*) FROM (SELECT pg_notify($3, '')) AS n) AS notified,
+       (SELECT count(*) FROM flowed) AS flowed
+FROM upd

@@ -20,6 +20,8 @@
 -- claim has already passed (released in the instant it was claimed).
 -- The jobs it finished are added to job_counts (migration 8), one row per
 -- (queue, state) for the whole batch, on a shard picked per statement.
+-- Those it finished that have children (workflows) go to jq_flow_finished
+-- (migration 13) in one call: a batch of plain jobs calls nothing.
 WITH input AS (
     SELECT *
     FROM unnest($1::uuid[], $2::uuid[], $3::int2[], $4::text[], $5::timestamptz[], $6::text[], $10::text[])
@@ -52,8 +54,15 @@ SET state = CASE
     END
 FROM input AS i
 WHERE j.id = i.id AND j.state = 'running' AND j.lease_token = i.token
-RETURNING j.id, j.state, j.queue, j.priority, j.run_at
+RETURNING j.id, j.state, j.queue, j.priority, j.run_at, j.flow
 ),
+flowed AS (
+SELECT {schema}.jq_flow_finished(array_agg(id ORDER BY id), array_agg(state ORDER BY id), $7, $9) AS woken
+FROM upd
+WHERE flow & 1 <> 0 AND state IN ('completed', 'dead', 'cancelled')
+HAVING count(*) > 0
+),
+
 stored AS (
 INSERT INTO {schema}.job_results (id, result)
 SELECT i.id, i.result FROM input AS i JOIN upd ON upd.id = i.id
@@ -75,5 +84,6 @@ SELECT upd.id, upd.state,
        CASE WHEN upd.state = 'pending' THEN upd.priority END AS priority,
        CASE WHEN upd.state = 'pending' THEN upd.run_at END AS run_at,
        (SELECT count(*) FROM (
-            SELECT pg_notify($9, '') FROM upd AS back WHERE back.state = 'pending' LIMIT 1) AS n) AS notified
+            SELECT pg_notify($9, '') FROM upd AS back WHERE back.state = 'pending' LIMIT 1) AS n) AS notified,
+       (SELECT count(*) FROM flowed) AS flowed
 FROM upd

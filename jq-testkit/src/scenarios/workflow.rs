@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use jq_core::storage::{Outcome, Settlement, Storage, StorageExt, WorkflowStorage};
+use jq_core::storage::{CancelAnswer, Outcome, Settlement, Storage, StorageExt, WorkflowStorage};
 use jq_core::workflow::WorkflowId;
 use jq_core::workflow::{Batch, OnFailure, Step, Workflow, WorkflowPlan};
 use jq_core::{Error, JobContext, JobFilter, JobId, ManualClock, Payload, State, StateCounts, WorkerPool};
@@ -365,6 +365,23 @@ pub async fn workflow_cancel_and_recover_cascade<H: Harness>(h: &H) {
     assert_eq!(state(&storage, ids[0]).await, State::Dead);
     assert_eq!(state(&storage, ids[1]).await, State::Cancelled, "recover to Dead cascades");
     assert_eq!(flows(&storage).links(ids[1]).await.expect("links").cancelled_by, Some(ids[0]));
+
+    // A cancel request reaching a parent before it started ends it at once,
+    // as `cancel` does: its dependents follow by their policies.
+    if let Some(cancels) = storage.as_cancellation() {
+        let plan = Workflow::new()
+            .step(step(&clock, "root", 0))
+            .step(step(&clock, "follows", 1).after(["root"]))
+            .step(step(&clock, "anyway", 2).after(["root"]).on_failure(OnFailure::RunAnyway))
+            .plan()
+            .expect("valid");
+        let ids = enqueue_plan(&storage, &plan).await;
+        assert_eq!(cancels.request_cancel(ids[0], "not wanted").await.expect("cancel"), CancelAnswer::Cancelled);
+        summary_agrees(&storage, plan.id, "a cancel request of a pending root").await;
+        assert_eq!(state(&storage, ids[1]).await, State::Cancelled, "cancelled with its parent");
+        assert_eq!(flows(&storage).links(ids[1]).await.expect("links").cancelled_by, Some(ids[0]));
+        assert_eq!(state(&storage, ids[2]).await, State::Pending, "run_anyway: released");
+    }
 }
 
 /// A result is stored with its ack and read back; a child reads its
