@@ -17,6 +17,13 @@
 -- Their queries run after the calling statement's own changes and see them
 -- (a VOLATILE function takes a fresh snapshot per query).
 --
+-- Their queries look up a batch's parents and children by key, a handful
+-- of rows among many: the functions plan them with sequential scans and
+-- hash or merge joins off, since a plan made while the edge table's
+-- statistics are stale (a workflow just stored, not yet analyzed) read
+-- the whole table per batch (seen: a seq scan of job_deps under every
+-- settle of a 10,000-member fan-in, 10 ms each).
+--
 -- The children they cancel or revive are counted in job_counts on shard 16,
 -- which no statement picks (they pick 0 to 15): PostgreSQL refuses an
 -- ON CONFLICT update of a row that a later command of the same statement
@@ -37,7 +44,8 @@ DROP FUNCTION {schema}.jq_flow();
 -- the rows are locked in id order first (so two batches cannot deadlock),
 -- and exactly one sees zero.
 CREATE FUNCTION {schema}.jq_flow_finished(ids uuid[], states text[], at timestamptz, channel text)
-RETURNS integer LANGUAGE plpgsql AS $flow$
+RETURNS integer LANGUAGE plpgsql
+SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off AS $flow$
 DECLARE
     children uuid[];
     woken integer := 0;
@@ -112,7 +120,8 @@ $flow$;
 -- (job_nodes.cancelled_by set) comes back to Waiting once no parent of its
 -- is failed under cancel any more, leaves the Cancelled count, and its own
 -- cancelled children follow by recursion. Returns how many came back.
-CREATE FUNCTION {schema}.jq_flow_revived(ids uuid[]) RETURNS integer LANGUAGE plpgsql AS $flow$
+CREATE FUNCTION {schema}.jq_flow_revived(ids uuid[]) RETURNS integer LANGUAGE plpgsql
+SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off AS $flow$
 DECLARE
     e record;
     revived uuid[] := '{}';
