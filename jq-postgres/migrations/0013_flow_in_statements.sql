@@ -32,6 +32,16 @@
 DROP TRIGGER jq_flow ON {schema}.jobs;
 DROP FUNCTION {schema}.jq_flow();
 
+-- The foreign keys of job_nodes and job_results on jobs go too: each put
+-- internal row triggers on `jobs` (an UPDATE trigger that re-reads every
+-- updated row's old version, a DELETE trigger that probes both tables per
+-- purged job), checked every stored step with a row lock on its job (a
+-- 10,000-step workflow took 10,000 locks), and every stored result. A
+-- node and its job are stored by one statement (the workflow's), a result
+-- by its job's ack, and the purge statement deletes both with their job.
+ALTER TABLE {schema}.job_nodes DROP CONSTRAINT job_nodes_id_fkey;
+ALTER TABLE {schema}.job_results DROP CONSTRAINT job_results_id_fkey;
+
 -- Parents `ids` (distinct) have just become `states` (Completed, Dead or
 -- Cancelled) at `at`. Each open edge of theirs is released (parent
 -- Completed, or failed under run_anyway): a child whose last edge this

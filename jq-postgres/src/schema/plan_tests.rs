@@ -139,7 +139,13 @@ async fn every_statement_finds_its_rows_by_key_whatever_the_statistics() {
             "(now(), 100, 'x', now() - interval '1 minute', 'c')".to_owned(),
             &["jobs_lease_expiry"],
         ),
-        ("purge", &sql.purge, "text, timestamptz, int4", "('dead', now(), 100)".to_owned(), &["jobs_finished"]),
+        (
+            "purge",
+            &sql.purge,
+            "text, timestamptz, int4",
+            "('dead', now(), 100)".to_owned(),
+            &["job_nodes_pkey", "job_results_pkey", "jobs_finished"],
+        ),
         ("throughput", &sql.throughput, "timestamptz", "(now() - interval '1 hour')".to_owned(), &["jobs_finished"]),
         // Finished jobs are counted from job_counts (a handful of rows,
         // read whole), live ones from the indexes that hold only them.

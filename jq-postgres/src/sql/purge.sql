@@ -8,7 +8,9 @@
 -- are locked (rows a retry holds are left for the next batch) and deleted
 -- by ctid: `id IN (subquery)` made the planner hash-join the whole table.
 -- What was deleted leaves job_counts (migration 8), per queue and state,
--- in the same statement.
+-- in the same statement, and the workflow rows of the deleted jobs go with
+-- them (a step's node and a result; migration 13 took the foreign keys
+-- that did it): found by key, `= ANY(ARRAY(...))` for the index.
 WITH gone AS (
 DELETE FROM {schema}.jobs
 WHERE ctid = ANY(ARRAY(
@@ -18,7 +20,13 @@ WHERE ctid = ANY(ARRAY(
     LIMIT $3
     FOR UPDATE SKIP LOCKED
 ))
-RETURNING queue, state
+RETURNING id, queue, state
+),
+nodes_gone AS (
+DELETE FROM {schema}.job_nodes WHERE id = ANY(ARRAY(SELECT id FROM gone))
+),
+results_gone AS (
+DELETE FROM {schema}.job_results WHERE id = ANY(ARRAY(SELECT id FROM gone))
 ),
 counted AS (
 INSERT INTO {schema}.job_counts AS c (queue, state, shard, n)
