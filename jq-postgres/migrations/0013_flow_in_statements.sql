@@ -58,18 +58,27 @@ RETURNS integer LANGUAGE plpgsql
 SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off AS $flow$
 DECLARE
     children uuid[];
+    failed boolean;
     woken integer := 0;
     e record;
     child_flow smallint;
     cancelled uuid[] := '{}';
 BEGIN
-    WITH released AS (
+    -- Only a failed parent's releases are written (run_anyway): a Completed
+    -- parent never finishes again, so its state says its edges are done
+    -- with, and a fan-in's acks write nothing on their edges. An edge a
+    -- parent released while Dead, before an operator's retry, stays
+    -- released: the retried parent's completion does not count twice.
+    SELECT array_agg(d.child ORDER BY d.child) INTO children
+    FROM unnest(ids, states) AS p(id, state)
+    JOIN {schema}.job_deps AS d ON d.parent = p.id
+    WHERE NOT d.released AND (p.state = 'completed' OR d.on_failure = 'run_anyway');
+    failed := array_position(states, 'dead') IS NOT NULL OR array_position(states, 'cancelled') IS NOT NULL;
+    IF failed THEN
         UPDATE {schema}.job_deps AS d SET released = true
         FROM unnest(ids, states) AS p(id, state)
-        WHERE d.parent = p.id AND NOT d.released AND (p.state = 'completed' OR d.on_failure = 'run_anyway')
-        RETURNING d.child
-    )
-    SELECT array_agg(child ORDER BY child) INTO children FROM released;
+        WHERE d.parent = p.id AND p.state <> 'completed' AND NOT d.released AND d.on_failure = 'run_anyway';
+    END IF;
     IF children IS NOT NULL THEN
         PERFORM 1 FROM {schema}.job_nodes WHERE id = ANY(children) ORDER BY id FOR UPDATE;
         WITH counted AS (
@@ -95,6 +104,9 @@ BEGIN
         END IF;
     END IF;
 
+    IF NOT failed THEN
+        RETURN woken;
+    END IF;
     FOR e IN
         SELECT d.child, p.id AS parent, j.queue
         FROM unnest(ids, states) AS p(id, state)
