@@ -37,6 +37,27 @@ const INSERT_DEP: &str =
 const OPEN_CHILDREN: &str = "SELECT d.child, d.on_failure, j.state, j.queue, j.run_at, j.flow \
      FROM job_deps d JOIN jobs j ON j.id = d.child WHERE d.parent = ?1 AND d.released = 0";
 const RELEASE_EDGE: &str = "UPDATE job_deps SET released = 1 WHERE parent = ?1 AND child = ?2";
+/// The children of the parents ?1 (a JSON array of their ids in hex), one
+/// row per edge not released before: the parents of one settle batch that
+/// completed, in one statement (a probe of the primary key per parent).
+///
+/// A completed parent's edges are released by its state: `released` is
+/// written only for a parent that failed under run-anyway (it may be
+/// retried and complete later, and must not count twice), never by a
+/// completion. Writing it per edge cost a fan-in's member acks as much as
+/// the acks themselves, and a Completed job never leaves Completed (purge
+/// removes it), so "released = 1 or the parent is Completed" is the edge's
+/// release, read by no statement but this one's caller: the others look at
+/// the edges of parents that are not Completed.
+const OPEN_OF_COMPLETED: &str =
+    "SELECT child FROM job_deps WHERE parent IN (SELECT unhex(value) FROM json_each(?1)) AND released = 0";
+/// Child ?1's count of unfinished parents goes down by ?2: the edges of it
+/// one batch released.
+const COUNT_DOWN_BY: &str = "UPDATE job_nodes SET unfinished = unfinished - ?2 WHERE id = ?1 RETURNING unfinished";
+/// WAKE, answering the woken child's queue and new state (nothing when it
+/// was not Waiting).
+const WAKE_RETURNING: &str = "UPDATE jobs SET state = CASE WHEN run_at <= ?2 THEN 'pending' ELSE 'scheduled' END, \
+     run_at = max(run_at, ?2) WHERE id = ?1 AND state = 'waiting' RETURNING queue, state";
 const COUNT_DOWN: &str = "UPDATE job_nodes SET unfinished = unfinished - 1 WHERE id = ?1 RETURNING unfinished";
 const WAKE: &str = "UPDATE jobs SET state = CASE WHEN run_at <= ?2 THEN 'pending' ELSE 'scheduled' END, \
      run_at = max(run_at, ?2) WHERE id = ?1 AND state = 'waiting'";
@@ -189,6 +210,60 @@ pub(crate) fn finished(conn: &Connection, tally: &mut Tally, id: JobId, state: S
                     stack.push((job_id(child)?, State::Cancelled));
                 }
             }
+        }
+    }
+    Ok(woke)
+}
+
+/// Jobs `ids`, each with children, just became Completed in the caller's
+/// transaction (one settle batch): every edge from them not released yet
+/// is released (by their state, see [`OPEN_OF_COMPLETED`]) and each
+/// child's count of unfinished parents goes down by the number of its
+/// edges released here, once per child and batch; a child whose count
+/// reaches zero while Waiting wakes. The same end state as [`finished`]
+/// per parent: a completion releases every open edge whatever the
+/// policy, and the order of releases within one transaction does not
+/// matter (a count reaches zero only once every parent released). Returns
+/// true when a job became claimable.
+pub(crate) fn completed(conn: &Connection, tally: &mut Tally, ids: &[JobId], now_us: i64) -> Result<bool> {
+    // Ids travel as one JSON array of hex strings: one statement for the
+    // batch, without a table-valued function outside SQLite's core.
+    let mut list = String::with_capacity(2 + ids.len() * 35);
+    list.push('[');
+    for (i, id) in ids.iter().enumerate() {
+        if i > 0 {
+            list.push(',');
+        }
+        list.push('"');
+        list.push_str(id.0.simple().encode_lower(&mut Uuid::encode_buffer()));
+        list.push('"');
+    }
+    list.push(']');
+    // Children in id order, with how many of their edges this released.
+    let mut released: BTreeMap<Vec<u8>, i64> = BTreeMap::new();
+    {
+        let mut stmt = conn.prepare_cached(OPEN_OF_COMPLETED).map_err(db)?;
+        let mut rows = stmt.query(params![list]).map_err(db)?;
+        while let Some(r) = rows.next().map_err(db)? {
+            *released.entry(r.get::<_, Vec<u8>>(0).map_err(db)?).or_default() += 1;
+        }
+    }
+    let mut woke = false;
+    for (child, n) in released {
+        let left: i64 =
+            conn.prepare_cached(COUNT_DOWN_BY).map_err(db)?.query_row(params![child, n], |r| r.get(0)).map_err(db)?;
+        if left != 0 {
+            continue;
+        }
+        let wake: Option<(Value, String)> = conn
+            .prepare_cached(WAKE_RETURNING)
+            .map_err(db)?
+            .query_row(params![child, now_us], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()
+            .map_err(db)?;
+        if let Some((queue, state)) = wake {
+            tally.add(queue, State::Waiting, -1);
+            woke |= state == State::Pending.as_str();
         }
     }
     Ok(woke)
