@@ -12,7 +12,7 @@ use jq_core::workflow::{
     JobLinks, OnFailure, ParentLink, ParentResult, StepInfo, WorkflowId, WorkflowInfo, WorkflowPlan,
 };
 use jq_core::{Error, JobId, Payload, Result, State, StateCounts, Timestamp};
-use rusqlite::types::Value;
+use rusqlite::types::{ToSqlOutput, Value, ValueRef};
 use rusqlite::{Connection, OptionalExtension, params};
 use uuid::Uuid;
 
@@ -29,10 +29,20 @@ pub(crate) const HAS_RESULT: i64 = 4;
 
 const INSERT_JOB: &str = "INSERT INTO jobs (id, queue, kind, payload, priority, state, attempts, max_attempts, \
      run_at, created_at, unique_key, trace, flow, timeout_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, ?8, ?9, NULL, ?10, ?11, ?12)";
-const INSERT_NODE: &str =
-    "INSERT INTO job_nodes (id, workflow, position, step, unfinished, cancelled_by) VALUES (?1, ?2, ?3, ?4, ?5, NULL)";
-const INSERT_DEP: &str =
-    "INSERT INTO job_deps (parent, child, position, on_failure, released) VALUES (?1, ?2, ?3, ?4, 0)";
+/// Rows of `job_nodes` (id, workflow, position, step, unfinished) or of
+/// `job_deps` (parent, child, position, on_failure) that one INSERT of an
+/// enqueued workflow stores: one statement per step and per edge cost the
+/// enqueue of a workflow more than its rows' b-tree inserts (a statement's
+/// reset, cursors and halt each time). A last partial chunk goes row by
+/// row, so that only two texts of each statement are ever prepared.
+const ROWS_PER_INSERT: usize = 64;
+const INSERT_NODES_HEAD: &str =
+    "INSERT INTO job_nodes (id, workflow, position, step, unfinished, cancelled_by) VALUES ";
+const NODE_VALUES: &str = "(?, ?, ?, ?, ?, NULL)";
+const NODE_PARAMS: usize = 5;
+const INSERT_DEPS_HEAD: &str = "INSERT INTO job_deps (parent, child, position, on_failure, released) VALUES ";
+const DEP_VALUES: &str = "(?, ?, ?, ?, 0)";
+const DEP_PARAMS: usize = 4;
 /// A child's edges not yet released, with what deciding needs.
 const OPEN_CHILDREN: &str = "SELECT d.child, d.on_failure, j.state, j.queue, j.run_at, j.flow \
      FROM job_deps d JOIN jobs j ON j.id = d.child WHERE d.parent = ?1 AND d.released = 0";
@@ -118,8 +128,8 @@ pub(crate) fn enqueue(conn: &Connection, plan: &WorkflowPlan, now: Timestamp) ->
         .execute(params![wid, now_us])
         .map_err(db)?;
     let mut insert = conn.prepare_cached(INSERT_JOB).map_err(db)?;
-    let mut node = conn.prepare_cached(INSERT_NODE).map_err(db)?;
-    let mut dep = conn.prepare_cached(INSERT_DEP).map_err(db)?;
+    let mut nodes = RowInserter::new(INSERT_NODES_HEAD, NODE_VALUES, NODE_PARAMS);
+    let mut deps = RowInserter::new(INSERT_DEPS_HEAD, DEP_VALUES, DEP_PARAMS);
     let mut tally = Tally::default();
     for (i, step) in plan.steps.iter().enumerate() {
         let job = &step.job;
@@ -151,13 +161,95 @@ pub(crate) fn enqueue(conn: &Connection, plan: &WorkflowPlan, now: Timestamp) ->
         if state == State::Waiting {
             tally.add(Value::Text(job.queue.as_str().to_owned()), State::Waiting, 1);
         }
-        node.execute(params![blob(&job.id.0), wid, i as i64, step.name, step.parents.len() as i64]).map_err(db)?;
+        nodes.push(
+            conn,
+            [
+                ValueRef::Blob(blob(&job.id.0)),
+                ValueRef::Blob(wid),
+                ValueRef::Integer(i as i64),
+                ValueRef::Text(step.name.as_bytes()),
+                ValueRef::Integer(step.parents.len() as i64),
+            ],
+        )?;
         for &p in &step.parents {
-            dep.execute(params![blob(&ids[p].0), blob(&job.id.0), p as i64, step.on_failure.as_str()]).map_err(db)?;
+            deps.push(
+                conn,
+                [
+                    ValueRef::Blob(blob(&ids[p].0)),
+                    ValueRef::Blob(blob(&job.id.0)),
+                    ValueRef::Integer(p as i64),
+                    ValueRef::Text(step.on_failure.as_str().as_bytes()),
+                ],
+            )?;
         }
     }
+    nodes.finish(conn)?;
+    deps.finish(conn)?;
     tally.apply(conn)?;
     Ok((ids, true))
+}
+
+/// Rows for one table, stored [`ROWS_PER_INSERT`] at a time by one
+/// multi-row INSERT, the rest one by one at [`RowInserter::finish`].
+struct RowInserter<'a> {
+    /// The INSERT of [`ROWS_PER_INSERT`] rows.
+    full: String,
+    /// The INSERT of one row.
+    one: String,
+    /// Parameters per row.
+    per_row: usize,
+    /// The parameters of the rows not stored yet, row after row.
+    pending: Vec<ValueRef<'a>>,
+}
+
+impl<'a> RowInserter<'a> {
+    /// `head` is `INSERT INTO t (...) VALUES `, `values` one row's
+    /// `(?, ...)` with `per_row` parameters.
+    fn new(head: &str, values: &str, per_row: usize) -> Self {
+        let mut full = String::with_capacity(head.len() + ROWS_PER_INSERT * (values.len() + 1));
+        full.push_str(head);
+        for i in 0..ROWS_PER_INSERT {
+            if i > 0 {
+                full.push(',');
+            }
+            full.push_str(values);
+        }
+        RowInserter {
+            full,
+            one: format!("{head}{values}"),
+            per_row,
+            pending: Vec::with_capacity(per_row * ROWS_PER_INSERT),
+        }
+    }
+
+    /// Runs `sql` with `params`, one per placeholder in order.
+    fn run(conn: &Connection, sql: &str, params: &[ValueRef<'a>]) -> Result<()> {
+        let mut stmt = conn.prepare_cached(sql).map_err(db)?;
+        for (i, value) in params.iter().enumerate() {
+            stmt.raw_bind_parameter(i + 1, ToSqlOutput::Borrowed(*value)).map_err(db)?;
+        }
+        stmt.raw_execute().map_err(db)?;
+        Ok(())
+    }
+
+    /// Adds one row; stores a full chunk.
+    fn push<const N: usize>(&mut self, conn: &Connection, row: [ValueRef<'a>; N]) -> Result<()> {
+        debug_assert_eq!(N, self.per_row);
+        self.pending.extend(row);
+        if self.pending.len() == self.per_row * ROWS_PER_INSERT {
+            Self::run(conn, &self.full, &self.pending)?;
+            self.pending.clear();
+        }
+        Ok(())
+    }
+
+    /// Stores the rows left, one statement each.
+    fn finish(self, conn: &Connection) -> Result<()> {
+        for row in self.pending.chunks(self.per_row) {
+            Self::run(conn, &self.one, row)?;
+        }
+        Ok(())
+    }
 }
 
 fn stored_ids(conn: &Connection, id: WorkflowId) -> Result<Vec<JobId>> {
