@@ -47,9 +47,11 @@ const DEP_PARAMS: usize = 4;
 const OPEN_CHILDREN: &str = "SELECT d.child, d.on_failure, j.state, j.queue, j.run_at, j.flow \
      FROM job_deps d JOIN jobs j ON j.id = d.child WHERE d.parent = ?1 AND d.released = 0";
 const RELEASE_EDGE: &str = "UPDATE job_deps SET released = 1 WHERE parent = ?1 AND child = ?2";
-/// The children of the parents ?1 (a JSON array of their ids in hex), one
-/// row per edge not released before: the parents of one settle batch that
-/// completed, in one statement (a probe of the primary key per parent).
+/// The children of parent ?1, one row per edge not released before: a
+/// probe of the primary key, read for each parent that one settle call
+/// completed (one statement per parent and no write: binding the batch's
+/// ids as one JSON array cost more, in its parse and the IN list's
+/// temporary index, than a statement per parent).
 ///
 /// A completed parent's edges are released by its state: `released` is
 /// written only for a parent that failed under run-anyway (it may be
@@ -59,8 +61,7 @@ const RELEASE_EDGE: &str = "UPDATE job_deps SET released = 1 WHERE parent = ?1 A
 /// removes it), so "released = 1 or the parent is Completed" is the edge's
 /// release, read by no statement but this one's caller: the others look at
 /// the edges of parents that are not Completed.
-const OPEN_OF_COMPLETED: &str =
-    "SELECT child FROM job_deps WHERE parent IN (SELECT unhex(value) FROM json_each(?1)) AND released = 0";
+const OPEN_OF_COMPLETED: &str = "SELECT child FROM job_deps WHERE parent = ?1 AND released = 0";
 /// Child ?1's count of unfinished parents goes down by ?2: the edges of it
 /// one batch released.
 const COUNT_DOWN_BY: &str = "UPDATE job_nodes SET unfinished = unfinished - ?2 WHERE id = ?1 RETURNING unfinished";
@@ -318,26 +319,15 @@ pub(crate) fn finished(conn: &Connection, tally: &mut Tally, id: JobId, state: S
 /// matter (a count reaches zero only once every parent released). Returns
 /// true when a job became claimable.
 pub(crate) fn completed(conn: &Connection, tally: &mut Tally, ids: &[JobId], now_us: i64) -> Result<bool> {
-    // Ids travel as one JSON array of hex strings: one statement for the
-    // batch, without a table-valued function outside SQLite's core.
-    let mut list = String::with_capacity(2 + ids.len() * 35);
-    list.push('[');
-    for (i, id) in ids.iter().enumerate() {
-        if i > 0 {
-            list.push(',');
-        }
-        list.push('"');
-        list.push_str(id.0.simple().encode_lower(&mut Uuid::encode_buffer()));
-        list.push('"');
-    }
-    list.push(']');
     // Children in id order, with how many of their edges this released.
     let mut released: BTreeMap<Vec<u8>, i64> = BTreeMap::new();
     {
         let mut stmt = conn.prepare_cached(OPEN_OF_COMPLETED).map_err(db)?;
-        let mut rows = stmt.query(params![list]).map_err(db)?;
-        while let Some(r) = rows.next().map_err(db)? {
-            *released.entry(r.get::<_, Vec<u8>>(0).map_err(db)?).or_default() += 1;
+        for id in ids {
+            let mut rows = stmt.query(params![blob(&id.0)]).map_err(db)?;
+            while let Some(r) = rows.next().map_err(db)? {
+                *released.entry(r.get::<_, Vec<u8>>(0).map_err(db)?).or_default() += 1;
+            }
         }
     }
     let mut woke = false;
