@@ -27,15 +27,19 @@ pub(crate) const IN_WORKFLOW: i64 = 2;
 /// `flow` bit: the job has a stored result.
 pub(crate) const HAS_RESULT: i64 = 4;
 
-const INSERT_JOB: &str = "INSERT INTO jobs (id, queue, kind, payload, priority, state, attempts, max_attempts, \
-     run_at, created_at, unique_key, trace, flow, timeout_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, ?8, ?9, NULL, ?10, ?11, ?12)";
-/// Rows of `job_nodes` (id, workflow, position, step, unfinished) or of
-/// `job_deps` (parent, child, position, on_failure) that one INSERT of an
+/// Rows of `jobs`, `job_nodes` or `job_deps` that one INSERT of an
 /// enqueued workflow stores: one statement per step and per edge cost the
 /// enqueue of a workflow more than its rows' b-tree inserts (a statement's
 /// reset, cursors and halt each time). A last partial chunk goes row by
-/// row, so that only two texts of each statement are ever prepared.
+/// row, so that only two texts of each statement are ever prepared. No
+/// row can conflict (every step's id was looked for first, and nodes and
+/// edges are keyed by them), and a failing statement fails the whole
+/// enqueue, in its transaction.
 const ROWS_PER_INSERT: usize = 64;
+const INSERT_JOBS_HEAD: &str = "INSERT INTO jobs (id, queue, kind, payload, priority, state, attempts, max_attempts, \
+     run_at, created_at, unique_key, trace, flow, timeout_ms) VALUES ";
+const JOB_VALUES: &str = "(?, ?, ?, ?, ?, ?, 0, ?, ?, ?, NULL, ?, ?, ?)";
+const JOB_PARAMS: usize = 12;
 const INSERT_NODES_HEAD: &str =
     "INSERT INTO job_nodes (id, workflow, position, step, unfinished, cancelled_by) VALUES ";
 const NODE_VALUES: &str = "(?, ?, ?, ?, ?, NULL)";
@@ -105,7 +109,7 @@ fn state_of(s: &str) -> Result<State> {
 
 /// Stores `plan` on `conn` inside a transaction the caller owns; returns
 /// the ids and whether anything was stored (a resend stores nothing).
-pub(crate) fn enqueue(conn: &Connection, plan: &WorkflowPlan, now: Timestamp) -> Result<(Vec<JobId>, bool)> {
+pub(crate) fn enqueue<'a>(conn: &Connection, plan: &'a WorkflowPlan, now: Timestamp) -> Result<(Vec<JobId>, bool)> {
     let wid = blob(&plan.id.0);
     let known: bool =
         conn.prepare_cached("SELECT 1 FROM workflows WHERE id = ?1").map_err(db)?.exists(params![wid]).map_err(db)?;
@@ -128,7 +132,7 @@ pub(crate) fn enqueue(conn: &Connection, plan: &WorkflowPlan, now: Timestamp) ->
         .map_err(db)?
         .execute(params![wid, now_us])
         .map_err(db)?;
-    let mut insert = conn.prepare_cached(INSERT_JOB).map_err(db)?;
+    let mut jobs = RowInserter::new(INSERT_JOBS_HEAD, JOB_VALUES, JOB_PARAMS);
     let mut nodes = RowInserter::new(INSERT_NODES_HEAD, NODE_VALUES, NODE_PARAMS);
     let mut deps = RowInserter::new(INSERT_DEPS_HEAD, DEP_VALUES, DEP_PARAMS);
     let mut tally = Tally::default();
@@ -143,22 +147,24 @@ pub(crate) fn enqueue(conn: &Connection, plan: &WorkflowPlan, now: Timestamp) ->
             State::Scheduled
         };
         let flow = IN_WORKFLOW | if children[i].is_empty() { 0 } else { HAS_CHILDREN };
-        insert
-            .execute(params![
-                blob(&job.id.0),
-                job.queue.as_str(),
-                job.kind,
-                job.payload.as_str(),
-                i64::from(job.priority.as_i16()),
-                state.as_str(),
-                i64::from(job.max_attempts),
-                run_at,
-                now_us,
-                job.trace.as_ref().map(|t| t.as_stored()),
-                flow,
-                job.timeout_ms(),
-            ])
-            .map_err(db)?;
+        let null_or_text = |t: Option<&'a str>| t.map_or(ValueRef::Null, |t| ValueRef::Text(t.as_bytes()));
+        jobs.push(
+            conn,
+            [
+                ValueRef::Blob(blob(&job.id.0)),
+                ValueRef::Text(job.queue.as_str().as_bytes()),
+                ValueRef::Text(job.kind.as_bytes()),
+                ValueRef::Text(job.payload.as_str().as_bytes()),
+                ValueRef::Integer(i64::from(job.priority.as_i16())),
+                ValueRef::Text(state.as_str().as_bytes()),
+                ValueRef::Integer(i64::from(job.max_attempts)),
+                ValueRef::Integer(run_at),
+                ValueRef::Integer(now_us),
+                null_or_text(job.trace.as_ref().map(|t| t.as_stored())),
+                ValueRef::Integer(flow),
+                job.timeout_ms().map_or(ValueRef::Null, ValueRef::Integer),
+            ],
+        )?;
         if state == State::Waiting {
             tally.add(Value::Text(job.queue.as_str().to_owned()), State::Waiting, 1);
         }
@@ -184,6 +190,7 @@ pub(crate) fn enqueue(conn: &Connection, plan: &WorkflowPlan, now: Timestamp) ->
             )?;
         }
     }
+    jobs.finish(conn)?;
     nodes.finish(conn)?;
     deps.finish(conn)?;
     tally.apply(conn)?;

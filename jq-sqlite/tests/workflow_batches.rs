@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use jq_core::storage::{ClaimRequest, Outcome, Settlement, Storage, StorageExt};
 use jq_core::workflow::{Batch, OnFailure, Step, Workflow};
-use jq_core::{Job, JobId, ManualClock, NewJob, Payload, QueueName, State};
+use jq_core::{Job, JobId, ManualClock, NewJob, Payload, Priority, QueueName, State};
 use jq_sqlite::{SqliteConfig, SqliteStorage};
 
 fn job(clock: &ManualClock, n: usize) -> NewJob {
@@ -42,7 +42,18 @@ async fn a_large_batch_is_stored_whole_and_released_per_settle_call() {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::starting_now();
     let s = open(&dir, &clock);
-    let members: Vec<NewJob> = (0..130).map(|i| job(&clock, i)).collect();
+    // Members vary in what a row holds, so that a row of a multi-row
+    // INSERT put in the wrong place would show.
+    let members: Vec<NewJob> = (0..130)
+        .map(|i| {
+            let b = NewJob::builder(format!("k{}", i % 3), Payload::from_json(format!(r#"{{"n":{i}}}"#)).unwrap())
+                .queue("wf")
+                .max_attempts(1 + (i % 5) as u32)
+                .priority(if i % 2 == 0 { Priority::High } else { Priority::Normal });
+            let b = if i % 4 == 0 { b.timeout(Duration::from_millis(1000 + i as u64)) } else { b };
+            b.build_at(clock.now()).unwrap()
+        })
+        .collect();
     let plan = Batch::new(members, job(&clock, 1000)).plan().unwrap();
     let ids = s.require_workflows().unwrap().enqueue_workflow(&plan).await.unwrap();
     assert_eq!(ids, plan.ids());
@@ -60,6 +71,16 @@ async fn a_large_batch_is_stored_whole_and_released_per_settle_call() {
     assert_eq!(links.parents.len(), 130);
     assert_eq!(flows.links(ids[0]).await.unwrap().children, vec![callback]);
     assert_eq!(state(&s, callback).await, State::Waiting);
+    for (i, step) in plan.steps.iter().enumerate() {
+        let stored = s.get(ids[i]).await.unwrap();
+        let new = &step.job;
+        assert_eq!(
+            (&stored.kind, stored.payload.as_str(), stored.priority, stored.max_attempts, stored.timeout),
+            (&new.kind, new.payload.as_str(), new.priority, new.max_attempts, new.timeout),
+            "step {i} stored as planned"
+        );
+        assert_eq!(stored.state, if i < 130 { State::Pending } else { State::Waiting });
+    }
 
     let claimed = claim_all(&s).await;
     assert_eq!(claimed.len(), 130, "only the members are claimable");
