@@ -33,6 +33,10 @@ pub(crate) fn settle(
     let mut results = Vec::with_capacity(batch.len());
     let mut handed_back = false;
     let mut tally = Tally::default();
+    // Completed parents release their children once per batch (see
+    // workflow::completed); failed ones one by one, as their policies
+    // differ per edge. Empty, and never allocated, for plain jobs.
+    let mut completed = Vec::new();
     for Settlement { lease, outcome } in batch {
         let cached = claimed.settled(lease.id);
         match apply(conn, lease, outcome, now, now_us, &mut tally, cached) {
@@ -40,7 +44,9 @@ pub(crate) fn settle(
                 handed_back |= matches!(state, State::Pending | State::Scheduled);
                 // Only a job with children looks for them (schema 9's
                 // `flow`): the drain of plain jobs runs no statement more.
-                if state.is_terminal() && flow & workflow::HAS_CHILDREN != 0 {
+                if state == State::Completed && flow & workflow::HAS_CHILDREN != 0 {
+                    completed.push(lease.id);
+                } else if state.is_terminal() && flow & workflow::HAS_CHILDREN != 0 {
                     match workflow::finished(conn, &mut tally, lease.id, state, now_us) {
                         Ok(woke) => handed_back |= woke,
                         Err(e) => return Err(e),
@@ -59,6 +65,9 @@ pub(crate) fn settle(
             }
             Err(ItemError::Batch(e)) => return Err(e),
         }
+    }
+    if !completed.is_empty() {
+        handed_back |= workflow::completed(conn, &mut tally, &completed, now_us)?;
     }
     tally.apply(conn)?;
     Ok((results, handed_back))

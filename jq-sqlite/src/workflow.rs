@@ -12,7 +12,7 @@ use jq_core::workflow::{
     JobLinks, OnFailure, ParentLink, ParentResult, StepInfo, WorkflowId, WorkflowInfo, WorkflowPlan,
 };
 use jq_core::{Error, JobId, Payload, Result, State, StateCounts, Timestamp};
-use rusqlite::types::Value;
+use rusqlite::types::{ToSqlOutput, Value, ValueRef};
 use rusqlite::{Connection, OptionalExtension, params};
 use uuid::Uuid;
 
@@ -27,16 +27,52 @@ pub(crate) const IN_WORKFLOW: i64 = 2;
 /// `flow` bit: the job has a stored result.
 pub(crate) const HAS_RESULT: i64 = 4;
 
-const INSERT_JOB: &str = "INSERT INTO jobs (id, queue, kind, payload, priority, state, attempts, max_attempts, \
-     run_at, created_at, unique_key, trace, flow, timeout_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, ?8, ?9, NULL, ?10, ?11, ?12)";
-const INSERT_NODE: &str =
-    "INSERT INTO job_nodes (id, workflow, position, step, unfinished, cancelled_by) VALUES (?1, ?2, ?3, ?4, ?5, NULL)";
-const INSERT_DEP: &str =
-    "INSERT INTO job_deps (parent, child, position, on_failure, released) VALUES (?1, ?2, ?3, ?4, 0)";
+/// Rows of `jobs`, `job_nodes` or `job_deps` that one INSERT of an
+/// enqueued workflow stores: one statement per step and per edge cost the
+/// enqueue of a workflow more than its rows' b-tree inserts (a statement's
+/// reset, cursors and halt each time). A last partial chunk goes row by
+/// row, so that only two texts of each statement are ever prepared. No
+/// row can conflict (every step's id was looked for first, and nodes and
+/// edges are keyed by them), and a failing statement fails the whole
+/// enqueue, in its transaction.
+const ROWS_PER_INSERT: usize = 64;
+const INSERT_JOBS_HEAD: &str = "INSERT INTO jobs (id, queue, kind, payload, priority, state, attempts, max_attempts, \
+     run_at, created_at, unique_key, trace, flow, timeout_ms) VALUES ";
+const JOB_VALUES: &str = "(?, ?, ?, ?, ?, ?, 0, ?, ?, ?, NULL, ?, ?, ?)";
+const JOB_PARAMS: usize = 12;
+const INSERT_NODES_HEAD: &str =
+    "INSERT INTO job_nodes (id, workflow, position, step, unfinished, cancelled_by) VALUES ";
+const NODE_VALUES: &str = "(?, ?, ?, ?, ?, NULL)";
+const NODE_PARAMS: usize = 5;
+const INSERT_DEPS_HEAD: &str = "INSERT INTO job_deps (parent, child, position, on_failure, released) VALUES ";
+const DEP_VALUES: &str = "(?, ?, ?, ?, 0)";
+const DEP_PARAMS: usize = 4;
 /// A child's edges not yet released, with what deciding needs.
 const OPEN_CHILDREN: &str = "SELECT d.child, d.on_failure, j.state, j.queue, j.run_at, j.flow \
      FROM job_deps d JOIN jobs j ON j.id = d.child WHERE d.parent = ?1 AND d.released = 0";
 const RELEASE_EDGE: &str = "UPDATE job_deps SET released = 1 WHERE parent = ?1 AND child = ?2";
+/// The children of parent ?1, one row per edge not released before: a
+/// probe of the primary key, read for each parent that one settle call
+/// completed (one statement per parent and no write: binding the batch's
+/// ids as one JSON array cost more, in its parse and the IN list's
+/// temporary index, than a statement per parent).
+///
+/// A completed parent's edges are released by its state: `released` is
+/// written only for a parent that failed under run-anyway (it may be
+/// retried and complete later, and must not count twice), never by a
+/// completion. Writing it per edge cost a fan-in's member acks as much as
+/// the acks themselves, and a Completed job never leaves Completed (purge
+/// removes it), so "released = 1 or the parent is Completed" is the edge's
+/// release, read by no statement but this one's caller: the others look at
+/// the edges of parents that are not Completed.
+const OPEN_OF_COMPLETED: &str = "SELECT child FROM job_deps WHERE parent = ?1 AND released = 0";
+/// Child ?1's count of unfinished parents goes down by ?2: the edges of it
+/// one batch released.
+const COUNT_DOWN_BY: &str = "UPDATE job_nodes SET unfinished = unfinished - ?2 WHERE id = ?1 RETURNING unfinished";
+/// WAKE, answering the woken child's queue and new state (nothing when it
+/// was not Waiting).
+const WAKE_RETURNING: &str = "UPDATE jobs SET state = CASE WHEN run_at <= ?2 THEN 'pending' ELSE 'scheduled' END, \
+     run_at = max(run_at, ?2) WHERE id = ?1 AND state = 'waiting' RETURNING queue, state";
 const COUNT_DOWN: &str = "UPDATE job_nodes SET unfinished = unfinished - 1 WHERE id = ?1 RETURNING unfinished";
 const WAKE: &str = "UPDATE jobs SET state = CASE WHEN run_at <= ?2 THEN 'pending' ELSE 'scheduled' END, \
      run_at = max(run_at, ?2) WHERE id = ?1 AND state = 'waiting'";
@@ -73,7 +109,7 @@ fn state_of(s: &str) -> Result<State> {
 
 /// Stores `plan` on `conn` inside a transaction the caller owns; returns
 /// the ids and whether anything was stored (a resend stores nothing).
-pub(crate) fn enqueue(conn: &Connection, plan: &WorkflowPlan, now: Timestamp) -> Result<(Vec<JobId>, bool)> {
+pub(crate) fn enqueue<'a>(conn: &Connection, plan: &'a WorkflowPlan, now: Timestamp) -> Result<(Vec<JobId>, bool)> {
     let wid = blob(&plan.id.0);
     let known: bool =
         conn.prepare_cached("SELECT 1 FROM workflows WHERE id = ?1").map_err(db)?.exists(params![wid]).map_err(db)?;
@@ -96,9 +132,9 @@ pub(crate) fn enqueue(conn: &Connection, plan: &WorkflowPlan, now: Timestamp) ->
         .map_err(db)?
         .execute(params![wid, now_us])
         .map_err(db)?;
-    let mut insert = conn.prepare_cached(INSERT_JOB).map_err(db)?;
-    let mut node = conn.prepare_cached(INSERT_NODE).map_err(db)?;
-    let mut dep = conn.prepare_cached(INSERT_DEP).map_err(db)?;
+    let mut jobs = RowInserter::new(INSERT_JOBS_HEAD, JOB_VALUES, JOB_PARAMS);
+    let mut nodes = RowInserter::new(INSERT_NODES_HEAD, NODE_VALUES, NODE_PARAMS);
+    let mut deps = RowInserter::new(INSERT_DEPS_HEAD, DEP_VALUES, DEP_PARAMS);
     let mut tally = Tally::default();
     for (i, step) in plan.steps.iter().enumerate() {
         let job = &step.job;
@@ -111,32 +147,117 @@ pub(crate) fn enqueue(conn: &Connection, plan: &WorkflowPlan, now: Timestamp) ->
             State::Scheduled
         };
         let flow = IN_WORKFLOW | if children[i].is_empty() { 0 } else { HAS_CHILDREN };
-        insert
-            .execute(params![
-                blob(&job.id.0),
-                job.queue.as_str(),
-                job.kind,
-                job.payload.as_str(),
-                i64::from(job.priority.as_i16()),
-                state.as_str(),
-                i64::from(job.max_attempts),
-                run_at,
-                now_us,
-                job.trace.as_ref().map(|t| t.as_stored()),
-                flow,
-                job.timeout_ms(),
-            ])
-            .map_err(db)?;
+        let null_or_text = |t: Option<&'a str>| t.map_or(ValueRef::Null, |t| ValueRef::Text(t.as_bytes()));
+        jobs.push(
+            conn,
+            [
+                ValueRef::Blob(blob(&job.id.0)),
+                ValueRef::Text(job.queue.as_str().as_bytes()),
+                ValueRef::Text(job.kind.as_bytes()),
+                ValueRef::Text(job.payload.as_str().as_bytes()),
+                ValueRef::Integer(i64::from(job.priority.as_i16())),
+                ValueRef::Text(state.as_str().as_bytes()),
+                ValueRef::Integer(i64::from(job.max_attempts)),
+                ValueRef::Integer(run_at),
+                ValueRef::Integer(now_us),
+                null_or_text(job.trace.as_ref().map(|t| t.as_stored())),
+                ValueRef::Integer(flow),
+                job.timeout_ms().map_or(ValueRef::Null, ValueRef::Integer),
+            ],
+        )?;
         if state == State::Waiting {
             tally.add(Value::Text(job.queue.as_str().to_owned()), State::Waiting, 1);
         }
-        node.execute(params![blob(&job.id.0), wid, i as i64, step.name, step.parents.len() as i64]).map_err(db)?;
+        nodes.push(
+            conn,
+            [
+                ValueRef::Blob(blob(&job.id.0)),
+                ValueRef::Blob(wid),
+                ValueRef::Integer(i as i64),
+                ValueRef::Text(step.name.as_bytes()),
+                ValueRef::Integer(step.parents.len() as i64),
+            ],
+        )?;
         for &p in &step.parents {
-            dep.execute(params![blob(&ids[p].0), blob(&job.id.0), p as i64, step.on_failure.as_str()]).map_err(db)?;
+            deps.push(
+                conn,
+                [
+                    ValueRef::Blob(blob(&ids[p].0)),
+                    ValueRef::Blob(blob(&job.id.0)),
+                    ValueRef::Integer(p as i64),
+                    ValueRef::Text(step.on_failure.as_str().as_bytes()),
+                ],
+            )?;
         }
     }
+    jobs.finish(conn)?;
+    nodes.finish(conn)?;
+    deps.finish(conn)?;
     tally.apply(conn)?;
     Ok((ids, true))
+}
+
+/// Rows for one table, stored [`ROWS_PER_INSERT`] at a time by one
+/// multi-row INSERT, the rest one by one at [`RowInserter::finish`].
+struct RowInserter<'a> {
+    /// The INSERT of [`ROWS_PER_INSERT`] rows.
+    full: String,
+    /// The INSERT of one row.
+    one: String,
+    /// Parameters per row.
+    per_row: usize,
+    /// The parameters of the rows not stored yet, row after row.
+    pending: Vec<ValueRef<'a>>,
+}
+
+impl<'a> RowInserter<'a> {
+    /// `head` is `INSERT INTO t (...) VALUES `, `values` one row's
+    /// `(?, ...)` with `per_row` parameters.
+    fn new(head: &str, values: &str, per_row: usize) -> Self {
+        let mut full = String::with_capacity(head.len() + ROWS_PER_INSERT * (values.len() + 1));
+        full.push_str(head);
+        for i in 0..ROWS_PER_INSERT {
+            if i > 0 {
+                full.push(',');
+            }
+            full.push_str(values);
+        }
+        RowInserter {
+            full,
+            one: format!("{head}{values}"),
+            per_row,
+            pending: Vec::with_capacity(per_row * ROWS_PER_INSERT),
+        }
+    }
+
+    /// Runs `sql` with `params`, one per placeholder in order.
+    fn run(conn: &Connection, sql: &str, params: &[ValueRef<'a>]) -> Result<()> {
+        let mut stmt = conn.prepare_cached(sql).map_err(db)?;
+        for (i, value) in params.iter().enumerate() {
+            stmt.raw_bind_parameter(i + 1, ToSqlOutput::Borrowed(*value)).map_err(db)?;
+        }
+        stmt.raw_execute().map_err(db)?;
+        Ok(())
+    }
+
+    /// Adds one row; stores a full chunk.
+    fn push<const N: usize>(&mut self, conn: &Connection, row: [ValueRef<'a>; N]) -> Result<()> {
+        debug_assert_eq!(N, self.per_row);
+        self.pending.extend(row);
+        if self.pending.len() == self.per_row * ROWS_PER_INSERT {
+            Self::run(conn, &self.full, &self.pending)?;
+            self.pending.clear();
+        }
+        Ok(())
+    }
+
+    /// Stores the rows left, one statement each.
+    fn finish(self, conn: &Connection) -> Result<()> {
+        for row in self.pending.chunks(self.per_row) {
+            Self::run(conn, &self.one, row)?;
+        }
+        Ok(())
+    }
 }
 
 fn stored_ids(conn: &Connection, id: WorkflowId) -> Result<Vec<JobId>> {
@@ -189,6 +310,49 @@ pub(crate) fn finished(conn: &Connection, tally: &mut Tally, id: JobId, state: S
                     stack.push((job_id(child)?, State::Cancelled));
                 }
             }
+        }
+    }
+    Ok(woke)
+}
+
+/// Jobs `ids`, each with children, just became Completed in the caller's
+/// transaction (one settle batch): every edge from them not released yet
+/// is released (by their state, see [`OPEN_OF_COMPLETED`]) and each
+/// child's count of unfinished parents goes down by the number of its
+/// edges released here, once per child and batch; a child whose count
+/// reaches zero while Waiting wakes. The same end state as [`finished`]
+/// per parent: a completion releases every open edge whatever the
+/// policy, and the order of releases within one transaction does not
+/// matter (a count reaches zero only once every parent released). Returns
+/// true when a job became claimable.
+pub(crate) fn completed(conn: &Connection, tally: &mut Tally, ids: &[JobId], now_us: i64) -> Result<bool> {
+    // Children in id order, with how many of their edges this released.
+    let mut released: BTreeMap<Vec<u8>, i64> = BTreeMap::new();
+    {
+        let mut stmt = conn.prepare_cached(OPEN_OF_COMPLETED).map_err(db)?;
+        for id in ids {
+            let mut rows = stmt.query(params![blob(&id.0)]).map_err(db)?;
+            while let Some(r) = rows.next().map_err(db)? {
+                *released.entry(r.get::<_, Vec<u8>>(0).map_err(db)?).or_default() += 1;
+            }
+        }
+    }
+    let mut woke = false;
+    for (child, n) in released {
+        let left: i64 =
+            conn.prepare_cached(COUNT_DOWN_BY).map_err(db)?.query_row(params![child, n], |r| r.get(0)).map_err(db)?;
+        if left != 0 {
+            continue;
+        }
+        let wake: Option<(Value, String)> = conn
+            .prepare_cached(WAKE_RETURNING)
+            .map_err(db)?
+            .query_row(params![child, now_us], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()
+            .map_err(db)?;
+        if let Some((queue, state)) = wake {
+            tally.add(queue, State::Waiting, -1);
+            woke |= state == State::Pending.as_str();
         }
     }
     Ok(woke)
