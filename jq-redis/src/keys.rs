@@ -26,7 +26,7 @@
 //! | `P:{P:Q}:v2:nodes` | hash | id -> a workflow step's place: `unfinished cancelled position policy workflow step` (unfinished parents; `1` when a parent's failure cancelled it; its index in step order; `c` cancel or `r` run anyway; the workflow's id; the step's name) |
 //! | `P:{P:Q}:v2:parents` | hash | id -> the step's parents in step order, as *refs*: entries joined by NUL, each a job id followed by the base of its queue, or by nothing when that is this queue; absent for a step without parents |
 //! | `P:{P:Q}:v2:children` | hash | id -> the step's children in step order, as refs; absent for a step without children |
-//! | `P:{P:Q}:v2:released` | hash | `<child id><parent id>` -> `1` for each edge released (the child's keys: its queue) |
+//! | `P:{P:Q}:v2:released` | hash | `<child id><parent id>` -> `1` for each edge a Dead or Cancelled parent released (run-anyway; the child's keys: its queue). An edge from a Completed parent is released too but not written here: a Completed step never finishes again, and the parent's state says it |
 //! | `P:{P:Q}:v2:wf:<W>` | hash | workflow `W`'s summary, in its first step's queue: `steps` (refs of every step in step order) and one count per state name (`waiting`, `pending`, ...) |
 //! | `P:{P:Q}:unique` | hash | unique key -> ids of the live (Scheduled, Pending, Running) jobs holding it, ascending, joined by `,`: one id, or several after an operator's retry brought back a Dead job whose key a newer live job held; enqueue answers with the first |
 //! | `P:{P:Q}:control` | hash | the queue's control (`ControlStorage::set_paused`, `set_limits`): `paused_at concurrency rate_limit rate_period` (microseconds); absent when nothing is set |

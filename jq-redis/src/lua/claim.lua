@@ -232,9 +232,11 @@ for q = 1, #KEYS do
           -- workflow step only, "\0" and its flow (common.lua), kept
           -- and counted in its workflow's summary.
           if #state > p4 + 3 then
-            local flow = string.match(sub(state, p4 + 4), '^%Z*%z(.*)$')
+            -- a step's empty finished_at: its flow starts 5 bytes on
+            local flow = string.byte(state, p4 + 4) == 0 and sub(state, p4 + 5)
+              or string.match(sub(state, p4 + 4), '^%Z*%z(.*)$')
             if flow and flow ~= '' then
-              workflows().count(base, flow, sub(state, 1, p1 - 1), 'running')
+              workflows().later(base, flow, sub(state, 1, p1 - 1), 'running')
               writes[#writes + 1] = head .. now_attempts .. middle .. tail .. '\0' .. flow
             else
               writes[#writes + 1] = head .. now_attempts .. middle .. tail
@@ -265,6 +267,8 @@ for q = 1, #KEYS do
     zadd_chunked(base .. 'v2:leases', backwards)
   end
 end
+-- the workflow steps' counts, once per summary and state (F.later)
+if flow_lib then flow_lib.flush(now) end
 local out = buried
 for pos = 1, count do
   if rows[pos] then out[#out + 1] = rows[pos] end

@@ -209,6 +209,47 @@ local function unindex(base, id, st)
   end
 end
 
+-- `command key items...` in chunks of 1,000 items, so unpack stays small
+-- (it fails near 8,000). The chunk size is even, so (score, member) pairs
+-- of a ZADD never split.
+local function call_chunked(command, key, items)
+  local n = #items
+  local i = 1
+  while i <= n do
+    local j = math.min(i + 999, n)
+    redis.call(command, key, unpack(items, i, j))
+    i = j + 1
+  end
+end
+
+-- ZREM of many members.
+local function zrem_chunked(key, members)
+  call_chunked('ZREM', key, members)
+end
+
+-- ZADD of many (score, member) pairs; HSET of many (field, value) pairs.
+local function zadd_chunked(key, pairs_)
+  call_chunked('ZADD', key, pairs_)
+end
+local function hset_chunked(key, pairs_)
+  call_chunked('HSET', key, pairs_)
+end
+
+-- HMGET of many fields (at most 1,000 per call, as call_chunked).
+local function hmget_chunked(key, fields)
+  local n = #fields
+  if n <= 1000 then return redis.call('HMGET', key, unpack(fields)) end
+  local out = {}
+  local i = 1
+  while i <= n do
+    local j = math.min(i + 999, n)
+    local part = redis.call('HMGET', key, unpack(fields, i, j))
+    for k = 1, #part do out[#out + 1] = part[k] end
+    i = j + 1
+  end
+  return out
+end
+
 -- Workflows (keys.rs): their helpers are built on first use by workflows()
 -- (below), so a script that meets no workflow step pays for
 -- one closure, not for theirs; `flow_lib.woke` is true once a release made
@@ -258,6 +299,190 @@ workflows = function()
     local key = F.key(base, flow)
     redis.call('HINCRBY', key, from, '-1')
     redis.call('HINCRBY', key, to, '1')
+  end
+
+  -- The batch scripts' way (claim.lua, settle.lua): F.later counts as
+  -- F.count does, and F.completed_later releases a "c" step's children as
+  -- F.finished(base, id, 'completed', now) does, but both are kept in this
+  -- table and written by F.flush, which the script calls once at its end.
+  -- A fan-in of 10,000 members then costs each claim and ack batch two
+  -- HINCRBY and a few HMGET/HSET, where each member cost two HINCRBY per
+  -- move and six commands per release (BENCHMARKS.md, session 20). Counts
+  -- are sums, so deferring them changes no result; deferring releases is
+  -- checked in F.release_completed.
+  local deltas, delta_keys, keys_of = {}, {}, {}
+  local completed = {}
+
+  function F.later(base, flow, from, to)
+    if from == to then return end
+    -- F.key per move would cost two string.sub and a concatenation
+    local k = keys_of[base]
+    if not k then
+      k = {}
+      keys_of[base] = k
+    end
+    local key = k[flow]
+    if not key then
+      key = F.key(base, flow)
+      k[flow] = key
+    end
+    local d = deltas[key]
+    if not d then
+      d = {}
+      deltas[key] = d
+      delta_keys[#delta_keys + 1] = key
+    end
+    d[from] = (d[from] or 0) - 1
+    d[to] = (d[to] or 0) + 1
+  end
+
+  -- The flow (ninth field) of a Running step's state value `v`, whose
+  -- sixth NUL is at `p6` (settle.lua found it); "" when it has none.
+  function F.flow_of(v, p6)
+    local p7 = string.find(v, '\0', p6 + 1, true)
+    local p8 = p7 and string.find(v, '\0', p7 + 1, true)
+    return p8 and string.sub(v, p8 + 1) or ''
+  end
+
+  function F.completed_later(base, id)
+    completed[#completed + 1] = { base, id }
+  end
+
+  -- The children of the steps completed (F.completed_later), released as
+  -- F.finished releases them, with one HMGET per hash and queue for the
+  -- whole batch (children, released edges, child nodes, child states) and
+  -- one HSET of the nodes it changes. An edge from a Completed parent is
+  -- not written to `v2:released`: a Completed step never finishes again
+  -- (retry takes Dead steps only), so nothing would release it twice, and
+  -- F.first_failed, the other reader, passes over a parent that is not
+  -- Dead or Cancelled whether its edge is written or not. The read stays:
+  -- a parent retried after a failure released the edge under run-anyway
+  -- must not count down again. The same as calling
+  -- F.finished at each ack: a completed parent only ever releases, and
+  -- releases commute (a count down, the last one making the child Pending
+  -- or Scheduled); a failure earlier in the same script that cancelled a
+  -- child wrote that child already, and is read here; a failure later in
+  -- the script cannot cancel a child that a release here would make
+  -- Pending (that release was its last open edge, so the failed parent's
+  -- edge was released already, and F.finished skips it); and a release
+  -- here of a child that such a later failure cancelled meanwhile changes
+  -- what it would have changed before it: the edge and the count, not the
+  -- state. A step is acked at most once per script (a second ack of it in
+  -- the batch is "lost"), so no edge comes twice.
+  function F.release_completed(now)
+    local parents = completed
+    completed = {}
+    -- each parent's packed children: one HMGET per parent queue
+    local kids, groups, bases = {}, {}, {}
+    for i, p in ipairs(parents) do
+      local g = groups[p[1]]
+      if not g then
+        g = { ids = {}, at = {} }
+        groups[p[1]] = g
+        bases[#bases + 1] = p[1]
+      end
+      g.ids[#g.ids + 1] = p[2]
+      g.at[#g.at + 1] = i
+    end
+    for _, b in ipairs(bases) do
+      local g = groups[b]
+      local v = hmget_chunked(b .. 'v2:children', g.ids)
+      for j, i in ipairs(g.at) do kids[i] = v[j] end
+    end
+    -- the edges in the order F.finished would have met them, grouped by
+    -- the child's queue: edge fields, and each child once
+    local edges, per, cbases = {}, {}, {}
+    for i, p in ipairs(parents) do
+      for _, c in ipairs(F.refs(kids[i], p[1])) do
+        local cid, cb = c[1], c[2]
+        local g = per[cb]
+        if not g then
+          g = { base = cb, fields = {}, ids = {}, seen = {}, nodes = {}, states = {}, dirty = {} }
+          per[cb] = g
+          cbases[#cbases + 1] = cb
+        end
+        g.fields[#g.fields + 1] = cid .. p[2]
+        if not g.seen[cid] then
+          g.seen[cid] = true
+          g.ids[#g.ids + 1] = cid
+        end
+        edges[#edges + 1] = { g, cid, #g.fields }
+      end
+    end
+    for _, cb in ipairs(cbases) do
+      local g = per[cb]
+      g.released = hmget_chunked(cb .. 'v2:released', g.fields)
+      local nodes = hmget_chunked(cb .. 'v2:nodes', g.ids)
+      local states = hmget_chunked(cb .. 'v2:states', g.ids)
+      for j, cid in ipairs(g.ids) do
+        local v = nodes[j]
+        if v then
+          local f = split(v, 6)
+          g.nodes[cid] = { unfinished = f[1], cancelled = f[2], position = f[3], policy = f[4], workflow = f[5],
+            step = f[6] }
+        end
+        v = states[j]
+        if v then
+          local f = split(v, 9)
+          g.states[cid] = { state = f[1], attempts = f[2], run_at = f[3], unique_key = f[4],
+            lease_expires_at = f[5], lease_token = f[6], lease_worker = f[7], finished_at = f[8], flow = f[9] }
+        end
+      end
+    end
+    for _, e in ipairs(edges) do
+      local g, cid, fi = e[1], e[2], e[3]
+      local node, st = g.nodes[cid], g.states[cid]
+      if node and st and not g.released[fi] then
+        local cb = g.base
+        local left = math.max((int(node.unfinished) or 1) - 1, 0)
+        node.unfinished = left
+        if not g.dirty[cid] then
+          g.dirty[cid] = true
+          g.dirty[#g.dirty + 1] = cid
+        end
+        if left == 0 and st.state == 'waiting' then
+          redis.call('ZREM', cb .. 'v2:waiting', cid)
+          local run_at = int(st.run_at) or now
+          if run_at <= now then
+            make_pending(cb, cid, st, int(read_body(cb, cid).priority) or 0, now)
+            F.woke = true
+          else
+            make_scheduled(cb, cid, st, run_at)
+          end
+        end
+      end
+    end
+    for _, cb in ipairs(cbases) do
+      local g = per[cb]
+      local writes = {}
+      for _, cid in ipairs(g.dirty) do
+        local n = g.nodes[cid]
+        writes[#writes + 1] = cid
+        writes[#writes + 1] = fmt(n.unfinished) .. '\0' .. n.cancelled .. '\0' .. n.position .. '\0' .. n.policy
+          .. '\0' .. n.workflow .. '\0' .. n.step
+      end
+      hset_chunked(cb .. 'v2:nodes', writes)
+    end
+  end
+
+  -- Writes what F.later and F.completed_later kept: the releases first
+  -- (they move counts too), then one HINCRBY per summary and state whose
+  -- count changed, states in name order (a script's writes stay
+  -- deterministic).
+  function F.flush(now)
+    if #completed > 0 then F.release_completed(now) end
+    for _, key in ipairs(delta_keys) do
+      local d = deltas[key]
+      local names = {}
+      for state, n in pairs(d) do
+        if n ~= 0 then names[#names + 1] = state end
+      end
+      table.sort(names)
+      for _, state in ipairs(names) do
+        redis.call('HINCRBY', key, state, fmt(d[state]))
+      end
+    end
+    deltas, delta_keys = {}, {}
   end
 
   -- A step's node (`v2:nodes`): unfinished parents, "1" when a parent's
@@ -449,47 +674,6 @@ local function append_error(base, id, attempt, now, message)
     cur = string.sub(cur, 1, -2) .. ',' .. item .. ']'
   end
   redis.call('HSET', base .. 'v2:errors', id, cur)
-end
-
--- `command key items...` in chunks of 1,000 items, so unpack stays small
--- (it fails near 8,000). The chunk size is even, so (score, member) pairs
--- of a ZADD never split.
-local function call_chunked(command, key, items)
-  local n = #items
-  local i = 1
-  while i <= n do
-    local j = math.min(i + 999, n)
-    redis.call(command, key, unpack(items, i, j))
-    i = j + 1
-  end
-end
-
--- ZREM of many members.
-local function zrem_chunked(key, members)
-  call_chunked('ZREM', key, members)
-end
-
--- ZADD of many (score, member) pairs; HSET of many (field, value) pairs.
-local function zadd_chunked(key, pairs_)
-  call_chunked('ZADD', key, pairs_)
-end
-local function hset_chunked(key, pairs_)
-  call_chunked('HSET', key, pairs_)
-end
-
--- HMGET of many fields (at most 1,000 per call, as call_chunked).
-local function hmget_chunked(key, fields)
-  local n = #fields
-  if n <= 1000 then return redis.call('HMGET', key, unpack(fields)) end
-  local out = {}
-  local i = 1
-  while i <= n do
-    local j = math.min(i + 999, n)
-    local part = redis.call('HMGET', key, unpack(fields, i, j))
-    for k = 1, #part do out[#out + 1] = part[k] end
-    i = j + 1
-  end
-  return out
 end
 
 -- Moves a job whose stored fields are unusable to Dead, with the reason as

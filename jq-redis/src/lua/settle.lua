@@ -23,7 +23,9 @@
 --
 -- Workflows: a step's count moves in its workflow's summary, and a step
 -- with children releases or cancels them (`finished` of workflows() in common.lua) in
--- this same script, whichever outcome made it terminal.
+-- this same script, whichever outcome made it terminal. The acks' counts
+-- and releases are written once for the batch, after the items (`later`,
+-- `completed_later` and `flush` of workflows()).
 
 local find, sub, byte = string.find, string.sub, string.byte
 local now = tonumber(ARGV[1])
@@ -90,14 +92,15 @@ for j = 0, n - 1 do
       -- NUL, unless it is a workflow step's, which ends with a ninth field
       -- (common.lua): one byte tells, so a plain job's ack pays for no
       -- lookup.
-      local flow = byte(v, -1) ~= 0 and split(v, 9)[9]
+      local flow = byte(v, -1) ~= 0 and workflows().flow_of(v, p6)
       v = 'completed\0' .. sub(v, p1 + 1, p4) .. '\0\0\0' .. now_s
       if flow and flow ~= '' then
         v = v .. '\0' .. flow
+        -- counted and released once for the batch, by F.flush below
         local F = workflows()
-        F.count(base, flow, 'running', 'completed')
+        F.later(base, flow, 'running', 'completed')
         if sub(flow, 1, 1) == 'c' then
-          F.finished(base, id, 'completed', now)
+          F.completed_later(base, id)
         end
       end
       if outcome == 'ackr' then
@@ -157,6 +160,7 @@ for j = 0, n - 1 do
     end
   end
 end
+if flow_lib then flow_lib.flush(now) end
 for q = 1, #KEYS do
   local base = KEYS[q]
   hset_chunked(base .. 'v2:states', acked[q])
