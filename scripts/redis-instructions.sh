@@ -11,6 +11,8 @@
 #   bash scripts/redis-instructions.sh 16        # or another claim size
 #   JQ_TOP=25 bash scripts/redis-instructions.sh # also the 25 costliest functions
 #   JQ_JOBS=400 bash scripts/redis-instructions.sh # a small queue (default 20,000 jobs)
+#   JQ_FANIN=1 JQ_JOBS=10000 bash scripts/redis-instructions.sh # the jobs are one fan-in's members
+#                                                   # (and its callback), as the bench's fanin
 #   bash scripts/redis-instructions.sh raw columns  # the floor: raw-limits.sh's drain commands
 #                                                   # without Lua, layout v2 in outline (or hash: before v2)
 #
@@ -25,6 +27,8 @@ layout="${2:-columns}"
 port="${JQ_CG_PORT:-6390}"
 top="${JQ_TOP:-0}"
 jobs="${JQ_JOBS:-20000}"
+fanin=""
+[ -n "${JQ_FANIN:-}" ] && fanin="--fanin"
 
 for tool in valgrind callgrind_control redis-server redis-cli; do
   command -v "$tool" >/dev/null || { echo "redis-instructions: $tool is missing (apt-get install valgrind redis-server)" >&2; exit 1; }
@@ -61,7 +65,7 @@ if [ "$batch" = raw ]; then
   exit 0
 fi
 
-coproc COST { JQ_REDIS_URL="redis://127.0.0.1:$port" "${CARGO_TARGET_DIR:-target}/release/examples/server_cost" --drain "$batch" --jobs "$jobs" --gate; }
+coproc COST { JQ_REDIS_URL="redis://127.0.0.1:$port" "${CARGO_TARGET_DIR:-target}/release/examples/server_cost" --drain "$batch" --jobs "$jobs" --gate $fanin; }
 # bash forgets a coproc's pid and descriptors once it exits: keep copies.
 cost_pid=$COST_PID
 exec {cost_out}<&"${COST[0]}" {cost_in}>&"${COST[1]}"
@@ -93,7 +97,7 @@ wait "$cost_pid" 2>/dev/null || true
 
 enqueue="$(total "$dir/callgrind.out.1")"
 drain="$(total "$dir/callgrind.out.2")"
-echo "redis-server instructions per job, $jobs jobs: enqueue (batches of 1,000) $((enqueue / jobs)), drain ($batch per claim, claim and ack) $((drain / jobs))"
+echo "redis-server instructions per job, $jobs jobs${fanin:+ (the members of one fan-in)}: enqueue (batches of 1,000) $((enqueue / jobs)), drain ($batch per claim, claim and ack) $((drain / jobs))"
 if [ "$top" -gt 0 ]; then
   echo "the drain's costliest functions, instructions of their own:"
   callgrind_annotate "$dir/callgrind.out.2" 2>/dev/null | grep -E '^ *[0-9,]+ ' | sed -n "2,$((top + 1))p" | sed 's/ (.*%)//'

@@ -9,7 +9,7 @@
 //!
 //! ```text
 //! cargo run --release -p jq-redis --example server_cost
-//! cargo run --release -p jq-redis --example server_cost -- --drain 128 [--jobs N] [--gate]
+//! cargo run --release -p jq-redis --example server_cost -- --drain 128 [--jobs N] [--gate] [--fanin]
 //! ```
 //!
 //! `--drain N` runs only the drain pass of N per claim, over `--jobs`
@@ -19,7 +19,10 @@
 //! `done` after the pass, and waits for a line on stdin after each of the
 //! first two: `scripts/redis-instructions.sh` counts the server's
 //! instructions between them under callgrind, figures that, unlike time,
-//! repeat from one sitting to the next.
+//! repeat from one sitting to the next. With `--fanin` the pass's jobs are
+//! the members of one fan-in (a workflow `Batch` with one callback after
+//! all of them, as the bench's `fanin`), stored by one `enqueue_workflow`,
+//! and the pass drains the callback too.
 //!
 //! Uses `JQ_REDIS_URL` (default `redis://127.0.0.1:6379`) under a random
 //! prefix that it deletes at the end. The figures include other clients'
@@ -28,7 +31,8 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use jq_core::storage::{ClaimRequest, Outcome, Settlement, Storage, StorageExt};
+use jq_core::storage::{ClaimRequest, Outcome, Settlement, Storage, StorageExt, WorkflowStorage};
+use jq_core::workflow::Batch;
 use jq_core::{NewJob, Payload, QueueName};
 use jq_redis::{RedisConfig, RedisStorage};
 
@@ -88,11 +92,12 @@ async fn main() -> Result<(), BoxError> {
     let args: Vec<String> = std::env::args().collect();
     if let Some(batch) = args.iter().position(|a| a == "--drain").and_then(|i| args.get(i + 1)) {
         let gate = args.iter().any(|a| a == "--gate");
+        let fanin = args.iter().any(|a| a == "--fanin");
         let jobs = match args.iter().position(|a| a == "--jobs").and_then(|i| args.get(i + 1)) {
             Some(n) => n.parse()?,
             None => JOBS,
         };
-        drain_pass(&s, &mut conn, batch.parse()?, jobs, gate).await?;
+        drain_pass(&s, &mut conn, batch.parse()?, jobs, gate, fanin).await?;
         s.delete_all_keys().await?;
         return Ok(());
     }
@@ -163,7 +168,7 @@ async fn main() -> Result<(), BoxError> {
     report("claim (16 at a time)", (0, 0), claim_usec, claim_wall, done);
     report("complete (16 acks at a time)", (0, 0), complete_usec, complete_wall, done);
     for batch in [16, 128] {
-        drain_pass(&s, &mut conn, batch, JOBS, false).await?;
+        drain_pass(&s, &mut conn, batch, JOBS, false, false).await?;
     }
     s.delete_all_keys().await?;
     Ok(())
@@ -186,19 +191,31 @@ fn gate_at(mark: &str, gate: bool) -> Result<(), BoxError> {
 /// and prints what the pass cost the server per job: its CPU time, then the
 /// commands the scripts called (Redis counts those too; the rest of
 /// EVALSHA's time is Lua itself). The bench's drain claims about 128 jobs
-/// per call. `gate`: see the module doc.
+/// per call. `gate`: see the module doc. `fanin`: the jobs are the
+/// members of one fan-in, whose callback the pass drains too.
 async fn drain_pass(
     s: &RedisStorage,
     conn: &mut redis::aio::MultiplexedConnection,
     batch: usize,
     total: usize,
     gate: bool,
+    fanin: bool,
 ) -> Result<(), BoxError> {
     let chunks: Vec<Vec<NewJob>> =
         (0..total).step_by(1000).map(|start| jobs((total - start).min(1000))).collect::<Result<_, _>>()?;
+    let plan = if fanin {
+        let callback = jobs(1)?.into_iter().next().ok_or("no callback job")?;
+        Some(Batch::new(chunks.concat(), callback).plan()?)
+    } else {
+        None
+    };
     gate_at("ready", gate)?;
-    for chunk in chunks {
-        s.enqueue(chunk).await?;
+    if let Some(plan) = &plan {
+        s.enqueue_workflow(plan).await?;
+    } else {
+        for chunk in chunks {
+            s.enqueue(chunk).await?;
+        }
     }
     let request = ClaimRequest::new(vec![QueueName::new("bench")?], batch, Duration::from_secs(30), "cost");
     let before = command_stats(conn).await?;
@@ -228,7 +245,8 @@ async fn drain_pass(
     let after = command_stats(conn).await?;
     let per_job = |usec: f64| usec / done.max(1) as f64;
     println!(
-        "drain pass, {batch:>3} at a time   {:>6.2} us/job server CPU  {:>8.0} jobs/s wall",
+        "drain pass{}, {batch:>3} at a time   {:>6.2} us/job server CPU  {:>8.0} jobs/s wall",
+        if fanin { " (fan-in)" } else { "" },
         per_job(cpu),
         done as f64 / wall.as_secs_f64()
     );

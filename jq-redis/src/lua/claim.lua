@@ -236,7 +236,7 @@ for q = 1, #KEYS do
             local flow = string.byte(state, p4 + 4) == 0 and sub(state, p4 + 5)
               or string.match(sub(state, p4 + 4), '^%Z*%z(.*)$')
             if flow and flow ~= '' then
-              workflows().later(base, flow, sub(state, 1, p1 - 1), 'running')
+              (flow_lib or workflows()).later(base, flow, sub(state, 1, p1 - 1), 'running')
               writes[#writes + 1] = head .. now_attempts .. middle .. tail .. '\0' .. flow
             else
               writes[#writes + 1] = head .. now_attempts .. middle .. tail

@@ -310,54 +310,41 @@ workflows = function()
   -- move and six commands per release (BENCHMARKS.md, session 20). Counts
   -- are sums, so deferring them changes no result; deferring releases is
   -- checked in F.release_completed.
-  local deltas, delta_keys, keys_of = {}, {}, {}
-  local completed = {}
+  -- A flow names its summary by itself, but for the base of the step's
+  -- queue when it carries none (F.key): then every step with that flow is
+  -- in the summary's queue, so the flow alone tells the summary apart.
+  -- flows[flow] = { base, {state -> delta} }, in `order` as first met.
+  local flows, order = {}, {}
+  -- the completed "c" steps: their queues' bases and ids, in ack order
+  local done_bases, done_ids = {}, {}
 
   function F.later(base, flow, from, to)
-    if from == to then return end
-    -- F.key per move would cost two string.sub and a concatenation
-    local k = keys_of[base]
-    if not k then
-      k = {}
-      keys_of[base] = k
+    local f = flows[flow]
+    if not f then
+      f = { base, {} }
+      flows[flow] = f
+      order[#order + 1] = flow
     end
-    local key = k[flow]
-    if not key then
-      key = F.key(base, flow)
-      k[flow] = key
-    end
-    local d = deltas[key]
-    if not d then
-      d = {}
-      deltas[key] = d
-      delta_keys[#delta_keys + 1] = key
-    end
+    local d = f[2]
     d[from] = (d[from] or 0) - 1
     d[to] = (d[to] or 0) + 1
   end
 
-  -- The flow (ninth field) of a Running step's state value `v`, whose
-  -- sixth NUL is at `p6` (settle.lua found it); "" when it has none.
-  function F.flow_of(v, p6)
-    local p7 = string.find(v, '\0', p6 + 1, true)
-    local p8 = p7 and string.find(v, '\0', p7 + 1, true)
-    return p8 and string.sub(v, p8 + 1) or ''
-  end
-
   function F.completed_later(base, id)
-    completed[#completed + 1] = { base, id }
+    local n = #done_ids + 1
+    done_bases[n], done_ids[n] = base, id
   end
 
   -- The children of the steps completed (F.completed_later), released as
   -- F.finished releases them, with one HMGET per hash and queue for the
-  -- whole batch (children, released edges, child nodes, child states) and
-  -- one HSET of the nodes it changes. An edge from a Completed parent is
-  -- not written to `v2:released`: a Completed step never finishes again
-  -- (retry takes Dead steps only), so nothing would release it twice, and
-  -- F.first_failed, the other reader, passes over a parent that is not
-  -- Dead or Cancelled whether its edge is written or not. The read stays:
-  -- a parent retried after a failure released the edge under run-anyway
-  -- must not count down again. The same as calling
+  -- whole batch (children, child nodes, child states, and released edges
+  -- when the queue has any) and one HSET of the nodes it changes. An edge
+  -- from a Completed parent is not written to `v2:released`: a Completed
+  -- step never finishes again (retry takes Dead steps only), so nothing
+  -- would release it twice, and F.first_failed, the other reader, passes
+  -- over a parent that is not Dead or Cancelled whether its edge is written
+  -- or not. The read stays: a parent retried after a failure released the
+  -- edge under run-anyway must not count down again. The same as calling
   -- F.finished at each ack: a completed parent only ever releases, and
   -- releases commute (a count down, the last one making the child Pending
   -- or Scheduled); a failure earlier in the same script that cancelled a
@@ -368,58 +355,82 @@ workflows = function()
   -- here of a child that such a later failure cancelled meanwhile changes
   -- what it would have changed before it: the edge and the count, not the
   -- state. A step is acked at most once per script (a second ack of it in
-  -- the batch is "lost"), so no edge comes twice.
+  -- the batch is "lost"), so no edge comes twice. Per edge this walks
+  -- flat arrays, not a table per edge: a fan-in's members are thousands.
   function F.release_completed(now)
-    local parents = completed
-    completed = {}
-    -- each parent's packed children: one HMGET per parent queue
-    local kids, groups, bases = {}, {}, {}
-    for i, p in ipairs(parents) do
-      local g = groups[p[1]]
-      if not g then
-        g = { ids = {}, at = {} }
-        groups[p[1]] = g
-        bases[#bases + 1] = p[1]
-      end
-      g.ids[#g.ids + 1] = p[2]
-      g.at[#g.at + 1] = i
+    local pbases, pids = done_bases, done_ids
+    done_bases, done_ids = {}, {}
+    local n = #pids
+    -- each parent's packed children: one HMGET per parent queue (almost
+    -- always one)
+    local kids
+    local single = true
+    for i = 2, n do
+      if pbases[i] ~= pbases[1] then single = false; break end
     end
-    for _, b in ipairs(bases) do
-      local g = groups[b]
-      local v = hmget_chunked(b .. 'v2:children', g.ids)
-      for j, i in ipairs(g.at) do kids[i] = v[j] end
-    end
-    -- the edges in the order F.finished would have met them, grouped by
-    -- the child's queue: edge fields, and each child once
-    local edges, per, cbases = {}, {}, {}
-    for i, p in ipairs(parents) do
-      for _, c in ipairs(F.refs(kids[i], p[1])) do
-        local cid, cb = c[1], c[2]
-        local g = per[cb]
+    if single then
+      kids = hmget_chunked(pbases[1] .. 'v2:children', pids)
+    else
+      kids = {}
+      local groups, gbases = {}, {}
+      for i = 1, n do
+        local g = groups[pbases[i]]
         if not g then
-          g = { base = cb, fields = {}, ids = {}, seen = {}, nodes = {}, states = {}, dirty = {} }
-          per[cb] = g
-          cbases[#cbases + 1] = cb
+          g = { {}, {} }
+          groups[pbases[i]] = g
+          gbases[#gbases + 1] = pbases[i]
         end
-        g.fields[#g.fields + 1] = cid .. p[2]
-        if not g.seen[cid] then
-          g.seen[cid] = true
-          g.ids[#g.ids + 1] = cid
+        g[1][#g[1] + 1] = pids[i]
+        g[2][#g[2] + 1] = i
+      end
+      for _, b in ipairs(gbases) do
+        local g = groups[b]
+        local v = hmget_chunked(b .. 'v2:children', g[1])
+        for j, i in ipairs(g[2]) do kids[i] = v[j] end
+      end
+    end
+    -- the edges in the order F.finished would have met them: child base,
+    -- child id and parent id in three arrays; each child queue's children
+    -- once
+    local ecb, ecid, ep = {}, {}, {}
+    local per, cbases = {}, {}
+    local find, sub = string.find, string.sub
+    for i = 1, n do
+      local v, pb, p = kids[i], pbases[i], pids[i]
+      if v and v ~= '' then
+        local k, len = 1, #v
+        while k <= len do
+          local j = find(v, '\0', k, true) or (len + 1)
+          local cid, cb = sub(v, k, k + 31), pb
+          if j > k + 32 then cb = sub(v, k + 32, j - 1) end
+          k = j + 1
+          local g = per[cb]
+          if not g then
+            g = { ids = {}, seen = {}, nodes = {}, left = {}, states = {}, dirty = {} }
+            per[cb] = g
+            cbases[#cbases + 1] = cb
+          end
+          if not g.seen[cid] then
+            g.seen[cid] = true
+            g.ids[#g.ids + 1] = cid
+          end
+          local e = #ep + 1
+          ecb[e], ecid[e], ep[e] = cb, cid, p
         end
-        edges[#edges + 1] = { g, cid, #g.fields }
       end
     end
     for _, cb in ipairs(cbases) do
       local g = per[cb]
-      g.released = hmget_chunked(cb .. 'v2:released', g.fields)
       local nodes = hmget_chunked(cb .. 'v2:nodes', g.ids)
       local states = hmget_chunked(cb .. 'v2:states', g.ids)
       for j, cid in ipairs(g.ids) do
         local v = nodes[j]
         if v then
           local f = split(v, 6)
-          g.nodes[cid] = { unfinished = f[1], cancelled = f[2], position = f[3], policy = f[4], workflow = f[5],
-            step = f[6] }
+          g.nodes[cid] = { cancelled = f[2], position = f[3], policy = f[4], workflow = f[5], step = f[6] }
+          -- unfinished parents, a number from here on (1 when unusable,
+          -- as F.finished reads it)
+          g.left[cid] = int(f[1]) or 1
         end
         v = states[j]
         if v then
@@ -428,14 +439,31 @@ workflows = function()
             lease_expires_at = f[5], lease_token = f[6], lease_worker = f[7], finished_at = f[8], flow = f[9] }
         end
       end
+      -- the edges of this queue already released: only Dead or Cancelled
+      -- parents write them (run-anyway), so most queues have none
+      if redis.call('EXISTS', cb .. 'v2:released') == 1 then
+        local fields, at = {}, {}
+        for e = 1, #ep do
+          if ecb[e] == cb then
+            fields[#fields + 1] = ecid[e] .. ep[e]
+            at[#at + 1] = e
+          end
+        end
+        local found = hmget_chunked(cb .. 'v2:released', fields)
+        g.released = {}
+        for m, e in ipairs(at) do
+          if found[m] then g.released[e] = true end
+        end
+      end
     end
-    for _, e in ipairs(edges) do
-      local g, cid, fi = e[1], e[2], e[3]
-      local node, st = g.nodes[cid], g.states[cid]
-      if node and st and not g.released[fi] then
-        local cb = g.base
-        local left = math.max((int(node.unfinished) or 1) - 1, 0)
-        node.unfinished = left
+    for e = 1, #ep do
+      local cb, cid = ecb[e], ecid[e]
+      local g = per[cb]
+      local st = g.nodes[cid] and g.states[cid]
+      if st and not (g.released and g.released[e]) then
+        local left = g.left[cid] - 1
+        if left < 0 then left = 0 end
+        g.left[cid] = left
         if not g.dirty[cid] then
           g.dirty[cid] = true
           g.dirty[#g.dirty + 1] = cid
@@ -456,10 +484,10 @@ workflows = function()
       local g = per[cb]
       local writes = {}
       for _, cid in ipairs(g.dirty) do
-        local n = g.nodes[cid]
+        local nd = g.nodes[cid]
         writes[#writes + 1] = cid
-        writes[#writes + 1] = fmt(n.unfinished) .. '\0' .. n.cancelled .. '\0' .. n.position .. '\0' .. n.policy
-          .. '\0' .. n.workflow .. '\0' .. n.step
+        writes[#writes + 1] = fmt(g.left[cid]) .. '\0' .. nd.cancelled .. '\0' .. nd.position .. '\0' .. nd.policy
+          .. '\0' .. nd.workflow .. '\0' .. nd.step
       end
       hset_chunked(cb .. 'v2:nodes', writes)
     end
@@ -470,19 +498,20 @@ workflows = function()
   -- count changed, states in name order (a script's writes stay
   -- deterministic).
   function F.flush(now)
-    if #completed > 0 then F.release_completed(now) end
-    for _, key in ipairs(delta_keys) do
-      local d = deltas[key]
+    if #done_ids > 0 then F.release_completed(now) end
+    for _, flow in ipairs(order) do
+      local f = flows[flow]
+      local key, d = F.key(f[1], flow), f[2]
       local names = {}
-      for state, n in pairs(d) do
-        if n ~= 0 then names[#names + 1] = state end
+      for state, delta in pairs(d) do
+        if delta ~= 0 then names[#names + 1] = state end
       end
       table.sort(names)
       for _, state in ipairs(names) do
         redis.call('HINCRBY', key, state, fmt(d[state]))
       end
     end
-    deltas, delta_keys = {}, {}
+    flows, order = {}, {}
   end
 
   -- A step's node (`v2:nodes`): unfinished parents, "1" when a parent's

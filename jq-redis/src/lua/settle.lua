@@ -92,16 +92,20 @@ for j = 0, n - 1 do
       -- NUL, unless it is a workflow step's, which ends with a ninth field
       -- (common.lua): one byte tells, so a plain job's ack pays for no
       -- lookup.
-      local flow = byte(v, -1) ~= 0 and workflows().flow_of(v, p6)
-      v = 'completed\0' .. sub(v, p1 + 1, p4) .. '\0\0\0' .. now_s
-      if flow and flow ~= '' then
-        v = v .. '\0' .. flow
+      -- Its flow follows the value's eighth NUL (after lease_worker and
+      -- finished_at); a value without one is a plain job's.
+      local p8 = byte(v, -1) ~= 0 and find(v, '\0', (find(v, '\0', p6 + 1, true) or #v) + 1, true)
+      if p8 then
+        local flow = sub(v, p8 + 1)
+        v = 'completed\0' .. sub(v, p1 + 1, p4) .. '\0\0\0' .. now_s .. '\0' .. flow
         -- counted and released once for the batch, by F.flush below
-        local F = workflows()
+        local F = flow_lib or workflows()
         F.later(base, flow, 'running', 'completed')
-        if sub(flow, 1, 1) == 'c' then
+        if byte(flow) == 99 then -- "c": a step with children
           F.completed_later(base, id)
         end
+      else
+        v = 'completed\0' .. sub(v, p1 + 1, p4) .. '\0\0\0' .. now_s
       end
       if outcome == 'ackr' then
         -- the result, stored with the ack (AckWith)
