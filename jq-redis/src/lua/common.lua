@@ -318,14 +318,20 @@ workflows = function()
   -- the completed "c" steps: their queues' bases and ids, in ack order
   local done_bases, done_ids = {}, {}
 
+  -- the deltas of the flow met last (a batch's steps are mostly of one)
+  local last_flow, last_d
   function F.later(base, flow, from, to)
-    local f = flows[flow]
-    if not f then
-      f = { base, {} }
-      flows[flow] = f
-      order[#order + 1] = flow
+    local d = last_d
+    if flow ~= last_flow then
+      local f = flows[flow]
+      if not f then
+        f = { base, {} }
+        flows[flow] = f
+        order[#order + 1] = flow
+      end
+      d = f[2]
+      last_flow, last_d = flow, d
     end
-    local d = f[2]
     d[from] = (d[from] or 0) - 1
     d[to] = (d[to] or 0) + 1
   end
@@ -393,29 +399,40 @@ workflows = function()
     -- child id and parent id in three arrays; each child queue's children
     -- once
     local ecb, ecid, ep = {}, {}, {}
+    local ne = 0
     local per, cbases = {}, {}
     local find, sub = string.find, string.sub
+    local lastcb, g
     for i = 1, n do
       local v, pb, p = kids[i], pbases[i], pids[i]
       if v and v ~= '' then
         local k, len = 1, #v
         while k <= len do
-          local j = find(v, '\0', k, true) or (len + 1)
-          local cid, cb = sub(v, k, k + 31), pb
-          if j > k + 32 then cb = sub(v, k + 32, j - 1) end
-          k = j + 1
-          local g = per[cb]
-          if not g then
-            g = { ids = {}, seen = {}, nodes = {}, left = {}, states = {}, dirty = {} }
-            per[cb] = g
-            cbases[#cbases + 1] = cb
+          local cid, cb
+          if len == 32 then
+            -- a fan-in member's: one child, in its own queue
+            cid, cb, k = v, pb, 33
+          else
+            local j = find(v, '\0', k, true) or (len + 1)
+            cid, cb = sub(v, k, k + 31), pb
+            if j > k + 32 then cb = sub(v, k + 32, j - 1) end
+            k = j + 1
+          end
+          if cb ~= lastcb then
+            g = per[cb]
+            if not g then
+              g = { ids = {}, seen = {}, nodes = {}, left = {}, states = {}, dirty = {} }
+              per[cb] = g
+              cbases[#cbases + 1] = cb
+            end
+            lastcb = cb
           end
           if not g.seen[cid] then
             g.seen[cid] = true
             g.ids[#g.ids + 1] = cid
           end
-          local e = #ep + 1
-          ecb[e], ecid[e], ep[e] = cb, cid, p
+          ne = ne + 1
+          ecb[ne], ecid[ne], ep[ne] = cb, cid, p
         end
       end
     end
@@ -443,7 +460,7 @@ workflows = function()
       -- parents write them (run-anyway), so most queues have none
       if redis.call('EXISTS', cb .. 'v2:released') == 1 then
         local fields, at = {}, {}
-        for e = 1, #ep do
+        for e = 1, ne do
           if ecb[e] == cb then
             fields[#fields + 1] = ecid[e] .. ep[e]
             at[#at + 1] = e
@@ -456,9 +473,13 @@ workflows = function()
         end
       end
     end
-    for e = 1, #ep do
+    lastcb = nil
+    for e = 1, ne do
       local cb, cid = ecb[e], ecid[e]
-      local g = per[cb]
+      if cb ~= lastcb then
+        g = per[cb]
+        lastcb = cb
+      end
       local st = g.nodes[cid] and g.states[cid]
       if st and not (g.released and g.released[e]) then
         local left = g.left[cid] - 1
@@ -511,7 +532,7 @@ workflows = function()
         redis.call('HINCRBY', key, state, fmt(d[state]))
       end
     end
-    flows, order = {}, {}
+    flows, order, last_flow, last_d = {}, {}, nil, nil
   end
 
   -- A step's node (`v2:nodes`): unfinished parents, "1" when a parent's
