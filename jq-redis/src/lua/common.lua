@@ -209,47 +209,6 @@ local function unindex(base, id, st)
   end
 end
 
--- `command key items...` in chunks of 1,000 items, so unpack stays small
--- (it fails near 8,000). The chunk size is even, so (score, member) pairs
--- of a ZADD never split.
-local function call_chunked(command, key, items)
-  local n = #items
-  local i = 1
-  while i <= n do
-    local j = math.min(i + 999, n)
-    redis.call(command, key, unpack(items, i, j))
-    i = j + 1
-  end
-end
-
--- ZREM of many members.
-local function zrem_chunked(key, members)
-  call_chunked('ZREM', key, members)
-end
-
--- ZADD of many (score, member) pairs; HSET of many (field, value) pairs.
-local function zadd_chunked(key, pairs_)
-  call_chunked('ZADD', key, pairs_)
-end
-local function hset_chunked(key, pairs_)
-  call_chunked('HSET', key, pairs_)
-end
-
--- HMGET of many fields (at most 1,000 per call, as call_chunked).
-local function hmget_chunked(key, fields)
-  local n = #fields
-  if n <= 1000 then return redis.call('HMGET', key, unpack(fields)) end
-  local out = {}
-  local i = 1
-  while i <= n do
-    local j = math.min(i + 999, n)
-    local part = redis.call('HMGET', key, unpack(fields, i, j))
-    for k = 1, #part do out[#out + 1] = part[k] end
-    i = j + 1
-  end
-  return out
-end
-
 -- Workflows (keys.rs): their helpers are built on first use by workflows()
 -- (below), so a script that meets no workflow step pays for
 -- one closure, not for theirs; `flow_lib.woke` is true once a release made
@@ -310,11 +269,29 @@ workflows = function()
   -- move and six commands per release (BENCHMARKS.md, session 20). Counts
   -- are sums, so deferring them changes no result; deferring releases is
   -- checked in F.release_completed.
+  --
   -- A flow names its summary by itself, but for the base of the step's
   -- queue when it carries none (F.key): then every step with that flow is
   -- in the summary's queue, so the flow alone tells the summary apart.
   -- flows[flow] = { base, {state -> delta} }, in `order` as first met.
   local flows, order = {}, {}
+  -- HMGET and HSET of many fields, 1,000 per call (as hmget_chunked and
+  -- hset_chunked further down, which this function does not name: each
+  -- name it takes from the script is an upvalue that every script, plain
+  -- jobs' too, would pay to bind when it builds this function)
+  local function mget(key, fields)
+    local out = {}
+    for i = 1, #fields, 1000 do
+      local part = redis.call('HMGET', key, unpack(fields, i, math.min(i + 999, #fields)))
+      for k = 1, #part do out[#out + 1] = part[k] end
+    end
+    return out
+  end
+  local function mset(key, pairs_)
+    for i = 1, #pairs_, 1000 do
+      redis.call('HSET', key, unpack(pairs_, i, math.min(i + 999, #pairs_)))
+    end
+  end
   -- the completed "c" steps: their queues' bases and ids, in ack order
   local done_bases, done_ids = {}, {}
 
@@ -375,7 +352,7 @@ workflows = function()
       if pbases[i] ~= pbases[1] then single = false; break end
     end
     if single then
-      kids = hmget_chunked(pbases[1] .. 'v2:children', pids)
+      kids = mget(pbases[1] .. 'v2:children', pids)
     else
       kids = {}
       local groups, gbases = {}, {}
@@ -391,7 +368,7 @@ workflows = function()
       end
       for _, b in ipairs(gbases) do
         local g = groups[b]
-        local v = hmget_chunked(b .. 'v2:children', g[1])
+        local v = mget(b .. 'v2:children', g[1])
         for j, i in ipairs(g[2]) do kids[i] = v[j] end
       end
     end
@@ -438,8 +415,8 @@ workflows = function()
     end
     for _, cb in ipairs(cbases) do
       local g = per[cb]
-      local nodes = hmget_chunked(cb .. 'v2:nodes', g.ids)
-      local states = hmget_chunked(cb .. 'v2:states', g.ids)
+      local nodes = mget(cb .. 'v2:nodes', g.ids)
+      local states = mget(cb .. 'v2:states', g.ids)
       for j, cid in ipairs(g.ids) do
         local v = nodes[j]
         if v then
@@ -466,7 +443,7 @@ workflows = function()
             at[#at + 1] = e
           end
         end
-        local found = hmget_chunked(cb .. 'v2:released', fields)
+        local found = mget(cb .. 'v2:released', fields)
         g.released = {}
         for m, e in ipairs(at) do
           if found[m] then g.released[e] = true end
@@ -510,14 +487,14 @@ workflows = function()
         writes[#writes + 1] = fmt(g.left[cid]) .. '\0' .. nd.cancelled .. '\0' .. nd.position .. '\0' .. nd.policy
           .. '\0' .. nd.workflow .. '\0' .. nd.step
       end
-      hset_chunked(cb .. 'v2:nodes', writes)
+      mset(cb .. 'v2:nodes', writes)
     end
   end
 
   -- Writes what F.later and F.completed_later kept: the releases first
   -- (they move counts too), then one HINCRBY per summary and state whose
   -- count changed, states in name order (a script's writes stay
-  -- deterministic).
+  -- deterministic). Returns F.woke: whether a job became Pending.
   function F.flush(now)
     if #done_ids > 0 then F.release_completed(now) end
     for _, flow in ipairs(order) do
@@ -533,6 +510,7 @@ workflows = function()
       end
     end
     flows, order, last_flow, last_d = {}, {}, nil, nil
+    return F.woke
   end
 
   -- A step's node (`v2:nodes`): unfinished parents, "1" when a parent's
@@ -724,6 +702,47 @@ local function append_error(base, id, attempt, now, message)
     cur = string.sub(cur, 1, -2) .. ',' .. item .. ']'
   end
   redis.call('HSET', base .. 'v2:errors', id, cur)
+end
+
+-- `command key items...` in chunks of 1,000 items, so unpack stays small
+-- (it fails near 8,000). The chunk size is even, so (score, member) pairs
+-- of a ZADD never split.
+local function call_chunked(command, key, items)
+  local n = #items
+  local i = 1
+  while i <= n do
+    local j = math.min(i + 999, n)
+    redis.call(command, key, unpack(items, i, j))
+    i = j + 1
+  end
+end
+
+-- ZREM of many members.
+local function zrem_chunked(key, members)
+  call_chunked('ZREM', key, members)
+end
+
+-- ZADD of many (score, member) pairs; HSET of many (field, value) pairs.
+local function zadd_chunked(key, pairs_)
+  call_chunked('ZADD', key, pairs_)
+end
+local function hset_chunked(key, pairs_)
+  call_chunked('HSET', key, pairs_)
+end
+
+-- HMGET of many fields (at most 1,000 per call, as call_chunked).
+local function hmget_chunked(key, fields)
+  local n = #fields
+  if n <= 1000 then return redis.call('HMGET', key, unpack(fields)) end
+  local out = {}
+  local i = 1
+  while i <= n do
+    local j = math.min(i + 999, n)
+    local part = redis.call('HMGET', key, unpack(fields, i, j))
+    for k = 1, #part do out[#out + 1] = part[k] end
+    i = j + 1
+  end
+  return out
 end
 
 -- Moves a job whose stored fields are unusable to Dead, with the reason as
