@@ -280,6 +280,7 @@ workflows = function()
   -- name it takes from the script is an upvalue that every script, plain
   -- jobs' too, would pay to bind when it builds this function)
   local function mget(key, fields)
+    if #fields <= 1000 then return redis.call('HMGET', key, unpack(fields)) end
     local out = {}
     for i = 1, #fields, 1000 do
       local part = redis.call('HMGET', key, unpack(fields, i, math.min(i + 999, #fields)))
@@ -293,7 +294,9 @@ workflows = function()
     end
   end
   -- the completed "c" steps: their queues' bases and ids, in ack order
-  local done_bases, done_ids = {}, {}
+  -- (F.done_bases and F.done_ids: settle.lua appends to them itself, a
+  -- call per member less)
+  F.done_bases, F.done_ids = {}, {}
 
   -- the deltas of the flow met last (a batch's steps are mostly of one)
   local last_flow, last_d
@@ -314,8 +317,8 @@ workflows = function()
   end
 
   function F.completed_later(base, id)
-    local n = #done_ids + 1
-    done_bases[n], done_ids[n] = base, id
+    local n = #F.done_ids + 1
+    F.done_bases[n], F.done_ids[n] = base, id
   end
 
   -- The children of the steps completed (F.completed_later), released as
@@ -341,8 +344,8 @@ workflows = function()
   -- the batch is "lost"), so no edge comes twice. Per edge this walks
   -- flat arrays, not a table per edge: a fan-in's members are thousands.
   function F.release_completed(now)
-    local pbases, pids = done_bases, done_ids
-    done_bases, done_ids = {}, {}
+    local pbases, pids = F.done_bases, F.done_ids
+    F.done_bases, F.done_ids = {}, {}
     local n = #pids
     -- each parent's packed children: one HMGET per parent queue (almost
     -- always one)
@@ -450,21 +453,32 @@ workflows = function()
         end
       end
     end
+    -- the child met last, its state and its count (a fan-in's edges all
+    -- go to one child): written back when another child comes
+    local lastcid, st, left, marked
     lastcb = nil
     for e = 1, ne do
       local cb, cid = ecb[e], ecid[e]
-      if cb ~= lastcb then
-        g = per[cb]
-        lastcb = cb
+      if cid ~= lastcid or cb ~= lastcb then
+        if lastcid then g.left[lastcid] = left end
+        if cb ~= lastcb then
+          g = per[cb]
+          lastcb = cb
+        end
+        lastcid = cid
+        st = g.nodes[cid] and g.states[cid]
+        left = g.left[cid]
+        marked = false
       end
-      local st = g.nodes[cid] and g.states[cid]
       if st and not (g.released and g.released[e]) then
-        local left = g.left[cid] - 1
+        left = left - 1
         if left < 0 then left = 0 end
-        g.left[cid] = left
-        if not g.dirty[cid] then
-          g.dirty[cid] = true
-          g.dirty[#g.dirty + 1] = cid
+        if not marked then
+          marked = true
+          if not g.dirty[cid] then
+            g.dirty[cid] = true
+            g.dirty[#g.dirty + 1] = cid
+          end
         end
         if left == 0 and st.state == 'waiting' then
           redis.call('ZREM', cb .. 'v2:waiting', cid)
@@ -478,6 +492,7 @@ workflows = function()
         end
       end
     end
+    if lastcid then g.left[lastcid] = left end
     for _, cb in ipairs(cbases) do
       local g = per[cb]
       local writes = {}
@@ -496,7 +511,7 @@ workflows = function()
   -- count changed, states in name order (a script's writes stay
   -- deterministic). Returns F.woke: whether a job became Pending.
   function F.flush(now)
-    if #done_ids > 0 then F.release_completed(now) end
+    if #F.done_ids > 0 then F.release_completed(now) end
     for _, flow in ipairs(order) do
       local f = flows[flow]
       local key, d = F.key(f[1], flow), f[2]

@@ -101,8 +101,9 @@ for j = 0, n - 1 do
         -- counted and released once for the batch, by F.flush below
         local F = flow_lib or workflows()
         F.later(base, flow, 'running', 'completed')
-        if byte(flow) == 99 then -- "c": a step with children
-          F.completed_later(base, id)
+        if byte(flow) == 99 then -- "c": a step with children (F.completed_later)
+          local k = #F.done_ids + 1
+          F.done_bases[k], F.done_ids[k] = base, id
         end
       else
         v = 'completed\0' .. sub(v, p1 + 1, p4) .. '\0\0\0' .. now_s
