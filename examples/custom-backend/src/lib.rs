@@ -539,6 +539,12 @@ impl CancelStorage for IndexedStorage {
         Ok(match state {
             State::Scheduled | State::Pending => {
                 t.update(id, |job| finish(job, State::Cancelled, now));
+                // Ended before it started, as `cancel` ends it: its
+                // dependents follow by their policies.
+                if workflow::finished(&mut t, id, now) {
+                    drop(t);
+                    self.wake();
+                }
                 CancelAnswer::Cancelled
             }
             State::Running => {
