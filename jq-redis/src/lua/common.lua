@@ -251,6 +251,20 @@ workflows = function()
     return wfbase .. 'v2:wf:' .. string.sub(flow, 2, 33)
   end
 
+  -- Waiting child `cid` of the queue at `cb` (state `st`) has no
+  -- unfinished parent left: Pending at `now`, or Scheduled when its
+  -- run_at is later. Sets F.woke when it became Pending.
+  function F.ready(cb, cid, st, now)
+    redis.call('ZREM', cb .. 'v2:waiting', cid)
+    local run_at = int(st.run_at) or now
+    if run_at <= now then
+      make_pending(cb, cid, st, int(read_body(cb, cid).priority) or 0, now)
+      F.woke = true
+    else
+      make_scheduled(cb, cid, st, run_at)
+    end
+  end
+
   -- A step with flow `flow` ("" for a plain job: nothing to do) of the queue
   -- at `base` moves from state `from` to state `to`.
   function F.count(base, flow, from, to)
@@ -481,14 +495,7 @@ workflows = function()
           end
         end
         if left == 0 and st.state == 'waiting' then
-          redis.call('ZREM', cb .. 'v2:waiting', cid)
-          local run_at = int(st.run_at) or now
-          if run_at <= now then
-            make_pending(cb, cid, st, int(read_body(cb, cid).priority) or 0, now)
-            F.woke = true
-          else
-            make_scheduled(cb, cid, st, run_at)
-          end
+          F.ready(cb, cid, st, now)
         end
       end
     end
@@ -604,14 +611,7 @@ workflows = function()
             node.unfinished = fmt(left)
             F.write_node(cb, cid, node)
             if left == 0 and st.state == 'waiting' then
-              redis.call('ZREM', cb .. 'v2:waiting', cid)
-              local run_at = int(st.run_at) or now
-              if run_at <= now then
-                make_pending(cb, cid, st, int(read_body(cb, cid).priority) or 0, now)
-                F.woke = true
-              else
-                make_scheduled(cb, cid, st, run_at)
-              end
+              F.ready(cb, cid, st, now)
             end
           elseif st.state == 'waiting' then
             redis.call('ZREM', cb .. 'v2:waiting', cid)
