@@ -177,6 +177,7 @@ pub(crate) fn retry(conn: &Connection, id: JobId, now: Timestamp) -> Result<()> 
     let (queue, flow) = counted(conn, RETRY, id, now, "retry")?;
     let mut tally = Tally::default();
     tally.add(queue, State::Dead, -1);
+    step_moved(conn, &mut tally, id, flow, State::Dead, State::Pending)?;
     if flow & crate::workflow::HAS_CHILDREN != 0 {
         crate::workflow::retried(conn, &mut tally, id)?;
     }
@@ -194,12 +195,27 @@ pub(crate) fn cancel(conn: &Connection, id: JobId, now: Timestamp) -> Result<boo
         tally.add(queue.clone(), State::Waiting, -1);
     }
     tally.add(queue, State::Cancelled, 1);
+    // The guard let only these three through: `before` is one of them.
+    if let Some(before) = before.as_deref().and_then(parse_state) {
+        step_moved(conn, &mut tally, id, flow, before, State::Cancelled)?;
+    }
     let mut woke = false;
     if flow & crate::workflow::HAS_CHILDREN != 0 {
         woke = crate::workflow::finished(conn, &mut tally, id, State::Cancelled, now.timestamp_micros())?;
     }
     tally.apply(conn)?;
     Ok(woke)
+}
+
+/// Job `id` went from `from` to `to`: when its `flow` says it is a step,
+/// its workflow's counts move too.
+fn step_moved(conn: &Connection, tally: &mut Tally, id: JobId, flow: i64, from: State, to: State) -> Result<()> {
+    if flow & crate::workflow::IN_WORKFLOW != 0
+        && let Some(workflow) = crate::counts::workflow_of(conn, blob(&id.0))?
+    {
+        tally.step_moved(&workflow, from, to);
+    }
+    Ok(())
 }
 
 /// Runs the guarded admin update `sql` on job `id` (it returns the job's

@@ -14,9 +14,10 @@ use rusqlite::types::{Value, ValueRef};
 use rusqlite::{Connection, OptionalExtension, Rows, params};
 
 use crate::control;
-use crate::counts::{ClaimedQueues, Tally};
+use crate::counts::{ClaimedQueues, Tally, workflow_of};
 use crate::error::db;
 use crate::row::{self, blob};
+use crate::workflow::IN_WORKFLOW;
 
 const PENDING: &str = include_str!("sql/claim_pending.sql");
 const DUE: &str = include_str!("sql/claim_due.sql");
@@ -28,14 +29,17 @@ const EARLIER: &str = include_str!("sql/claim_earlier.sql");
 struct Candidate {
     /// Index of its queue in the claim's sorted queue list.
     queue: usize,
+    /// Pending or Scheduled: the walk that found it, for the counts of
+    /// its workflow when it is a step.
+    from: State,
     seq: i64,
     id: [u8; 16],
     priority: i64,
     run_at: i64,
 }
 
-/// Reads at most `limit` candidates from `rows`.
-fn collect(mut rows: Rows<'_>, limit: usize, queue: usize, into: &mut Vec<Candidate>) -> Result<()> {
+/// Reads at most `limit` candidates, all in state `from`, from `rows`.
+fn collect(mut rows: Rows<'_>, limit: usize, queue: usize, from: State, into: &mut Vec<Candidate>) -> Result<()> {
     let mut taken = 0;
     while taken < limit
         && let Some(r) = rows.next().map_err(db)?
@@ -49,7 +53,7 @@ fn collect(mut rows: Rows<'_>, limit: usize, queue: usize, into: &mut Vec<Candid
             id[..n].copy_from_slice(&b[..n]);
         }
         let int = |i| r.get_ref(i).ok().and_then(|v| v.as_i64().ok()).unwrap_or(0);
-        into.push(Candidate { queue, seq: r.get(0).map_err(db)?, id, priority: int(2), run_at: int(3) });
+        into.push(Candidate { queue, from, seq: r.get(0).map_err(db)?, id, priority: int(2), run_at: int(3) });
     }
     Ok(())
 }
@@ -99,10 +103,10 @@ pub(crate) fn claim(
             }
             let from = candidates.len();
             let rows = pending.query(params![queue.as_str()]).map_err(db)?;
-            collect(rows, limit, q, &mut candidates)?;
+            collect(rows, limit, q, State::Pending, &mut candidates)?;
             for priority in Priority::ALL.iter().rev() {
                 let rows = due.query(params![queue.as_str(), priority.as_i16(), now_us]).map_err(db)?;
-                collect(rows, limit, q, &mut candidates)?;
+                collect(rows, limit, q, State::Scheduled, &mut candidates)?;
             }
             if limit < request.limit {
                 // A limited queue gives at most its allowance: its best.
@@ -119,6 +123,9 @@ pub(crate) fn claim(
     let mut read = conn.prepare_cached(ROW).map_err(db)?;
     let mut jobs = Vec::with_capacity(candidates.len());
     let token = blob(&request.token.0);
+    // The claimed steps' moves (and a corrupt job's burial); nothing, and
+    // no statement, for plain jobs.
+    let mut tally = Tally::default();
     for c in candidates {
         if take.execute(params![c.seq, token, request.worker, expires_at]).map_err(db)? == 0 {
             continue;
@@ -132,33 +139,47 @@ pub(crate) fn claim(
             None => {}
             Some((Ok(job), flow)) => {
                 if let Some(flow) = flow {
-                    claimed.claimed(&job, flow);
+                    // Only a step looks up its workflow (schema 9's `flow`).
+                    let workflow = if flow & IN_WORKFLOW != 0 { workflow_of(conn, &c.id)? } else { None };
+                    if let Some(workflow) = &workflow {
+                        tally.step_moved(workflow, c.from, State::Running);
+                    }
+                    claimed.claimed(&job, flow, workflow);
                 }
                 jobs.push(job);
             }
-            Some((Err(e), _)) => {
+            Some((Err(e), flow)) => {
                 tracing::error!(error = %e, "claimed a job that cannot be decoded; it goes to Dead");
+                // Its flow may be what is corrupt: then its node says
+                // whether it is a step.
+                let workflow =
+                    if flow.is_none_or(|flow| flow & IN_WORKFLOW != 0) { workflow_of(conn, &c.id)? } else { None };
                 let buried = conn
                     .prepare_cached(BURY)
                     .and_then(|mut bury| {
                         bury.query_row(params![c.seq, now_us, e.to_string()], |r| r.get::<_, Value>(0)).optional()
                     })
-                    .map_err(db)
-                    .and_then(|queue| {
-                        let mut tally = Tally::default();
-                        if let Some(queue) = queue {
-                            tally.add(queue, State::Dead, 1);
-                        }
-                        tally.apply(conn)
-                    });
-                if let Err(bury_error) = buried {
-                    // The others are claimed: keep them. This one stays
-                    // Running until recover buries it.
-                    tracing::error!(error = %bury_error, "could not move the corrupt job to Dead; recover will");
+                    .map_err(db);
+                let now_in = match buried {
+                    Ok(Some(queue)) => {
+                        tally.add(queue, State::Dead, 1);
+                        State::Dead
+                    }
+                    Ok(None) => State::Running,
+                    Err(bury_error) => {
+                        // The others are claimed: keep them. This one stays
+                        // Running until recover buries it.
+                        tracing::error!(error = %bury_error, "could not move the corrupt job to Dead; recover will");
+                        State::Running
+                    }
+                };
+                if let Some(workflow) = &workflow {
+                    tally.step_moved(workflow, c.from, now_in);
                 }
             }
         }
     }
+    tally.apply(conn)?;
     for (q, queue) in queues.iter().enumerate() {
         control::started(conn, queue, &allowed[q], taken_per_queue[q], now)?;
     }

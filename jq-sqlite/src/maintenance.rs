@@ -7,19 +7,34 @@ use jq_core::{Result, State, Timestamp};
 use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::counts::Tally;
+use crate::counts::{Tally, WorkflowKey, workflow_of};
 use crate::error::db;
 use crate::row;
 
 const PROMOTE: &str = include_str!("sql/promote.sql");
+const PROMOTE_STEPS: &str = include_str!("sql/promote_steps.sql");
 const RECOVER: &str = include_str!("sql/recover.sql");
 const RECOVER_CORRUPT: &str = include_str!("sql/recover_corrupt.sql");
 const BURY: &str = include_str!("sql/bury.sql");
 const PURGE: &str = include_str!("sql/purge.sql");
 
-/// Scheduled jobs due at `now` become Pending; returns how many.
+/// Scheduled jobs due at `now` become Pending; returns how many. The
+/// steps among them move in their workflows' counts.
 pub(crate) fn promote(conn: &Connection, now: Timestamp) -> Result<u64> {
-    let n = conn.prepare_cached(PROMOTE).map_err(db)?.execute(params![now.timestamp_micros()]).map_err(db)?;
+    let now_us = now.timestamp_micros();
+    let mut tally = Tally::default();
+    {
+        let mut stmt = conn.prepare_cached(PROMOTE_STEPS).map_err(db)?;
+        let mut rows = stmt.query(params![now_us]).map_err(db)?;
+        while let Some(r) = rows.next().map_err(db)? {
+            let workflow: WorkflowKey = r.get(0).map_err(db)?;
+            let n: i64 = r.get(1).map_err(db)?;
+            tally.add_steps(&workflow, State::Scheduled, -n);
+            tally.add_steps(&workflow, State::Pending, n);
+        }
+    }
+    let n = conn.prepare_cached(PROMOTE).map_err(db)?.execute(params![now_us]).map_err(db)?;
+    tally.apply(conn)?;
     Ok(n as u64)
 }
 
@@ -31,6 +46,9 @@ pub(crate) fn recover(conn: &Connection, now: Timestamp) -> Result<u64> {
     let mut tally = Tally::default();
     let mut n = 0;
     let mut failed_parents: Vec<(Vec<u8>, State)> = Vec::new();
+    // Steps among the recovered jobs, with their new state: their
+    // workflows' counts move once the statement is done.
+    let mut steps: Vec<(Vec<u8>, State)> = Vec::new();
     {
         let mut stmt = conn.prepare_cached(RECOVER).map_err(db)?;
         let mut rows = stmt.query(params![now_us]).map_err(db)?;
@@ -40,12 +58,23 @@ pub(crate) fn recover(conn: &Connection, now: Timestamp) -> Result<u64> {
             // requested): both finished, so counted, and both fail their
             // dependents (workflow::finished applies each one's policy).
             let state = r.get_ref(1).map_err(db)?.as_str().ok().and_then(row::parse_state);
+            let flow: i64 = r.get(3).map_err(db)?;
             if let Some(state @ (State::Dead | State::Cancelled)) = state {
                 tally.add(r.get(0).map_err(db)?, state, 1);
-                if r.get::<_, i64>(3).map_err(db)? & crate::workflow::HAS_CHILDREN != 0 {
+                if flow & crate::workflow::HAS_CHILDREN != 0 {
                     failed_parents.push((r.get::<_, Vec<u8>>(2).map_err(db)?, state));
                 }
             }
+            if let Some(state) = state
+                && flow & crate::workflow::IN_WORKFLOW != 0
+            {
+                steps.push((r.get::<_, Vec<u8>>(2).map_err(db)?, state));
+            }
+        }
+    }
+    for (id, state) in steps {
+        if let Some(workflow) = workflow_of(conn, &id)? {
+            tally.step_moved(&workflow, State::Running, state);
         }
     }
     // A parent dead or cancelled by recover cancels (or releases) its
@@ -85,11 +114,18 @@ fn bury_corrupt(conn: &Connection, now_us: i64, tally: &mut Tally) -> Result<u64
     for (seq, reason) in found {
         tracing::error!(%reason, "recover found an expired job that cannot be decoded: moving it to Dead");
         let message = format!("{reason} (its lease expired)");
-        let queue: Option<Value> =
-            bury.query_row(params![seq, now_us, message], |r| r.get(0)).optional().map_err(db)?;
-        if let Some(queue) = queue {
+        let changed: Option<(Value, Value)> =
+            bury.query_row(params![seq, now_us, message], |r| Ok((r.get(0)?, r.get(1)?))).optional().map_err(db)?;
+        if let Some((queue, id)) = changed {
             tally.add(queue, State::Dead, 1);
             buried += 1;
+            // Its flow may be what is corrupt: its node says whether it is
+            // a step (a rare path: one probe per corrupt job).
+            if let Value::Blob(id) = id
+                && let Some(workflow) = workflow_of(conn, &id)?
+            {
+                tally.step_moved(&workflow, State::Running, State::Dead);
+            }
         }
     }
     Ok(buried)
@@ -115,7 +151,11 @@ pub(crate) fn purge_batch(conn: &Connection, state: State, older_than: Timestamp
         }
     }
     for id in gone {
-        crate::workflow::purged(conn, &id)?;
+        // A purged step leaves its workflow's counts; the workflow stays
+        // known (docs/CONTRACT.md, "Workflows").
+        if let Some(workflow) = crate::workflow::purged(conn, &id)? {
+            tally.add_steps(&workflow, state, -1);
+        }
     }
     tally.apply(conn)?;
     Ok(n)

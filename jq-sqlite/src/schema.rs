@@ -24,6 +24,7 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
     ("007_job_counts", include_str!("sql/007_job_counts.sql")),
     ("008_cancel", include_str!("sql/008_cancel.sql")),
     ("009_workflows", include_str!("sql/009_workflows.sql")),
+    ("010_workflow_counts", include_str!("sql/010_workflow_counts.sql")),
 ];
 
 /// The schema version this crate writes.

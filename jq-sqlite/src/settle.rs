@@ -8,10 +8,10 @@ use jq_core::{Error, Result, State, Timestamp};
 use rusqlite::types::Value;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
 
-use crate::counts::{ClaimedQueues, Tally};
+use crate::counts::{Claimed, ClaimedQueues, Tally, workflow_of};
 use crate::error::db;
 use crate::row::{blob, parse_state};
-use crate::workflow;
+use crate::workflow::{self, IN_WORKFLOW};
 
 const ACK: &str = include_str!("sql/settle_ack.sql");
 const NACK: &str = include_str!("sql/settle_nack.sql");
@@ -47,6 +47,8 @@ pub(crate) fn settle(
                 if state == State::Completed && flow & workflow::HAS_CHILDREN != 0 {
                     completed.push(lease.id);
                 } else if state.is_terminal() && flow & workflow::HAS_CHILDREN != 0 {
+                    // Children are steps of their parent's workflow; the
+                    // statements that move them read it from their nodes.
                     match workflow::finished(conn, &mut tally, lease.id, state, now_us) {
                         Ok(woke) => handed_back |= woke,
                         Err(e) => return Err(e),
@@ -89,9 +91,10 @@ impl From<Error> for ItemError {
 }
 
 /// Applies one outcome; `None` when its lease is not held, else the new
-/// state and the job's `flow`. A job it finishes is added to `tally`;
-/// `cached` is the job's queue and flow when this writer claimed it (else
-/// an ack reads them).
+/// state and the job's `flow`. A job it finishes is added to `tally`, and
+/// so is the move of a step (Running to its new state) in its workflow;
+/// `cached` is what this writer remembered of the job when it claimed it
+/// (else an ack reads its queue and flow, and a step its workflow).
 fn apply(
     conn: &Connection,
     lease: LeaseRef,
@@ -99,9 +102,42 @@ fn apply(
     now: Timestamp,
     now_us: i64,
     tally: &mut Tally,
-    cached: Option<(Value, i64)>,
+    cached: Option<Claimed>,
 ) -> std::result::Result<Option<(State, i64)>, ItemError> {
     let row = |e: rusqlite::Error| if is_row_specific(&e) { ItemError::Row(e) } else { ItemError::Batch(db(e)) };
+    let (cached, workflow) = match cached {
+        Some(Claimed { queue, flow, workflow }) => (Some((queue, flow)), workflow),
+        None => (None, None),
+    };
+    let changed = apply_outcome(conn, lease, outcome, now, now_us, tally, cached, row)?;
+    if let Some((state, flow)) = changed
+        && flow & IN_WORKFLOW != 0
+    {
+        // Only a step: the workflow its claim remembered, else its node's.
+        let workflow = match workflow {
+            Some(workflow) => Some(workflow),
+            None => workflow_of(conn, blob(&lease.id.0))?,
+        };
+        if let Some(workflow) = workflow {
+            tally.step_moved(&workflow, State::Running, state);
+        }
+    }
+    Ok(changed)
+}
+
+/// Runs one outcome's statement and counts the job it finishes; [`apply`]
+/// counts the move of a step in its workflow.
+#[allow(clippy::too_many_arguments)]
+fn apply_outcome(
+    conn: &Connection,
+    lease: LeaseRef,
+    outcome: Outcome,
+    now: Timestamp,
+    now_us: i64,
+    tally: &mut Tally,
+    cached: Option<(Value, i64)>,
+    row: impl Fn(rusqlite::Error) -> ItemError,
+) -> std::result::Result<Option<(State, i64)>, ItemError> {
     let id = blob(&lease.id.0);
     let token = blob(&lease.token.0);
     Ok(match outcome {
@@ -169,7 +205,18 @@ fn apply(
                 .map_err(db)?
                 .execute(params![id, token, run_at, delay.is_zero()])
                 .map_err(row)?;
-            (n == 1).then_some((if delay.is_zero() { State::Pending } else { State::Scheduled }, 0))
+            if n != 1 {
+                return Ok(None);
+            }
+            // No RETURNING on a plain job's release: its flow is what the
+            // claim remembered. Else (a job another process or handle
+            // claimed, a rare case) it is taken for a step, and [`apply`]
+            // looks for its node, which only a step has.
+            let flow = match cached {
+                Some((_, flow)) => flow,
+                None => IN_WORKFLOW,
+            };
+            Some((if delay.is_zero() { State::Pending } else { State::Scheduled }, flow))
         }
         Outcome::Cancel => {
             // A cancelled job fails its dependents like a dead one: the

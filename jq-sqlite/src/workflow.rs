@@ -16,7 +16,7 @@ use rusqlite::types::{ToSqlOutput, Value, ValueRef};
 use rusqlite::{Connection, OptionalExtension, params};
 use uuid::Uuid;
 
-use crate::counts::Tally;
+use crate::counts::{Tally, WorkflowKey};
 use crate::error::db;
 use crate::row::{blob, parse_state};
 
@@ -47,9 +47,11 @@ const NODE_PARAMS: usize = 5;
 const INSERT_DEPS_HEAD: &str = "INSERT INTO job_deps (parent, child, position, on_failure, released) VALUES ";
 const DEP_VALUES: &str = "(?, ?, ?, ?, 0)";
 const DEP_PARAMS: usize = 4;
-/// A child's edges not yet released, with what deciding needs.
-const OPEN_CHILDREN: &str = "SELECT d.child, d.on_failure, j.state, j.queue, j.run_at, j.flow \
-     FROM job_deps d JOIN jobs j ON j.id = d.child WHERE d.parent = ?1 AND d.released = 0";
+/// A child's edges not yet released, with what deciding needs (and the
+/// child's workflow, for its counts).
+const OPEN_CHILDREN: &str = "SELECT d.child, d.on_failure, j.state, j.queue, j.run_at, j.flow, n.workflow \
+     FROM job_deps d JOIN jobs j ON j.id = d.child LEFT JOIN job_nodes n ON n.id = d.child \
+     WHERE d.parent = ?1 AND d.released = 0";
 const RELEASE_EDGE: &str = "UPDATE job_deps SET released = 1 WHERE parent = ?1 AND child = ?2";
 /// The children of parent ?1, one row per edge not released before: a
 /// probe of the primary key, read for each parent that one settle call
@@ -67,8 +69,9 @@ const RELEASE_EDGE: &str = "UPDATE job_deps SET released = 1 WHERE parent = ?1 A
 /// the edges of parents that are not Completed.
 const OPEN_OF_COMPLETED: &str = "SELECT child FROM job_deps WHERE parent = ?1 AND released = 0";
 /// Child ?1's count of unfinished parents goes down by ?2: the edges of it
-/// one batch released.
-const COUNT_DOWN_BY: &str = "UPDATE job_nodes SET unfinished = unfinished - ?2 WHERE id = ?1 RETURNING unfinished";
+/// one batch released. Its workflow comes with it, for its counts.
+const COUNT_DOWN_BY: &str =
+    "UPDATE job_nodes SET unfinished = unfinished - ?2 WHERE id = ?1 RETURNING unfinished, workflow";
 /// WAKE, answering the woken child's queue and new state (nothing when it
 /// was not Waiting).
 const WAKE_RETURNING: &str = "UPDATE jobs SET state = CASE WHEN run_at <= ?2 THEN 'pending' ELSE 'scheduled' END, \
@@ -81,7 +84,7 @@ const CASCADE_CANCEL: &str =
 const CANCELLED_BY: &str = "UPDATE job_nodes SET cancelled_by = ?2 WHERE id = ?1";
 /// Children a failure cancelled (`cancelled_by` marks them), for an
 /// operator's retry.
-const CANCELLED_CHILDREN: &str = "SELECT d.child, j.queue, j.flow FROM job_deps d \
+const CANCELLED_CHILDREN: &str = "SELECT d.child, j.queue, j.flow, n.workflow FROM job_deps d \
      JOIN job_nodes n ON n.id = d.child JOIN jobs j ON j.id = d.child \
      WHERE d.parent = ?1 AND j.state = 'cancelled' AND n.cancelled_by IS NOT NULL";
 /// Child ?1's first parent in step order that failed under `cancel` with
@@ -168,6 +171,7 @@ pub(crate) fn enqueue<'a>(conn: &Connection, plan: &'a WorkflowPlan, now: Timest
         if state == State::Waiting {
             tally.add(Value::Text(job.queue.as_str().to_owned()), State::Waiting, 1);
         }
+        tally.add_steps(wid, state, 1);
         nodes.push(
             conn,
             [
@@ -273,6 +277,10 @@ pub(crate) fn store_result(conn: &Connection, id: JobId, result: &Payload) -> Re
     Ok(())
 }
 
+/// An open edge from a finished parent: the child, the edge's policy, the
+/// child's state, queue, run_at and flow, and its workflow (from its node).
+type OpenChild = (Vec<u8>, String, String, Value, i64, i64, Option<WorkflowKey>);
+
 /// Job `id` just became terminal in `state`: its children are released or
 /// cancelled (and theirs, down), in the caller's transaction. Returns true
 /// when a job became claimable.
@@ -280,16 +288,16 @@ pub(crate) fn finished(conn: &Connection, tally: &mut Tally, id: JobId, state: S
     let mut woke = false;
     let mut stack = vec![(id, state)];
     while let Some((parent, pstate)) = stack.pop() {
-        let open: Vec<(Vec<u8>, String, String, Value, i64, i64)> = {
+        let open: Vec<OpenChild> = {
             let mut stmt = conn.prepare_cached(OPEN_CHILDREN).map_err(db)?;
             let rows = stmt
                 .query_map(params![blob(&parent.0)], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?))
                 })
                 .map_err(db)?;
             rows.collect::<rusqlite::Result<_>>().map_err(db)?
         };
-        for (child, policy, cstate, queue, run_at, flow) in open {
+        for (child, policy, cstate, queue, run_at, flow, workflow) in open {
             let policy = OnFailure::parse(&policy).unwrap_or_default();
             let cstate = state_of(&cstate)?;
             if pstate == State::Completed || policy == OnFailure::RunAnyway {
@@ -299,6 +307,11 @@ pub(crate) fn finished(conn: &Connection, tally: &mut Tally, id: JobId, state: S
                 if left == 0 && cstate == State::Waiting {
                     conn.prepare_cached(WAKE).map_err(db)?.execute(params![child, now_us]).map_err(db)?;
                     tally.add(queue, State::Waiting, -1);
+                    // WAKE's own choice, from the run_at read above.
+                    let to = if run_at <= now_us { State::Pending } else { State::Scheduled };
+                    if let Some(workflow) = &workflow {
+                        tally.step_moved(workflow, State::Waiting, to);
+                    }
                     woke |= run_at <= now_us;
                 }
             } else if cstate == State::Waiting {
@@ -306,6 +319,9 @@ pub(crate) fn finished(conn: &Connection, tally: &mut Tally, id: JobId, state: S
                 conn.prepare_cached(CANCELLED_BY).map_err(db)?.execute(params![child, blob(&parent.0)]).map_err(db)?;
                 tally.add(queue.clone(), State::Waiting, -1);
                 tally.add(queue, State::Cancelled, 1);
+                if let Some(workflow) = &workflow {
+                    tally.step_moved(workflow, State::Waiting, State::Cancelled);
+                }
                 if flow & HAS_CHILDREN != 0 {
                     stack.push((job_id(child)?, State::Cancelled));
                 }
@@ -339,8 +355,11 @@ pub(crate) fn completed(conn: &Connection, tally: &mut Tally, ids: &[JobId], now
     }
     let mut woke = false;
     for (child, n) in released {
-        let left: i64 =
-            conn.prepare_cached(COUNT_DOWN_BY).map_err(db)?.query_row(params![child, n], |r| r.get(0)).map_err(db)?;
+        let (left, workflow): (i64, WorkflowKey) = conn
+            .prepare_cached(COUNT_DOWN_BY)
+            .map_err(db)?
+            .query_row(params![child, n], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(db)?;
         if left != 0 {
             continue;
         }
@@ -352,7 +371,9 @@ pub(crate) fn completed(conn: &Connection, tally: &mut Tally, ids: &[JobId], now
             .map_err(db)?;
         if let Some((queue, state)) = wake {
             tally.add(queue, State::Waiting, -1);
-            woke |= state == State::Pending.as_str();
+            let to = if state == State::Pending.as_str() { State::Pending } else { State::Scheduled };
+            tally.step_moved(&workflow, State::Waiting, to);
+            woke |= to == State::Pending;
         }
     }
     Ok(woke)
@@ -364,13 +385,14 @@ pub(crate) fn completed(conn: &Connection, tally: &mut Tally, ids: &[JobId], now
 pub(crate) fn retried(conn: &Connection, tally: &mut Tally, id: JobId) -> Result<()> {
     let mut stack = vec![id];
     while let Some(parent) = stack.pop() {
-        let cancelled: Vec<(Vec<u8>, Value, i64)> = {
+        let cancelled: Vec<(Vec<u8>, Value, i64, WorkflowKey)> = {
             let mut stmt = conn.prepare_cached(CANCELLED_CHILDREN).map_err(db)?;
-            let rows =
-                stmt.query_map(params![blob(&parent.0)], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).map_err(db)?;
+            let rows = stmt
+                .query_map(params![blob(&parent.0)], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+                .map_err(db)?;
             rows.collect::<rusqlite::Result<_>>().map_err(db)?
         };
-        for (child, queue, flow) in cancelled {
+        for (child, queue, flow, workflow) in cancelled {
             if first_failed(conn, &child)?.is_some() {
                 continue;
             }
@@ -378,6 +400,7 @@ pub(crate) fn retried(conn: &Connection, tally: &mut Tally, id: JobId) -> Result
             conn.prepare_cached(CANCELLED_BY).map_err(db)?.execute(params![child, Value::Null]).map_err(db)?;
             tally.add(queue.clone(), State::Cancelled, -1);
             tally.add(queue, State::Waiting, 1);
+            tally.step_moved(&workflow, State::Cancelled, State::Waiting);
             if flow & HAS_CHILDREN != 0 {
                 stack.push(job_id(child)?);
             }
@@ -390,11 +413,15 @@ fn first_failed(conn: &Connection, child: &[u8]) -> Result<Option<Vec<u8>>> {
     conn.prepare_cached(FIRST_FAILED).map_err(db)?.query_row(params![child], |r| r.get(0)).optional().map_err(db)
 }
 
-/// A purged job's node and result go with it.
-pub(crate) fn purged(conn: &Connection, id: &[u8]) -> Result<()> {
+/// A purged job's node and result go with it; returns the workflow of a
+/// step (from its node), whose counts it leaves.
+pub(crate) fn purged(conn: &Connection, id: &[u8]) -> Result<Option<WorkflowKey>> {
     conn.prepare_cached("DELETE FROM job_results WHERE id = ?1").map_err(db)?.execute(params![id]).map_err(db)?;
-    conn.prepare_cached("DELETE FROM job_nodes WHERE id = ?1").map_err(db)?.execute(params![id]).map_err(db)?;
-    Ok(())
+    conn.prepare_cached("DELETE FROM job_nodes WHERE id = ?1 RETURNING workflow")
+        .map_err(db)?
+        .query_row(params![id], |r| r.get(0))
+        .optional()
+        .map_err(db)
 }
 
 fn require_job(conn: &Connection, id: JobId) -> Result<()> {
@@ -517,20 +544,26 @@ fn require_workflow(conn: &Connection, id: WorkflowId) -> Result<()> {
     if found { Ok(()) } else { Err(jq_core::storage::workflow_not_found(id)) }
 }
 
-/// The workflow's counts per state (a walk of its steps' nodes).
+/// The workflow's counts per state: its summary rows (`workflow_counts`,
+/// schema version 10, one range of the primary key), never its steps.
 pub(crate) fn workflow(conn: &Connection, id: WorkflowId) -> Result<WorkflowInfo> {
     require_workflow(conn, id)?;
-    let mut stmt = conn
-        .prepare_cached(
-            "SELECT j.state, count(*) FROM job_nodes n JOIN jobs j ON j.id = n.id WHERE n.workflow = ?1 GROUP BY j.state",
-        )
-        .map_err(db)?;
+    let mut stmt = conn.prepare_cached("SELECT state, n FROM workflow_counts WHERE workflow = ?1").map_err(db)?;
     let rows =
         stmt.query_map(params![blob(&id.0)], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))).map_err(db)?;
     let mut counts = StateCounts::default();
     for r in rows {
         let (state, n) = r.map_err(db)?;
-        counts.add(state_of(&state)?, u64::try_from(n).unwrap_or(0));
+        let state = state_of(&state)?;
+        if n < 0 {
+            tracing::error!(
+                workflow = %id,
+                %state,
+                count = n,
+                "workflow: its count of steps went below zero (jobs changed outside jq?); counted as 0"
+            );
+        }
+        counts.add(state, u64::try_from(n).unwrap_or(0));
     }
     Ok(WorkflowInfo { id, counts })
 }

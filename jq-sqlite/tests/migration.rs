@@ -92,3 +92,89 @@ async fn version_7_counts_the_jobs_finished_before_it() {
     );
     jq_testkit::assert_stats_agree_with_list(&storage).await;
 }
+
+/// Version 10 counts the steps of the workflows stored before it, per
+/// workflow and state, whatever state they are in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn version_10_counts_the_steps_stored_before_it() {
+    use jq_core::storage::{Outcome, Settlement, StorageExt};
+    use jq_core::workflow::{Step, Workflow};
+    use jq_core::{NewJob, Payload};
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.db");
+    let clock = ManualClock::starting_now();
+    let job = |n: usize, delay: u64| {
+        NewJob::builder("k", Payload::from_json(format!(r#"{{"n":{n}}}"#)).unwrap())
+            .queue("wf")
+            .delay(Duration::from_secs(delay))
+            .build_at(clock.now())
+            .unwrap()
+    };
+    // Workflows in flight, made by this version, then taken back to
+    // version 9: 010 only adds its table, so dropping it is the file a
+    // jq of version 9 left.
+    let in_flight = Workflow::new()
+        .step(Step::new("done", job(0, 0)))
+        .step(Step::new("failed", job(1, 0)))
+        .step(Step::new("running", job(2, 0)))
+        .step(Step::new("later", job(3, 60)))
+        .step(Step::new("woken", job(4, 0)).after(["done"]))
+        .step(Step::new("cancelled", job(5, 0)).after(["failed"]))
+        .step(Step::new("waiting", job(6, 0)).after(["running"]))
+        .plan()
+        .unwrap();
+    let finished = Workflow::new().step(Step::new("only", job(7, 0))).plan().unwrap();
+    {
+        let storage = SqliteStorage::open(SqliteConfig::new(&path).clock(clock.clock())).unwrap();
+        let flows = storage.require_workflows().unwrap();
+        let ids = flows.enqueue_workflow(&in_flight).await.unwrap();
+        let only = flows.enqueue_workflow(&finished).await.unwrap()[0];
+        let request = ClaimRequest::new(vec![QueueName::new("wf").unwrap()], 10, Duration::from_secs(60), "w");
+        let claimed = storage.claim(&request).await.unwrap();
+        assert_eq!(claimed.len(), 4, "done, failed, running and only");
+        let lease = |id| claimed.iter().find(|j| j.id == id).unwrap().lease_ref().unwrap();
+        let batch = vec![
+            Settlement { lease: lease(ids[0]), outcome: Outcome::Ack },
+            Settlement { lease: lease(ids[1]), outcome: Outcome::Bury { error: "x".into() } },
+            Settlement { lease: lease(only), outcome: Outcome::Ack },
+        ];
+        storage.settle(batch).await.unwrap();
+    }
+    {
+        let conn = Connection::open(&path).unwrap();
+        conn.busy_timeout(Duration::from_secs(5)).unwrap();
+        assert_eq!(schema::version(&conn).unwrap(), 10);
+        conn.execute_batch("DROP TABLE workflow_counts; PRAGMA user_version = 9;").unwrap();
+    }
+
+    let storage = SqliteStorage::open(SqliteConfig::new(&path).clock(clock.clock())).unwrap();
+    let flows = storage.require_workflows().unwrap();
+    let info = flows.workflow(in_flight.id).await.unwrap();
+    let count = |state| info.counts.get(state);
+    assert_eq!(
+        [
+            State::Completed,
+            State::Dead,
+            State::Running,
+            State::Scheduled,
+            State::Pending,
+            State::Cancelled,
+            State::Waiting
+        ]
+        .map(count),
+        [1, 1, 1, 1, 1, 1, 1],
+        "{info:?}"
+    );
+    assert!(!info.is_finished());
+    let info = flows.workflow(finished.id).await.unwrap();
+    assert!(info.is_finished() && info.is_succeeded() && info.counts.total() == 1, "{info:?}");
+
+    // The counts go on from there.
+    let request = ClaimRequest::new(vec![QueueName::new("wf").unwrap()], 10, Duration::from_secs(60), "w");
+    let claimed = storage.claim(&request).await.unwrap();
+    assert_eq!(claimed.len(), 1, "woken");
+    storage.ack(claimed[0].lease_ref().unwrap()).await.unwrap();
+    let info = flows.workflow(in_flight.id).await.unwrap();
+    assert_eq!((info.counts.get(State::Completed), info.counts.get(State::Pending)), (2, 0), "{info:?}");
+}
