@@ -28,6 +28,13 @@
 -- the last locks the statement takes: two statements meeting on the same
 -- shard lock the rows they share in the same order, and cannot deadlock
 -- on them.
+--
+-- jq_flow_moved also locks, before a failure or a revival cascades, every
+-- node the cascade may reach, in one pass in id order: migration 13's
+-- functions locked a cancelled child's node after its job, level by level,
+-- and two settle batches each acking a parent of the child the other's
+-- failure cancelled deadlocked (seen under six concurrent workers; the
+-- storage test concurrent_claims_and_settles_of_one_workflow_keep_its_counts).
 CREATE TABLE {schema}.workflow_counts (
     workflow uuid     NOT NULL,
     state    text     NOT NULL,
@@ -245,14 +252,16 @@ DECLARE
     finished uuid[];
     finished_states text[];
     revived uuid[];
+    failing uuid[];
     workflows uuid[];
     was text[];
     became text[];
 BEGIN
     SELECT array_agg(m.id ORDER BY m.id) FILTER (WHERE m.finishing),
            array_agg(m.became ORDER BY m.id) FILTER (WHERE m.finishing),
-           array_agg(m.id ORDER BY m.id) FILTER (WHERE m.reviving)
-    INTO finished, finished_states, revived
+           array_agg(m.id ORDER BY m.id) FILTER (WHERE m.reviving),
+           array_agg(m.id) FILTER (WHERE (m.finishing AND m.became <> 'completed') OR m.reviving)
+    INTO finished, finished_states, revived, failing
     FROM (
         SELECT s.id, s.became,
                s.flow & 1 <> 0 AND s.became IN ('completed', 'dead', 'cancelled')
@@ -267,6 +276,34 @@ BEGIN
     FROM unnest(ids, froms, tos) AS s(id, was, became)
     JOIN {schema}.job_nodes AS n ON n.id = s.id
     WHERE s.was IS DISTINCT FROM s.became;
+
+    -- A failure (or a revival) cascades: its function locks a child's node
+    -- after changing the child's job, then goes down level by level, while
+    -- a concurrent statement's release holds the nodes of its own children
+    -- (sorted) and may need one of these; taken in two orders, such locks
+    -- deadlocked (seen: two settle batches, each acking a parent of the
+    -- child the other's failure cancels). So every node the cascade may
+    -- touch, all the descendants of the failed or revived steps, and the
+    -- children of the others, is locked here first, in one pass in id order,
+    -- before any job row: the functions below then wait on no node, and the
+    -- statements' lock orders agree. Edges never change, so the set read
+    -- is the set the cascade walks. A batch of completions alone (the
+    -- common case) skips this: jq_flow_finished locks their children, sorted.
+    IF failing IS NOT NULL THEN
+        PERFORM 1 FROM {schema}.job_nodes
+        WHERE id IN (
+            WITH RECURSIVE below (id) AS (
+                SELECT d.child FROM {schema}.job_deps AS d WHERE d.parent = ANY(failing)
+                UNION
+                SELECT d.child FROM below AS b JOIN {schema}.job_deps AS d ON d.parent = b.id
+            )
+            SELECT below.id FROM below
+            UNION ALL
+            SELECT d.child FROM {schema}.job_deps AS d WHERE d.parent = ANY(finished)
+        )
+        ORDER BY id
+        FOR UPDATE;
+    END IF;
 
     IF finished IS NOT NULL THEN
         SELECT workflows || array_agg(f.moved_workflow), was || array_agg(f.moved_from),
