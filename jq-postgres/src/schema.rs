@@ -24,6 +24,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("cancel", include_str!("../migrations/0011_cancel.sql")),
     ("workflows", include_str!("../migrations/0012_workflows.sql")),
     ("flow_in_statements", include_str!("../migrations/0013_flow_in_statements.sql")),
+    ("workflow_counts", include_str!("../migrations/0014_workflow_counts.sql")),
 ];
 
 /// The newest schema version this build knows.

@@ -4,8 +4,12 @@
 //! cancellation of children done inside the statement that finishes a
 //! parent (settle, bury, recover, cancel) by one call of
 //! `jq_flow_finished` over the batch's parents, and their revival by the
-//! retry statement's call of `jq_flow_revived` (migration 13). A batch
-//! with no parent calls neither, and `jobs` has no trigger.
+//! retry statement's call of `jq_flow_revived` (migration 13). Each
+//! workflow's steps are counted per state in `workflow_counts`, moved in
+//! the statement that moves a step (migration 14: every statement that
+//! changes a step's state passes its steps to `jq_flow_moved`, which also
+//! runs the two functions above), so `workflow` reads no step. A batch
+//! with no step calls nothing, and `jobs` has no trigger.
 
 use chrono::{DateTime, Utc};
 use jq_core::storage::{truncate_micros, workflow_not_found};
@@ -21,8 +25,9 @@ use crate::enqueue::is_violation_of;
 use crate::error::map_sqlx;
 use crate::row::decode_state;
 
-/// `flow` bit: the job has children (the statements' filter before
-/// `jq_flow_finished`).
+/// `flow` bit: the job has children (`jq_flow_moved` runs the rules of the
+/// contract's "Workflows" for it). The workflow statement adds bit 2 (a
+/// step, the statements' filter before `jq_flow_moved`) to every job.
 const HAS_CHILDREN: i16 = 1;
 
 /// Stores `plan` on the pool.
@@ -235,7 +240,7 @@ pub(crate) async fn parent_results(inner: &Inner, id: JobId) -> Result<Vec<Paren
         .collect()
 }
 
-/// Workflow `id`'s counts per state.
+/// Workflow `id`'s counts per state, from its summary rows (migration 14).
 pub(crate) async fn workflow(inner: &Inner, id: WorkflowId) -> Result<WorkflowInfo> {
     let rows = inner.db().fetch_all(inner.sql.workflow_counts.query().bind(id.0)).await.map_err(map_sqlx)?;
     if rows.is_empty() {

@@ -8,8 +8,10 @@ mod common;
 use std::time::Duration;
 
 use common::Fixture;
+use jq_core::storage::WorkflowStorage;
 use jq_core::storage::{ClaimRequest, Outcome, Settlement, Storage, StorageExt};
-use jq_core::{Clock, Error, JobFilter, ManualClock, NewJob, Payload, QueueName, State};
+use jq_core::workflow::{OnFailure, Step, Workflow, WorkflowId};
+use jq_core::{Clock, Error, JobFilter, ManualClock, NewJob, Payload, QueueName, State, StateCounts};
 use sqlx::Connection;
 
 fn job(queue: &str, n: u32) -> NewJob {
@@ -63,7 +65,8 @@ async fn migration_8_counts_the_jobs_finished_before_it() {
     // cannot be added twice; they run again after it.
     let setup = [
         format!(
-            "DROP FUNCTION {q}.jq_flow_finished, {q}.jq_flow_revived; DROP INDEX {q}.jobs_waiting_on_parents; \
+            "DROP FUNCTION {q}.jq_flow_moved, {q}.jq_workflow_count; DROP TABLE {q}.workflow_counts; \
+             DROP FUNCTION {q}.jq_flow_finished, {q}.jq_flow_revived; DROP INDEX {q}.jobs_waiting_on_parents; \
              DROP TABLE {q}.job_results, {q}.job_deps, {q}.job_nodes, {q}.workflows; \
              ALTER TABLE {q}.jobs DROP COLUMN flow; \
              DROP TABLE {q}.job_counts; \
@@ -95,6 +98,173 @@ async fn migration_8_counts_the_jobs_finished_before_it() {
         "{stats:?}"
     );
     jq_testkit::assert_stats_agree_with_list(&s).await;
+    f.cleanup().await;
+}
+
+/// `workflow(id)`'s counts agree with the states of the workflow's steps.
+async fn summary_agrees(s: &jq_postgres::PostgresStorage, id: WorkflowId, after: &str) {
+    let info = s.workflow(id).await.unwrap();
+    let steps = s.workflow_steps(id).await.unwrap();
+    let mut walked = StateCounts::default();
+    for step in &steps {
+        walked.add(step.state, 1);
+    }
+    assert_eq!(info.counts, walked, "after {after}: {steps:?}");
+}
+
+/// Migration 14 counts the steps of workflows stored before it: a schema
+/// at version 13 with a workflow in flight (steps Completed, Running,
+/// Pending, Waiting, Dead and Cancelled, stored as a build of migration 13
+/// left them: no step bit, no summary) gets the counts of its steps, and
+/// the statements keep them right afterwards (the migration marked the
+/// steps).
+#[tokio::test]
+async fn migration_14_counts_the_steps_of_a_workflow_in_flight() {
+    jq_testkit::needs!(postgres);
+    let f = Fixture::new().await;
+    let s = f.connect(Clock::system()).await;
+    let step = |name: &str| Step::new(name, job("q", 0));
+    let plan = Workflow::new()
+        .step(step("a"))
+        .step(step("b").after(["a"]))
+        .step(step("c").after(["a"]))
+        .step(step("d").after(["b", "c"]))
+        .step(step("e"))
+        .step(step("f").after(["e"]))
+        .plan()
+        .unwrap();
+    let ids = plan.ids();
+    s.enqueue_workflow(&plan).await.unwrap();
+    let roots = s.claim(&request("q", 10)).await.unwrap();
+    assert_eq!(roots.len(), 2);
+    for j in &roots {
+        let outcome = if j.id == ids[0] { Outcome::Ack } else { Outcome::Bury { error: "no".into() } };
+        s.settle(vec![Settlement { lease: j.lease_ref().unwrap(), outcome }]).await.unwrap()[0].as_ref().unwrap();
+    }
+    let running = s.claim(&request("q", 1)).await.unwrap().pop().unwrap();
+
+    // Back to version 13: migration 14's table and functions gone, migration
+    // 13's functions as it made them, and no step bit.
+    let q = format!("\"{}\"", f.schema);
+    let functions_of_13 = include_str!("../migrations/0013_flow_in_statements.sql");
+    let functions_of_13 = &functions_of_13[functions_of_13.find("CREATE FUNCTION").unwrap()..];
+    let back = format!(
+        "DROP FUNCTION {q}.jq_flow_moved, {q}.jq_workflow_count, {q}.jq_flow_finished, {q}.jq_flow_revived; \
+         DROP TABLE {q}.workflow_counts; \
+         {} \
+         UPDATE {q}.jobs SET flow = flow & ~2::smallint; \
+         DELETE FROM {q}.jq_migrations WHERE version >= 14;",
+        functions_of_13.replace("{schema}", &q)
+    );
+    sqlx::raw_sql(sqlx::AssertSqlSafe(back)).execute(s.pool()).await.unwrap();
+    assert_eq!(s.migrate().await.unwrap(), jq_postgres::SCHEMA_VERSION as usize - 13);
+
+    let counts = s.workflow(plan.id).await.unwrap().counts;
+    assert_eq!(
+        State::ALL.map(|state| counts.get(state)),
+        State::ALL.map(|state| match state {
+            State::Completed | State::Running | State::Pending | State::Waiting | State::Dead | State::Cancelled => 1,
+            _ => 0,
+        }),
+        "{counts:?}"
+    );
+    summary_agrees(&s, plan.id, "the migration").await;
+
+    s.ack(running.lease_ref().unwrap()).await.unwrap();
+    summary_agrees(&s, plan.id, "an ack").await;
+    s.retry(ids[4]).await.unwrap();
+    summary_agrees(&s, plan.id, "a retry that revives a cancelled child").await;
+    loop {
+        let batch = s.claim(&request("q", 10)).await.unwrap();
+        if batch.is_empty() {
+            break;
+        }
+        let acks = batch.iter().map(|j| Settlement { lease: j.lease_ref().unwrap(), outcome: Outcome::Ack }).collect();
+        s.settle(acks).await.unwrap();
+        summary_agrees(&s, plan.id, "acks").await;
+    }
+    let info = s.workflow(plan.id).await.unwrap();
+    assert!(info.is_succeeded(), "{info:?}");
+    f.cleanup().await;
+}
+
+/// Several handles claiming and settling the steps of one workflow at once
+/// (acks, retries, releases, failures that cancel or release children)
+/// end with its counts equal to its steps' states: the summary rows they
+/// share never deadlock nor lose a move.
+#[tokio::test]
+async fn concurrent_claims_and_settles_of_one_workflow_keep_its_counts() {
+    jq_testkit::needs!(postgres);
+    let f = Fixture::new().await;
+    let s = f.connect(Clock::system()).await;
+    // Two attempts: a second nack makes a step Dead.
+    let step = |name: String| {
+        let mut job = job("wf", 0);
+        job.max_attempts = 2;
+        Step::new(name, job)
+    };
+    let mut workflow = Workflow::new();
+    for i in 0..120 {
+        workflow = workflow.step(step(format!("root{i}")));
+    }
+    for m in 0..12 {
+        let parents: Vec<String> = (m * 10..m * 10 + 10).map(|i| format!("root{i}")).collect();
+        let policy = if m % 2 == 0 { OnFailure::Cancel } else { OnFailure::RunAnyway };
+        workflow = workflow.step(step(format!("mid{m}")).after(parents).on_failure(policy));
+    }
+    let mids: Vec<String> = (0..12).map(|m| format!("mid{m}")).collect();
+    workflow = workflow.step(step("last".to_owned()).after(mids).on_failure(OnFailure::RunAnyway));
+    let plan = workflow.plan().unwrap();
+    s.enqueue_workflow(&plan).await.unwrap();
+
+    let released = std::sync::Arc::new(std::sync::Mutex::new(std::collections::HashSet::new()));
+    let workers = (0..6).map(|w| {
+        let released = released.clone();
+        let schema = f.schema.clone();
+        let id = plan.id;
+        tokio::spawn(async move {
+            let s = common::connect(&schema, Clock::system()).await;
+            let mut idle = 0;
+            while idle < 50 {
+                let batch = s.claim(&request("wf", 4)).await.unwrap();
+                if batch.is_empty() {
+                    if s.workflow(id).await.unwrap().is_finished() {
+                        break;
+                    }
+                    idle += 1;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    continue;
+                }
+                idle = 0;
+                let items = batch
+                    .iter()
+                    .map(|j| {
+                        // The last bytes of a UUIDv7 are random (the first ones are its time).
+                        let outcome = match j.id.0.as_bytes()[15] % 10 {
+                            0 => Outcome::Bury { error: "no".into() },
+                            1 => Outcome::Nack { error: "again".into(), delay: Duration::ZERO },
+                            2 if released.lock().unwrap().insert(j.id) => Outcome::Release { delay: Duration::ZERO },
+                            3 => Outcome::AckWith { result: Payload::from_json(format!("{w}")).unwrap() },
+                            _ => Outcome::Ack,
+                        };
+                        Settlement { lease: j.lease_ref().unwrap(), outcome }
+                    })
+                    .collect();
+                for settled in s.settle(items).await.unwrap() {
+                    settled.unwrap();
+                }
+            }
+            s.close().await;
+        })
+    });
+    for worker in futures::future::join_all(workers).await {
+        worker.unwrap();
+    }
+    let info = s.workflow(plan.id).await.unwrap();
+    assert!(info.is_finished(), "{info:?}");
+    let c = &info.counts;
+    assert!(c.get(State::Completed) > 0 && c.get(State::Dead) > 0 && c.get(State::Cancelled) > 0, "{info:?}");
+    summary_agrees(&s, plan.id, "the run").await;
     f.cleanup().await;
 }
 

@@ -124,6 +124,14 @@ async fn every_statement_finds_its_rows_by_key_whatever_the_statistics() {
             &["jobs_pkey"],
         ),
         ("cancel", &sql.cancel, "uuid, timestamptz, text", format!("('{pending}', now(), 'c')"), &["jobs_pkey"]),
+        // Locked by key for the state it leaves, then changed by key.
+        (
+            "cancel_request",
+            &sql.cancel_request,
+            "uuid, timestamptz, text, text",
+            format!("('{pending}', now(), 'r', 'c')"),
+            &["jobs_pkey", "jobs_pkey"],
+        ),
         (
             "retry",
             &sql.retry,
@@ -185,6 +193,14 @@ async fn every_statement_finds_its_rows_by_key_whatever_the_statistics() {
             ],
         ),
         ("get", &sql.get, "uuid", format!("('{dead}')"), &["jobs_pkey"]),
+        // A workflow's counts: its summary rows, never its steps.
+        (
+            "workflow_counts",
+            &sql.workflow_counts,
+            "uuid",
+            "(gen_random_uuid())".to_owned(),
+            &["workflow_counts_pkey", "workflows_pkey"],
+        ),
         ("state", &sql.state, "uuid", format!("('{dead}')"), &["jobs_pkey"]),
     ];
     sqlx::raw_sql("SET plan_cache_mode = force_generic_plan").execute(&mut *conn).await.unwrap();

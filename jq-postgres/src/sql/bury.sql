@@ -1,8 +1,9 @@
 -- A claimed job whose row cannot be decoded goes to Dead with the reason.
 -- $1 id uuid, $2 now timestamptz, $3 now as RFC 3339 text, $4 reason text.
 -- The error history itself may be what is corrupt: it is restarted then.
--- The job is counted in job_counts (migration 8); its children, if any,
--- follow by jq_flow_finished (migration 13). $5 wake-up channel text.
+-- The job is counted in job_counts (migration 8); a workflow step is
+-- counted in workflow_counts and its children, if any, follow, by
+-- jq_flow_moved (migration 14). $5 wake-up channel text.
 WITH upd AS (
 UPDATE {schema}.jobs AS j
 SET state = 'dead',
@@ -16,9 +17,10 @@ WHERE j.id = $1 AND j.state = 'running'
 RETURNING j.id, j.queue, j.state, j.flow
 ),
 flowed AS (
-SELECT {schema}.jq_flow_finished(array_agg(id ORDER BY id), array_agg(state ORDER BY id), $2, $5) AS woken
+SELECT {schema}.jq_flow_moved(array_agg(id ORDER BY id), array_agg('running'::text), array_agg(state ORDER BY id),
+                              array_agg(flow ORDER BY id), $2, $5) AS moved
 FROM upd
-WHERE flow & 1 <> 0 AND state IN ('completed', 'dead', 'cancelled')
+WHERE flow & 2 <> 0
 HAVING count(*) > 0
 ),
 counted AS (

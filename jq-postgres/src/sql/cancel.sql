@@ -1,28 +1,31 @@
--- Waiting, Scheduled or Pending -> Cancelled (a Waiting job's dependents
--- follow in the same statement: jq_flow_finished, migration 13). $1 id uuid,
--- $2 now timestamptz, $3 wake-up channel text.
+-- Waiting, Scheduled or Pending -> Cancelled (a workflow step is counted in
+-- workflow_counts and its dependents follow, in the same statement:
+-- jq_flow_moved, migration 14). $1 id uuid, $2 now timestamptz, $3 wake-up
+-- channel text.
 -- No row returned: unknown id or another state (the caller looks it up).
 --
 -- The row is found by primary key and locked first, then changed by its
 -- ctid: `id = $1 AND state IN ('scheduled', 'pending')` in one WHERE would
 -- also match the claim index's predicate, and a plan built on statistics
 -- that saw no claimable job walks that whole index instead (see migration
--- 3). The state guard is evaluated on the locked, latest row version.
+-- 3). The state guard is evaluated on the locked, latest row version,
+-- whose state the lock returns: the state the step leaves.
 -- The job is counted in job_counts (migration 8).
 WITH target AS (
-    SELECT ctid FROM {schema}.jobs WHERE id = $1 FOR UPDATE
+    SELECT ctid, state FROM {schema}.jobs WHERE id = $1 FOR UPDATE
 ),
 upd AS (
 UPDATE {schema}.jobs AS j
 SET state = 'cancelled', finished_at = $2
 FROM target
 WHERE j.ctid = target.ctid AND j.state IN ('waiting', 'scheduled', 'pending')
-RETURNING j.id, j.queue, j.state, j.flow
+RETURNING j.id, j.queue, j.state, j.flow, target.state AS was
 ),
 flowed AS (
-SELECT {schema}.jq_flow_finished(array_agg(id ORDER BY id), array_agg(state ORDER BY id), $2, $3) AS woken
+SELECT {schema}.jq_flow_moved(array_agg(id ORDER BY id), array_agg(was ORDER BY id), array_agg(state ORDER BY id),
+                              array_agg(flow ORDER BY id), $2, $3) AS moved
 FROM upd
-WHERE flow & 1 <> 0 AND state IN ('completed', 'dead', 'cancelled')
+WHERE flow & 2 <> 0
 HAVING count(*) > 0
 ),
 counted AS (

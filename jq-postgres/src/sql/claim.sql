@@ -32,17 +32,22 @@
 -- may lock more than the limit), merged across queues, cut to the limit,
 -- then updated. With several queues, rows locked but cut are released at
 -- the end of the statement and stay claimable.
+--
+-- The workflow steps taken (flow bit 2) go to jq_flow_moved (migration 14)
+-- with the state each leaves, read from its locked row (the latest
+-- version): their counts in workflow_counts move to Running. A claim of
+-- plain jobs calls nothing.
 WITH controlled AS (
     SELECT qc.queue FROM {schema}.queue_controls AS qc WHERE qc.queue = ANY($1::text[])
 ),
 picked AS (
-    SELECT c.id
+    SELECT c.id, c.state, c.flow
     FROM unnest($1::text[]) WITH ORDINALITY AS q(name, n)
     CROSS JOIN LATERAL (
-        SELECT u.id, u.priority, u.run_at
+        SELECT u.id, u.priority, u.run_at, u.state, u.flow
         FROM (
             SELECT * FROM (
-                SELECT jc.id, jc.priority, jc.run_at FROM {schema}.jobs AS jc
+                SELECT jc.id, jc.priority, jc.run_at, jc.state, jc.flow FROM {schema}.jobs AS jc
                 WHERE jc.queue = q.name AND jc.priority > 3
                   AND jc.state IN ('pending', 'scheduled') AND (jc.state = 'pending' OR jc.run_at <= $3)
                 ORDER BY jc.priority DESC, jc.run_at, jc.id
@@ -52,7 +57,7 @@ picked AS (
             UNION ALL
             SELECT b.* FROM unnest('{3, 2, 1, 0}'::int2[]) WITH ORDINALITY AS p(priority, k)
             CROSS JOIN LATERAL (
-                SELECT jc.id, jc.priority, jc.run_at FROM {schema}.jobs AS jc
+                SELECT jc.id, jc.priority, jc.run_at, jc.state, jc.flow FROM {schema}.jobs AS jc
                 WHERE jc.queue = q.name AND jc.priority = p.priority
                   AND (jc.run_at, jc.id) > (coalesce($7[(q.n - 1) * 4 + p.k], '-infinity'),
                                             coalesce($8[(q.n - 1) * 4 + p.k], '00000000-0000-0000-0000-000000000000'))
@@ -63,7 +68,7 @@ picked AS (
             ) AS b
             UNION ALL
             SELECT * FROM (
-                SELECT jc.id, jc.priority, jc.run_at FROM {schema}.jobs AS jc
+                SELECT jc.id, jc.priority, jc.run_at, jc.state, jc.flow FROM {schema}.jobs AS jc
                 WHERE jc.queue = q.name AND jc.priority < 0
                   AND jc.state IN ('pending', 'scheduled') AND (jc.state = 'pending' OR jc.run_at <= $3)
                 ORDER BY jc.priority DESC, jc.run_at, jc.id
@@ -87,8 +92,16 @@ claimed AS (
     FROM picked
     WHERE j.id = picked.id
     RETURNING {columns}
+),
+stepped AS (
+    SELECT {schema}.jq_flow_moved(array_agg(id ORDER BY id), array_agg(state ORDER BY id), array_agg('running'::text),
+                                  array_agg(flow ORDER BY id), $3, NULL) AS moved
+    FROM picked
+    WHERE flow & 2 <> 0
+    HAVING count(*) > 0
 )
-SELECT claimed.*, NULL::text AS controlled FROM claimed
+-- The filter only makes `stepped` run (a SELECT CTE runs when read).
+SELECT claimed.*, NULL::text AS controlled FROM claimed WHERE (SELECT count(*) FROM stepped) >= 0
 UNION ALL
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
        NULL, NULL, NULL, NULL, controlled.queue

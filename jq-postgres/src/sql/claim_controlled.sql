@@ -15,7 +15,9 @@
 -- LIMIT)`), merged in claim order and cut at $2, and taken. Jobs not taken
 -- are not touched. The same statement records the starts of rate-limited
 -- queues, forgets starts that left their window, and records that $4 met
--- each control.
+-- each control. The workflow steps taken (flow bit 2) go to jq_flow_moved
+-- (migration 14) with the state each leaves, read from its locked row:
+-- their counts in workflow_counts move to Running. Plain jobs call nothing.
 WITH ctl AS (
     SELECT q.name, c.queue IS NOT NULL AS controlled, c.paused_at IS NOT NULL AS paused,
            c.rate_limit IS NOT NULL AS rated,
@@ -39,10 +41,10 @@ WITH ctl AS (
     ) AS c ON true
 ),
 picked AS (
-    SELECT b.id
+    SELECT b.id, b.state, b.flow
     FROM ctl
     CROSS JOIN LATERAL (
-        SELECT jc.id, jc.priority, jc.run_at FROM {schema}.jobs AS jc
+        SELECT jc.id, jc.priority, jc.run_at, jc.state, jc.flow FROM {schema}.jobs AS jc
         WHERE jc.queue = ctl.name
           AND jc.state IN ('pending', 'scheduled') AND (jc.state = 'pending' OR jc.run_at <= $3)
         ORDER BY jc.priority DESC, jc.run_at, jc.id
@@ -87,5 +89,13 @@ unseen AS (
     -- row, which `seen` writes in this statement.
     DELETE FROM {schema}.queue_seen AS u
     WHERE u.queue = ANY ($1::text[]) AND u.seen_at <= $7 AND u.worker <> $4
+),
+stepped AS (
+    SELECT {schema}.jq_flow_moved(array_agg(id ORDER BY id), array_agg(state ORDER BY id), array_agg('running'::text),
+                                  array_agg(flow ORDER BY id), $3, NULL) AS moved
+    FROM picked
+    WHERE flow & 2 <> 0
+    HAVING count(*) > 0
 )
-SELECT * FROM claimed
+-- The filter only makes `stepped` run (a SELECT CTE runs when read).
+SELECT * FROM claimed WHERE (SELECT count(*) FROM stepped) >= 0

@@ -10,7 +10,10 @@
 -- What was deleted leaves job_counts (migration 8), per queue and state,
 -- in the same statement, and the workflow rows of the deleted jobs go with
 -- them (a step's node and a result; migration 13 took the foreign keys
--- that did it): found by key, `= ANY(ARRAY(...))` for the index.
+-- that did it): found by key, `= ANY(ARRAY(...))` for the index. A node is
+-- looked for only for a workflow step (flow bit 2), and a purged step
+-- leaves its workflow's count (workflow_counts, migration 14: one
+-- jq_workflow_count call, none for plain jobs); the workflow stays known.
 WITH gone AS (
 DELETE FROM {schema}.jobs
 WHERE ctid = ANY(ARRAY(
@@ -20,10 +23,16 @@ WHERE ctid = ANY(ARRAY(
     LIMIT $3
     FOR UPDATE SKIP LOCKED
 ))
-RETURNING id, queue, state
+RETURNING id, queue, state, flow
 ),
 nodes_gone AS (
-DELETE FROM {schema}.job_nodes WHERE id = ANY(ARRAY(SELECT id FROM gone))
+DELETE FROM {schema}.job_nodes WHERE id = ANY(ARRAY(SELECT id FROM gone WHERE flow & 2 <> 0))
+RETURNING id, workflow
+),
+stepped AS (
+SELECT {schema}.jq_workflow_count(array_agg(n.workflow), array_agg(g.state), array_agg(NULL::text)) AS counted
+FROM nodes_gone AS n JOIN gone AS g ON g.id = n.id
+HAVING count(*) > 0
 ),
 results_gone AS (
 DELETE FROM {schema}.job_results WHERE id = ANY(ARRAY(SELECT id FROM gone))
@@ -36,4 +45,4 @@ GROUP BY queue, state
 ORDER BY queue, state
 ON CONFLICT (queue, state, shard) DO UPDATE SET n = c.n + excluded.n
 )
-SELECT count(*) FROM gone
+SELECT count(*), (SELECT count(*) FROM stepped) AS stepped FROM gone

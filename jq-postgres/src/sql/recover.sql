@@ -16,8 +16,9 @@
 -- moves its claim positions back before them (hints.rs). Always one row
 -- at least. The jobs it made Dead are added to job_counts (migration 8).
 -- A job holding a cancel request (migration 11) goes to Cancelled instead,
--- with no error, and is counted too. Those it finished that have children
--- go to jq_flow_finished (migration 13), in the same statement.
+-- with no error, and is counted too. The workflow steps it moved go to
+-- jq_flow_moved (migration 14), in the same statement: counted in
+-- workflow_counts, and the children of those it finished follow.
 WITH picked AS (
     SELECT ctid FROM {schema}.jobs
     WHERE state = 'running' AND lease_expires_at <= $1 AND lease_expires_at > coalesce($4, '-infinity')
@@ -45,9 +46,10 @@ WHERE j.ctid = picked.ctid AND j.state = 'running' AND j.lease_expires_at <= $1
 RETURNING j.id, j.queue, j.priority, j.state, j.run_at, j.flow
 ),
 flowed AS (
-SELECT {schema}.jq_flow_finished(array_agg(id ORDER BY id), array_agg(state ORDER BY id), $1, $5) AS woken
+SELECT {schema}.jq_flow_moved(array_agg(id ORDER BY id), array_agg('running'::text), array_agg(state ORDER BY id),
+                              array_agg(flow ORDER BY id), $1, $5) AS moved
 FROM moved
-WHERE flow & 1 <> 0 AND state IN ('completed', 'dead', 'cancelled')
+WHERE flow & 2 <> 0
 HAVING count(*) > 0
 ),
 counted AS (

@@ -7,9 +7,10 @@
 -- a slot of its own in jobs_unique (its id) instead of the shared nil slot.
 -- Should a concurrent enqueue take the nil slot after this statement's
 -- snapshot, this fails with a unique violation and the caller re-runs it.
--- The job leaves the Dead count of job_counts (migration 8). The children
--- its failure cancelled come back to Waiting in the same statement
--- (jq_flow_revived, migration 13).
+-- The job leaves the Dead count of job_counts (migration 8). A workflow
+-- step moves from Dead to Pending in workflow_counts, and the children its
+-- failure cancelled come back to Waiting, in the same statement
+-- (jq_flow_moved, migration 14).
 WITH upd AS (
 UPDATE {schema}.jobs AS j
 SET state = 'pending',
@@ -33,9 +34,10 @@ WHERE j.id = $1 AND j.state = 'dead'
 RETURNING j.id, j.queue, j.priority, j.run_at, j.flow
 ),
 flowed AS (
-SELECT {schema}.jq_flow_revived(array_agg(id)) AS revived
+SELECT {schema}.jq_flow_moved(array_agg(id ORDER BY id), array_agg('dead'::text), array_agg('pending'::text),
+                              array_agg(flow ORDER BY id), $2, $3) AS moved
 FROM upd
-WHERE flow & 1 <> 0
+WHERE flow & 2 <> 0
 HAVING count(*) > 0
 ),
 counted AS (

@@ -17,8 +17,9 @@
 -- claim has already passed (released in the instant it was claimed).
 -- The jobs it finished are added to job_counts (migration 8), one row per
 -- (queue, state) for the whole batch, on a shard picked per statement.
--- Those it finished that have children (workflows) go to jq_flow_finished
--- (migration 13) in one call: a batch of plain jobs calls nothing.
+-- Its workflow steps (flow bit 2) go to jq_flow_moved (migration 14) in
+-- one call, which counts them in workflow_counts and runs the rules of
+-- those it finished that have children: a batch of plain jobs calls nothing.
 WITH input AS (
     SELECT *
     FROM unnest($1::uuid[], $2::uuid[], $3::int2[], $4::text[], $5::timestamptz[], $6::text[])
@@ -54,9 +55,10 @@ WHERE j.id = i.id AND j.state = 'running' AND j.lease_token = i.token
 RETURNING j.id, j.state, j.queue, j.priority, j.run_at, j.flow
 ),
 flowed AS (
-SELECT {schema}.jq_flow_finished(array_agg(id ORDER BY id), array_agg(state ORDER BY id), $7, $9) AS woken
+SELECT {schema}.jq_flow_moved(array_agg(id ORDER BY id), array_agg('running'::text), array_agg(state ORDER BY id),
+                              array_agg(flow ORDER BY id), $7, $9) AS moved
 FROM upd
-WHERE flow & 1 <> 0 AND state IN ('completed', 'dead', 'cancelled')
+WHERE flow & 2 <> 0
 HAVING count(*) > 0
 ),
 

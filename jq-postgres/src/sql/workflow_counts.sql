@@ -1,8 +1,9 @@
--- Workflow $1's jobs per state, and whether it is stored at all (a row
--- with a NULL state when it has no job left).
-SELECT j.state, count(j.id)
+-- Workflow $1's steps per state, summed over the shards of its summary
+-- rows (workflow_counts, migration 14): a few rows whatever its size, no
+-- step read. A row with a NULL state when it is stored but has no count
+-- row (every step purged before migration 14); none when unknown.
+SELECT c.state, sum(c.n)::int8
 FROM {schema}.workflows AS w
-LEFT JOIN {schema}.job_nodes AS n ON n.workflow = w.id
-LEFT JOIN {schema}.jobs AS j ON j.id = n.id
+LEFT JOIN {schema}.workflow_counts AS c ON c.workflow = w.id
 WHERE w.id = $1
-GROUP BY j.state
+GROUP BY c.state

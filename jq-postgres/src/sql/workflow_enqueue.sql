@@ -10,6 +10,10 @@
 -- parents' positions int4[], $18 policies text[]; $19 wake-up channel;
 -- $20 the jobs' timeouts in ms int8[] (NULL elements: none).
 --
+-- Every job stored gets `flow` bit 2 (a step; migration 14), and the
+-- steps' initial states are counted in workflow_counts by one
+-- jq_workflow_count call.
+--
 -- A workflow already stored (a resend) stores nothing: `created` is 0 and
 -- the caller reads the stored ids. A job id stored outside it fails the
 -- statement with a unique violation, and nothing is stored.
@@ -21,7 +25,7 @@ WITH wf AS (
 ins AS (
     INSERT INTO {schema}.jobs AS j
         (id, queue, kind, payload, priority, state, max_attempts, run_at, trace, created_at, flow, timeout_ms)
-    SELECT t.id, t.queue, t.kind, t.payload, t.priority, t.state, t.max_attempts, t.run_at, t.trace, $2, t.flow,
+    SELECT t.id, t.queue, t.kind, t.payload, t.priority, t.state, t.max_attempts, t.run_at, t.trace, $2, t.flow | 2,
            t.timeout_ms
     FROM unnest($3::uuid[], $4::text[], $5::text[], $6::text[], $7::int2[], $8::text[], $9::int4[],
                 $10::timestamptz[], $11::text[], $12::int2[], $20::int8[])
@@ -40,7 +44,13 @@ deps AS (
     SELECT t.parent, t.child, t.position, t.policy
     FROM unnest($15::uuid[], $16::uuid[], $17::int4[], $18::text[]) AS t(parent, child, position, policy)
     WHERE EXISTS (SELECT 1 FROM wf)
+),
+counted AS (
+    SELECT {schema}.jq_workflow_count(array_agg($1::uuid), array_agg(NULL::text), array_agg(ins.state)) AS counted
+    FROM ins
+    HAVING count(*) > 0
 )
 SELECT (SELECT count(*) FROM wf) AS created,
        (SELECT count(*) FROM (
-            SELECT pg_notify($19, '') FROM ins AS fresh WHERE fresh.state = 'pending' LIMIT 1) AS n) AS notified
+            SELECT pg_notify($19, '') FROM ins AS fresh WHERE fresh.state = 'pending' LIMIT 1) AS n) AS notified,
+       (SELECT count(*) FROM counted) AS counted
