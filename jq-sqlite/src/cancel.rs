@@ -23,7 +23,7 @@ pub(crate) fn request(conn: &Connection, id: JobId, reason: &str, now: Timestamp
     let state = parse_state(&state)
         .ok_or_else(|| jq_core::Error::Corrupt { id: Some(id), reason: format!("column state: unknown {state:?}") })?;
     match state {
-        State::Scheduled | State::Pending => {
+        State::Waiting | State::Scheduled | State::Pending => {
             crate::admin::cancel(conn, id, now)?;
             Ok(CancelAnswer::Cancelled)
         }

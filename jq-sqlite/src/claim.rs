@@ -7,9 +7,8 @@
 //! A resend first looks for the Running jobs its token holds (an earlier
 //! attempt whose answer was lost) and returns those instead.
 
-use jq_core::storage::ClaimRequest;
-use jq_core::storage::add;
-use jq_core::{Job, Priority, QueueName, Result, State, Timestamp};
+use jq_core::storage::{ClaimRequest, add, from_micros};
+use jq_core::{Job, Lease, Priority, QueueName, Result, State, Timestamp};
 use rusqlite::types::{Value, ValueRef};
 use rusqlite::{Connection, OptionalExtension, Rows, params};
 
@@ -36,10 +35,37 @@ struct Candidate {
     id: [u8; 16],
     priority: i64,
     run_at: i64,
+    /// The row as the Pending walk read it (the job before its take, or
+    /// why it does not decode) and its flow; `None` from a due walk, whose
+    /// winners are read after their take (claim_row.sql).
+    read: Option<(Result<Job>, Option<i64>)>,
 }
 
+/// Where a walk's rows hold what a candidate needs.
+struct Layout {
+    seq: usize,
+    id: usize,
+    priority: usize,
+    run_at: usize,
+    /// The rows are whole jobs in row.rs's order, then flow (at
+    /// `row::COLUMN_COUNT`), then seq.
+    whole: bool,
+}
+
+/// claim_pending.sql: whole rows.
+const PENDING_ROWS: Layout = Layout { seq: row::COLUMN_COUNT + 1, id: 0, priority: 4, run_at: 8, whole: true };
+/// claim_due.sql: seq, id, priority, run_at.
+const DUE_ROWS: Layout = Layout { seq: 0, id: 1, priority: 2, run_at: 3, whole: false };
+
 /// Reads at most `limit` candidates, all in state `from`, from `rows`.
-fn collect(mut rows: Rows<'_>, limit: usize, queue: usize, from: State, into: &mut Vec<Candidate>) -> Result<()> {
+fn collect(
+    mut rows: Rows<'_>,
+    layout: &Layout,
+    limit: usize,
+    queue: usize,
+    from: State,
+    into: &mut Vec<Candidate>,
+) -> Result<()> {
     let mut taken = 0;
     while taken < limit
         && let Some(r) = rows.next().map_err(db)?
@@ -48,14 +74,34 @@ fn collect(mut rows: Rows<'_>, limit: usize, queue: usize, from: State, into: &m
         // Lenient on purpose: a corrupt row must not stop the queue; it is
         // buried when taken.
         let mut id = [0u8; 16];
-        if let Ok(ValueRef::Blob(b)) = r.get_ref(1) {
+        if let Ok(ValueRef::Blob(b)) = r.get_ref(layout.id) {
             let n = b.len().min(16);
             id[..n].copy_from_slice(&b[..n]);
         }
         let int = |i| r.get_ref(i).ok().and_then(|v| v.as_i64().ok()).unwrap_or(0);
-        into.push(Candidate { queue, from, seq: r.get(0).map_err(db)?, id, priority: int(2), run_at: int(3) });
+        let read = layout.whole.then(|| (row::decode(r), r.get::<_, i64>(row::COLUMN_COUNT).ok()));
+        into.push(Candidate {
+            queue,
+            from,
+            seq: r.get(layout.seq).map_err(db)?,
+            id,
+            priority: int(layout.priority),
+            run_at: int(layout.run_at),
+            read,
+        });
     }
     Ok(())
+}
+
+/// The job `read` before its take, as the take left it (claim_take.sql:
+/// Running, one more attempt, the claim's lease), so the row needs no
+/// second read.
+fn taken(mut job: Job, request: &ClaimRequest, expires_at: i64) -> Job {
+    job.state = State::Running;
+    job.attempts = job.attempts.saturating_add(1);
+    job.lease =
+        Some(Lease { token: request.token, worker: request.worker.clone(), expires_at: from_micros(expires_at) });
+    job
 }
 
 /// Claim order: priority high to low, then run_at, then id.
@@ -103,10 +149,10 @@ pub(crate) fn claim(
             }
             let from = candidates.len();
             let rows = pending.query(params![queue.as_str()]).map_err(db)?;
-            collect(rows, limit, q, State::Pending, &mut candidates)?;
+            collect(rows, &PENDING_ROWS, limit, q, State::Pending, &mut candidates)?;
             for priority in Priority::ALL.iter().rev() {
                 let rows = due.query(params![queue.as_str(), priority.as_i16(), now_us]).map_err(db)?;
-                collect(rows, limit, q, State::Scheduled, &mut candidates)?;
+                collect(rows, &DUE_ROWS, limit, q, State::Scheduled, &mut candidates)?;
             }
             if limit < request.limit {
                 // A limited queue gives at most its allowance: its best.
@@ -131,11 +177,14 @@ pub(crate) fn claim(
             continue;
         }
         taken_per_queue[c.queue] += 1;
-        let taken = read
-            .query_row(params![c.seq], |r| Ok((row::decode(r), r.get::<_, i64>(row::COLUMN_COUNT).ok())))
-            .optional()
-            .map_err(db)?;
-        match taken {
+        let row = match c.read {
+            Some((job, flow)) => Some((job.map(|job| taken(job, request, expires_at)), flow)),
+            None => read
+                .query_row(params![c.seq], |r| Ok((row::decode(r), r.get::<_, i64>(row::COLUMN_COUNT).ok())))
+                .optional()
+                .map_err(db)?,
+        };
+        match row {
             None => {}
             Some((Ok(job), flow)) => {
                 if let Some(flow) = flow {

@@ -13,6 +13,9 @@ use crate::row;
 
 const PROMOTE: &str = include_str!("sql/promote.sql");
 const PROMOTE_STEPS: &str = include_str!("sql/promote_steps.sql");
+/// Whether any workflow has a Scheduled step (schema 10's partial index).
+const ANY_STEP_SCHEDULED: &str =
+    "SELECT 1 FROM workflow_counts INDEXED BY workflow_counts_scheduled WHERE state = 'scheduled' AND n > 0";
 const RECOVER: &str = include_str!("sql/recover.sql");
 const RECOVER_CORRUPT: &str = include_str!("sql/recover_corrupt.sql");
 const BURY: &str = include_str!("sql/bury.sql");
@@ -23,7 +26,10 @@ const PURGE: &str = include_str!("sql/purge.sql");
 pub(crate) fn promote(conn: &Connection, now: Timestamp) -> Result<u64> {
     let now_us = now.timestamp_micros();
     let mut tally = Tally::default();
-    {
+    // Only a store with Scheduled steps reads them (one probe of a partial
+    // index): plain jobs promote as before.
+    let steps_scheduled = conn.prepare_cached(ANY_STEP_SCHEDULED).map_err(db)?.exists([]).map_err(db)?;
+    if steps_scheduled {
         let mut stmt = conn.prepare_cached(PROMOTE_STEPS).map_err(db)?;
         let mut rows = stmt.query(params![now_us]).map_err(db)?;
         while let Some(r) = rows.next().map_err(db)? {

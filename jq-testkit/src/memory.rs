@@ -544,7 +544,7 @@ impl CancelStorage for MemoryStorage {
             let mut map = self.jobs();
             let job = map.get_mut(&id).ok_or(Error::NotFound { id })?;
             match job.state {
-                State::Scheduled | State::Pending => {
+                State::Waiting | State::Scheduled | State::Pending => {
                     job.state = State::Cancelled;
                     job.finished_at = Some(now);
                     // Like any other end of a parent: its children are

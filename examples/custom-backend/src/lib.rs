@@ -537,7 +537,7 @@ impl CancelStorage for IndexedStorage {
         let mut t = self.begin();
         let state = t.rows.get(&id).ok_or(Error::NotFound { id })?.state;
         Ok(match state {
-            State::Scheduled | State::Pending => {
+            State::Waiting | State::Scheduled | State::Pending => {
                 t.update(id, |job| finish(job, State::Cancelled, now));
                 // Ended before it started, as `cancel` ends it: its
                 // dependents follow by their policies.

@@ -94,9 +94,9 @@ fn actions(base: &Base, csrf: &str, job: &Job, stops_running: bool) -> Markup {
                 (layout::action(&base.to(&format!("/jobs/{id}/retry")), csrf, "Retry",
                     &format!("Retry job {id}? It becomes pending with one more attempt."), "primary"))
             }
-            @if matches!(job.state, State::Scheduled | State::Pending) {
+            @if matches!(job.state, State::Waiting | State::Scheduled | State::Pending) {
                 (layout::action(&base.to(&format!("/jobs/{id}/cancel")), csrf, "Cancel",
-                    &format!("Cancel job {id}? It will not run."), "danger"))
+                    &format!("Cancel job {id}? It will not run, nor will the workflow steps that wait for it."), "danger"))
             }
             @if job.state == State::Running && stops_running && job.cancel_requested.is_none() {
                 (layout::action(&base.to(&format!("/jobs/{id}/cancel")), csrf, "Cancel",

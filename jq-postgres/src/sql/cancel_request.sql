@@ -1,7 +1,7 @@
 -- Cancel job $1 whatever its state (CancelStorage::request_cancel). $2 now
 -- timestamptz, $3 reason text, $4 wake-up channel text.
 --
--- Scheduled or Pending -> Cancelled (counted in job_counts, migration 8);
+-- Waiting, Scheduled or Pending -> Cancelled (counted in job_counts, migration 8);
 -- Running: the request is stored (migration 11) unless one is (a resend
 -- keeps the first). Returns the job's new state ('cancelled' or
 -- 'running'); no row when it is in another state or unknown (the caller
@@ -12,7 +12,7 @@
 -- A plain guarded UPDATE by primary key, re-checked by PostgreSQL on the
 -- latest row version: a heartbeat or a settlement may change the row at
 -- the same instant, and an UPDATE joined on a ctid read under the
--- statement's snapshot would then match nothing. The guard names three
+-- statement's snapshot would then match nothing. The guard names four
 -- states, so no partial index of one state (migration 3) can serve it.
 -- The row is locked by key first (`target`) for the state it leaves,
 -- read from its latest version, which no one else can change until this
@@ -29,7 +29,7 @@ SET state = CASE WHEN j.state = 'running' THEN j.state ELSE 'cancelled' END,
     cancel_reason = CASE WHEN j.state = 'running' AND j.cancel_requested_at IS NULL THEN $3
         ELSE j.cancel_reason END
 FROM target
-WHERE j.id = $1 AND j.state IN ('scheduled', 'pending', 'running')
+WHERE j.id = $1 AND j.state IN ('waiting', 'scheduled', 'pending', 'running')
 RETURNING j.id, j.queue, j.state, j.flow, target.state AS was
 ),
 flowed AS (

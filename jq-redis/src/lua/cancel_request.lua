@@ -7,14 +7,14 @@
 -- ARGV[3]  reason (NULs already replaced)
 -- ARGV[4]  wake-up channel (PUBLISHed when a workflow dependent became
 --          Pending: the cancel releases a step's children as cancel.lua)
--- Returns "notfound"; "now_cancelled" when it was Scheduled or Pending (now
--- Cancelled); "requested" when it is Running (the request stored in
+-- Returns "notfound"; "now_cancelled" when it was Waiting, Scheduled or
+-- Pending (now Cancelled, as cancel.lua); "requested" when it is Running (the request stored in
 -- v2:extra unless one is: a resend keeps the first); else its state.
 
 local base, now, id = KEYS[1], tonumber(ARGV[1]), ARGV[2]
 local st = read_state(base, id)
 if not st then return 'notfound' end
-if st.state == 'scheduled' or st.state == 'pending' then
+if st.state == 'scheduled' or st.state == 'pending' or st.state == 'waiting' then
   unindex(base, id, st)
   make_terminal(base, id, st, 'cancelled', now)
   if flow_lib and flow_lib.woke then

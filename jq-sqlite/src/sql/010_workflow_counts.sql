@@ -24,6 +24,11 @@ CREATE TABLE workflow_counts (
     PRIMARY KEY (workflow, state)
 ) WITHOUT ROWID;
 
+-- The workflows with Scheduled steps: promote reads the due steps among
+-- the jobs it moves only when one exists (promote_steps.sql), so a store
+-- without such steps promotes as before.
+CREATE INDEX workflow_counts_scheduled ON workflow_counts (workflow) WHERE state = 'scheduled' AND n > 0;
+
 -- The steps stored before this version, counted once (this runs in the
 -- migration's BEGIN IMMEDIATE: no other writer changes a job meanwhile).
 INSERT INTO workflow_counts (workflow, state, n)

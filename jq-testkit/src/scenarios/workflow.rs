@@ -381,6 +381,27 @@ pub async fn workflow_cancel_and_recover_cascade<H: Harness>(h: &H) {
         assert_eq!(state(&storage, ids[1]).await, State::Cancelled, "cancelled with its parent");
         assert_eq!(flows(&storage).links(ids[1]).await.expect("links").cancelled_by, Some(ids[0]));
         assert_eq!(state(&storage, ids[2]).await, State::Pending, "run_anyway: released");
+
+        // A Waiting step is not finished: a cancel request ends it as
+        // `cancel` does (what `Client::cancel` and `jqctl cancel` call).
+        let plan = Workflow::new()
+            .step(step(&clock, "root", 0))
+            .step(step(&clock, "waits", 1).after(["root"]))
+            .step(step(&clock, "below", 2).after(["waits"]))
+            .plan()
+            .expect("valid");
+        let ids = enqueue_plan(&storage, &plan).await;
+        assert_eq!(cancels.request_cancel(ids[1], "not wanted").await.expect("cancel"), CancelAnswer::Cancelled);
+        summary_agrees(&storage, plan.id, "a cancel request of a waiting step").await;
+        assert_eq!(state(&storage, ids[1]).await, State::Cancelled);
+        assert_eq!(flows(&storage).links(ids[1]).await.expect("links").cancelled_by, None, "an operator's cancel");
+        assert_eq!(state(&storage, ids[2]).await, State::Cancelled, "its dependents follow");
+        assert_eq!(flows(&storage).links(ids[2]).await.expect("links").cancelled_by, Some(ids[1]));
+        assert_eq!(state(&storage, ids[0]).await, State::Pending, "its parent is untouched");
+        assert_eq!(
+            cancels.request_cancel(ids[1], "again").await.expect("resend"),
+            CancelAnswer::Finished(State::Cancelled)
+        );
     }
 }
 
