@@ -13,7 +13,7 @@ use rusqlite::types::{Value, ValueRef};
 use rusqlite::{Connection, OptionalExtension, Rows, params};
 
 use crate::control;
-use crate::counts::{ClaimedQueues, Tally, workflow_of};
+use crate::counts::{ClaimedQueues, Tally, WorkflowKey, workflow_of};
 use crate::error::db;
 use crate::row::{self, blob};
 use crate::workflow::IN_WORKFLOW;
@@ -39,6 +39,8 @@ struct Candidate {
     /// why it does not decode) and its flow; `None` from a due walk, whose
     /// winners are read after their take (claim_row.sql).
     read: Option<(Result<Job>, Option<i64>)>,
+    /// A step's workflow, when the walk read it with the row.
+    workflow: Option<WorkflowKey>,
 }
 
 /// Where a walk's rows hold what a candidate needs.
@@ -50,12 +52,21 @@ struct Layout {
     /// The rows are whole jobs in row.rs's order, then flow (at
     /// `row::COLUMN_COUNT`), then seq.
     whole: bool,
+    /// Where a step's workflow is (NULL for a plain job).
+    workflow: Option<usize>,
 }
 
 /// claim_pending.sql: whole rows.
-const PENDING_ROWS: Layout = Layout { seq: row::COLUMN_COUNT + 1, id: 0, priority: 4, run_at: 8, whole: true };
+const PENDING_ROWS: Layout = Layout {
+    seq: row::COLUMN_COUNT + 1,
+    id: 0,
+    priority: 4,
+    run_at: 8,
+    whole: true,
+    workflow: Some(row::COLUMN_COUNT + 2),
+};
 /// claim_due.sql: seq, id, priority, run_at.
-const DUE_ROWS: Layout = Layout { seq: 0, id: 1, priority: 2, run_at: 3, whole: false };
+const DUE_ROWS: Layout = Layout { seq: 0, id: 1, priority: 2, run_at: 3, whole: false, workflow: None };
 
 /// Reads at most `limit` candidates, all in state `from`, from `rows`.
 fn collect(
@@ -80,6 +91,10 @@ fn collect(
         }
         let int = |i| r.get_ref(i).ok().and_then(|v| v.as_i64().ok()).unwrap_or(0);
         let read = layout.whole.then(|| (row::decode(r), r.get::<_, i64>(row::COLUMN_COUNT).ok()));
+        let workflow = match layout.workflow {
+            Some(i) => r.get::<_, Option<WorkflowKey>>(i).ok().flatten(),
+            None => None,
+        };
         into.push(Candidate {
             queue,
             from,
@@ -88,6 +103,7 @@ fn collect(
             priority: int(layout.priority),
             run_at: int(layout.run_at),
             read,
+            workflow,
         });
     }
     Ok(())
@@ -189,7 +205,11 @@ pub(crate) fn claim(
             Some((Ok(job), flow)) => {
                 if let Some(flow) = flow {
                     // Only a step looks up its workflow (schema 9's `flow`).
-                    let workflow = if flow & IN_WORKFLOW != 0 { workflow_of(conn, &c.id)? } else { None };
+                    let workflow = match c.workflow {
+                        Some(workflow) => Some(workflow),
+                        None if flow & IN_WORKFLOW != 0 => workflow_of(conn, &c.id)?,
+                        None => None,
+                    };
                     if let Some(workflow) = &workflow {
                         tally.step_moved(workflow, c.from, State::Running);
                     }

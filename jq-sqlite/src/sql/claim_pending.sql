@@ -5,10 +5,15 @@
 -- a Pending candidate is nearly always taken (the drain takes them all),
 -- and reading it here spares a second statement per claimed job
 -- (claim_row.sql; about 5% of the drain's instructions, BENCHMARKS.md
--- session 22). The take changes only what the caller knows.
-SELECT id, queue, kind, payload, priority, state, attempts, max_attempts, run_at, created_at,
-       finished_at, lease_token, lease_worker, lease_expires_at, errors, unique_key, trace,
-       timeout_ms, cancel_requested_at, cancel_reason, progress, flow, seq
-FROM jobs
-WHERE queue = ?1 AND state = 'pending'
-ORDER BY priority DESC, run_at, id
+-- session 22). The take changes only what the caller knows. Last, a
+-- step's workflow (for its counts, schema 10): its node is probed only
+-- when `flow` says it is a step (a CASE evaluates one branch), so a plain
+-- job reads no other table.
+SELECT j.id, j.queue, j.kind, j.payload, j.priority, j.state, j.attempts, j.max_attempts, j.run_at,
+       j.created_at, j.finished_at, j.lease_token, j.lease_worker, j.lease_expires_at, j.errors,
+       j.unique_key, j.trace, j.timeout_ms, j.cancel_requested_at, j.cancel_reason, j.progress, j.flow,
+       j.seq,
+       CASE WHEN j.flow & 2 <> 0 THEN (SELECT n.workflow FROM job_nodes AS n WHERE n.id = j.id) END
+FROM jobs AS j INDEXED BY jobs_pending
+WHERE j.queue = ?1 AND j.state = 'pending'
+ORDER BY j.priority DESC, j.run_at, j.id
