@@ -19,7 +19,8 @@
 -- times sixteen shards per workflow, and a purged workflow stays known
 -- (its `workflows` row) with no step counted.
 --
--- All writes to it go through `jq_workflow_count`, called ONCE per
+-- All writes to it go through `jq_workflow_count` or the fast path of
+-- `jq_flow_moved` (the same INSERT, for moves that run no rule), once per
 -- statement: PostgreSQL refuses an ON CONFLICT update of a row that an
 -- earlier command of the same statement changed in a way it cannot see
 -- (a second call from the same statement would be such a command), and a
