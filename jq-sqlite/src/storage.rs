@@ -535,8 +535,13 @@ mod tests {
     async fn a_panicking_command_is_rolled_back_and_the_writer_carries_on() {
         let (_dir, storage) = open();
         let id = storage.enqueue_one(job()).await.unwrap();
-        // Hold the writer so that the next three commands form one group.
-        let (hold, held) = test_command(|_| std::thread::sleep(Duration::from_millis(100)));
+        // Hold the writer until the next three commands are queued, so that
+        // they form one group. A channel, not a sleep: on a loaded machine
+        // a 100 ms sleep ended before they were sent (CI, seen once).
+        let (release, wait) = std::sync::mpsc::channel::<()>();
+        let (hold, held) = test_command(move |_| {
+            let _ = wait.recv_timeout(Duration::from_secs(30));
+        });
         send(&storage, hold);
         let (before, before_answer) = oneshot::channel();
         let early = job();
@@ -549,6 +554,7 @@ mod tests {
         let (after, after_answer) = oneshot::channel();
         let late = job();
         send(&storage, Command::Enqueue { jobs: vec![late.clone()], reply: after });
+        release.send(()).unwrap();
         let _ = held.await; // in the group of the panic, or alone
 
         let err = before_answer.await.unwrap().expect_err("rolled back with the panicking command");
