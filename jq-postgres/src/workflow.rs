@@ -8,7 +8,10 @@
 //! workflow's steps are counted per state in `workflow_counts`, moved in
 //! the statement that moves a step (migration 14: every statement that
 //! changes a step's state passes its steps to `jq_flow_moved`, which also
-//! runs the two functions above), so `workflow` reads no step. A batch
+//! runs the two functions above), so `workflow` reads no step but the
+//! workflow's Running ones among the leased jobs. Moves between Pending
+//! and Running (a claim, a hand-back) are not passed: the summary counts
+//! those two states together (`sql/workflow_counts.sql` says why). A batch
 //! with no step calls nothing, and `jobs` has no trigger.
 
 use chrono::{DateTime, Utc};
@@ -240,7 +243,8 @@ pub(crate) async fn parent_results(inner: &Inner, id: JobId) -> Result<Vec<Paren
         .collect()
 }
 
-/// Workflow `id`'s counts per state, from its summary rows (migration 14).
+/// Workflow `id`'s counts per state, from its summary rows (migration 14)
+/// and its Running steps among the leased jobs.
 pub(crate) async fn workflow(inner: &Inner, id: WorkflowId) -> Result<WorkflowInfo> {
     let rows = inner.db().fetch_all(inner.sql.workflow_counts.query().bind(id.0)).await.map_err(map_sqlx)?;
     if rows.is_empty() {

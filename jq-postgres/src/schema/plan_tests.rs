@@ -193,13 +193,14 @@ async fn every_statement_finds_its_rows_by_key_whatever_the_statistics() {
             ],
         ),
         ("get", &sql.get, "uuid", format!("('{dead}')"), &["jobs_pkey"]),
-        // A workflow's counts: its summary rows, never its steps.
+        // A workflow's counts: its summary rows, and its Running steps
+        // among the leased jobs (each looked up by key), never its steps.
         (
             "workflow_counts",
             &sql.workflow_counts,
             "uuid",
             "(gen_random_uuid())".to_owned(),
-            &["workflow_counts_pkey", "workflows_pkey"],
+            &["job_nodes_pkey", "jobs_lease_expiry", "workflow_counts_pkey", "workflows_pkey"],
         ),
         ("state", &sql.state, "uuid", format!("('{dead}')"), &["jobs_pkey"]),
     ];

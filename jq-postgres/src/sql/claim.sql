@@ -33,10 +33,12 @@
 -- then updated. With several queues, rows locked but cut are released at
 -- the end of the statement and stay claimable.
 --
--- The workflow steps taken (flow bit 2) go to jq_flow_moved (migration 14)
--- with the state each leaves, read from its locked row (the latest
--- version): their counts in workflow_counts move to Running. A claim of
--- plain jobs calls nothing.
+-- The workflow steps taken from Scheduled (flow bit 2) go to jq_flow_moved
+-- (migration 14) with the state each leaves, read from its locked row (the
+-- latest version), to be counted in workflow_counts. Those taken from
+-- Pending are not: the summary counts Pending and Running steps together
+-- (sql/workflow_counts.sql says why), so a fan-in's claims, like a claim
+-- of plain jobs, call nothing.
 WITH controlled AS (
     SELECT qc.queue FROM {schema}.queue_controls AS qc WHERE qc.queue = ANY($1::text[])
 ),
@@ -97,7 +99,7 @@ stepped AS (
     SELECT {schema}.jq_flow_moved(array_agg(id ORDER BY id), array_agg(state ORDER BY id), array_agg('running'::text),
                                   array_agg(flow ORDER BY id), $3, NULL) AS moved
     FROM picked
-    WHERE flow & 2 <> 0
+    WHERE flow & 2 <> 0 AND state <> 'pending'
     HAVING count(*) > 0
 )
 -- The filter only makes `stepped` run (a SELECT CTE runs when read).

@@ -15,9 +15,10 @@
 -- LIMIT)`), merged in claim order and cut at $2, and taken. Jobs not taken
 -- are not touched. The same statement records the starts of rate-limited
 -- queues, forgets starts that left their window, and records that $4 met
--- each control. The workflow steps taken (flow bit 2) go to jq_flow_moved
--- (migration 14) with the state each leaves, read from its locked row:
--- their counts in workflow_counts move to Running. Plain jobs call nothing.
+-- each control. The workflow steps taken from Scheduled (flow bit 2) go to
+-- jq_flow_moved (migration 14) with the state each leaves, read from its
+-- locked row, to be counted; from Pending they call nothing, as plain jobs
+-- (the summary counts Pending and Running together: claim.sql).
 WITH ctl AS (
     SELECT q.name, c.queue IS NOT NULL AS controlled, c.paused_at IS NOT NULL AS paused,
            c.rate_limit IS NOT NULL AS rated,
@@ -94,7 +95,7 @@ stepped AS (
     SELECT {schema}.jq_flow_moved(array_agg(id ORDER BY id), array_agg(state ORDER BY id), array_agg('running'::text),
                                   array_agg(flow ORDER BY id), $3, NULL) AS moved
     FROM picked
-    WHERE flow & 2 <> 0
+    WHERE flow & 2 <> 0 AND state <> 'pending'
     HAVING count(*) > 0
 )
 -- The filter only makes `stepped` run (a SELECT CTE runs when read).

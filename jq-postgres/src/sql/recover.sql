@@ -18,7 +18,9 @@
 -- A job holding a cancel request (migration 11) goes to Cancelled instead,
 -- with no error, and is counted too. The workflow steps it moved go to
 -- jq_flow_moved (migration 14), in the same statement: counted in
--- workflow_counts, and the children of those it finished follow.
+-- workflow_counts, and the children of those it finished follow; those
+-- made Pending call nothing (the summary counts Pending with Running:
+-- sql/workflow_counts.sql).
 WITH picked AS (
     SELECT ctid FROM {schema}.jobs
     WHERE state = 'running' AND lease_expires_at <= $1 AND lease_expires_at > coalesce($4, '-infinity')
@@ -49,7 +51,7 @@ flowed AS (
 SELECT {schema}.jq_flow_moved(array_agg(id ORDER BY id), array_agg('running'::text), array_agg(state ORDER BY id),
                               array_agg(flow ORDER BY id), $1, $5) AS moved
 FROM moved
-WHERE flow & 2 <> 0
+WHERE flow & 2 <> 0 AND state <> 'pending'
 HAVING count(*) > 0
 ),
 counted AS (

@@ -19,7 +19,9 @@
 -- (queue, state) for the whole batch, on a shard picked per statement.
 -- Its workflow steps (flow bit 2) go to jq_flow_moved (migration 14) in
 -- one call, which counts them in workflow_counts and runs the rules of
--- those it finished that have children: a batch of plain jobs calls nothing.
+-- those it finished that have children: a batch of plain jobs calls nothing,
+-- nor do steps handed back to Pending (a retry with no delay, a release),
+-- which the summary counts with Running (sql/workflow_counts.sql).
 WITH input AS (
     SELECT *
     FROM unnest($1::uuid[], $2::uuid[], $3::int2[], $4::text[], $5::timestamptz[], $6::text[])
@@ -58,7 +60,7 @@ flowed AS (
 SELECT {schema}.jq_flow_moved(array_agg(id ORDER BY id), array_agg('running'::text), array_agg(state ORDER BY id),
                               array_agg(flow ORDER BY id), $7, $9) AS moved
 FROM upd
-WHERE flow & 2 <> 0
+WHERE flow & 2 <> 0 AND state <> 'pending'
 HAVING count(*) > 0
 ),
 
