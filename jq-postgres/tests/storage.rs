@@ -188,6 +188,44 @@ async fn migration_14_counts_the_steps_of_a_workflow_in_flight() {
     f.cleanup().await;
 }
 
+/// An operator's cancel of a Waiting step at the instant its last parent's
+/// ack releases it, on two connections: the ack's release locks the
+/// step's node then its job, the cancel locks the job then the nodes below
+/// it. Neither waits for the other in a cycle (no deadlock error), the
+/// step ends Cancelled either way (a cancel finds it Waiting or Pending),
+/// its child follows, and it is counted once.
+#[tokio::test]
+async fn a_cancel_racing_the_ack_that_releases_its_step_neither_deadlocks_nor_counts_twice() {
+    jq_testkit::needs!(postgres);
+    let f = Fixture::new().await;
+    let (s, acker, canceller) =
+        (f.connect(Clock::system()).await, f.connect(Clock::system()).await, f.connect(Clock::system()).await);
+    for round in 0..30 {
+        let step = |name: &str| Step::new(name, job("race", round));
+        let plan = Workflow::new()
+            .step(step("a"))
+            .step(step("b"))
+            .step(step("c").after(["a", "b"]))
+            .step(step("d").after(["c"]))
+            .plan()
+            .unwrap();
+        let ids = plan.ids();
+        s.enqueue_workflow(&plan).await.unwrap();
+        let parents = s.claim(&request("race", 2)).await.unwrap();
+        assert_eq!(parents.len(), 2);
+        s.ack(parents[0].lease_ref().unwrap()).await.unwrap();
+        let last = parents[1].lease_ref().unwrap();
+        let (acked, cancelled) = tokio::join!(acker.ack(last), canceller.cancel(ids[2]));
+        acked.unwrap();
+        cancelled.unwrap();
+        assert_eq!(s.get(ids[2]).await.unwrap().state, State::Cancelled, "round {round}");
+        assert_eq!(s.get(ids[3]).await.unwrap().state, State::Cancelled, "round {round}: the child follows");
+        summary_agrees(&s, plan.id, &format!("round {round}")).await;
+    }
+    jq_testkit::assert_stats_agree_with_list(&s).await;
+    f.cleanup().await;
+}
+
 /// Several handles claiming and settling the steps of one workflow at once
 /// (acks, retries, releases, failures that cancel or release children)
 /// end with its counts equal to its steps' states: the summary rows they

@@ -123,7 +123,14 @@ async fn every_statement_finds_its_rows_by_key_whatever_the_statistics() {
             format!("('{running}', now(), 'x', 'y', 'c')"),
             &["jobs_pkey"],
         ),
-        ("cancel", &sql.cancel, "uuid, timestamptz, text", format!("('{pending}', now(), 'c')"), &["jobs_pkey"]),
+        // Locked by key for the state it leaves, then changed by key.
+        (
+            "cancel",
+            &sql.cancel,
+            "uuid, timestamptz, text",
+            format!("('{pending}', now(), 'c')"),
+            &["jobs_pkey", "jobs_pkey"],
+        ),
         // Locked by key for the state it leaves, then changed by key.
         (
             "cancel_request",

@@ -4,21 +4,27 @@
 -- channel text.
 -- No row returned: unknown id or another state (the caller looks it up).
 --
--- The row is found by primary key and locked first, then changed by its
--- ctid: `id = $1 AND state IN ('scheduled', 'pending')` in one WHERE would
--- also match the claim index's predicate, and a plan built on statistics
--- that saw no claimable job walks that whole index instead (see migration
--- 3). The state guard is evaluated on the locked, latest row version,
--- whose state the lock returns: the state the step leaves.
+-- The row is locked by primary key first (`target`), for the state it
+-- leaves, read from its latest version, which no one else can change until
+-- this statement commits; then a plain guarded UPDATE by primary key,
+-- which PostgreSQL re-checks on that latest version. It was changed by the
+-- ctid the lock returned, but when another transaction changed the row
+-- while the lock waited (the ack that releases a Waiting step, a promote)
+-- that ctid is the new version's, which the statement's snapshot cannot
+-- see: the UPDATE matched nothing and a Pending job's cancel failed with
+-- InvalidState (storage test a_cancel_racing_the_ack_...). The guard names
+-- three states including 'waiting', so no partial index of claimable jobs
+-- (whose predicate a plan built on statistics that saw none would walk
+-- whole, migration 3) can serve it.
 -- The job is counted in job_counts (migration 8).
 WITH target AS (
-    SELECT ctid, state FROM {schema}.jobs WHERE id = $1 FOR UPDATE
+    SELECT state FROM {schema}.jobs WHERE id = $1 FOR UPDATE
 ),
 upd AS (
 UPDATE {schema}.jobs AS j
 SET state = 'cancelled', finished_at = $2
 FROM target
-WHERE j.ctid = target.ctid AND j.state IN ('waiting', 'scheduled', 'pending')
+WHERE j.id = $1 AND j.state IN ('waiting', 'scheduled', 'pending')
 RETURNING j.id, j.queue, j.state, j.flow, target.state AS was
 ),
 flowed AS (
