@@ -25,6 +25,7 @@ use tokio::sync::watch;
 
 use crate::Harness;
 
+mod keys;
 mod workflow;
 
 /// State shared by every handle made with [`MemoryStorage::connect`].
@@ -39,6 +40,8 @@ struct Shared {
     controls: Mutex<BTreeMap<QueueName, Control>>,
     /// Workflows: locked after `jobs` when both are.
     graph: Mutex<workflow::Graph>,
+    /// Keyed jobs' limits and turns: locked after `jobs` and `controls`.
+    keys: Mutex<keys::Keys>,
     signal: watch::Sender<u64>,
 }
 
@@ -97,6 +100,7 @@ impl MemoryStorage {
                 schedules: Mutex::new(BTreeMap::new()),
                 controls: Mutex::new(BTreeMap::new()),
                 graph: Mutex::new(workflow::Graph::default()),
+                keys: Mutex::new(keys::Keys::default()),
                 signal,
             }),
             clock: Clock::system(),
@@ -148,6 +152,10 @@ impl MemoryStorage {
 
     fn graph(&self) -> MutexGuard<'_, workflow::Graph> {
         self.shared.graph.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn keys(&self) -> MutexGuard<'_, keys::Keys> {
+        self.shared.keys.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn bump(&self) {
@@ -204,7 +212,13 @@ impl Storage for MemoryStorage {
             job.check_payload(self.max_payload_bytes)?;
         }
         let now = self.clock.now();
-        let (ids, stored) = insert(&mut self.jobs(), jobs, now);
+        let (ids, stored) = {
+            let mut map = self.jobs();
+            // A member whose key had no live job is forgotten before the
+            // key gets one again.
+            self.keys().prune(&map);
+            insert(&mut map, jobs, now)
+        };
         if stored > 0 {
             self.bump();
         }
@@ -255,8 +269,20 @@ impl Storage for MemoryStorage {
         }
         let mut candidates: Vec<&Job> =
             map.values().filter(|j| claimable(j, now) && allowed.get(&j.queue).is_some_and(|n| *n > 0)).collect();
-        candidates.sort_by(|a, b| claim_order(a, b));
         let mut picked: Vec<JobId> = Vec::new();
+        if candidates.iter().any(|j| j.key.is_some()) {
+            // Keyed jobs: their limits, the rotations, and the merge with
+            // the plain jobs (the contract's "Keyed jobs").
+            let taken = self.keys().pick(&map, candidates, &mut allowed, request.limit, now);
+            for job in taken {
+                picked.push(job.id);
+                if let Some(control) = controls.get_mut(&job.queue).filter(|c| c.limits.rate.is_some()) {
+                    control.starts.push_back(now);
+                }
+            }
+            candidates = Vec::new();
+        }
+        candidates.sort_by(|a, b| claim_order(a, b));
         for job in candidates {
             if picked.len() == request.limit {
                 break;
@@ -460,10 +486,14 @@ impl Storage for MemoryStorage {
         let now = self.clock.now();
         {
             let mut map = self.jobs();
-            let job = map.get_mut(&id).ok_or(Error::NotFound { id })?;
-            if job.state != State::Dead {
-                return Err(Error::InvalidState { id, state: job.state, operation: "retry" });
+            let state = map.get(&id).ok_or(Error::NotFound { id })?.state;
+            if state != State::Dead {
+                return Err(Error::InvalidState { id, state, operation: "retry" });
             }
+            // Before the job (and its workflow's children) live again: a
+            // member whose key had no live job is forgotten first.
+            self.keys().prune(&map);
+            let job = map.get_mut(&id).ok_or(Error::NotFound { id })?;
             job.state = State::Pending;
             job.run_at = now;
             job.finished_at = None;
@@ -532,6 +562,9 @@ impl Storage for MemoryStorage {
         Some(self)
     }
     fn as_workflows(&self) -> Option<&dyn jq_core::storage::WorkflowStorage> {
+        Some(self)
+    }
+    fn as_keys(&self) -> Option<&dyn jq_core::storage::KeyStorage> {
         Some(self)
     }
 }
@@ -634,7 +667,10 @@ impl PeriodicStorage for MemoryStorage {
             if !fire.matches(before) {
                 return Ok(FireOutcome::Moved);
             }
-            let (ids, stored) = insert(&mut self.jobs(), fire.jobs.clone(), now);
+            let mut map = self.jobs();
+            self.keys().prune(&map);
+            let (ids, stored) = insert(&mut map, fire.jobs.clone(), now);
+            drop(map);
             let row = fire.applied(before, now, &ids);
             rows.insert(fire.name.clone(), row);
             (ids, stored)
@@ -754,6 +790,7 @@ impl Harness for MemoryHarness {
         self.storage.schedule_rows().clear();
         self.storage.controls().clear();
         self.storage.graph().clear();
+        self.storage.keys().clear();
     }
 }
 

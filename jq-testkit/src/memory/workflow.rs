@@ -164,6 +164,7 @@ impl WorkflowStorage for MemoryStorage {
             if let Some(ids) = graph.workflows.get(&plan.id) {
                 return Ok(ids.clone());
             }
+            self.keys().prune(&jobs);
             if let Some(step) = plan.steps.iter().find(|s| jobs.contains_key(&s.job.id)) {
                 return Err(Error::invalid(
                     "workflow step",
