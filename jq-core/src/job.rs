@@ -675,6 +675,18 @@ pub trait JobType: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// The key of this job ([`JobBuilder::key`]), derived from the value
     /// (a tenant id, an account): [`NewJob::typed`] sets it, and the
     /// builder may change it. `None` (the default): no key.
+    ///
+    /// ```
+    /// use serde::{Deserialize, Serialize};
+    /// #[derive(Serialize, Deserialize)]
+    /// struct Export { tenant: String }
+    /// impl jq_core::JobType for Export {
+    ///     const KIND: &'static str = "export";
+    ///     fn key(&self) -> Option<String> { Some(self.tenant.clone()) }
+    /// }
+    /// let job = jq_core::NewJob::typed(&Export { tenant: "acme".into() }).build().unwrap();
+    /// assert_eq!(job.key.as_deref(), Some("acme"));
+    /// ```
     fn key(&self) -> Option<String> {
         None
     }
@@ -757,6 +769,33 @@ mod tests {
         for s in State::ALL {
             assert_eq!(s.as_str().parse::<State>().ok(), Some(s));
         }
+    }
+
+    #[test]
+    fn typed_jobs_derive_their_key() {
+        #[derive(Serialize, Deserialize)]
+        struct PerTenant {
+            tenant: String,
+        }
+        impl JobType for PerTenant {
+            const KIND: &'static str = "per_tenant";
+            fn key(&self) -> Option<String> {
+                Some(self.tenant.clone())
+            }
+        }
+        #[derive(Serialize, Deserialize)]
+        struct Plain;
+        impl JobType for Plain {
+            const KIND: &'static str = "plain";
+        }
+        let job = NewJob::typed(&PerTenant { tenant: "acme".into() }).build().unwrap();
+        assert_eq!(job.key.as_deref(), Some("acme"));
+        let job = NewJob::typed(&PerTenant { tenant: "acme".into() }).key("other").build().unwrap();
+        assert_eq!(job.key.as_deref(), Some("other"), "the builder wins over the derived key");
+        assert_eq!(NewJob::typed(&Plain).build().unwrap().key, None);
+        let bad = NewJob::typed(&PerTenant { tenant: String::new() }).build();
+        assert!(matches!(bad, Err(Error::InvalidInput { what: "key", .. })), "{bad:?}");
+        assert_eq!(Plain.into_job(crate::clock::Clock::system().now()).unwrap().key, None);
     }
 
     #[test]

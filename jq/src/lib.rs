@@ -105,8 +105,9 @@ pub use jq_core::{
     AttemptError, Backoff, BoxError, CancelRequest, Clock, ConstantBackoff, DEFAULT_KEEP_CANCELLED,
     DEFAULT_KEEP_COMPLETED, DEFAULT_KEEP_DEAD, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_QUEUE, Error,
     ExponentialBackoff, HandlerError, HandlerResult, IntoJob, Job, JobBuilder, JobContext, JobFilter, JobId, JobType,
-    KeyInfo, KeyLimit, KeyReport, Lease, ManualClock, NewJob, Payload, Priority, QueueInfo, QueueLimits, QueueName, Rate, Result, Retention, Seen,
-    State, StateCounts, Stats, Throughput, Timestamp, TraceContext, WorkerHandle, WorkerPool,
+    KeyInfo, KeyLimit, KeyReport, Lease, ManualClock, NewJob, Payload, Priority, QueueInfo, QueueLimits, QueueName,
+    Rate, Result, Retention, Seen, State, StateCounts, Stats, Throughput, Timestamp, TraceContext, WorkerHandle,
+    WorkerPool,
 };
 pub use jq_core::{observe, periodic, storage, workflow};
 

@@ -9,11 +9,11 @@ use async_trait::async_trait;
 use futures::future::BoxFuture;
 
 use super::Storage;
-use super::keys::KeyStorage;
 use super::cancel::{CancelAnswer, CancelStorage, ProgressReport};
 use super::capability::{
     Capability, ControlStorage, Election, Leader, PeriodicStorage, RoleStorage, ThroughputStorage, unsupported,
 };
+use super::keys::KeyStorage;
 use super::types::{Beat, ClaimRequest, Settled, Settlement, WorkSignal};
 use super::workflow::WorkflowStorage;
 use crate::clock::{Clock, Timestamp};

@@ -165,8 +165,9 @@ impl Keys {
             }
             // The smallest of the plain stream's next job and each queue's
             // rotation's next job.
-            let mut best: Option<(Next<'_>, Option<(Priority, String)>)> =
-                plain.peek().map(|j| (Next { priority: j.priority, run_at: j.run_at, keyed: false, queue: &j.queue }, None));
+            let mut best: Option<(Next<'_>, Option<(Priority, String)>)> = plain
+                .peek()
+                .map(|j| (Next { priority: j.priority, run_at: j.run_at, keyed: false, queue: &j.queue }, None));
             for (queue, rotation) in &rotations {
                 if allowed.get(queue).is_none_or(|n| *n == 0) {
                     continue;
@@ -200,7 +201,9 @@ impl Keys {
                     let keys = self.queues.entry(queue.clone()).or_default();
                     keys.counter += 1;
                     keys.turns.insert((priority, key.clone()), keys.counter);
-                    if let Some(m) = rotations.get_mut(&queue).and_then(|r| r.get_mut(&priority)).and_then(|m| m.get_mut(&key)) {
+                    if let Some(m) =
+                        rotations.get_mut(&queue).and_then(|r| r.get_mut(&priority)).and_then(|m| m.get_mut(&key))
+                    {
                         m.turn = keys.counter;
                     }
                     let l = load.entry((queue.clone(), key.clone())).or_default();
@@ -245,7 +248,9 @@ impl Keys {
             queue: queue.clone(),
             default: keys.map(|q| q.default).unwrap_or_default(),
             overrides: keys
-                .map(|q| q.overrides.iter().map(|(key, limits)| KeyLimit { key: key.clone(), limits: *limits }).collect())
+                .map(|q| {
+                    q.overrides.iter().map(|(key, limits)| KeyLimit { key: key.clone(), limits: *limits }).collect()
+                })
                 .unwrap_or_default(),
             busiest,
         }

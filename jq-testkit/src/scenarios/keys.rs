@@ -135,7 +135,9 @@ pub async fn key_overrides_apply_and_clearing_restores_the_default<H: Harness>(h
     let q = queue("ov");
     let refused = [
         keys(&storage).set_key_limits(&q, Some("a"), &concurrency(0)).await,
-        keys(&storage).set_key_limits(&q, None, &QueueLimits { concurrency: None, rate: Some(Rate::new(0, LEASE)) }).await,
+        keys(&storage)
+            .set_key_limits(&q, None, &QueueLimits { concurrency: None, rate: Some(Rate::new(0, LEASE)) })
+            .await,
         keys(&storage).set_key_limits(&q, Some(""), &concurrency(2)).await,
         keys(&storage).set_key_limits(&q, Some("a\0b"), &concurrency(2)).await,
         keys(&storage).set_key_limits(&q, Some("k".repeat(256).as_str()), &concurrency(2)).await,
@@ -321,7 +323,8 @@ pub async fn keys_take_turns_in_a_rotation<H: Harness>(h: &H) {
     }
     let mut latest = 0;
     for id in &small_ids {
-        let at = *position.get(id).unwrap_or_else(|| panic!("small key job {id} not among the first {claimed} claimed"));
+        let at =
+            *position.get(id).unwrap_or_else(|| panic!("small key job {id} not among the first {claimed} claimed"));
         latest = latest.max(at);
     }
     assert!(latest < 510, "the last small key's job started at position {latest}, over the bound of 510");
