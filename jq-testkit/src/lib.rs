@@ -394,6 +394,7 @@ macro_rules! __capability_tests {
             key_concurrency_holds_under_concurrent_claimers,
             keys_take_turns_in_a_rotation,
             plain_and_keyed_jobs_are_merged_by_run_at,
+            a_key_that_comes_back_enters_behind_the_waiting_keys,
             keys_report_the_busiest_keys,
         );
     };

@@ -215,9 +215,13 @@ impl Storage for MemoryStorage {
         let (ids, stored) = {
             let mut map = self.jobs();
             // A member whose key had no live job is forgotten before the
-            // key gets one again.
-            self.keys().prune(&map);
-            insert(&mut map, jobs, now)
+            // key gets one again, and enters the rotation afresh.
+            let mut keys = self.keys();
+            keys.prune(&map);
+            let keyed: Vec<JobId> = jobs.iter().filter(|j| j.key.is_some()).map(|j| j.id).collect();
+            let stored = insert(&mut map, jobs, now);
+            keys.enter(keyed.iter().filter_map(|id| map.get(id)));
+            stored
         };
         if stored > 0 {
             self.bump();
@@ -501,6 +505,9 @@ impl Storage for MemoryStorage {
             job.cancel_requested = None;
             job.max_attempts = job.max_attempts.max(job.attempts + 1);
             self.graph().retried(&mut map, id);
+            // The job, and the workflow steps its retry revived, enter the
+            // rotation where their key had no live job.
+            self.keys().enter(map.values());
         }
         self.bump();
         Ok(())
@@ -668,8 +675,11 @@ impl PeriodicStorage for MemoryStorage {
                 return Ok(FireOutcome::Moved);
             }
             let mut map = self.jobs();
-            self.keys().prune(&map);
+            let mut keys = self.keys();
+            keys.prune(&map);
             let (ids, stored) = insert(&mut map, fire.jobs.clone(), now);
+            keys.enter(ids.iter().filter_map(|id| map.get(id)));
+            drop(keys);
             drop(map);
             let row = fire.applied(before, now, &ids);
             rows.insert(fire.name.clone(), row);

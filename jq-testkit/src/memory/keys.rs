@@ -27,10 +27,11 @@ struct QueueKeys {
     overrides: BTreeMap<String, QueueLimits>,
     /// The queue's turn counter: the value the latest claimed keyed job took.
     counter: u64,
-    /// (priority, key) -> the counter's value at the member's latest claim.
-    /// A member is forgotten once its key has no live job (Waiting,
-    /// Scheduled, Pending or Running) at that priority: it comes back with
-    /// turn 0, as a new key does.
+    /// (priority, key) -> the member's turn: the counter's value at its
+    /// latest claim, or when it entered the rotation (its key got a live
+    /// job, Waiting, Scheduled, Pending or Running, at that priority while
+    /// it had none). A member is forgotten once its key has no live job at
+    /// that priority, and enters again behind every member claimed so far.
     turns: BTreeMap<(Priority, String), u64>,
     /// key -> the instant of every start still in its rate window, oldest
     /// first (kept only while the key's limits have a rate).
@@ -77,6 +78,19 @@ impl Keys {
         }
     }
 
+    /// Gives each member of `jobs` that has no turn (its key had no live
+    /// job at its priority) the queue's counter as its turn: it enters the
+    /// rotation behind every member claimed so far. Called after prune
+    /// and the change (enqueue, retry) that made the jobs live.
+    pub(super) fn enter<'a>(&mut self, jobs: impl IntoIterator<Item = &'a Job>) {
+        for job in jobs {
+            let Some(key) = job.key.as_ref().filter(|_| !job.state.is_terminal()) else { continue };
+            let keys = self.queues.entry(job.queue.clone()).or_default();
+            let counter = keys.counter;
+            keys.turns.entry((job.priority, key.clone())).or_insert(counter);
+        }
+    }
+
     /// Forgets everything (the harness's cleanup).
     pub(super) fn clear(&mut self) {
         self.queues.clear();
@@ -105,7 +119,10 @@ impl Keys {
         let mut rotations: BTreeMap<QueueName, BTreeMap<Priority, BTreeMap<String, Member<'a>>>> = BTreeMap::new();
         for job in keyed {
             let (Some(key), queue) = (job.key.as_ref(), &job.queue) else { continue };
-            let turn = self.queues.get(queue).and_then(|q| q.turns.get(&(job.priority, key.clone()))).copied();
+            // Every live member got a turn when it entered; the counter is
+            // where one without would enter.
+            let turn =
+                self.queues.get(queue).map(|q| q.turns.get(&(job.priority, key.clone())).copied().unwrap_or(q.counter));
             let member = rotations
                 .entry(queue.clone())
                 .or_default()

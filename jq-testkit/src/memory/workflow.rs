@@ -195,6 +195,7 @@ impl WorkflowStorage for MemoryStorage {
                     },
                 );
             }
+            self.keys().enter(ids.iter().filter_map(|id| jobs.get(id)));
             graph.workflows.insert(plan.id, ids);
         }
         self.bump();

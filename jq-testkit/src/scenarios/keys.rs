@@ -330,6 +330,56 @@ pub async fn keys_take_turns_in_a_rotation<H: Harness>(h: &H) {
     assert!(latest < 510, "the last small key's job started at position {latest}, over the bound of 510");
 }
 
+/// A key whose jobs all ended leaves the rotation, and a job of it
+/// enqueued later enters behind every key already waiting, never ahead of
+/// them: with keys a, b, c waiting and a's job done, a's new job starts
+/// after b's and c's. *A key that came back at the front could take a job
+/// before every other key's, again and again, by emptying and refilling.*
+/// Keys of a higher priority go first, and jobs of different queues at the
+/// same instant go by queue name.
+pub async fn a_key_that_comes_back_enters_behind_the_waiting_keys<H: Harness>(h: &H) {
+    let clock = manual_clock();
+    let storage = h.connect(clock.clock()).await;
+    let mut jobs = keyed(&clock, "back", "a", 0, 1);
+    jobs.extend(keyed(&clock, "back", "b", 1, 1));
+    jobs.extend(keyed(&clock, "back", "c", 2, 1));
+    enqueue_all(&storage, jobs).await;
+    let first = claim(&storage, &["back"], 1, "w").await;
+    assert_eq!(per_key(&first), counts(&[("a", 1)]), "turns tie at first: the smallest key");
+    storage.ack(lease(&first[0])).await.expect("ack");
+    clock.advance(Duration::from_millis(1));
+    enqueue_all(&storage, keyed(&clock, "back", "a", 3, 1)).await;
+    let mut order = Vec::new();
+    for _ in 0..3 {
+        let got = claim(&storage, &["back"], 1, "w").await;
+        assert_eq!(got.len(), 1);
+        order.push(got[0].key.clone().unwrap_or_default());
+    }
+    assert_eq!(order, ["b", "c", "a"], "the key that came back waits for the keys already waiting");
+
+    // Priority before turns; queues by name at the same instant.
+    clock.advance(Duration::from_millis(1));
+    let mut jobs = vec![
+        build(builder("q2", 10).key("x"), &clock),
+        build(builder("q1", 11).key("y"), &clock),
+        build(builder("q2", 12).key("z").priority(jq_core::Priority::High), &clock),
+    ];
+    jobs.push(build(builder("q1", 13), &clock));
+    for job in jobs {
+        enqueue_all(&storage, vec![job]).await;
+    }
+    let mut order = Vec::new();
+    for _ in 0..4 {
+        let got = claim(&storage, &["q2", "q1"], 1, "w").await;
+        assert_eq!(got.len(), 1);
+        order.push((got[0].queue.as_str().to_owned(), got[0].key.clone()));
+    }
+    let expected = [("q2", Some("z")), ("q1", None), ("q1", Some("y")), ("q2", Some("x"))];
+    let expected: Vec<(String, Option<String>)> =
+        expected.iter().map(|(q, k)| ((*q).to_owned(), k.map(str::to_owned))).collect();
+    assert_eq!(order, expected, "high priority first, then the plain job, then the rotations by queue name");
+}
+
 /// Jobs without a key and keyed jobs of one queue are not starved by each
 /// other: they are merged by run_at (a job without a key first on a tie),
 /// so a plain job and a keyed job enqueued at each instant start in that
