@@ -351,7 +351,7 @@ pub struct NewJob {
     pub max_attempts: u32,
     /// Deduplicates against live (non-terminal) jobs of the same queue.
     pub unique_key: Option<String>,
-    /// The key whose limits and turn in the rotation it takes
+    /// The key whose limits and place in the rotation it takes
     /// ([`JobBuilder::key`]); only backends with
     /// [`Capability::Keys`](crate::storage::Capability::Keys) store one.
     pub key: Option<String>,

@@ -40,7 +40,7 @@ struct Shared {
     controls: Mutex<BTreeMap<QueueName, Control>>,
     /// Workflows: locked after `jobs` when both are.
     graph: Mutex<workflow::Graph>,
-    /// Keyed jobs' limits and turns: locked after `jobs` and `controls`.
+    /// Keyed jobs' limits and rotation cursors: locked after `jobs` and `controls`.
     keys: Mutex<keys::Keys>,
     signal: watch::Sender<u64>,
 }
@@ -212,17 +212,7 @@ impl Storage for MemoryStorage {
             job.check_payload(self.max_payload_bytes)?;
         }
         let now = self.clock.now();
-        let (ids, stored) = {
-            let mut map = self.jobs();
-            // A member whose key had no live job is forgotten before the
-            // key gets one again, and enters the rotation afresh.
-            let mut keys = self.keys();
-            keys.prune(&map);
-            let keyed: Vec<JobId> = jobs.iter().filter(|j| j.key.is_some()).map(|j| j.id).collect();
-            let stored = insert(&mut map, jobs, now);
-            keys.enter(keyed.iter().filter_map(|id| map.get(id)));
-            stored
-        };
+        let (ids, stored) = insert(&mut self.jobs(), jobs, now);
         if stored > 0 {
             self.bump();
         }
@@ -490,14 +480,10 @@ impl Storage for MemoryStorage {
         let now = self.clock.now();
         {
             let mut map = self.jobs();
-            let state = map.get(&id).ok_or(Error::NotFound { id })?.state;
-            if state != State::Dead {
-                return Err(Error::InvalidState { id, state, operation: "retry" });
-            }
-            // Before the job (and its workflow's children) live again: a
-            // member whose key had no live job is forgotten first.
-            self.keys().prune(&map);
             let job = map.get_mut(&id).ok_or(Error::NotFound { id })?;
+            if job.state != State::Dead {
+                return Err(Error::InvalidState { id, state: job.state, operation: "retry" });
+            }
             job.state = State::Pending;
             job.run_at = now;
             job.finished_at = None;
@@ -505,9 +491,6 @@ impl Storage for MemoryStorage {
             job.cancel_requested = None;
             job.max_attempts = job.max_attempts.max(job.attempts + 1);
             self.graph().retried(&mut map, id);
-            // The job, and the workflow steps its retry revived, enter the
-            // rotation where their key had no live job.
-            self.keys().enter(map.values());
         }
         self.bump();
         Ok(())
@@ -674,13 +657,7 @@ impl PeriodicStorage for MemoryStorage {
             if !fire.matches(before) {
                 return Ok(FireOutcome::Moved);
             }
-            let mut map = self.jobs();
-            let mut keys = self.keys();
-            keys.prune(&map);
-            let (ids, stored) = insert(&mut map, fire.jobs.clone(), now);
-            keys.enter(ids.iter().filter_map(|id| map.get(id)));
-            drop(keys);
-            drop(map);
+            let (ids, stored) = insert(&mut self.jobs(), fire.jobs.clone(), now);
             let row = fire.applied(before, now, &ids);
             rows.insert(fire.name.clone(), row);
             (ids, stored)

@@ -1,10 +1,10 @@
 //! Keyed jobs in the reference model: per-key limits, the rotation of each
-//! queue's keys, and the merge of the rotations with the plain jobs
+//! queue's keys (a cursor per priority), and the merge of the rotations with the plain jobs
 //! (the contract's "Keyed jobs"). Written for reading, not speed: every
 //! claim that meets a keyed job rebuilds the rotations from the jobs.
 
 use std::cmp::{Ordering, Reverse};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
 use async_trait::async_trait;
 use jq_core::storage::{KeyStorage, allowance, check_key};
@@ -12,7 +12,8 @@ use jq_core::{Job, JobId, KeyInfo, KeyLimit, KeyReport, Priority, QueueLimits, Q
 
 use super::{MemoryStorage, claim_order};
 
-/// Every queue's key limits and turns. Locked after `jobs` and `controls`.
+/// Every queue's key limits and rotation cursors. Locked after `jobs` and
+/// `controls`.
 #[derive(Debug, Default)]
 pub(super) struct Keys {
     queues: BTreeMap<QueueName, QueueKeys>,
@@ -25,14 +26,10 @@ struct QueueKeys {
     default: QueueLimits,
     /// key -> its own limits.
     overrides: BTreeMap<String, QueueLimits>,
-    /// The queue's turn counter: the value the latest claimed keyed job took.
-    counter: u64,
-    /// (priority, key) -> the member's turn: the counter's value at its
-    /// latest claim, or when it entered the rotation (its key got a live
-    /// job, Waiting, Scheduled, Pending or Running, at that priority while
-    /// it had none). A member is forgotten once its key has no live job at
-    /// that priority, and enters again behind every member claimed so far.
-    turns: BTreeMap<(Priority, String), u64>,
+    /// priority -> the rotation's cursor there: the key it served last.
+    /// The next job of that priority comes from the first eligible key
+    /// after it in byte order, wrapping around.
+    cursors: BTreeMap<Priority, String>,
     /// key -> the instant of every start still in its rate window, oldest
     /// first (kept only while the key's limits have a rate).
     starts: BTreeMap<String, VecDeque<Timestamp>>,
@@ -44,10 +41,9 @@ impl QueueKeys {
     }
 }
 
-/// One member of a rotation during a claim: its claimable jobs, by
-/// (run_at, id), at most as many as the claim may take.
+/// One member of a rotation during a claim (a key at a priority): its
+/// claimable jobs, by (run_at, id), at most as many as the claim may take.
 struct Member<'a> {
-    turn: u64,
     jobs: VecDeque<&'a Job>,
 }
 
@@ -60,37 +56,6 @@ struct Load {
 }
 
 impl Keys {
-    /// Forgets the turns of members whose key has no live job at their
-    /// priority. Called before anything can give a forgotten member a job
-    /// again (enqueue, retry) and before a claim reads the turns, so the
-    /// model behaves as if it forgot at the instant the last job ended.
-    pub(super) fn prune(&mut self, jobs: &BTreeMap<JobId, Job>) {
-        if self.queues.values().all(|q| q.turns.is_empty()) {
-            return;
-        }
-        let live: BTreeSet<(&QueueName, Priority, &str)> = jobs
-            .values()
-            .filter(|j| !j.state.is_terminal())
-            .filter_map(|j| j.key.as_deref().map(|k| (&j.queue, j.priority, k)))
-            .collect();
-        for (queue, keys) in &mut self.queues {
-            keys.turns.retain(|(p, k), _| live.contains(&(queue, *p, k.as_str())));
-        }
-    }
-
-    /// Gives each member of `jobs` that has no turn (its key had no live
-    /// job at its priority) the queue's counter as its turn: it enters the
-    /// rotation behind every member claimed so far. Called after prune
-    /// and the change (enqueue, retry) that made the jobs live.
-    pub(super) fn enter<'a>(&mut self, jobs: impl IntoIterator<Item = &'a Job>) {
-        for job in jobs {
-            let Some(key) = job.key.as_ref().filter(|_| !job.state.is_terminal()) else { continue };
-            let keys = self.queues.entry(job.queue.clone()).or_default();
-            let counter = keys.counter;
-            keys.turns.entry((job.priority, key.clone())).or_insert(counter);
-        }
-    }
-
     /// Forgets everything (the harness's cleanup).
     pub(super) fn clear(&mut self) {
         self.queues.clear();
@@ -101,7 +66,7 @@ impl Keys {
     /// zero, some with a key): the plain jobs in claim order and each
     /// queue's rotation, merged by (priority desc, effective run_at, plain
     /// before keyed, queue name). Takes each job's place in `allowed`, and
-    /// records the keyed jobs' turns and starts.
+    /// records the keyed jobs' cursors and starts.
     pub(super) fn pick<'a>(
         &mut self,
         jobs: &BTreeMap<JobId, Job>,
@@ -110,7 +75,6 @@ impl Keys {
         limit: usize,
         now: Timestamp,
     ) -> Vec<&'a Job> {
-        self.prune(jobs);
         let (mut plain, keyed): (Vec<&Job>, Vec<&Job>) = candidates.into_iter().partition(|j| j.key.is_none());
         plain.sort_by(|a, b| claim_order(a, b));
         let mut plain = plain.into_iter().peekable();
@@ -119,17 +83,13 @@ impl Keys {
         let mut rotations: BTreeMap<QueueName, BTreeMap<Priority, BTreeMap<String, Member<'a>>>> = BTreeMap::new();
         for job in keyed {
             let (Some(key), queue) = (job.key.as_ref(), &job.queue) else { continue };
-            // Every live member got a turn when it entered; the counter is
-            // where one without would enter.
-            let turn =
-                self.queues.get(queue).map(|q| q.turns.get(&(job.priority, key.clone())).copied().unwrap_or(q.counter));
             let member = rotations
                 .entry(queue.clone())
                 .or_default()
                 .entry(job.priority)
                 .or_default()
                 .entry(key.clone())
-                .or_insert_with(|| Member { turn: turn.unwrap_or(0), jobs: VecDeque::new() });
+                .or_insert_with(|| Member { jobs: VecDeque::new() });
             member.jobs.push_back(job);
         }
         let by_run_at = |a: &&Job, b: &&Job| a.run_at.cmp(&b.run_at).then(a.id.cmp(&b.id));
@@ -190,7 +150,8 @@ impl Keys {
                     continue;
                 }
                 let keys = self.queues.get(queue);
-                let Some((priority, key, job)) = next_of(rotation, |key| {
+                let cursors = keys.map(|q| &q.cursors);
+                let Some((priority, key, job)) = next_of(rotation, cursors, |key| {
                     let limits = keys.map(|q| q.limits(key)).unwrap_or_default();
                     let l = load.get(&(queue.clone(), key.to_owned())).copied().unwrap_or_default();
                     allowance(false, &limits, l.running, l.started, 1) > 0
@@ -216,13 +177,7 @@ impl Keys {
                         .and_then(|m| m.get_mut(&key))
                         .and_then(|m| m.jobs.pop_front());
                     let keys = self.queues.entry(queue.clone()).or_default();
-                    keys.counter += 1;
-                    keys.turns.insert((priority, key.clone()), keys.counter);
-                    if let Some(m) =
-                        rotations.get_mut(&queue).and_then(|r| r.get_mut(&priority)).and_then(|m| m.get_mut(&key))
-                    {
-                        m.turn = keys.counter;
-                    }
+                    keys.cursors.insert(priority, key.clone());
                     let l = load.entry((queue.clone(), key.clone())).or_default();
                     l.running += 1;
                     if keys.limits(&key).rate.is_some() {
@@ -301,18 +256,21 @@ impl PartialOrd for Next<'_> {
 }
 
 /// A rotation's next job: from the highest priority with an eligible
-/// member (a job, and `eligible(key)`), the member with the smallest turn,
-/// then the smallest key; its head job.
+/// member (a job, and `eligible(key)`), the first such key after that
+/// priority's cursor in byte order, wrapping around to the smallest (and
+/// last to the cursor's own key); its head job.
 fn next_of<'r, 'a>(
     rotation: &'r BTreeMap<Priority, BTreeMap<String, Member<'a>>>,
+    cursors: Option<&BTreeMap<Priority, String>>,
     eligible: impl Fn(&str) -> bool,
 ) -> Option<(Priority, &'r str, &'a Job)> {
     for (priority, members) in rotation.iter().rev() {
-        let best = members
-            .iter()
-            .filter(|(key, m)| !m.jobs.is_empty() && eligible(key))
-            .min_by(|(ka, a), (kb, b)| a.turn.cmp(&b.turn).then(ka.as_bytes().cmp(kb.as_bytes())));
-        if let Some((key, member)) = best {
+        let ready = |(key, m): &(&String, &Member<'a>)| !m.jobs.is_empty() && eligible(key);
+        // `String` orders by bytes.
+        let cursor = cursors.and_then(|c| c.get(priority));
+        let after = members.iter().filter(|(key, _)| cursor.is_none_or(|c| key.as_str() > c.as_str()));
+        let from_start = members.iter().filter(|(key, _)| cursor.is_some_and(|c| key.as_str() <= c.as_str()));
+        if let Some((key, member)) = after.chain(from_start).find(ready) {
             return member.jobs.front().map(|job| (*priority, key.as_str(), *job));
         }
     }

@@ -164,7 +164,6 @@ impl WorkflowStorage for MemoryStorage {
             if let Some(ids) = graph.workflows.get(&plan.id) {
                 return Ok(ids.clone());
             }
-            self.keys().prune(&jobs);
             if let Some(step) = plan.steps.iter().find(|s| jobs.contains_key(&s.job.id)) {
                 return Err(Error::invalid(
                     "workflow step",
@@ -195,7 +194,6 @@ impl WorkflowStorage for MemoryStorage {
                     },
                 );
             }
-            self.keys().enter(ids.iter().filter_map(|id| jobs.get(id)));
             graph.workflows.insert(plan.id, ids);
         }
         self.bump();

@@ -330,9 +330,9 @@ pub async fn keys_take_turns_in_a_rotation<H: Harness>(h: &H) {
     assert!(latest < 510, "the last small key's job started at position {latest}, over the bound of 510");
 }
 
-/// A key whose jobs all ended leaves the rotation, and a job of it
-/// enqueued later enters behind every key already waiting, never ahead of
-/// them: with keys a, b, c waiting and a's job done, a's new job starts
+/// A key whose jobs all ended, and which gets a job again, waits for the
+/// rotation's cursor to come round to it, never ahead of the keys already
+/// waiting: with keys a, b, c waiting and a's job done, a's new job starts
 /// after b's and c's. *A key that came back at the front could take a job
 /// before every other key's, again and again, by emptying and refilling.*
 /// Keys of a higher priority go first, and jobs of different queues at the
@@ -345,7 +345,7 @@ pub async fn a_key_that_comes_back_enters_behind_the_waiting_keys<H: Harness>(h:
     jobs.extend(keyed(&clock, "back", "c", 2, 1));
     enqueue_all(&storage, jobs).await;
     let first = claim(&storage, &["back"], 1, "w").await;
-    assert_eq!(per_key(&first), counts(&[("a", 1)]), "turns tie at first: the smallest key");
+    assert_eq!(per_key(&first), counts(&[("a", 1)]), "no cursor yet: the smallest key");
     storage.ack(lease(&first[0])).await.expect("ack");
     clock.advance(Duration::from_millis(1));
     enqueue_all(&storage, keyed(&clock, "back", "a", 3, 1)).await;
@@ -357,7 +357,7 @@ pub async fn a_key_that_comes_back_enters_behind_the_waiting_keys<H: Harness>(h:
     }
     assert_eq!(order, ["b", "c", "a"], "the key that came back waits for the keys already waiting");
 
-    // Priority before turns; queues by name at the same instant.
+    // Priority before the rotation; queues by name at the same instant.
     clock.advance(Duration::from_millis(1));
     let mut jobs = vec![
         build(builder("q2", 10).key("x"), &clock),
