@@ -21,17 +21,21 @@ pub enum Capability {
     Cancellation,
     /// Results and dependencies ([`WorkflowStorage`](crate::storage::WorkflowStorage)).
     Workflows,
+    /// Keyed jobs: per-key limits and the fair rotation between keys
+    /// ([`KeyStorage`](crate::storage::KeyStorage)).
+    Keys,
 }
 
 impl Capability {
     /// Every capability.
-    pub const ALL: [Capability; 6] = [
+    pub const ALL: [Capability; 7] = [
         Capability::Roles,
         Capability::Periodic,
         Capability::Controls,
         Capability::Throughput,
         Capability::Cancellation,
         Capability::Workflows,
+        Capability::Keys,
     ];
 
     /// What it is for, for people ("named roles", ...).
@@ -43,6 +47,7 @@ impl Capability {
             Capability::Throughput => "throughput per minute",
             Capability::Cancellation => "cancelling running jobs and their progress",
             Capability::Workflows => "workflows (results and dependencies)",
+            Capability::Keys => "keyed jobs (per-key limits and fair turns between keys)",
         }
     }
 
@@ -55,6 +60,7 @@ impl Capability {
             Capability::Throughput => "ThroughputStorage",
             Capability::Cancellation => "CancelStorage",
             Capability::Workflows => "WorkflowStorage",
+            Capability::Keys => "KeyStorage",
         }
     }
 }

@@ -21,6 +21,10 @@ pub const DEFAULT_QUEUE: &str = "default";
 pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 1024 * 1024;
 /// Longest accepted queue name, kind and unique key, in bytes.
 pub const MAX_NAME_BYTES: usize = 128;
+/// Longest accepted job key ([`JobBuilder::key`]), in bytes: keys are
+/// often outside identifiers (a tenant, an account, a host name), so they
+/// get more room than names.
+pub const MAX_KEY_BYTES: usize = 255;
 
 /// How urgent a job is. Claims take higher priorities first.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -279,6 +283,9 @@ pub struct Job {
     pub errors: Vec<AttemptError>,
     /// Its uniqueness key, if any.
     pub unique_key: Option<String>,
+    /// Its key, if any: the per-key limits and the fair rotation between
+    /// keys apply to it ([`JobBuilder::key`]).
+    pub key: Option<String>,
     /// The trace context of the span that enqueued it; every run's span
     /// links to it.
     pub trace: Option<TraceContext>,
@@ -344,6 +351,10 @@ pub struct NewJob {
     pub max_attempts: u32,
     /// Deduplicates against live (non-terminal) jobs of the same queue.
     pub unique_key: Option<String>,
+    /// The key whose limits and place in the rotation it takes
+    /// ([`JobBuilder::key`]); only backends with
+    /// [`Capability::Keys`](crate::storage::Capability::Keys) store one.
+    pub key: Option<String>,
     /// The trace context of the span that enqueued it (captured by
     /// [`JobBuilder::build_at`] with the `opentelemetry` feature).
     pub trace: Option<TraceContext>,
@@ -378,6 +389,7 @@ impl NewJob {
             lease: None,
             errors: Vec::new(),
             unique_key: self.unique_key,
+            key: self.key,
             trace: self.trace,
             timeout: self.timeout,
             cancel_requested: None,
@@ -396,18 +408,20 @@ impl NewJob {
             delay: None,
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             unique_key: None,
+            key: None,
             trace: None,
             timeout: None,
         }
     }
 
     /// Starts a job from a typed value: its kind, queue and max attempts
-    /// come from the [`JobType`] impl.
+    /// come from the [`JobType`] impl, its key from [`JobType::key`].
     pub fn typed<T: JobType>(job: &T) -> JobBuilder {
         let mut builder = Self::builder(T::KIND, Payload::from_stored(String::new()));
         builder.payload = Payload::of(job);
         builder.queue = T::QUEUE.to_owned();
         builder.max_attempts = T::MAX_ATTEMPTS;
+        builder.key = job.key();
         builder
     }
 
@@ -415,7 +429,8 @@ impl NewJob {
     /// against what every backend can store (the contract's "Text from
     /// outside"): a payload
     /// holding `\u0000` is [`Error::InvalidPayload`]; a kind, unique key or
-    /// trace context with a NUL is [`Error::InvalidInput`]. Backends call
+    /// trace context with a NUL is [`Error::InvalidInput`], and so is a key
+    /// that [`check_key`] refuses. Backends call
     /// it on every job before storing any, since a `NewJob` can be made
     /// without the builder's checks.
     pub fn check_payload(&self, max_payload_bytes: usize) -> Result<()> {
@@ -426,6 +441,9 @@ impl NewJob {
         crate::text::check_no_nul("kind", &self.kind)?;
         if let Some(key) = &self.unique_key {
             crate::text::check_no_nul("unique key", key)?;
+        }
+        if let Some(key) = &self.key {
+            check_key(key)?;
         }
         if let Some(trace) = &self.trace {
             crate::text::check_no_nul("trace context", trace.as_stored())?;
@@ -449,6 +467,7 @@ pub struct JobBuilder {
     delay: Option<Duration>,
     max_attempts: u32,
     unique_key: Option<String>,
+    key: Option<String>,
     /// `None`: capture the current span's context at build time.
     trace: Option<Option<TraceContext>>,
     timeout: Option<Duration>,
@@ -498,6 +517,18 @@ impl JobBuilder {
         self
     }
 
+    /// The job's key (a tenant, an account, a host): jobs of one queue with
+    /// the same key share that key's limits
+    /// ([`KeyStorage::set_key_limits`](crate::storage::KeyStorage::set_key_limits)),
+    /// and claims take the keys of a queue in turn, so one busy key cannot
+    /// hold the others back. 1 to 255 bytes, no NUL ([`check_key`]). A
+    /// backend without [`Capability::Keys`](crate::storage::Capability::Keys)
+    /// refuses a keyed job with [`Error::Unsupported`].
+    pub fn key(mut self, key: impl Into<String>) -> Self {
+        self.key = Some(key.into());
+        self
+    }
+
     /// How long one attempt of this job may run, stored with it: it wins
     /// over its kind's [`JobType::TIMEOUT`] and the pool's
     /// [`WorkerPool::job_timeout`](crate::WorkerPool::job_timeout). At
@@ -528,6 +559,9 @@ impl JobBuilder {
         if let Some(key) = &self.unique_key {
             check_name("unique key", key)?;
         }
+        if let Some(key) = &self.key {
+            check_key(key)?;
+        }
         if self.max_attempts == 0 {
             return Err(Error::invalid("max attempts", "0: a job needs at least 1 attempt"));
         }
@@ -546,6 +580,7 @@ impl JobBuilder {
             run_at,
             max_attempts: self.max_attempts,
             unique_key: self.unique_key,
+            key: self.key,
             trace: self.trace.unwrap_or_else(current_trace),
             timeout,
         })
@@ -581,6 +616,20 @@ pub fn check_timeout(timeout: Duration) -> Result<Duration> {
         return Err(Error::invalid("timeout", format!("{timeout:?}: use 1 ms to 366 days")));
     }
     Ok(millis)
+}
+
+/// Checks a job key ([`JobBuilder::key`]): [`Error::InvalidInput`] when it
+/// is empty, longer than [`MAX_KEY_BYTES`], or holds a NUL (which
+/// PostgreSQL cannot store). Any other text is a key: keys come from
+/// outside (tenant ids, host names) and are compared byte for byte.
+pub fn check_key(key: &str) -> Result<()> {
+    if key.is_empty() {
+        return Err(Error::invalid("key", "it is empty"));
+    }
+    if key.len() > MAX_KEY_BYTES {
+        return Err(Error::invalid("key", format!("{} bytes, over the limit of {MAX_KEY_BYTES}", key.len())));
+    }
+    crate::text::check_no_nul("key", key)
 }
 
 fn check_name(what: &'static str, value: &str) -> Result<()> {
@@ -622,6 +671,25 @@ pub trait JobType: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// [`WorkerPool::job_timeout`](crate::WorkerPool::job_timeout)); a job's own
     /// [`JobBuilder::timeout`] wins over it.
     const TIMEOUT: Option<Duration> = None;
+
+    /// The key of this job ([`JobBuilder::key`]), derived from the value
+    /// (a tenant id, an account): [`NewJob::typed`] sets it, and the
+    /// builder may change it. `None` (the default): no key.
+    ///
+    /// ```
+    /// use serde::{Deserialize, Serialize};
+    /// #[derive(Serialize, Deserialize)]
+    /// struct Export { tenant: String }
+    /// impl jq_core::JobType for Export {
+    ///     const KIND: &'static str = "export";
+    ///     fn key(&self) -> Option<String> { Some(self.tenant.clone()) }
+    /// }
+    /// let job = jq_core::NewJob::typed(&Export { tenant: "acme".into() }).build().unwrap();
+    /// assert_eq!(job.key.as_deref(), Some("acme"));
+    /// ```
+    fn key(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Anything that becomes one job to enqueue: a [`JobType`] value (its
@@ -704,11 +772,47 @@ mod tests {
     }
 
     #[test]
+    fn typed_jobs_derive_their_key() {
+        #[derive(Serialize, Deserialize)]
+        struct PerTenant {
+            tenant: String,
+        }
+        impl JobType for PerTenant {
+            const KIND: &'static str = "per_tenant";
+            fn key(&self) -> Option<String> {
+                Some(self.tenant.clone())
+            }
+        }
+        #[derive(Serialize, Deserialize)]
+        struct Plain;
+        impl JobType for Plain {
+            const KIND: &'static str = "plain";
+        }
+        let job = NewJob::typed(&PerTenant { tenant: "acme".into() }).build().unwrap();
+        assert_eq!(job.key.as_deref(), Some("acme"));
+        let job = NewJob::typed(&PerTenant { tenant: "acme".into() }).key("other").build().unwrap();
+        assert_eq!(job.key.as_deref(), Some("other"), "the builder wins over the derived key");
+        assert_eq!(NewJob::typed(&Plain).build().unwrap().key, None);
+        let bad = NewJob::typed(&PerTenant { tenant: String::new() }).build();
+        assert!(matches!(bad, Err(Error::InvalidInput { what: "key", .. })), "{bad:?}");
+        assert_eq!(Plain.into_job(crate::clock::Clock::system().now()).unwrap().key, None);
+    }
+
+    #[test]
     fn builder_checks_fields() {
         let p = Payload::from_json("{}").unwrap();
         assert!(NewJob::builder("k", p.clone()).max_attempts(0).build().is_err());
         assert!(NewJob::builder("", p.clone()).build().is_err());
         assert!(NewJob::builder("k", p.clone()).unique_key("").build().is_err());
+        for bad in [String::new(), "a\0b".to_owned(), "x".repeat(MAX_KEY_BYTES + 1)] {
+            let got = NewJob::builder("k", p.clone()).key(bad.clone()).build();
+            assert!(matches!(got, Err(Error::InvalidInput { what: "key", .. })), "{bad:?}: {got:?}");
+        }
+        let job = NewJob::builder("k", p.clone()).key("x".repeat(MAX_KEY_BYTES)).build().unwrap();
+        assert_eq!(job.key.as_deref().map(str::len), Some(MAX_KEY_BYTES));
+        let mut forged = job.clone();
+        forged.key = Some(String::new());
+        assert!(matches!(forged.check_payload(usize::MAX), Err(Error::InvalidInput { what: "key", .. })));
         assert!(matches!(NewJob::builder("k", p.clone()).queue("a b").build(), Err(Error::InvalidQueue { .. })));
         let job = NewJob::builder("k", p).delay(Duration::from_secs(1)).build().unwrap();
         assert!(job.run_at.is_some());

@@ -4,7 +4,8 @@
 //!
 //! - The root holds what an application uses: jobs ([`JobType`],
 //!   [`NewJob`], [`Job`]), handlers ([`HandlerError`], [`JobContext`]),
-//!   the pool ([`WorkerPool`]), queue controls ([`QueueLimits`]), reads
+//!   the pool ([`WorkerPool`]), queue controls ([`QueueLimits`]), keyed
+//!   jobs ([`KeyReport`]), reads
 //!   ([`Stats`], [`JobFilter`]), time ([`Clock`]) and errors ([`Error`]).
 //! - [`periodic`]: periodic jobs (a cron expression or an interval, one job
 //!   per tick).
@@ -29,6 +30,7 @@ mod control;
 mod error;
 mod id;
 mod job;
+mod keys;
 pub mod observe;
 pub mod periodic;
 mod redact;
@@ -48,6 +50,7 @@ pub use job::{
     AttemptError, CancelRequest, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_QUEUE, IntoJob, Job,
     JobBuilder, JobType, Lease, MAX_TIMEOUT, NewJob, Payload, Priority, QueueName, check_timeout,
 };
+pub use keys::{KeyInfo, KeyLimit, KeyReport};
 pub use state::State;
 pub use storage::types::{JobFilter, StateCounts, Stats, Throughput};
 pub use trace::TraceContext;

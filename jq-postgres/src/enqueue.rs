@@ -99,6 +99,9 @@ struct Batch {
 impl Batch {
     /// Checks every job before anything is written; None for an empty batch.
     fn new(inner: &Inner, jobs: Vec<NewJob>) -> Result<Option<Self>> {
+        // No key column yet: a keyed job is refused rather than stored
+        // without its key's limits.
+        jq_core::storage::refuse_keys(&jobs)?;
         for job in &jobs {
             job.check_payload(inner.max_payload_bytes)?;
             if i32::try_from(job.max_attempts).is_err() {

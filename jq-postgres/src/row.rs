@@ -76,6 +76,8 @@ pub(crate) fn decode_job(row: &PgRow) -> Result<Job> {
         lease,
         errors,
         unique_key,
+        // No key column yet: PostgreSQL refuses keyed jobs at enqueue.
+        key: None,
         trace: trace.map(TraceContext::from_stored),
         timeout,
         cancel_requested: cancel_at.map(|at| CancelRequest { at, reason: cancel_reason.unwrap_or_default() }),

@@ -86,6 +86,7 @@ impl Cols {
     /// The checked plan as columns.
     fn of(inner: &Inner, plan: &WorkflowPlan) -> Result<Cols> {
         plan.check(inner.max_payload_bytes)?;
+        jq_core::storage::refuse_keys(plan.steps.iter().map(|s| &s.job))?;
         let now = truncate_micros(inner.clock.now());
         let ids = plan.ids();
         let children = plan.children();

@@ -23,6 +23,9 @@ pub(crate) async fn enqueue(s: &Inner, jobs: Vec<NewJob>) -> Result<Vec<JobId>> 
     if jobs.is_empty() {
         return Ok(Vec::new());
     }
+    // No key field yet: a keyed job is refused rather than stored without
+    // its key's limits.
+    jq_core::storage::refuse_keys(&jobs)?;
     for job in &jobs {
         job.check_payload(s.config.max_payload_bytes)?;
     }

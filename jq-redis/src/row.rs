@@ -199,6 +199,8 @@ fn build(stored: Stored, claimed: Option<&Lease>) -> Result<Job> {
         lease,
         errors,
         unique_key,
+        // No key field yet: Redis refuses keyed jobs at enqueue.
+        key: None,
         trace,
         timeout,
         cancel_requested,

@@ -59,6 +59,7 @@ const PER_STEP: usize = 15;
 
 pub(crate) async fn enqueue(s: &Inner, plan: &WorkflowPlan) -> Result<Vec<JobId>> {
     plan.check(s.config.max_payload_bytes)?;
+    jq_core::storage::refuse_keys(plan.steps.iter().map(|s| &s.job))?;
     // The queues in first-seen order: the first step's holds the summary.
     let mut names: Vec<&str> = Vec::new();
     let mut index: HashMap<&str, usize> = HashMap::new();

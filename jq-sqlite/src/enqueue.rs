@@ -12,8 +12,11 @@ const INSERT: &str = include_str!("sql/enqueue_insert.sql");
 const UNIQUE: &str = include_str!("sql/enqueue_unique.sql");
 const EXISTS: &str = include_str!("sql/enqueue_exists.sql");
 
-/// Checks every job of the batch before anything is written.
+/// Checks every job of the batch before anything is written. A keyed job
+/// is refused: SQLite does not store keys yet, and dropping one would
+/// drop its limits silently.
 pub(crate) fn check(jobs: &[NewJob], max_payload_bytes: usize) -> Result<()> {
+    jq_core::storage::refuse_keys(jobs)?;
     jobs.iter().try_for_each(|job| job.check_payload(max_payload_bytes))
 }
 

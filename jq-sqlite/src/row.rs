@@ -133,6 +133,8 @@ pub(crate) fn decode(row: &Row<'_>) -> Result<Job> {
         lease,
         errors,
         unique_key,
+        // No key column yet: SQLite refuses keyed jobs at enqueue.
+        key: None,
         trace,
         timeout,
         cancel_requested,

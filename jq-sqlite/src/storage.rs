@@ -226,6 +226,7 @@ impl SqliteStorage {
     ) -> std::future::Ready<Result<Vec<JobId>>> {
         std::future::ready((|| {
             plan.check(self.inner.config.max_payload_bytes)?;
+            jq_core::storage::refuse_keys(plan.steps.iter().map(|s| &s.job))?;
             let (ids, stored) = workflow::enqueue(tx, plan, self.inner.config.clock.now())?;
             if stored {
                 wake::arm(tx, &self.inner.signal)?;
@@ -392,6 +393,7 @@ impl Storage for SqliteStorage {
 impl jq_core::storage::WorkflowStorage for SqliteStorage {
     async fn enqueue_workflow(&self, plan: &WorkflowPlan) -> Result<Vec<JobId>> {
         plan.check(self.inner.config.max_payload_bytes)?;
+        jq_core::storage::refuse_keys(plan.steps.iter().map(|s| &s.job))?;
         let plan = Box::new(plan.clone());
         self.call(|reply| Command::EnqueueWorkflow { plan, reply }).await
     }

@@ -57,11 +57,21 @@ struct Fault {
     error: MakeError,
 }
 
-#[derive(Default)]
 struct Faults {
     calls: [AtomicU64; Operation::ALL.len()],
     injected: AtomicU64,
     planned: Mutex<Vec<Fault>>,
+}
+
+// By hand: arrays of more than 32 elements have no derived `Default`.
+impl Default for Faults {
+    fn default() -> Self {
+        Faults {
+            calls: std::array::from_fn(|_| AtomicU64::new(0)),
+            injected: AtomicU64::new(0),
+            planned: Mutex::new(Vec::new()),
+        }
+    }
 }
 
 impl Faults {

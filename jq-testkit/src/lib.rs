@@ -215,7 +215,7 @@ pub trait Harness: Send + Sync + 'static {
 ///
 /// ```text
 /// jq_testkit::conformance!(setup);                                        // a core-only backend
-/// jq_testkit::conformance!(setup; roles, periodic, controls, throughput, cancellation, workflows); // every capability
+/// jq_testkit::conformance!(setup; roles, periodic, controls, throughput, cancellation, workflows, keys); // every capability
 /// ```
 ///
 /// `$setup` is an async fn (or any expression callable with no argument
@@ -384,11 +384,25 @@ macro_rules! __capability_tests {
             workflow_counts_follow_every_change,
         );
     };
+    (keys, $setup:expr) => {
+        $crate::__conformance_tests!(
+            $setup;
+            key_limit_leaves_held_back_jobs_untouched,
+            key_slots_return_after_recover,
+            key_overrides_apply_and_clearing_restores_the_default,
+            key_rate_is_a_sliding_window,
+            key_concurrency_holds_under_concurrent_claimers,
+            keys_take_turns_in_a_rotation,
+            plain_and_keyed_jobs_are_merged_by_run_at,
+            a_key_that_comes_back_enters_behind_the_waiting_keys,
+            keys_report_the_busiest_keys,
+        );
+    };
     ($other:ident, $setup:expr) => {
         compile_error!(concat!(
             "unknown capability `",
             stringify!($other),
-            "`: use roles, periodic, controls, throughput, cancellation or workflows"
+            "`: use roles, periodic, controls, throughput, cancellation, workflows or keys"
         ));
     };
 }

@@ -25,6 +25,7 @@ use tokio::sync::watch;
 
 use crate::Harness;
 
+mod keys;
 mod workflow;
 
 /// State shared by every handle made with [`MemoryStorage::connect`].
@@ -39,6 +40,8 @@ struct Shared {
     controls: Mutex<BTreeMap<QueueName, Control>>,
     /// Workflows: locked after `jobs` when both are.
     graph: Mutex<workflow::Graph>,
+    /// Keyed jobs' limits and rotation cursors: locked after `jobs` and `controls`.
+    keys: Mutex<keys::Keys>,
     signal: watch::Sender<u64>,
 }
 
@@ -97,6 +100,7 @@ impl MemoryStorage {
                 schedules: Mutex::new(BTreeMap::new()),
                 controls: Mutex::new(BTreeMap::new()),
                 graph: Mutex::new(workflow::Graph::default()),
+                keys: Mutex::new(keys::Keys::default()),
                 signal,
             }),
             clock: Clock::system(),
@@ -148,6 +152,10 @@ impl MemoryStorage {
 
     fn graph(&self) -> MutexGuard<'_, workflow::Graph> {
         self.shared.graph.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn keys(&self) -> MutexGuard<'_, keys::Keys> {
+        self.shared.keys.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn bump(&self) {
@@ -255,8 +263,20 @@ impl Storage for MemoryStorage {
         }
         let mut candidates: Vec<&Job> =
             map.values().filter(|j| claimable(j, now) && allowed.get(&j.queue).is_some_and(|n| *n > 0)).collect();
-        candidates.sort_by(|a, b| claim_order(a, b));
         let mut picked: Vec<JobId> = Vec::new();
+        if candidates.iter().any(|j| j.key.is_some()) {
+            // Keyed jobs: their limits, the rotations, and the merge with
+            // the plain jobs (the contract's "Keyed jobs").
+            let taken = self.keys().pick(&map, candidates, &mut allowed, request.limit, now);
+            for job in taken {
+                picked.push(job.id);
+                if let Some(control) = controls.get_mut(&job.queue).filter(|c| c.limits.rate.is_some()) {
+                    control.starts.push_back(now);
+                }
+            }
+            candidates = Vec::new();
+        }
+        candidates.sort_by(|a, b| claim_order(a, b));
         for job in candidates {
             if picked.len() == request.limit {
                 break;
@@ -534,6 +554,9 @@ impl Storage for MemoryStorage {
     fn as_workflows(&self) -> Option<&dyn jq_core::storage::WorkflowStorage> {
         Some(self)
     }
+    fn as_keys(&self) -> Option<&dyn jq_core::storage::KeyStorage> {
+        Some(self)
+    }
 }
 
 #[async_trait]
@@ -754,6 +777,7 @@ impl Harness for MemoryHarness {
         self.storage.schedule_rows().clear();
         self.storage.controls().clear();
         self.storage.graph().clear();
+        self.storage.keys().clear();
     }
 }
 

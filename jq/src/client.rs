@@ -4,8 +4,8 @@
 use jq_core::periodic::PeriodicInfo;
 use jq_core::storage::{CancelAnswer, Capability, Leader, Storage, StorageExt};
 use jq_core::{
-    Clock, Error, IntoJob, Job, JobFilter, JobId, NewJob, QueueInfo, QueueLimits, QueueName, Result, State, Stats,
-    Throughput, Timestamp, WorkerPool,
+    Clock, Error, IntoJob, Job, JobFilter, JobId, KeyReport, NewJob, QueueInfo, QueueLimits, QueueName, Result, State,
+    Stats, Throughput, Timestamp, WorkerPool,
 };
 use tracing::Instrument;
 
@@ -218,6 +218,27 @@ impl<S: Storage> Client<S> {
     /// (sliding). `QueueLimits::none()` lifts them.
     pub async fn limit(&self, queue: &str, limits: QueueLimits) -> Result<()> {
         self.storage.require_controls()?.set_limits(&QueueName::new(queue)?, &limits).await
+    }
+
+    /// Sets the limits of `key`'s jobs in `queue` across every worker
+    /// (`Some(key)`: that key's override; `None`: the queue's default for
+    /// every key without one). `QueueLimits::none()` as an override makes
+    /// the key unlimited; as the default, lifts it. [`Error::Unsupported`]
+    /// on a store without keyed jobs ([`Capability::Keys`]).
+    pub async fn set_key_limits(&self, queue: &str, key: Option<&str>, limits: QueueLimits) -> Result<()> {
+        self.storage.require_keys()?.set_key_limits(&QueueName::new(queue)?, key, &limits).await
+    }
+
+    /// Removes `key`'s override in `queue`: it follows the queue's default
+    /// again.
+    pub async fn clear_key_limits(&self, queue: &str, key: &str) -> Result<()> {
+        self.storage.require_keys()?.clear_key_limits(&QueueName::new(queue)?, key).await
+    }
+
+    /// `queue`'s key limits (default and overrides) and its `top` busiest
+    /// keys with their Running and Pending jobs.
+    pub async fn keys(&self, queue: &str, top: usize) -> Result<KeyReport> {
+        self.storage.require_keys()?.keys(&QueueName::new(queue)?, top).await
     }
 
     /// Every queue with a job or a control: pause, limits, and which

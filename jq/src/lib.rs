@@ -57,7 +57,8 @@
 //! - [`Client`]: typed enqueue ([`Client::enqueue`], [`Client::enqueue_many`]),
 //!   enqueue inside your own transaction ([`Client::enqueue_tx`], the same
 //!   call on SQLite and PostgreSQL), `get`/`list`/`stats`/`cancel`/`retry`/
-//!   `purge`, queue controls, periodic jobs, and [`Client::worker_pool`].
+//!   `purge`, queue controls, key limits, periodic jobs, and
+//!   [`Client::worker_pool`].
 //! - Jobs: [`JobType`], [`NewJob`], [`Job`], [`State`], [`Priority`].
 //! - Handlers and the pool: [`WorkerPool`] (its docs are the handler
 //!   guide: every outcome, what a handler may do, fatal errors),
@@ -104,8 +105,9 @@ pub use jq_core::{
     AttemptError, Backoff, BoxError, CancelRequest, Clock, ConstantBackoff, DEFAULT_KEEP_CANCELLED,
     DEFAULT_KEEP_COMPLETED, DEFAULT_KEEP_DEAD, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_QUEUE, Error,
     ExponentialBackoff, HandlerError, HandlerResult, IntoJob, Job, JobBuilder, JobContext, JobFilter, JobId, JobType,
-    Lease, ManualClock, NewJob, Payload, Priority, QueueInfo, QueueLimits, QueueName, Rate, Result, Retention, Seen,
-    State, StateCounts, Stats, Throughput, Timestamp, TraceContext, WorkerHandle, WorkerPool,
+    KeyInfo, KeyLimit, KeyReport, Lease, ManualClock, NewJob, Payload, Priority, QueueInfo, QueueLimits, QueueName,
+    Rate, Result, Retention, Seen, State, StateCounts, Stats, Throughput, Timestamp, TraceContext, WorkerHandle,
+    WorkerPool,
 };
 pub use jq_core::{observe, periodic, storage, workflow};
 

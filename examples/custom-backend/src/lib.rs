@@ -138,7 +138,10 @@ fn lease_expired(worker: &str) -> String {
 #[async_trait]
 impl Storage for IndexedStorage {
     async fn enqueue(&self, jobs: Vec<NewJob>) -> Result<Vec<JobId>> {
-        // Every job is checked before anything is written: all or none.
+        // Every job is checked before anything is written: all or none. A
+        // keyed job is refused (no per-key limits here) rather than stored
+        // without its key's limits.
+        jq::storage::refuse_keys(&jobs)?;
         for job in &jobs {
             job.check_payload(self.max_payload_bytes)?;
         }
@@ -455,6 +458,7 @@ impl RoleStorage for IndexedStorage {
 impl PeriodicStorage for IndexedStorage {
     async fn fire(&self, fire: &Fire) -> Result<FireOutcome> {
         fire.check()?;
+        jq::storage::refuse_keys(&fire.jobs)?;
         for job in &fire.jobs {
             job.check_payload(self.max_payload_bytes)?;
         }

@@ -117,6 +117,9 @@ fn hand_back(job: &mut Job, now: Timestamp, delay: Duration) {
 impl Storage for MinimalStorage {
     async fn enqueue(&self, jobs: Vec<NewJob>) -> Result<Vec<JobId>> {
         // Size and NUL checks on every job before any is stored: all or none.
+        // A keyed job is refused: this backend does not keep per-key limits,
+        // and storing the job without them would drop them silently.
+        jq::storage::refuse_keys(&jobs)?;
         for job in &jobs {
             job.check_payload(DEFAULT_MAX_PAYLOAD_BYTES)?;
         }

@@ -133,6 +133,7 @@ pub(crate) fn retried(t: &mut Tables, id: JobId) {
 impl WorkflowStorage for IndexedStorage {
     async fn enqueue_workflow(&self, plan: &WorkflowPlan) -> Result<Vec<JobId>> {
         plan.check(self.max_payload_bytes)?;
+        jq::storage::refuse_keys(plan.steps.iter().map(|s| &s.job))?;
         let now = self.clock.now();
         {
             let mut t = self.begin();

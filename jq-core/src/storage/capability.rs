@@ -16,6 +16,7 @@
 //! | [`Capability::Throughput`] | [`ThroughputStorage`] | the dashboard's chart, `jqctl stats` |
 //! | [`Capability::Cancellation`] | [`CancelStorage`](super::CancelStorage) | cancelling running jobs, progress |
 //! | [`Capability::Workflows`] | [`WorkflowStorage`](super::WorkflowStorage) | results, dependencies, batches |
+//! | [`Capability::Keys`] | [`KeyStorage`](super::KeyStorage) | per-key limits, fair turns between keys |
 
 use std::time::Duration;
 
@@ -40,6 +41,7 @@ impl Capability {
             Capability::Throughput => storage.as_throughput().is_some(),
             Capability::Cancellation => storage.as_cancellation().is_some(),
             Capability::Workflows => storage.as_workflows().is_some(),
+            Capability::Keys => storage.as_keys().is_some(),
         }
     }
 }

@@ -119,6 +119,9 @@ macro_rules! forward_storage {
             fn as_workflows(&self) -> ::std::option::Option<&dyn $crate::storage::WorkflowStorage> {
                 $via!(self, s => $crate::storage::Storage::as_workflows(s))
             }
+            fn as_keys(&self) -> ::std::option::Option<&dyn $crate::storage::KeyStorage> {
+                $via!(self, s => $crate::storage::Storage::as_keys(s))
+            }
         }
     };
 }

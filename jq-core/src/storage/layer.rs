@@ -13,12 +13,14 @@ use super::cancel::{CancelAnswer, CancelStorage, ProgressReport};
 use super::capability::{
     Capability, ControlStorage, Election, Leader, PeriodicStorage, RoleStorage, ThroughputStorage, unsupported,
 };
+use super::keys::KeyStorage;
 use super::types::{Beat, ClaimRequest, Settled, Settlement, WorkSignal};
 use super::workflow::WorkflowStorage;
 use crate::clock::{Clock, Timestamp};
 use crate::control::{QueueInfo, QueueLimits};
 use crate::error::Result;
 use crate::job::{Job, JobId, LeaseRef, LeaseToken, NewJob, QueueName, State};
+use crate::keys::KeyReport;
 use crate::periodic::{Fire, FireOutcome, PeriodicInfo};
 use crate::workflow::{JobLinks, ParentResult, StepInfo, WorkflowId, WorkflowInfo, WorkflowPlan};
 use crate::{JobFilter, Stats, Throughput};
@@ -90,11 +92,17 @@ pub enum Operation {
     Workflow,
     /// [`WorkflowStorage::workflow_steps`].
     WorkflowSteps,
+    /// [`KeyStorage::set_key_limits`].
+    SetKeyLimits,
+    /// [`KeyStorage::clear_key_limits`].
+    ClearKeyLimits,
+    /// [`KeyStorage::keys`].
+    Keys,
 }
 
 impl Operation {
     /// Every operation.
-    pub const ALL: [Operation; 31] = [
+    pub const ALL: [Operation; 34] = [
         Operation::Enqueue,
         Operation::Claim,
         Operation::Settle,
@@ -126,6 +134,9 @@ impl Operation {
         Operation::ParentResults,
         Operation::Workflow,
         Operation::WorkflowSteps,
+        Operation::SetKeyLimits,
+        Operation::ClearKeyLimits,
+        Operation::Keys,
     ];
 
     /// The capability it belongs to; `None` for the core.
@@ -142,6 +153,7 @@ impl Operation {
             | Operation::ParentResults
             | Operation::Workflow
             | Operation::WorkflowSteps => Some(Capability::Workflows),
+            Operation::SetKeyLimits | Operation::ClearKeyLimits | Operation::Keys => Some(Capability::Keys),
             _ => None,
         }
     }
@@ -343,6 +355,22 @@ pub trait Layer: Send + Sync + 'static {
         let w = self.inner().as_workflows().ok_or_else(|| unsupported(Capability::Workflows))?;
         self.around(Operation::WorkflowSteps, w.workflow_steps(id)).await
     }
+
+    /// [`KeyStorage::set_key_limits`].
+    async fn set_key_limits(&self, queue: &QueueName, key: Option<&str>, limits: &QueueLimits) -> Result<()> {
+        let keys = self.inner().as_keys().ok_or_else(|| unsupported(Capability::Keys))?;
+        self.around(Operation::SetKeyLimits, keys.set_key_limits(queue, key, limits)).await
+    }
+    /// [`KeyStorage::clear_key_limits`].
+    async fn clear_key_limits(&self, queue: &QueueName, key: &str) -> Result<()> {
+        let keys = self.inner().as_keys().ok_or_else(|| unsupported(Capability::Keys))?;
+        self.around(Operation::ClearKeyLimits, keys.clear_key_limits(queue, key)).await
+    }
+    /// [`KeyStorage::keys`].
+    async fn keys(&self, queue: &QueueName, top: usize) -> Result<KeyReport> {
+        let keys = self.inner().as_keys().ok_or_else(|| unsupported(Capability::Keys))?;
+        self.around(Operation::Keys, keys.keys(queue, top)).await
+    }
 }
 
 #[async_trait]
@@ -409,6 +437,9 @@ impl<L: Layer> Storage for L {
     }
     fn as_workflows(&self) -> Option<&dyn WorkflowStorage> {
         self.inner().as_workflows().map(|_| self as &dyn WorkflowStorage)
+    }
+    fn as_keys(&self) -> Option<&dyn KeyStorage> {
+        self.inner().as_keys().map(|_| self as &dyn KeyStorage)
     }
 }
 
@@ -487,5 +518,18 @@ impl<L: Layer> WorkflowStorage for L {
     }
     async fn workflow_steps(&self, id: WorkflowId) -> Result<Vec<StepInfo>> {
         Layer::workflow_steps(self, id).await
+    }
+}
+
+#[async_trait]
+impl<L: Layer> KeyStorage for L {
+    async fn set_key_limits(&self, queue: &QueueName, key: Option<&str>, limits: &QueueLimits) -> Result<()> {
+        Layer::set_key_limits(self, queue, key, limits).await
+    }
+    async fn clear_key_limits(&self, queue: &QueueName, key: &str) -> Result<()> {
+        Layer::clear_key_limits(self, queue, key).await
+    }
+    async fn keys(&self, queue: &QueueName, top: usize) -> Result<KeyReport> {
+        Layer::keys(self, queue, top).await
     }
 }

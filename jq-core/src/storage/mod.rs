@@ -39,6 +39,7 @@
 mod cancel;
 mod capability;
 mod forward;
+mod keys;
 mod layer;
 pub(crate) mod types;
 mod workflow;
@@ -53,6 +54,7 @@ pub use capability::{
     Capability, ControlStorage, Election, Leader, PeriodicStorage, RoleStorage, ThroughputStorage, check_role,
     unsupported,
 };
+pub use keys::{KeyStorage, refuse_keys};
 pub use layer::{Layer, Operation};
 pub use types::{Beat, ClaimRequest, Outcome, Settled, Settlement, WorkSignal, check_purge_state, minute_of};
 pub use workflow::{WorkflowStorage, workflow_not_found};
@@ -60,7 +62,7 @@ pub use workflow::{WorkflowStorage, workflow_not_found};
 pub use crate::clock::{add, from_micros, sub, truncate_micros};
 pub use crate::control::{MAX_LIMIT, MAX_RATE_PERIOD, SEEN_TTL, allowance, seen_forgotten_at};
 pub use crate::id::LeaseToken;
-pub use crate::job::{LeaseRef, MAX_NAME_BYTES};
+pub use crate::job::{LeaseRef, MAX_KEY_BYTES, MAX_NAME_BYTES, check_key};
 pub use crate::redact::redact_url;
 pub use crate::text::{NUL_REPLACEMENT, storable_message};
 pub use crate::worker::MAINTENANCE_ROLE;
@@ -114,6 +116,9 @@ pub trait Storage: Send + Sync + 'static {
     /// - With [`ControlStorage`]: takes nothing from a paused queue, and no
     ///   more from a queue than its limits allow, checked in the same
     ///   atomic step; a job held back is not changed.
+    /// - With [`KeyStorage`]: a keyed job is taken only when its key's
+    ///   limits allow it, and a queue's keys are taken in turn (the
+    ///   contract's "Keyed jobs"); jobs without a key keep the order above.
     /// - A resend ([`ClaimRequest::resend`]) whose token already holds
     ///   Running jobs returns exactly those and claims nothing.
     /// - Everything taken is returned: a failure after jobs became Running
@@ -263,6 +268,12 @@ pub trait Storage: Send + Sync + 'static {
     fn as_workflows(&self) -> Option<&dyn WorkflowStorage> {
         None
     }
+
+    /// Keyed jobs ([`Capability::Keys`]), when the backend has them. A
+    /// backend without them refuses keyed jobs ([`refuse_keys`]).
+    fn as_keys(&self) -> Option<&dyn KeyStorage> {
+        None
+    }
 }
 
 /// Conveniences over [`Storage`]: one job at a time, the capabilities as
@@ -303,6 +314,11 @@ pub trait StorageExt: Storage {
     /// [`Storage::as_workflows`], or [`Error::Unsupported`].
     fn require_workflows(&self) -> Result<&dyn WorkflowStorage> {
         self.as_workflows().ok_or_else(|| unsupported(Capability::Workflows))
+    }
+
+    /// [`Storage::as_keys`], or [`Error::Unsupported`].
+    fn require_keys(&self) -> Result<&dyn KeyStorage> {
+        self.as_keys().ok_or_else(|| unsupported(Capability::Keys))
     }
 
     /// Enqueues one job and returns its id (the existing job's id when a

@@ -21,7 +21,67 @@ pub fn listed_name(capability: Capability) -> &'static str {
         Capability::Throughput => "throughput",
         Capability::Cancellation => "cancellation",
         Capability::Workflows => "workflows",
+        Capability::Keys => "keys",
         _ => "unknown",
+    }
+}
+
+/// Without keyed jobs, a keyed job is refused as Unsupported and nothing
+/// of its batch is stored: at enqueue, in a workflow's steps, and in a
+/// periodic job's tick. *Storing it without its key would drop the key's
+/// limits without a word.*
+async fn refuses_keyed_jobs<S: Storage>(storage: &S) {
+    let job = |queue: &str, key: Option<&str>| {
+        let builder = jq_core::NewJob::builder("k", jq_core::Payload::of(&()).expect("json")).queue(queue);
+        match key {
+            Some(key) => builder.key(key),
+            None => builder,
+        }
+        .build_at(storage.clock().now())
+        .expect("a job")
+    };
+    let unsupported = |got: &jq_core::Result<Vec<jq_core::JobId>>| {
+        matches!(got, Err(Error::Unsupported { capability: Capability::Keys }))
+    };
+    let batch = vec![job("no-keys", None), job("no-keys", Some("tenant-1"))];
+    let ids: Vec<jq_core::JobId> = batch.iter().map(|j| j.id).collect();
+    let got = storage.enqueue(batch).await;
+    assert!(unsupported(&got), "a keyed job on a backend without keys is Unsupported: {got:?}");
+    for id in ids {
+        assert!(matches!(storage.get(id).await, Err(Error::NotFound { .. })), "and nothing of its batch is stored");
+    }
+    if let Some(workflows) = storage.as_workflows() {
+        let plan = jq_core::workflow::Batch::new([job("no-keys", Some("tenant-1"))], job("no-keys", None))
+            .plan()
+            .expect("a plan");
+        let got = workflows.enqueue_workflow(&plan).await;
+        assert!(unsupported(&got), "a keyed step is Unsupported: {got:?}");
+        for id in plan.ids() {
+            assert!(matches!(storage.get(id).await, Err(Error::NotFound { .. })), "and no step is stored");
+        }
+    }
+    if let Some(periodic) = storage.as_periodic() {
+        let keyed = job("no-keys", Some("tenant-1"));
+        let id = keyed.id;
+        let now = storage.clock().now();
+        let fire = jq_core::periodic::Fire {
+            name: "keyed-tick".into(),
+            queue: keyed.queue.clone(),
+            spec: "every 60s".into(),
+            zone: "UTC".into(),
+            expected: None,
+            expected_trigger: None,
+            cursor: now,
+            jobs: vec![keyed],
+            missed: 0,
+            last_missed: None,
+        };
+        let got = periodic.fire(&fire).await;
+        assert!(
+            matches!(got, Err(Error::Unsupported { capability: Capability::Keys })),
+            "a keyed tick is Unsupported: {got:?}"
+        );
+        assert!(matches!(storage.get(id).await, Err(Error::NotFound { .. })), "and its job is not stored");
     }
 }
 
@@ -46,6 +106,7 @@ pub async fn declares_its_capabilities<H: Harness>(h: &H, listed: &[&str]) {
             Capability::Throughput => storage.require_throughput().err(),
             Capability::Cancellation => storage.require_cancellation().err(),
             Capability::Workflows => storage.require_workflows().err(),
+            Capability::Keys => storage.require_keys().err(),
             _ => None,
         };
         assert!(
@@ -78,6 +139,9 @@ pub async fn declares_its_capabilities<H: Harness>(h: &H, listed: &[&str]) {
         );
         assert_eq!(storage.get(id).await.expect("get").state, jq_core::State::Running, "and changes nothing");
         storage.ack(lease).await.expect("a plain ack still works");
+    }
+    if !Capability::Keys.of(&storage) {
+        refuses_keyed_jobs(&storage).await;
     }
     if !Capability::Periodic.of(&storage) {
         let every = Periodic::every("refused", Duration::from_secs(60))
