@@ -151,7 +151,9 @@ pub(crate) async fn stats(s: &Inner) -> Result<Stats> {
     if queues.is_empty() {
         return Ok(stats);
     }
-    let mut cmds = Vec::with_capacity(queues.len() * COUNTED.len());
+    // per queue: COUNTED, then its keyed Scheduled and Pending jobs (keys.rs)
+    let per = COUNTED.len() + 2;
+    let mut cmds = Vec::with_capacity(queues.len() * per);
     for q in &queues {
         let base = s.keys.base(q.as_str());
         for (_, key) in COUNTED {
@@ -159,12 +161,22 @@ pub(crate) async fn stats(s: &Inner) -> Result<Stats> {
             cmd.arg(format!("{base}{key}"));
             cmds.push(cmd);
         }
+        let mut scheduled = redis::cmd("ZCARD");
+        scheduled.arg(format!("{base}v2:kscheduled"));
+        let mut pending = redis::cmd("GET");
+        pending.arg(format!("{base}v2:kpending"));
+        cmds.extend([scheduled, pending]);
     }
-    let counts: Vec<u64> = s.query_each(cmds).await?;
-    for (q, chunk) in queues.iter().zip(counts.chunks(COUNTED.len())) {
+    let counts: Vec<Option<u64>> = s.query_each(cmds).await?;
+    for (q, chunk) in queues.iter().zip(counts.chunks(per)) {
         let mut c = StateCounts::default();
         for ((state, _), n) in COUNTED.iter().zip(chunk) {
-            c.set(*state, *n);
+            let keyed = match state {
+                State::Scheduled => chunk[COUNTED.len()],
+                State::Pending => chunk[COUNTED.len() + 1],
+                _ => None,
+            };
+            c.set(*state, n.unwrap_or(0) + keyed.unwrap_or(0));
         }
         if c.total() > 0 {
             stats.queues.insert(q.to_string(), c);

@@ -77,15 +77,28 @@ async fn claim_across_slots(s: &Inner, queues: &[&str], request: &ClaimRequest) 
             cmd
         })
         .collect();
-    let peeks: Vec<Vec<(i64, String)>> = s.query_each(peeks).await?;
-    let mut merged: Vec<(i64, String, usize)> = peeks
+    let peeks: Vec<Vec<(i64, String, String)>> = s.query_each(peeks).await?;
+    // Merged as claim.lua merges one slot's queues: by (priority desc,
+    // run_at, plain before keyed, then the id for plain jobs and the queue
+    // for keyed ones, whose peek gives their effective run_at and their
+    // order within the queue).
+    let mut merged: Vec<(i64, String, u8, String, usize, usize)> = peeks
         .into_iter()
         .enumerate()
-        .flat_map(|(qi, peek)| peek.into_iter().map(move |(score, member)| (score, member, qi)))
+        .flat_map(|(qi, peek)| {
+            peek.into_iter().enumerate().map(move |(at, (score, member, effective))| {
+                if effective.is_empty() {
+                    let run_at = member.get(..20).unwrap_or_default().to_owned();
+                    (score, run_at, 0, member, qi, at)
+                } else {
+                    (score, effective, 1, String::new(), qi, at)
+                }
+            })
+        })
         .collect();
     merged.sort_unstable();
     let mut counts = vec![0usize; queues.len()];
-    for (_, _, qi) in merged.iter().take(limit) {
+    for (.., qi, _) in merged.iter().take(limit) {
         counts[*qi] += 1;
     }
     let claims =
@@ -225,11 +238,12 @@ fn split_claimed(row: redis::Value) -> std::result::Result<Row, (Row, String)> {
             }
         }
     }
-    if fields.len() != CLAIMED_FIELDS {
-        bad.get_or_insert(format!(
-            "a field of the claimed job holds a NUL ({} fields, not {CLAIMED_FIELDS})",
-            fields.len()
-        ));
+    // a keyed job's row carries its key and "k" (a plain row's last field
+    // is the queue index, a number, whatever NULs its fields hold)
+    let expected =
+        if matches!(fields.last(), Some(Some(last)) if last == "k") { CLAIMED_FIELDS + 2 } else { CLAIMED_FIELDS };
+    if fields.len() != expected {
+        bad.get_or_insert(format!("a field of the claimed job holds a NUL ({} fields, not {expected})", fields.len()));
     }
     match bad {
         None => Ok(fields),
@@ -241,6 +255,11 @@ fn split_claimed(row: redis::Value) -> std::result::Result<Row, (Row, String)> {
 /// job whose fields are garbage can still be found (the script puts them
 /// last).
 fn claimed_id_and_queue(row: &[Option<String>], queues: &[&str]) -> Option<(JobId, QueueName)> {
+    // the id and queue index end the row, but for a keyed job's key and "k"
+    let row = match row {
+        [rest @ .., _, Some(k)] if k == "k" => rest,
+        row => row,
+    };
     let [.., Some(id), Some(queue)] = row else { return None };
     let queue = queues.get(queue.parse::<usize>().ok()?.checked_sub(1)?)?;
     Some((id.parse().ok()?, QueueName::new(*queue).ok()?))

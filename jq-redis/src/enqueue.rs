@@ -17,15 +17,12 @@ use crate::keys::{id_hex, slot};
 use crate::{Inner, error, scripts};
 
 /// Values per job after the script's 2 leading arguments.
-const PER_JOB: usize = 11;
+const PER_JOB: usize = 12;
 
 pub(crate) async fn enqueue(s: &Inner, jobs: Vec<NewJob>) -> Result<Vec<JobId>> {
     if jobs.is_empty() {
         return Ok(Vec::new());
     }
-    // No key field yet: a keyed job is refused rather than stored without
-    // its key's limits.
-    jq_core::storage::refuse_keys(&jobs)?;
     for job in &jobs {
         job.check_payload(s.config.max_payload_bytes)?;
     }
@@ -96,7 +93,7 @@ fn script_call(s: &Inner, jobs: &[NewJob], now: i64) -> redis::Cmd {
     cmd
 }
 
-/// Appends the 11 script values of `job` (`lua/enqueue.lua`) to `cmd`;
+/// Appends the 12 script values of `job` (`lua/enqueue.lua`) to `cmd`;
 /// `queue_index` is 1-based into the script's KEYS.
 pub(crate) fn job_args(cmd: &mut redis::Cmd, job: &NewJob, queue_index: usize, now: i64) {
     let hex = id_hex(job.id);
@@ -117,5 +114,6 @@ pub(crate) fn job_args(cmd: &mut redis::Cmd, job: &NewJob, queue_index: usize, n
         .arg(job.unique_key.as_deref().unwrap_or(""))
         .arg(&member)
         .arg(job.trace.as_ref().map_or("", |t| t.as_stored()))
-        .arg(job.timeout.map_or(String::new(), |t| t.as_millis().to_string()));
+        .arg(job.timeout.map_or(String::new(), |t| t.as_millis().to_string()))
+        .arg(job.key.as_deref().unwrap_or(""));
 }

@@ -32,6 +32,14 @@
 //! | `P:{P:Q}:control` | hash | the queue's control (`ControlStorage::set_paused`, `set_limits`): `paused_at concurrency rate_limit rate_period` (microseconds); absent when nothing is set |
 //! | `P:{P:Q}:starts` | sorted set | the rate limit's log: one member `<token>:<id>` per start, score its instant; claim drops those that left the window |
 //! | `P:{P:Q}:seen` | hash | worker -> `<instant>:<1 if paused>` of its latest claim that met a control |
+//! | `P:{P:Q}:v2:kready:<K>` | sorted set | key `K`'s Pending jobs (keyed jobs are never in `ready` or `scheduled`): score `-priority`, member as in `ready`, so within a priority lexicographic = (run_at, id) |
+//! | `P:{P:Q}:v2:krot` | sorted set | the rotation's members: one per (priority, key) with a Pending job, score 0, member `<5000000000 - priority, 11 digits><K>`, so `ZRANGE` gives the priorities from the highest and each priority's keys in byte order (`kmember` in `lua/common.lua`) |
+//! | `P:{P:Q}:v2:kscheduled` | sorted set | keyed Scheduled jobs, score run_at (promote and claim make the due ones Pending, run_at kept) |
+//! | `P:{P:Q}:v2:kpending` | string | how many keyed jobs are Pending (for `stats`) |
+//! | `P:{P:Q}:v2:krun` | hash | key -> its Running jobs (expired leases included until recover or a late ack); every move into Running (claim) and out of it (`leave` in `lua/common.lua`, and the ack batch) keeps it |
+//! | `P:{P:Q}:v2:kcursor` | hash | priority (its 11 digits) -> the key the rotation served last there |
+//! | `P:{P:Q}:v2:klimits` | hash | key limits: `""` the queue's default, `<K>` key K's override; `concurrency rate_limit rate_period` (microseconds), `""` when none |
+//! | `P:{P:Q}:v2:kstarts:<K>` | sorted set | key K's start log while its limits have a rate: member `<token>:<id>`, score its start; claim drops those that left the window |
 //! | `P:queues` | set | registry of queue names (its own slot) |
 //! | `P:role:{P:role:R}` | hash | the holder of role `R` (`RoleStorage::elect`): `token holder expires_at`; deleted on resign; the role in its own hash tag |
 //! | `P:roles` | set | registry of role names ever elected (its own slot), for `leaders` |
@@ -39,8 +47,29 @@
 //! | `P:schedules` | hash | registry of periodic jobs: name -> queue (its own slot), for `periodic` and `trigger` |
 //! | `P:wake` | pub/sub channel | published by the scripts that make a job Pending |
 //!
-//! A job is in exactly one of `waiting`, `ready`, `scheduled`, `leases`,
-//! `done:*`, the one its `state` names; every script keeps that so.
+//! A job is in exactly one of `waiting`, `ready` (or its key's `kready:<K>`),
+//! `scheduled` (or `kscheduled`), `leases`, `done:*`, the one its `state`
+//! names; every script keeps that so.
+//!
+//! # Keyed jobs
+//!
+//! A keyed job's state value has a tenth field, its key, after its flow
+//! (`""` when it is no workflow step); a plain job's value is as before,
+//! so scripts learn a job's key from the value they read anyway. Keyed
+//! jobs stay out of `ready` and `scheduled`: a claim costs a queue one
+//! `EXISTS` of `v2:krot` and `v2:kscheduled` more, and only a queue with a
+//! keyed job walks its rotation (`rotations()` in `lua/common.lua`): for
+//! each priority from the highest, the keys after the cursor in byte order,
+//! wrapping around, each checked against its limits (`v2:krun`, its start
+//! log) before its head (`ZRANGEBYSCORE` of its `kready` at that priority)
+//! is read; the merge with the plain jobs and the other queues' rotations
+//! is the contract's. On Redis Cluster a keyed job lives in its queue's
+//! slot (the key does not pick one); a claim over several slots merges the
+//! queues' peeks, which give keyed jobs their effective run_at.
+//!
+//! The keyed structures are new keys beside the v2 layout, which did not
+//! change: a queue stored by the jq before keyed jobs needs no migration,
+//! and its jobs in flight are claimed and settled as they were.
 //!
 //! `v2:jobs` and `v2:states` also hold a field `""` (no id is empty) whose
 //! long value keeps them hashtables: Redis would keep a hash of a few
@@ -175,6 +204,14 @@ impl Keys {
             "starts",
             "seen",
             "seen_gc",
+            "v2:kscheduled",
+            "v2:krot",
+            "v2:kpending",
+            "v2:krun",
+            "v2:kcursor",
+            "v2:klimits",
+            "v2:kready:some-key",
+            "v2:kstarts:some-key",
         ]
         .iter()
         .map(|k| format!("{base}{k}"))

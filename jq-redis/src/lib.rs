@@ -123,6 +123,7 @@ mod election;
 mod enqueue;
 mod error;
 mod eviction;
+mod keyed;
 pub mod keys;
 mod listener;
 mod liveness;
@@ -532,6 +533,24 @@ impl Storage for RedisStorage {
     }
     fn as_workflows(&self) -> Option<&dyn jq_core::storage::WorkflowStorage> {
         Some(self)
+    }
+    fn as_keys(&self) -> Option<&dyn jq_core::storage::KeyStorage> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl jq_core::storage::KeyStorage for RedisStorage {
+    async fn set_key_limits(&self, queue: &QueueName, key: Option<&str>, limits: &QueueLimits) -> Result<()> {
+        keyed::set(&self.inner, queue, key, limits).await
+    }
+
+    async fn clear_key_limits(&self, queue: &QueueName, key: &str) -> Result<()> {
+        keyed::clear(&self.inner, queue, key).await
+    }
+
+    async fn keys(&self, queue: &QueueName, top: usize) -> Result<jq_core::KeyReport> {
+        keyed::report(&self.inner, queue, top).await
     }
 }
 

@@ -126,7 +126,6 @@ async fn finish_move(s: &Inner, name: &str, row: &HashMap<String, String>, to: &
 /// One step.
 pub(crate) async fn fire(s: &Inner, fire: &Fire) -> Result<FireOutcome> {
     fire.check()?;
-    jq_core::storage::refuse_keys(&fire.jobs)?;
     for job in &fire.jobs {
         job.check_payload(s.config.max_payload_bytes)?;
     }

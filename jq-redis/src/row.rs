@@ -42,13 +42,14 @@ struct Stored {
     cancel_at: Option<String>,
     cancel_reason: Option<String>,
     progress: Option<String>,
+    key: Option<String>,
 }
 
 /// Decodes one job of a `claim.lua` reply: kind, payload, priority,
 /// max_attempts, created_at, trace, attempts, run_at, unique_key, errors,
 /// timeout_ms, cancel_at, cancel_reason, progress (`None` when absent),
 /// then the id and the queue's 1-based index into
-/// `queues`. The job is Running under `lease`, which the claim sent, so
+/// `queues`, and a keyed job's key. The job is Running under `lease`, which the claim sent, so
 /// none of it is read back or parsed again per job.
 pub(crate) fn decode_claimed(row: Vec<Option<String>>, queues: &[&str], lease: &Lease) -> Result<Job> {
     let mut values = row.into_iter();
@@ -77,6 +78,8 @@ pub(crate) fn decode_claimed(row: Vec<Option<String>>, queues: &[&str], lease: &
     };
     stored.id = Some(id);
     stored.queue = Some((*queue).to_owned());
+    // a keyed job's row has its key next, then "k" (claim.lua)
+    stored.key = next();
     stored.state = Some("running".to_owned());
     build(stored, Some(lease))
 }
@@ -108,6 +111,7 @@ pub(crate) fn decode(flat: Vec<String>, queue: &QueueName) -> Result<Job> {
             "cancel_at" => &mut stored.cancel_at,
             "cancel_reason" => &mut stored.cancel_reason,
             "progress" => &mut stored.progress,
+            "key" => &mut stored.key,
             _ => continue,
         };
         *slot = Some(v);
@@ -199,8 +203,7 @@ fn build(stored: Stored, claimed: Option<&Lease>) -> Result<Job> {
         lease,
         errors,
         unique_key,
-        // No key field yet: Redis refuses keyed jobs at enqueue.
-        key: None,
+        key: stored.key.filter(|k| !k.is_empty()),
         trace,
         timeout,
         cancel_requested,

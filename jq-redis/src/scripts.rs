@@ -43,9 +43,10 @@ script!(CANCEL_REQUEST, "lua/cancel_request.lua");
 script!(PROGRESS, "lua/progress.lua");
 script!(WORKFLOW_ENQUEUE, "lua/workflow_enqueue.lua");
 script!(WORKFLOW_READ, "lua/workflow_read.lua");
+script!(KEY_LIMITS, "lua/key_limits.lua");
 
 /// Every script, for `SCRIPT LOAD` at connect and after a NOSCRIPT.
-pub(crate) fn all() -> [&'static Lua; 24] {
+pub(crate) fn all() -> [&'static Lua; 25] {
     [
         &ENQUEUE,
         &CLAIM,
@@ -71,6 +72,7 @@ pub(crate) fn all() -> [&'static Lua; 24] {
         &PROGRESS,
         &WORKFLOW_ENQUEUE,
         &WORKFLOW_READ,
+        &KEY_LIMITS,
     ]
 }
 

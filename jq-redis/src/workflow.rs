@@ -55,11 +55,10 @@ fn parse_state(s: &str) -> Result<State> {
 }
 
 /// Values per step after the script's 4 leading arguments.
-const PER_STEP: usize = 15;
+const PER_STEP: usize = 16;
 
 pub(crate) async fn enqueue(s: &Inner, plan: &WorkflowPlan) -> Result<Vec<JobId>> {
     plan.check(s.config.max_payload_bytes)?;
-    jq_core::storage::refuse_keys(plan.steps.iter().map(|s| &s.job))?;
     // The queues in first-seen order: the first step's holds the summary.
     let mut names: Vec<&str> = Vec::new();
     let mut index: HashMap<&str, usize> = HashMap::new();
@@ -126,7 +125,8 @@ pub(crate) async fn enqueue(s: &Inner, plan: &WorkflowPlan) -> Result<Vec<JobId>
             .arg(flow)
             .arg(node)
             .arg(parents.join("\0"))
-            .arg(kids.join("\0"));
+            .arg(kids.join("\0"))
+            .arg(job.key.as_deref().unwrap_or(""));
     }
     debug_assert_eq!(cmd.args_iter().count(), 3 + bases.len() + 4 + PER_STEP * plan.steps.len());
     let reply = crate::enqueue::registered_then(s, &names, cmd).await?;

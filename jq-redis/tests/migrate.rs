@@ -264,3 +264,95 @@ async fn a_live_job_of_the_older_layout_keeps_its_unique_key() {
     assert_eq!(s.enqueue_one(third).await.unwrap(), third_id, "free once both are done");
     common::drop_prefix(&prefix).await;
 }
+
+/// A queue stored by the build before keyed jobs (layout v2 with no key
+/// field) needs no migration: its Pending, due Scheduled and Running jobs,
+/// written here as that build wrote them, are claimed, recovered and
+/// settled beside keyed jobs of the same queue, and `keys()` and `stats`
+/// count both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_stored_before_keyed_jobs_stay_claimable_beside_them() {
+    jq_testkit::needs!(redis);
+    let prefix = common::prefix();
+    let clock = ManualClock::starting_now();
+    let now = clock.now().timestamp_micros();
+    let keys = jq_redis::Keys::new(&prefix);
+    let base = keys.base("q");
+    let (pending, scheduled, running) = (JobId::new(), JobId::new(), JobId::new());
+    let mut conn = redis::Client::open(common::url()).unwrap().get_multiplexed_async_connection().await.unwrap();
+    let mut pipe = redis::pipe();
+    pipe.cmd("SADD").arg(keys.registry()).arg("q").ignore();
+    let token = LeaseToken::new();
+    for (id, state, run_at, lease) in [
+        (pending, "pending", now - 3_000_000, String::new()),
+        (scheduled, "scheduled", now - 2_000_000, String::new()),
+        (running, "running", now - 4_000_000, format!("{}\0{token}\0old-worker", now - 1_000_000)),
+    ] {
+        let hex = id_hex(id);
+        let lease = if lease.is_empty() { "\0\0".to_owned() } else { lease };
+        pipe.cmd("HSET")
+            .arg(keys.jobs("q"))
+            .arg(&hex)
+            .arg(format!("old\0{{}}\x001\x003\0{}\0", now - 5_000_000))
+            .ignore();
+        let attempts = if state == "running" { 1 } else { 0 };
+        pipe.cmd("HSET")
+            .arg(keys.states("q"))
+            .arg(&hex)
+            .arg(format!("{state}\0{attempts}\0{run_at}\0\0{lease}\0"))
+            .ignore();
+        pipe.cmd("ZADD").arg(format!("{base}v2:ids")).arg(0).arg(&hex).ignore();
+        match state {
+            "pending" => pipe.cmd("ZADD").arg(format!("{base}v2:ready")).arg(-1).arg(format!("{run_at:020}{hex}")),
+            "scheduled" => pipe.cmd("ZADD").arg(format!("{base}v2:scheduled")).arg(run_at).arg(&hex),
+            _ => pipe.cmd("ZADD").arg(format!("{base}v2:leases")).arg(now - 1_000_000).arg(&hex),
+        };
+        pipe.ignore();
+    }
+    let () = pipe.query_async(&mut conn).await.unwrap();
+
+    let s = common::connect(&prefix, clock.clock()).await;
+    let keyed: Vec<jq_core::NewJob> = (0..2)
+        .map(|i| {
+            jq_core::NewJob::builder("new", jq_core::Payload::from_json(&format!("{{\"i\":{i}}}")).unwrap())
+                .queue("q")
+                .key("tenant")
+                .build_at(clock.now())
+                .unwrap()
+        })
+        .collect();
+    s.enqueue(keyed).await.unwrap();
+    jq_core::storage::KeyStorage::set_key_limits(
+        &s,
+        &QueueName::new("q").unwrap(),
+        None,
+        &jq_core::QueueLimits { concurrency: Some(1), rate: None },
+    )
+    .await
+    .unwrap();
+    let stats = s.stats().await.unwrap();
+    assert_eq!(
+        [State::Pending, State::Scheduled, State::Running].map(|st| stats.total(st)),
+        [3, 1, 1],
+        "the older build's jobs and the keyed ones are counted"
+    );
+    assert_eq!(s.recover().await.unwrap(), 1, "the older build's expired lease is recovered");
+    let claimed = s.claim(&request(10)).await.unwrap();
+    let mut ids: Vec<JobId> = claimed.iter().filter(|j| j.key.is_none()).map(|j| j.id).collect();
+    ids.sort();
+    let mut expected = vec![pending, scheduled, running];
+    expected.sort();
+    assert_eq!(ids, expected, "every job of the older build is claimed");
+    assert_eq!(claimed.iter().filter(|j| j.key.is_some()).count(), 1, "one keyed job: its key's concurrency is 1");
+    for job in &claimed {
+        s.ack(job.lease_ref().unwrap()).await.unwrap();
+    }
+    let report = jq_core::storage::KeyStorage::keys(&s, &QueueName::new("q").unwrap(), 10).await.unwrap();
+    assert_eq!(
+        report.busiest.iter().map(|k| (k.key.as_str(), k.running, k.pending)).collect::<Vec<_>>(),
+        [("tenant", 0, 1)]
+    );
+    let last = s.claim(&request(10)).await.unwrap();
+    assert_eq!((last.len(), last[0].key.as_deref()), (1, Some("tenant")), "the key's slot came back with the ack");
+    common::drop_prefix(&prefix).await;
+}

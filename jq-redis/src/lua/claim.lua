@@ -72,6 +72,18 @@ for q = 1, #KEYS do
   allow[q] = a
 end
 
+-- Keyed jobs (keys.rs): a queue with an allowance costs one EXISTS more,
+-- which tells whether it holds a keyed Pending or Scheduled job; only then
+-- does the claim walk its rotation (keyed_claim below).
+local keyed = {}
+local any_keyed = false
+for q = 1, #KEYS do
+  if allow[q] > 0 and redis.call('EXISTS', KEYS[q] .. 'v2:krot', KEYS[q] .. 'v2:kscheduled') > 0 then
+    keyed[q] = true
+    any_keyed = true
+  end
+end
+
 local candidates = {}
 -- rows of the candidates buried before the loop below (see the header)
 local buried = {}
@@ -85,7 +97,7 @@ for q = 1, #KEYS do
     -- Due Scheduled jobs are claimable too; they are candidates as they are
     -- (claim changes no job it does not take), read up to the bound.
     local due = redis.call('ZRANGEBYSCORE', base .. 'v2:scheduled', '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', '0', ARGV[5])
-    if #KEYS == 1 and #due == 0 then
+    if #KEYS == 1 and #due == 0 and not any_keyed then
       -- The common case, one queue with no due Scheduled job: ready's order
       -- is claim order and every candidate is taken, so they are read and
       -- removed by rank (cheaper than ZREM of each member; and ZPOPMIN's
@@ -143,24 +155,81 @@ for q = 1, #KEYS do
   picked[q] = {}
 end
 local taken = {}
-for _, c in ipairs(candidates) do
-  if count >= limit then break end
+-- Takes plain candidate `c`.
+local function take_plain(c)
   local member, base, q = c[2], c[3], c[5]
-  -- a queue's candidates past its allowance are left as they are
-  if (taken[q] or 0) < allow[q] then
-    taken[q] = (taken[q] or 0) + 1
-    count = count + 1
-    local id = c[4] or string.sub(member, 21)
-    if c[4] then
-      redis.call('ZREM', base .. 'v2:scheduled', id)
-    elseif not popped then
-      local r = removed[q]
-      if not r then r = {}; removed[q] = r end
-      r[#r + 1] = member
+  taken[q] = (taken[q] or 0) + 1
+  count = count + 1
+  local id = c[4] or string.sub(member, 21)
+  if c[4] then
+    redis.call('ZREM', base .. 'v2:scheduled', id)
+  elseif not popped then
+    local r = removed[q]
+    if not r then r = {}; removed[q] = r end
+    r[#r + 1] = member
+  end
+  local p = picked[q]
+  p[#p + 1] = id
+  p[#p + 1] = count
+end
+-- per queue index: id -> key of the keyed jobs taken, and the keys whose
+-- limits have a rate (their starts are logged)
+local key_of, key_rated = {}, {}
+if not any_keyed then
+  for _, c in ipairs(candidates) do
+    if count >= limit then break end
+    -- a queue's candidates past its allowance are left as they are
+    if (taken[c[5]] or 0) < allow[c[5]] then take_plain(c) end
+  end
+else
+  -- The merge of the plain candidates (in claim order) with each keyed
+  -- queue's rotation (docs/CONTRACT.md, "Keyed jobs"; the reference model
+  -- is jq-testkit's memory/keys.rs): the smallest of the streams' next
+  -- jobs by (priority desc, effective run_at, plain before keyed, queue
+  -- name; KEYS are in queue name order), where a rotation job's effective
+  -- run_at is the latest run_at its rotation yielded at that priority in
+  -- this claim.
+  local K = rotations()
+  local rot = {}
+  for q = 1, #KEYS do
+    if keyed[q] then
+      local base = KEYS[q]
+      key_of[q], key_rated[q] = {}, {}
+      -- due keyed Scheduled jobs are claimable: Pending now, run_at kept
+      -- (what promote does), so the rotation holds every claimable job
+      local due = redis.call('ZRANGEBYSCORE', base .. 'v2:kscheduled', '-inf', ARGV[1], 'LIMIT', '0', ARGV[5])
+      for _, id in ipairs(due) do
+        redis.call('ZREM', base .. 'v2:kscheduled', id)
+        local st = read_state(base, id)
+        if st then
+          local priority, run_at = int(read_body(base, id).priority), int(st.run_at)
+          if priority and run_at then
+            make_pending(base, id, st, priority, run_at)
+          else
+            local reason = 'job ' .. id .. ' is corrupt in storage: '
+              .. (priority and unusable('run_at', st.run_at) or unusable('priority', read_body(base, id).priority))
+              .. ' (found when it was due)'
+            bury_corrupt(base, id, st, int(st.attempts), now, reason)
+            buried[#buried + 1] = { 'corrupt', id, reason }
+          end
+        end
+      end
+      rot[q] = K.open(base, limit, now, false)
     end
-    local p = picked[q]
-    p[#p + 1] = id
-    p[#p + 1] = count
+  end
+  K.merge(candidates, rot, #KEYS, limit, function(q) return (taken[q] or 0) < allow[q] end, take_plain,
+    function(q, key, member, rated)
+      if rated then key_rated[q][key] = true end
+      taken[q] = (taken[q] or 0) + 1
+      count = count + 1
+      local id = string.sub(member, 21)
+      key_of[q][id] = key
+      local p = picked[q]
+      p[#p + 1] = id
+      p[#p + 1] = count
+    end)
+  for q = 1, #KEYS do
+    if rot[q] then K.finish(rot[q]) end
   end
 end
 for q, r in pairs(removed) do
@@ -231,12 +300,26 @@ for q = 1, #KEYS do
           -- ends 3 NULs after p4, then finished_at ("") and, for a
           -- workflow step only, "\0" and its flow (common.lua), kept
           -- and counted in its workflow's summary.
+          -- a job the rotation took (only those are keyed)
+          local key = key_of[q] and key_of[q][id]
           if #state > p4 + 3 then
             -- a step's empty finished_at: its flow starts 5 bytes on
             local flow = string.byte(state, p4 + 4) == 0 and sub(state, p4 + 5)
               or string.match(sub(state, p4 + 4), '^%Z*%z(.*)$')
+            -- a keyed job's key follows its flow ("" when no step)
+            local p9 = key and flow and find(flow, '\0', 1, true)
+            if p9 then flow = sub(flow, 1, p9 - 1) end
             if flow and flow ~= '' then
               (flow_lib or workflows()).later(base, flow, sub(state, 1, p1 - 1), 'running')
+            end
+            if key then
+              writes[#writes + 1] = head .. now_attempts .. middle .. tail .. '\0' .. flow .. '\0' .. key
+              -- its key's Running count and, under a rate, its start
+              redis.call('HINCRBY', base .. 'v2:krun', key, '1')
+              if key_rated[q] and key_rated[q][key] then
+                redis.call('ZADD', base .. 'v2:kstarts:' .. key, ARGV[1], token .. ':' .. id)
+              end
+            elseif flow and flow ~= '' then
               writes[#writes + 1] = head .. now_attempts .. middle .. tail .. '\0' .. flow
             else
               writes[#writes + 1] = head .. now_attempts .. middle .. tail
@@ -248,6 +331,9 @@ for q = 1, #KEYS do
           leased[#leased + 1] = id
           rows[at[i]] = body .. '\0' .. now_attempts .. middle .. '\0' .. (errors[i] or '')
             .. '\0' .. (extras[i] or '\0\0\0') .. '\0' .. id .. '\0' .. qi
+          -- a keyed job's row ends with its key and "k" (claim.rs tells a
+          -- keyed row from a field holding a NUL by that last field)
+          if key then rows[at[i]] = rows[at[i]] .. '\0' .. key .. '\0k' end
           if rated[q] then
             redis.call('ZADD', base .. 'starts', ARGV[1], token .. ':' .. id)
           end

@@ -117,16 +117,83 @@ end
 local function read_state(base, id)
   local v = redis.call('HGET', base .. 'v2:states', id)
   if not v then return nil end
-  local f = split(v, 9)
+  local f = split(v, 10)
   return { state = f[1], attempts = f[2], run_at = f[3], unique_key = f[4], lease_expires_at = f[5],
-    lease_token = f[6], lease_worker = f[7], finished_at = f[8], flow = f[9] }
+    lease_token = f[6], lease_worker = f[7], finished_at = f[8], flow = f[9], key = f[10] }
 end
 
+-- A keyed job's state value has a tenth field, its key (keys.rs), after
+-- its flow ("" for a job that is no workflow step): a plain job's value
+-- keeps its 8 (or 9) fields.
 local function pack_state(s)
   local v = s.state .. '\0' .. s.attempts .. '\0' .. s.run_at .. '\0' .. s.unique_key .. '\0' .. s.lease_expires_at
     .. '\0' .. s.lease_token .. '\0' .. s.lease_worker .. '\0' .. s.finished_at
-  if s.flow and s.flow ~= '' then v = v .. '\0' .. s.flow end
+  if s.key and s.key ~= '' then
+    v = v .. '\0' .. (s.flow or '') .. '\0' .. s.key
+  elseif s.flow and s.flow ~= '' then
+    v = v .. '\0' .. s.flow
+  end
   return v
+end
+
+-- Keyed jobs (keys.rs, "Keyed jobs"). A keyed job is never in `v2:ready`
+-- or `v2:scheduled`: Pending, it is in its key's `v2:kready:<key>` (score
+-- -priority, member as in ready) and its (priority, key) in `v2:krot`
+-- (score 0, member kmember(priority, key), so ZRANGEBYLEX walks a
+-- priority's keys in byte order, the highest priority first); Scheduled,
+-- in `v2:kscheduled` (score run_at, member id). `v2:kpending` counts the
+-- Pending ones (stats), `v2:krun` the Running ones per key.
+
+-- The rotation member of (priority, key): 11 digits that order the
+-- priorities from the highest, then the key.
+local function kmember(priority, key)
+  return string.format('%011d', 5000000000 - priority) .. key
+end
+
+-- Keyed job `id` (key `key`, priority, ready member) becomes Pending.
+local function kready_add(base, key, priority, member)
+  redis.call('ZADD', base .. 'v2:kready:' .. key, fmt(-priority), member)
+  redis.call('ZADD', base .. 'v2:krot', '0', kmember(priority, key))
+  redis.call('INCR', base .. 'v2:kpending')
+end
+
+-- Removes `members` (ready members) of key `key` from its Pending set,
+-- and the key's rotation member of every priority left without a job.
+local function kready_remove(base, key, members)
+  local set = base .. 'v2:kready:' .. key
+  local scores = {}
+  local gone = 0
+  for _, member in ipairs(members) do
+    local s = redis.call('ZSCORE', set, member)
+    if s then
+      scores[s] = true
+      gone = gone + 1
+    end
+  end
+  if gone == 0 then return end
+  for i = 1, #members, 1000 do
+    redis.call('ZREM', set, unpack(members, i, math.min(i + 999, #members)))
+  end
+  redis.call('DECRBY', base .. 'v2:kpending', fmt(gone))
+  for s in pairs(scores) do
+    if redis.call('ZCOUNT', set, s, s) == 0 then
+      redis.call('ZREM', base .. 'v2:krot', kmember(-tonumber(s), key))
+    end
+  end
+end
+
+-- A keyed job leaves Running: its key's count goes down.
+local function krun_leave(base, key)
+  if redis.call('HINCRBY', base .. 'v2:krun', key, '-1') <= 0 then
+    redis.call('HDEL', base .. 'v2:krun', key)
+  end
+end
+
+-- A job (state table `st`, its state still the one it leaves) moves to
+-- another state: a keyed job leaving Running frees its key's slot. Every
+-- move out of Running but claim's batch ack goes through here.
+local function leave(base, st)
+  if st.key and st.key ~= '' and st.state == 'running' then krun_leave(base, st.key) end
 end
 
 local function write_state(base, id, s)
@@ -175,7 +242,7 @@ local function job_fields(base, id)
     end
   end
   for _, name in ipairs({ 'state', 'attempts', 'run_at', 'unique_key', 'lease_expires_at', 'lease_token',
-    'lease_worker', 'finished_at' }) do
+    'lease_worker', 'finished_at', 'key' }) do
     put(name, st[name])
   end
   local b = read_body(base, id)
@@ -197,9 +264,13 @@ end
 -- Removes a job from the index of the state it is in.
 local function unindex(base, id, st)
   if st.state == 'pending' then
-    redis.call('ZREM', base .. 'v2:ready', ready_member(int(st.run_at) or 0, id))
+    if st.key and st.key ~= '' then
+      kready_remove(base, st.key, { ready_member(int(st.run_at) or 0, id) })
+    else
+      redis.call('ZREM', base .. 'v2:ready', ready_member(int(st.run_at) or 0, id))
+    end
   elseif st.state == 'scheduled' then
-    redis.call('ZREM', base .. 'v2:scheduled', id)
+    redis.call('ZREM', base .. (st.key and st.key ~= '' and 'v2:kscheduled' or 'v2:scheduled'), id)
   elseif st.state == 'running' then
     redis.call('ZREM', base .. 'v2:leases', id)
   elseif st.state == 'waiting' then
@@ -223,18 +294,24 @@ end
 
 local function make_pending(base, id, st, priority, run_at)
   if st.flow and st.flow ~= '' then workflows().count(base, st.flow, st.state, 'pending') end
+  leave(base, st)
   st.state, st.run_at, st.finished_at = 'pending', fmt(run_at), ''
   clear_lease(st)
   write_state(base, id, st)
-  redis.call('ZADD', base .. 'v2:ready', fmt(-tonumber(priority)), ready_member(run_at, id))
+  if st.key and st.key ~= '' then
+    kready_add(base, st.key, tonumber(priority), ready_member(run_at, id))
+  else
+    redis.call('ZADD', base .. 'v2:ready', fmt(-tonumber(priority)), ready_member(run_at, id))
+  end
 end
 
 local function make_scheduled(base, id, st, run_at)
   if st.flow and st.flow ~= '' then workflows().count(base, st.flow, st.state, 'scheduled') end
+  leave(base, st)
   st.state, st.run_at, st.finished_at = 'scheduled', fmt(run_at), ''
   clear_lease(st)
   write_state(base, id, st)
-  redis.call('ZADD', base .. 'v2:scheduled', fmt(run_at), id)
+  redis.call('ZADD', base .. (st.key and st.key ~= '' and 'v2:kscheduled' or 'v2:scheduled'), fmt(run_at), id)
 end
 
 -- The workflow helpers (see `workflows` above), built on first use.
@@ -445,9 +522,10 @@ workflows = function()
         end
         v = states[j]
         if v then
-          local f = split(v, 9)
+          local f = split(v, 10)
           g.states[cid] = { state = f[1], attempts = f[2], run_at = f[3], unique_key = f[4],
-            lease_expires_at = f[5], lease_token = f[6], lease_worker = f[7], finished_at = f[8], flow = f[9] }
+            lease_expires_at = f[5], lease_token = f[6], lease_worker = f[7], finished_at = f[8], flow = f[9],
+            key = f[10] }
         end
       end
       -- the edges of this queue already released: only Dead or Cancelled
@@ -633,6 +711,209 @@ workflows = function()
   return F
 end
 
+-- Keyed jobs' rotations (docs/CONTRACT.md, "Keyed jobs"; the reference
+-- model is jq-testkit's memory/keys.rs), built on first use like
+-- workflows(): claim.lua and peek.lua call it only for a queue that holds
+-- a keyed Pending or Scheduled job, so plain jobs' scripts pay for one
+-- closure. A rotation `r` is one queue's view for one claim: its key
+-- limits, its (priority, key) members, its cursors, and what the claim
+-- took so far.
+local keyed_lib
+local function rotations()
+  if keyed_lib then return keyed_lib end
+  local K = {}
+
+  -- Queue `base`'s rotation for a claim of at most `limit` jobs at `now`;
+  -- `readonly` (peek.lua): its rate logs are counted, not trimmed.
+  function K.open(base, limit, now, readonly)
+    -- the limits: '' the default, else a key's override;
+    -- "concurrency\0rate_limit\0rate_period", "" for none
+    local limits = {}
+    local flat = redis.call('HGETALL', base .. 'v2:klimits')
+    for i = 1, #flat, 2 do
+      local f = split(flat[i + 1], 3)
+      limits[flat[i]] = { tonumber(f[1]), tonumber(f[2]), tonumber(f[3]) }
+    end
+    -- the rotation's members: per priority (highest first) its keys in
+    -- byte order
+    local prios, keys_at = {}, {}
+    for _, m in ipairs(redis.call('ZRANGE', base .. 'v2:krot', '0', '-1')) do
+      local enc = string.sub(m, 1, 11)
+      local list = keys_at[enc]
+      if not list then
+        list = {}
+        keys_at[enc] = list
+        prios[#prios + 1] = enc
+      end
+      list[#list + 1] = string.sub(m, 12)
+    end
+    local cursors = {}
+    flat = redis.call('HGETALL', base .. 'v2:kcursor')
+    for i = 1, #flat, 2 do cursors[flat[i]] = flat[i + 1] end
+    return { base = base, limit = limit, now = now, readonly = readonly, limits = limits, prios = prios,
+      keys_at = keys_at, cursors = cursors, heads = {}, load = {}, yielded = {}, moved = {}, removed = {},
+      pos = {} }
+  end
+
+  -- A key's limits in rotation `r`, as { concurrency, rate, period } (nil
+  -- when none).
+  local function limits_of(r, key)
+    return r.limits[key] or r.limits[''] or {}
+  end
+  -- A key's load: { running, started } counting this claim's takes.
+  local function load_of(r, key)
+    local l = r.load[key]
+    if l then return l end
+    local running = tonumber(redis.call('HGET', r.base .. 'v2:krun', key)) or 0
+    local started = 0
+    local lim = limits_of(r, key)
+    if lim[2] and lim[3] then
+      local log = r.base .. 'v2:kstarts:' .. key
+      if r.readonly then
+        started = redis.call('ZCOUNT', log, '(' .. fmt(r.now - lim[3]), '+inf')
+      else
+        redis.call('ZREMRANGEBYSCORE', log, '-inf', fmt(r.now - lim[3]))
+        started = redis.call('ZCARD', log)
+      end
+    end
+    l = { running, started }
+    r.load[key] = l
+    return l
+  end
+  local function eligible(r, key)
+    local lim = limits_of(r, key)
+    local l = load_of(r, key)
+    if lim[1] and l[1] >= lim[1] then return false end
+    if lim[2] and lim[3] and l[2] >= lim[2] then return false end
+    return true
+  end
+  -- The claimable jobs of `key` at priority `enc` not taken yet (ready
+  -- members in claim order), at most the claim's limit.
+  local function heads_of(r, enc, key)
+    local hk = enc .. key
+    local h = r.heads[hk]
+    if h then return h end
+    local p = 5000000000 - tonumber(enc)
+    h = redis.call('ZRANGEBYSCORE', r.base .. 'v2:kready:' .. key, fmt(-p), fmt(-p), 'LIMIT', '0', fmt(r.limit))
+    h.next = 1
+    r.heads[hk] = h
+    return h
+  end
+  -- The rotation's next job: from the highest priority with an eligible
+  -- key, the first such key after the cursor (wrapping around, the
+  -- cursor's own key last); nil when none. Returns the priority's
+  -- encoding, the key, its heads and the key's place in the list.
+  local function next_of(r)
+    for _, enc in ipairs(r.prios) do
+      local list = r.keys_at[enc]
+      -- how many of the priority's keys are at or before the cursor in
+      -- byte order: Redis orders members by bytes, where Lua's < follows
+      -- the server's locale
+      local before = r.pos[enc]
+      if not before then
+        local cursor = r.cursors[enc]
+        before = cursor and redis.call('ZLEXCOUNT', r.base .. 'v2:krot', '[' .. enc, '[' .. enc .. cursor) or 0
+        r.pos[enc] = before
+      end
+      for n = 0, #list - 1 do
+        local i = (before + n) % #list + 1
+        local key = list[i]
+        if eligible(r, key) then
+          local h = heads_of(r, enc, key)
+          if h[h.next] then return enc, key, h, i end
+        end
+      end
+    end
+    return nil
+  end
+
+  -- The merge of `candidates` (plain jobs in claim order, as claim.lua
+  -- builds them: { -priority, ready member, base, id or false, queue
+  -- index }) with the rotations `rot` (queue index -> rotation) of queues
+  -- 1..n: the smallest of the streams' next jobs by (priority desc,
+  -- effective run_at, plain before keyed, queue index; queue indexes
+  -- follow queue names), a rotation job's effective run_at being the
+  -- latest run_at its rotation yielded at that priority in this claim. At
+  -- most `limit` jobs, none of a queue for which open(q) is false; calls
+  -- plain(c) or keyed(q, key, ready member, rated, effective run_at,
+  -- -priority) for each job taken, in order.
+  function K.merge(candidates, rot, n, limit, open, plain, keyed)
+    local pi = 1
+    local count = 0
+    while count < limit do
+      while candidates[pi] and not open(candidates[pi][5]) do
+        pi = pi + 1
+      end
+      -- best: { negative priority, run_at (20 digits), 0 plain / 1 keyed, q }
+      local best, bq, benc, bkey, bh, bi
+      local c = candidates[pi]
+      if c then best = { c[1], string.sub(c[2], 1, 20), 0, c[5] } end
+      for q = 1, n do
+        local r = rot[q]
+        if r and open(q) then
+          local enc, key, h, i = next_of(r)
+          if enc then
+            local run_at = string.sub(h[h.next], 1, 20)
+            local y = r.yielded[enc]
+            if y and y > run_at then run_at = y end
+            local mine = { tonumber(enc) - 5000000000, run_at, 1, q }
+            local less = not best
+            if best then
+              for f = 1, 4 do
+                if mine[f] ~= best[f] then
+                  less = mine[f] < best[f]
+                  break
+                end
+              end
+            end
+            if less then best, bq, benc, bkey, bh, bi = mine, q, enc, key, h, i end
+          end
+        end
+      end
+      if not best then break end
+      count = count + 1
+      if not bq then
+        pi = pi + 1
+        plain(c)
+      else
+        local r = rot[bq]
+        local member = bh[bh.next]
+        bh.next = bh.next + 1
+        r.cursors[benc] = bkey
+        r.pos[benc] = bi
+        r.moved[benc] = true
+        r.yielded[benc] = best[2]
+        local l = load_of(r, bkey)
+        l[1] = l[1] + 1
+        local lim = limits_of(r, bkey)
+        local rated = lim[2] and lim[3] and true or false
+        if rated then l[2] = l[2] + 1 end
+        local rm = r.removed[bkey]
+        if not rm then
+          rm = {}
+          r.removed[bkey] = rm
+        end
+        rm[#rm + 1] = member
+        keyed(bq, bkey, member, rated, best[2], best[1])
+      end
+    end
+  end
+
+  -- Writes what the claim took of rotation `r`: its jobs out of their
+  -- keys' sets, and the cursors it moved.
+  function K.finish(r)
+    for key, members in pairs(r.removed) do
+      kready_remove(r.base, key, members)
+    end
+    for enc in pairs(r.moved) do
+      redis.call('HSET', r.base .. 'v2:kcursor', enc, r.cursors[enc])
+    end
+  end
+
+  keyed_lib = K
+  return K
+end
+
 -- Pending when due (delay zero), else Scheduled; returns the new state.
 local function requeue(base, id, st, priority, now, delay)
   if delay <= 0 then
@@ -695,6 +976,7 @@ end
 local function make_terminal(base, id, st, state, now)
   local F = st.flow and st.flow ~= '' and workflows()
   if F then F.count(base, st.flow, st.state, state) end
+  leave(base, st)
   st.state, st.finished_at = state, fmt(now)
   clear_lease(st)
   write_state(base, id, st)
@@ -841,18 +1123,18 @@ end
 
 -- Stores new jobs as enqueue.lua describes (one place for enqueue.lua and
 -- fire.lua): `bases` per queue index, `now` their created_at, `channel`
--- PUBLISHed once when a job became Pending, and 10 values per job in
+-- PUBLISHed once when a job became Pending, and 12 values per job in
 -- `args` from index `first` + 1 on. Returns one value per job: "" when
 -- stored, else the id of the job answered instead: the same id when it is
 -- stored already (a resend), or the live job of its queue with its unique
 -- key.
 local function store_jobs(bases, now, channel, args, first)
-  local n = (#args - first) / 11
+  local n = (#args - first) / 12
   -- per queue index: the batch's ids, to learn in one HMGET which exist
   local asked = {}
   for q = 1, #bases do asked[q] = {} end
   for j = 0, n - 1 do
-    local a = first + j * 11
+    local a = first + j * 12
     local t = asked[tonumber(args[a + 2])]
     t[#t + 1] = args[a + 1]
   end
@@ -887,8 +1169,9 @@ local function store_jobs(bases, now, channel, args, first)
   local result = {}
   local woke = false
   for j = 0, n - 1 do
-    local a = first + j * 11
+    local a = first + j * 12
     local id, qi, uk = args[a + 1], tonumber(args[a + 2]), args[a + 8]
+    local key = args[a + 12]
     local base = bases[qi]
     local k = known[qi]
     local existing = false
@@ -926,13 +1209,22 @@ local function store_jobs(bases, now, channel, args, first)
       t = states[qi]
       t[#t + 1] = id
       t[#t + 1] = state .. '\0' .. '0\0' .. run_at .. '\0' .. uk .. '\0\0\0\0'
+      if key ~= '' then t[#t] = t[#t] .. '\0\0' .. key end
       if args[a + 11] ~= '' then
         redis.call('HSET', base .. 'v2:extra', id, args[a + 11] .. '\0\0\0')
       end
       if uk ~= '' then
         redis.call('HSET', base .. 'unique', uk, id)
       end
-      if member ~= '' then
+      if key ~= '' then
+        -- a keyed job: its key's sets, never the plain ones
+        if member ~= '' then
+          woke = true
+          kready_add(base, key, tonumber(priority), member)
+        else
+          redis.call('ZADD', base .. 'v2:kscheduled', run_at, id)
+        end
+      elseif member ~= '' then
         woke = true
         t = ready[qi]
         t[#t + 1] = fmt(-tonumber(priority))

@@ -19,7 +19,7 @@
 --          declared_at). This hash takes them over, with gen + 1, unless it
 --          holds a newer generation already (a move that came back here
 --          later); "adopt-only" then returns {2} and fires nothing.
--- then 11 values per job, as enqueue.lua takes them (queue index always 1).
+-- then 12 values per job, as enqueue.lua takes them (queue index always 1).
 -- Returns {0} when the stored hash is not the one expected (nothing
 -- written, or only the adoption), else {1, one value per job as
 -- enqueue.lua returns them}.
@@ -56,7 +56,7 @@ local last = false
 local n = #result
 if n > 0 then
   last = result[n]
-  if last == '' then last = ARGV[21 + (n - 1) * 11 + 1] end
+  if last == '' then last = ARGV[21 + (n - 1) * 12 + 1] end
 end
 redis.call('HSET', KEYS[1], 'name', ARGV[4], 'queue', ARGV[3], 'spec', ARGV[5], 'zone', ARGV[6],
   'cursor', ARGV[9], 'declared_at', ARGV[1])

@@ -12,8 +12,11 @@
 --          claimers are forgotten: a queue with a control records that the
 --          claimer met it, as claim.lua does (the claim may take nothing
 --          from it and not call claim.lua there)
--- Returns { score, member } pairs: score -priority, member as in the ready
--- set (20-digit run_at, then the id), the first `limit` in claim order,
+-- Returns { score, member, effective run_at } triples: score -priority,
+-- member as in the ready set (20-digit run_at, then the id), the
+-- effective run_at "" for a plain job and for a keyed job the one its
+-- rotation gives it (keys.rs, "Keyed jobs"; due keyed Scheduled jobs are
+-- left to the claim and to promote), the first `limit` in claim order,
 -- and no more than the queue's control lets a claim take now (none while
 -- paused, concurrency minus its leases, rate limit minus its starts in the
 -- window; as claim.lua counts them, changing no job): a paused or limited
@@ -52,14 +55,28 @@ local top = redis.call('ZRANGE', base .. 'v2:ready', 0, limit - 1, 'WITHSCORES')
 for i = 1, #top, 2 do
   out[#out + 1] = { tonumber(top[i + 1]), top[i] }
 end
-if #out > limit then
-  -- the client merges by (score, member): keep this queue's first `limit`
+local keyed = redis.call('EXISTS', base .. 'v2:krot') == 1
+if #out > limit or keyed then
   table.sort(out, function(a, b)
     if a[1] ~= b[1] then return a[1] < b[1] end
     return a[2] < b[2]
   end)
-  for i = #out, limit + 1, -1 do
-    out[i] = nil
-  end
 end
+if keyed then
+  -- keyed jobs: the queue's own merge of its plain jobs and its rotation,
+  -- as claim.lua takes them, each keyed one with its effective run_at
+  local K = rotations()
+  local candidates = {}
+  for i, o in ipairs(out) do candidates[i] = { o[1], o[2], base, false, 1 } end
+  local merged = {}
+  K.merge(candidates, { K.open(base, limit, now, true) }, 1, limit, function() return true end,
+    function(c) merged[#merged + 1] = { c[1], c[2], '' } end,
+    function(_, _, member, _, run_at, score) merged[#merged + 1] = { score, member, run_at } end)
+  return merged
+end
+-- the client merges by (score, member): keep this queue's first `limit`
+for i = #out, limit + 1, -1 do
+  out[i] = nil
+end
+for _, o in ipairs(out) do o[3] = '' end
 return out

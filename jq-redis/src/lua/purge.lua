@@ -19,7 +19,7 @@ if #ids > 0 then
   if redis.call('EXISTS', base .. 'v2:nodes', base .. 'v2:results') > 0 then
     local states = hmget_chunked(base .. 'v2:states', ids)
     for i, id in ipairs(ids) do
-      local flow = states[i] and split(states[i], 9)[9] or ''
+      local flow = states[i] and split(states[i], 10)[9] or ''
       if flow ~= '' then
         redis.call('HINCRBY', workflows().key(base, flow), ARGV[1], '-1')
         local parents = workflows().refs(redis.call('HGET', base .. 'v2:parents', id), base)

@@ -98,12 +98,21 @@ for j = 0, n - 1 do
       if p8 then
         local flow = sub(v, p8 + 1)
         v = 'completed\0' .. sub(v, p1 + 1, p4) .. '\0\0\0' .. now_s .. '\0' .. flow
-        -- counted and released once for the batch, by F.flush below
-        local F = flow_lib or workflows()
-        F.later(base, flow, 'running', 'completed')
-        if byte(flow) == 99 then -- "c": a step with children (F.completed_later)
-          local k = #F.done_ids + 1
-          F.done_bases[k], F.done_ids[k] = base, id
+        -- a keyed job's key follows its flow ("" when it is no step):
+        -- its key's slot is free again
+        local p9 = find(flow, '\0', 1, true)
+        if p9 then
+          krun_leave(base, sub(flow, p9 + 1))
+          flow = sub(flow, 1, p9 - 1)
+        end
+        if flow ~= '' then
+          -- counted and released once for the batch, by F.flush below
+          local F = flow_lib or workflows()
+          F.later(base, flow, 'running', 'completed')
+          if byte(flow) == 99 then -- "c": a step with children (F.completed_later)
+            local k = #F.done_ids + 1
+            F.done_bases[k], F.done_ids[k] = base, id
+          end
         end
       else
         v = 'completed\0' .. sub(v, p1 + 1, p4) .. '\0\0\0' .. now_s

@@ -8,13 +8,15 @@
 -- ARGV[3]  workflow id (32 hex)
 -- ARGV[4]  the steps in step order, packed as workflows().refs in common.lua reads
 --          them (relative to KEYS[1]): the summary's field `steps`
--- then 15 values per step, all computed by the client:
+-- then 16 values per step, all computed by the client:
 --   id (32 hex), queue index (1-based into KEYS), kind, payload, priority,
 --   run_at (microseconds), max_attempts, ready member ("" unless Pending),
 --   trace ("" = none), timeout in milliseconds ("" = none), state
 --   ("waiting" | "pending" | "scheduled"), flow (the state value's ninth
 --   field), node (the `v2:nodes` value), parents and children (packed refs,
---   relative to the step's own queue; "" = none)
+--   relative to the step's own queue; "" = none), key ("" = none: a
+--   keyed step's state value has it as a tenth field, and it goes to its
+--   key's sets, keys.rs)
 -- Returns { "ok" } when stored; { "stored", steps } when the workflow is
 -- stored already (a resend: nothing written); { "exists", id } when a
 -- step's job id is stored already outside it (nothing written).
@@ -23,7 +25,7 @@ local now, channel, wid = ARGV[1], ARGV[2], ARGV[3]
 local summary = KEYS[1] .. 'v2:wf:' .. wid
 local steps = redis.call('HGET', summary, 'steps')
 if steps then return { 'stored', steps } end
-local PER = 15
+local PER = 16
 local n = (#ARGV - 4) / PER
 
 -- every check before the first write: Redis does not roll a script back
@@ -62,15 +64,28 @@ for j = 0, n - 1 do
   push(bodies[q], id, ARGV[a + 3] .. '\0' .. ARGV[a + 4] .. '\0' .. priority .. '\0' .. ARGV[a + 7] .. '\0' .. now
     .. '\0' .. ARGV[a + 9])
   -- state, attempts 0, run_at, no unique key, no lease, no finished_at, flow
-  push(states[q], id, state .. '\0' .. '0\0' .. run_at .. '\0\0\0\0\0\0' .. ARGV[a + 12])
+  local key = ARGV[a + 16]
+  if key == '' then
+    push(states[q], id, state .. '\0' .. '0\0' .. run_at .. '\0\0\0\0\0\0' .. ARGV[a + 12])
+  else
+    push(states[q], id, state .. '\0' .. '0\0' .. run_at .. '\0\0\0\0\0\0' .. ARGV[a + 12] .. '\0' .. key)
+  end
   if ARGV[a + 10] ~= '' then
     redis.call('HSET', base .. 'v2:extra', id, ARGV[a + 10] .. '\0\0\0')
   end
   if state == 'pending' then
     woke = true
-    push(ready[q], fmt(-tonumber(priority)), member)
+    if key ~= '' then
+      kready_add(base, key, tonumber(priority), member)
+    else
+      push(ready[q], fmt(-tonumber(priority)), member)
+    end
   elseif state == 'scheduled' then
-    push(scheduled[q], run_at, id)
+    if key ~= '' then
+      redis.call('ZADD', base .. 'v2:kscheduled', run_at, id)
+    else
+      push(scheduled[q], run_at, id)
+    end
   else
     push(waiting[q], '0', id)
   end

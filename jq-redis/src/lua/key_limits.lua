@@ -1,0 +1,81 @@
+-- key_limits.lua: one queue's key limits (KeyStorage::set_key_limits,
+-- clear_key_limits) and its keys report (KeyStorage::keys); claim.lua
+-- reads the limits.
+--
+-- KEYS[1]  base of the queue
+-- ARGV[1]  "set", "clear" or "report"
+-- ARGV[2]  set, clear: the key ("" for the queue's default, set only)
+-- ARGV[3]  set: concurrency ("" for none)
+-- ARGV[4]  set: rate limit ("" for none)
+-- ARGV[5]  set: rate period (microseconds, "" for none)
+-- ARGV[6]  set, clear: wake-up channel (PUBLISHed: jobs may have become
+--          claimable)
+-- `v2:klimits` (keys.rs): field "" the default, a key's field its
+-- override, each "concurrency\0rate_limit\0rate_period" ("" for none; an
+-- override of no limits is "\0\0", which claim reads as unlimited). A
+-- default of no limits is no field.
+-- Returns 0 for set and clear; for report: { limits (flat field, value),
+-- counts (flat key, running, pending: Pending and Scheduled) } of every
+-- key with a Running, Pending or Scheduled job.
+
+local base, op = KEYS[1], ARGV[1]
+local limits = base .. 'v2:klimits'
+if op == 'set' then
+  local value = ARGV[3] .. '\0' .. ARGV[4] .. '\0' .. ARGV[5]
+  if ARGV[2] == '' and value == '\0\0' then
+    redis.call('HDEL', limits, '')
+  else
+    redis.call('HSET', limits, ARGV[2], value)
+  end
+  redis.call('PUBLISH', ARGV[6], '1')
+  return 0
+end
+if op == 'clear' then
+  if redis.call('HDEL', limits, ARGV[2]) > 0 then
+    redis.call('PUBLISH', ARGV[6], '1')
+  end
+  return 0
+end
+
+-- report: key -> { running, pending }, in first-met order
+local counts, order = {}, {}
+local function at(key)
+  local c = counts[key]
+  if not c then
+    c = { 0, 0 }
+    counts[key] = c
+    order[#order + 1] = key
+  end
+  return c
+end
+local running = redis.call('HGETALL', base .. 'v2:krun')
+for i = 1, #running, 2 do
+  at(running[i])[1] = tonumber(running[i + 1]) or 0
+end
+local seen = {}
+for _, m in ipairs(redis.call('ZRANGE', base .. 'v2:krot', '0', '-1')) do
+  local key = string.sub(m, 12)
+  if not seen[key] then
+    seen[key] = true
+    at(key)[2] = at(key)[2] + redis.call('ZCARD', base .. 'v2:kready:' .. key)
+  end
+end
+local scheduled = redis.call('ZRANGE', base .. 'v2:kscheduled', '0', '-1')
+for i = 1, #scheduled, 1000 do
+  local part = { unpack(scheduled, i, math.min(i + 999, #scheduled)) }
+  local states = redis.call('HMGET', base .. 'v2:states', unpack(part))
+  for j = 1, #part do
+    local key = states[j] and split(states[j], 10)[10]
+    if key and key ~= '' then at(key)[2] = at(key)[2] + 1 end
+  end
+end
+local flat = {}
+for _, key in ipairs(order) do
+  local c = counts[key]
+  if c[1] > 0 or c[2] > 0 then
+    flat[#flat + 1] = key
+    flat[#flat + 1] = fmt(c[1])
+    flat[#flat + 1] = fmt(c[2])
+  end
+end
+return { redis.call('HGETALL', limits), flat }
