@@ -314,7 +314,7 @@ async fn jobs_stored_before_keyed_jobs_stay_claimable_beside_them() {
     let s = common::connect(&prefix, clock.clock()).await;
     let keyed: Vec<jq_core::NewJob> = (0..2)
         .map(|i| {
-            jq_core::NewJob::builder("new", jq_core::Payload::from_json(&format!("{{\"i\":{i}}}")).unwrap())
+            jq_core::NewJob::builder("new", jq_core::Payload::from_json(format!("{{\"i\":{i}}}")).unwrap())
                 .queue("q")
                 .key("tenant")
                 .build_at(clock.now())

@@ -588,3 +588,82 @@ async fn a_workflow_spans_queues_on_a_single_server() {
     assert_eq!(info.counts.total(), 0, "the workflow stays known, with no step: {info:?}");
     common::drop_prefix(&prefix).await;
 }
+
+/// The keyed jobs' keys (keys.rs, "Keyed jobs") follow every move of a
+/// keyed job: Running counts per key go back to nothing once no job of the
+/// key runs (ack, nack with and without delay, bury, cancel of a Pending
+/// one, promote of a Scheduled one), the rotation's members and the
+/// Pending count leave with the last Pending job, and plain jobs never
+/// touch them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keyed_jobs_keys_follow_every_move() {
+    jq_testkit::needs!(redis);
+    let prefix = common::prefix();
+    let clock = ManualClock::starting_now();
+    let s = common::connect(&prefix, clock.clock()).await;
+    let base = s.keys().base("q");
+    let mut conn = raw_conn().await;
+    let plain: Vec<NewJob> = (0..3).map(|n| job("q", n).build_at(clock.now()).unwrap()).collect();
+    s.enqueue(plain).await.unwrap();
+    let exists = |conn: &mut redis::aio::MultiplexedConnection, keys: Vec<String>| {
+        let mut conn = conn.clone();
+        async move { redis::cmd("EXISTS").arg(keys).query_async::<u64>(&mut conn).await.unwrap() }
+    };
+    let keyed_keys = |base: &str| {
+        ["v2:krot", "v2:kscheduled", "v2:kpending", "v2:krun", "v2:kcursor", "v2:kready:a", "v2:kready:b"]
+            .map(|k| format!("{base}{k}"))
+            .to_vec()
+    };
+    assert_eq!(exists(&mut conn, keyed_keys(&base)).await, 0, "plain jobs touch no keyed key");
+    let first = s.claim(&request("q", 10)).await.unwrap();
+    assert_eq!(first.len(), 3);
+    for job in &first {
+        s.ack(job.lease_ref().unwrap()).await.unwrap();
+    }
+    assert_eq!(exists(&mut conn, keyed_keys(&base)).await, 0, "nor does their claim or ack");
+
+    let mut keyed: Vec<NewJob> = (0..4).map(|n| job("q", n).key("a").build_at(clock.now()).unwrap()).collect();
+    keyed.extend((4..6).map(|n| job("q", n).key("b").build_at(clock.now()).unwrap()));
+    keyed.push(job("q", 6).key("b").delay(Duration::from_secs(5)).build_at(clock.now()).unwrap());
+    let ids = s.enqueue(keyed).await.unwrap();
+    assert_eq!(s.stats().await.unwrap().total(State::Pending), 6);
+    assert_eq!(s.stats().await.unwrap().total(State::Scheduled), 1);
+    s.cancel(ids[5]).await.unwrap();
+    let claimed = s.claim(&request("q", 10)).await.unwrap();
+    assert_eq!(claimed.len(), 5, "every keyed Pending job but the cancelled one");
+    let running: std::collections::HashMap<String, String> =
+        redis::cmd("HGETALL").arg(format!("{base}v2:krun")).query_async(&mut conn).await.unwrap();
+    assert_eq!(running.get("a").map(String::as_str), Some("4"));
+    assert_eq!(running.get("b").map(String::as_str), Some("1"));
+    let outcomes = [
+        Outcome::Ack,
+        Outcome::Nack { error: "again".to_owned(), delay: Duration::ZERO },
+        Outcome::Nack { error: "later".to_owned(), delay: Duration::from_secs(1) },
+        Outcome::Bury { error: "never".to_owned() },
+        Outcome::Ack,
+    ];
+    let batch = claimed
+        .iter()
+        .zip(outcomes)
+        .map(|(job, outcome)| Settlement { lease: job.lease_ref().unwrap(), outcome })
+        .collect();
+    s.settle(batch).await.unwrap();
+    let running: u64 = redis::cmd("HLEN").arg(format!("{base}v2:krun")).query_async(&mut conn).await.unwrap();
+    assert_eq!(running, 0, "no keyed job runs");
+    clock.advance(Duration::from_secs(6));
+    s.promote().await.unwrap();
+    let again = s.claim(&request("q", 10)).await.unwrap();
+    assert_eq!(again.len(), 3, "the nacked ones and the promoted one");
+    assert!(again.iter().all(|j| j.key.is_some()));
+    for job in &again {
+        s.ack(job.lease_ref().unwrap()).await.unwrap();
+    }
+    let pending: Option<u64> =
+        redis::cmd("GET").arg(format!("{base}v2:kpending")).query_async(&mut conn).await.unwrap();
+    assert_eq!(pending.unwrap_or(0), 0);
+    let left = keyed_keys(&base).into_iter().filter(|k| !k.ends_with("kcursor") && !k.ends_with("kpending")).collect();
+    assert_eq!(exists(&mut conn, left).await, 0, "nothing left of the keyed jobs but the cursors");
+    let stats = s.stats().await.unwrap();
+    assert_eq!((stats.total(State::Pending), stats.total(State::Running), stats.total(State::Scheduled)), (0, 0, 0));
+    common::drop_prefix(&prefix).await;
+}
