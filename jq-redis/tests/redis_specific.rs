@@ -667,3 +667,31 @@ async fn keyed_jobs_keys_follow_every_move() {
     assert_eq!((stats.total(State::Pending), stats.total(State::Running), stats.total(State::Scheduled)), (0, 0, 0));
     common::drop_prefix(&prefix).await;
 }
+
+/// The rotation reads a priority's keys a page at a time from the cursor
+/// (`rotations()` in common.lua): over several pages, and across claims
+/// that stop mid-page, every key still gets one job per turn, in byte
+/// order, wrapping around.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rotation_walks_many_keys_in_turn() {
+    jq_testkit::needs!(redis);
+    let prefix = common::prefix();
+    let clock = ManualClock::starting_now();
+    let s = common::connect(&prefix, clock.clock()).await;
+    let keys: Vec<String> = (0..150).map(|k| format!("k{k:03}")).collect();
+    let jobs: Vec<NewJob> =
+        (0..300).map(|n| job("q", n).key(keys[n % 150].clone()).build_at(clock.now()).unwrap()).collect();
+    s.enqueue(jobs).await.unwrap();
+    let mut order = Vec::new();
+    while order.len() < 300 {
+        let got = s.claim(&request("q", 7)).await.unwrap();
+        assert!(!got.is_empty());
+        for job in &got {
+            order.push(job.key.clone().unwrap());
+            s.ack(job.lease_ref().unwrap()).await.unwrap();
+        }
+    }
+    let expected: Vec<String> = keys.iter().chain(keys.iter()).cloned().collect();
+    assert_eq!(order, expected);
+    common::drop_prefix(&prefix).await;
+}

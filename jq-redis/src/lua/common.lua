@@ -734,25 +734,18 @@ local function rotations()
       local f = split(flat[i + 1], 3)
       limits[flat[i]] = { tonumber(f[1]), tonumber(f[2]), tonumber(f[3]) }
     end
-    -- the rotation's members: per priority (highest first) its keys in
-    -- byte order
-    local prios, keys_at = {}, {}
-    for _, m in ipairs(redis.call('ZRANGE', base .. 'v2:krot', '0', '-1')) do
-      local enc = string.sub(m, 1, 11)
-      local list = keys_at[enc]
-      if not list then
-        list = {}
-        keys_at[enc] = list
-        prios[#prios + 1] = enc
-      end
-      list[#list + 1] = string.sub(m, 12)
-    end
     local cursors = {}
     flat = redis.call('HGETALL', base .. 'v2:kcursor')
     for i = 1, #flat, 2 do cursors[flat[i]] = flat[i + 1] end
-    return { base = base, limit = limit, now = now, readonly = readonly, limits = limits, prios = prios,
-      keys_at = keys_at, cursors = cursors, heads = {}, load = {}, yielded = {}, moved = {}, removed = {},
-      pos = {} }
+    -- prios: the priorities met so far, highest first (prios.done once
+    -- the last is known); rings: per priority, its keys in ring order from
+    -- the cursor, read a page at a time as the walk goes (skip-scan);
+    -- start: per priority, where its next walk starts in its ring; empty:
+    -- the priorities a whole walk found nothing at (nothing there can
+    -- become eligible later in the claim)
+    return { base = base, limit = limit, now = now, readonly = readonly, limits = limits, prios = {},
+      cursors = cursors, rings = {}, start = {}, empty = {}, heads = {}, load = {}, yielded = {},
+      moved = {}, removed = {} }
   end
 
   -- A key's limits in rotation `r`, as { concurrency, rate, period } (nil
@@ -799,32 +792,88 @@ local function rotations()
     r.heads[hk] = h
     return h
   end
+  -- The `i`-th priority of rotation `r` with a keyed Pending job, highest
+  -- first (11 digits, as kmember), or nil.
+  local function prio(r, i)
+    local prios = r.prios
+    while #prios < i and not prios.done do
+      local m
+      if #prios == 0 then
+        m = redis.call('ZRANGE', r.base .. 'v2:krot', '0', '0')[1]
+      else
+        -- keys are UTF-8, so no member holds the byte 255
+        m = redis.call('ZRANGEBYLEX', r.base .. 'v2:krot', '[' .. prios[#prios] .. '\255', '+', 'LIMIT', '0', '1')[1]
+      end
+      if m then prios[#prios + 1] = string.sub(m, 1, 11) else prios.done = true end
+    end
+    return prios[i]
+  end
+
+  -- Reads the next page of priority `enc`'s ring (its keys after the
+  -- cursor in byte order, then those up to the cursor's own); false when
+  -- the ring is read whole.
+  local PAGE = 64
+  local function load_more(r, enc, ring)
+    local cursor = r.cursors[enc]
+    while not ring.full do
+      local lo, hi
+      if ring.phase == 1 then
+        lo, hi = cursor and ('(' .. enc .. cursor) or ('[' .. enc), '[' .. enc .. '\255'
+      else
+        lo, hi = '[' .. enc, '[' .. enc .. cursor
+      end
+      local page = redis.call('ZRANGEBYLEX', r.base .. 'v2:krot', lo, hi, 'LIMIT', fmt(ring.off), fmt(PAGE))
+      for _, m in ipairs(page) do ring.keys[#ring.keys + 1] = string.sub(m, 12) end
+      ring.off = ring.off + #page
+      if #page < PAGE then
+        if ring.phase == 1 and cursor then
+          ring.phase, ring.off = 2, 0
+        else
+          ring.full = true
+        end
+      end
+      if #page > 0 then return true end
+    end
+    return false
+  end
+
   -- The rotation's next job: from the highest priority with an eligible
   -- key, the first such key after the cursor (wrapping around, the
   -- cursor's own key last); nil when none. Returns the priority's
-  -- encoding, the key, its heads and the key's place in the list.
+  -- encoding, the key, its heads and the key's place in the ring.
   local function next_of(r)
-    for _, enc in ipairs(r.prios) do
-      local list = r.keys_at[enc]
-      -- how many of the priority's keys are at or before the cursor in
-      -- byte order: Redis orders members by bytes, where Lua's < follows
-      -- the server's locale
-      local before = r.pos[enc]
-      if not before then
-        local cursor = r.cursors[enc]
-        before = cursor and redis.call('ZLEXCOUNT', r.base .. 'v2:krot', '[' .. enc, '[' .. enc .. cursor) or 0
-        r.pos[enc] = before
-      end
-      for n = 0, #list - 1 do
-        local i = (before + n) % #list + 1
-        local key = list[i]
-        if eligible(r, key) then
-          local h = heads_of(r, enc, key)
-          if h[h.next] then return enc, key, h, i end
+    local i = 1
+    while true do
+      local enc = prio(r, i)
+      if not enc then return nil end
+      if not r.empty[enc] then
+        local ring = r.rings[enc]
+        if not ring then
+          ring = { keys = {}, phase = 1, off = 0, full = false }
+          r.rings[enc] = ring
         end
+        local s = r.start[enc] or 1
+        -- ring positions from..to (to nil: to the ring's end)
+        local function scan(from, to)
+          local pos = from
+          while not to or pos <= to do
+            if pos > #ring.keys and not load_more(r, enc, ring) then return nil end
+            local key = ring.keys[pos]
+            if eligible(r, key) then
+              local h = heads_of(r, enc, key)
+              if h[h.next] then return pos, key, h end
+            end
+            pos = pos + 1
+          end
+          return nil
+        end
+        local pos, key, h = scan(s, nil)
+        if not pos and s > 1 then pos, key, h = scan(1, s - 1) end
+        if pos then return enc, key, h, pos end
+        r.empty[enc] = true
       end
+      i = i + 1
     end
-    return nil
   end
 
   -- The merge of `candidates` (plain jobs in claim order, as claim.lua
@@ -879,9 +928,8 @@ local function rotations()
         local r = rot[bq]
         local member = bh[bh.next]
         bh.next = bh.next + 1
-        r.cursors[benc] = bkey
-        r.pos[benc] = bi
-        r.moved[benc] = true
+        r.start[benc] = bi + 1
+        r.moved[benc] = bkey
         r.yielded[benc] = best[2]
         local l = load_of(r, bkey)
         l[1] = l[1] + 1
@@ -900,13 +948,13 @@ local function rotations()
   end
 
   -- Writes what the claim took of rotation `r`: its jobs out of their
-  -- keys' sets, and the cursors it moved.
+  -- keys' sets, and the cursors it moved (moved: priority -> key).
   function K.finish(r)
     for key, members in pairs(r.removed) do
       kready_remove(r.base, key, members)
     end
-    for enc in pairs(r.moved) do
-      redis.call('HSET', r.base .. 'v2:kcursor', enc, r.cursors[enc])
+    for enc, key in pairs(r.moved) do
+      redis.call('HSET', r.base .. 'v2:kcursor', enc, key)
     end
   end
 
