@@ -60,7 +60,8 @@
 //! `EXISTS` of `v2:krot` and `v2:kscheduled` more, and only a queue with a
 //! keyed job walks its rotation (`rotations()` in `lua/common.lua`): for
 //! each priority from the highest, the keys after the cursor in byte order,
-//! wrapping around, each checked against its limits (`v2:krun`, its start
+//! wrapping around (read a page at a time with `ZRANGEBYLEX` of `v2:krot`,
+//! so a claim reads about as many keys as it passes), each checked against its limits (`v2:krun`, its start
 //! log) before its head (`ZRANGEBYSCORE` of its `kready` at that priority)
 //! is read; the merge with the plain jobs and the other queues' rotations
 //! is the contract's. On Redis Cluster a keyed job lives in its queue's

@@ -27,10 +27,18 @@
 -- drops the entries of claimers last seen at or before ARGV[7], so the
 -- names of pools long gone do not pile up.
 --
+-- Keyed jobs (keys.rs, "Keyed jobs"): a queue with an allowance costs one
+-- EXISTS of its keyed sets more; one that holds a keyed Pending or
+-- Scheduled job makes its due keyed Scheduled jobs Pending (run_at kept),
+-- and the claim merges the plain candidates with each such queue's
+-- rotation (rotations() in common.lua), recording the keys' Running
+-- counts, starts under a rate, and the cursors it moved.
+--
 -- Returns one string per claimed job, in claim order (priority high to low,
 -- then run_at, then id), its fields joined by "\0": kind, payload,
 -- priority, max_attempts, run_at, created_at, attempts (after this claim),
--- errors, unique_key, trace, id, queue index (1-based into KEYS). An absent
+-- errors, unique_key, trace, id, queue index (1-based into KEYS), and for
+-- a keyed job its key and "k". An absent
 -- field is "" (no field has "" as a value) and none holds a "\0" (names
 -- refuse control characters, JSON text escapes them). One string rather
 -- than an array: Redis converts each array element between Lua and the
