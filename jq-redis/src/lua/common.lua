@@ -726,16 +726,8 @@ local function rotations()
   -- Queue `base`'s rotation for a claim of at most `limit` jobs at `now`;
   -- `readonly` (peek.lua): its rate logs are counted, not trimmed.
   function K.open(base, limit, now, readonly)
-    -- the limits: '' the default, else a key's override;
-    -- "concurrency\0rate_limit\0rate_period", "" for none
-    local limits = {}
-    local flat = redis.call('HGETALL', base .. 'v2:klimits')
-    for i = 1, #flat, 2 do
-      local f = split(flat[i + 1], 3)
-      limits[flat[i]] = { tonumber(f[1]), tonumber(f[2]), tonumber(f[3]) }
-    end
     local cursors = {}
-    flat = redis.call('HGETALL', base .. 'v2:kcursor')
+    local flat = redis.call('HGETALL', base .. 'v2:kcursor')
     for i = 1, #flat, 2 do cursors[flat[i]] = flat[i + 1] end
     -- prios: the priorities met so far, highest first (prios.done once
     -- the last is known); rings: per priority, its keys in ring order from
@@ -743,15 +735,25 @@ local function rotations()
     -- start: per priority, where its next walk starts in its ring; empty:
     -- the priorities a whole walk found nothing at (nothing there can
     -- become eligible later in the claim)
-    return { base = base, limit = limit, now = now, readonly = readonly, limits = limits, prios = {},
+    return { base = base, limit = limit, now = now, readonly = readonly, limits = {}, prios = {},
       cursors = cursors, rings = {}, start = {}, empty = {}, heads = {}, load = {}, yielded = {},
       moved = {}, removed = {} }
   end
 
   -- A key's limits in rotation `r`, as { concurrency, rate, period } (nil
-  -- when none).
+  -- when none): its override, else the queue's default. `v2:klimits`
+  -- (key_limits.lua): field '' the default, a key's field its override,
+  -- "concurrency\0rate_limit\0rate_period" with "" for none; read per key
+  -- met, so a queue with many overrides costs a claim only the keys it
+  -- walks.
   local function limits_of(r, key)
-    return r.limits[key] or r.limits[''] or {}
+    local l = r.limits[key]
+    if l then return l end
+    local v = redis.call('HMGET', r.base .. 'v2:klimits', key, '')
+    local f = split(v[1] or v[2] or '', 3)
+    l = { tonumber(f[1]), tonumber(f[2]), tonumber(f[3]) }
+    r.limits[key] = l
+    return l
   end
   -- A key's load: { running, started } counting this claim's takes.
   local function load_of(r, key)
