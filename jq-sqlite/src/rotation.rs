@@ -203,7 +203,11 @@ impl Rotation {
                 if wrapped && cursor.as_ref().is_some_and(|c| key > *c) {
                     break;
                 }
-                if head.run_at <= now_us && self.eligible(conn, &key, now_us)? {
+                // Claimable: Pending, or Scheduled and due (a Pending
+                // job's run_at is never after now, unless a clock went
+                // back).
+                let claimable = head.from == State::Pending || head.run_at <= now_us;
+                if claimable && self.eligible(conn, &key, now_us)? {
                     return Ok(Some(head));
                 }
                 after = key;
