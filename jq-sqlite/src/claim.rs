@@ -4,6 +4,13 @@
 //! (one range scan per priority). They are merged here, so nothing is ever
 //! sorted in bulk, and each is then taken with the claim's token.
 //!
+//! Those walks read plain jobs only (schema 11). A queue that also holds
+//! keyed jobs (one probe per asked queue tells) gets a rotation
+//! (rotation.rs), and the claim then takes its jobs one at a time, the
+//! smallest of the plain jobs' next and each rotation's next ([`merge`]),
+//! as the contract's "Keyed jobs" says. A claim over queues without keyed
+//! jobs takes the plain candidates as before.
+//!
 //! A resend first looks for the Running jobs its token holds (an earlier
 //! attempt whose answer was lost) and returns those instead.
 
