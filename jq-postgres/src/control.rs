@@ -56,8 +56,11 @@ pub(crate) async fn claim_rows(
     let limit = i32::try_from(request.limit).unwrap_or(i32::MAX);
     let mut tx = inner.db().begin().await.map_err(map_sqlx)?;
     let locked = inner.sql.control_lock.query().bind(queues).fetch_all(&mut *tx).await.map_err(map_sqlx)?;
-    let controlled: Vec<String> =
+    let mut controlled: Vec<String> =
         locked.iter().map(|row| row.try_get(0)).collect::<Result<_, _>>().map_err(map_sqlx)?;
+    // Then the queues with keyed jobs, each under its key lock (keys.rs).
+    let keyed = inner.sql.key_lock.query().bind(queues).fetch_all(&mut *tx).await.map_err(map_sqlx)?;
+    let keyed: Vec<String> = keyed.iter().map(|row| row.try_get(0)).collect::<Result<_, _>>().map_err(map_sqlx)?;
     let rows = inner
         .sql
         .claim_controlled
@@ -69,10 +72,13 @@ pub(crate) async fn claim_rows(
         .bind(expires_at)
         .bind(request.token.0)
         .bind(jq_core::storage::seen_forgotten_at(now))
+        .bind(&keyed)
         .fetch_all(&mut *tx)
         .await
         .map_err(map_sqlx)?;
     tx.commit().await.map_err(map_sqlx)?;
+    // Both kinds go on through this transaction (claim.rs).
+    controlled.extend(keyed);
     Ok((rows, controlled))
 }
 
