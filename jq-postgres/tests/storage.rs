@@ -101,6 +101,52 @@ async fn migration_8_counts_the_jobs_finished_before_it() {
     f.cleanup().await;
 }
 
+/// Migration 15 keeps the jobs in flight claimable: a schema at version 14
+/// (no key column, migration 9's jobs_claim, migration 10's enqueue
+/// function) holding Pending and Running jobs migrates, its jobs are
+/// claimed and settled as before, and keyed jobs are stored and claimed
+/// after it.
+#[tokio::test]
+async fn migration_15_keeps_the_jobs_in_flight_claimable() {
+    jq_testkit::needs!(postgres);
+    let f = Fixture::new().await;
+    let s = f.connect(Clock::system()).await;
+    s.enqueue((0..5).map(|i| job("q", i)).collect()).await.unwrap();
+    let running = s.claim(&request("q", 2)).await.unwrap();
+    assert_eq!(running.len(), 2);
+
+    // Back to version 14: migration 15's objects gone, migration 10's
+    // enqueue function and migration 9's claim index as they made them.
+    let q = format!("\"{}\"", f.schema);
+    let enqueue_of_10 = include_str!("../migrations/0010_enqueue_function.sql");
+    let enqueue_of_10 = &enqueue_of_10[enqueue_of_10.find("CREATE OR REPLACE FUNCTION").unwrap()..];
+    let back = format!(
+        "DROP FUNCTION {q}.jq_claim_keyed, {q}.enqueue(text, json, text, text, timestamptz, integer, text, uuid, text); \
+         DROP TABLE {q}.key_limits, {q}.key_cursors, {q}.key_starts; \
+         DROP INDEX {q}.jobs_keyed, {q}.jobs_key_running, {q}.jobs_claim; \
+         ALTER TABLE {q}.jobs DROP COLUMN key; \
+         CREATE INDEX jobs_claim ON {q}.jobs (queue, priority DESC, run_at, id) INCLUDE (state) \
+             WHERE state IN ('pending', 'scheduled'); \
+         {} \
+         DELETE FROM {q}.jq_migrations WHERE version >= 15;",
+        enqueue_of_10.replace("{schema}", &q)
+    );
+    sqlx::raw_sql(sqlx::AssertSqlSafe(back)).execute(s.pool()).await.unwrap();
+    assert_eq!(s.migrate().await.unwrap(), 1);
+
+    let rest = s.claim(&request("q", 10)).await.unwrap();
+    assert_eq!(rest.len(), 3, "the Pending jobs stored before the migration");
+    for j in running.iter().chain(&rest) {
+        s.ack(j.lease_ref().unwrap()).await.unwrap();
+    }
+    let keyed = NewJob::builder("smoke", Payload::from_json("{}").unwrap()).queue("q").key("a").build().unwrap();
+    let id = s.enqueue(vec![keyed]).await.unwrap()[0];
+    let claimed = s.claim(&request("q", 10)).await.unwrap();
+    assert_eq!(claimed.iter().map(|j| (j.id, j.key.as_deref())).collect::<Vec<_>>(), [(id, Some("a"))]);
+    jq_testkit::assert_stats_agree_with_list(&s).await;
+    f.cleanup().await;
+}
+
 /// `workflow(id)`'s counts agree with the states of the workflow's steps.
 async fn summary_agrees(s: &jq_postgres::PostgresStorage, id: WorkflowId, after: &str) {
     let info = s.workflow(id).await.unwrap();
@@ -468,7 +514,7 @@ async fn claim_walks_the_claim_index_with_many_finished_jobs() {
     s.enqueue((0..10).map(|i| job("q", i)).collect()).await.unwrap();
     let plan: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
         "EXPLAIN SELECT id FROM {q}.jobs AS jc WHERE jc.queue = 'q' AND jc.state IN ('pending', 'scheduled')
-           AND (jc.state = 'pending' OR jc.run_at <= now())
+           AND jc.key IS NULL AND (jc.state = 'pending' OR jc.run_at <= now())
          ORDER BY jc.priority DESC, jc.run_at, jc.id LIMIT 10 FOR UPDATE SKIP LOCKED"
     )))
     .fetch_all(s.pool())

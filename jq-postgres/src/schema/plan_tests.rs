@@ -76,14 +76,16 @@ async fn every_statement_finds_its_rows_by_key_whatever_the_statistics() {
             "(ARRAY['q'], 50, now(), 'w', now() + interval '30 s', gen_random_uuid(), \
               ARRAY[NULL, NULL, now(), NULL]::timestamptz[], ARRAY[NULL, NULL, gen_random_uuid(), NULL]::uuid[])"
                 .to_owned(),
-            // The controls' lookup gates the walks (a one-time filter).
-            &["jobs_claim", "jobs_claim", "jobs_claim", "jobs_pkey", "queue_controls_pkey"],
+            // The controls' lookup and the keyed jobs' probe (one per queue)
+            // gate the walks (a one-time filter).
+            &["jobs_claim", "jobs_claim", "jobs_claim", "jobs_keyed", "jobs_pkey", "queue_controls_pkey"],
         ),
         (
             "claim_controlled",
             &sql.claim_controlled,
-            "text[], int4, timestamptz, text, timestamptz, uuid, timestamptz",
-            "(ARRAY['q'], 50, now(), 'w', now() + interval '30 s', gen_random_uuid(), now() - interval '1 day')"
+            "text[], int4, timestamptz, text, timestamptz, uuid, timestamptz, text[]",
+            "(ARRAY['q'], 50, now(), 'w', now() + interval '30 s', gen_random_uuid(), now() - interval '1 day', \
+              '{}'::text[])"
                 .to_owned(),
             // The concurrency count walks the Running jobs (jobs_lease_expiry),
             // only for a queue with a control; forgetting old claimers walks
@@ -169,21 +171,21 @@ async fn every_statement_finds_its_rows_by_key_whatever_the_statistics() {
             &sql.stats,
             "",
             String::new(),
-            &["Seq Scan on job_counts", "jobs_claim", "jobs_lease_expiry", "jobs_waiting_on_parents"],
+            &["Seq Scan on job_counts", "jobs_claim", "jobs_keyed", "jobs_lease_expiry", "jobs_waiting_on_parents"],
         ),
         (
             "list_waiting",
             &sql.list_waiting,
             "text, text, uuid, int8",
             "('q', 'pending', NULL, 10)".to_owned(),
-            &["jobs_claim", "jobs_pkey"],
+            &["jobs_claim", "jobs_keyed", "jobs_pkey"],
         ),
         (
             "list_waiting_kind",
             &sql.list_waiting_kind,
             "text, text, text, uuid, int8",
             "('q', 'pending', 'k', NULL, 10)".to_owned(),
-            &["jobs_claim"],
+            &["jobs_claim", "jobs_keyed"],
         ),
         (
             "control_list",
@@ -195,9 +197,29 @@ async fn every_statement_finds_its_rows_by_key_whatever_the_statistics() {
                 "Seq Scan on queue_controls",
                 "Seq Scan on queue_controls",
                 "jobs_claim",
+                "jobs_keyed",
                 "jobs_lease_expiry",
                 "jobs_waiting_on_parents",
             ],
+        ),
+        // Keyed jobs (migration 15): the probe and lock of the queues with
+        // keyed jobs, the limits by key, the busiest keys from the live
+        // keyed jobs only.
+        ("key_lock", &sql.key_lock, "text[]", "(ARRAY['q'])".to_owned(), &["jobs_keyed"]),
+        ("key_limits_list", &sql.key_limits_list, "text", "('q')".to_owned(), &["key_limits_pkey"]),
+        (
+            "key_limits_clear",
+            &sql.key_limits_clear,
+            "text, text, text",
+            "('q', 'k', 'c')".to_owned(),
+            &["key_limits_pkey"],
+        ),
+        (
+            "key_busiest",
+            &sql.key_busiest,
+            "text, int8",
+            "('q', 10)".to_owned(),
+            &["jobs_key_running", "jobs_keyed"],
         ),
         ("get", &sql.get, "uuid", format!("('{dead}')"), &["jobs_pkey"]),
         // A workflow's counts: its summary rows, and its Running steps
@@ -229,10 +251,12 @@ async fn every_statement_finds_its_rows_by_key_whatever_the_statistics() {
         }
         // These count or sort every waiting job of a queue: from the index
         // alone (its included state), never from the rows.
-        if ["stats", "list_waiting", "control_list"].contains(&name)
-            && !plan.contains("Index Only Scan using jobs_claim")
-        {
-            wrong.push(format!("{name}: jobs_claim is not scanned index-only\n{plan}"));
+        if ["stats", "list_waiting", "control_list"].contains(&name) {
+            for index in ["jobs_claim", "jobs_keyed"] {
+                if !plan.contains(&format!("Index Only Scan using {index}")) {
+                    wrong.push(format!("{name}: {index} is not scanned index-only\n{plan}"));
+                }
+            }
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n\n"));

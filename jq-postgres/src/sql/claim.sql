@@ -51,9 +51,14 @@ WITH controlled AS (
     SELECT qc.queue FROM {schema}.queue_controls AS qc WHERE qc.queue = ANY($1::text[])
 ),
 keyed AS (
+    -- LIMIT 1 in a LATERAL keeps it one probe of jobs_keyed per queue (an
+    -- EXISTS may become a join that reads the index whole).
     SELECT q.name AS queue FROM unnest($1::text[]) AS q(name)
-    WHERE EXISTS (SELECT 1 FROM {schema}.jobs AS jk
-                  WHERE jk.queue = q.name AND jk.key IS NOT NULL AND jk.state IN ('pending', 'scheduled'))
+    CROSS JOIN LATERAL (
+        SELECT 1 FROM {schema}.jobs AS jk
+        WHERE jk.queue = q.name AND jk.key IS NOT NULL AND jk.state IN ('pending', 'scheduled')
+        LIMIT 1
+    ) AS probe
 ),
 picked AS (
     SELECT c.id, c.state, c.flow

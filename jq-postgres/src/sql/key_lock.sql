@@ -9,8 +9,12 @@
 SELECT s.name, pg_advisory_xact_lock(hashtextextended('jq-keys:{schema}:' || s.name, 0)) IS NULL AS locked
 FROM (
     SELECT q.name FROM unnest($1::text[]) AS q(name)
-    WHERE EXISTS (SELECT 1 FROM {schema}.jobs AS jk
-                  WHERE jk.queue = q.name AND jk.key IS NOT NULL AND jk.state IN ('pending', 'scheduled'))
+    -- One probe of jobs_keyed per queue (claim.sql).
+    CROSS JOIN LATERAL (
+        SELECT 1 FROM {schema}.jobs AS jk
+        WHERE jk.queue = q.name AND jk.key IS NOT NULL AND jk.state IN ('pending', 'scheduled')
+        LIMIT 1
+    ) AS probe
     ORDER BY q.name
     -- Not pulled up: the locks are taken in this order.
     OFFSET 0
