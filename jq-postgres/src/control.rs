@@ -22,7 +22,8 @@ use sqlx::postgres::PgRow;
 use crate::Inner;
 use crate::error::map_sqlx;
 
-/// The queues this storage last found controlled.
+/// The queues this storage last found controlled, or holding keyed jobs
+/// (`keys.rs`): claims over them take the locked path.
 #[derive(Debug, Default)]
 pub(crate) struct Controlled(Mutex<HashSet<String>>);
 
@@ -43,9 +44,10 @@ impl Controlled {
     }
 }
 
-/// Claims over queues one of which is controlled: lock, then claim, in
-/// one transaction. Returns the claimed rows (committed) and the asked
-/// queues found controlled.
+/// Claims over queues one of which is controlled or holds keyed jobs:
+/// lock the controls, then the keyed queues (`sql/key_lock.sql`), then
+/// claim, in one transaction. Returns the claimed rows (committed) and the
+/// asked queues found controlled or keyed.
 pub(crate) async fn claim_rows(
     inner: &Inner,
     request: &ClaimRequest,

@@ -24,7 +24,12 @@ use crate::error::map_sqlx;
 const DEFAULT: &str = "";
 
 /// Sets the default (`None`) or `key`'s override, and wakes idle workers.
-pub(crate) async fn set_limits(inner: &Inner, queue: &QueueName, key: Option<&str>, limits: &QueueLimits) -> Result<()> {
+pub(crate) async fn set_limits(
+    inner: &Inner,
+    queue: &QueueName,
+    key: Option<&str>,
+    limits: &QueueLimits,
+) -> Result<()> {
     limits.check()?;
     if let Some(key) = key {
         check_key(key)?;

@@ -80,8 +80,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use jq_core::periodic::{Fire, FireOutcome, PeriodicInfo};
 use jq_core::storage::{
-    Beat, CancelAnswer, CancelStorage, ClaimRequest, ControlStorage, Election, KeyStorage, Leader, LeaseRef, LeaseToken,
-    PeriodicStorage, ProgressReport, RoleStorage, Settled, Settlement, Storage, ThroughputStorage, WorkSignal,
+    Beat, CancelAnswer, CancelStorage, ClaimRequest, ControlStorage, Election, KeyStorage, Leader, LeaseRef,
+    LeaseToken, PeriodicStorage, ProgressReport, RoleStorage, Settled, Settlement, Storage, ThroughputStorage,
+    WorkSignal,
 };
 use jq_core::workflow::WorkflowPlan;
 use jq_core::{

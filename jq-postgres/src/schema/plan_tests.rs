@@ -214,13 +214,7 @@ async fn every_statement_finds_its_rows_by_key_whatever_the_statistics() {
             "('q', 'k', 'c')".to_owned(),
             &["key_limits_pkey"],
         ),
-        (
-            "key_busiest",
-            &sql.key_busiest,
-            "text, int8",
-            "('q', 10)".to_owned(),
-            &["jobs_key_running", "jobs_keyed"],
-        ),
+        ("key_busiest", &sql.key_busiest, "text, int8", "('q', 10)".to_owned(), &["jobs_key_running", "jobs_keyed"]),
         ("get", &sql.get, "uuid", format!("('{dead}')"), &["jobs_pkey"]),
         // A workflow's counts: its summary rows, and its Running steps
         // among the leased jobs (each looked up by key), never its steps.
