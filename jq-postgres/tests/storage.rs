@@ -932,3 +932,64 @@ async fn a_row_the_server_refuses_fails_alone_in_its_batch() {
     assert_eq!(s.get(bad).await.unwrap().state, State::Pending);
     f.cleanup().await;
 }
+
+fn keyed(queue: &str, key: &str) -> NewJob {
+    NewJob::builder("smoke", Payload::from_json("{}").unwrap()).queue(queue).key(key).build().unwrap()
+}
+
+/// Every way a job is stored keeps its key (migration 15): a single
+/// enqueue, a batch, a batch with a unique key, the caller's transaction,
+/// a workflow's steps and a periodic job's tick; get, list and claim read
+/// it back.
+#[tokio::test]
+async fn every_way_of_storing_a_job_keeps_its_key() {
+    jq_testkit::needs!(postgres);
+    let f = Fixture::new().await;
+    let s = f.connect(Clock::system()).await;
+    let mut expected: Vec<(jq_core::JobId, &str)> = Vec::new();
+    let one = s.enqueue(vec![keyed("q", "single")]).await.unwrap();
+    expected.push((one[0], "single"));
+    let batch = s.enqueue(vec![keyed("q", "batch-1"), keyed("q", "batch-2")]).await.unwrap();
+    expected.extend([(batch[0], "batch-1"), (batch[1], "batch-2")]);
+    let mut unique = keyed("q", "unique");
+    unique.unique_key = Some("u".into());
+    let unique = s.enqueue(vec![unique, keyed("q", "beside-unique")]).await.unwrap();
+    expected.extend([(unique[0], "unique"), (unique[1], "beside-unique")]);
+    let mut tx = s.pool().begin().await.unwrap();
+    let in_tx = s.enqueue_tx(&mut tx, vec![keyed("q", "tx")]).await.unwrap();
+    tx.commit().await.unwrap();
+    expected.push((in_tx[0], "tx"));
+    let plan = Workflow::new().step(Step::new("a", keyed("q", "step"))).plan().unwrap();
+    let steps = s.enqueue_workflow(&plan).await.unwrap();
+    expected.push((steps[0], "step"));
+    let tick = keyed("q", "tick");
+    let tick_id = tick.id;
+    let now = s.clock().now();
+    let fire = jq_core::periodic::Fire {
+        name: "keyed-tick".into(),
+        queue: tick.queue.clone(),
+        spec: "every 60s".into(),
+        zone: "UTC".into(),
+        expected: None,
+        expected_trigger: None,
+        cursor: now,
+        jobs: vec![tick],
+        missed: 0,
+        last_missed: None,
+    };
+    jq_core::storage::PeriodicStorage::fire(&s, &fire).await.unwrap();
+    expected.push((tick_id, "tick"));
+
+    for (id, key) in &expected {
+        assert_eq!(s.get(*id).await.unwrap().key.as_deref(), Some(*key), "get");
+    }
+    let listed = s.list(&JobFilter::default()).await.unwrap();
+    assert_eq!(listed.iter().filter(|j| j.key.is_some()).count(), expected.len(), "list: {listed:?}");
+    let claimed = s.claim(&request("q", 100)).await.unwrap();
+    let mut got: Vec<(jq_core::JobId, Option<&str>)> = claimed.iter().map(|j| (j.id, j.key.as_deref())).collect();
+    got.sort();
+    let mut want: Vec<(jq_core::JobId, Option<&str>)> = expected.iter().map(|(id, k)| (*id, Some(*k))).collect();
+    want.sort();
+    assert_eq!(got, want, "claim");
+    f.cleanup().await;
+}
