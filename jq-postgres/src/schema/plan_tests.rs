@@ -212,7 +212,15 @@ async fn every_statement_finds_its_rows_by_key_whatever_the_statistics() {
             &sql.key_limits_clear,
             "text, text, text",
             "('q', 'k', 'c')".to_owned(),
-            &["key_limits_pkey"],
+            &["key_limits_pkey", "key_limits_pkey", "key_starts_window"],
+        ),
+        // Lifting the default's rate forgets the queue's start logs.
+        (
+            "key_limits_set",
+            &sql.key_limits_set,
+            "text, text, int4, int4, int8, text",
+            "('q', '', 1, NULL, NULL, 'c')".to_owned(),
+            &["key_limits_pkey", "key_starts_window"],
         ),
         ("key_busiest", &sql.key_busiest, "text, int8", "('q', 10)".to_owned(), &["jobs_key_running", "jobs_keyed"]),
         ("get", &sql.get, "uuid", format!("('{dead}')"), &["jobs_pkey"]),
