@@ -993,3 +993,39 @@ async fn every_way_of_storing_a_job_keeps_its_key() {
     assert_eq!(got, want, "claim");
     f.cleanup().await;
 }
+
+/// The contract's fairness figure at its size, and what it costs here: one
+/// key with 20,000 Pending jobs and 50 keys with 10 each; every small
+/// key's jobs start within the first 510 claimed jobs. Ignored by default
+/// (about a minute); run it with `--ignored` after changing the rotation.
+#[tokio::test]
+#[ignore = "slow: the contract's fairness figure at full size"]
+async fn keyed_fairness_at_full_size() {
+    jq_testkit::needs!(postgres);
+    let f = Fixture::new().await;
+    let s = f.connect(Clock::system()).await;
+    let mut jobs: Vec<NewJob> = (0..20_000).map(|_| keyed("q", "big")).collect();
+    for k in 0..50 {
+        jobs.extend((0..10).map(|_| keyed("q", &format!("small-{k:02}"))));
+    }
+    for chunk in jobs.chunks(1000) {
+        s.enqueue(chunk.to_vec()).await.unwrap();
+    }
+    let started = std::time::Instant::now();
+    let mut order: Vec<String> = Vec::new();
+    loop {
+        let batch = s.claim(&request("q", 10)).await.unwrap();
+        if batch.is_empty() {
+            break;
+        }
+        order.extend(batch.iter().map(|j| j.key.clone().unwrap_or_default()));
+        let acks = batch.iter().map(|j| Settlement { lease: j.lease_ref().unwrap(), outcome: Outcome::Ack }).collect();
+        s.settle(acks).await.unwrap();
+    }
+    let elapsed = started.elapsed();
+    assert_eq!(order.len(), 20_500);
+    let last_small = order.iter().rposition(|k| k != "big").unwrap();
+    eprintln!("20,500 keyed jobs claimed in {elapsed:?}; the last small key's job was claim {}", last_small + 1);
+    assert!(last_small < 510, "the small keys' jobs all start within 510 claims, not {}", last_small + 1);
+    f.cleanup().await;
+}
