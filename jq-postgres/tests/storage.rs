@@ -994,17 +994,16 @@ async fn every_way_of_storing_a_job_keeps_its_key() {
     f.cleanup().await;
 }
 
-/// The contract's fairness figure at its size, and what it costs here: one
-/// key with 20,000 Pending jobs and 50 keys with 10 each; every small
-/// key's jobs start within the first 510 claimed jobs. Ignored by default
-/// (about a minute); run it with `--ignored` after changing the rotation.
+/// The contract's fairness bound: one key with many Pending jobs and 50
+/// keys with 10 each; every small key's jobs start within the first
+/// 51 x 10 = 510 claimed jobs. The bound does not depend on the big key's
+/// size (the contract's figure has 20,000; 2,000 keep this test short).
 #[tokio::test]
-#[ignore = "slow: the contract's fairness figure at full size"]
-async fn keyed_fairness_at_full_size() {
+async fn keyed_fairness_bound() {
     jq_testkit::needs!(postgres);
     let f = Fixture::new().await;
     let s = f.connect(Clock::system()).await;
-    let mut jobs: Vec<NewJob> = (0..20_000).map(|_| keyed("q", "big")).collect();
+    let mut jobs: Vec<NewJob> = (0..2_000).map(|_| keyed("q", "big")).collect();
     for k in 0..50 {
         jobs.extend((0..10).map(|_| keyed("q", &format!("small-{k:02}"))));
     }
@@ -1023,9 +1022,9 @@ async fn keyed_fairness_at_full_size() {
         s.settle(acks).await.unwrap();
     }
     let elapsed = started.elapsed();
-    assert_eq!(order.len(), 20_500);
+    assert_eq!(order.len(), 2_500);
     let last_small = order.iter().rposition(|k| k != "big").unwrap();
-    eprintln!("20,500 keyed jobs claimed in {elapsed:?}; the last small key's job was claim {}", last_small + 1);
+    eprintln!("2,500 keyed jobs claimed in {elapsed:?}; the last small key's job was claim {}", last_small + 1);
     assert!(last_small < 510, "the small keys' jobs all start within 510 claims, not {}", last_small + 1);
     f.cleanup().await;
 }
