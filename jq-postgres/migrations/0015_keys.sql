@@ -200,7 +200,7 @@ COMMENT ON FUNCTION {schema}.enqueue(text, json, text, text, timestamptz, intege
 -- jq-testkit's memory/keys.rs picks them). Called by claim_controlled.sql,
 -- in the transaction that locked the asked queues' controls and, for each
 -- queue of `keyed`, a transaction-level advisory lock on the (schema,
--- queue) pair (sql/key_lock.sql): keyed claims of one queue run one at a
+-- queue) pair (sql/control_lock.sql): keyed claims of one queue run one at a
 -- time, so the Running and start counts read here (each statement a new
 -- snapshot, taken after the locks) include every earlier claim, and no
 -- key's limits can be exceeded by concurrent claimers.

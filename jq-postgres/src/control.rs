@@ -45,7 +45,7 @@ impl Controlled {
 }
 
 /// Claims over queues one of which is controlled or holds keyed jobs:
-/// lock the controls, then the keyed queues (`sql/key_lock.sql`), then
+/// lock the controls, then the keyed queues (`sql/control_lock.sql`), then
 /// claim, in one transaction. Returns the claimed rows (committed) and the
 /// asked queues found controlled or keyed.
 pub(crate) async fn claim_rows(
@@ -57,12 +57,15 @@ pub(crate) async fn claim_rows(
 ) -> Result<(Vec<PgRow>, Vec<String>)> {
     let limit = i32::try_from(request.limit).unwrap_or(i32::MAX);
     let mut tx = inner.db().begin().await.map_err(map_sqlx)?;
+    // The controls, then the queues with keyed jobs, each under its key
+    // lock (keys.rs), in one statement.
     let locked = inner.sql.control_lock.query().bind(queues).fetch_all(&mut *tx).await.map_err(map_sqlx)?;
-    let mut controlled: Vec<String> =
-        locked.iter().map(|row| row.try_get(0)).collect::<Result<_, _>>().map_err(map_sqlx)?;
-    // Then the queues with keyed jobs, each under its key lock (keys.rs).
-    let keyed = inner.sql.key_lock.query().bind(queues).fetch_all(&mut *tx).await.map_err(map_sqlx)?;
-    let keyed: Vec<String> = keyed.iter().map(|row| row.try_get(0)).collect::<Result<_, _>>().map_err(map_sqlx)?;
+    let mut controlled: Vec<String> = Vec::new();
+    let mut keyed: Vec<String> = Vec::new();
+    for row in &locked {
+        let queue: String = row.try_get(0).map_err(map_sqlx)?;
+        if row.try_get::<bool, _>(1).map_err(map_sqlx)? { keyed.push(queue) } else { controlled.push(queue) }
+    }
     let rows = inner
         .sql
         .claim_controlled

@@ -6,7 +6,7 @@
 //! (`sql/claim.sql`), which probes `jobs_keyed` once per asked queue. When
 //! one has keyed jobs, the claim runs like one over a controlled queue
 //! (`control.rs`): in a transaction that locks the controls, then takes an
-//! advisory lock per keyed queue (`sql/key_lock.sql`), then claims through
+//! advisory lock per keyed queue (`sql/control_lock.sql`), then claims through
 //! `sql/claim_controlled.sql`, which hands the choice to the SQL function
 //! `jq_claim_keyed` (migration 15): the model's rotation and limits, in
 //! the claim's atomic step.

@@ -100,7 +100,14 @@ async fn every_statement_finds_its_rows_by_key_whatever_the_statistics() {
                 "queue_starts_window",
             ],
         ),
-        ("control_lock", &sql.control_lock, "text[]", "(ARRAY['q'])".to_owned(), &["queue_controls_pkey"]),
+        // The controls, then one probe of jobs_keyed per queue.
+        (
+            "control_lock",
+            &sql.control_lock,
+            "text[]",
+            "(ARRAY['q'])".to_owned(),
+            &["jobs_keyed", "queue_controls_pkey"],
+        ),
         ("claim_earlier", &sql.claim_earlier, "uuid", format!("('{token}')"), &["jobs_lease_expiry"]),
         (
             "complete",
@@ -202,10 +209,8 @@ async fn every_statement_finds_its_rows_by_key_whatever_the_statistics() {
                 "jobs_waiting_on_parents",
             ],
         ),
-        // Keyed jobs (migration 15): the probe and lock of the queues with
-        // keyed jobs, the limits by key, the busiest keys from the live
+        // Keyed jobs (migration 15): the limits by key, the busiest keys from the live
         // keyed jobs only.
-        ("key_lock", &sql.key_lock, "text[]", "(ARRAY['q'])".to_owned(), &["jobs_keyed"]),
         ("key_limits_list", &sql.key_limits_list, "text", "('q')".to_owned(), &["key_limits_pkey"]),
         (
             "key_limits_clear",

@@ -5,7 +5,7 @@
 -- $5 lease expiry timestamptz, $6 the claim's lease token uuid, $7 the
 -- instant at or before which claimers are forgotten (now - SEEN_TTL), $8
 -- keyed text[]: the asked queues with keyed jobs, whose key locks the
--- transaction holds (key_lock.sql); empty when none.
+-- transaction holds (control_lock.sql); empty when none.
 --
 -- Keyed jobs (migration 15): without keyed queues the jobs are each
 -- queue's best without a key (jobs_claim), as below. With keyed queues,
