@@ -198,6 +198,11 @@ pub struct EnqueueArgs {
     /// Store nothing if a live job of this queue already has this key.
     #[arg(long, value_name = "KEY")]
     pub unique_key: Option<String>,
+    /// The job's key (a tenant, an account, a host): jobs of one key share
+    /// its limits (`jqctl queue key-limit`), and claims take the keys of a
+    /// queue in turn.
+    #[arg(long, value_name = "KEY")]
+    pub key: Option<String>,
 }
 
 impl EnqueueArgs {
@@ -319,6 +324,49 @@ Examples:
         /// At most N starts per PERIOD: 1000/s, 50/10s, 5/250ms, 100/m (none: no limit).
         #[arg(long, value_name = "N/PERIOD", value_parser = parse_rate)]
         rate: Option<Lift<jq::Rate>>,
+    },
+    /// The keys of QUEUE's keyed jobs: the default limits every key
+    /// follows, the overrides, and the busiest keys with their running and
+    /// pending (and scheduled) jobs and the limits they follow.
+    Keys {
+        /// The queue.
+        #[arg(value_parser = parse_queue)]
+        queue: QueueName,
+        /// Show at most this many of the busiest keys.
+        #[arg(long, value_name = "N", default_value_t = 20)]
+        top: usize,
+    },
+    /// Cap each key of QUEUE across every worker: Running jobs of one key
+    /// (--concurrency) and its starts per period (--rate). Without --key,
+    /// the default every key follows; with --key, that key's override (an
+    /// override of none/none makes the key unlimited). A flag not given
+    /// keeps its current value; `none` lifts that limit.
+    #[command(after_help = "\
+Examples:
+  jqctl queue key-limit webhooks --concurrency 2
+  jqctl queue key-limit webhooks --key acme --concurrency 10 --rate 100/s
+  jqctl queue key-clear webhooks acme")]
+    KeyLimit {
+        /// The queue.
+        #[arg(value_parser = parse_queue)]
+        queue: QueueName,
+        /// The key whose override to set; without it, the default.
+        #[arg(long, value_name = "KEY")]
+        key: Option<String>,
+        /// At most N jobs of one key running at once (none: no limit).
+        #[arg(long, value_name = "N", value_parser = parse_concurrency)]
+        concurrency: Option<Lift<u32>>,
+        /// At most N starts of one key per PERIOD: 1000/s, 50/10s (none: no limit).
+        #[arg(long, value_name = "N/PERIOD", value_parser = parse_rate)]
+        rate: Option<Lift<jq::Rate>>,
+    },
+    /// Remove KEY's override in QUEUE: it follows the default again.
+    KeyClear {
+        /// The queue.
+        #[arg(value_parser = parse_queue)]
+        queue: QueueName,
+        /// The key.
+        key: String,
     },
 }
 

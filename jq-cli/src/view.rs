@@ -56,6 +56,8 @@ pub struct JobView {
     pub lease: Option<LeaseView>,
     /// Its unique key.
     pub unique_key: Option<String>,
+    /// Its key (keyed jobs: limits and turns per key), if any.
+    pub key: Option<String>,
     /// Every failure, oldest first.
     pub errors: Vec<AttemptError>,
     /// The payload: the stored JSON as is (a string if it is not JSON).
@@ -120,6 +122,7 @@ impl From<&Job> for JobView {
             finished_at: job.finished_at,
             lease: job.lease.as_ref().map(|l| LeaseView { worker: l.worker.clone(), expires_at: l.expires_at }),
             unique_key: job.unique_key.clone(),
+            key: job.key.clone(),
             errors: job.errors.clone(),
             payload,
             progress: job.progress.as_deref().map(json_view),
@@ -336,6 +339,9 @@ pub fn job_details(job: &Job) -> String {
     }
     if let Some(key) = &job.unique_key {
         field("unique key", key);
+    }
+    if let Some(key) = &job.key {
+        field("key", key);
     }
     if let Some(timeout) = job.timeout {
         field("timeout", &format!("{timeout:?}"));

@@ -288,6 +288,36 @@ async fn workflow_page_draws_the_graph(backend: &str) {
     ns.cleanup().await;
 }
 
+/// A queue's jobs page shows its busiest keys with their counts and the
+/// limits each follows (escaped), and a keyed job's page shows its key.
+async fn keys_show_on_the_queues_page(backend: &str) {
+    let (ns, client, _) = seeded(backend).await;
+    let app = dashboard(&client, Options::new());
+    let job =
+        |key: &str| jq::NewJob::builder("hook", jq::Payload::of(&()).unwrap()).queue("hooks").key(key).build().unwrap();
+    let mut ids = Vec::new();
+    for key in ["<acme>", "<acme>", "<acme>", "bob"] {
+        ids.push(client.enqueue(job(key)).await.unwrap());
+    }
+    client.set_key_limits("hooks", None, jq::QueueLimits { concurrency: Some(2), rate: None }).await.unwrap();
+    client.set_key_limits("hooks", Some("bob"), jq::QueueLimits::none()).await.unwrap();
+
+    let page = get(&app, "/jobs?queue=hooks").await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("Busiest keys"), "{}", page.body);
+    assert!(page.body.contains("data-key=\"&lt;acme&gt;\""), "keys are escaped: {}", page.body);
+    assert!(!page.body.contains("<acme>"));
+    assert!(page.body.contains("≤ 2 running") && page.body.contains("no limit"), "{}", page.body);
+    let acme = page.body.find("data-key=\"&lt;acme&gt;\"").unwrap();
+    let bob = page.body.find("data-key=\"bob\"").unwrap();
+    assert!(acme < bob, "the busiest key first");
+    assert!(!get(&app, "/jobs").await.body.contains("Busiest keys"), "only for one chosen queue");
+
+    let detail = get(&app, &format!("/jobs/{}", ids[0])).await;
+    assert!(detail.body.contains("&lt;acme&gt;"), "{}", detail.body);
+    ns.cleanup().await;
+}
+
 macro_rules! on_every_backend {
     ($($test:ident),* $(,)?) => {
         mod sqlite { $( #[tokio::test] async fn $test() { super::$test("sqlite").await } )* }
@@ -303,6 +333,18 @@ on_every_backend!(
     nested_links_keep_the_prefix,
     overview_counts_the_last_hour,
 );
+
+mod keyed {
+    #[tokio::test]
+    async fn sqlite() {
+        super::keys_show_on_the_queues_page("sqlite").await
+    }
+    #[tokio::test]
+    async fn postgres() {
+        jq_testkit::needs!(postgres);
+        super::keys_show_on_the_queues_page("postgres").await
+    }
+}
 
 mod workflows {
     #[tokio::test]

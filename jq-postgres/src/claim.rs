@@ -61,8 +61,8 @@ pub(crate) async fn claim(inner: &Inner, request: &ClaimRequest) -> Result<Vec<J
             return Err(map_sqlx(e));
         }
     };
-    // Rows naming a controlled queue (the `controlled` column) mean the statement took
-    // nothing: the locked path claims instead.
+    // Rows naming a controlled queue, or one with keyed jobs (the `controlled` column),
+    // mean the statement took nothing: the locked path claims instead (keys.rs).
     let marked: Vec<String> =
         rows.iter().filter_map(|row| row.try_get::<Option<String>, _>("controlled").ok().flatten()).collect();
     if !marked.is_empty() {

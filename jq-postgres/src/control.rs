@@ -22,7 +22,8 @@ use sqlx::postgres::PgRow;
 use crate::Inner;
 use crate::error::map_sqlx;
 
-/// The queues this storage last found controlled.
+/// The queues this storage last found controlled, or holding keyed jobs
+/// (`keys.rs`): claims over them take the locked path.
 #[derive(Debug, Default)]
 pub(crate) struct Controlled(Mutex<HashSet<String>>);
 
@@ -43,9 +44,10 @@ impl Controlled {
     }
 }
 
-/// Claims over queues one of which is controlled: lock, then claim, in
-/// one transaction. Returns the claimed rows (committed) and the asked
-/// queues found controlled.
+/// Claims over queues one of which is controlled or holds keyed jobs:
+/// lock the controls, then the keyed queues (`sql/control_lock.sql`), then
+/// claim, in one transaction. Returns the claimed rows (committed) and the
+/// asked queues found controlled or keyed.
 pub(crate) async fn claim_rows(
     inner: &Inner,
     request: &ClaimRequest,
@@ -55,9 +57,15 @@ pub(crate) async fn claim_rows(
 ) -> Result<(Vec<PgRow>, Vec<String>)> {
     let limit = i32::try_from(request.limit).unwrap_or(i32::MAX);
     let mut tx = inner.db().begin().await.map_err(map_sqlx)?;
+    // The controls, then the queues with keyed jobs, each under its key
+    // lock (keys.rs), in one statement.
     let locked = inner.sql.control_lock.query().bind(queues).fetch_all(&mut *tx).await.map_err(map_sqlx)?;
-    let controlled: Vec<String> =
-        locked.iter().map(|row| row.try_get(0)).collect::<Result<_, _>>().map_err(map_sqlx)?;
+    let mut controlled: Vec<String> = Vec::new();
+    let mut keyed: Vec<String> = Vec::new();
+    for row in &locked {
+        let queue: String = row.try_get(0).map_err(map_sqlx)?;
+        if row.try_get::<bool, _>(1).map_err(map_sqlx)? { keyed.push(queue) } else { controlled.push(queue) }
+    }
     let rows = inner
         .sql
         .claim_controlled
@@ -69,10 +77,13 @@ pub(crate) async fn claim_rows(
         .bind(expires_at)
         .bind(request.token.0)
         .bind(jq_core::storage::seen_forgotten_at(now))
+        .bind(&keyed)
         .fetch_all(&mut *tx)
         .await
         .map_err(map_sqlx)?;
     tx.commit().await.map_err(map_sqlx)?;
+    // Both kinds go on through this transaction (claim.rs).
+    controlled.extend(keyed);
     Ok((rows, controlled))
 }
 

@@ -99,10 +99,10 @@ struct Batch {
 impl Batch {
     /// Checks every job before anything is written; None for an empty batch.
     fn new(inner: &Inner, jobs: Vec<NewJob>) -> Result<Option<Self>> {
-        // No key column yet: a keyed job is refused rather than stored
-        // without its key's limits.
-        jq_core::storage::refuse_keys(&jobs)?;
         for job in &jobs {
+            if let Some(key) = &job.key {
+                jq_core::storage::check_key(key)?;
+            }
             job.check_payload(inner.max_payload_bytes)?;
             if i32::try_from(job.max_attempts).is_err() {
                 return Err(Error::invalid("max attempts", format!("{} is over {}", job.max_attempts, i32::MAX)));
@@ -185,6 +185,7 @@ impl Batch {
                     .bind(self.now)
                     .bind(&inner.channel)
                     .bind(cols.timeouts[0])
+                    .bind(&cols.keys[0])
                     .fetch_one(executor)
                     .await?;
             } else {
@@ -192,6 +193,7 @@ impl Batch {
                     .bind(self.now)
                     .bind(&inner.channel)
                     .bind(&cols.timeouts)
+                    .bind(&cols.keys)
                     .fetch_one(executor)
                     .await?;
             }
@@ -215,6 +217,7 @@ impl Batch {
             .bind(self.now)
             .bind(&inner.channel)
             .bind(&cols.timeouts)
+            .bind(&cols.keys)
             .fetch_all(executor)
             .await?;
         let mut stored: HashSet<Uuid> = HashSet::with_capacity(rows.len());
@@ -280,6 +283,8 @@ struct Columns {
     unique_keys: Vec<Option<String>>,
     /// Per-job timeouts in whole milliseconds.
     timeouts: Vec<Option<i64>>,
+    /// The jobs' keys (capability keys; not unique keys).
+    keys: Vec<Option<String>>,
 }
 
 impl Columns {
@@ -316,6 +321,7 @@ impl Columns {
             traces: Vec::with_capacity(n),
             unique_keys: Vec::with_capacity(n),
             timeouts: Vec::with_capacity(n),
+            keys: Vec::with_capacity(n),
         }
     }
 
@@ -334,5 +340,6 @@ impl Columns {
         self.run_ats.push(run_at);
         self.traces.push(job.trace.map(|t| t.as_stored().to_owned()));
         self.unique_keys.push(job.unique_key);
+        self.keys.push(job.key);
     }
 }

@@ -62,6 +62,7 @@ mod election;
 mod enqueue;
 mod error;
 mod hints;
+mod keys;
 mod listener;
 mod liveness;
 mod maintenance;
@@ -79,8 +80,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use jq_core::periodic::{Fire, FireOutcome, PeriodicInfo};
 use jq_core::storage::{
-    Beat, CancelAnswer, CancelStorage, ClaimRequest, ControlStorage, Election, Leader, LeaseRef, LeaseToken,
-    PeriodicStorage, ProgressReport, RoleStorage, Settled, Settlement, Storage, ThroughputStorage, WorkSignal,
+    Beat, CancelAnswer, CancelStorage, ClaimRequest, ControlStorage, Election, KeyStorage, Leader, LeaseRef,
+    LeaseToken, PeriodicStorage, ProgressReport, RoleStorage, Settled, Settlement, Storage, ThroughputStorage,
+    WorkSignal,
 };
 use jq_core::workflow::WorkflowPlan;
 use jq_core::{
@@ -447,6 +449,24 @@ impl Storage for PostgresStorage {
     }
     fn as_workflows(&self) -> Option<&dyn jq_core::storage::WorkflowStorage> {
         Some(self)
+    }
+    fn as_keys(&self) -> Option<&dyn KeyStorage> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl KeyStorage for PostgresStorage {
+    async fn set_key_limits(&self, queue: &QueueName, key: Option<&str>, limits: &QueueLimits) -> Result<()> {
+        self.inner.timed(keys::set_limits(&self.inner, queue, key, limits)).await
+    }
+
+    async fn clear_key_limits(&self, queue: &QueueName, key: &str) -> Result<()> {
+        self.inner.timed(keys::clear_limits(&self.inner, queue, key)).await
+    }
+
+    async fn keys(&self, queue: &QueueName, top: usize) -> Result<jq_core::KeyReport> {
+        self.inner.timed(keys::report(&self.inner, queue, top)).await
     }
 }
 

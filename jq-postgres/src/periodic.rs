@@ -15,7 +15,6 @@ use crate::{Inner, enqueue};
 /// One step.
 pub(crate) async fn fire(inner: &Inner, fire: &Fire) -> Result<FireOutcome> {
     fire.check()?;
-    jq_core::storage::refuse_keys(&fire.jobs)?;
     for job in &fire.jobs {
         job.check_payload(inner.max_payload_bytes)?;
     }

@@ -54,6 +54,7 @@ pub(crate) fn decode_job(row: &PgRow) -> Result<Job> {
     let cancel_at: Option<DateTime<Utc>> = col(row, some, 18, "cancel_requested_at")?;
     let cancel_reason: Option<String> = col(row, some, 19, "cancel_reason")?;
     let progress: Option<String> = col(row, some, 20, "progress")?;
+    let key: Option<String> = col(row, some, 21, "key")?;
     let lease = match (state, token, expires_at) {
         (State::Running, Some(token), Some(expires_at)) => {
             Some(Lease { token: LeaseToken(token), worker: worker.unwrap_or_default(), expires_at })
@@ -76,8 +77,7 @@ pub(crate) fn decode_job(row: &PgRow) -> Result<Job> {
         lease,
         errors,
         unique_key,
-        // No key column yet: PostgreSQL refuses keyed jobs at enqueue.
-        key: None,
+        key,
         trace: trace.map(TraceContext::from_stored),
         timeout,
         cancel_requested: cancel_at.map(|at| CancelRequest { at, reason: cancel_reason.unwrap_or_default() }),

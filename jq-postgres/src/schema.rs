@@ -25,6 +25,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("workflows", include_str!("../migrations/0012_workflows.sql")),
     ("flow_in_statements", include_str!("../migrations/0013_flow_in_statements.sql")),
     ("workflow_counts", include_str!("../migrations/0014_workflow_counts.sql")),
+    ("keys", include_str!("../migrations/0015_keys.sql")),
 ];
 
 /// The newest schema version this build knows.
@@ -35,7 +36,7 @@ pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
 const COLUMNS: &str = "j.id, j.queue, j.kind, j.payload, j.priority, j.state, j.attempts, j.max_attempts, \
                        j.run_at, j.created_at, j.finished_at, j.lease_token, j.lease_worker, j.lease_expires_at, \
                        j.errors::text, j.unique_key, j.trace, j.timeout_ms, j.cancel_requested_at, \
-                       j.cancel_reason, j.progress";
+                       j.cancel_reason, j.progress, j.key";
 
 /// `"name"`: a quoted identifier. The name was checked to be letters,
 /// digits and `_` (see `PostgresConfig::check`), so no escaping is needed.
@@ -102,6 +103,10 @@ pub(crate) struct Sql {
     pub workflow_children: Sql1,
     pub workflow_counts: Sql1,
     pub workflow_steps: Sql1,
+    pub key_limits_set: Sql1,
+    pub key_limits_clear: Sql1,
+    pub key_limits_list: Sql1,
+    pub key_busiest: Sql1,
 }
 
 /// One statement's text, and whether sqlx may prepare it as a named
@@ -182,6 +187,10 @@ impl Sql {
             workflow_children: s(include_str!("sql/workflow_children.sql")),
             workflow_counts: s(include_str!("sql/workflow_counts.sql")),
             workflow_steps: s(include_str!("sql/workflow_steps.sql")),
+            key_limits_set: s(include_str!("sql/key_limits_set.sql")),
+            key_limits_clear: s(include_str!("sql/key_limits_clear.sql")),
+            key_limits_list: s(include_str!("sql/key_limits_list.sql")),
+            key_busiest: s(include_str!("sql/key_busiest.sql")),
         }
     }
 }

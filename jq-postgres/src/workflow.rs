@@ -86,7 +86,11 @@ impl Cols {
     /// The checked plan as columns.
     fn of(inner: &Inner, plan: &WorkflowPlan) -> Result<Cols> {
         plan.check(inner.max_payload_bytes)?;
-        jq_core::storage::refuse_keys(plan.steps.iter().map(|s| &s.job))?;
+        for step in &plan.steps {
+            if let Some(key) = &step.job.key {
+                jq_core::storage::check_key(key)?;
+            }
+        }
         let now = truncate_micros(inner.clock.now());
         let ids = plan.ids();
         let children = plan.children();
@@ -112,6 +116,7 @@ impl Cols {
             c.traces.push(job.trace.as_ref().map(|t| t.as_stored().to_owned()));
             c.flows.push(if children[i].is_empty() { 0 } else { HAS_CHILDREN });
             c.timeouts.push(job.timeout_ms());
+            c.keys.push(job.key.clone());
             c.steps.push(step.name.clone());
             c.unfinished.push(i32::try_from(step.parents.len()).unwrap_or(i32::MAX));
             for &p in &step.parents {
@@ -149,6 +154,7 @@ impl Cols {
             .bind(&self.policies)
             .bind(&inner.channel)
             .bind(&self.timeouts)
+            .bind(&self.keys)
     }
 }
 
@@ -168,6 +174,8 @@ struct Cols {
     flows: Vec<i16>,
     /// Per-job timeouts in whole milliseconds (`NewJob::timeout_ms`).
     timeouts: Vec<Option<i64>>,
+    /// The jobs' keys (capability keys).
+    keys: Vec<Option<String>>,
     steps: Vec<String>,
     unfinished: Vec<i32>,
     parents: Vec<Uuid>,

@@ -132,6 +132,8 @@ async fn bad_input_is_refused_naming_the_argument_and_stores_nothing() {
         ("'k', '{}', priority => 'urgent'", "priority"),
         ("'k', '{}', max_attempts => 0", "max_attempts"),
         ("'k', '{}', unique_key => ''", "unique_key"),
+        ("'k', '{}', key => ''", "enqueue: key"),
+        ("'k', '{}', key => repeat('x', 256)", "enqueue: key"),
     ];
     for (args, names) in cases {
         let err = sql_enqueue(&s, args).await.unwrap_err();
@@ -172,6 +174,24 @@ async fn a_job_from_sql_is_claimable_at_commit_and_wakes_a_listener() {
     sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut *tx).await.unwrap();
     tx.rollback().await.unwrap();
     assert_eq!(count(&s).await, 1);
+    s.close().await;
+    f.cleanup().await;
+}
+
+/// Migration 15's trailing `key` argument: a keyed job from SQL is the one
+/// the Rust enqueue stores with that key, by name or by position, and the
+/// calls without it still resolve (no ambiguous overload).
+#[tokio::test]
+async fn a_key_given_to_the_sql_enqueue_is_stored() {
+    jq_testkit::needs!(postgres);
+    let f = Fixture::new().await;
+    let s = f.connect(Clock::system()).await;
+    let named = s.get(sql_enqueue(&s, "'k', '{}', queue => 'q', key => 'tenant-1'").await.unwrap()).await.unwrap();
+    assert_eq!(named.key.as_deref(), Some("tenant-1"));
+    let positional = sql_enqueue(&s, "'k', '{}', 'q', 'normal', NULL, 25, NULL, NULL, 'tenant-2'").await.unwrap();
+    assert_eq!(s.get(positional).await.unwrap().key.as_deref(), Some("tenant-2"));
+    let plain = s.get(sql_enqueue(&s, "'k', '{}', 'q'").await.unwrap()).await.unwrap();
+    assert_eq!(plain.key, None);
     s.close().await;
     f.cleanup().await;
 }

@@ -101,6 +101,52 @@ async fn migration_8_counts_the_jobs_finished_before_it() {
     f.cleanup().await;
 }
 
+/// Migration 15 keeps the jobs in flight claimable: a schema at version 14
+/// (no key column, migration 9's jobs_claim, migration 10's enqueue
+/// function) holding Pending and Running jobs migrates, its jobs are
+/// claimed and settled as before, and keyed jobs are stored and claimed
+/// after it.
+#[tokio::test]
+async fn migration_15_keeps_the_jobs_in_flight_claimable() {
+    jq_testkit::needs!(postgres);
+    let f = Fixture::new().await;
+    let s = f.connect(Clock::system()).await;
+    s.enqueue((0..5).map(|i| job("q", i)).collect()).await.unwrap();
+    let running = s.claim(&request("q", 2)).await.unwrap();
+    assert_eq!(running.len(), 2);
+
+    // Back to version 14: migration 15's objects gone, migration 10's
+    // enqueue function and migration 9's claim index as they made them.
+    let q = format!("\"{}\"", f.schema);
+    let enqueue_of_10 = include_str!("../migrations/0010_enqueue_function.sql");
+    let enqueue_of_10 = &enqueue_of_10[enqueue_of_10.find("CREATE OR REPLACE FUNCTION").unwrap()..];
+    let back = format!(
+        "DROP FUNCTION {q}.jq_claim_keyed, {q}.enqueue(text, json, text, text, timestamptz, integer, text, uuid, text); \
+         DROP TABLE {q}.key_limits, {q}.key_cursors, {q}.key_starts; \
+         DROP INDEX {q}.jobs_keyed, {q}.jobs_key_running, {q}.jobs_claim; \
+         ALTER TABLE {q}.jobs DROP COLUMN key; \
+         CREATE INDEX jobs_claim ON {q}.jobs (queue, priority DESC, run_at, id) INCLUDE (state) \
+             WHERE state IN ('pending', 'scheduled'); \
+         {} \
+         DELETE FROM {q}.jq_migrations WHERE version >= 15;",
+        enqueue_of_10.replace("{schema}", &q)
+    );
+    sqlx::raw_sql(sqlx::AssertSqlSafe(back)).execute(s.pool()).await.unwrap();
+    assert_eq!(s.migrate().await.unwrap(), 1);
+
+    let rest = s.claim(&request("q", 10)).await.unwrap();
+    assert_eq!(rest.len(), 3, "the Pending jobs stored before the migration");
+    for j in running.iter().chain(&rest) {
+        s.ack(j.lease_ref().unwrap()).await.unwrap();
+    }
+    let keyed = NewJob::builder("smoke", Payload::from_json("{}").unwrap()).queue("q").key("a").build().unwrap();
+    let id = s.enqueue(vec![keyed]).await.unwrap()[0];
+    let claimed = s.claim(&request("q", 10)).await.unwrap();
+    assert_eq!(claimed.iter().map(|j| (j.id, j.key.as_deref())).collect::<Vec<_>>(), [(id, Some("a"))]);
+    jq_testkit::assert_stats_agree_with_list(&s).await;
+    f.cleanup().await;
+}
+
 /// `workflow(id)`'s counts agree with the states of the workflow's steps.
 async fn summary_agrees(s: &jq_postgres::PostgresStorage, id: WorkflowId, after: &str) {
     let info = s.workflow(id).await.unwrap();
@@ -468,7 +514,7 @@ async fn claim_walks_the_claim_index_with_many_finished_jobs() {
     s.enqueue((0..10).map(|i| job("q", i)).collect()).await.unwrap();
     let plan: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
         "EXPLAIN SELECT id FROM {q}.jobs AS jc WHERE jc.queue = 'q' AND jc.state IN ('pending', 'scheduled')
-           AND (jc.state = 'pending' OR jc.run_at <= now())
+           AND jc.key IS NULL AND (jc.state = 'pending' OR jc.run_at <= now())
          ORDER BY jc.priority DESC, jc.run_at, jc.id LIMIT 10 FOR UPDATE SKIP LOCKED"
     )))
     .fetch_all(s.pool())
@@ -884,5 +930,101 @@ async fn a_row_the_server_refuses_fails_alone_in_its_batch() {
     clock.advance(Duration::from_secs(60));
     assert_eq!(s.recover().await.unwrap(), 1);
     assert_eq!(s.get(bad).await.unwrap().state, State::Pending);
+    f.cleanup().await;
+}
+
+fn keyed(queue: &str, key: &str) -> NewJob {
+    NewJob::builder("smoke", Payload::from_json("{}").unwrap()).queue(queue).key(key).build().unwrap()
+}
+
+/// Every way a job is stored keeps its key (migration 15): a single
+/// enqueue, a batch, a batch with a unique key, the caller's transaction,
+/// a workflow's steps and a periodic job's tick; get, list and claim read
+/// it back.
+#[tokio::test]
+async fn every_way_of_storing_a_job_keeps_its_key() {
+    jq_testkit::needs!(postgres);
+    let f = Fixture::new().await;
+    let s = f.connect(Clock::system()).await;
+    let mut expected: Vec<(jq_core::JobId, &str)> = Vec::new();
+    let one = s.enqueue(vec![keyed("q", "single")]).await.unwrap();
+    expected.push((one[0], "single"));
+    let batch = s.enqueue(vec![keyed("q", "batch-1"), keyed("q", "batch-2")]).await.unwrap();
+    expected.extend([(batch[0], "batch-1"), (batch[1], "batch-2")]);
+    let mut unique = keyed("q", "unique");
+    unique.unique_key = Some("u".into());
+    let unique = s.enqueue(vec![unique, keyed("q", "beside-unique")]).await.unwrap();
+    expected.extend([(unique[0], "unique"), (unique[1], "beside-unique")]);
+    let mut tx = s.pool().begin().await.unwrap();
+    let in_tx = s.enqueue_tx(&mut tx, vec![keyed("q", "tx")]).await.unwrap();
+    tx.commit().await.unwrap();
+    expected.push((in_tx[0], "tx"));
+    let plan = Workflow::new().step(Step::new("a", keyed("q", "step"))).plan().unwrap();
+    let steps = s.enqueue_workflow(&plan).await.unwrap();
+    expected.push((steps[0], "step"));
+    let tick = keyed("q", "tick");
+    let tick_id = tick.id;
+    let now = s.clock().now();
+    let fire = jq_core::periodic::Fire {
+        name: "keyed-tick".into(),
+        queue: tick.queue.clone(),
+        spec: "every 60s".into(),
+        zone: "UTC".into(),
+        expected: None,
+        expected_trigger: None,
+        cursor: now,
+        jobs: vec![tick],
+        missed: 0,
+        last_missed: None,
+    };
+    jq_core::storage::PeriodicStorage::fire(&s, &fire).await.unwrap();
+    expected.push((tick_id, "tick"));
+
+    for (id, key) in &expected {
+        assert_eq!(s.get(*id).await.unwrap().key.as_deref(), Some(*key), "get");
+    }
+    let listed = s.list(&JobFilter::default()).await.unwrap();
+    assert_eq!(listed.iter().filter(|j| j.key.is_some()).count(), expected.len(), "list: {listed:?}");
+    let claimed = s.claim(&request("q", 100)).await.unwrap();
+    let mut got: Vec<(jq_core::JobId, Option<&str>)> = claimed.iter().map(|j| (j.id, j.key.as_deref())).collect();
+    got.sort();
+    let mut want: Vec<(jq_core::JobId, Option<&str>)> = expected.iter().map(|(id, k)| (*id, Some(*k))).collect();
+    want.sort();
+    assert_eq!(got, want, "claim");
+    f.cleanup().await;
+}
+
+/// The contract's fairness bound: one key with many Pending jobs and 50
+/// keys with 10 each; every small key's jobs start within the first
+/// 51 x 10 = 510 claimed jobs. The bound does not depend on the big key's
+/// size (the contract's figure has 20,000; 2,000 keep this test short).
+#[tokio::test]
+async fn keyed_fairness_bound() {
+    jq_testkit::needs!(postgres);
+    let f = Fixture::new().await;
+    let s = f.connect(Clock::system()).await;
+    let mut jobs: Vec<NewJob> = (0..2_000).map(|_| keyed("q", "big")).collect();
+    for k in 0..50 {
+        jobs.extend((0..10).map(|_| keyed("q", &format!("small-{k:02}"))));
+    }
+    for chunk in jobs.chunks(1000) {
+        s.enqueue(chunk.to_vec()).await.unwrap();
+    }
+    let started = std::time::Instant::now();
+    let mut order: Vec<String> = Vec::new();
+    loop {
+        let batch = s.claim(&request("q", 10)).await.unwrap();
+        if batch.is_empty() {
+            break;
+        }
+        order.extend(batch.iter().map(|j| j.key.clone().unwrap_or_default()));
+        let acks = batch.iter().map(|j| Settlement { lease: j.lease_ref().unwrap(), outcome: Outcome::Ack }).collect();
+        s.settle(acks).await.unwrap();
+    }
+    let elapsed = started.elapsed();
+    assert_eq!(order.len(), 2_500);
+    let last_small = order.iter().rposition(|k| k != "big").unwrap();
+    eprintln!("2,500 keyed jobs claimed in {elapsed:?}; the last small key's job was claim {}", last_small + 1);
+    assert!(last_small < 510, "the small keys' jobs all start within 510 claims, not {}", last_small + 1);
     f.cleanup().await;
 }

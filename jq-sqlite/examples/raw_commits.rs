@@ -46,6 +46,8 @@ fn main() -> Result<(), BoxError> {
             now,
             now,
             None::<String>,
+            None::<String>,
+            None::<i64>,
             None::<String>
         ])?;
         conn.execute_batch("COMMIT")?;

@@ -59,29 +59,43 @@ fn list_page(
 ) -> Result<(usize, Option<Value>)> {
     // Only the filters given are in the SQL, so SQLite can pick an index;
     // prepare_cached keys on the text, so each shape is prepared once.
-    let mut sql = format!("SELECT {COLUMNS} FROM jobs WHERE 1 = 1");
-    let mut args: Vec<Value> = Vec::new();
+    let mut terms = String::new();
+    let mut term_args: Vec<Value> = Vec::new();
     if let Some(queue) = &filter.queue {
-        sql.push_str(" AND queue = ?");
-        args.push(Value::Text(queue.as_str().to_owned()));
-    }
-    if let Some(state) = filter.state {
-        // A literal, not a parameter: SQLite uses a partial index only
-        // when the query's own terms imply its WHERE, and a bound value
-        // implies nothing. A queue's oldest Pending job (the dashboard's)
-        // is then read from jobs_pending, not found by walking every older
-        // finished job in id order. The name comes from State, never from
-        // the caller's text.
-        sql.push_str(&format!(" AND state = '{}'", state.as_str()));
+        terms.push_str(" AND queue = ?");
+        term_args.push(Value::Text(queue.as_str().to_owned()));
     }
     if let Some(kind) = &filter.kind {
-        sql.push_str(" AND kind = ?");
-        args.push(Value::Text(kind.clone()));
+        terms.push_str(" AND kind = ?");
+        term_args.push(Value::Text(kind.clone()));
     }
     if let Some(after) = after {
-        sql.push_str(" AND id > ?");
-        args.push(after);
+        terms.push_str(" AND id > ?");
+        term_args.push(after);
     }
+    // The state as a literal, not a parameter: SQLite uses a partial index
+    // only when the query's own terms imply its WHERE, and a bound value
+    // implies nothing. A queue's oldest Pending job (the dashboard's) is
+    // then read from the partial indexes of Pending jobs, not found by
+    // walking every older finished job in id order. Pending and Scheduled
+    // jobs are in two indexes each since schema 11 (plain and keyed): one
+    // SELECT per index, each repeating its index's WHERE. The name comes
+    // from State, never from the caller's text.
+    let (mut sql, mut args) = match filter.state {
+        Some(state @ (State::Pending | State::Scheduled)) => {
+            let state = state.as_str();
+            let sql = format!(
+                "SELECT * FROM (SELECT {COLUMNS} FROM jobs WHERE state = '{state}' AND key IS NULL{terms} \
+                 UNION ALL SELECT {COLUMNS} FROM jobs \
+                 WHERE key IS NOT NULL AND (state = 'pending' OR state = 'scheduled') AND state = '{state}'{terms})"
+            );
+            let mut args = term_args.clone();
+            args.extend(term_args);
+            (sql, args)
+        }
+        Some(state) => (format!("SELECT {COLUMNS} FROM jobs WHERE state = '{}'{terms}", state.as_str()), term_args),
+        None => (format!("SELECT {COLUMNS} FROM jobs WHERE 1 = 1{terms}"), term_args),
+    };
     sql.push_str(" ORDER BY id LIMIT ?");
     args.push(Value::Integer(i64::try_from(want).unwrap_or(i64::MAX)));
     let mut stmt = conn.prepare_cached(&sql).map_err(db)?;

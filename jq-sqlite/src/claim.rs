@@ -4,17 +4,27 @@
 //! (one range scan per priority). They are merged here, so nothing is ever
 //! sorted in bulk, and each is then taken with the claim's token.
 //!
+//! Those walks read plain jobs only (schema 11). A queue that also holds
+//! keyed jobs (one probe per asked queue tells) gets a rotation
+//! (rotation.rs), and the claim then takes its jobs one at a time, the
+//! smallest of the plain jobs' next and each rotation's next ([`merge`]),
+//! as the contract's "Keyed jobs" says. A claim over queues without keyed
+//! jobs takes the plain candidates as before.
+//!
 //! A resend first looks for the Running jobs its token holds (an earlier
 //! attempt whose answer was lost) and returns those instead.
+
+use std::cmp::Reverse;
 
 use jq_core::storage::{ClaimRequest, add, from_micros};
 use jq_core::{Job, Lease, Priority, QueueName, Result, State, Timestamp};
 use rusqlite::types::{Value, ValueRef};
-use rusqlite::{Connection, OptionalExtension, Rows, params};
+use rusqlite::{CachedStatement, Connection, OptionalExtension, Rows, params};
 
 use crate::control;
 use crate::counts::{ClaimedQueues, Tally, WorkflowKey, workflow_of};
 use crate::error::db;
+use crate::rotation::{self, Rotation};
 use crate::row::{self, blob};
 use crate::workflow::IN_WORKFLOW;
 
@@ -154,6 +164,14 @@ pub(crate) fn claim(
     for queue in &queues {
         allowed.push(control::allowance_of(conn, queue, &request.worker, request.limit, now)?);
     }
+    // One probe per queue that may give jobs: does it hold keyed jobs?
+    // Only then does the claim build its rotation.
+    let mut rotations: Vec<Option<Rotation>> = Vec::with_capacity(queues.len());
+    for (q, queue) in queues.iter().enumerate() {
+        let keyed = allowed[q].allow > 0 && rotation::has_keyed(conn, queue)?;
+        rotations.push(keyed.then(|| Rotation::new(queue)));
+    }
+    let keyed = rotations.iter().any(Option::is_some);
     let mut candidates = Vec::new();
     {
         let mut pending = conn.prepare_cached(PENDING).map_err(db)?;
@@ -178,24 +196,144 @@ pub(crate) fn claim(
         }
     }
     sort(&mut candidates);
-    candidates.truncate(request.limit);
-    let mut taken_per_queue = vec![0usize; queues.len()];
-
-    let mut take = conn.prepare_cached(TAKE).map_err(db)?;
-    let mut read = conn.prepare_cached(ROW).map_err(db)?;
-    let mut jobs = Vec::with_capacity(candidates.len());
-    let token = blob(&request.token.0);
-    // The claimed steps' moves (and a corrupt job's burial); nothing, and
-    // no statement, for plain jobs.
-    let mut tally = Tally::default();
-    for c in candidates {
-        if take.execute(params![c.seq, token, request.worker, expires_at]).map_err(db)? == 0 {
-            continue;
+    let mut taker = Taker::new(conn, request, queues.len(), now_us, expires_at)?;
+    if keyed {
+        merge(conn, request, &mut taker, candidates, &mut rotations, &allowed, now_us, claimed)?;
+        for rotation in rotations.into_iter().flatten() {
+            rotation.finish(conn, now_us)?;
         }
-        taken_per_queue[c.queue] += 1;
+    } else {
+        candidates.truncate(request.limit);
+        for c in candidates {
+            taker.take(c, claimed)?;
+        }
+    }
+    let Taker { jobs, tally, taken_per_queue, .. } = taker;
+    tally.apply(conn)?;
+    for (q, queue) in queues.iter().enumerate() {
+        control::started(conn, queue, &allowed[q], taken_per_queue[q], now)?;
+    }
+    Ok(jobs)
+}
+
+/// The claim over queues where keyed jobs wait (the contract's "Keyed
+/// jobs"): takes, one at a time, the smallest of the plain jobs' next
+/// (`plain`, in claim order) and each queue's rotation's next, by
+/// (priority desc, effective run_at, plain before keyed, queue name),
+/// within each queue's allowance, until `request.limit` jobs are taken.
+/// Each job is taken as it is chosen, so the rotations' next seeks no
+/// longer find it.
+#[allow(clippy::too_many_arguments)]
+fn merge(
+    conn: &Connection,
+    request: &ClaimRequest,
+    taker: &mut Taker<'_, '_>,
+    plain: Vec<Candidate>,
+    rotations: &mut [Option<Rotation>],
+    allowed: &[control::Allowance],
+    now_us: i64,
+    claimed: &mut ClaimedQueues,
+) -> Result<()> {
+    let mut left: Vec<usize> = allowed.iter().map(|a| a.allow).collect();
+    let mut plain = plain.into_iter().peekable();
+    let mut picked = 0;
+    while picked < request.limit {
+        while plain.peek().is_some_and(|c| left[c.queue] == 0) {
+            plain.next();
+        }
+        // (priority desc, effective run_at, keyed, queue index): queues are
+        // sorted by name, so their index orders as their name.
+        let mut best: Option<(Reverse<i64>, i64, bool, usize)> =
+            plain.peek().map(|c| (Reverse(c.priority), c.run_at, false, c.queue));
+        for (q, rotation) in rotations.iter_mut().enumerate() {
+            let Some(rotation) = rotation.as_mut().filter(|_| left[q] > 0) else { continue };
+            let Some((head, run_at)) = rotation.peek(conn, now_us)? else { continue };
+            let next = (Reverse(i64::from(head.priority.as_i16())), run_at, true, q);
+            if best.is_none_or(|b| next < b) {
+                best = Some(next);
+            }
+        }
+        let Some((_, _, is_keyed, q)) = best else { break };
+        if is_keyed {
+            let Some(head) = rotations[q].as_mut().and_then(Rotation::served) else { break };
+            let c = Candidate {
+                queue: q,
+                from: head.from,
+                seq: head.seq,
+                id: head.id,
+                priority: i64::from(head.priority.as_i16()),
+                run_at: head.run_at,
+                read: None,
+                workflow: None,
+            };
+            if !taker.take(c, claimed)? {
+                if let Some(rotation) = rotations[q].as_mut() {
+                    rotation.stop();
+                }
+                continue;
+            }
+        } else {
+            let Some(c) = plain.next() else { break };
+            if !taker.take(c, claimed)? {
+                continue;
+            }
+        }
+        left[q] = left[q].saturating_sub(1);
+        picked += 1;
+    }
+    Ok(())
+}
+
+/// Takes chosen candidates with the claim's lease, in the order given, and
+/// keeps what the claim answers and counts.
+struct Taker<'c, 'r> {
+    conn: &'c Connection,
+    request: &'r ClaimRequest,
+    take: CachedStatement<'c>,
+    read: CachedStatement<'c>,
+    token: [u8; 16],
+    now_us: i64,
+    expires_at: i64,
+    jobs: Vec<Job>,
+    /// The claimed steps' moves (and a corrupt job's burial); nothing,
+    /// and no statement, for plain jobs.
+    tally: Tally,
+    taken_per_queue: Vec<usize>,
+}
+
+impl<'c, 'r> Taker<'c, 'r> {
+    fn new(
+        conn: &'c Connection,
+        request: &'r ClaimRequest,
+        queues: usize,
+        now_us: i64,
+        expires_at: i64,
+    ) -> Result<Self> {
+        Ok(Taker {
+            conn,
+            request,
+            take: conn.prepare_cached(TAKE).map_err(db)?,
+            read: conn.prepare_cached(ROW).map_err(db)?,
+            token: *blob(&request.token.0),
+            now_us,
+            expires_at,
+            jobs: Vec::new(),
+            tally: Tally::default(),
+            taken_per_queue: vec![0; queues],
+        })
+    }
+
+    /// Takes `c`; false when its row changed nothing (no longer claimable).
+    fn take(&mut self, c: Candidate, claimed: &mut ClaimedQueues) -> Result<bool> {
+        let (conn, request, expires_at, now_us) = (self.conn, self.request, self.expires_at, self.now_us);
+        if self.take.execute(params![c.seq, self.token, request.worker, expires_at]).map_err(db)? == 0 {
+            return Ok(false);
+        }
+        self.taken_per_queue[c.queue] += 1;
         let row = match c.read {
             Some((job, flow)) => Some((job.map(|job| taken(job, request, expires_at)), flow)),
-            None => read
+            None => self
+                .read
                 .query_row(params![c.seq], |r| Ok((row::decode(r), r.get::<_, i64>(row::COLUMN_COUNT).ok())))
                 .optional()
                 .map_err(db)?,
@@ -211,11 +349,11 @@ pub(crate) fn claim(
                         None => None,
                     };
                     if let Some(workflow) = &workflow {
-                        tally.step_moved(workflow, c.from, State::Running);
+                        self.tally.step_moved(workflow, c.from, State::Running);
                     }
                     claimed.claimed(&job, flow, workflow);
                 }
-                jobs.push(job);
+                self.jobs.push(job);
             }
             Some((Err(e), flow)) => {
                 tracing::error!(error = %e, "claimed a job that cannot be decoded; it goes to Dead");
@@ -231,7 +369,7 @@ pub(crate) fn claim(
                     .map_err(db);
                 let now_in = match buried {
                     Ok(Some(queue)) => {
-                        tally.add(queue, State::Dead, 1);
+                        self.tally.add(queue, State::Dead, 1);
                         State::Dead
                     }
                     Ok(None) => State::Running,
@@ -243,16 +381,12 @@ pub(crate) fn claim(
                     }
                 };
                 if let Some(workflow) = &workflow {
-                    tally.step_moved(workflow, c.from, now_in);
+                    self.tally.step_moved(workflow, c.from, now_in);
                 }
             }
         }
+        Ok(true)
     }
-    tally.apply(conn)?;
-    for (q, queue) in queues.iter().enumerate() {
-        control::started(conn, queue, &allowed[q], taken_per_queue[q], now)?;
-    }
-    Ok(jobs)
 }
 
 /// The Running jobs `request.token` holds, in claim order: what an earlier

@@ -12,11 +12,9 @@ const INSERT: &str = include_str!("sql/enqueue_insert.sql");
 const UNIQUE: &str = include_str!("sql/enqueue_unique.sql");
 const EXISTS: &str = include_str!("sql/enqueue_exists.sql");
 
-/// Checks every job of the batch before anything is written. A keyed job
-/// is refused: SQLite does not store keys yet, and dropping one would
-/// drop its limits silently.
+/// Checks every job of the batch (payload, key) before anything is
+/// written.
 pub(crate) fn check(jobs: &[NewJob], max_payload_bytes: usize) -> Result<()> {
-    jq_core::storage::refuse_keys(jobs)?;
     jobs.iter().try_for_each(|job| job.check_payload(max_payload_bytes))
 }
 
@@ -67,6 +65,7 @@ pub(crate) fn insert(conn: &Connection, jobs: &[NewJob], now: Timestamp) -> Resu
                 job.unique_key,
                 job.trace.as_ref().map(|t| t.as_stored()),
                 job.timeout_ms(),
+                job.key,
             ])
             .map_err(db)?;
         ids.push(job.id);

@@ -17,6 +17,11 @@
 //!   Claims run there too, so a claim is one transaction that picks
 //!   candidates from a partial index in claim order and takes them with
 //!   the claim's lease token.
+//! - Keyed jobs (schema 11) live in their own partial index: a claim
+//!   probes it once per asked queue, and only a queue with keyed jobs gets
+//!   a rotation (`rotation.rs`: a skip scan from a cursor per priority,
+//!   under per-key limits), merged with the plain jobs in the same
+//!   transaction.
 //! - Reads (get, list, stats, leaders) use at most
 //!   [`SqliteConfig::readers`] read connections on the blocking thread
 //!   pool (more reads at once wait for one); WAL lets them run beside the
@@ -48,8 +53,10 @@ mod counts;
 mod election;
 mod enqueue;
 mod error;
+mod keys;
 mod maintenance;
 mod periodic;
+mod rotation;
 mod row;
 pub mod schema;
 mod settle;

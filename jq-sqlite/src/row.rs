@@ -16,10 +16,10 @@ use uuid::Uuid;
 /// The column list of a job, in decoding order.
 pub(crate) const COLUMNS: &str = "id, queue, kind, payload, priority, state, attempts, max_attempts, run_at, \
      created_at, finished_at, lease_token, lease_worker, lease_expires_at, errors, unique_key, trace, \
-     timeout_ms, cancel_requested_at, cancel_reason, progress";
+     timeout_ms, cancel_requested_at, cancel_reason, progress, key";
 /// How many columns [`COLUMNS`] lists: a query that selects more puts them
 /// from this index on.
-pub(crate) const COLUMN_COUNT: usize = 21;
+pub(crate) const COLUMN_COUNT: usize = 22;
 
 /// The stored form of a state.
 pub(crate) fn parse_state(s: &str) -> Option<State> {
@@ -118,6 +118,7 @@ pub(crate) fn decode(row: &Row<'_>) -> Result<Job> {
         })
         .transpose()?;
     let progress = opt_text(20, "progress")?;
+    let key = opt_text(21, "key")?;
     Ok(Job {
         id,
         queue,
@@ -133,8 +134,7 @@ pub(crate) fn decode(row: &Row<'_>) -> Result<Job> {
         lease,
         errors,
         unique_key,
-        // No key column yet: SQLite refuses keyed jobs at enqueue.
-        key: None,
+        key,
         trace,
         timeout,
         cancel_requested,

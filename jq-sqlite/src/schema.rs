@@ -25,6 +25,7 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
     ("008_cancel", include_str!("sql/008_cancel.sql")),
     ("009_workflows", include_str!("sql/009_workflows.sql")),
     ("010_workflow_counts", include_str!("sql/010_workflow_counts.sql")),
+    ("011_keys", include_str!("sql/011_keys.sql")),
 ];
 
 /// The schema version this crate writes.

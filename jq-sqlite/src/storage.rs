@@ -12,12 +12,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 use jq_core::periodic::{Fire, FireOutcome, PeriodicInfo};
 use jq_core::storage::{
-    Beat, CancelAnswer, CancelStorage, ClaimRequest, ControlStorage, Election, Leader, LeaseRef, LeaseToken,
-    PeriodicStorage, ProgressReport, RoleStorage, Settled, Settlement, Storage, ThroughputStorage, WorkSignal,
+    Beat, CancelAnswer, CancelStorage, ClaimRequest, ControlStorage, Election, KeyStorage, Leader, LeaseRef,
+    LeaseToken, PeriodicStorage, ProgressReport, RoleStorage, Settled, Settlement, Storage, ThroughputStorage,
+    WorkSignal,
 };
 use jq_core::{
-    Clock, Error, Job, JobFilter, JobId, NewJob, QueueInfo, QueueLimits, QueueName, Result, State, Stats, Throughput,
-    Timestamp,
+    Clock, Error, Job, JobFilter, JobId, KeyReport, NewJob, QueueInfo, QueueLimits, QueueName, Result, State, Stats,
+    Throughput, Timestamp,
 };
 use rusqlite::{Connection, Transaction};
 use tokio::sync::{Semaphore, oneshot, watch};
@@ -26,7 +27,7 @@ use crate::config::{Location, SqliteConfig};
 use crate::error::{BACKEND, SqliteError, command_panicked, writer_gone};
 use crate::schema::{self, Role};
 use crate::writer::{Alive, Command, Reply, Writer, panic_message};
-use crate::{admin, control, election, enqueue, periodic, wake, workflow};
+use crate::{admin, control, election, enqueue, keys, periodic, wake, workflow};
 use jq_core::workflow::{JobLinks, ParentResult, StepInfo, WorkflowId, WorkflowInfo, WorkflowPlan};
 
 /// The embedded SQLite backend. Cheap to clone (an `Arc` inside); the
@@ -226,7 +227,6 @@ impl SqliteStorage {
     ) -> std::future::Ready<Result<Vec<JobId>>> {
         std::future::ready((|| {
             plan.check(self.inner.config.max_payload_bytes)?;
-            jq_core::storage::refuse_keys(plan.steps.iter().map(|s| &s.job))?;
             let (ids, stored) = workflow::enqueue(tx, plan, self.inner.config.clock.now())?;
             if stored {
                 wake::arm(tx, &self.inner.signal)?;
@@ -387,13 +387,38 @@ impl Storage for SqliteStorage {
     fn as_workflows(&self) -> Option<&dyn jq_core::storage::WorkflowStorage> {
         Some(self)
     }
+    fn as_keys(&self) -> Option<&dyn KeyStorage> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl KeyStorage for SqliteStorage {
+    async fn set_key_limits(&self, queue: &QueueName, key: Option<&str>, limits: &QueueLimits) -> Result<()> {
+        limits.check()?;
+        if let Some(key) = key {
+            jq_core::storage::check_key(key)?;
+        }
+        let (queue, key, limits) = (queue.clone(), key.map(str::to_owned), *limits);
+        self.call(|reply| Command::SetKeyLimits { queue, key, limits, reply }).await
+    }
+
+    async fn clear_key_limits(&self, queue: &QueueName, key: &str) -> Result<()> {
+        jq_core::storage::check_key(key)?;
+        let (queue, key) = (queue.clone(), key.to_owned());
+        self.call(|reply| Command::ClearKeyLimits { queue, key, reply }).await
+    }
+
+    async fn keys(&self, queue: &QueueName, top: usize) -> Result<KeyReport> {
+        let queue = queue.clone();
+        self.read(move |conn| keys::report(conn, &queue, top)).await
+    }
 }
 
 #[async_trait]
 impl jq_core::storage::WorkflowStorage for SqliteStorage {
     async fn enqueue_workflow(&self, plan: &WorkflowPlan) -> Result<Vec<JobId>> {
         plan.check(self.inner.config.max_payload_bytes)?;
-        jq_core::storage::refuse_keys(plan.steps.iter().map(|s| &s.job))?;
         let plan = Box::new(plan.clone());
         self.call(|reply| Command::EnqueueWorkflow { plan, reply }).await
     }

@@ -37,9 +37,9 @@ pub(crate) const HAS_RESULT: i64 = 4;
 /// enqueue, in its transaction.
 const ROWS_PER_INSERT: usize = 64;
 const INSERT_JOBS_HEAD: &str = "INSERT INTO jobs (id, queue, kind, payload, priority, state, attempts, max_attempts, \
-     run_at, created_at, unique_key, trace, flow, timeout_ms) VALUES ";
-const JOB_VALUES: &str = "(?, ?, ?, ?, ?, ?, 0, ?, ?, ?, NULL, ?, ?, ?)";
-const JOB_PARAMS: usize = 12;
+     run_at, created_at, unique_key, trace, flow, timeout_ms, key) VALUES ";
+const JOB_VALUES: &str = "(?, ?, ?, ?, ?, ?, 0, ?, ?, ?, NULL, ?, ?, ?, ?)";
+const JOB_PARAMS: usize = 13;
 const INSERT_NODES_HEAD: &str =
     "INSERT INTO job_nodes (id, workflow, position, step, unfinished, cancelled_by) VALUES ";
 const NODE_VALUES: &str = "(?, ?, ?, ?, ?, NULL)";
@@ -166,6 +166,7 @@ pub(crate) fn enqueue<'a>(conn: &Connection, plan: &'a WorkflowPlan, now: Timest
                 null_or_text(job.trace.as_ref().map(|t| t.as_stored())),
                 ValueRef::Integer(flow),
                 job.timeout_ms().map_or(ValueRef::Null, ValueRef::Integer),
+                null_or_text(job.key.as_deref()),
             ],
         )?;
         if state == State::Waiting {

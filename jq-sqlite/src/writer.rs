@@ -33,7 +33,7 @@ use tokio::sync::{oneshot, watch};
 
 use crate::counts::ClaimedQueues;
 use crate::error::SharedFailure;
-use crate::{admin, cancel, claim, control, election, enqueue, maintenance, periodic, settle, workflow};
+use crate::{admin, cancel, claim, control, election, enqueue, keys, maintenance, periodic, settle, workflow};
 
 /// Where a command's answer goes.
 pub(crate) type Reply<T> = oneshot::Sender<Result<T>>;
@@ -115,6 +115,17 @@ pub(crate) enum Command {
     SetLimits {
         queue: QueueName,
         limits: QueueLimits,
+        reply: Reply<()>,
+    },
+    SetKeyLimits {
+        queue: QueueName,
+        key: Option<String>,
+        limits: QueueLimits,
+        reply: Reply<()>,
+    },
+    ClearKeyLimits {
+        queue: QueueName,
+        key: String,
         reply: Reply<()>,
     },
     /// Runs a closure in the group transaction (tests of the writer itself).
@@ -249,6 +260,14 @@ impl Command {
             Command::SetLimits { queue, limits, reply } => {
                 (Answer::Unit(reply, control::set_limits(conn, &queue, &limits)), true)
             }
+            Command::SetKeyLimits { queue, key, limits, reply } => {
+                (Answer::Unit(reply, keys::set(conn, &queue, key.as_deref(), &limits)), true)
+            }
+            Command::ClearKeyLimits { queue, key, reply } => {
+                let r = keys::clear(conn, &queue, &key);
+                let wakes = matches!(r, Ok(true));
+                (Answer::Unit(reply, r.map(drop)), wakes)
+            }
             #[cfg(test)]
             Command::Test { run, reply } => {
                 run(conn);
@@ -284,7 +303,9 @@ impl Command {
             | Command::Resign { reply, .. }
             | Command::Trigger { reply, .. }
             | Command::SetPaused { reply, .. }
-            | Command::SetLimits { reply, .. } => Answer::Unit(reply, Err(failure.to_error())),
+            | Command::SetLimits { reply, .. }
+            | Command::SetKeyLimits { reply, .. }
+            | Command::ClearKeyLimits { reply, .. } => Answer::Unit(reply, Err(failure.to_error())),
             Command::Fire { reply, .. } => Answer::Fired(reply, Err(failure.to_error())),
             Command::Elect { reply, .. } => Answer::Bool(reply, Err(failure.to_error())),
             #[cfg(test)]

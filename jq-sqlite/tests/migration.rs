@@ -93,6 +93,15 @@ async fn version_7_counts_the_jobs_finished_before_it() {
     jq_testkit::assert_stats_agree_with_list(&storage).await;
 }
 
+/// What schema version 11 (011_keys.sql) adds, taken away again: the file
+/// a jq of version 10 left (with no keyed job in it).
+const UNDO_11: &str = "DROP INDEX jobs_keyed; DROP INDEX jobs_keyed_running; \
+    DROP TABLE key_limits; DROP TABLE key_cursors; DROP TABLE key_starts; \
+    CREATE INDEX jobs_pending ON jobs (queue, priority DESC, run_at, id) WHERE state = 'pending'; \
+    CREATE INDEX jobs_scheduled ON jobs (queue, priority DESC, run_at, id) WHERE state = 'scheduled'; \
+    DROP INDEX jobs_plain_pending; DROP INDEX jobs_plain_scheduled; \
+    ALTER TABLE jobs DROP COLUMN key; PRAGMA user_version = 10;";
+
 /// Version 10 counts the steps of the workflows stored before it, per
 /// workflow and state, whatever state they are in.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -112,8 +121,8 @@ async fn version_10_counts_the_steps_stored_before_it() {
             .unwrap()
     };
     // Workflows in flight, made by this version, then taken back to
-    // version 9: 010 only adds its table, so dropping it is the file a
-    // jq of version 9 left.
+    // version 9: 010 only adds its table, so dropping it (after undoing
+    // 011, see UNDO_11) is the file a jq of version 9 left.
     let in_flight = Workflow::new()
         .step(Step::new("done", job(0, 0)))
         .step(Step::new("failed", job(1, 0)))
@@ -144,7 +153,8 @@ async fn version_10_counts_the_steps_stored_before_it() {
     {
         let conn = Connection::open(&path).unwrap();
         conn.busy_timeout(Duration::from_secs(5)).unwrap();
-        assert_eq!(schema::version(&conn).unwrap(), 10);
+        assert_eq!(schema::version(&conn).unwrap(), 11);
+        conn.execute_batch(UNDO_11).unwrap();
         conn.execute_batch("DROP TABLE workflow_counts; PRAGMA user_version = 9;").unwrap();
     }
 
@@ -177,4 +187,111 @@ async fn version_10_counts_the_steps_stored_before_it() {
     storage.ack(claimed[0].lease_ref().unwrap()).await.unwrap();
     let info = flows.workflow(in_flight.id).await.unwrap();
     assert_eq!((info.counts.get(State::Completed), info.counts.get(State::Pending)), (2, 0), "{info:?}");
+}
+
+/// Version 11 (keyed jobs) moves the plain jobs to claim indexes without
+/// keyed jobs: the jobs a version-10 file holds in flight (Pending, due and
+/// later Scheduled, Running) stay claimable, counted and listed, with no
+/// key; keyed jobs work on the upgraded file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn version_11_keeps_jobs_in_flight_claimable() {
+    use jq_core::storage::StorageExt;
+    use jq_core::{JobFilter, NewJob, Payload, QueueLimits};
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.db");
+    let clock = ManualClock::starting_now();
+    let now = clock.now().timestamp_micros();
+    let hour = 3_600_000_000i64;
+    let (pending, due, later, running) =
+        (jq_core::JobId::new(), jq_core::JobId::new(), jq_core::JobId::new(), jq_core::JobId::new());
+    {
+        let conn = Connection::open(&path).unwrap();
+        for (_, sql) in &schema::MIGRATIONS[..10] {
+            conn.execute_batch(sql).unwrap();
+        }
+        conn.pragma_update(None, "user_version", 10).unwrap();
+        let mut insert = conn
+            .prepare(
+                "INSERT INTO jobs (id, queue, kind, payload, priority, state, attempts, max_attempts, run_at, \
+                                   created_at, lease_token, lease_worker, lease_expires_at) \
+                 VALUES (?1, 'q', 'k', '{}', 1, ?2, ?3, 3, ?4, ?5, ?6, ?7, ?8)",
+            )
+            .unwrap();
+        let token = jq_core::JobId::new();
+        for (id, state, run_at) in
+            [(pending, "pending", now - 2), (due, "scheduled", now - 1), (later, "scheduled", now + hour)]
+        {
+            insert
+                .execute(params![
+                    id.0.as_bytes(),
+                    state,
+                    0,
+                    run_at,
+                    now - 10,
+                    None::<Vec<u8>>,
+                    None::<String>,
+                    None::<i64>
+                ])
+                .unwrap();
+        }
+        insert
+            .execute(params![
+                running.0.as_bytes(),
+                "running",
+                1,
+                now - 5,
+                now - 10,
+                token.0.as_bytes(),
+                "old",
+                now + hour
+            ])
+            .unwrap();
+    }
+
+    let storage = SqliteStorage::open(SqliteConfig::new(&path).clock(clock.clock())).unwrap();
+    let conn = Connection::open(&path).unwrap();
+    assert_eq!(schema::version(&conn).unwrap(), schema::current_version());
+    let index = |name: &str| -> i64 {
+        conn.query_row("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = ?1", [name], |r| r.get(0))
+            .unwrap()
+    };
+    for name in ["jobs_plain_pending", "jobs_plain_scheduled", "jobs_keyed", "jobs_keyed_running"] {
+        assert_eq!(index(name), 1, "{name}");
+    }
+    for name in ["jobs_pending", "jobs_scheduled"] {
+        assert_eq!(index(name), 0, "{name} is replaced");
+    }
+
+    let stats = storage.stats().await.unwrap();
+    let counts = stats.queues.get("q").unwrap();
+    assert_eq!([counts.get(State::Pending), counts.get(State::Scheduled), counts.get(State::Running)], [1, 2, 1]);
+    let listed = storage.list(&JobFilter { state: Some(State::Scheduled), ..Default::default() }).await.unwrap();
+    assert_eq!(listed.len(), 2);
+    assert!(listed.iter().all(|j| j.key.is_none()), "jobs stored before keys have none");
+
+    let request = ClaimRequest::new(vec![QueueName::new("q").unwrap()], 10, Duration::from_secs(10), "w");
+    let claimed = storage.claim(&request).await.unwrap();
+    assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![pending, due], "claim order, as before");
+    assert_eq!(storage.get(later).await.unwrap().state, State::Scheduled);
+    assert_eq!(storage.get(running).await.unwrap().state, State::Running);
+
+    // Keyed jobs on the upgraded file, next to the plain ones.
+    let keys = storage.require_keys().unwrap();
+    keys.set_key_limits(&QueueName::new("q").unwrap(), None, &QueueLimits { concurrency: Some(1), rate: None })
+        .await
+        .unwrap();
+    let keyed = |n: usize| {
+        NewJob::builder("k", Payload::from_json(format!(r#"{{"n":{n}}}"#)).unwrap())
+            .queue("q")
+            .key("tenant")
+            .build_at(clock.now())
+            .unwrap()
+    };
+    storage.enqueue(vec![keyed(0), keyed(1)]).await.unwrap();
+    let claimed = storage.claim(&request).await.unwrap();
+    assert_eq!(claimed.len(), 1, "one slot for the key");
+    assert_eq!(claimed[0].key.as_deref(), Some("tenant"));
+    storage.ack(claimed[0].lease_ref().unwrap()).await.unwrap();
+    assert_eq!(storage.claim(&request).await.unwrap().len(), 1, "the ack freed the slot");
 }

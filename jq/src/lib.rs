@@ -151,6 +151,8 @@ mod guides {
     struct Periodic;
     #[doc = include_str!("../../docs/queue-controls.md")]
     struct QueueControls;
+    #[doc = include_str!("../../docs/keyed-jobs.md")]
+    struct KeyedJobs;
     #[doc = include_str!("../../docs/observability.md")]
     struct Observability;
     #[doc = include_str!("../../docs/dashboard.md")]

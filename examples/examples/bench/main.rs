@@ -66,12 +66,17 @@
 //!   the plain drain of 10,000, with the callback's start latency, and one
 //!   workflow of 10,000 steps enqueued against the batch enqueue of 10,000
 //!   jobs (`workflows.rs`). Only with `--only fanin` or `--only wfenqueue`.
+//! - `keyed` (a backend with keys; skipped with a message on the others):
+//!   20,000 jobs over 10,000 keys, each key limited to one Running job,
+//!   drained against the plain drain of 20,000 (`keyed.rs`). Only with
+//!   `--only keyed`.
 //!
 //! Adding a backend is one arm in `main`'s match: build a fresh storage per
 //! run and hand it to the same generic scenarios.
 
 mod grown;
 mod held;
+mod keyed;
 mod loaded;
 mod observation;
 mod procs;
@@ -129,10 +134,10 @@ impl<S> Fresh<S> {
 }
 
 const USAGE: &str = "usage: bench <backend> [--runs N] \
-                     [--only batch|single|drain|latency|rated|procs|loaded|grown|held|fanin|wfenqueue] \
+                     [--only batch|single|drain|latency|rated|procs|loaded|grown|held|fanin|wfenqueue|keyed] \
                      [--observe on|off|otel]\n\
                      backends: sqlite, redis, postgres (loaded, grown: sqlite and postgres; held: postgres; \
-                     fanin, wfenqueue: a backend with workflows, only with --only)";
+                     fanin, wfenqueue: a backend with workflows, keyed: a backend with keys, only with --only)";
 
 /// One scenario, for `--only`.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -154,13 +159,16 @@ enum Scenario {
     FanIn,
     /// One workflow of 10,000 steps enqueued, against the batch enqueue.
     WfEnqueue,
+    /// 20,000 jobs over 10,000 keys limited to one running each, against
+    /// the plain drain.
+    Keyed,
 }
 
 impl Scenario {
-    /// A scenario of the workflows capability: run only when asked for by
-    /// `--only`, after no common scenario.
+    /// A scenario of a capability (workflows, keys): run only when asked
+    /// for by `--only`, after no common scenario.
     fn is_workflow(self) -> bool {
-        matches!(self, Self::FanIn | Self::WfEnqueue)
+        matches!(self, Self::FanIn | Self::WfEnqueue | Self::Keyed)
     }
 
     fn parse(name: &str) -> Result<Self, BoxError> {
@@ -176,6 +184,7 @@ impl Scenario {
             "held" => Self::Held,
             "fanin" => Self::FanIn,
             "wfenqueue" => Self::WfEnqueue,
+            "keyed" => Self::Keyed,
             other => return Err(format!("unknown scenario {other:?}\n{USAGE}").into()),
         })
     }
@@ -375,6 +384,7 @@ where
     match only {
         Some(Scenario::FanIn) => workflows::fanin(backend, runs, fresh).await,
         Some(Scenario::WfEnqueue) => workflows::wfenqueue(backend, runs, fresh).await,
+        Some(Scenario::Keyed) => keyed::keyed(backend, runs, fresh).await,
         _ => Ok(Vec::new()),
     }
 }

@@ -28,6 +28,9 @@ pub fn prepare(args: &EnqueueArgs) -> CliResult<NewJob> {
     if let Some(key) = &args.unique_key {
         builder = builder.unique_key(key.as_str());
     }
+    if let Some(key) = &args.key {
+        builder = builder.key(key.as_str());
+    }
     Ok(builder.build()?)
 }
 

@@ -1,8 +1,9 @@
-//! `jqctl queue list | pause | resume | limit`: queue controls, stored in
-//! the backend and honoured by every worker pool's claims.
+//! `jqctl queue list | pause | resume | limit | keys | key-limit |
+//! key-clear`: queue controls and key limits, stored in the backend and
+//! honoured by every worker pool's claims.
 
 use jq::storage::{Storage, StorageExt};
-use jq::{QueueInfo, QueueLimits};
+use jq::{KeyReport, QueueInfo, QueueLimits, QueueName};
 use serde::Serialize;
 
 use crate::cli::QueueCommand;
@@ -40,7 +41,148 @@ pub async fn run<S: Storage>(storage: &S, command: QueueCommand, json: bool) -> 
             let text = format!("{queue}: concurrency {}, rate {}\n", show_concurrency(&limits), show_rate(&limits));
             changed(storage, &queue, json, &text).await
         }
+        QueueCommand::Keys { queue, top } => keys(storage, &queue, top, json).await,
+        QueueCommand::KeyLimit { queue, key, concurrency, rate } => {
+            // A flag not given keeps the stored value: the key's override,
+            // else the default.
+            let report = storage.require_keys()?.keys(&queue, 0).await?;
+            let current = match &key {
+                Some(k) => report.overrides.iter().find(|o| o.key == *k).map_or(report.default, |o| o.limits),
+                None => report.default,
+            };
+            let limits = QueueLimits {
+                concurrency: concurrency.map_or(current.concurrency, |c| c.into_option()),
+                rate: rate.map_or(current.rate, |r| r.into_option()),
+            };
+            storage.require_keys()?.set_key_limits(&queue, key.as_deref(), &limits).await?;
+            let whom = key.as_ref().map_or_else(|| "every key".to_owned(), |k| format!("key {k:?}"));
+            let text =
+                format!("{queue}, {whom}: concurrency {}, rate {}\n", show_concurrency(&limits), show_rate(&limits));
+            keys_changed(storage, &queue, json, &text).await
+        }
+        QueueCommand::KeyClear { queue, key } => {
+            storage.require_keys()?.clear_key_limits(&queue, &key).await?;
+            keys_changed(storage, &queue, json, &format!("{queue}: key {key:?} follows the default again\n")).await
+        }
     }
+}
+
+/// Prints `text`, or the queue's key limits as JSON.
+async fn keys_changed<S: Storage>(storage: &S, queue: &QueueName, json: bool, text: &str) -> CliResult {
+    if !json {
+        return view::emit(text);
+    }
+    view::emit_json(&KeysView::of(&storage.require_keys()?.keys(queue, 0).await?))
+}
+
+/// One key's limits as `queue keys --json` shows them.
+#[derive(Debug, Serialize)]
+struct KeyLimitsView {
+    /// At most this many Running at once; null: no limit.
+    concurrency: Option<u32>,
+    /// `N/PERIOD`; null: no limit.
+    rate: Option<String>,
+}
+
+impl From<&QueueLimits> for KeyLimitsView {
+    fn from(limits: &QueueLimits) -> Self {
+        KeyLimitsView { concurrency: limits.concurrency, rate: limits.rate.map(|r| r.to_string()) }
+    }
+}
+
+/// `queue keys --json`.
+#[derive(Debug, Serialize)]
+struct KeysView {
+    queue: String,
+    /// What every key without an override follows.
+    default: KeyLimitsView,
+    /// Keys with their own limits.
+    overrides: Vec<KeyOverrideView>,
+    /// The busiest keys: most running and pending jobs first.
+    busiest: Vec<KeyView>,
+}
+
+#[derive(Debug, Serialize)]
+struct KeyOverrideView {
+    key: String,
+    #[serde(flatten)]
+    limits: KeyLimitsView,
+}
+
+#[derive(Debug, Serialize)]
+struct KeyView {
+    key: String,
+    running: u64,
+    /// Pending and Scheduled jobs.
+    pending: u64,
+    /// The limits it follows (its override, else the default).
+    #[serde(flatten)]
+    limits: KeyLimitsView,
+    /// True when its limits are its own override.
+    overridden: bool,
+}
+
+impl KeysView {
+    fn of(report: &KeyReport) -> Self {
+        KeysView {
+            queue: report.queue.to_string(),
+            default: (&report.default).into(),
+            overrides: report
+                .overrides
+                .iter()
+                .map(|o| KeyOverrideView { key: o.key.clone(), limits: (&o.limits).into() })
+                .collect(),
+            busiest: report
+                .busiest
+                .iter()
+                .map(|k| KeyView {
+                    key: k.key.clone(),
+                    running: k.running,
+                    pending: k.pending,
+                    limits: (&k.limits).into(),
+                    overridden: report.overrides.iter().any(|o| o.key == k.key),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// `jqctl queue keys QUEUE`.
+async fn keys<S: Storage>(storage: &S, queue: &QueueName, top: usize, json: bool) -> CliResult {
+    let report = storage.require_keys()?.keys(queue, top).await?;
+    let view = KeysView::of(&report);
+    if json {
+        return view::emit_json(&view);
+    }
+    let mut out = format!(
+        "{queue}: every key at most {} running, {} starts\n",
+        show_concurrency(&report.default),
+        show_rate(&report.default)
+    );
+    for o in &report.overrides {
+        out.push_str(&format!(
+            "  override {:?}: {} running, {} starts\n",
+            o.key,
+            show_concurrency(&o.limits),
+            show_rate(&o.limits)
+        ));
+    }
+    let rows: Vec<Vec<String>> = view
+        .busiest
+        .iter()
+        .map(|k| {
+            vec![
+                k.key.clone(),
+                k.running.to_string(),
+                k.pending.to_string(),
+                k.limits.concurrency.map_or_else(|| "-".to_owned(), |n| n.to_string()),
+                k.limits.rate.clone().unwrap_or_else(|| "-".to_owned()),
+                if k.overridden { "override" } else { "default" }.to_owned(),
+            ]
+        })
+        .collect();
+    out.push_str(&view::table(&["KEY", "RUNNING", "PENDING", "CONCURRENCY", "RATE", "LIMITS"], &rows));
+    view::emit(&out)
 }
 
 /// Prints `text`, or the queue's view as JSON.

@@ -573,6 +573,50 @@ pub mod scenarios {
         assert_eq!(s.json(&["queue", "limit", "mail", "--rate", "1/876600h"])["rate"], serde_json::json!("1/876600h"));
         refused(s, &["queue", "pause", "a b"], 2, "invalid");
     }
+    /// Keyed jobs from the shell: `enqueue --key`, `get` shows it, `queue
+    /// key-limit` sets the default and an override (a flag not given keeps
+    /// its value), `queue keys` reports the busiest keys with the limits
+    /// they follow, `queue key-clear` brings a key back to the default.
+    pub fn queue_keys_limits_and_report(s: &Store) {
+        let acme: Vec<String> =
+            (0..3).map(|_| s.enqueue(&["--queue", "hooks", "--key", "acme", "post", "{}"])).collect();
+        s.enqueue(&["--queue", "hooks", "--key", "bob", "post", "{}"]);
+        assert_eq!(s.json(&["get", &acme[0]])["key"], serde_json::json!("acme"));
+        assert!(s.ok(&["get", &acme[0]]).contains("acme"));
+
+        let set = s.json(&["queue", "key-limit", "hooks", "--concurrency", "1"]);
+        assert_eq!(set["default"]["concurrency"], serde_json::json!(1), "{set:#}");
+        let set = s.json(&["queue", "key-limit", "hooks", "--key", "acme", "--concurrency", "3", "--rate", "100/s"]);
+        let kept = s.json(&["queue", "key-limit", "hooks", "--key", "acme", "--rate", "none"]);
+        assert_eq!(set["overrides"][0]["rate"], serde_json::json!("100/1s"), "{set:#}");
+        assert_eq!(
+            (kept["overrides"][0]["concurrency"].clone(), kept["overrides"][0]["rate"].clone()),
+            (serde_json::json!(3), serde_json::Value::Null),
+            "{kept:#}"
+        );
+
+        let report = s.json(&["queue", "keys", "hooks"]);
+        let busiest = report["busiest"].as_array().cloned().unwrap_or_default();
+        assert_eq!(busiest.len(), 2, "{report:#}");
+        assert_eq!(
+            (busiest[0]["key"].clone(), busiest[0]["pending"].clone()),
+            (serde_json::json!("acme"), serde_json::json!(3))
+        );
+        assert_eq!(busiest[0]["concurrency"], serde_json::json!(3), "acme follows its override: {report:#}");
+        assert_eq!(busiest[0]["overridden"], serde_json::json!(true));
+        assert_eq!(busiest[1]["concurrency"], serde_json::json!(1), "bob follows the default: {report:#}");
+        let top = s.json(&["queue", "keys", "hooks", "--top", "1"]);
+        assert_eq!(top["busiest"].as_array().map(Vec::len), Some(1), "{top:#}");
+        let table = s.ok(&["queue", "keys", "hooks"]);
+        assert!(table.contains("acme") && table.contains("override") && table.contains("default"), "{table}");
+
+        let cleared = s.json(&["queue", "key-clear", "hooks", "acme"]);
+        assert_eq!(cleared["overrides"], serde_json::json!([]), "{cleared:#}");
+        let report = s.json(&["queue", "keys", "hooks"]);
+        assert_eq!(report["busiest"][0]["concurrency"], serde_json::json!(1), "acme follows the default again");
+        refused(s, &["enqueue", "post", "{}", "--key", ""], 2, "key");
+        refused(s, &["queue", "key-limit", "hooks", "--concurrency", "0"], 2, "above 0");
+    }
     /// The dashboard's binary-level guarantees: it will not bind a public
     /// address without a token, it serves the store's queues, read-only hides
     /// the actions, and a token locks every page.

@@ -64,6 +64,12 @@ pub struct EnqueueRequest {
     #[serde(default)]
     #[schema(min_length = 1, max_length = 128, pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$")]
     pub unique_key: Option<String>,
+    /// The job's key (a tenant, an account, a host): the jobs of one key
+    /// share the key's limits, and claims take a queue's keys in turn.
+    /// 1 to 255 bytes, no NUL.
+    #[serde(default)]
+    #[schema(min_length = 1, max_length = 255, pattern = "^[^\\u0000]+$")]
+    pub key: Option<String>,
     /// The job's id, chosen by the producer (a UUID; a UUIDv7 keeps ids in
     /// creation order). A request resent with the same id stores nothing
     /// twice: the job already stored is left as it is and its id returned.
@@ -119,6 +125,9 @@ impl EnqueueRequest {
         }
         if let Some(key) = self.unique_key {
             builder = builder.unique_key(key);
+        }
+        if let Some(key) = self.key {
+            builder = builder.key(key);
         }
         let mut job = builder.build_at(now).map_err(|e| ApiError::from_core(e, prefix))?;
         // Every text against what every backend stores (the size limit is
@@ -282,6 +291,8 @@ pub struct JobView {
     pub errors: Vec<AttemptErrorView>,
     /// Its unique key, if any.
     pub unique_key: Option<String>,
+    /// Its key, if any.
+    pub key: Option<String>,
     /// What its handler stored as its result (`JobContext::set_result`), once
     /// it is Completed; absent when it stored none, or on a backend that does
     /// not keep results (one without the workflows capability).
@@ -336,6 +347,7 @@ impl TryFrom<jq::Job> for JobView {
                 .map(|e| AttemptErrorView { attempt: e.attempt, at: e.at, message: e.message })
                 .collect(),
             unique_key: job.unique_key,
+            key: job.key,
             result: None,
         })
     }

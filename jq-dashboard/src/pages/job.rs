@@ -54,6 +54,9 @@ pub(crate) async fn page<S: Storage>(
                 }
             }
             dt { "Unique key" } dd { @match &job.unique_key { Some(k) => { code { (k) } } None => { span.muted { "none" } } } }
+            @if let Some(key) = &job.key {
+                dt { "Key" } dd { a href=(base.to(&format!("/jobs?queue={}", crate::pages::urlencode(job.queue.as_str())))) title="The queue's keys" { code { (key) } } }
+            }
             dt { "Trace" } dd { @match &job.trace { Some(t) => { code { (t.traceparent()) } } None => { span.muted { "none" } } } }
             dt { "Timeout" } dd { @match job.timeout { Some(t) => { (format!("{t:?}")) } None => { span.muted { "the worker's" } } } }
             dt { "Progress" } dd #job-progress { @match &job.progress { Some(p) => { code { (p) } } None => { span.muted { "none reported" } } } }

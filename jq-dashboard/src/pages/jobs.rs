@@ -13,7 +13,7 @@ use crate::App;
 use crate::error::{DashboardError, PageResult};
 use crate::format;
 use crate::layout::{self, Base, Done, Nav};
-use crate::pages::{field, short, state_badge, urlencode};
+use crate::pages::{field, rate, short, state_badge, urlencode};
 
 /// Jobs per page.
 const PAGE: usize = 50;
@@ -68,6 +68,12 @@ pub(crate) async fn page<S: Storage>(
     let next = if jobs.len() == PAGE { jobs.last().map(|j| j.id) } else { None };
     let chosen_queue = field(&filters.queue);
     let chosen_state = field(&filters.state);
+    // One queue chosen on a store with keyed jobs: its busiest keys.
+    let keys = match (chosen_queue, app.client.storage().as_keys()) {
+        (Some(queue), Some(keyed)) => Some(keyed.keys(&QueueName::new(queue)?, BUSIEST_KEYS).await?),
+        _ => None,
+    }
+    .filter(|k| !k.busiest.is_empty() || !k.default.is_none() || !k.overrides.is_empty());
     let body = html! {
         h1 { "Jobs" }
         form.filters method="get" action=(base.to("/jobs")) {
@@ -82,6 +88,31 @@ pub(crate) async fn page<S: Storage>(
             label { " Kind " input type="text" name="kind" value=(field(&filters.kind).unwrap_or_default()) size="16"; }
             " "
             button type="submit" { "Filter" }
+        }
+        @if let Some(keys) = &keys {
+            section #keys {
+                h2 { "Busiest keys" }
+                p.muted {
+                    "Every key: "
+                    (limits_text(&keys.default))
+                    @for o in &keys.overrides { "; " code { (o.key) } ": " (limits_text(&o.limits)) }
+                }
+                @if !keys.busiest.is_empty() {
+                    table.keys {
+                        thead { tr { th { "Key" } th.num { "Running" } th.num { "Pending" } th { "Limits" } } }
+                        tbody {
+                            @for k in &keys.busiest {
+                                tr data-key=(k.key) {
+                                    td { code { (k.key) } }
+                                    td.num { (k.running) }
+                                    td.num { (k.pending) }
+                                    td { (limits_text(&k.limits)) }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
         }
         @if jobs.is_empty() {
             p.muted #no-jobs { "No job matches." }
@@ -113,6 +144,21 @@ pub(crate) async fn page<S: Storage>(
         }
     };
     Ok(layout::page(&base, "Jobs", Nav::Jobs, app.options.read_only, done.message(), body))
+}
+
+/// How many keys the jobs page shows for a chosen queue.
+const BUSIEST_KEYS: usize = 10;
+
+/// A key's limits for people: "≤ 2 running, 100/1s" or "no limit".
+fn limits_text(limits: &jq::QueueLimits) -> String {
+    let mut parts = Vec::new();
+    if let Some(n) = limits.concurrency {
+        parts.push(format!("≤ {n} running"));
+    }
+    if let Some(r) = &limits.rate {
+        parts.push(rate(r));
+    }
+    if parts.is_empty() { "no limit".to_owned() } else { parts.join(", ") }
 }
 
 /// At most `max` characters, with an ellipsis when cut.

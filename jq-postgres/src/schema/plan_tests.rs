@@ -76,14 +76,16 @@ async fn every_statement_finds_its_rows_by_key_whatever_the_statistics() {
             "(ARRAY['q'], 50, now(), 'w', now() + interval '30 s', gen_random_uuid(), \
               ARRAY[NULL, NULL, now(), NULL]::timestamptz[], ARRAY[NULL, NULL, gen_random_uuid(), NULL]::uuid[])"
                 .to_owned(),
-            // The controls' lookup gates the walks (a one-time filter).
-            &["jobs_claim", "jobs_claim", "jobs_claim", "jobs_pkey", "queue_controls_pkey"],
+            // The controls' lookup and the keyed jobs' probe (one per queue)
+            // gate the walks (a one-time filter).
+            &["jobs_claim", "jobs_claim", "jobs_claim", "jobs_keyed", "jobs_pkey", "queue_controls_pkey"],
         ),
         (
             "claim_controlled",
             &sql.claim_controlled,
-            "text[], int4, timestamptz, text, timestamptz, uuid, timestamptz",
-            "(ARRAY['q'], 50, now(), 'w', now() + interval '30 s', gen_random_uuid(), now() - interval '1 day')"
+            "text[], int4, timestamptz, text, timestamptz, uuid, timestamptz, text[]",
+            "(ARRAY['q'], 50, now(), 'w', now() + interval '30 s', gen_random_uuid(), now() - interval '1 day', \
+              '{}'::text[])"
                 .to_owned(),
             // The concurrency count walks the Running jobs (jobs_lease_expiry),
             // only for a queue with a control; forgetting old claimers walks
@@ -98,7 +100,14 @@ async fn every_statement_finds_its_rows_by_key_whatever_the_statistics() {
                 "queue_starts_window",
             ],
         ),
-        ("control_lock", &sql.control_lock, "text[]", "(ARRAY['q'])".to_owned(), &["queue_controls_pkey"]),
+        // The controls, then one probe of jobs_keyed per queue.
+        (
+            "control_lock",
+            &sql.control_lock,
+            "text[]",
+            "(ARRAY['q'])".to_owned(),
+            &["jobs_keyed", "queue_controls_pkey"],
+        ),
         ("claim_earlier", &sql.claim_earlier, "uuid", format!("('{token}')"), &["jobs_lease_expiry"]),
         (
             "complete",
@@ -169,21 +178,21 @@ async fn every_statement_finds_its_rows_by_key_whatever_the_statistics() {
             &sql.stats,
             "",
             String::new(),
-            &["Seq Scan on job_counts", "jobs_claim", "jobs_lease_expiry", "jobs_waiting_on_parents"],
+            &["Seq Scan on job_counts", "jobs_claim", "jobs_keyed", "jobs_lease_expiry", "jobs_waiting_on_parents"],
         ),
         (
             "list_waiting",
             &sql.list_waiting,
             "text, text, uuid, int8",
             "('q', 'pending', NULL, 10)".to_owned(),
-            &["jobs_claim", "jobs_pkey"],
+            &["jobs_claim", "jobs_keyed", "jobs_pkey"],
         ),
         (
             "list_waiting_kind",
             &sql.list_waiting_kind,
             "text, text, text, uuid, int8",
             "('q', 'pending', 'k', NULL, 10)".to_owned(),
-            &["jobs_claim"],
+            &["jobs_claim", "jobs_keyed"],
         ),
         (
             "control_list",
@@ -195,10 +204,30 @@ async fn every_statement_finds_its_rows_by_key_whatever_the_statistics() {
                 "Seq Scan on queue_controls",
                 "Seq Scan on queue_controls",
                 "jobs_claim",
+                "jobs_keyed",
                 "jobs_lease_expiry",
                 "jobs_waiting_on_parents",
             ],
         ),
+        // Keyed jobs (migration 15): the limits by key, the busiest keys from the live
+        // keyed jobs only.
+        ("key_limits_list", &sql.key_limits_list, "text", "('q')".to_owned(), &["key_limits_pkey"]),
+        (
+            "key_limits_clear",
+            &sql.key_limits_clear,
+            "text, text, text",
+            "('q', 'k', 'c')".to_owned(),
+            &["key_limits_pkey", "key_limits_pkey", "key_starts_window"],
+        ),
+        // Lifting the default's rate forgets the queue's start logs.
+        (
+            "key_limits_set",
+            &sql.key_limits_set,
+            "text, text, int4, int4, int8, text",
+            "('q', '', 1, NULL, NULL, 'c')".to_owned(),
+            &["key_limits_pkey", "key_starts_window"],
+        ),
+        ("key_busiest", &sql.key_busiest, "text, int8", "('q', 10)".to_owned(), &["jobs_key_running", "jobs_keyed"]),
         ("get", &sql.get, "uuid", format!("('{dead}')"), &["jobs_pkey"]),
         // A workflow's counts: its summary rows, and its Running steps
         // among the leased jobs (each looked up by key), never its steps.
@@ -229,10 +258,12 @@ async fn every_statement_finds_its_rows_by_key_whatever_the_statistics() {
         }
         // These count or sort every waiting job of a queue: from the index
         // alone (its included state), never from the rows.
-        if ["stats", "list_waiting", "control_list"].contains(&name)
-            && !plan.contains("Index Only Scan using jobs_claim")
-        {
-            wrong.push(format!("{name}: jobs_claim is not scanned index-only\n{plan}"));
+        if ["stats", "list_waiting", "control_list"].contains(&name) {
+            for index in ["jobs_claim", "jobs_keyed"] {
+                if !plan.contains(&format!("Index Only Scan using {index}")) {
+                    wrong.push(format!("{name}: {index} is not scanned index-only\n{plan}"));
+                }
+            }
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n\n"));

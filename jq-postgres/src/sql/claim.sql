@@ -28,6 +28,14 @@
 -- locks the controls. A one-time filter over the lookup gates the walks,
 -- so a claim over uncontrolled queues pays two index probes.
 --
+-- Keyed jobs (migration 15): the walks read jobs_claim, which holds only
+-- jobs without a key (its predicate, so no keyed row is ever read). One
+-- probe of jobs_keyed per asked queue finds whether it has keyed waiting
+-- jobs; when one has, the statement takes nothing and names it like a
+-- controlled queue: the caller claims through claim_controlled.sql, whose
+-- rotation takes keyed jobs under their limits (jq_claim_keyed). A claim
+-- over queues without keyed jobs pays that probe, nothing else.
+--
 -- The rows are locked in the CTE (never `id IN (SELECT ... LIMIT)`, which
 -- may lock more than the limit), merged across queues, cut to the limit,
 -- then updated. With several queues, rows locked but cut are released at
@@ -42,6 +50,16 @@
 WITH controlled AS (
     SELECT qc.queue FROM {schema}.queue_controls AS qc WHERE qc.queue = ANY($1::text[])
 ),
+keyed AS (
+    -- LIMIT 1 in a LATERAL keeps it one probe of jobs_keyed per queue (an
+    -- EXISTS may become a join that reads the index whole).
+    SELECT q.name AS queue FROM unnest($1::text[]) AS q(name)
+    CROSS JOIN LATERAL (
+        SELECT 1 FROM {schema}.jobs AS jk
+        WHERE jk.queue = q.name AND jk.key IS NOT NULL AND jk.state IN ('pending', 'scheduled')
+        LIMIT 1
+    ) AS probe
+),
 picked AS (
     SELECT c.id, c.state, c.flow
     FROM unnest($1::text[]) WITH ORDINALITY AS q(name, n)
@@ -51,7 +69,8 @@ picked AS (
             SELECT * FROM (
                 SELECT jc.id, jc.priority, jc.run_at, jc.state, jc.flow FROM {schema}.jobs AS jc
                 WHERE jc.queue = q.name AND jc.priority > 3
-                  AND jc.state IN ('pending', 'scheduled') AND (jc.state = 'pending' OR jc.run_at <= $3)
+                  AND jc.state IN ('pending', 'scheduled') AND jc.key IS NULL
+                  AND (jc.state = 'pending' OR jc.run_at <= $3)
                 ORDER BY jc.priority DESC, jc.run_at, jc.id
                 LIMIT $2
                 FOR UPDATE SKIP LOCKED
@@ -63,7 +82,8 @@ picked AS (
                 WHERE jc.queue = q.name AND jc.priority = p.priority
                   AND (jc.run_at, jc.id) > (coalesce($7[(q.n - 1) * 4 + p.k], '-infinity'),
                                             coalesce($8[(q.n - 1) * 4 + p.k], '00000000-0000-0000-0000-000000000000'))
-                  AND jc.state IN ('pending', 'scheduled') AND (jc.state = 'pending' OR jc.run_at <= $3)
+                  AND jc.state IN ('pending', 'scheduled') AND jc.key IS NULL
+                  AND (jc.state = 'pending' OR jc.run_at <= $3)
                 ORDER BY jc.run_at, jc.id
                 LIMIT $2
                 FOR UPDATE SKIP LOCKED
@@ -72,7 +92,8 @@ picked AS (
             SELECT * FROM (
                 SELECT jc.id, jc.priority, jc.run_at, jc.state, jc.flow FROM {schema}.jobs AS jc
                 WHERE jc.queue = q.name AND jc.priority < 0
-                  AND jc.state IN ('pending', 'scheduled') AND (jc.state = 'pending' OR jc.run_at <= $3)
+                  AND jc.state IN ('pending', 'scheduled') AND jc.key IS NULL
+                  AND (jc.state = 'pending' OR jc.run_at <= $3)
                 ORDER BY jc.priority DESC, jc.run_at, jc.id
                 LIMIT $2
                 FOR UPDATE SKIP LOCKED
@@ -80,7 +101,7 @@ picked AS (
         ) AS u
         LIMIT $2
     ) AS c
-    WHERE NOT EXISTS (SELECT 1 FROM controlled)
+    WHERE NOT EXISTS (SELECT 1 FROM controlled) AND NOT EXISTS (SELECT 1 FROM keyed)
     ORDER BY c.priority DESC, c.run_at, c.id
     LIMIT $2
 ),
@@ -106,5 +127,5 @@ stepped AS (
 SELECT claimed.*, NULL::text AS controlled FROM claimed WHERE (SELECT count(*) FROM stepped) >= 0
 UNION ALL
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       NULL, NULL, NULL, NULL, controlled.queue
-FROM controlled
+       NULL, NULL, NULL, NULL, NULL, marked.queue
+FROM (SELECT controlled.queue FROM controlled UNION SELECT keyed.queue FROM keyed) AS marked

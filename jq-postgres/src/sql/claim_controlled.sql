@@ -3,7 +3,14 @@
 --
 -- $1 queues text[], $2 limit int4, $3 now timestamptz, $4 worker text,
 -- $5 lease expiry timestamptz, $6 the claim's lease token uuid, $7 the
--- instant at or before which claimers are forgotten (now - SEEN_TTL).
+-- instant at or before which claimers are forgotten (now - SEEN_TTL), $8
+-- keyed text[]: the asked queues with keyed jobs, whose key locks the
+-- transaction holds (control_lock.sql); empty when none.
+--
+-- Keyed jobs (migration 15): without keyed queues the jobs are each
+-- queue's best without a key (jobs_claim), as below. With keyed queues,
+-- jq_claim_keyed (migration 15) picks and locks them instead, within the
+-- same allowances: the plain jobs and each keyed queue's rotation, merged.
 --
 -- Each queue's allowance: $2 without a control; 0 when paused; else $2
 -- capped by its concurrency minus its Running jobs (their leases: the
@@ -20,7 +27,7 @@
 -- locked row, to be counted; from Pending they call nothing, as plain jobs
 -- (the summary counts Pending and Running together: claim.sql).
 WITH ctl AS (
-    SELECT q.name, c.queue IS NOT NULL AS controlled, c.paused_at IS NOT NULL AS paused,
+    SELECT q.name, q.n, c.queue IS NOT NULL AS controlled, c.paused_at IS NOT NULL AS paused,
            c.rate_limit IS NOT NULL AS rated,
            $3::timestamptz - least(c.rate_period, 3155760000000000) * interval '1 microsecond' AS window_after,
            CASE
@@ -34,7 +41,7 @@ WITH ctl AS (
                                    WHERE s.queue = q.name
                                      AND s.at > $3::timestamptz - least(c.rate_period, 3155760000000000) * interval '1 microsecond')))
            END AS allow
-    FROM unnest($1::text[]) AS q(name)
+    FROM unnest($1::text[]) WITH ORDINALITY AS q(name, n)
     -- LIMIT 1 keeps the lookup a probe of the primary key per queue,
     -- whatever the statistics of this small table say.
     LEFT JOIN LATERAL (
@@ -42,18 +49,25 @@ WITH ctl AS (
     ) AS c ON true
 ),
 picked AS (
-    SELECT b.id, b.state, b.flow
-    FROM ctl
-    CROSS JOIN LATERAL (
-        SELECT jc.id, jc.priority, jc.run_at, jc.state, jc.flow FROM {schema}.jobs AS jc
-        WHERE jc.queue = ctl.name
-          AND jc.state IN ('pending', 'scheduled') AND (jc.state = 'pending' OR jc.run_at <= $3)
-        ORDER BY jc.priority DESC, jc.run_at, jc.id
-        LIMIT ctl.allow
-        FOR UPDATE SKIP LOCKED
-    ) AS b
-    ORDER BY b.priority DESC, b.run_at, b.id
-    LIMIT $2
+    (SELECT b.id, b.state, b.flow
+     FROM ctl
+     CROSS JOIN LATERAL (
+         SELECT jc.id, jc.priority, jc.run_at, jc.state, jc.flow FROM {schema}.jobs AS jc
+         WHERE jc.queue = ctl.name
+           AND jc.state IN ('pending', 'scheduled') AND jc.key IS NULL
+           AND (jc.state = 'pending' OR jc.run_at <= $3)
+         ORDER BY jc.priority DESC, jc.run_at, jc.id
+         LIMIT ctl.allow
+         FOR UPDATE SKIP LOCKED
+     ) AS b
+     WHERE cardinality($8::text[]) = 0
+     ORDER BY b.priority DESC, b.run_at, b.id
+     LIMIT $2)
+    UNION ALL
+    SELECT k.id, k.state, k.flow
+    FROM {schema}.jq_claim_keyed($1::text[], ARRAY(SELECT ctl.allow::int4 FROM ctl ORDER BY ctl.n), $2::int4,
+                                 $3::timestamptz, $8::text[]) AS k
+    WHERE cardinality($8::text[]) > 0
 ),
 claimed AS (
     UPDATE {schema}.jobs AS j

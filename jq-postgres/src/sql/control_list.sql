@@ -8,7 +8,9 @@ SELECT q.queue, c.paused_at, c.concurrency, c.rate_limit, c.rate_period
 FROM (
     SELECT queue FROM {schema}.job_counts GROUP BY queue HAVING sum(n) > 0
     UNION
-    SELECT queue FROM {schema}.jobs WHERE state IN ('pending', 'scheduled')
+    SELECT queue FROM {schema}.jobs WHERE state IN ('pending', 'scheduled') AND key IS NULL
+    UNION
+    SELECT queue FROM {schema}.jobs WHERE key IS NOT NULL AND state IN ('pending', 'scheduled')
     UNION
     SELECT queue FROM {schema}.jobs WHERE state = 'waiting'
     UNION

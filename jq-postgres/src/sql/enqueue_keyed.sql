@@ -4,7 +4,8 @@
 -- $5 priorities int2[], $6 states text[], $7 max_attempts int4[],
 -- $8 run_ats timestamptz[], $9 traces text[], $10 unique_keys text[] (NULL
 -- elements allowed in both), $11 now timestamptz, $12 wake-up channel text,
--- $13 timeouts in ms int8[] (NULL elements allowed).
+-- $13 timeouts in ms int8[] (NULL elements allowed), $14 keys text[] (the
+-- jobs' keys of migration 15, not unique keys; NULL elements allowed).
 --
 -- Each job resolves, in this order, to:
 -- 1. its own id when that id is already stored (`known`: a client resending
@@ -26,8 +27,9 @@
 WITH input AS (
     SELECT *
     FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::int2[], $6::text[], $7::int4[],
-                $8::timestamptz[], $9::text[], $10::text[], $13::int8[])
-        AS t(id, queue, kind, payload, priority, state, max_attempts, run_at, trace, unique_key, timeout_ms)
+                $8::timestamptz[], $9::text[], $10::text[], $13::int8[], $14::text[])
+        AS t(id, queue, kind, payload, priority, state, max_attempts, run_at, trace, unique_key, timeout_ms,
+             key)
 ),
 known AS (
     SELECT j.id FROM {schema}.jobs AS j WHERE j.id = ANY($1::uuid[])
@@ -43,9 +45,10 @@ live AS (
 ),
 ins AS (
     INSERT INTO {schema}.jobs AS j
-        (id, queue, kind, payload, priority, state, max_attempts, run_at, trace, created_at, unique_key, timeout_ms)
+        (id, queue, kind, payload, priority, state, max_attempts, run_at, trace, created_at, unique_key, timeout_ms,
+         key)
     SELECT t.id, t.queue, t.kind, t.payload, t.priority, t.state, t.max_attempts, t.run_at, t.trace, $11,
-           t.unique_key, t.timeout_ms
+           t.unique_key, t.timeout_ms, t.key
     FROM input AS t
     WHERE NOT EXISTS (SELECT 1 FROM known AS k WHERE k.id = t.id)
       AND NOT EXISTS (SELECT 1 FROM live AS l WHERE l.queue = t.queue AND l.unique_key = t.unique_key)

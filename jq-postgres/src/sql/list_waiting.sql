@@ -14,13 +14,27 @@
 SELECT {columns}
 FROM {schema}.jobs AS j
 WHERE j.id IN (
-    SELECT w.id
-    FROM {schema}.jobs AS w
-    WHERE w.state IN ('pending', 'scheduled')
-      AND w.queue = $1::text
-      AND w.state = $2::text
-      AND w.id > coalesce($3::uuid, '00000000-0000-0000-0000-000000000000'::uuid)
-    ORDER BY w.id
+    SELECT u.id FROM (
+        (SELECT w.id
+         FROM {schema}.jobs AS w
+         WHERE w.state IN ('pending', 'scheduled') AND w.key IS NULL
+           AND w.queue = $1::text
+           AND w.state = $2::text
+           AND w.id > coalesce($3::uuid, '00000000-0000-0000-0000-000000000000'::uuid)
+         ORDER BY w.id
+         LIMIT $4)
+        UNION ALL
+        -- The keyed ones from jobs_keyed (migration 15).
+        (SELECT w.id
+         FROM {schema}.jobs AS w
+         WHERE w.key IS NOT NULL AND w.state IN ('pending', 'scheduled')
+           AND w.queue = $1::text
+           AND w.state = $2::text
+           AND w.id > coalesce($3::uuid, '00000000-0000-0000-0000-000000000000'::uuid)
+         ORDER BY w.id
+         LIMIT $4)
+    ) AS u
+    ORDER BY u.id
     LIMIT $4
 )
 ORDER BY j.id

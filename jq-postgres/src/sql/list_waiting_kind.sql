@@ -7,12 +7,28 @@
 -- their rows, for the kind, and keeps the first $5 by id (a bounded sort). list.sql would walk the primary key, passing
 -- every finished job older than the queue's first waiting one (millions,
 -- in a store that kept its history) before the first row it returns.
-SELECT {columns}
-FROM {schema}.jobs AS j
-WHERE j.state IN ('pending', 'scheduled')
-  AND j.queue = $1::text
-  AND j.state = $2::text
-  AND j.kind = $3::text
-  AND j.id > coalesce($4::uuid, '00000000-0000-0000-0000-000000000000'::uuid)
-ORDER BY j.id
+-- Plain and keyed jobs (migration 15) are in two indexes: a page of each,
+-- merged.
+SELECT u.* FROM (
+    (SELECT {columns}
+     FROM {schema}.jobs AS j
+     WHERE j.state IN ('pending', 'scheduled') AND j.key IS NULL
+       AND j.queue = $1::text
+       AND j.state = $2::text
+       AND j.kind = $3::text
+       AND j.id > coalesce($4::uuid, '00000000-0000-0000-0000-000000000000'::uuid)
+     ORDER BY j.id
+     LIMIT $5)
+    UNION ALL
+    (SELECT {columns}
+     FROM {schema}.jobs AS j
+     WHERE j.key IS NOT NULL AND j.state IN ('pending', 'scheduled')
+       AND j.queue = $1::text
+       AND j.state = $2::text
+       AND j.kind = $3::text
+       AND j.id > coalesce($4::uuid, '00000000-0000-0000-0000-000000000000'::uuid)
+     ORDER BY j.id
+     LIMIT $5)
+) AS u
+ORDER BY u.id
 LIMIT $5

@@ -10,10 +10,20 @@ FROM {schema}.job_counts
 GROUP BY queue, state
 HAVING sum(n) <> 0
 UNION ALL
-SELECT queue, state, count(*) AS n
-FROM {schema}.jobs
-WHERE state IN ('pending', 'scheduled')
-GROUP BY queue, state
+SELECT w.queue, w.state, sum(w.n)::int8 AS n
+FROM (
+    SELECT queue, state, count(*) AS n
+    FROM {schema}.jobs
+    WHERE state IN ('pending', 'scheduled') AND key IS NULL
+    GROUP BY queue, state
+    UNION ALL
+    -- The keyed ones from jobs_keyed (migration 15).
+    SELECT queue, state, count(*) AS n
+    FROM {schema}.jobs
+    WHERE key IS NOT NULL AND state IN ('pending', 'scheduled')
+    GROUP BY queue, state
+) AS w
+GROUP BY w.queue, w.state
 UNION ALL
 SELECT queue, 'waiting' AS state, count(*) AS n
 FROM {schema}.jobs

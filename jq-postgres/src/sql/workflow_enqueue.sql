@@ -8,7 +8,8 @@
 -- nodes: $13 steps text[], $14 unfinished int4[] (positions are the array
 -- order); the edges: $15 parents uuid[], $16 children uuid[], $17 the
 -- parents' positions int4[], $18 policies text[]; $19 wake-up channel;
--- $20 the jobs' timeouts in ms int8[] (NULL elements: none).
+-- $20 the jobs' timeouts in ms int8[] (NULL elements: none); $21 the jobs'
+-- keys text[] (migration 15; NULL elements: none).
 --
 -- Every job stored gets `flow` bit 2 (a step; migration 14), and the
 -- steps' initial states are counted in workflow_counts by one
@@ -24,12 +25,12 @@ WITH wf AS (
 ),
 ins AS (
     INSERT INTO {schema}.jobs AS j
-        (id, queue, kind, payload, priority, state, max_attempts, run_at, trace, created_at, flow, timeout_ms)
+        (id, queue, kind, payload, priority, state, max_attempts, run_at, trace, created_at, flow, timeout_ms, key)
     SELECT t.id, t.queue, t.kind, t.payload, t.priority, t.state, t.max_attempts, t.run_at, t.trace, $2, t.flow | 2,
-           t.timeout_ms
+           t.timeout_ms, t.key
     FROM unnest($3::uuid[], $4::text[], $5::text[], $6::text[], $7::int2[], $8::text[], $9::int4[],
-                $10::timestamptz[], $11::text[], $12::int2[], $20::int8[])
-        AS t(id, queue, kind, payload, priority, state, max_attempts, run_at, trace, flow, timeout_ms)
+                $10::timestamptz[], $11::text[], $12::int2[], $20::int8[], $21::text[])
+        AS t(id, queue, kind, payload, priority, state, max_attempts, run_at, trace, flow, timeout_ms, key)
     WHERE EXISTS (SELECT 1 FROM wf)
     RETURNING j.id, j.state
 ),

@@ -2,5 +2,5 @@
 -- (for the writer's ClaimedQueues, counts.rs).
 SELECT id, queue, kind, payload, priority, state, attempts, max_attempts, run_at, created_at,
        finished_at, lease_token, lease_worker, lease_expires_at, errors, unique_key, trace,
-       timeout_ms, cancel_requested_at, cancel_reason, progress, flow
+       timeout_ms, cancel_requested_at, cancel_reason, progress, key, flow
 FROM jobs WHERE seq = ?1

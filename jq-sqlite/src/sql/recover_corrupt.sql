@@ -4,5 +4,5 @@
 -- every row found is one that statement could not update.
 SELECT id, queue, kind, payload, priority, state, attempts, max_attempts, run_at, created_at,
        finished_at, lease_token, lease_worker, lease_expires_at, errors, unique_key, trace,
-       timeout_ms, cancel_requested_at, cancel_reason, progress, seq
+       timeout_ms, cancel_requested_at, cancel_reason, progress, key, seq
 FROM jobs WHERE state = 'running' AND lease_expires_at <= ?1

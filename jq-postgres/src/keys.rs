@@ -1,0 +1,107 @@
+//! Keyed jobs ([`KeyStorage`](jq_core::storage::KeyStorage)): per-key
+//! limits in `key_limits`, the rotation's cursors in `key_cursors`, the
+//! starts of rate-limited keys in `key_starts` (migration 15).
+//!
+//! A claim over queues without keyed waiting jobs keeps its one statement
+//! (`sql/claim.sql`), which probes `jobs_keyed` once per asked queue. When
+//! one has keyed jobs, the claim runs like one over a controlled queue
+//! (`control.rs`): in a transaction that locks the controls, then takes an
+//! advisory lock per keyed queue (`sql/control_lock.sql`), then claims through
+//! `sql/claim_controlled.sql`, which hands the choice to the SQL function
+//! `jq_claim_keyed` (migration 15): the model's rotation and limits, in
+//! the claim's atomic step.
+
+use std::time::Duration;
+
+use jq_core::storage::check_key;
+use jq_core::{KeyInfo, KeyLimit, KeyReport, QueueLimits, QueueName, Rate, Result};
+use sqlx::Row;
+
+use crate::Inner;
+use crate::error::map_sqlx;
+
+/// The stored key of a queue's default limits: no job key is empty.
+const DEFAULT: &str = "";
+
+/// Sets the default (`None`) or `key`'s override, and wakes idle workers.
+pub(crate) async fn set_limits(
+    inner: &Inner,
+    queue: &QueueName,
+    key: Option<&str>,
+    limits: &QueueLimits,
+) -> Result<()> {
+    limits.check()?;
+    if let Some(key) = key {
+        check_key(key)?;
+    }
+    let concurrency = limits.concurrency.map(|n| i32::try_from(n).unwrap_or(i32::MAX));
+    let rate_limit = limits.rate.map(|r| i32::try_from(r.limit).unwrap_or(i32::MAX));
+    let rate_period = limits.rate.map(|r| r.period_micros());
+    let statement = inner
+        .sql
+        .key_limits_set
+        .query()
+        .bind(queue.as_str())
+        .bind(key.unwrap_or(DEFAULT))
+        .bind(concurrency)
+        .bind(rate_limit)
+        .bind(rate_period)
+        .bind(&inner.channel);
+    inner.db().execute(statement).await.map_err(map_sqlx)?;
+    Ok(())
+}
+
+/// Removes `key`'s override (wakes idle workers when there was one).
+pub(crate) async fn clear_limits(inner: &Inner, queue: &QueueName, key: &str) -> Result<()> {
+    check_key(key)?;
+    let statement = inner.sql.key_limits_clear.query().bind(queue.as_str()).bind(key).bind(&inner.channel);
+    inner.db().execute(statement).await.map_err(map_sqlx)?;
+    Ok(())
+}
+
+/// `queue`'s default, overrides and `top` busiest keys.
+pub(crate) async fn report(inner: &Inner, queue: &QueueName, top: usize) -> Result<KeyReport> {
+    let rows = inner.db().fetch_all(inner.sql.key_limits_list.query().bind(queue.as_str())).await.map_err(map_sqlx)?;
+    let mut default = QueueLimits::none();
+    let mut overrides = Vec::new();
+    for row in &rows {
+        let key: String = row.try_get(0).map_err(map_sqlx)?;
+        let concurrency: Option<i32> = row.try_get(1).map_err(map_sqlx)?;
+        let rate_limit: Option<i32> = row.try_get(2).map_err(map_sqlx)?;
+        let rate_period: Option<i64> = row.try_get(3).map_err(map_sqlx)?;
+        let limits = QueueLimits {
+            concurrency: concurrency.and_then(|n| u32::try_from(n).ok()),
+            rate: rate_limit.zip(rate_period).and_then(|(n, p)| {
+                Some(Rate::new(u32::try_from(n).ok()?, Duration::from_micros(u64::try_from(p).ok()?)))
+            }),
+        };
+        if key == DEFAULT {
+            default = limits;
+        } else {
+            overrides.push(KeyLimit { key, limits });
+        }
+    }
+    let top_i64 = i64::try_from(top).unwrap_or(i64::MAX);
+    let rows = inner
+        .db()
+        .fetch_all(inner.sql.key_busiest.query().bind(queue.as_str()).bind(top_i64))
+        .await
+        .map_err(map_sqlx)?;
+    let mut busiest = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let key: String = row.try_get(0).map_err(map_sqlx)?;
+        let running: i64 = row.try_get(1).map_err(map_sqlx)?;
+        let pending: i64 = row.try_get(2).map_err(map_sqlx)?;
+        // `overrides` is in key order (the statement's ORDER BY, bytes).
+        let limits = overrides
+            .binary_search_by(|o: &KeyLimit| o.key.as_bytes().cmp(key.as_bytes()))
+            .map_or(default, |i| overrides[i].limits);
+        busiest.push(KeyInfo {
+            key,
+            running: u64::try_from(running).unwrap_or(0),
+            pending: u64::try_from(pending).unwrap_or(0),
+            limits,
+        });
+    }
+    Ok(KeyReport { queue: queue.clone(), default, overrides, busiest })
+}

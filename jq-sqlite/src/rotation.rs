@@ -1,0 +1,307 @@
+//! The rotation of one queue's keyed jobs during one claim (the
+//! contract's "Keyed jobs"): at each priority, from the cursor (the key
+//! served last), the first eligible key after it in byte order, wrapping
+//! around to the smallest key and last to the cursor's own; its head
+//! (run_at, id) is the next job. A skip scan of `jobs_keyed`
+//! (keys_next.sql): each key passed over, or served, is one seek. Nothing
+//! is kept per key between claims but its limits and its start log; the
+//! cursors are one row per (queue, priority).
+//!
+//! claim.rs asks [`Rotation::peek`] for the next job, merges it with the
+//! plain jobs and the other queues' rotations, and when it takes it calls
+//! [`Rotation::served`] and takes the row at once, so that the next seek
+//! no longer finds it. On the writer, inside the claim's transaction.
+
+use std::collections::{BTreeMap, HashMap};
+
+use jq_core::storage::allowance;
+use jq_core::{Priority, QueueLimits, QueueName, Result, State};
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::error::db;
+use crate::keys::{self, DEFAULT_KEY};
+
+const PROBE: &str = include_str!("sql/keys_probe.sql");
+const NEXT: &str = include_str!("sql/keys_next.sql");
+const RUNNING: &str = include_str!("sql/keys_running.sql");
+const FORGET: &str = include_str!("sql/keys_forget.sql");
+const STARTED: &str = include_str!("sql/keys_started.sql");
+const START: &str = include_str!("sql/keys_start.sql");
+const CURSOR_GET: &str = include_str!("sql/keys_cursor_get.sql");
+const CURSOR_PUT: &str = include_str!("sql/keys_cursor_put.sql");
+
+/// Whether `queue` holds a keyed job waiting to run: the one probe a
+/// claim makes per asked queue before it knows it needs a rotation.
+pub(crate) fn has_keyed(conn: &Connection, queue: &QueueName) -> Result<bool> {
+    conn.prepare_cached(PROBE).map_err(db)?.exists(params![queue.as_str()]).map_err(db)
+}
+
+/// A rotation's next job: a key's head at a priority.
+#[derive(Debug)]
+pub(crate) struct Head {
+    pub(crate) priority: Priority,
+    /// `None` when the stored key is not text (a corrupt row): served
+    /// without limits nor cursor, and buried by its take.
+    key: Option<String>,
+    pub(crate) seq: i64,
+    pub(crate) id: [u8; 16],
+    pub(crate) run_at: i64,
+    /// Pending or Scheduled (for the counts of a workflow step).
+    pub(crate) from: State,
+}
+
+/// What a claim knows of one key: its limits, its Running jobs and its
+/// starts in the window, counting what the claim took.
+#[derive(Clone, Copy, Debug)]
+struct Load {
+    limits: QueueLimits,
+    running: u64,
+    started: u64,
+}
+
+/// One queue's rotation during one claim.
+pub(crate) struct Rotation {
+    queue: QueueName,
+    /// The queue's default key limits, read when first needed.
+    default: Option<QueueLimits>,
+    /// Each key met so far.
+    loads: HashMap<String, Load>,
+    /// Per priority (index = stored value): `None` until read; then the
+    /// cursor, `Some(None)` when there is none.
+    cursors: [Option<Option<String>>; 4],
+    /// Per priority: the cursor moved in this claim (written at the end).
+    moved: [bool; 4],
+    /// Per priority: no eligible key is left in this claim. Within one
+    /// claim a key only loses eligibility (its load grows, its jobs are
+    /// taken), so a priority found empty stays empty.
+    exhausted: [bool; 4],
+    /// Per priority: the latest effective run_at yielded in this claim
+    /// (the running maximum of the merge).
+    yielded: [Option<i64>; 4],
+    /// The next job, once looked for: `Some(None)` when there is none.
+    next: Option<Option<Head>>,
+    /// Starts of rate-limited keys taken in this claim, to record.
+    starts: BTreeMap<String, i64>,
+    /// A take that changed nothing stops the rotation (never expected: the
+    /// row was found in this transaction).
+    stopped: bool,
+}
+
+fn slot(priority: Priority) -> usize {
+    usize::try_from(priority.as_i16()).unwrap_or(0).min(3)
+}
+
+impl Rotation {
+    /// The rotation of `queue`, read lazily.
+    pub(crate) fn new(queue: &QueueName) -> Self {
+        Rotation {
+            queue: queue.clone(),
+            default: None,
+            loads: HashMap::new(),
+            cursors: Default::default(),
+            moved: [false; 4],
+            exhausted: [false; 4],
+            yielded: [None; 4],
+            next: None,
+            starts: BTreeMap::new(),
+            stopped: false,
+        }
+    }
+
+    /// The next job and its effective run_at (the latest run_at this
+    /// rotation yielded at its priority in this claim, or its own).
+    pub(crate) fn peek(&mut self, conn: &Connection, now_us: i64) -> Result<Option<(&Head, i64)>> {
+        if self.stopped {
+            return Ok(None);
+        }
+        if self.next.is_none() {
+            let found = self.find(conn, now_us)?;
+            self.next = Some(found);
+        }
+        let yielded = &self.yielded;
+        Ok(self.next.as_ref().and_then(Option::as_ref).map(|head| {
+            let run_at = yielded[slot(head.priority)].map_or(head.run_at, |y| y.max(head.run_at));
+            (head, run_at)
+        }))
+    }
+
+    /// The job [`Rotation::peek`] answered is served: its key takes the
+    /// cursor and one more slot and start. Returns it; the caller takes it
+    /// now, before the next peek.
+    pub(crate) fn served(&mut self) -> Option<Head> {
+        let head = self.next.take().flatten()?;
+        let p = slot(head.priority);
+        let run_at = self.yielded[p].map_or(head.run_at, |y| y.max(head.run_at));
+        self.yielded[p] = Some(run_at);
+        if let Some(key) = &head.key {
+            self.cursors[p] = Some(Some(key.clone()));
+            self.moved[p] = true;
+            if let Some(load) = self.loads.get_mut(key) {
+                load.running += 1;
+                if load.limits.rate.is_some() {
+                    load.started += 1;
+                    *self.starts.entry(key.clone()).or_default() += 1;
+                }
+            }
+        }
+        Some(head)
+    }
+
+    /// The last served job's take changed nothing: this rotation gives no
+    /// more jobs in this claim (it would find the same row again).
+    pub(crate) fn stop(&mut self) {
+        self.stopped = true;
+        self.next = Some(None);
+    }
+
+    /// Writes the moved cursors and the rate-limited keys' starts at
+    /// `now_us`.
+    pub(crate) fn finish(self, conn: &Connection, now_us: i64) -> Result<()> {
+        let queue = self.queue.as_str();
+        for priority in Priority::ALL {
+            let p = slot(priority);
+            if let (true, Some(Some(key))) = (self.moved[p], &self.cursors[p]) {
+                conn.prepare_cached(CURSOR_PUT)
+                    .map_err(db)?
+                    .execute(params![queue, priority.as_i16(), key])
+                    .map_err(db)?;
+            }
+        }
+        for (key, n) in &self.starts {
+            conn.prepare_cached(START).map_err(db)?.execute(params![queue, key, now_us, n]).map_err(db)?;
+        }
+        Ok(())
+    }
+
+    /// The next job: from the highest priority with an eligible key, the
+    /// first such key after the cursor (wrapping around), its head.
+    fn find(&mut self, conn: &Connection, now_us: i64) -> Result<Option<Head>> {
+        for priority in Priority::ALL.iter().rev().copied() {
+            let p = slot(priority);
+            if self.exhausted[p] {
+                continue;
+            }
+            let cursor = self.cursor(conn, priority)?;
+            // '' is before every key (a key is never empty). With no
+            // cursor, the first pass covers every key.
+            let mut after = cursor.clone().unwrap_or_default();
+            let mut wrapped = cursor.is_none();
+            loop {
+                let Some(head) = self.seek(conn, priority, &after)? else {
+                    if wrapped {
+                        break;
+                    }
+                    wrapped = true;
+                    after.clear();
+                    continue;
+                };
+                let Some(key) = head.key.clone() else {
+                    // Not text: take it, so that it is buried.
+                    return Ok(Some(head));
+                };
+                if wrapped && cursor.as_ref().is_some_and(|c| key > *c) {
+                    break;
+                }
+                // Claimable: Pending, or Scheduled and due (a Pending
+                // job's run_at is never after now, unless a clock went
+                // back).
+                let claimable = head.from == State::Pending || head.run_at <= now_us;
+                if claimable && self.eligible(conn, &key, now_us)? {
+                    return Ok(Some(head));
+                }
+                after = key;
+            }
+            self.exhausted[p] = true;
+        }
+        Ok(None)
+    }
+
+    /// The first keyed job at `priority` whose key is after `after`.
+    fn seek(&self, conn: &Connection, priority: Priority, after: &str) -> Result<Option<Head>> {
+        conn.prepare_cached(NEXT)
+            .map_err(db)?
+            .query_row(params![self.queue.as_str(), priority.as_i16(), after], |r| {
+                let key = match r.get_ref(0)? {
+                    ValueRef::Text(t) => std::str::from_utf8(t).ok().map(str::to_owned),
+                    _ => None,
+                };
+                let mut id = [0u8; 16];
+                if let ValueRef::Blob(b) = r.get_ref(2)? {
+                    let n = b.len().min(16);
+                    id[..n].copy_from_slice(&b[..n]);
+                }
+                let from = match r.get_ref(4)? {
+                    ValueRef::Text(b"scheduled") => State::Scheduled,
+                    _ => State::Pending,
+                };
+                Ok(Head { priority, key, seq: r.get(1)?, id, run_at: r.get(3).unwrap_or(i64::MIN), from })
+            })
+            .optional()
+            .map_err(db)
+    }
+
+    /// Whether `key`'s limits allow one more job, counting this claim's.
+    fn eligible(&mut self, conn: &Connection, key: &str, now_us: i64) -> Result<bool> {
+        let load = match self.loads.get(key) {
+            Some(load) => *load,
+            None => {
+                let load = self.load(conn, key, now_us)?;
+                self.loads.insert(key.to_owned(), load);
+                load
+            }
+        };
+        Ok(allowance(false, &load.limits, load.running, load.started, 1) > 0)
+    }
+
+    /// Reads `key`'s limits (its override, else the default) and, for
+    /// those it has, its Running jobs and its starts in the window.
+    fn load(&mut self, conn: &Connection, key: &str, now_us: i64) -> Result<Load> {
+        let queue = self.queue.as_str();
+        let limits = match keys::stored(conn, queue, key)? {
+            Some(limits) => limits,
+            None => match self.default {
+                Some(limits) => limits,
+                None => {
+                    let limits = keys::stored(conn, queue, DEFAULT_KEY)?.unwrap_or_default();
+                    self.default = Some(limits);
+                    limits
+                }
+            },
+        };
+        let running: i64 = match limits.concurrency {
+            Some(_) => {
+                conn.prepare_cached(RUNNING).map_err(db)?.query_row(params![queue, key], |r| r.get(0)).map_err(db)?
+            }
+            None => 0,
+        };
+        let started: i64 = match limits.rate {
+            Some(rate) => {
+                let after = rate.window_after(jq_core::storage::from_micros(now_us)).timestamp_micros();
+                conn.prepare_cached(FORGET).map_err(db)?.execute(params![queue, key, after]).map_err(db)?;
+                conn.prepare_cached(STARTED)
+                    .map_err(db)?
+                    .query_row(params![queue, key, after], |r| r.get(0))
+                    .map_err(db)?
+            }
+            None => 0,
+        };
+        Ok(Load { limits, running: running.max(0) as u64, started: started.max(0) as u64 })
+    }
+
+    /// The cursor at `priority`, read once per claim.
+    fn cursor(&mut self, conn: &Connection, priority: Priority) -> Result<Option<String>> {
+        let p = slot(priority);
+        if let Some(cursor) = &self.cursors[p] {
+            return Ok(cursor.clone());
+        }
+        let cursor: Option<String> = conn
+            .prepare_cached(CURSOR_GET)
+            .map_err(db)?
+            .query_row(params![self.queue.as_str(), priority.as_i16()], |r| r.get(0))
+            .optional()
+            .map_err(db)?;
+        self.cursors[p] = Some(cursor.clone());
+        Ok(cursor)
+    }
+}
