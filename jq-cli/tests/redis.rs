@@ -68,6 +68,7 @@ redis_scenarios!(
     leaders_shows_the_maintaining_worker,
     cron_list_and_run,
     queue_pause_resume_and_limit,
+    queue_keys_limits_and_report,
     metrics_endpoints_serve_gauges_and_counters,
     serve_dashboard_guards_its_address,
     serve_http_api_beside_the_dashboard,

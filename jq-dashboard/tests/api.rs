@@ -57,7 +57,7 @@ async fn enqueue_get_wait_cancel(backend: &str) {
     let id = uuid::Uuid::now_v7();
     let body = json!({
         "kind": "send_email", "payload": {"to": "a@example.com", "n": [1, 2.5]}, "queue": "mail",
-        "priority": "high", "delay_ms": 3_600_000, "max_attempts": 3, "unique_key": "welcome-a", "id": id,
+        "priority": "high", "delay_ms": 3_600_000, "max_attempts": 3, "unique_key": "welcome-a", "key": "tenant <1>", "id": id,
     })
     .to_string();
     let stored = post_json(&app, "/api/v1/jobs", &body).await;
@@ -75,6 +75,7 @@ async fn enqueue_get_wait_cancel(backend: &str) {
     assert_eq!(job["state"], "scheduled");
     assert_eq!(job["max_attempts"], 3);
     assert_eq!(job["unique_key"], "welcome-a");
+    assert_eq!(job["key"], "tenant <1>");
     assert_eq!(job["lease"], Value::Null);
 
     // A resend (lost answer) stores nothing twice; another id with the same

@@ -344,6 +344,11 @@ mod keyed {
         jq_testkit::needs!(postgres);
         super::keys_show_on_the_queues_page("postgres").await
     }
+    #[tokio::test]
+    async fn redis() {
+        jq_testkit::needs!(redis);
+        super::keys_show_on_the_queues_page("redis").await
+    }
 }
 
 mod workflows {
