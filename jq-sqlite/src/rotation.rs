@@ -65,6 +65,9 @@ pub(crate) struct Rotation {
     queue: QueueName,
     /// The queue's default key limits, read when first needed.
     default: Option<QueueLimits>,
+    /// The queue's Running keyed jobs per key, read when a key with a
+    /// concurrency limit is first met (keys_running.sql).
+    running: Option<HashMap<String, u64>>,
     /// Each key met so far.
     loads: HashMap<String, Load>,
     /// Per priority (index = stored value): `None` until read; then the
@@ -98,6 +101,7 @@ impl Rotation {
         Rotation {
             queue: queue.clone(),
             default: None,
+            running: None,
             loads: HashMap::new(),
             cursors: Default::default(),
             moved: [false; 4],
@@ -271,7 +275,19 @@ impl Rotation {
         };
         let running: i64 = match limits.concurrency {
             Some(_) => {
-                conn.prepare_cached(RUNNING).map_err(db)?.query_row(params![queue, key], |r| r.get(0)).map_err(db)?
+                if self.running.is_none() {
+                    let mut per_key = HashMap::new();
+                    let mut read = conn.prepare_cached(RUNNING).map_err(db)?;
+                    let mut rows = read.query(params![queue]).map_err(db)?;
+                    while let Some(r) = rows.next().map_err(db)? {
+                        // A key that is not text (a corrupt row) holds no slot of a real key.
+                        if let Ok(k) = r.get::<_, String>(0) {
+                            per_key.insert(k, u64::try_from(r.get::<_, i64>(1).map_err(db)?).unwrap_or(0));
+                        }
+                    }
+                    self.running = Some(per_key);
+                }
+                self.running.as_ref().and_then(|m| m.get(key)).map_or(0, |n| i64::try_from(*n).unwrap_or(i64::MAX))
             }
             None => 0,
         };

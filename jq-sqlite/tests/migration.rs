@@ -95,7 +95,7 @@ async fn version_7_counts_the_jobs_finished_before_it() {
 
 /// What schema version 11 (011_keys.sql) adds, taken away again: the file
 /// a jq of version 10 left (with no keyed job in it).
-const UNDO_11: &str = "DROP INDEX jobs_keyed; DROP INDEX jobs_keyed_running; \
+const UNDO_11: &str = "DROP INDEX jobs_keyed; \
     DROP TABLE key_limits; DROP TABLE key_cursors; DROP TABLE key_starts; \
     CREATE INDEX jobs_pending ON jobs (queue, priority DESC, run_at, id) WHERE state = 'pending'; \
     CREATE INDEX jobs_scheduled ON jobs (queue, priority DESC, run_at, id) WHERE state = 'scheduled'; \
@@ -256,7 +256,7 @@ async fn version_11_keeps_jobs_in_flight_claimable() {
         conn.query_row("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = ?1", [name], |r| r.get(0))
             .unwrap()
     };
-    for name in ["jobs_plain_pending", "jobs_plain_scheduled", "jobs_keyed", "jobs_keyed_running"] {
+    for name in ["jobs_plain_pending", "jobs_plain_scheduled", "jobs_keyed"] {
         assert_eq!(index(name), 1, "{name}");
     }
     for name in ["jobs_pending", "jobs_scheduled"] {

@@ -23,8 +23,13 @@ DROP INDEX jobs_scheduled;
 CREATE INDEX jobs_keyed ON jobs (queue, priority DESC, key, run_at, id)
     WHERE key IS NOT NULL AND (state = 'pending' OR state = 'scheduled');
 
--- A key's Running jobs (its concurrency slots, held by their leases).
-CREATE INDEX jobs_keyed_running ON jobs (queue, key) WHERE key IS NOT NULL AND state = 'running';
+-- A key's Running jobs (its concurrency slots, held by their leases) are
+-- read from jobs_lease (schema 2: every Running job), once per claim that
+-- needs them: no index of their own. *A partial index whose WHERE names
+-- `state` costs every state change of every job, plain ones too, a cursor
+-- opened and closed (SQLite opens one on each index whose columns or WHERE
+-- the UPDATE changes): jobs_keyed_running took about 1.6% of the plain
+-- drain's instructions (BENCHMARKS.md, "Keyed jobs on SQLite").*
 
 -- Per-key limits: one row per queue and key with limits of its own (an
 -- override; all NULL = this key unlimited), and one with key '' for the
