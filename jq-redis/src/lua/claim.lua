@@ -208,19 +208,8 @@ else
       local due = redis.call('ZRANGEBYSCORE', base .. 'v2:kscheduled', '-inf', ARGV[1], 'LIMIT', '0', ARGV[5])
       for _, id in ipairs(due) do
         redis.call('ZREM', base .. 'v2:kscheduled', id)
-        local st = read_state(base, id)
-        if st then
-          local priority, run_at = int(read_body(base, id).priority), int(st.run_at)
-          if priority and run_at then
-            make_pending(base, id, st, priority, run_at)
-          else
-            local reason = 'job ' .. id .. ' is corrupt in storage: '
-              .. (priority and unusable('run_at', st.run_at) or unusable('priority', read_body(base, id).priority))
-              .. ' (found when it was due)'
-            bury_corrupt(base, id, st, int(st.attempts), now, reason)
-            buried[#buried + 1] = { 'corrupt', id, reason }
-          end
-        end
+        local reason = promote_due(base, id, now)
+        if reason then buried[#buried + 1] = { 'corrupt', id, reason } end
       end
       rot[q] = K.open(base, limit, now, false)
     end

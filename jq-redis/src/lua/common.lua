@@ -1100,6 +1100,25 @@ local function bury_corrupt(base, id, st, attempt, now, reason)
   return make_terminal(base, id, st, 'dead', now)
 end
 
+-- Makes due Scheduled job `id` Pending, its run_at kept (promote, and a
+-- claim's promotion of its queues' due keyed jobs); the caller has taken
+-- it out of its Scheduled index. A job whose priority or run_at is
+-- unusable goes to Dead instead; returns the reason then, else nil.
+local function promote_due(base, id, now)
+  local st = read_state(base, id)
+  if not st then return nil end
+  local priority, run_at = int(read_body(base, id).priority), int(st.run_at)
+  if priority and run_at then
+    make_pending(base, id, st, priority, run_at)
+    return nil
+  end
+  local reason = 'job ' .. id .. ' is corrupt in storage: '
+    .. (priority and unusable('run_at', st.run_at) or unusable('priority', read_body(base, id).priority))
+    .. ' (found when it was due)'
+  bury_corrupt(base, id, st, int(st.attempts), now, reason)
+  return reason
+end
+
 -- The index of each state but Pending (whose score needs two fields), as
 -- the key after the queue's base and the state field that is its score.
 local LEGACY_INDEX = {

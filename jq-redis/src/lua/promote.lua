@@ -21,18 +21,7 @@ for _, id in ipairs(keyed) do
 end
 for _, id in ipairs(due) do
   redis.call('ZREM', base .. 'v2:scheduled', id)
-  local st = read_state(base, id)
-  if st then
-    local priority, run_at = int(read_body(base, id).priority), int(st.run_at)
-    if priority and run_at then
-      make_pending(base, id, st, priority, run_at)
-    else
-      local reason = 'job ' .. id .. ' is corrupt in storage: '
-        .. (priority and unusable('run_at', st.run_at) or unusable('priority', read_body(base, id).priority))
-        .. ' (found when it was due)'
-      bury_corrupt(base, id, st, int(st.attempts), now, reason)
-    end
-  end
+  promote_due(base, id, now)
 end
 if #due > 0 then
   redis.call('PUBLISH', ARGV[3], '1')

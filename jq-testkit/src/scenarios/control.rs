@@ -8,7 +8,7 @@ use jq_core::storage::add;
 use jq_core::storage::{Storage, StorageExt};
 use jq_core::{Error, Job, JobId, QueueInfo, QueueLimits, Rate, State, Timestamp};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use proptest::test_runner::TestCaseError;
 
 use super::support::{LEASE, MICRO, claim, enqueue_all, get, jobs, lease, manual_clock, queue};
 use crate::Harness;
@@ -312,17 +312,7 @@ fn case() -> impl Strategy<Value = Case> {
 /// exceed the concurrency, no window of the period holds more starts than
 /// the rate allows, and every job not claimed is exactly as it was.
 pub async fn limits_hold_under_concurrent_claimers<H: Harness>(h: &H) {
-    let cases = std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(6);
-    let mut runner = TestRunner::new(Config { cases, failure_persistence: None, ..Config::default() });
-    let runtime = tokio::runtime::Handle::current();
-    let n = std::sync::atomic::AtomicU32::new(0);
-    let result = runner.run(&case(), |case| {
-        let name = format!("limited-{}", n.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
-        tokio::task::block_in_place(|| runtime.block_on(run_case(h, &name, case)))
-    });
-    if let Err(e) = result {
-        panic!("{e}");
-    }
+    super::support::run_cases(case(), "limited", |name, case| async move { run_case(h, &name, case).await });
 }
 
 async fn run_case<H: Harness>(h: &H, name: &str, case: Case) -> Result<(), TestCaseError> {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use jq_core::storage::{KeyStorage, Storage, StorageExt, add};
 use jq_core::{Error, Job, JobId, KeyLimit, QueueLimits, Rate, State};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use proptest::test_runner::TestCaseError;
 
 use super::support::{LEASE, MICRO, build, builder, claim, enqueue_all, get, lease, manual_clock, queue};
 use crate::Harness;
@@ -217,17 +217,7 @@ fn case() -> impl Strategy<Value = Case> {
 /// than its limit, no job is claimed twice, and every job not claimed is
 /// exactly as it was.
 pub async fn key_concurrency_holds_under_concurrent_claimers<H: Harness>(h: &H) {
-    let cases = std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(6);
-    let mut runner = TestRunner::new(Config { cases, failure_persistence: None, ..Config::default() });
-    let runtime = tokio::runtime::Handle::current();
-    let n = std::sync::atomic::AtomicU32::new(0);
-    let result = runner.run(&case(), |case| {
-        let name = format!("keyed-{}", n.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
-        tokio::task::block_in_place(|| runtime.block_on(run_case(h, &name, case)))
-    });
-    if let Err(e) = result {
-        panic!("{e}");
-    }
+    super::support::run_cases(case(), "keyed", |name, case| async move { run_case(h, &name, case).await });
 }
 
 async fn run_case<H: Harness>(h: &H, name: &str, case: Case) -> Result<(), TestCaseError> {

@@ -8,6 +8,32 @@ use jq_core::{Job, JobBuilder, JobFilter, JobId, ManualClock, NewJob, Payload, Q
 
 use crate::Harness;
 
+/// Runs `run(name, case)` on random cases of `strategy` (`PROPTEST_CASES`
+/// of them, 6 by default), each with a queue name of its own
+/// (`prefix-0`, `prefix-1`, ...), from inside a scenario: a case's
+/// failure fails the scenario with proptest's shrunk case.
+pub(crate) fn run_cases<T, Fut>(
+    strategy: impl proptest::strategy::Strategy<Value = T>,
+    prefix: &str,
+    run: impl Fn(String, T) -> Fut,
+) where
+    T: std::fmt::Debug,
+    Fut: std::future::Future<Output = Result<(), proptest::test_runner::TestCaseError>>,
+{
+    use proptest::test_runner::{Config, TestRunner};
+    let cases = std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(6);
+    let mut runner = TestRunner::new(Config { cases, failure_persistence: None, ..Config::default() });
+    let runtime = tokio::runtime::Handle::current();
+    let n = std::sync::atomic::AtomicU32::new(0);
+    let result = runner.run(&strategy, |case| {
+        let name = format!("{prefix}-{}", n.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+        tokio::task::block_in_place(|| runtime.block_on(run(name, case)))
+    });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+}
+
 /// The lease most scenarios claim with.
 pub(crate) const LEASE: Duration = Duration::from_secs(30);
 
