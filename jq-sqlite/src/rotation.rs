@@ -2,10 +2,11 @@
 //! contract's "Keyed jobs"): at each priority, from the cursor (the key
 //! served last), the first eligible key after it in byte order, wrapping
 //! around to the smallest key and last to the cursor's own; its head
-//! (run_at, id) is the next job. A skip scan of `jobs_keyed`
-//! (keys_next.sql): each key passed over, or served, is one seek. Nothing
-//! is kept per key between claims but its limits and its start log; the
-//! cursors are one row per (queue, priority).
+//! (run_at, id) is the next job. A skip scan of `jobs_keyed_waiting`
+//! (keys_next.sql, schema 12): each key passed over, or served, is one
+//! seek, which also reads the head's whole row and the key's own limits.
+//! Nothing is kept per key between claims but its limits and its start
+//! log; the cursors are one row per (queue, priority).
 //!
 //! claim.rs asks [`Rotation::peek`] for the next job, merges it with the
 //! plain jobs and the other queues' rotations, and when it takes it calls
@@ -15,14 +16,16 @@
 use std::collections::{BTreeMap, HashMap};
 
 use jq_core::storage::allowance;
-use jq_core::{Priority, QueueLimits, QueueName, Result, State};
+use jq_core::{Job, Priority, QueueLimits, QueueName, Result, State};
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, params};
 
+use crate::control;
+use crate::counts::WorkflowKey;
 use crate::error::db;
 use crate::keys::{self, DEFAULT_KEY};
+use crate::row::{self, COLUMN_COUNT};
 
-const PROBE: &str = include_str!("sql/keys_probe.sql");
 const NEXT: &str = include_str!("sql/keys_next.sql");
 const RUNNING: &str = include_str!("sql/keys_running.sql");
 const FORGET: &str = include_str!("sql/keys_forget.sql");
@@ -31,14 +34,17 @@ const START: &str = include_str!("sql/keys_start.sql");
 const CURSOR_GET: &str = include_str!("sql/keys_cursor_get.sql");
 const CURSOR_PUT: &str = include_str!("sql/keys_cursor_put.sql");
 
-/// Whether `queue` holds a keyed job waiting to run: the one probe a
-/// claim makes per asked queue before it knows it needs a rotation.
-pub(crate) fn has_keyed(conn: &Connection, queue: &QueueName) -> Result<bool> {
-    conn.prepare_cached(PROBE).map_err(db)?.exists(params![queue.as_str()]).map_err(db)
-}
+/// Where keys_next.sql's row holds what follows the job's columns.
+const FLOW: usize = COLUMN_COUNT;
+const SEQ: usize = COLUMN_COUNT + 1;
+const WORKFLOW: usize = COLUMN_COUNT + 2;
+/// Whether the key has limits of its own, then its concurrency,
+/// rate_limit and rate_period.
+const OVERRIDE: usize = COLUMN_COUNT + 3;
+/// The key (row.rs's column order).
+const KEY: usize = 21;
 
 /// A rotation's next job: a key's head at a priority.
-#[derive(Debug)]
 pub(crate) struct Head {
     pub(crate) priority: Priority,
     /// `None` when the stored key is not text (a corrupt row): served
@@ -49,6 +55,14 @@ pub(crate) struct Head {
     pub(crate) run_at: i64,
     /// Pending or Scheduled (for the counts of a workflow step).
     pub(crate) from: State,
+    /// The row as the seek read it (the job before its take, or why it
+    /// does not decode) and its flow: a head taken is not read again.
+    pub(crate) read: Option<(Result<Job>, Option<i64>)>,
+    /// A step's workflow, read with the row.
+    pub(crate) workflow: Option<WorkflowKey>,
+    /// The key's own limits (an override), `None` without one: read with
+    /// the row.
+    limits: Option<QueueLimits>,
 }
 
 /// What a claim knows of one key: its limits, its Running jobs and its
@@ -91,13 +105,56 @@ pub(crate) struct Rotation {
     stopped: bool,
 }
 
+/// The head keys_next.sql's row `r` holds, at `priority`.
+fn head(r: &rusqlite::Row<'_>, priority: Priority) -> rusqlite::Result<Head> {
+    let key = match r.get_ref(KEY)? {
+        ValueRef::Text(t) => std::str::from_utf8(t).ok().map(str::to_owned),
+        _ => None,
+    };
+    let mut id = [0u8; 16];
+    if let ValueRef::Blob(b) = r.get_ref(0)? {
+        let n = b.len().min(16);
+        id[..n].copy_from_slice(&b[..n]);
+    }
+    let from = match r.get_ref(5)? {
+        ValueRef::Text(b"scheduled") => State::Scheduled,
+        _ => State::Pending,
+    };
+    // Lenient, as the plain walk: a corrupt row is buried by its take.
+    let limits = match r.get::<_, bool>(OVERRIDE) {
+        Ok(true) => Some(control::limits(
+            r.get(OVERRIDE + 1).ok().flatten(),
+            r.get(OVERRIDE + 2).ok().flatten(),
+            r.get(OVERRIDE + 3).ok().flatten(),
+        )),
+        _ => None,
+    };
+    Ok(Head {
+        priority,
+        key,
+        seq: r.get(SEQ)?,
+        id,
+        run_at: r.get(8).unwrap_or(i64::MIN),
+        from,
+        read: Some((row::decode(r), r.get::<_, i64>(FLOW).ok())),
+        workflow: r.get::<_, Option<WorkflowKey>>(WORKFLOW).ok().flatten(),
+        limits,
+    })
+}
+
 fn slot(priority: Priority) -> usize {
     usize::try_from(priority.as_i16()).unwrap_or(0).min(3)
 }
 
 impl Rotation {
-    /// The rotation of `queue`, read lazily.
-    pub(crate) fn new(queue: &QueueName) -> Self {
+    /// The rotation of `queue`, read lazily; `top` is the highest
+    /// priority at which the queue holds a keyed job waiting (read with
+    /// its control): those above are not looked at.
+    pub(crate) fn new(queue: &QueueName, top: Priority) -> Self {
+        let mut exhausted = [false; 4];
+        for priority in Priority::ALL.into_iter().filter(|p| p.as_i16() > top.as_i16()) {
+            exhausted[slot(priority)] = true;
+        }
         Rotation {
             queue: queue.clone(),
             default: None,
@@ -105,7 +162,7 @@ impl Rotation {
             loads: HashMap::new(),
             cursors: Default::default(),
             moved: [false; 4],
-            exhausted: [false; 4],
+            exhausted,
             yielded: [None; 4],
             next: None,
             starts: BTreeMap::new(),
@@ -211,7 +268,7 @@ impl Rotation {
                 // job's run_at is never after now, unless a clock went
                 // back).
                 let claimable = head.from == State::Pending || head.run_at <= now_us;
-                if claimable && self.eligible(conn, &key, now_us)? {
+                if claimable && self.eligible(conn, &key, head.limits, now_us)? {
                     return Ok(Some(head));
                 }
                 after = key;
@@ -225,32 +282,18 @@ impl Rotation {
     fn seek(&self, conn: &Connection, priority: Priority, after: &str) -> Result<Option<Head>> {
         conn.prepare_cached(NEXT)
             .map_err(db)?
-            .query_row(params![self.queue.as_str(), priority.as_i16(), after], |r| {
-                let key = match r.get_ref(0)? {
-                    ValueRef::Text(t) => std::str::from_utf8(t).ok().map(str::to_owned),
-                    _ => None,
-                };
-                let mut id = [0u8; 16];
-                if let ValueRef::Blob(b) = r.get_ref(2)? {
-                    let n = b.len().min(16);
-                    id[..n].copy_from_slice(&b[..n]);
-                }
-                let from = match r.get_ref(4)? {
-                    ValueRef::Text(b"scheduled") => State::Scheduled,
-                    _ => State::Pending,
-                };
-                Ok(Head { priority, key, seq: r.get(1)?, id, run_at: r.get(3).unwrap_or(i64::MIN), from })
-            })
+            .query_row(params![self.queue.as_str(), priority.as_i16(), after], |r| head(r, priority))
             .optional()
             .map_err(db)
     }
 
-    /// Whether `key`'s limits allow one more job, counting this claim's.
-    fn eligible(&mut self, conn: &Connection, key: &str, now_us: i64) -> Result<bool> {
+    /// Whether `key`'s limits allow one more job, counting this claim's;
+    /// `own` is its override as its head's seek read it.
+    fn eligible(&mut self, conn: &Connection, key: &str, own: Option<QueueLimits>, now_us: i64) -> Result<bool> {
         let load = match self.loads.get(key) {
             Some(load) => *load,
             None => {
-                let load = self.load(conn, key, now_us)?;
+                let load = self.load(conn, key, own, now_us)?;
                 self.loads.insert(key.to_owned(), load);
                 load
             }
@@ -258,11 +301,12 @@ impl Rotation {
         Ok(allowance(false, &load.limits, load.running, load.started, 1) > 0)
     }
 
-    /// Reads `key`'s limits (its override, else the default) and, for
-    /// those it has, its Running jobs and its starts in the window.
-    fn load(&mut self, conn: &Connection, key: &str, now_us: i64) -> Result<Load> {
+    /// `key`'s limits (its override `own`, else the default, read once per
+    /// claim) and, for those it has, its Running jobs and its starts in the
+    /// window.
+    fn load(&mut self, conn: &Connection, key: &str, own: Option<QueueLimits>, now_us: i64) -> Result<Load> {
         let queue = self.queue.as_str();
-        let limits = match keys::stored(conn, queue, key)? {
+        let limits = match own {
             Some(limits) => limits,
             None => match self.default {
                 Some(limits) => limits,
