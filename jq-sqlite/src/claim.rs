@@ -171,7 +171,7 @@ pub(crate) fn claim(
     // A queue that may give jobs and holds keyed ones (its control's
     // statement said so) gets a rotation, from the highest priority it
     // holds keyed jobs at.
-    let mut rotations: Vec<Option<Rotation>> = Vec::with_capacity(queues.len());
+    let mut rotations: Vec<Option<Rotation<'_>>> = Vec::with_capacity(queues.len());
     for (q, queue) in queues.iter().enumerate() {
         let top = allowed[q].keyed.filter(|_| allowed[q].allow > 0);
         rotations.push(top.map(|top| Rotation::new(queue, top)));
@@ -229,12 +229,12 @@ pub(crate) fn claim(
 /// Each job is taken as it is chosen, so the rotations' next seeks no
 /// longer find it.
 #[allow(clippy::too_many_arguments)]
-fn merge(
-    conn: &Connection,
+fn merge<'c>(
+    conn: &'c Connection,
     request: &ClaimRequest,
     taker: &mut Taker<'_, '_>,
     plain: Vec<Candidate>,
-    rotations: &mut [Option<Rotation>],
+    rotations: &mut [Option<Rotation<'c>>],
     allowed: &[control::Allowance],
     now_us: i64,
     claimed: &mut ClaimedQueues,
