@@ -174,7 +174,7 @@ pub(crate) fn claim(
     let mut rotations: Vec<Option<Rotation<'_>>> = Vec::with_capacity(queues.len());
     for (q, queue) in queues.iter().enumerate() {
         let top = allowed[q].keyed.filter(|_| allowed[q].allow > 0);
-        rotations.push(top.map(|top| Rotation::new(queue, top)));
+        rotations.push(top.map(|top| Rotation::new(queue, top, allowed[q].allow.min(request.limit))));
     }
     let keyed = rotations.iter().any(Option::is_some);
     let mut candidates = Vec::new();

@@ -13,7 +13,7 @@
 //! [`Rotation::served`] and takes the row at once, so that the next seek
 //! no longer finds it. On the writer, inside the claim's transaction.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use jq_core::storage::allowance;
 use jq_core::{Job, Priority, QueueLimits, QueueName, Result, State};
@@ -43,6 +43,33 @@ const WORKFLOW: usize = COLUMN_COUNT + 2;
 const OVERRIDE: usize = COLUMN_COUNT + 3;
 /// The key (row.rs's column order).
 const KEY: usize = 21;
+/// Rows a page reads at most per head it may keep: a key with many jobs
+/// costs a page these steps over its rows, then the next page seeks past
+/// it.
+const ROWS_PER_HEAD: usize = 4;
+/// Heads a page keeps at most, whatever the claim's size.
+const MAX_HEADS: usize = 64;
+
+/// The heads read ahead at one priority: those of every key after `from`
+/// (in byte order) up to the last one kept, or of every key after `from`
+/// when `complete`. Valid for the rest of the claim: only the claim's own
+/// takes change these rows, and it takes a key's head only once the
+/// rotation has passed it (then `from` is that key).
+struct Page {
+    priority: Priority,
+    from: String,
+    heads: VecDeque<Head>,
+    complete: bool,
+}
+
+impl Page {
+    /// Whether this page knows the first head after `after` at `priority`.
+    fn covers(&self, priority: Priority, after: &str) -> bool {
+        self.priority == priority
+            && self.from.as_str() <= after
+            && (self.complete || self.heads.back().and_then(|h| h.key.as_deref()).is_some_and(|last| after < last))
+    }
+}
 
 /// A rotation's next job: a key's head at a priority.
 pub(crate) struct Head {
@@ -81,6 +108,11 @@ pub(crate) struct Rotation<'c> {
     /// looking a statement up in the cache hashes its text, which cost
     /// a seek about a third as much as the seek itself.
     next_stmt: Option<CachedStatement<'c>>,
+    /// The heads read ahead (keys_next.sql reads a page of them in one
+    /// statement, not one seek per key).
+    page: Option<Page>,
+    /// Heads a page keeps: one more than the claim may take of this queue.
+    page_heads: usize,
     /// The queue's default key limits, read when first needed.
     default: Option<QueueLimits>,
     /// The queue's Running keyed jobs per key, read when a key with a
@@ -154,7 +186,7 @@ impl<'c> Rotation<'c> {
     /// The rotation of `queue`, read lazily; `top` is the highest
     /// priority at which the queue holds a keyed job waiting (read with
     /// its control): those above are not looked at.
-    pub(crate) fn new(queue: &QueueName, top: Priority) -> Self {
+    pub(crate) fn new(queue: &QueueName, top: Priority, want: usize) -> Self {
         let mut exhausted = [false; 4];
         for priority in Priority::ALL.into_iter().filter(|p| p.as_i16() > top.as_i16()) {
             exhausted[slot(priority)] = true;
@@ -162,6 +194,8 @@ impl<'c> Rotation<'c> {
         Rotation {
             queue: queue.clone(),
             next_stmt: None,
+            page: None,
+            page_heads: want.saturating_add(1).min(MAX_HEADS),
             default: None,
             running: None,
             loads: HashMap::new(),
@@ -254,7 +288,7 @@ impl<'c> Rotation<'c> {
             let mut after = cursor.clone().unwrap_or_default();
             let mut wrapped = cursor.is_none();
             loop {
-                let Some(head) = self.seek(conn, priority, &after)? else {
+                let Some(head) = self.next_head(conn, priority, &after)? else {
                     if wrapped {
                         break;
                     }
@@ -283,15 +317,55 @@ impl<'c> Rotation<'c> {
         Ok(None)
     }
 
-    /// The first keyed job at `priority` whose key is after `after`.
-    fn seek(&mut self, conn: &'c Connection, priority: Priority, after: &str) -> Result<Option<Head>> {
+    /// The first keyed job at `priority` whose key is after `after`: from
+    /// the page read ahead when it knows it, else from a new page. The head
+    /// is handed over (the page keeps the heads after it).
+    fn next_head(&mut self, conn: &'c Connection, priority: Priority, after: &str) -> Result<Option<Head>> {
+        if !self.page.as_ref().is_some_and(|page| page.covers(priority, after)) {
+            self.page = Some(self.read_page(conn, priority, after)?);
+        }
+        let Some(page) = self.page.as_mut() else { return Ok(None) };
+        while let Some(Head { key: Some(key), .. }) = page.heads.front() {
+            if key.as_str() > after {
+                break;
+            }
+            page.from = key.clone();
+            page.heads.pop_front();
+        }
+        let head = page.heads.pop_front();
+        if let Some(Head { key: Some(key), .. }) = &head {
+            page.from = key.clone();
+        }
+        Ok(head)
+    }
+
+    /// Reads the heads of the keys after `after` at `priority`, at most
+    /// `page_heads` of them, stepping over each key's later jobs (not
+    /// decoded) for at most [`ROWS_PER_HEAD`] rows per head.
+    fn read_page(&mut self, conn: &'c Connection, priority: Priority, after: &str) -> Result<Page> {
         let stmt = match &mut self.next_stmt {
             Some(stmt) => stmt,
             None => self.next_stmt.insert(conn.prepare_cached(NEXT).map_err(db)?),
         };
-        stmt.query_row(params![self.queue.as_str(), priority.as_i16(), after], |r| head(r, priority))
-            .optional()
-            .map_err(db)
+        let mut rows = stmt.query(params![self.queue.as_str(), priority.as_i16(), after]).map_err(db)?;
+        let (wanted, budget) = (self.page_heads, self.page_heads * ROWS_PER_HEAD);
+        let mut heads: VecDeque<Head> = VecDeque::with_capacity(wanted);
+        let (mut complete, mut read) = (true, 0);
+        while let Some(r) = rows.next().map_err(db)? {
+            read += 1;
+            let same = match (r.get_ref(KEY).map_err(db)?, heads.back()) {
+                (ValueRef::Text(t), Some(Head { key: Some(last), .. })) => t == last.as_bytes(),
+                _ => false,
+            };
+            if !same {
+                heads.push_back(head(r, priority).map_err(db)?);
+            }
+            if heads.len() >= wanted || read >= budget {
+                complete = false;
+                break;
+            }
+        }
+        Ok(Page { priority, from: after.to_owned(), heads, complete })
     }
 
     /// Whether `key`'s limits allow one more job, counting this claim's;

@@ -1,14 +1,17 @@
--- The rotation's step (claim.rs, rotation.rs): the first keyed job of
--- queue ?1 and priority ?2 whose key is after ?3 in byte order, in the
--- order (key, run_at, id): the next key's head, in one seek of
--- jobs_keyed_waiting (schema 12). The state terms pass over a marker left
--- on a job that no longer waits (012_keyed_wait.sql).
+-- The rotation's page (claim.rs, rotation.rs): the keyed jobs of queue ?1
+-- and priority ?2 whose key is after ?3 in byte order, in the order (key,
+-- run_at, id), from one seek of jobs_keyed_waiting (schema 12): the
+-- caller keeps each key's first row (its head) and steps over the others
+-- without decoding them, and stops stepping after a few heads, or rows.
+-- The state terms pass over a marker left on a job that no longer waits
+-- (012_keyed_wait.sql). No LIMIT: a `LIMIT ?` would make SQLite
+-- re-prepare the statement at every call (claim_pending.sql).
 --
 -- The whole row, as claim_pending.sql reads it (the columns of row.rs,
 -- flow, seq, a step's workflow), so that a head taken needs no second
 -- read (claim_row.sql); then the key's own limits (key_limits, whether it
 -- has a row, and its concurrency, rate_limit, rate_period), so that a key
--- met costs no statement of its own. One statement per key met.
+-- met costs no statement of its own.
 SELECT j.id, j.queue, j.kind, j.payload, j.priority, j.state, j.attempts, j.max_attempts, j.run_at,
        j.created_at, j.finished_at, j.lease_token, j.lease_worker, j.lease_expires_at, j.errors,
        j.unique_key, j.trace, j.timeout_ms, j.cancel_requested_at, j.cancel_reason, j.progress, j.key, j.flow,
@@ -20,4 +23,3 @@ LEFT JOIN key_limits AS l ON l.queue = j.queue AND l.key = j.key
 WHERE j.keyed_wait IS NOT NULL AND j.queue = ?1 AND j.priority = ?2 AND j.key > ?3
   AND (j.state = 'pending' OR j.state = 'scheduled')
 ORDER BY j.key, j.run_at, j.id
-LIMIT 1
