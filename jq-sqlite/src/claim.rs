@@ -226,7 +226,7 @@ pub(crate) fn claim(
 /// (`plain`, in claim order) and each queue's rotation's next, by
 /// (priority desc, effective run_at, plain before keyed, queue name),
 /// within each queue's allowance, until `request.limit` jobs are taken.
-/// Each job is taken as it is chosen, so the rotations' next seeks no
+/// Each job is taken as it is chosen, so the rotations' next pages no
 /// longer find it.
 #[allow(clippy::too_many_arguments)]
 fn merge<'c>(

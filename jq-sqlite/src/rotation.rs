@@ -2,15 +2,18 @@
 //! contract's "Keyed jobs"): at each priority, from the cursor (the key
 //! served last), the first eligible key after it in byte order, wrapping
 //! around to the smallest key and last to the cursor's own; its head
-//! (run_at, id) is the next job. A skip scan of `jobs_keyed_waiting`
-//! (keys_next.sql, schema 12): each key passed over, or served, is one
-//! seek, which also reads the head's whole row and the key's own limits.
-//! Nothing is kept per key between claims but its limits and its start
-//! log; the cursors are one row per (queue, priority).
+//! (run_at, id) is the next job. A walk of `jobs_keyed_waiting` (schema
+//! 12) from the cursor, a page of keys at a time (keys_page.sql): each
+//! key's first row is its head, read whole (with the key's own limits
+//! when the queue has such, keys_page_limits.sql), its later rows are
+//! stepped over, a few per head at most, and the next page seeks past
+//! the last key read. Nothing is kept per key between claims but its
+//! limits and its start log; the cursors are one row per (queue,
+//! priority).
 //!
 //! claim.rs asks [`Rotation::peek`] for the next job, merges it with the
 //! plain jobs and the other queues' rotations, and when it takes it calls
-//! [`Rotation::served`] and takes the row at once, so that the next seek
+//! [`Rotation::served`] and takes the row at once, so that a later page
 //! no longer finds it. On the writer, inside the claim's transaction.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -26,7 +29,9 @@ use crate::error::db;
 use crate::keys::{self, DEFAULT_KEY};
 use crate::row::{self, COLUMN_COUNT};
 
-const NEXT: &str = include_str!("sql/keys_next.sql");
+const PAGE: &str = include_str!("sql/keys_page.sql");
+const PAGE_LIMITS: &str = include_str!("sql/keys_page_limits.sql");
+const DEFAULTS: &str = include_str!("sql/keys_defaults.sql");
 const RUNNING: &str = include_str!("sql/keys_running.sql");
 const FORGET: &str = include_str!("sql/keys_forget.sql");
 const STARTED: &str = include_str!("sql/keys_started.sql");
@@ -34,7 +39,7 @@ const START: &str = include_str!("sql/keys_start.sql");
 const CURSOR_GET: &str = include_str!("sql/keys_cursor_get.sql");
 const CURSOR_PUT: &str = include_str!("sql/keys_cursor_put.sql");
 
-/// Where keys_next.sql's row holds what follows the job's columns.
+/// Where a page's row (keys_page.sql) holds what follows the job's columns.
 const FLOW: usize = COLUMN_COUNT;
 const SEQ: usize = COLUMN_COUNT + 1;
 const WORKFLOW: usize = COLUMN_COUNT + 2;
@@ -82,7 +87,7 @@ pub(crate) struct Head {
     pub(crate) run_at: i64,
     /// Pending or Scheduled (for the counts of a workflow step).
     pub(crate) from: State,
-    /// The row as the seek read it (the job before its take, or why it
+    /// The row as the page read it (the job before its take, or why it
     /// does not decode) and its flow: a head taken is not read again.
     pub(crate) read: Option<(Result<Job>, Option<i64>)>,
     /// A step's workflow, read with the row.
@@ -104,17 +109,21 @@ struct Load {
 /// One queue's rotation during one claim.
 pub(crate) struct Rotation<'c> {
     queue: QueueName,
-    /// keys_next.sql, prepared at the first seek and kept for the claim:
+    /// The page statement, prepared at the first page and kept for the claim:
     /// looking a statement up in the cache hashes its text, which cost
     /// a seek about a third as much as the seek itself.
     next_stmt: Option<CachedStatement<'c>>,
-    /// The heads read ahead (keys_next.sql reads a page of them in one
+    /// The heads read ahead (keys_page.sql reads a page of them in one
     /// statement, not one seek per key).
     page: Option<Page>,
     /// Heads a page keeps: one more than the claim may take of this queue.
     page_heads: usize,
     /// The queue's default key limits, read when first needed.
     default: Option<QueueLimits>,
+    /// Whether some key of the queue has limits of its own, read with
+    /// the default at the first page (keys_defaults.sql): which page
+    /// statement reads them.
+    overrides: Option<bool>,
     /// The queue's Running keyed jobs per key, read when a key with a
     /// concurrency limit is first met (keys_running.sql).
     running: Option<HashMap<String, u64>>,
@@ -141,7 +150,7 @@ pub(crate) struct Rotation<'c> {
     stopped: bool,
 }
 
-/// The head keys_next.sql's row `r` holds, at `priority`.
+/// The head a page's row `r` holds, at `priority`.
 fn head(r: &rusqlite::Row<'_>, priority: Priority) -> rusqlite::Result<Head> {
     let key = match r.get_ref(KEY)? {
         ValueRef::Text(t) => std::str::from_utf8(t).ok().map(str::to_owned),
@@ -197,6 +206,7 @@ impl<'c> Rotation<'c> {
             page: None,
             page_heads: want.saturating_add(1).min(MAX_HEADS),
             default: None,
+            overrides: None,
             running: None,
             loads: HashMap::new(),
             cursors: Default::default(),
@@ -343,9 +353,24 @@ impl<'c> Rotation<'c> {
     /// `page_heads` of them, stepping over each key's later jobs (not
     /// decoded) for at most [`ROWS_PER_HEAD`] rows per head.
     fn read_page(&mut self, conn: &'c Connection, priority: Priority, after: &str) -> Result<Page> {
+        let overrides = match self.overrides {
+            Some(overrides) => overrides,
+            None => {
+                let (default, overrides) = conn
+                    .prepare_cached(DEFAULTS)
+                    .map_err(db)?
+                    .query_row(params![self.queue.as_str()], |r| {
+                        Ok((control::limits(r.get(0)?, r.get(1)?, r.get(2)?), r.get::<_, bool>(3)?))
+                    })
+                    .map_err(db)?;
+                self.default = Some(default);
+                self.overrides = Some(overrides);
+                overrides
+            }
+        };
         let stmt = match &mut self.next_stmt {
             Some(stmt) => stmt,
-            None => self.next_stmt.insert(conn.prepare_cached(NEXT).map_err(db)?),
+            None => self.next_stmt.insert(conn.prepare_cached(if overrides { PAGE_LIMITS } else { PAGE }).map_err(db)?),
         };
         let mut rows = stmt.query(params![self.queue.as_str(), priority.as_i16(), after]).map_err(db)?;
         let (wanted, budget) = (self.page_heads, self.page_heads * ROWS_PER_HEAD);
@@ -369,7 +394,7 @@ impl<'c> Rotation<'c> {
     }
 
     /// Whether `key`'s limits allow one more job, counting this claim's;
-    /// `own` is its override as its head's seek read it.
+    /// `own` is its override as its head's page read it.
     fn eligible(&mut self, conn: &Connection, key: &str, own: Option<QueueLimits>, now_us: i64) -> Result<bool> {
         let load = match self.loads.get(key) {
             Some(load) => *load,

@@ -11,7 +11,9 @@
 -- flow, seq, a step's workflow), so that a head taken needs no second
 -- read (claim_row.sql); then the key's own limits (key_limits, whether it
 -- has a row, and its concurrency, rate_limit, rate_period), so that a key
--- met costs no statement of its own.
+-- met costs no statement of its own. Only for a queue where some key has
+-- limits of its own (keys_defaults.sql): keys_page.sql is this without
+-- them, and spares each row read the lookup.
 SELECT j.id, j.queue, j.kind, j.payload, j.priority, j.state, j.attempts, j.max_attempts, j.run_at,
        j.created_at, j.finished_at, j.lease_token, j.lease_worker, j.lease_expires_at, j.errors,
        j.unique_key, j.trace, j.timeout_ms, j.cancel_requested_at, j.cancel_reason, j.progress, j.key, j.flow,
