@@ -76,11 +76,11 @@ const COUNT_DOWN_BY: &str =
 /// was not Waiting).
 /// A woken keyed child waits with its marker set (schema 12).
 const WAKE_RETURNING: &str = "UPDATE jobs SET state = CASE WHEN run_at <= ?2 THEN 'pending' ELSE 'scheduled' END, \
-     run_at = max(run_at, ?2), keyed_wait = CASE WHEN key IS NOT NULL THEN 1 END \
+     run_at = max(run_at, ?2), keyed_wait = key \
      WHERE id = ?1 AND state = 'waiting' RETURNING queue, state";
 const COUNT_DOWN: &str = "UPDATE job_nodes SET unfinished = unfinished - 1 WHERE id = ?1 RETURNING unfinished";
 const WAKE: &str = "UPDATE jobs SET state = CASE WHEN run_at <= ?2 THEN 'pending' ELSE 'scheduled' END, \
-     run_at = max(run_at, ?2), keyed_wait = CASE WHEN key IS NOT NULL THEN 1 END \
+     run_at = max(run_at, ?2), keyed_wait = key \
      WHERE id = ?1 AND state = 'waiting'";
 const CASCADE_CANCEL: &str =
     "UPDATE jobs SET state = 'cancelled', finished_at = ?2 WHERE id = ?1 AND state = 'waiting'";
@@ -171,8 +171,8 @@ pub(crate) fn enqueue<'a>(conn: &Connection, plan: &'a WorkflowPlan, now: Timest
                 job.timeout_ms().map_or(ValueRef::Null, ValueRef::Integer),
                 null_or_text(job.key.as_deref()),
                 // A keyed step that waits to run (not Waiting) carries the
-                // marker of schema 12 (012_keyed_wait.sql).
-                if job.key.is_some() && state != State::Waiting { ValueRef::Integer(1) } else { ValueRef::Null },
+                // marker of schema 12, its key (012_keyed_wait.sql).
+                if state == State::Waiting { ValueRef::Null } else { null_or_text(job.key.as_deref()) },
             ],
         )?;
         if state == State::Waiting {

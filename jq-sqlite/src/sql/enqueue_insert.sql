@@ -6,5 +6,5 @@
 -- alone: the caller sees 0 changes and returns the existing id.
 INSERT INTO jobs (id, queue, kind, payload, priority, state, attempts, max_attempts, run_at, created_at, unique_key, trace,
                   timeout_ms, key, keyed_wait)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, ?8, ?9, ?10, ?11, ?12, ?13, CASE WHEN ?13 IS NOT NULL THEN 1 END)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13)
 ON CONFLICT (id) DO NOTHING

@@ -19,8 +19,7 @@ SET errors = CASE WHEN cancel_requested_at IS NOT NULL THEN errors
         WHEN attempts >= max_attempts THEN 'dead' ELSE 'pending' END,
     finished_at = CASE WHEN cancel_requested_at IS NOT NULL OR attempts >= max_attempts THEN ?1 ELSE NULL END,
     run_at = CASE WHEN cancel_requested_at IS NOT NULL OR attempts >= max_attempts THEN run_at ELSE ?1 END,
-    keyed_wait = CASE WHEN cancel_requested_at IS NOT NULL OR attempts >= max_attempts THEN NULL
-        WHEN key IS NOT NULL THEN 1 END,
+    keyed_wait = CASE WHEN cancel_requested_at IS NOT NULL OR attempts >= max_attempts THEN NULL ELSE key END,
     lease_token = NULL, lease_worker = NULL, lease_expires_at = NULL
 WHERE state = 'running' AND lease_expires_at <= ?1
   AND typeof(attempts) = 'integer' AND typeof(max_attempts) = 'integer'

@@ -9,7 +9,7 @@ SET errors = json_insert(errors, '$[#]', json_object('attempt', attempts, 'at', 
     state = CASE WHEN attempts >= max_attempts THEN 'dead' WHEN ?6 THEN 'pending' ELSE 'scheduled' END,
     finished_at = CASE WHEN attempts >= max_attempts THEN ?3 ELSE NULL END,
     run_at = CASE WHEN attempts >= max_attempts THEN run_at ELSE ?5 END,
-    keyed_wait = CASE WHEN attempts >= max_attempts THEN NULL WHEN key IS NOT NULL THEN 1 END,
+    keyed_wait = CASE WHEN attempts >= max_attempts THEN NULL ELSE key END,
     lease_token = NULL, lease_worker = NULL, lease_expires_at = NULL
 WHERE id = ?1 AND lease_token = ?2 AND state = 'running'
 RETURNING state, queue, flow

@@ -5,6 +5,6 @@
 UPDATE jobs
 SET attempts = max(attempts - 1, 0), run_at = ?3,
     state = CASE WHEN ?4 THEN 'pending' ELSE 'scheduled' END,
-    keyed_wait = CASE WHEN key IS NOT NULL THEN 1 END,
+    keyed_wait = key,
     lease_token = NULL, lease_worker = NULL, lease_expires_at = NULL
 WHERE id = ?1 AND lease_token = ?2 AND state = 'running'
