@@ -78,16 +78,17 @@ fn list_page(
     // implies nothing. A queue's oldest Pending job (the dashboard's) is
     // then read from the partial indexes of Pending jobs, not found by
     // walking every older finished job in id order. Pending and Scheduled
-    // jobs are in two indexes each since schema 11 (plain and keyed): one
-    // SELECT per index, each repeating its index's WHERE. The name comes
-    // from State, never from the caller's text.
+    // jobs are in two indexes each since schema 11 (plain, and keyed:
+    // jobs_keyed_waiting since schema 12): one SELECT per index, each
+    // repeating its index's WHERE. The name comes from State, never from
+    // the caller's text.
     let (mut sql, mut args) = match filter.state {
         Some(state @ (State::Pending | State::Scheduled)) => {
             let state = state.as_str();
             let sql = format!(
                 "SELECT * FROM (SELECT {COLUMNS} FROM jobs WHERE state = '{state}' AND key IS NULL{terms} \
                  UNION ALL SELECT {COLUMNS} FROM jobs \
-                 WHERE key IS NOT NULL AND (state = 'pending' OR state = 'scheduled') AND state = '{state}'{terms})"
+                 WHERE keyed_wait IS NOT NULL AND state = '{state}'{terms})"
             );
             let mut args = term_args.clone();
             args.extend(term_args);

@@ -5,7 +5,7 @@
 //! sorted in bulk, and each is then taken with the claim's token.
 //!
 //! Those walks read plain jobs only (schema 11). A queue that also holds
-//! keyed jobs (one probe per asked queue tells) gets a rotation
+//! keyed jobs (its control's statement tells, control_get.sql) gets a rotation
 //! (rotation.rs), and the claim then takes its jobs one at a time, the
 //! smallest of the plain jobs' next and each rotation's next ([`merge`]),
 //! as the contract's "Keyed jobs" says. A claim over queues without keyed
@@ -24,13 +24,14 @@ use rusqlite::{CachedStatement, Connection, OptionalExtension, Rows, params};
 use crate::control;
 use crate::counts::{ClaimedQueues, Tally, WorkflowKey, workflow_of};
 use crate::error::db;
-use crate::rotation::{self, Rotation};
+use crate::rotation::Rotation;
 use crate::row::{self, blob};
 use crate::workflow::IN_WORKFLOW;
 
 const PENDING: &str = include_str!("sql/claim_pending.sql");
 const DUE: &str = include_str!("sql/claim_due.sql");
 const TAKE: &str = include_str!("sql/claim_take.sql");
+const TAKE_KEYED: &str = include_str!("sql/keys_take.sql");
 const ROW: &str = include_str!("sql/claim_row.sql");
 const BURY: &str = include_str!("sql/bury.sql");
 const EARLIER: &str = include_str!("sql/claim_earlier.sql");
@@ -51,6 +52,8 @@ struct Candidate {
     read: Option<(Result<Job>, Option<i64>)>,
     /// A step's workflow, when the walk read it with the row.
     workflow: Option<WorkflowKey>,
+    /// From a rotation: taken by keys_take.sql, which clears its marker.
+    keyed: bool,
 }
 
 /// Where a walk's rows hold what a candidate needs.
@@ -114,6 +117,7 @@ fn collect(
             run_at: int(layout.run_at),
             read,
             workflow,
+            keyed: false,
         });
     }
     Ok(())
@@ -164,12 +168,13 @@ pub(crate) fn claim(
     for queue in &queues {
         allowed.push(control::allowance_of(conn, queue, &request.worker, request.limit, now)?);
     }
-    // One probe per queue that may give jobs: does it hold keyed jobs?
-    // Only then does the claim build its rotation.
-    let mut rotations: Vec<Option<Rotation>> = Vec::with_capacity(queues.len());
+    // A queue that may give jobs and holds keyed ones (its control's
+    // statement said so) gets a rotation, from the highest priority it
+    // holds keyed jobs at.
+    let mut rotations: Vec<Option<Rotation<'_>>> = Vec::with_capacity(queues.len());
     for (q, queue) in queues.iter().enumerate() {
-        let keyed = allowed[q].allow > 0 && rotation::has_keyed(conn, queue)?;
-        rotations.push(keyed.then(|| Rotation::new(queue)));
+        let top = allowed[q].keyed.filter(|_| allowed[q].allow > 0);
+        rotations.push(top.map(|top| Rotation::new(queue, top, allowed[q].allow.min(request.limit))));
     }
     let keyed = rotations.iter().any(Option::is_some);
     let mut candidates = Vec::new();
@@ -221,15 +226,15 @@ pub(crate) fn claim(
 /// (`plain`, in claim order) and each queue's rotation's next, by
 /// (priority desc, effective run_at, plain before keyed, queue name),
 /// within each queue's allowance, until `request.limit` jobs are taken.
-/// Each job is taken as it is chosen, so the rotations' next seeks no
+/// Each job is taken as it is chosen, so the rotations' next pages no
 /// longer find it.
 #[allow(clippy::too_many_arguments)]
-fn merge(
-    conn: &Connection,
+fn merge<'c>(
+    conn: &'c Connection,
     request: &ClaimRequest,
     taker: &mut Taker<'_, '_>,
     plain: Vec<Candidate>,
-    rotations: &mut [Option<Rotation>],
+    rotations: &mut [Option<Rotation<'c>>],
     allowed: &[control::Allowance],
     now_us: i64,
     claimed: &mut ClaimedQueues,
@@ -263,8 +268,9 @@ fn merge(
                 id: head.id,
                 priority: i64::from(head.priority.as_i16()),
                 run_at: head.run_at,
-                read: None,
-                workflow: None,
+                read: head.read,
+                workflow: head.workflow,
+                keyed: true,
             };
             if !taker.take(c, claimed)? {
                 if let Some(rotation) = rotations[q].as_mut() {
@@ -290,6 +296,9 @@ struct Taker<'c, 'r> {
     conn: &'c Connection,
     request: &'r ClaimRequest,
     take: CachedStatement<'c>,
+    /// keys_take.sql, prepared at the first keyed candidate: a claim of
+    /// plain jobs never looks it up.
+    take_keyed: Option<CachedStatement<'c>>,
     read: CachedStatement<'c>,
     token: [u8; 16],
     now_us: i64,
@@ -313,6 +322,7 @@ impl<'c, 'r> Taker<'c, 'r> {
             conn,
             request,
             take: conn.prepare_cached(TAKE).map_err(db)?,
+            take_keyed: None,
             read: conn.prepare_cached(ROW).map_err(db)?,
             token: *blob(&request.token.0),
             now_us,
@@ -326,7 +336,15 @@ impl<'c, 'r> Taker<'c, 'r> {
     /// Takes `c`; false when its row changed nothing (no longer claimable).
     fn take(&mut self, c: Candidate, claimed: &mut ClaimedQueues) -> Result<bool> {
         let (conn, request, expires_at, now_us) = (self.conn, self.request, self.expires_at, self.now_us);
-        if self.take.execute(params![c.seq, self.token, request.worker, expires_at]).map_err(db)? == 0 {
+        let take = if c.keyed {
+            match &mut self.take_keyed {
+                Some(take) => take,
+                None => self.take_keyed.insert(conn.prepare_cached(TAKE_KEYED).map_err(db)?),
+            }
+        } else {
+            &mut self.take
+        };
+        if take.execute(params![c.seq, self.token, request.worker, expires_at]).map_err(db)? == 0 {
             return Ok(false);
         }
         self.taken_per_queue[c.queue] += 1;

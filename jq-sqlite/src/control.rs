@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use jq_core::storage::allowance;
 use jq_core::storage::from_micros;
-use jq_core::{QueueInfo, QueueLimits, QueueName, Rate, Result, Seen, Timestamp};
-use rusqlite::{Connection, OptionalExtension, params};
+use jq_core::{Priority, QueueInfo, QueueLimits, QueueName, Rate, Result, Seen, Timestamp};
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, params};
 
 use crate::error::{db, is_decoding};
 
@@ -46,13 +47,29 @@ pub(crate) fn limits(concurrency: Option<i64>, rate_limit: Option<i64>, rate_per
     }
 }
 
-fn stored(conn: &Connection, queue: &str) -> Result<Option<Stored>> {
+/// `queue`'s stored control, if any, and the highest priority at which it
+/// holds a keyed job waiting to run (control_get.sql: one statement).
+fn stored(conn: &Connection, queue: &str) -> Result<(Option<Stored>, Option<Priority>)> {
     conn.prepare_cached(GET)
         .map_err(db)?
         .query_row(params![queue], |r| {
-            Ok(Stored { paused_at: r.get(0)?, limits: limits(r.get(1)?, r.get(2)?, r.get(3)?) })
+            let control = match r.get::<_, bool>(0)? {
+                true => Some(Stored { paused_at: r.get(1)?, limits: limits(r.get(2)?, r.get(3)?, r.get(4)?) }),
+                false => None,
+            };
+            // A value no priority has (a corrupt row) reads as the
+            // highest: the rotation then walks every priority.
+            let keyed = match r.get_ref(5)? {
+                ValueRef::Null => None,
+                p => Some(
+                    p.as_i64()
+                        .ok()
+                        .and_then(|p| Priority::ALL.into_iter().find(|q| i64::from(q.as_i16()) == p))
+                        .unwrap_or(Priority::Critical),
+                ),
+            };
+            Ok((control, keyed))
         })
-        .optional()
         .map_err(db)
 }
 
@@ -62,6 +79,11 @@ pub(crate) struct Allowance {
     pub(crate) allow: usize,
     /// True when starts are to be recorded (a rate limit).
     rated: bool,
+    /// The highest priority at which the queue holds a keyed job waiting
+    /// to run, `None` when it holds none: read with the control, so the
+    /// claim knows whether it needs a rotation (rotation.rs) without a
+    /// statement of its own.
+    pub(crate) keyed: Option<Priority>,
 }
 
 /// The allowance of `queue` for a claim of `want` jobs by `worker` at
@@ -75,8 +97,9 @@ pub(crate) fn allowance_of(
     want: usize,
     now: Timestamp,
 ) -> Result<Allowance> {
-    let Some(control) = stored(conn, queue.as_str())? else {
-        return Ok(Allowance { allow: want, rated: false });
+    let (control, keyed) = stored(conn, queue.as_str())?;
+    let Some(control) = control else {
+        return Ok(Allowance { allow: want, rated: false, keyed });
     };
     let now_us = now.timestamp_micros();
     let paused = control.paused_at.is_some();
@@ -102,7 +125,7 @@ pub(crate) fn allowance_of(
     };
     let (running, started) = (running.max(0) as u64, started.max(0) as u64);
     let allow = allowance(paused, &control.limits, running, started, want);
-    Ok(Allowance { allow, rated: control.limits.rate.is_some() })
+    Ok(Allowance { allow, rated: control.limits.rate.is_some(), keyed })
 }
 
 /// Records `n` starts of `queue` at `now` when it is rate limited.

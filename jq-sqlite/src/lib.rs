@@ -17,8 +17,11 @@
 //!   Claims run there too, so a claim is one transaction that picks
 //!   candidates from a partial index in claim order and takes them with
 //!   the claim's lease token.
-//! - Keyed jobs (schema 11) live in their own partial index: a claim
-//!   probes it once per asked queue, and only a queue with keyed jobs gets
+//! - Keyed jobs (schema 11) wait in their own partial index
+//!   (`jobs_keyed_waiting`, schema 12: by a marker that only keyed moves
+//!   write, so plain jobs' state changes never touch it): a claim probes
+//!   it once per asked queue, in the statement that reads the queue's
+//!   control, and only a queue with keyed jobs gets
 //!   a rotation (`rotation.rs`: a skip scan from a cursor per priority,
 //!   under per-key limits), merged with the plain jobs in the same
 //!   transaction.

@@ -2,28 +2,36 @@
 //! contract's "Keyed jobs"): at each priority, from the cursor (the key
 //! served last), the first eligible key after it in byte order, wrapping
 //! around to the smallest key and last to the cursor's own; its head
-//! (run_at, id) is the next job. A skip scan of `jobs_keyed`
-//! (keys_next.sql): each key passed over, or served, is one seek. Nothing
-//! is kept per key between claims but its limits and its start log; the
-//! cursors are one row per (queue, priority).
+//! (run_at, id) is the next job. A walk of `jobs_keyed_waiting` (schema
+//! 12) from the cursor, a page of keys at a time (keys_page.sql): each
+//! key's first row is its head, read whole (with the key's own limits
+//! when the queue has such, keys_page_limits.sql), its later rows are
+//! stepped over, a few per head at most, and the next page seeks past
+//! the last key read. Nothing is kept per key between claims but its
+//! limits and its start log; the cursors are one row per (queue,
+//! priority).
 //!
 //! claim.rs asks [`Rotation::peek`] for the next job, merges it with the
 //! plain jobs and the other queues' rotations, and when it takes it calls
-//! [`Rotation::served`] and takes the row at once, so that the next seek
+//! [`Rotation::served`] and takes the row at once, so that a later page
 //! no longer finds it. On the writer, inside the claim's transaction.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use jq_core::storage::allowance;
-use jq_core::{Priority, QueueLimits, QueueName, Result, State};
+use jq_core::{Job, Priority, QueueLimits, QueueName, Result, State};
 use rusqlite::types::ValueRef;
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{CachedStatement, Connection, OptionalExtension, params};
 
+use crate::control;
+use crate::counts::WorkflowKey;
 use crate::error::db;
 use crate::keys::{self, DEFAULT_KEY};
+use crate::row::{self, COLUMN_COUNT};
 
-const PROBE: &str = include_str!("sql/keys_probe.sql");
-const NEXT: &str = include_str!("sql/keys_next.sql");
+const PAGE: &str = include_str!("sql/keys_page.sql");
+const PAGE_LIMITS: &str = include_str!("sql/keys_page_limits.sql");
+const DEFAULTS: &str = include_str!("sql/keys_defaults.sql");
 const RUNNING: &str = include_str!("sql/keys_running.sql");
 const FORGET: &str = include_str!("sql/keys_forget.sql");
 const STARTED: &str = include_str!("sql/keys_started.sql");
@@ -31,14 +39,44 @@ const START: &str = include_str!("sql/keys_start.sql");
 const CURSOR_GET: &str = include_str!("sql/keys_cursor_get.sql");
 const CURSOR_PUT: &str = include_str!("sql/keys_cursor_put.sql");
 
-/// Whether `queue` holds a keyed job waiting to run: the one probe a
-/// claim makes per asked queue before it knows it needs a rotation.
-pub(crate) fn has_keyed(conn: &Connection, queue: &QueueName) -> Result<bool> {
-    conn.prepare_cached(PROBE).map_err(db)?.exists(params![queue.as_str()]).map_err(db)
+/// Where a page's row (keys_page.sql) holds what follows the job's columns.
+const FLOW: usize = COLUMN_COUNT;
+const SEQ: usize = COLUMN_COUNT + 1;
+const WORKFLOW: usize = COLUMN_COUNT + 2;
+/// Whether the key has limits of its own, then its concurrency,
+/// rate_limit and rate_period.
+const OVERRIDE: usize = COLUMN_COUNT + 3;
+/// The key (row.rs's column order).
+const KEY: usize = 21;
+/// Rows a page reads at most per head it may keep: a key with many jobs
+/// costs a page these steps over its rows, then the next page seeks past
+/// it.
+const ROWS_PER_HEAD: usize = 4;
+/// Heads a page keeps at most, whatever the claim's size.
+const MAX_HEADS: usize = 64;
+
+/// The heads read ahead at one priority: those of every key after `from`
+/// (in byte order) up to the last one kept, or of every key after `from`
+/// when `complete`. Valid for the rest of the claim: only the claim's own
+/// takes change these rows, and it takes a key's head only once the
+/// rotation has passed it (then `from` is that key).
+struct Page {
+    priority: Priority,
+    from: String,
+    heads: VecDeque<Head>,
+    complete: bool,
+}
+
+impl Page {
+    /// Whether this page knows the first head after `after` at `priority`.
+    fn covers(&self, priority: Priority, after: &str) -> bool {
+        self.priority == priority
+            && self.from.as_str() <= after
+            && (self.complete || self.heads.back().and_then(|h| h.key.as_deref()).is_some_and(|last| after < last))
+    }
 }
 
 /// A rotation's next job: a key's head at a priority.
-#[derive(Debug)]
 pub(crate) struct Head {
     pub(crate) priority: Priority,
     /// `None` when the stored key is not text (a corrupt row): served
@@ -49,6 +87,14 @@ pub(crate) struct Head {
     pub(crate) run_at: i64,
     /// Pending or Scheduled (for the counts of a workflow step).
     pub(crate) from: State,
+    /// The row as the page read it (the job before its take, or why it
+    /// does not decode) and its flow: a head taken is not read again.
+    pub(crate) read: Option<(Result<Job>, Option<i64>)>,
+    /// A step's workflow, read with the row.
+    pub(crate) workflow: Option<WorkflowKey>,
+    /// The key's own limits (an override), `None` without one: read with
+    /// the row.
+    limits: Option<QueueLimits>,
 }
 
 /// What a claim knows of one key: its limits, its Running jobs and its
@@ -61,10 +107,23 @@ struct Load {
 }
 
 /// One queue's rotation during one claim.
-pub(crate) struct Rotation {
+pub(crate) struct Rotation<'c> {
     queue: QueueName,
+    /// The page statement, prepared at the first page and kept for the claim:
+    /// looking a statement up in the cache hashes its text, which cost
+    /// a seek about a third as much as the seek itself.
+    next_stmt: Option<CachedStatement<'c>>,
+    /// The heads read ahead (keys_page.sql reads a page of them in one
+    /// statement, not one seek per key).
+    page: Option<Page>,
+    /// Heads a page keeps: one more than the claim may take of this queue.
+    page_heads: usize,
     /// The queue's default key limits, read when first needed.
     default: Option<QueueLimits>,
+    /// Whether some key of the queue has limits of its own, read with
+    /// the default at the first page (keys_defaults.sql): which page
+    /// statement reads them.
+    overrides: Option<bool>,
     /// The queue's Running keyed jobs per key, read when a key with a
     /// concurrency limit is first met (keys_running.sql).
     running: Option<HashMap<String, u64>>,
@@ -91,21 +150,68 @@ pub(crate) struct Rotation {
     stopped: bool,
 }
 
+/// The head a page's row `r` holds, at `priority`.
+fn head(r: &rusqlite::Row<'_>, priority: Priority) -> rusqlite::Result<Head> {
+    let key = match r.get_ref(KEY)? {
+        ValueRef::Text(t) => std::str::from_utf8(t).ok().map(str::to_owned),
+        _ => None,
+    };
+    let mut id = [0u8; 16];
+    if let ValueRef::Blob(b) = r.get_ref(0)? {
+        let n = b.len().min(16);
+        id[..n].copy_from_slice(&b[..n]);
+    }
+    let from = match r.get_ref(5)? {
+        ValueRef::Text(b"scheduled") => State::Scheduled,
+        _ => State::Pending,
+    };
+    // Lenient, as the plain walk: a corrupt row is buried by its take.
+    let limits = match r.get::<_, bool>(OVERRIDE) {
+        Ok(true) => Some(control::limits(
+            r.get(OVERRIDE + 1).ok().flatten(),
+            r.get(OVERRIDE + 2).ok().flatten(),
+            r.get(OVERRIDE + 3).ok().flatten(),
+        )),
+        _ => None,
+    };
+    Ok(Head {
+        priority,
+        key,
+        seq: r.get(SEQ)?,
+        id,
+        run_at: r.get(8).unwrap_or(i64::MIN),
+        from,
+        read: Some((row::decode(r), r.get::<_, i64>(FLOW).ok())),
+        workflow: r.get::<_, Option<WorkflowKey>>(WORKFLOW).ok().flatten(),
+        limits,
+    })
+}
+
 fn slot(priority: Priority) -> usize {
     usize::try_from(priority.as_i16()).unwrap_or(0).min(3)
 }
 
-impl Rotation {
-    /// The rotation of `queue`, read lazily.
-    pub(crate) fn new(queue: &QueueName) -> Self {
+impl<'c> Rotation<'c> {
+    /// The rotation of `queue`, read lazily; `top` is the highest
+    /// priority at which the queue holds a keyed job waiting (read with
+    /// its control): those above are not looked at.
+    pub(crate) fn new(queue: &QueueName, top: Priority, want: usize) -> Self {
+        let mut exhausted = [false; 4];
+        for priority in Priority::ALL.into_iter().filter(|p| p.as_i16() > top.as_i16()) {
+            exhausted[slot(priority)] = true;
+        }
         Rotation {
             queue: queue.clone(),
+            next_stmt: None,
+            page: None,
+            page_heads: want.saturating_add(1).min(MAX_HEADS),
             default: None,
+            overrides: None,
             running: None,
             loads: HashMap::new(),
             cursors: Default::default(),
             moved: [false; 4],
-            exhausted: [false; 4],
+            exhausted,
             yielded: [None; 4],
             next: None,
             starts: BTreeMap::new(),
@@ -115,7 +221,7 @@ impl Rotation {
 
     /// The next job and its effective run_at (the latest run_at this
     /// rotation yielded at its priority in this claim, or its own).
-    pub(crate) fn peek(&mut self, conn: &Connection, now_us: i64) -> Result<Option<(&Head, i64)>> {
+    pub(crate) fn peek(&mut self, conn: &'c Connection, now_us: i64) -> Result<Option<(&Head, i64)>> {
         if self.stopped {
             return Ok(None);
         }
@@ -180,7 +286,7 @@ impl Rotation {
 
     /// The next job: from the highest priority with an eligible key, the
     /// first such key after the cursor (wrapping around), its head.
-    fn find(&mut self, conn: &Connection, now_us: i64) -> Result<Option<Head>> {
+    fn find(&mut self, conn: &'c Connection, now_us: i64) -> Result<Option<Head>> {
         for priority in Priority::ALL.iter().rev().copied() {
             let p = slot(priority);
             if self.exhausted[p] {
@@ -192,7 +298,7 @@ impl Rotation {
             let mut after = cursor.clone().unwrap_or_default();
             let mut wrapped = cursor.is_none();
             loop {
-                let Some(head) = self.seek(conn, priority, &after)? else {
+                let Some(head) = self.next_head(conn, priority, &after)? else {
                     if wrapped {
                         break;
                     }
@@ -211,7 +317,7 @@ impl Rotation {
                 // job's run_at is never after now, unless a clock went
                 // back).
                 let claimable = head.from == State::Pending || head.run_at <= now_us;
-                if claimable && self.eligible(conn, &key, now_us)? {
+                if claimable && self.eligible(conn, &key, head.limits, now_us)? {
                     return Ok(Some(head));
                 }
                 after = key;
@@ -221,36 +327,79 @@ impl Rotation {
         Ok(None)
     }
 
-    /// The first keyed job at `priority` whose key is after `after`.
-    fn seek(&self, conn: &Connection, priority: Priority, after: &str) -> Result<Option<Head>> {
-        conn.prepare_cached(NEXT)
-            .map_err(db)?
-            .query_row(params![self.queue.as_str(), priority.as_i16(), after], |r| {
-                let key = match r.get_ref(0)? {
-                    ValueRef::Text(t) => std::str::from_utf8(t).ok().map(str::to_owned),
-                    _ => None,
-                };
-                let mut id = [0u8; 16];
-                if let ValueRef::Blob(b) = r.get_ref(2)? {
-                    let n = b.len().min(16);
-                    id[..n].copy_from_slice(&b[..n]);
-                }
-                let from = match r.get_ref(4)? {
-                    ValueRef::Text(b"scheduled") => State::Scheduled,
-                    _ => State::Pending,
-                };
-                Ok(Head { priority, key, seq: r.get(1)?, id, run_at: r.get(3).unwrap_or(i64::MIN), from })
-            })
-            .optional()
-            .map_err(db)
+    /// The first keyed job at `priority` whose key is after `after`: from
+    /// the page read ahead when it knows it, else from a new page. The head
+    /// is handed over (the page keeps the heads after it).
+    fn next_head(&mut self, conn: &'c Connection, priority: Priority, after: &str) -> Result<Option<Head>> {
+        if !self.page.as_ref().is_some_and(|page| page.covers(priority, after)) {
+            self.page = Some(self.read_page(conn, priority, after)?);
+        }
+        let Some(page) = self.page.as_mut() else { return Ok(None) };
+        while let Some(Head { key: Some(key), .. }) = page.heads.front() {
+            if key.as_str() > after {
+                break;
+            }
+            page.from = key.clone();
+            page.heads.pop_front();
+        }
+        let head = page.heads.pop_front();
+        if let Some(Head { key: Some(key), .. }) = &head {
+            page.from = key.clone();
+        }
+        Ok(head)
     }
 
-    /// Whether `key`'s limits allow one more job, counting this claim's.
-    fn eligible(&mut self, conn: &Connection, key: &str, now_us: i64) -> Result<bool> {
+    /// Reads the heads of the keys after `after` at `priority`, at most
+    /// `page_heads` of them, stepping over each key's later jobs (not
+    /// decoded) for at most [`ROWS_PER_HEAD`] rows per head.
+    fn read_page(&mut self, conn: &'c Connection, priority: Priority, after: &str) -> Result<Page> {
+        let overrides = match self.overrides {
+            Some(overrides) => overrides,
+            None => {
+                let (default, overrides) = conn
+                    .prepare_cached(DEFAULTS)
+                    .map_err(db)?
+                    .query_row(params![self.queue.as_str()], |r| {
+                        Ok((control::limits(r.get(0)?, r.get(1)?, r.get(2)?), r.get::<_, bool>(3)?))
+                    })
+                    .map_err(db)?;
+                self.default = Some(default);
+                self.overrides = Some(overrides);
+                overrides
+            }
+        };
+        let stmt = match &mut self.next_stmt {
+            Some(stmt) => stmt,
+            None => self.next_stmt.insert(conn.prepare_cached(if overrides { PAGE_LIMITS } else { PAGE }).map_err(db)?),
+        };
+        let mut rows = stmt.query(params![self.queue.as_str(), priority.as_i16(), after]).map_err(db)?;
+        let (wanted, budget) = (self.page_heads, self.page_heads * ROWS_PER_HEAD);
+        let mut heads: VecDeque<Head> = VecDeque::with_capacity(wanted);
+        let (mut complete, mut read) = (true, 0);
+        while let Some(r) = rows.next().map_err(db)? {
+            read += 1;
+            let same = match (r.get_ref(KEY).map_err(db)?, heads.back()) {
+                (ValueRef::Text(t), Some(Head { key: Some(last), .. })) => t == last.as_bytes(),
+                _ => false,
+            };
+            if !same {
+                heads.push_back(head(r, priority).map_err(db)?);
+            }
+            if heads.len() >= wanted || read >= budget {
+                complete = false;
+                break;
+            }
+        }
+        Ok(Page { priority, from: after.to_owned(), heads, complete })
+    }
+
+    /// Whether `key`'s limits allow one more job, counting this claim's;
+    /// `own` is its override as its head's page read it.
+    fn eligible(&mut self, conn: &Connection, key: &str, own: Option<QueueLimits>, now_us: i64) -> Result<bool> {
         let load = match self.loads.get(key) {
             Some(load) => *load,
             None => {
-                let load = self.load(conn, key, now_us)?;
+                let load = self.load(conn, key, own, now_us)?;
                 self.loads.insert(key.to_owned(), load);
                 load
             }
@@ -258,11 +407,12 @@ impl Rotation {
         Ok(allowance(false, &load.limits, load.running, load.started, 1) > 0)
     }
 
-    /// Reads `key`'s limits (its override, else the default) and, for
-    /// those it has, its Running jobs and its starts in the window.
-    fn load(&mut self, conn: &Connection, key: &str, now_us: i64) -> Result<Load> {
+    /// `key`'s limits (its override `own`, else the default, read once per
+    /// claim) and, for those it has, its Running jobs and its starts in the
+    /// window.
+    fn load(&mut self, conn: &Connection, key: &str, own: Option<QueueLimits>, now_us: i64) -> Result<Load> {
         let queue = self.queue.as_str();
-        let limits = match keys::stored(conn, queue, key)? {
+        let limits = match own {
             Some(limits) => limits,
             None => match self.default {
                 Some(limits) => limits,

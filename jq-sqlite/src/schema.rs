@@ -26,6 +26,7 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
     ("009_workflows", include_str!("sql/009_workflows.sql")),
     ("010_workflow_counts", include_str!("sql/010_workflow_counts.sql")),
     ("011_keys", include_str!("sql/011_keys.sql")),
+    ("012_keyed_wait", include_str!("sql/012_keyed_wait.sql")),
 ];
 
 /// The schema version this crate writes.

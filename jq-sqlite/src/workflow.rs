@@ -37,9 +37,9 @@ pub(crate) const HAS_RESULT: i64 = 4;
 /// enqueue, in its transaction.
 const ROWS_PER_INSERT: usize = 64;
 const INSERT_JOBS_HEAD: &str = "INSERT INTO jobs (id, queue, kind, payload, priority, state, attempts, max_attempts, \
-     run_at, created_at, unique_key, trace, flow, timeout_ms, key) VALUES ";
-const JOB_VALUES: &str = "(?, ?, ?, ?, ?, ?, 0, ?, ?, ?, NULL, ?, ?, ?, ?)";
-const JOB_PARAMS: usize = 13;
+     run_at, created_at, unique_key, trace, flow, timeout_ms, key, keyed_wait) VALUES ";
+const JOB_VALUES: &str = "(?, ?, ?, ?, ?, ?, 0, ?, ?, ?, NULL, ?, ?, ?, ?, ?)";
+const JOB_PARAMS: usize = 14;
 const INSERT_NODES_HEAD: &str =
     "INSERT INTO job_nodes (id, workflow, position, step, unfinished, cancelled_by) VALUES ";
 const NODE_VALUES: &str = "(?, ?, ?, ?, ?, NULL)";
@@ -74,11 +74,14 @@ const COUNT_DOWN_BY: &str =
     "UPDATE job_nodes SET unfinished = unfinished - ?2 WHERE id = ?1 RETURNING unfinished, workflow";
 /// WAKE, answering the woken child's queue and new state (nothing when it
 /// was not Waiting).
+/// A woken keyed child waits with its marker set (schema 12).
 const WAKE_RETURNING: &str = "UPDATE jobs SET state = CASE WHEN run_at <= ?2 THEN 'pending' ELSE 'scheduled' END, \
-     run_at = max(run_at, ?2) WHERE id = ?1 AND state = 'waiting' RETURNING queue, state";
+     run_at = max(run_at, ?2), keyed_wait = key \
+     WHERE id = ?1 AND state = 'waiting' RETURNING queue, state";
 const COUNT_DOWN: &str = "UPDATE job_nodes SET unfinished = unfinished - 1 WHERE id = ?1 RETURNING unfinished";
 const WAKE: &str = "UPDATE jobs SET state = CASE WHEN run_at <= ?2 THEN 'pending' ELSE 'scheduled' END, \
-     run_at = max(run_at, ?2) WHERE id = ?1 AND state = 'waiting'";
+     run_at = max(run_at, ?2), keyed_wait = key \
+     WHERE id = ?1 AND state = 'waiting'";
 const CASCADE_CANCEL: &str =
     "UPDATE jobs SET state = 'cancelled', finished_at = ?2 WHERE id = ?1 AND state = 'waiting'";
 const CANCELLED_BY: &str = "UPDATE job_nodes SET cancelled_by = ?2 WHERE id = ?1";
@@ -167,6 +170,9 @@ pub(crate) fn enqueue<'a>(conn: &Connection, plan: &'a WorkflowPlan, now: Timest
                 ValueRef::Integer(flow),
                 job.timeout_ms().map_or(ValueRef::Null, ValueRef::Integer),
                 null_or_text(job.key.as_deref()),
+                // A keyed step that waits to run (not Waiting) carries the
+                // marker of schema 12, its key (012_keyed_wait.sql).
+                if state == State::Waiting { ValueRef::Null } else { null_or_text(job.key.as_deref()) },
             ],
         )?;
         if state == State::Waiting {

@@ -129,3 +129,90 @@ async fn a_rate_log_goes_with_its_rate() {
     );
     assert!(storage.claim(&request(10)).await.unwrap().is_empty());
 }
+
+/// Schema 12's marker (`keyed_wait`, 012_keyed_wait.sql) is on exactly the
+/// keyed jobs that wait to run (Pending or Scheduled) after every move of
+/// a job: enqueue (Pending, Scheduled, a workflow's steps), claim, nack (to
+/// Pending and to Scheduled), release, bury, an ack that wakes a keyed
+/// step, an operator's retry and cancel, recover, promote. A move that
+/// forgot it would leave a keyed job unclaimable, or a claimed one in the
+/// rotation's index.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_marker_follows_every_move_of_a_keyed_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("jobs.db");
+    let clock = ManualClock::starting_now();
+    let storage = SqliteStorage::open(SqliteConfig::new(&path).clock(clock.clock())).unwrap();
+    let check = Connection::open(&path).unwrap();
+    check.busy_timeout(Duration::from_secs(5)).unwrap();
+    let agrees = |when: &str| {
+        let (wrong, marked): (i64, i64) = check
+            .query_row(
+                "SELECT count(*) FILTER (WHERE (keyed_wait IS NOT NULL) <> \
+                     (key IS NOT NULL AND (state = 'pending' OR state = 'scheduled'))), \
+                     count(keyed_wait) FROM jobs",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!(wrong, 0, "after {when}");
+        marked
+    };
+    let later = |n: usize, key: &str| {
+        NewJob::builder("k", Payload::from_json(format!(r#"{{"n":{n}}}"#)).unwrap())
+            .queue("q")
+            .key(key)
+            .delay(Duration::from_secs(60))
+            .build_at(clock.now())
+            .unwrap()
+    };
+    let (a, b, c, d, e) = (
+        job(&clock, 0, Some("a")),
+        job(&clock, 1, Some("b")),
+        job(&clock, 2, Some("c")),
+        job(&clock, 3, Some("d")),
+        later(4, "e"),
+    );
+    storage.enqueue(vec![a.clone(), b.clone(), c.clone(), d.clone(), e.clone(), job(&clock, 5, None)]).await.unwrap();
+    let plan = Workflow::new()
+        .step(Step::new("first", job(&clock, 6, Some("w"))))
+        .step(Step::new("then", job(&clock, 7, Some("w"))).after(["first"]))
+        .plan()
+        .unwrap();
+    let steps = storage.require_workflows().unwrap().enqueue_workflow(&plan).await.unwrap();
+    assert_eq!(agrees("enqueue"), 6, "a, b, c, d, e and the first step");
+
+    let claimed = storage.claim(&request(10)).await.unwrap();
+    assert_eq!(claimed.len(), 6, "a, b, c, d, the plain job and the first step: {claimed:?}");
+    assert_eq!(agrees("claim"), 1, "e, scheduled for later");
+    let lease = |id| claimed.iter().find(|j| j.id == id).unwrap().lease_ref().unwrap();
+    assert_eq!(storage.nack(lease(a.id), "again", Duration::ZERO).await.unwrap(), State::Pending);
+    assert_eq!(storage.nack(lease(b.id), "later", Duration::from_secs(60)).await.unwrap(), State::Scheduled);
+    storage.release(lease(c.id)).await.unwrap();
+    storage.bury(lease(d.id), "no").await.unwrap();
+    storage.ack(lease(steps[0])).await.unwrap();
+    assert_eq!(agrees("settle"), 5, "a, b, c, e and the woken step");
+
+    storage.retry(d.id).await.unwrap();
+    storage.cancel(e.id).await.unwrap();
+    assert_eq!(agrees("retry and cancel"), 5, "a, b, c, d and the woken step");
+
+    let claimed = storage.claim(&request(10)).await.unwrap();
+    assert_eq!(claimed.len(), 4, "a, c, d and the woken step: {claimed:?}");
+    assert_eq!(agrees("claim"), 1, "b, scheduled for later");
+    clock.advance(Duration::from_secs(31));
+    // The plain job of the first claim, never settled, comes back too.
+    assert_eq!(storage.recover().await.unwrap(), 5);
+    assert_eq!(agrees("recover"), 5);
+    clock.advance(Duration::from_secs(60));
+    storage.promote().await.unwrap();
+    assert_eq!(agrees("promote"), 5);
+    let claimed = storage.claim(&request(10)).await.unwrap();
+    assert_eq!(claimed.len(), 6, "{claimed:?}");
+    assert_eq!(agrees("claim"), 0);
+    for job in &claimed {
+        storage.ack(job.lease_ref().unwrap()).await.unwrap();
+    }
+    assert_eq!(agrees("ack"), 0);
+    jq_testkit::assert_stats_agree_with_list(&storage).await;
+}

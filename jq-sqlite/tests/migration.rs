@@ -93,6 +93,12 @@ async fn version_7_counts_the_jobs_finished_before_it() {
     jq_testkit::assert_stats_agree_with_list(&storage).await;
 }
 
+/// What schema version 12 (012_keyed_wait.sql) changes, undone: the file
+/// a jq of version 11 left.
+const UNDO_12: &str = "CREATE INDEX jobs_keyed ON jobs (queue, priority DESC, key, run_at, id) \
+    WHERE key IS NOT NULL AND (state = 'pending' OR state = 'scheduled'); \
+    DROP INDEX jobs_keyed_waiting; ALTER TABLE jobs DROP COLUMN keyed_wait; PRAGMA user_version = 11;";
+
 /// What schema version 11 (011_keys.sql) adds, taken away again: the file
 /// a jq of version 10 left (with no keyed job in it).
 const UNDO_11: &str = "DROP INDEX jobs_keyed; \
@@ -122,7 +128,8 @@ async fn version_10_counts_the_steps_stored_before_it() {
     };
     // Workflows in flight, made by this version, then taken back to
     // version 9: 010 only adds its table, so dropping it (after undoing
-    // 011, see UNDO_11) is the file a jq of version 9 left.
+    // 012 and 011, see UNDO_12 and UNDO_11) is the file a jq of version 9
+    // left.
     let in_flight = Workflow::new()
         .step(Step::new("done", job(0, 0)))
         .step(Step::new("failed", job(1, 0)))
@@ -153,7 +160,8 @@ async fn version_10_counts_the_steps_stored_before_it() {
     {
         let conn = Connection::open(&path).unwrap();
         conn.busy_timeout(Duration::from_secs(5)).unwrap();
-        assert_eq!(schema::version(&conn).unwrap(), 11);
+        assert_eq!(schema::version(&conn).unwrap(), 12);
+        conn.execute_batch(UNDO_12).unwrap();
         conn.execute_batch(UNDO_11).unwrap();
         conn.execute_batch("DROP TABLE workflow_counts; PRAGMA user_version = 9;").unwrap();
     }
@@ -256,10 +264,10 @@ async fn version_11_keeps_jobs_in_flight_claimable() {
         conn.query_row("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = ?1", [name], |r| r.get(0))
             .unwrap()
     };
-    for name in ["jobs_plain_pending", "jobs_plain_scheduled", "jobs_keyed"] {
+    for name in ["jobs_plain_pending", "jobs_plain_scheduled", "jobs_keyed_waiting"] {
         assert_eq!(index(name), 1, "{name}");
     }
-    for name in ["jobs_pending", "jobs_scheduled"] {
+    for name in ["jobs_pending", "jobs_scheduled", "jobs_keyed"] {
         assert_eq!(index(name), 0, "{name} is replaced");
     }
 
@@ -294,4 +302,116 @@ async fn version_11_keeps_jobs_in_flight_claimable() {
     assert_eq!(claimed[0].key.as_deref(), Some("tenant"));
     storage.ack(claimed[0].lease_ref().unwrap()).await.unwrap();
     assert_eq!(storage.claim(&request).await.unwrap().len(), 1, "the ack freed the slot");
+}
+
+/// Version 12 indexes the keyed waiting jobs by a marker (012_keyed_wait.sql):
+/// the keyed jobs a version-11 file holds in flight (Pending, due and later
+/// Scheduled, Running) are marked as they wait, stay claimable in the
+/// rotation's order and within their key's limits, counted and listed; the
+/// plain ones are untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn version_12_keeps_keyed_jobs_in_flight_claimable() {
+    use jq_core::JobFilter;
+    use jq_core::storage::StorageExt;
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.db");
+    let clock = ManualClock::starting_now();
+    let now = clock.now().timestamp_micros();
+    let hour = 3_600_000_000i64;
+    let ids: Vec<jq_core::JobId> = (0..6).map(|_| jq_core::JobId::new()).collect();
+    let (a1, a2, b_due, c_later, a_running, plain) = (ids[0], ids[1], ids[2], ids[3], ids[4], ids[5]);
+    let token = jq_core::JobId::new();
+    {
+        let conn = Connection::open(&path).unwrap();
+        for (_, sql) in &schema::MIGRATIONS[..11] {
+            conn.execute_batch(sql).unwrap();
+        }
+        conn.pragma_update(None, "user_version", 11).unwrap();
+        // Every key of q limited to one Running job (the default).
+        conn.execute("INSERT INTO key_limits (queue, key, concurrency) VALUES ('q', '', 1)", []).unwrap();
+        let mut insert = conn
+            .prepare(
+                "INSERT INTO jobs (id, queue, kind, payload, priority, state, attempts, max_attempts, run_at, \
+                                   created_at, lease_token, lease_worker, lease_expires_at, key) \
+                 VALUES (?1, 'q', 'k', '{}', 1, ?2, ?3, 3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            )
+            .unwrap();
+        for (id, state, run_at, key) in [
+            (a1, "pending", now - 4, Some("a")),
+            (a2, "pending", now - 3, Some("a")),
+            (b_due, "scheduled", now - 2, Some("b")),
+            (c_later, "scheduled", now + hour, Some("c")),
+            (plain, "pending", now - 1, None),
+        ] {
+            insert
+                .execute(params![
+                    id.0.as_bytes(),
+                    state,
+                    0,
+                    run_at,
+                    now - 10,
+                    None::<Vec<u8>>,
+                    None::<String>,
+                    None::<i64>,
+                    key
+                ])
+                .unwrap();
+        }
+        insert
+            .execute(params![
+                a_running.0.as_bytes(),
+                "running",
+                1,
+                now - 5,
+                now - 10,
+                token.0.as_bytes(),
+                "old",
+                now + hour,
+                "a"
+            ])
+            .unwrap();
+    }
+
+    let storage = SqliteStorage::open(SqliteConfig::new(&path).clock(clock.clock())).unwrap();
+    let conn = Connection::open(&path).unwrap();
+    conn.busy_timeout(Duration::from_secs(5)).unwrap();
+    assert_eq!(schema::version(&conn).unwrap(), schema::current_version());
+    let index = |name: &str| -> i64 {
+        conn.query_row("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = ?1", [name], |r| r.get(0))
+            .unwrap()
+    };
+    assert_eq!((index("jobs_keyed_waiting"), index("jobs_keyed")), (1, 0));
+    let marked: Vec<Vec<u8>> = conn
+        .prepare("SELECT id FROM jobs WHERE keyed_wait IS NOT NULL ORDER BY id")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let mut waiting: Vec<Vec<u8>> = [a1, a2, b_due, c_later].iter().map(|id| id.0.as_bytes().to_vec()).collect();
+    waiting.sort();
+    assert_eq!(marked, waiting, "the keyed waiting jobs, and only them");
+
+    let stats = storage.stats().await.unwrap();
+    let counts = stats.queues.get("q").unwrap();
+    assert_eq!([counts.get(State::Pending), counts.get(State::Scheduled), counts.get(State::Running)], [3, 2, 1]);
+    let listed = storage.list(&JobFilter { state: Some(State::Pending), ..Default::default() }).await.unwrap();
+    assert_eq!(listed.len(), 3);
+    jq_testkit::assert_stats_agree_with_list(&storage).await;
+
+    // Key a holds its one slot (the Running job): b's due job and the
+    // plain one come out; c's is not due.
+    let request = ClaimRequest::new(vec![QueueName::new("q").unwrap()], 10, Duration::from_secs(10), "w");
+    let mut claimed: Vec<_> = storage.claim(&request).await.unwrap().iter().map(|j| j.id).collect();
+    claimed.sort();
+    let mut expected = vec![b_due, plain];
+    expected.sort();
+    assert_eq!(claimed, expected);
+    // The Running job of key a, acked with its lease: a's head is next.
+    let lease = storage.get(a_running).await.unwrap().lease_ref().unwrap();
+    storage.ack(lease).await.unwrap();
+    let claimed = storage.claim(&request).await.unwrap();
+    assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![a1], "a's head, in its order");
+    assert_eq!(storage.get(c_later).await.unwrap().state, State::Scheduled);
 }

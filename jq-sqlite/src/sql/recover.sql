@@ -1,7 +1,8 @@
 -- Running jobs whose lease expired (lease_expires_at <= ?1, now) record a
 -- "lease expired" error and go back to Pending, or to Dead when no attempt
 -- is left; one holding a cancel request goes to Cancelled, with no error. One statement: the guard is evaluated atomically with the write,
--- so a job a concurrent ack just completed is never touched.
+-- so a job a concurrent ack just completed is never touched. A keyed job
+-- back to Pending gets its marker (schema 12).
 --
 -- Only rows this statement can update without failing: an error history
 -- that is not a JSON array, or attempt counts that are not integers, would
@@ -18,6 +19,7 @@ SET errors = CASE WHEN cancel_requested_at IS NOT NULL THEN errors
         WHEN attempts >= max_attempts THEN 'dead' ELSE 'pending' END,
     finished_at = CASE WHEN cancel_requested_at IS NOT NULL OR attempts >= max_attempts THEN ?1 ELSE NULL END,
     run_at = CASE WHEN cancel_requested_at IS NOT NULL OR attempts >= max_attempts THEN run_at ELSE ?1 END,
+    keyed_wait = CASE WHEN cancel_requested_at IS NOT NULL OR attempts >= max_attempts THEN NULL ELSE key END,
     lease_token = NULL, lease_worker = NULL, lease_expires_at = NULL
 WHERE state = 'running' AND lease_expires_at <= ?1
   AND typeof(attempts) = 'integer' AND typeof(max_attempts) = 'integer'
