@@ -183,6 +183,8 @@ end
 -- per queue index: id -> key of the keyed jobs taken, and the keys whose
 -- limits have a rate (their starts are logged)
 local key_of, key_rated = {}, {}
+-- per queue index: its rotation (keyed queues only)
+local rot = {}
 if not any_keyed then
   for _, c in ipairs(candidates) do
     if count >= limit then break end
@@ -198,7 +200,6 @@ else
   -- run_at is the latest run_at its rotation yielded at that priority in
   -- this claim.
   local K = rotations()
-  local rot = {}
   for q = 1, #KEYS do
     if keyed[q] then
       local base = KEYS[q]
@@ -259,6 +260,9 @@ for q = 1, #KEYS do
     if redis.call('EXISTS', base .. 'v2:extra') == 1 then extras = hmget_chunked(base .. 'v2:extra', ids) end
     local writes = {}
     local leased = {}
+    -- key -> its jobs leased here (their Running count is written once
+    -- per key below)
+    local krun = {}
     local qi = fmt(q)
     for i, id in ipairs(ids) do
       local body, state = bodies[i], states[i]
@@ -312,7 +316,7 @@ for q = 1, #KEYS do
             if key then
               writes[#writes + 1] = head .. now_attempts .. middle .. tail .. '\0' .. flow .. '\0' .. key
               -- its key's Running count and, under a rate, its start
-              redis.call('HINCRBY', base .. 'v2:krun', key, '1')
+              krun[key] = (krun[key] or 0) + 1
               if key_rated[q] and key_rated[q][key] then
                 redis.call('ZADD', base .. 'v2:kstarts:' .. key, ARGV[1], token .. ':' .. id)
               end
@@ -338,6 +342,17 @@ for q = 1, #KEYS do
       end
     end
     hset_chunked(base .. 'v2:states', writes)
+    -- the keys' Running counts: the count the rotation read before this
+    -- claim plus the jobs leased (nothing else in this script moves them),
+    -- one HSET for the claim rather than an HINCRBY per job
+    if rot[q] then
+      local counts = {}
+      for key, n in pairs(krun) do
+        counts[#counts + 1] = key
+        counts[#counts + 1] = fmt(rot[q].load[key].base + n)
+      end
+      hset_chunked(base .. 'v2:krun', counts)
+    end
     -- One claim's leases share a score, and its ids mostly ascend (UUIDv7,
     -- claimed in order), so they go in backwards: a small lease set is a
     -- listpack, which finds each new member's place by walking its run of

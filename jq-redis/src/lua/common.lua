@@ -737,29 +737,62 @@ local function rotations()
     -- become eligible later in the claim)
     return { base = base, limit = limit, now = now, readonly = readonly, limits = {}, prios = {},
       cursors = cursors, rings = {}, start = {}, empty = {}, heads = {}, load = {}, yielded = {},
-      moved = {}, removed = {} }
+      moved = {} }
   end
 
+  -- Limits as `v2:klimits` stores them (key_limits.lua),
+  -- "concurrency\0rate_limit\0rate_period" with "" for none, as
+  -- { concurrency, rate, period }; nil or "" is no limit.
+  local function parse_limits(v)
+    local f = split(v or '', 3)
+    return { tonumber(f[1]), tonumber(f[2]), tonumber(f[3]) }
+  end
+  -- Meets the keys of a page of a ring (see load_more): their limits
+  -- (`v2:klimits`: field '' the default, a key's field its override) and
+  -- Running counts (`v2:krun`) with one HMGET each for the whole page, not
+  -- a command per key: a claim walks about as many keys as it takes, and
+  -- a round trip to the server per key was most of a keyed job's cost. A
+  -- queue with many overrides still costs a claim only the keys it reads.
+  local function meet(r, keys)
+    local fresh = {}
+    for _, key in ipairs(keys) do
+      if not r.limits[key] then fresh[#fresh + 1] = key end
+    end
+    if #fresh == 0 then return end
+    local lv = redis.call('HMGET', r.base .. 'v2:klimits', '', unpack(fresh))
+    local rv = redis.call('HMGET', r.base .. 'v2:krun', unpack(fresh))
+    local default = r.default
+    if not default then
+      default = parse_limits(lv[1])
+      r.default = default
+    end
+    for i, key in ipairs(fresh) do
+      -- an override's limits, else the default's (shared: never changed)
+      r.limits[key] = lv[i + 1] and parse_limits(lv[i + 1]) or default
+      local running = tonumber(rv[i]) or 0
+      -- started: nil until a rated key's log is counted (load_of)
+      r.load[key] = { running, nil, base = running }
+    end
+  end
   -- A key's limits in rotation `r`, as { concurrency, rate, period } (nil
-  -- when none): its override, else the queue's default. `v2:klimits`
-  -- (key_limits.lua): field '' the default, a key's field its override,
-  -- "concurrency\0rate_limit\0rate_period" with "" for none; read per key
-  -- met, so a queue with many overrides costs a claim only the keys it
-  -- walks.
+  -- when none): its override, else the queue's default. Met with its ring
+  -- page (meet); read on its own only for a key met no other way.
   local function limits_of(r, key)
     local l = r.limits[key]
     if l then return l end
-    local v = redis.call('HMGET', r.base .. 'v2:klimits', key, '')
-    local f = split(v[1] or v[2] or '', 3)
-    l = { tonumber(f[1]), tonumber(f[2]), tonumber(f[3]) }
-    r.limits[key] = l
-    return l
+    meet(r, { key })
+    return r.limits[key]
   end
-  -- A key's load: { running, started } counting this claim's takes.
+  -- A key's load: { running, started } counting this claim's takes, and
+  -- `base`, its Running count before this claim. A key's start log is read
+  -- (and trimmed) only when its limits have a rate and the walk reaches it.
   local function load_of(r, key)
     local l = r.load[key]
-    if l then return l end
-    local running = tonumber(redis.call('HGET', r.base .. 'v2:krun', key)) or 0
+    if not l then
+      meet(r, { key })
+      l = r.load[key]
+    end
+    if l[2] then return l end
     local started = 0
     local lim = limits_of(r, key)
     if lim[2] and lim[3] then
@@ -771,8 +804,7 @@ local function rotations()
         started = redis.call('ZCARD', log)
       end
     end
-    l = { running, started }
-    r.load[key] = l
+    l[2] = started
     return l
   end
   local function eligible(r, key)
@@ -783,13 +815,27 @@ local function rotations()
     return true
   end
   -- The claimable jobs of `key` at priority `enc` not taken yet (ready
-  -- members in claim order), at most the claim's limit.
+  -- members in claim order): as many as the key may take in this claim
+  -- (the claim's limit, its limits' room left; called for an eligible key
+  -- only, and a key's room only shrinks as the claim goes), one more read
+  -- and dropped to tell (`more`) whether jobs at that priority stay after
+  -- those, so that the claim knows without a ZCOUNT whether the key
+  -- leaves the rotation at that priority (K.finish).
   local function heads_of(r, enc, key)
     local hk = enc .. key
     local h = r.heads[hk]
     if h then return h end
     local p = 5000000000 - tonumber(enc)
-    h = redis.call('ZRANGEBYSCORE', r.base .. 'v2:kready:' .. key, fmt(-p), fmt(-p), 'LIMIT', '0', fmt(r.limit))
+    local n = r.limit
+    local lim, l = limits_of(r, key), load_of(r, key)
+    if lim[1] then n = math.min(n, lim[1] - l[1]) end
+    if lim[2] and lim[3] then n = math.min(n, lim[2] - l[2]) end
+    if n < 1 then n = 1 end
+    h = redis.call('ZRANGEBYSCORE', r.base .. 'v2:kready:' .. key, fmt(-p), fmt(-p), 'LIMIT', '0', fmt(n + 1))
+    if #h > n then
+      h[n + 1] = nil
+      h.more = true
+    end
     h.next = 1
     r.heads[hk] = h
     return h
@@ -812,29 +858,46 @@ local function rotations()
   end
 
   -- Reads the next page of priority `enc`'s ring (its keys after the
-  -- cursor in byte order, then those up to the cursor's own); false when
-  -- the ring is read whole.
+  -- cursor in byte order, then those up to the cursor's own), and meets
+  -- its keys (their limits and Running counts); false when the ring is
+  -- read whole. A page starts after the last member read (no offset for
+  -- the server to skip); the first page of a claim is about the claim's
+  -- size, the others PAGE.
   local PAGE = 64
   local function load_more(r, enc, ring)
     local cursor = r.cursors[enc]
     while not ring.full do
       local lo, hi
-      if ring.phase == 1 then
-        lo, hi = cursor and ('(' .. enc .. cursor) or ('[' .. enc), '[' .. enc .. '\255'
+      if ring.last then
+        lo = '(' .. ring.last
+      elseif ring.phase == 1 then
+        lo = cursor and ('(' .. enc .. cursor) or ('[' .. enc)
       else
-        lo, hi = '[' .. enc, '[' .. enc .. cursor
+        lo = '[' .. enc
       end
-      local page = redis.call('ZRANGEBYLEX', r.base .. 'v2:krot', lo, hi, 'LIMIT', fmt(ring.off), fmt(PAGE))
-      for _, m in ipairs(page) do ring.keys[#ring.keys + 1] = string.sub(m, 12) end
-      ring.off = ring.off + #page
-      if #page < PAGE then
+      if ring.phase == 1 then
+        hi = '[' .. enc .. '\255'
+      else
+        hi = '[' .. enc .. cursor
+      end
+      local size = PAGE
+      if #ring.keys == 0 and ring.phase == 1 then size = math.min(PAGE, r.limit + 8) end
+      local page = redis.call('ZRANGEBYLEX', r.base .. 'v2:krot', lo, hi, 'LIMIT', '0', fmt(size))
+      local keys = {}
+      for i, m in ipairs(page) do keys[i] = string.sub(m, 12) end
+      for _, key in ipairs(keys) do ring.keys[#ring.keys + 1] = key end
+      ring.last = page[#page]
+      if #page < size then
         if ring.phase == 1 and cursor then
-          ring.phase, ring.off = 2, 0
+          ring.phase, ring.last = 2, nil
         else
           ring.full = true
         end
       end
-      if #page > 0 then return true end
+      if #page > 0 then
+        meet(r, keys)
+        return true
+      end
     end
     return false
   end
@@ -851,7 +914,7 @@ local function rotations()
       if not r.empty[enc] then
         local ring = r.rings[enc]
         if not ring then
-          ring = { keys = {}, phase = 1, off = 0, full = false }
+          ring = { keys = {}, phase = 1, full = false }
           r.rings[enc] = ring
         end
         local s = r.start[enc] or 1
@@ -938,23 +1001,39 @@ local function rotations()
         local lim = limits_of(r, bkey)
         local rated = lim[2] and lim[3] and true or false
         if rated then l[2] = l[2] + 1 end
-        local rm = r.removed[bkey]
-        if not rm then
-          rm = {}
-          r.removed[bkey] = rm
-        end
-        rm[#rm + 1] = member
         keyed(bq, bkey, member, rated, best[2], best[1])
       end
     end
   end
 
   -- Writes what the claim took of rotation `r`: its jobs out of their
-  -- keys' sets, and the cursors it moved (moved: priority -> key).
+  -- keys' sets (the heads taken of each (priority, key), which this script
+  -- read, so each is there), the (priority, key) members of the rotation
+  -- left without a job (every head read was taken and none stays after
+  -- them: heads_of's `more`), the Pending count, and the cursors it moved
+  -- (moved: priority -> key). One command per key taken, the rest once
+  -- per claim.
   function K.finish(r)
-    for key, members in pairs(r.removed) do
-      kready_remove(r.base, key, members)
+    local gone, emptied = 0, {}
+    for hk, h in pairs(r.heads) do
+      local taken = h.next - 1
+      if taken > 0 then
+        local set = r.base .. 'v2:kready:' .. string.sub(hk, 12)
+        for i = 1, taken, 1000 do
+          redis.call('ZREM', set, unpack(h, i, math.min(i + 999, taken)))
+        end
+        gone = gone + taken
+        -- hk is the rotation member of (priority, key)
+        if taken == #h and not h.more then emptied[#emptied + 1] = hk end
+      end
     end
+    if gone > 0 then redis.call('DECRBY', r.base .. 'v2:kpending', fmt(gone)) end
+    -- (in chunks of 1,000 as zrem_chunked further down, which this
+    -- function does not name: see F's mget)
+    for i = 1, #emptied, 1000 do
+      redis.call('ZREM', r.base .. 'v2:krot', unpack(emptied, i, math.min(i + 999, #emptied)))
+    end
+    -- one priority per claim, as a rule: one HSET
     for enc, key in pairs(r.moved) do
       redis.call('HSET', r.base .. 'v2:kcursor', enc, key)
     end
