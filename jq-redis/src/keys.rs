@@ -36,7 +36,7 @@
 //! | `P:{P:Q}:v2:krot` | sorted set | the rotation's members: one per (priority, key) with a Pending job, score 0, member `<5000000000 - priority, 11 digits><K>`, so `ZRANGE` gives the priorities from the highest and each priority's keys in byte order (`kmember` in `lua/common.lua`) |
 //! | `P:{P:Q}:v2:kscheduled` | sorted set | keyed Scheduled jobs, score run_at (promote and claim make the due ones Pending, run_at kept) |
 //! | `P:{P:Q}:v2:kpending` | string | how many keyed jobs are Pending (for `stats`) |
-//! | `P:{P:Q}:v2:krun` | hash | key -> its Running jobs (expired leases included until recover or a late ack); every move into Running (claim) and out of it (`leave` in `lua/common.lua`, and the ack batch) keeps it |
+//! | `P:{P:Q}:v2:krun` | hash | key -> its Running jobs (expired leases included until recover or a late ack); every move into Running (claim) and out of it (`leave` in `lua/common.lua`, and the ack batch) keeps it. A keyed claim also writes the field `""` (no key is empty) with the long value that keeps `v2:jobs` a hashtable (below): claims and ack batches look up tens of keys at a time, each a walk of a listpack |
 //! | `P:{P:Q}:v2:kcursor` | hash | priority (its 11 digits) -> the key the rotation served last there |
 //! | `P:{P:Q}:v2:klimits` | hash | key limits: `""` the queue's default, `<K>` key K's override; `concurrency rate_limit rate_period` (microseconds), `""` when none |
 //! | `P:{P:Q}:v2:kstarts:<K>` | sorted set | key K's start log while its limits have a rate: member `<token>:<id>`, score its start; claim drops those that left the window |

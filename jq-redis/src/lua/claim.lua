@@ -346,10 +346,14 @@ for q = 1, #KEYS do
     -- claim plus the jobs leased (nothing else in this script moves them),
     -- one HSET for the claim rather than an HINCRBY per job
     if rot[q] then
-      local counts = {}
+      -- and the field '' (no key is empty), whose long value keeps the
+      -- hash a hashtable (HASHTABLE in common.lua): the claim, the ack
+      -- batch and the next claim look up tens of keys in it at a time,
+      -- each a walk of the whole hash while it is a listpack
+      local counts = { '', HASHTABLE }
       for key, n in pairs(krun) do
         counts[#counts + 1] = key
-        counts[#counts + 1] = fmt(rot[q].load[key].base + n)
+        counts[#counts + 1] = fmt(rot[q].run0[key] + n)
       end
       hset_chunked(base .. 'v2:krun', counts)
     end

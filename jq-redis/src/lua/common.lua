@@ -730,14 +730,20 @@ local function rotations()
     local flat = redis.call('HGETALL', base .. 'v2:kcursor')
     for i = 1, #flat, 2 do cursors[flat[i]] = flat[i + 1] end
     -- prios: the priorities met so far, highest first (prios.done once
-    -- the last is known); rings: per priority, its keys in ring order from
-    -- the cursor, read a page at a time as the walk goes (skip-scan);
-    -- start: per priority, where its next walk starts in its ring; empty:
-    -- the priorities a whole walk found nothing at (nothing there can
-    -- become eligible later in the claim)
-    return { base = base, limit = limit, now = now, readonly = readonly, limits = {}, prios = {},
-      cursors = cursors, rings = {}, start = {}, empty = {}, heads = {}, load = {}, yielded = {},
-      moved = {} }
+    -- the last is known), pnum: each one's -priority and hscore: its
+    -- score in the keys' sets (as a string); rings: per
+    -- priority, its keys in ring order from the cursor, read a page at a
+    -- time as the walk goes (skip-scan); start: per priority, where its
+    -- next walk starts in its ring; empty: the priorities a whole walk
+    -- found nothing at (nothing there can become eligible later in the
+    -- claim); heads: per priority, key -> its heads there (heads_of).
+    -- Per key met: limits, run (its Running jobs counting this claim's
+    -- takes), run0 (before this claim), started (its starts in its rate's
+    -- window counting this claim's, once read). Flat tables of numbers and
+    -- strings, not a table per key: a claim meets a key per job it takes.
+    return { base = base, limit = limit, now = now, readonly = readonly, limits = {}, run = {}, run0 = {},
+      started = {}, prios = {}, pnum = {}, hscore = {}, cursors = cursors, rings = {}, start = {}, empty = {}, heads = {},
+      yielded = {}, moved = {} }
   end
 
   -- Limits as `v2:klimits` stores them (key_limits.lua),
@@ -751,12 +757,13 @@ local function rotations()
   -- (`v2:klimits`: field '' the default, a key's field its override) and
   -- Running counts (`v2:krun`) with one HMGET each for the whole page, not
   -- a command per key: a claim walks about as many keys as it takes, and
-  -- a round trip to the server per key was most of a keyed job's cost. A
-  -- queue with many overrides still costs a claim only the keys it reads.
+  -- a command per key was most of a keyed job's cost. A queue with many
+  -- overrides still costs a claim only the keys it reads.
   local function meet(r, keys)
+    local limits = r.limits
     local fresh = {}
     for _, key in ipairs(keys) do
-      if not r.limits[key] then fresh[#fresh + 1] = key end
+      if not limits[key] then fresh[#fresh + 1] = key end
     end
     if #fresh == 0 then return end
     local lv = redis.call('HMGET', r.base .. 'v2:klimits', '', unpack(fresh))
@@ -766,12 +773,14 @@ local function rotations()
       default = parse_limits(lv[1])
       r.default = default
     end
+    local run, run0 = r.run, r.run0
     for i, key in ipairs(fresh) do
       -- an override's limits, else the default's (shared: never changed)
-      r.limits[key] = lv[i + 1] and parse_limits(lv[i + 1]) or default
-      local running = tonumber(rv[i]) or 0
-      -- started: nil until a rated key's log is counted (load_of)
-      r.load[key] = { running, nil, base = running }
+      local o = lv[i + 1]
+      limits[key] = o and parse_limits(o) or default
+      local n = tonumber(rv[i]) or 0
+      run[key] = n
+      run0[key] = n
     end
   end
   -- A key's limits in rotation `r`, as { concurrency, rate, period } (nil
@@ -783,61 +792,55 @@ local function rotations()
     meet(r, { key })
     return r.limits[key]
   end
-  -- A key's load: { running, started } counting this claim's takes, and
-  -- `base`, its Running count before this claim. A key's start log is read
-  -- (and trimmed) only when its limits have a rate and the walk reaches it.
-  local function load_of(r, key)
-    local l = r.load[key]
-    if not l then
-      meet(r, { key })
-      l = r.load[key]
+  -- A rate-limited key's starts in its window counting this claim's: its
+  -- log is read (and trimmed) once, when the walk first weighs the key.
+  local function started_of(r, key, lim)
+    local n = r.started[key]
+    if n then return n end
+    local log = r.base .. 'v2:kstarts:' .. key
+    if r.readonly then
+      n = redis.call('ZCOUNT', log, '(' .. fmt(r.now - lim[3]), '+inf')
+    else
+      redis.call('ZREMRANGEBYSCORE', log, '-inf', fmt(r.now - lim[3]))
+      n = redis.call('ZCARD', log)
     end
-    if l[2] then return l end
-    local started = 0
-    local lim = limits_of(r, key)
-    if lim[2] and lim[3] then
-      local log = r.base .. 'v2:kstarts:' .. key
-      if r.readonly then
-        started = redis.call('ZCOUNT', log, '(' .. fmt(r.now - lim[3]), '+inf')
-      else
-        redis.call('ZREMRANGEBYSCORE', log, '-inf', fmt(r.now - lim[3]))
-        started = redis.call('ZCARD', log)
-      end
-    end
-    l[2] = started
-    return l
+    r.started[key] = n
+    return n
   end
-  local function eligible(r, key)
+  -- How many more jobs `key` may take in this claim by its limits (the
+  -- claim's limit when it has none); 0 when it is held back.
+  local function room(r, key)
     local lim = limits_of(r, key)
-    local l = load_of(r, key)
-    if lim[1] and l[1] >= lim[1] then return false end
-    if lim[2] and lim[3] and l[2] >= lim[2] then return false end
-    return true
+    local n = r.limit
+    if lim[1] then
+      local free = lim[1] - r.run[key]
+      if free < n then n = free end
+    end
+    if lim[2] and lim[3] then
+      local free = lim[2] - started_of(r, key, lim)
+      if free < n then n = free end
+    end
+    return n
   end
   -- The claimable jobs of `key` at priority `enc` not taken yet (ready
   -- members in claim order): as many as the key may take in this claim
-  -- (the claim's limit, its limits' room left; called for an eligible key
-  -- only, and a key's room only shrinks as the claim goes), one more read
-  -- and dropped to tell (`more`) whether jobs at that priority stay after
-  -- those, so that the claim knows without a ZCOUNT whether the key
-  -- leaves the rotation at that priority (K.finish).
-  local function heads_of(r, enc, key)
-    local hk = enc .. key
-    local h = r.heads[hk]
+  -- (`n`, its room: called for an eligible key only, and a key's room
+  -- only shrinks as the claim goes), one more read and dropped to tell
+  -- (`more`) whether jobs at that priority stay after those, so that the
+  -- claim knows without a ZCOUNT whether the key leaves the rotation at
+  -- that priority (K.finish).
+  local function heads_of(r, enc, key, n)
+    local at = r.heads[enc]
+    local h = at[key]
     if h then return h end
-    local p = 5000000000 - tonumber(enc)
-    local n = r.limit
-    local lim, l = limits_of(r, key), load_of(r, key)
-    if lim[1] then n = math.min(n, lim[1] - l[1]) end
-    if lim[2] and lim[3] then n = math.min(n, lim[2] - l[2]) end
-    if n < 1 then n = 1 end
-    h = redis.call('ZRANGEBYSCORE', r.base .. 'v2:kready:' .. key, fmt(-p), fmt(-p), 'LIMIT', '0', fmt(n + 1))
+    local score = r.hscore[enc]
+    h = redis.call('ZRANGEBYSCORE', r.base .. 'v2:kready:' .. key, score, score, 'LIMIT', '0', fmt(n + 1))
     if #h > n then
       h[n + 1] = nil
       h.more = true
     end
     h.next = 1
-    r.heads[hk] = h
+    at[key] = h
     return h
   end
   -- The `i`-th priority of rotation `r` with a keyed Pending job, highest
@@ -852,7 +855,16 @@ local function rotations()
         -- keys are UTF-8, so no member holds the byte 255
         m = redis.call('ZRANGEBYLEX', r.base .. 'v2:krot', '[' .. prios[#prios] .. '\255', '+', 'LIMIT', '0', '1')[1]
       end
-      if m then prios[#prios + 1] = string.sub(m, 1, 11) else prios.done = true end
+      if m then
+        local enc = string.sub(m, 1, 11)
+        prios[#prios + 1] = enc
+        local p = 5000000000 - tonumber(enc)
+        r.pnum[enc] = -p
+        r.heads[enc] = {}
+        r.hscore[enc] = fmt(-p)
+      else
+        prios.done = true
+      end
     end
     return prios[i]
   end
@@ -902,6 +914,25 @@ local function rotations()
     return false
   end
 
+  -- The first position from..to (to nil: to the ring's end) of priority
+  -- `enc`'s ring whose key is eligible (room left, a job not taken yet at
+  -- that priority); nil when none. Returns it, the key and its heads.
+  local function scan(r, enc, ring, from, to)
+    local keys = ring.keys
+    local pos = from
+    while not to or pos <= to do
+      if pos > #keys and not load_more(r, enc, ring) then return nil end
+      local key = keys[pos]
+      local n = room(r, key)
+      if n > 0 then
+        local h = heads_of(r, enc, key, n)
+        if h[h.next] then return pos, key, h end
+      end
+      pos = pos + 1
+    end
+    return nil
+  end
+
   -- The rotation's next job: from the highest priority with an eligible
   -- key, the first such key after the cursor (wrapping around, the
   -- cursor's own key last); nil when none. Returns the priority's
@@ -918,22 +949,8 @@ local function rotations()
           r.rings[enc] = ring
         end
         local s = r.start[enc] or 1
-        -- ring positions from..to (to nil: to the ring's end)
-        local function scan(from, to)
-          local pos = from
-          while not to or pos <= to do
-            if pos > #ring.keys and not load_more(r, enc, ring) then return nil end
-            local key = ring.keys[pos]
-            if eligible(r, key) then
-              local h = heads_of(r, enc, key)
-              if h[h.next] then return pos, key, h end
-            end
-            pos = pos + 1
-          end
-          return nil
-        end
-        local pos, key, h = scan(s, nil)
-        if not pos and s > 1 then pos, key, h = scan(1, s - 1) end
+        local pos, key, h = scan(r, enc, ring, s, nil)
+        if not pos and s > 1 then pos, key, h = scan(r, enc, ring, 1, s - 1) end
         if pos then return enc, key, h, pos end
         r.empty[enc] = true
       end
@@ -952,39 +969,37 @@ local function rotations()
   -- plain(c) or keyed(q, key, ready member, rated, effective run_at,
   -- -priority) for each job taken, in order.
   function K.merge(candidates, rot, n, limit, open, plain, keyed)
+    local sub = string.sub
     local pi = 1
     local count = 0
     while count < limit do
       while candidates[pi] and not open(candidates[pi][5]) do
         pi = pi + 1
       end
-      -- best: { negative priority, run_at (20 digits), 0 plain / 1 keyed, q }
-      local best, bq, benc, bkey, bh, bi
+      -- the best so far: -priority, run_at (20 digits), and its queue
+      -- index (nil: the plain candidate c), which with "plain before
+      -- keyed" and queue order is the whole comparison: every keyed
+      -- stream is looked at in queue order, after the plain one
+      local bp, brun, bq, benc, bkey, bh, bi
       local c = candidates[pi]
-      if c then best = { c[1], string.sub(c[2], 1, 20), 0, c[5] } end
+      if c then bp, brun = c[1], sub(c[2], 1, 20) end
       for q = 1, n do
         local r = rot[q]
         if r and open(q) then
           local enc, key, h, i = next_of(r)
           if enc then
-            local run_at = string.sub(h[h.next], 1, 20)
+            local p = r.pnum[enc]
+            local run_at = sub(h[h.next], 1, 20)
             local y = r.yielded[enc]
             if y and y > run_at then run_at = y end
-            local mine = { tonumber(enc) - 5000000000, run_at, 1, q }
-            local less = not best
-            if best then
-              for f = 1, 4 do
-                if mine[f] ~= best[f] then
-                  less = mine[f] < best[f]
-                  break
-                end
-              end
+            -- ties go to the earlier stream (plain, then lower queue index)
+            if not bp or p < bp or (p == bp and run_at < brun) then
+              bp, brun, bq, benc, bkey, bh, bi = p, run_at, q, enc, key, h, i
             end
-            if less then best, bq, benc, bkey, bh, bi = mine, q, enc, key, h, i end
           end
         end
       end
-      if not best then break end
+      if not bp then break end
       count = count + 1
       if not bq then
         pi = pi + 1
@@ -995,13 +1010,12 @@ local function rotations()
         bh.next = bh.next + 1
         r.start[benc] = bi + 1
         r.moved[benc] = bkey
-        r.yielded[benc] = best[2]
-        local l = load_of(r, bkey)
-        l[1] = l[1] + 1
-        local lim = limits_of(r, bkey)
+        r.yielded[benc] = brun
+        r.run[bkey] = r.run[bkey] + 1
+        local lim = r.limits[bkey]
         local rated = lim[2] and lim[3] and true or false
-        if rated then l[2] = l[2] + 1 end
-        keyed(bq, bkey, member, rated, best[2], best[1])
+        if rated then r.started[bkey] = r.started[bkey] + 1 end
+        keyed(bq, bkey, member, rated, brun, bp)
       end
     end
   end
@@ -1015,16 +1029,17 @@ local function rotations()
   -- per claim.
   function K.finish(r)
     local gone, emptied = 0, {}
-    for hk, h in pairs(r.heads) do
-      local taken = h.next - 1
-      if taken > 0 then
-        local set = r.base .. 'v2:kready:' .. string.sub(hk, 12)
-        for i = 1, taken, 1000 do
-          redis.call('ZREM', set, unpack(h, i, math.min(i + 999, taken)))
+    local set = r.base .. 'v2:kready:'
+    for enc, at in pairs(r.heads) do
+      for key, h in pairs(at) do
+        local taken = h.next - 1
+        if taken > 0 then
+          for i = 1, taken, 1000 do
+            redis.call('ZREM', set .. key, unpack(h, i, math.min(i + 999, taken)))
+          end
+          gone = gone + taken
+          if taken == #h and not h.more then emptied[#emptied + 1] = enc .. key end
         end
-        gone = gone + taken
-        -- hk is the rotation member of (priority, key)
-        if taken == #h and not h.more then emptied[#emptied + 1] = hk end
       end
     end
     if gone > 0 then redis.call('DECRBY', r.base .. 'v2:kpending', fmt(gone)) end
