@@ -330,11 +330,16 @@ for q = 1, #KEYS do
           end
           leased[#leased + 1] = expires_s
           leased[#leased + 1] = id
-          rows[at[i]] = body .. '\0' .. now_attempts .. middle .. '\0' .. (errors[i] or '')
-            .. '\0' .. (extras[i] or '\0\0\0') .. '\0' .. id .. '\0' .. qi
           -- a keyed job's row ends with its key and "k" (claim.rs tells a
           -- keyed row from a field holding a NUL by that last field)
-          if key then rows[at[i]] = rows[at[i]] .. '\0' .. key .. '\0k' end
+          -- (one concatenation either way: the row is built once)
+          if key then
+            rows[at[i]] = body .. '\0' .. now_attempts .. middle .. '\0' .. (errors[i] or '')
+              .. '\0' .. (extras[i] or '\0\0\0') .. '\0' .. id .. '\0' .. qi .. '\0' .. key .. '\0k'
+          else
+            rows[at[i]] = body .. '\0' .. now_attempts .. middle .. '\0' .. (errors[i] or '')
+              .. '\0' .. (extras[i] or '\0\0\0') .. '\0' .. id .. '\0' .. qi
+          end
           if rated[q] then
             redis.call('ZADD', base .. 'starts', ARGV[1], token .. ':' .. id)
           end

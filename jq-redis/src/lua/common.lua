@@ -834,7 +834,9 @@ local function rotations()
     local h = at[key]
     if h then return h end
     local score = r.hscore[enc]
-    h = redis.call('ZRANGEBYSCORE', r.base .. 'v2:kready:' .. key, score, score, 'LIMIT', '0', fmt(n + 1))
+    -- (the count as text: fmt is a string.format, and n is 1 for every
+    -- key at a concurrency of 1)
+    h = redis.call('ZRANGEBYSCORE', r.base .. 'v2:kready:' .. key, score, score, 'LIMIT', '0', n == 1 and '2' or fmt(n + 1))
     if #h > n then
       h[n + 1] = nil
       h.more = true
