@@ -61,10 +61,16 @@
 //! keyed job walks its rotation (`rotations()` in `lua/common.lua`): for
 //! each priority from the highest, the keys after the cursor in byte order,
 //! wrapping around (read a page at a time with `ZRANGEBYLEX` of `v2:krot`,
-//! so a claim reads about as many keys as it passes), each checked against its limits (`v2:krun`, its start
-//! log) before its head (`ZRANGEBYSCORE` of its `kready` at that priority)
-//! is read; the merge with the plain jobs and the other queues' rotations
-//! is the contract's. On Redis Cluster a keyed job lives in its queue's
+//! so a claim reads about as many keys as it passes), each checked against
+//! its limits and Running count (one `HMGET` of `v2:klimits` and one of
+//! `v2:krun` per page, and a rate-limited key's start log when the walk
+//! reaches it) before its head (`ZRANGEBYSCORE` of its `kready` at that
+//! priority, as many jobs as the key may take) is read; the merge with the
+//! plain jobs and the other queues' rotations is the contract's. A claim
+//! then costs one command per key it takes (the `ZREM` of its jobs), the
+//! rest (the rotation members left empty, the Pending count, the Running
+//! counts, the cursors) once per claim, and an ack batch one `HMGET` and
+//! one `HSET`/`HDEL` of `v2:krun` for all its keyed jobs. On Redis Cluster a keyed job lives in its queue's
 //! slot (the key does not pick one); a claim over several slots merges the
 //! queues' peeks, which give keyed jobs their effective run_at.
 //!
