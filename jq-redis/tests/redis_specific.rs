@@ -648,8 +648,7 @@ async fn keyed_jobs_keys_follow_every_move() {
         .map(|(job, outcome)| Settlement { lease: job.lease_ref().unwrap(), outcome })
         .collect();
     s.settle(batch).await.unwrap();
-    let running: Vec<String> =
-        redis::cmd("HKEYS").arg(format!("{base}v2:krun")).query_async(&mut conn).await.unwrap();
+    let running: Vec<String> = redis::cmd("HKEYS").arg(format!("{base}v2:krun")).query_async(&mut conn).await.unwrap();
     // field "" keeps the hash a hashtable (keys.rs): it counts no key
     assert!(running.iter().all(String::is_empty), "no keyed job runs: {running:?}");
     clock.advance(Duration::from_secs(6));
