@@ -36,7 +36,7 @@
 //! | `P:{P:Q}:v2:krot` | sorted set | the rotation's members: one per (priority, key) with a Pending job, score 0, member `<5000000000 - priority, 11 digits><K>`, so `ZRANGE` gives the priorities from the highest and each priority's keys in byte order (`kmember` in `lua/common.lua`) |
 //! | `P:{P:Q}:v2:kscheduled` | sorted set | keyed Scheduled jobs, score run_at (promote and claim make the due ones Pending, run_at kept) |
 //! | `P:{P:Q}:v2:kpending` | string | how many keyed jobs are Pending (for `stats`) |
-//! | `P:{P:Q}:v2:krun` | hash | key -> its Running jobs (expired leases included until recover or a late ack); every move into Running (claim) and out of it (`leave` in `lua/common.lua`, and the ack batch) keeps it |
+//! | `P:{P:Q}:v2:krun` | hash | key -> its Running jobs (expired leases included until recover or a late ack); every move into Running (claim) and out of it (`leave` in `lua/common.lua`, and the ack batch) keeps it. A keyed claim also writes the field `""` (no key is empty) with the long value that keeps `v2:jobs` a hashtable (below): claims and ack batches look up tens of keys at a time, each a walk of a listpack |
 //! | `P:{P:Q}:v2:kcursor` | hash | priority (its 11 digits) -> the key the rotation served last there |
 //! | `P:{P:Q}:v2:klimits` | hash | key limits: `""` the queue's default, `<K>` key K's override; `concurrency rate_limit rate_period` (microseconds), `""` when none |
 //! | `P:{P:Q}:v2:kstarts:<K>` | sorted set | key K's start log while its limits have a rate: member `<token>:<id>`, score its start; claim drops those that left the window |
@@ -61,10 +61,16 @@
 //! keyed job walks its rotation (`rotations()` in `lua/common.lua`): for
 //! each priority from the highest, the keys after the cursor in byte order,
 //! wrapping around (read a page at a time with `ZRANGEBYLEX` of `v2:krot`,
-//! so a claim reads about as many keys as it passes), each checked against its limits (`v2:krun`, its start
-//! log) before its head (`ZRANGEBYSCORE` of its `kready` at that priority)
-//! is read; the merge with the plain jobs and the other queues' rotations
-//! is the contract's. On Redis Cluster a keyed job lives in its queue's
+//! so a claim reads about as many keys as it passes), each checked against
+//! its limits and Running count (one `HMGET` of `v2:klimits` and one of
+//! `v2:krun` per page, and a rate-limited key's start log when the walk
+//! reaches it) before its head (`ZRANGEBYSCORE` of its `kready` at that
+//! priority, as many jobs as the key may take) is read; the merge with the
+//! plain jobs and the other queues' rotations is the contract's. A claim
+//! then costs one command per key it takes (the `ZREM` of its jobs), the
+//! rest (the rotation members left empty, the Pending count, the Running
+//! counts, the cursors) once per claim, and an ack batch one `HMGET` and
+//! one `HSET`/`HDEL` of `v2:krun` for all its keyed jobs. On Redis Cluster a keyed job lives in its queue's
 //! slot (the key does not pick one); a claim over several slots merges the
 //! queues' peeks, which give keyed jobs their effective run_at.
 //!

@@ -183,6 +183,8 @@ end
 -- per queue index: id -> key of the keyed jobs taken, and the keys whose
 -- limits have a rate (their starts are logged)
 local key_of, key_rated = {}, {}
+-- per queue index: its rotation (keyed queues only)
+local rot = {}
 if not any_keyed then
   for _, c in ipairs(candidates) do
     if count >= limit then break end
@@ -198,7 +200,6 @@ else
   -- run_at is the latest run_at its rotation yielded at that priority in
   -- this claim.
   local K = rotations()
-  local rot = {}
   for q = 1, #KEYS do
     if keyed[q] then
       local base = KEYS[q]
@@ -259,6 +260,9 @@ for q = 1, #KEYS do
     if redis.call('EXISTS', base .. 'v2:extra') == 1 then extras = hmget_chunked(base .. 'v2:extra', ids) end
     local writes = {}
     local leased = {}
+    -- key -> its jobs leased here (their Running count is written once
+    -- per key below)
+    local krun = {}
     local qi = fmt(q)
     for i, id in ipairs(ids) do
       local body, state = bodies[i], states[i]
@@ -312,7 +316,7 @@ for q = 1, #KEYS do
             if key then
               writes[#writes + 1] = head .. now_attempts .. middle .. tail .. '\0' .. flow .. '\0' .. key
               -- its key's Running count and, under a rate, its start
-              redis.call('HINCRBY', base .. 'v2:krun', key, '1')
+              krun[key] = (krun[key] or 0) + 1
               if key_rated[q] and key_rated[q][key] then
                 redis.call('ZADD', base .. 'v2:kstarts:' .. key, ARGV[1], token .. ':' .. id)
               end
@@ -326,11 +330,16 @@ for q = 1, #KEYS do
           end
           leased[#leased + 1] = expires_s
           leased[#leased + 1] = id
-          rows[at[i]] = body .. '\0' .. now_attempts .. middle .. '\0' .. (errors[i] or '')
-            .. '\0' .. (extras[i] or '\0\0\0') .. '\0' .. id .. '\0' .. qi
           -- a keyed job's row ends with its key and "k" (claim.rs tells a
           -- keyed row from a field holding a NUL by that last field)
-          if key then rows[at[i]] = rows[at[i]] .. '\0' .. key .. '\0k' end
+          -- (one concatenation either way: the row is built once)
+          if key then
+            rows[at[i]] = body .. '\0' .. now_attempts .. middle .. '\0' .. (errors[i] or '')
+              .. '\0' .. (extras[i] or '\0\0\0') .. '\0' .. id .. '\0' .. qi .. '\0' .. key .. '\0k'
+          else
+            rows[at[i]] = body .. '\0' .. now_attempts .. middle .. '\0' .. (errors[i] or '')
+              .. '\0' .. (extras[i] or '\0\0\0') .. '\0' .. id .. '\0' .. qi
+          end
           if rated[q] then
             redis.call('ZADD', base .. 'starts', ARGV[1], token .. ':' .. id)
           end
@@ -338,6 +347,21 @@ for q = 1, #KEYS do
       end
     end
     hset_chunked(base .. 'v2:states', writes)
+    -- the keys' Running counts: the count the rotation read before this
+    -- claim plus the jobs leased (nothing else in this script moves them),
+    -- one HSET for the claim rather than an HINCRBY per job
+    if rot[q] then
+      -- and the field '' (no key is empty), whose long value keeps the
+      -- hash a hashtable (HASHTABLE in common.lua): the claim, the ack
+      -- batch and the next claim look up tens of keys in it at a time,
+      -- each a walk of the whole hash while it is a listpack
+      local counts = { '', HASHTABLE }
+      for key, n in pairs(krun) do
+        counts[#counts + 1] = key
+        counts[#counts + 1] = fmt(rot[q].run0[key] + n)
+      end
+      hset_chunked(base .. 'v2:krun', counts)
+    end
     -- One claim's leases share a score, and its ids mostly ascend (UUIDv7,
     -- claimed in order), so they go in backwards: a small lease set is a
     -- listpack, which finds each new member's place by walking its run of

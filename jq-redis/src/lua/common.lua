@@ -730,68 +730,119 @@ local function rotations()
     local flat = redis.call('HGETALL', base .. 'v2:kcursor')
     for i = 1, #flat, 2 do cursors[flat[i]] = flat[i + 1] end
     -- prios: the priorities met so far, highest first (prios.done once
-    -- the last is known); rings: per priority, its keys in ring order from
-    -- the cursor, read a page at a time as the walk goes (skip-scan);
-    -- start: per priority, where its next walk starts in its ring; empty:
-    -- the priorities a whole walk found nothing at (nothing there can
-    -- become eligible later in the claim)
-    return { base = base, limit = limit, now = now, readonly = readonly, limits = {}, prios = {},
-      cursors = cursors, rings = {}, start = {}, empty = {}, heads = {}, load = {}, yielded = {},
-      moved = {}, removed = {} }
+    -- the last is known), pnum: each one's -priority and hscore: its
+    -- score in the keys' sets (as a string); rings: per
+    -- priority, its keys in ring order from the cursor, read a page at a
+    -- time as the walk goes (skip-scan); start: per priority, where its
+    -- next walk starts in its ring; empty: the priorities a whole walk
+    -- found nothing at (nothing there can become eligible later in the
+    -- claim); heads: per priority, key -> its heads there (heads_of).
+    -- Per key met: limits, run (its Running jobs counting this claim's
+    -- takes), run0 (before this claim), started (its starts in its rate's
+    -- window counting this claim's, once read). Flat tables of numbers and
+    -- strings, not a table per key: a claim meets a key per job it takes.
+    return { base = base, limit = limit, now = now, readonly = readonly, limits = {}, run = {}, run0 = {},
+      started = {}, prios = {}, pnum = {}, hscore = {}, cursors = cursors, rings = {}, start = {}, empty = {}, heads = {},
+      yielded = {}, moved = {} }
   end
 
+  -- Limits as `v2:klimits` stores them (key_limits.lua),
+  -- "concurrency\0rate_limit\0rate_period" with "" for none, as
+  -- { concurrency, rate, period }; nil or "" is no limit.
+  local function parse_limits(v)
+    local f = split(v or '', 3)
+    return { tonumber(f[1]), tonumber(f[2]), tonumber(f[3]) }
+  end
+  -- Meets the keys of a page of a ring (see load_more): their limits
+  -- (`v2:klimits`: field '' the default, a key's field its override) and
+  -- Running counts (`v2:krun`) with one HMGET each for the whole page, not
+  -- a command per key: a claim walks about as many keys as it takes, and
+  -- a command per key was most of a keyed job's cost. A queue with many
+  -- overrides still costs a claim only the keys it reads.
+  local function meet(r, keys)
+    local limits = r.limits
+    local fresh = {}
+    for _, key in ipairs(keys) do
+      if not limits[key] then fresh[#fresh + 1] = key end
+    end
+    if #fresh == 0 then return end
+    local lv = redis.call('HMGET', r.base .. 'v2:klimits', '', unpack(fresh))
+    local rv = redis.call('HMGET', r.base .. 'v2:krun', unpack(fresh))
+    local default = r.default
+    if not default then
+      default = parse_limits(lv[1])
+      r.default = default
+    end
+    local run, run0 = r.run, r.run0
+    for i, key in ipairs(fresh) do
+      -- an override's limits, else the default's (shared: never changed)
+      local o = lv[i + 1]
+      limits[key] = o and parse_limits(o) or default
+      local n = tonumber(rv[i]) or 0
+      run[key] = n
+      run0[key] = n
+    end
+  end
   -- A key's limits in rotation `r`, as { concurrency, rate, period } (nil
-  -- when none): its override, else the queue's default. `v2:klimits`
-  -- (key_limits.lua): field '' the default, a key's field its override,
-  -- "concurrency\0rate_limit\0rate_period" with "" for none; read per key
-  -- met, so a queue with many overrides costs a claim only the keys it
-  -- walks.
+  -- when none): its override, else the queue's default. Met with its ring
+  -- page (meet); read on its own only for a key met no other way.
   local function limits_of(r, key)
     local l = r.limits[key]
     if l then return l end
-    local v = redis.call('HMGET', r.base .. 'v2:klimits', key, '')
-    local f = split(v[1] or v[2] or '', 3)
-    l = { tonumber(f[1]), tonumber(f[2]), tonumber(f[3]) }
-    r.limits[key] = l
-    return l
+    meet(r, { key })
+    return r.limits[key]
   end
-  -- A key's load: { running, started } counting this claim's takes.
-  local function load_of(r, key)
-    local l = r.load[key]
-    if l then return l end
-    local running = tonumber(redis.call('HGET', r.base .. 'v2:krun', key)) or 0
-    local started = 0
-    local lim = limits_of(r, key)
-    if lim[2] and lim[3] then
-      local log = r.base .. 'v2:kstarts:' .. key
-      if r.readonly then
-        started = redis.call('ZCOUNT', log, '(' .. fmt(r.now - lim[3]), '+inf')
-      else
-        redis.call('ZREMRANGEBYSCORE', log, '-inf', fmt(r.now - lim[3]))
-        started = redis.call('ZCARD', log)
-      end
+  -- A rate-limited key's starts in its window counting this claim's: its
+  -- log is read (and trimmed) once, when the walk first weighs the key.
+  local function started_of(r, key, lim)
+    local n = r.started[key]
+    if n then return n end
+    local log = r.base .. 'v2:kstarts:' .. key
+    if r.readonly then
+      n = redis.call('ZCOUNT', log, '(' .. fmt(r.now - lim[3]), '+inf')
+    else
+      redis.call('ZREMRANGEBYSCORE', log, '-inf', fmt(r.now - lim[3]))
+      n = redis.call('ZCARD', log)
     end
-    l = { running, started }
-    r.load[key] = l
-    return l
+    r.started[key] = n
+    return n
   end
-  local function eligible(r, key)
+  -- How many more jobs `key` may take in this claim by its limits (the
+  -- claim's limit when it has none); 0 when it is held back.
+  local function room(r, key)
     local lim = limits_of(r, key)
-    local l = load_of(r, key)
-    if lim[1] and l[1] >= lim[1] then return false end
-    if lim[2] and lim[3] and l[2] >= lim[2] then return false end
-    return true
+    local n = r.limit
+    if lim[1] then
+      local free = lim[1] - r.run[key]
+      if free < n then n = free end
+    end
+    if lim[2] and lim[3] then
+      local free = lim[2] - started_of(r, key, lim)
+      if free < n then n = free end
+    end
+    return n
   end
   -- The claimable jobs of `key` at priority `enc` not taken yet (ready
-  -- members in claim order), at most the claim's limit.
-  local function heads_of(r, enc, key)
-    local hk = enc .. key
-    local h = r.heads[hk]
+  -- members in claim order): as many as the key may take in this claim
+  -- (`n`, its room: called for an eligible key only, and a key's room
+  -- only shrinks as the claim goes), one more read and dropped to tell
+  -- (`more`) whether jobs at that priority stay after those, so that the
+  -- claim knows without a ZCOUNT whether the key leaves the rotation at
+  -- that priority (K.finish).
+  local function heads_of(r, enc, key, n)
+    local at = r.heads[enc]
+    local h = at[key]
     if h then return h end
-    local p = 5000000000 - tonumber(enc)
-    h = redis.call('ZRANGEBYSCORE', r.base .. 'v2:kready:' .. key, fmt(-p), fmt(-p), 'LIMIT', '0', fmt(r.limit))
+    local score = r.hscore[enc]
+    -- (the count as text: fmt is a string.format, and n is 1 for every
+    -- key at a concurrency of 1)
+    h = redis.call('ZRANGEBYSCORE', r.base .. 'v2:kready:' .. key, score, score, 'LIMIT', '0', n == 1 and '2' or fmt(n + 1))
+    if #h > n then
+      h[n + 1] = nil
+      h.more = true
+    end
     h.next = 1
-    r.heads[hk] = h
+    at[key] = h
     return h
   end
   -- The `i`-th priority of rotation `r` with a keyed Pending job, highest
@@ -806,37 +857,82 @@ local function rotations()
         -- keys are UTF-8, so no member holds the byte 255
         m = redis.call('ZRANGEBYLEX', r.base .. 'v2:krot', '[' .. prios[#prios] .. '\255', '+', 'LIMIT', '0', '1')[1]
       end
-      if m then prios[#prios + 1] = string.sub(m, 1, 11) else prios.done = true end
+      if m then
+        local enc = string.sub(m, 1, 11)
+        prios[#prios + 1] = enc
+        local p = 5000000000 - tonumber(enc)
+        r.pnum[enc] = -p
+        r.heads[enc] = {}
+        r.hscore[enc] = fmt(-p)
+      else
+        prios.done = true
+      end
     end
     return prios[i]
   end
 
   -- Reads the next page of priority `enc`'s ring (its keys after the
-  -- cursor in byte order, then those up to the cursor's own); false when
-  -- the ring is read whole.
+  -- cursor in byte order, then those up to the cursor's own), and meets
+  -- its keys (their limits and Running counts); false when the ring is
+  -- read whole. A page starts after the last member read (no offset for
+  -- the server to skip); the first page of a claim is about the claim's
+  -- size, the others PAGE.
   local PAGE = 64
   local function load_more(r, enc, ring)
     local cursor = r.cursors[enc]
     while not ring.full do
       local lo, hi
-      if ring.phase == 1 then
-        lo, hi = cursor and ('(' .. enc .. cursor) or ('[' .. enc), '[' .. enc .. '\255'
+      if ring.last then
+        lo = '(' .. ring.last
+      elseif ring.phase == 1 then
+        lo = cursor and ('(' .. enc .. cursor) or ('[' .. enc)
       else
-        lo, hi = '[' .. enc, '[' .. enc .. cursor
+        lo = '[' .. enc
       end
-      local page = redis.call('ZRANGEBYLEX', r.base .. 'v2:krot', lo, hi, 'LIMIT', fmt(ring.off), fmt(PAGE))
-      for _, m in ipairs(page) do ring.keys[#ring.keys + 1] = string.sub(m, 12) end
-      ring.off = ring.off + #page
-      if #page < PAGE then
+      if ring.phase == 1 then
+        hi = '[' .. enc .. '\255'
+      else
+        hi = '[' .. enc .. cursor
+      end
+      local size = PAGE
+      if #ring.keys == 0 and ring.phase == 1 then size = math.min(PAGE, r.limit + 8) end
+      local page = redis.call('ZRANGEBYLEX', r.base .. 'v2:krot', lo, hi, 'LIMIT', '0', fmt(size))
+      local keys = {}
+      for i, m in ipairs(page) do keys[i] = string.sub(m, 12) end
+      for _, key in ipairs(keys) do ring.keys[#ring.keys + 1] = key end
+      ring.last = page[#page]
+      if #page < size then
         if ring.phase == 1 and cursor then
-          ring.phase, ring.off = 2, 0
+          ring.phase, ring.last = 2, nil
         else
           ring.full = true
         end
       end
-      if #page > 0 then return true end
+      if #page > 0 then
+        meet(r, keys)
+        return true
+      end
     end
     return false
+  end
+
+  -- The first position from..to (to nil: to the ring's end) of priority
+  -- `enc`'s ring whose key is eligible (room left, a job not taken yet at
+  -- that priority); nil when none. Returns it, the key and its heads.
+  local function scan(r, enc, ring, from, to)
+    local keys = ring.keys
+    local pos = from
+    while not to or pos <= to do
+      if pos > #keys and not load_more(r, enc, ring) then return nil end
+      local key = keys[pos]
+      local n = room(r, key)
+      if n > 0 then
+        local h = heads_of(r, enc, key, n)
+        if h[h.next] then return pos, key, h end
+      end
+      pos = pos + 1
+    end
+    return nil
   end
 
   -- The rotation's next job: from the highest priority with an eligible
@@ -851,26 +947,12 @@ local function rotations()
       if not r.empty[enc] then
         local ring = r.rings[enc]
         if not ring then
-          ring = { keys = {}, phase = 1, off = 0, full = false }
+          ring = { keys = {}, phase = 1, full = false }
           r.rings[enc] = ring
         end
         local s = r.start[enc] or 1
-        -- ring positions from..to (to nil: to the ring's end)
-        local function scan(from, to)
-          local pos = from
-          while not to or pos <= to do
-            if pos > #ring.keys and not load_more(r, enc, ring) then return nil end
-            local key = ring.keys[pos]
-            if eligible(r, key) then
-              local h = heads_of(r, enc, key)
-              if h[h.next] then return pos, key, h end
-            end
-            pos = pos + 1
-          end
-          return nil
-        end
-        local pos, key, h = scan(s, nil)
-        if not pos and s > 1 then pos, key, h = scan(1, s - 1) end
+        local pos, key, h = scan(r, enc, ring, s, nil)
+        if not pos and s > 1 then pos, key, h = scan(r, enc, ring, 1, s - 1) end
         if pos then return enc, key, h, pos end
         r.empty[enc] = true
       end
@@ -889,39 +971,37 @@ local function rotations()
   -- plain(c) or keyed(q, key, ready member, rated, effective run_at,
   -- -priority) for each job taken, in order.
   function K.merge(candidates, rot, n, limit, open, plain, keyed)
+    local sub = string.sub
     local pi = 1
     local count = 0
     while count < limit do
       while candidates[pi] and not open(candidates[pi][5]) do
         pi = pi + 1
       end
-      -- best: { negative priority, run_at (20 digits), 0 plain / 1 keyed, q }
-      local best, bq, benc, bkey, bh, bi
+      -- the best so far: -priority, run_at (20 digits), and its queue
+      -- index (nil: the plain candidate c), which with "plain before
+      -- keyed" and queue order is the whole comparison: every keyed
+      -- stream is looked at in queue order, after the plain one
+      local bp, brun, bq, benc, bkey, bh, bi
       local c = candidates[pi]
-      if c then best = { c[1], string.sub(c[2], 1, 20), 0, c[5] } end
+      if c then bp, brun = c[1], sub(c[2], 1, 20) end
       for q = 1, n do
         local r = rot[q]
         if r and open(q) then
           local enc, key, h, i = next_of(r)
           if enc then
-            local run_at = string.sub(h[h.next], 1, 20)
+            local p = r.pnum[enc]
+            local run_at = sub(h[h.next], 1, 20)
             local y = r.yielded[enc]
             if y and y > run_at then run_at = y end
-            local mine = { tonumber(enc) - 5000000000, run_at, 1, q }
-            local less = not best
-            if best then
-              for f = 1, 4 do
-                if mine[f] ~= best[f] then
-                  less = mine[f] < best[f]
-                  break
-                end
-              end
+            -- ties go to the earlier stream (plain, then lower queue index)
+            if not bp or p < bp or (p == bp and run_at < brun) then
+              bp, brun, bq, benc, bkey, bh, bi = p, run_at, q, enc, key, h, i
             end
-            if less then best, bq, benc, bkey, bh, bi = mine, q, enc, key, h, i end
           end
         end
       end
-      if not best then break end
+      if not bp then break end
       count = count + 1
       if not bq then
         pi = pi + 1
@@ -932,29 +1012,45 @@ local function rotations()
         bh.next = bh.next + 1
         r.start[benc] = bi + 1
         r.moved[benc] = bkey
-        r.yielded[benc] = best[2]
-        local l = load_of(r, bkey)
-        l[1] = l[1] + 1
-        local lim = limits_of(r, bkey)
+        r.yielded[benc] = brun
+        r.run[bkey] = r.run[bkey] + 1
+        local lim = r.limits[bkey]
         local rated = lim[2] and lim[3] and true or false
-        if rated then l[2] = l[2] + 1 end
-        local rm = r.removed[bkey]
-        if not rm then
-          rm = {}
-          r.removed[bkey] = rm
-        end
-        rm[#rm + 1] = member
-        keyed(bq, bkey, member, rated, best[2], best[1])
+        if rated then r.started[bkey] = r.started[bkey] + 1 end
+        keyed(bq, bkey, member, rated, brun, bp)
       end
     end
   end
 
   -- Writes what the claim took of rotation `r`: its jobs out of their
-  -- keys' sets, and the cursors it moved (moved: priority -> key).
+  -- keys' sets (the heads taken of each (priority, key), which this script
+  -- read, so each is there), the (priority, key) members of the rotation
+  -- left without a job (every head read was taken and none stays after
+  -- them: heads_of's `more`), the Pending count, and the cursors it moved
+  -- (moved: priority -> key). One command per key taken, the rest once
+  -- per claim.
   function K.finish(r)
-    for key, members in pairs(r.removed) do
-      kready_remove(r.base, key, members)
+    local gone, emptied = 0, {}
+    local set = r.base .. 'v2:kready:'
+    for enc, at in pairs(r.heads) do
+      for key, h in pairs(at) do
+        local taken = h.next - 1
+        if taken > 0 then
+          for i = 1, taken, 1000 do
+            redis.call('ZREM', set .. key, unpack(h, i, math.min(i + 999, taken)))
+          end
+          gone = gone + taken
+          if taken == #h and not h.more then emptied[#emptied + 1] = enc .. key end
+        end
+      end
     end
+    if gone > 0 then redis.call('DECRBY', r.base .. 'v2:kpending', fmt(gone)) end
+    -- (in chunks of 1,000 as zrem_chunked further down, which this
+    -- function does not name: see F's mget)
+    for i = 1, #emptied, 1000 do
+      redis.call('ZREM', r.base .. 'v2:krot', unpack(emptied, i, math.min(i + 999, #emptied)))
+    end
+    -- one priority per claim, as a rule: one HSET
     for enc, key in pairs(r.moved) do
       redis.call('HSET', r.base .. 'v2:kcursor', enc, key)
     end

@@ -50,7 +50,8 @@ local function at(key)
 end
 local running = redis.call('HGETALL', base .. 'v2:krun')
 for i = 1, #running, 2 do
-  at(running[i])[1] = tonumber(running[i + 1]) or 0
+  -- field '' is no key (it keeps the hash a hashtable, claim.lua)
+  if running[i] ~= '' then at(running[i])[1] = tonumber(running[i + 1]) or 0 end
 end
 local seen = {}
 for _, m in ipairs(redis.call('ZRANGE', base .. 'v2:krot', '0', '-1')) do

@@ -61,8 +61,9 @@ for q = 1, #KEYS do
 end
 
 -- per queue index: ids leaving leases, ZADD arguments of done:completed,
--- HSET arguments of the acked jobs' states
-local unleased, completed, acked = {}, {}, {}
+-- HSET arguments of the acked jobs' states, and key -> acked keyed jobs
+-- (their keys' Running counts go down once per key, after the items)
+local unleased, completed, acked, kacked = {}, {}, {}, {}
 for q = 1, #KEYS do
   unleased[q], completed[q], acked[q] = {}, {}, {}
 end
@@ -102,7 +103,13 @@ for j = 0, n - 1 do
         -- its key's slot is free again
         local p9 = find(flow, '\0', 1, true)
         if p9 then
-          krun_leave(base, sub(flow, p9 + 1))
+          local k = kacked[qi]
+          if not k then
+            k = {}
+            kacked[qi] = k
+          end
+          local key = sub(flow, p9 + 1)
+          k[key] = (k[key] or 0) + 1
           flow = sub(flow, 1, p9 - 1)
         end
         if flow ~= '' then
@@ -177,6 +184,27 @@ end
 for q = 1, #KEYS do
   local base = KEYS[q]
   hset_chunked(base .. 'v2:states', acked[q])
+  -- the acked keyed jobs' keys: counts are sums, so their decrements wait
+  -- for the end (no item reads them) and cost one HMGET and one HSET or
+  -- HDEL for the batch; a key left with none leaves the hash (krun_leave)
+  local k = kacked[q]
+  if k then
+    local keys = {}
+    for key in pairs(k) do keys[#keys + 1] = key end
+    local counts = hmget_chunked(base .. 'v2:krun', keys)
+    local kept, dropped = {}, {}
+    for i, key in ipairs(keys) do
+      local n = (tonumber(counts[i]) or 0) - k[key]
+      if n > 0 then
+        kept[#kept + 1] = key
+        kept[#kept + 1] = fmt(n)
+      else
+        dropped[#dropped + 1] = key
+      end
+    end
+    hset_chunked(base .. 'v2:krun', kept)
+    call_chunked('HDEL', base .. 'v2:krun', dropped)
+  end
   zrem_chunked(base .. 'v2:leases', unleased[q])
   zadd_chunked(done_key(base, 'completed'), completed[q])
 end
