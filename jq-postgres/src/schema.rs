@@ -26,6 +26,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("flow_in_statements", include_str!("../migrations/0013_flow_in_statements.sql")),
     ("workflow_counts", include_str!("../migrations/0014_workflow_counts.sql")),
     ("keys", include_str!("../migrations/0015_keys.sql")),
+    ("keyed_claim_sets", include_str!("../migrations/0016_keyed_claim_sets.sql")),
 ];
 
 /// The newest schema version this build knows.
