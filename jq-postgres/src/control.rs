@@ -56,7 +56,10 @@ pub(crate) async fn claim_rows(
     expires_at: Timestamp,
 ) -> Result<(Vec<PgRow>, Vec<String>)> {
     let limit = i32::try_from(request.limit).unwrap_or(i32::MAX);
-    let mut tx = inner.db().begin_generic().await.map_err(map_sqlx)?;
+    // On the claims' own connections, as the plain claim: a keyed claim's
+    // functions are compiled and planned once per connection, and these
+    // few stay warm. Generic plans (pooler.rs), as there.
+    let mut tx = inner.claims_db().begin_generic().await.map_err(map_sqlx)?;
     // The controls, then the queues with keyed jobs, each under its key
     // lock (keys.rs), in one statement.
     let locked = inner.sql.control_lock.query().bind(queues).fetch_all(&mut *tx).await.map_err(map_sqlx)?;
