@@ -6,7 +6,8 @@
 //! it once, generically, when they open: its six index walks per queue cost
 //! a millisecond to plan, and PostgreSQL would otherwise plan it five times
 //! per connection before settling on the generic plan, which was the slow
-//! tail of a pool's first seconds.
+//! tail of a pool's first seconds. Claims over controlled or keyed queues
+//! run their transaction there too (`control.rs`).
 //!
 //! A resend first reads the Running jobs its token holds
 //! (`sql/claim_earlier.sql`): an earlier attempt whose answer was lost.

@@ -8,8 +8,11 @@
 //! (`control.rs`): in a transaction that locks the controls, then takes an
 //! advisory lock per keyed queue (`sql/control_lock.sql`), then claims through
 //! `sql/claim_controlled.sql`, which hands the choice to the SQL function
-//! `jq_claim_keyed` (migration 15): the model's rotation and limits, in
-//! the claim's atomic step.
+//! `jq_claim_keyed` (migration 15, made set-based by migration 16: a few
+//! statements per keyed queue and claim, `jq_key_turns`' skip scan of the
+//! keys from the cursor): the model's rotation and limits, in the claim's
+//! atomic step. That transaction runs on the claims' own connections with
+//! generic plans (`control.rs`).
 
 use std::time::Duration;
 

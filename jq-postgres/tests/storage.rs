@@ -134,7 +134,11 @@ async fn migration_15_keeps_the_jobs_in_flight_claimable() {
         enqueue_of_10.replace("{schema}", &q)
     );
     sqlx::raw_sql(sqlx::AssertSqlSafe(back)).execute(s.pool()).await.unwrap();
-    assert_eq!(s.migrate().await.unwrap(), jq_postgres::SCHEMA_VERSION as usize - 14, "migration 15 and the later ones");
+    assert_eq!(
+        s.migrate().await.unwrap(),
+        jq_postgres::SCHEMA_VERSION as usize - 14,
+        "migration 15 and the later ones"
+    );
 
     let rest = s.claim(&request("q", 10)).await.unwrap();
     assert_eq!(rest.len(), 3, "the Pending jobs stored before the migration");
