@@ -330,3 +330,78 @@ BEGIN
     RETURN QUERY SELECT x.id, x.state, x.flow FROM unnest(pk_id, pk_state, pk_flow) AS x(id, state, flow);
 END
 $fn$;
+
+-- jq_claim_keyed_take: a whole claim over queues none of which has a
+-- control, some with keyed jobs, in one call (sql/claim_keyed.sql runs it
+-- as one autocommit statement, as the plain claim runs claim.sql): the
+-- same picks as claim_controlled.sql's over those queues (every allowance
+-- `lim`), moved to Running as it moves them, returned as jobs rows.
+-- *The transaction of claim_controlled.sql took four exchanges (BEGIN,
+-- control_lock.sql, the claim, COMMIT), with the key lock held across the
+-- last three; here the lock is held for the call and its commit only.*
+--
+-- Each statement here reads its own snapshot (READ COMMITTED, VOLATILE):
+-- the queues with keyed waiting jobs are found (one probe of jobs_keyed
+-- each), their key locks taken in name order (the same locks as
+-- control_lock.sql's, so this and a controlled claim of one queue run one
+-- at a time), then jq_claim_keyed picks and locks, reading what every
+-- earlier claim of these queues committed, and only then are the picks
+-- updated, by a later statement whose snapshot sees every row picked (the
+-- snapshot of the statement calling this function is older than the rows
+-- enqueued while it waited for the locks: it must not do the update).
+-- The update is claim.sql's (lease, attempts), and the workflow steps
+-- taken from Scheduled go to jq_flow_moved as there.
+CREATE OR REPLACE FUNCTION {schema}.jq_claim_keyed_take(
+    queues text[], lim integer, now timestamptz, worker text, expires timestamptz, token uuid
+) RETURNS SETOF {schema}.jobs
+LANGUAGE plpgsql
+VOLATILE
+ROWS 10
+AS $fn$
+#variable_conflict use_variable
+DECLARE
+    keyed text[];
+    k text;
+    ids uuid[]; states text[]; flows smallint[];
+BEGIN
+    -- In control_lock.sql's order (two claims never deadlock).
+    SELECT coalesce(array_agg(q.name ORDER BY q.name), '{}') INTO keyed
+    FROM (SELECT DISTINCT u.name FROM unnest(queues) AS u(name)) AS q
+    -- LIMIT 1 in a LATERAL keeps it one probe of jobs_keyed per queue.
+    CROSS JOIN LATERAL (
+        SELECT 1 FROM {schema}.jobs AS jk
+        WHERE jk.queue = q.name AND jk.key IS NOT NULL AND jk.state IN ('pending', 'scheduled')
+        LIMIT 1
+    ) AS probe;
+    FOREACH k IN ARRAY keyed LOOP
+        PERFORM pg_advisory_xact_lock(hashtextextended('jq-keys:{schema}:' || k, 0));
+    END LOOP;
+
+    SELECT array_agg(p.id ORDER BY p.id), array_agg(p.state ORDER BY p.id), array_agg(p.flow ORDER BY p.id)
+    INTO ids, states, flows
+    FROM {schema}.jq_claim_keyed(queues, array_fill(lim, ARRAY[cardinality(queues)]), lim, now, keyed) AS p;
+    IF ids IS NULL THEN
+        RETURN;
+    END IF;
+
+    RETURN QUERY
+    WITH claimed AS (
+        UPDATE {schema}.jobs AS j
+        SET state = 'running',
+            attempts = j.attempts + 1,
+            lease_token = token,
+            lease_worker = worker,
+            lease_expires_at = expires
+        WHERE j.id = ANY (ids)
+        RETURNING j.*
+    )
+    SELECT * FROM claimed;
+
+    -- The steps taken from Scheduled, as claim.sql counts them.
+    PERFORM {schema}.jq_flow_moved(array_agg(s.id ORDER BY s.id), array_agg(s.state ORDER BY s.id),
+                                   array_agg('running'::text), array_agg(s.flow ORDER BY s.id), now, NULL)
+    FROM unnest(ids, states, flows) AS s(id, state, flow)
+    WHERE s.flow & 2 <> 0 AND s.state <> 'pending'
+    HAVING count(*) > 0;
+END
+$fn$;
