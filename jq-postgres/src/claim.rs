@@ -25,12 +25,12 @@ use sqlx::postgres::{PgArguments, PgConnectOptions, PgPoolOptions, PgRow};
 use sqlx::{PgConnection, PgPool, Postgres, Row};
 use uuid::Uuid;
 
+use crate::control::Path;
 use crate::error::map_sqlx;
 use crate::hints::{Key, Starts};
 use crate::liveness::Cuts;
 use crate::row::{decode_job, rfc3339};
 use crate::schema::Sql1;
-use crate::control::Path;
 use crate::{Inner, control};
 
 /// Moves up to `request.limit` claimable jobs to Running and returns them in

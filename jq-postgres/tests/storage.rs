@@ -122,7 +122,7 @@ async fn migration_15_keeps_the_jobs_in_flight_claimable() {
     let enqueue_of_10 = include_str!("../migrations/0010_enqueue_function.sql");
     let enqueue_of_10 = &enqueue_of_10[enqueue_of_10.find("CREATE OR REPLACE FUNCTION").unwrap()..];
     let back = format!(
-        "DROP FUNCTION {q}.jq_claim_keyed, {q}.jq_key_turns, \
+        "DROP FUNCTION {q}.jq_claim_keyed, {q}.jq_key_turns, {q}.jq_claim_keyed_take, \
              {q}.enqueue(text, json, text, text, timestamptz, integer, text, uuid, text); \
          DROP TABLE {q}.key_limits, {q}.key_cursors, {q}.key_starts; \
          DROP INDEX {q}.jobs_keyed, {q}.jobs_key_running, {q}.jobs_claim; \
@@ -172,13 +172,13 @@ async fn migration_16_keeps_the_rotation_where_it_was() {
     };
     assert_eq!(keys(&s.claim(&request("q", 2)).await.unwrap()), ["a", "b"]);
 
-    // Back to version 15: migration 16's function gone, migration 15's
+    // Back to version 15: migration 16's functions gone, migration 15's
     // keyed claim as it made it.
     let q = format!("\"{}\"", f.schema);
     let claim_of_15 = include_str!("../migrations/0015_keys.sql");
     let claim_of_15 = &claim_of_15[claim_of_15.find("CREATE OR REPLACE FUNCTION {schema}.jq_claim_keyed").unwrap()..];
     let back = format!(
-        "DROP FUNCTION {q}.jq_key_turns; {} DELETE FROM {q}.jq_migrations WHERE version >= 16;",
+        "DROP FUNCTION {q}.jq_key_turns, {q}.jq_claim_keyed_take; {} DELETE FROM {q}.jq_migrations WHERE version >= 16;",
         claim_of_15.replace("{schema}", &q)
     );
     sqlx::raw_sql(sqlx::AssertSqlSafe(back)).execute(s.pool()).await.unwrap();
