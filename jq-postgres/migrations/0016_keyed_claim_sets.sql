@@ -47,13 +47,23 @@ DECLARE
     k_key text[]; k_cap integer[]; k_period bigint[];
     k_id uuid[]; k_run timestamptz[]; k_state text[]; k_flow smallint[];
     m integer;
+    -- The queue's default limits (key ''), read once, for the keys
+    -- without an override.
+    d_found boolean;
+    d_concurrency integer; d_rate_limit integer; d_rate_period bigint;
 BEGIN
+    SELECT true, l.concurrency, l.rate_limit, least(l.rate_period, 3155760000000000)
+    INTO d_found, d_concurrency, d_rate_limit, d_rate_period
+    FROM {schema}.key_limits AS l
+    WHERE l.queue = q AND l.key = '';
+    d_found := coalesce(d_found, false);
     -- The walk: from the cursor (or before the smallest key, '', when
     -- none), the next key of jobs_keyed at (q, prio), one seek per step;
     -- past the last, the smallest once (wrapped); after wrapping, up to the
     -- cursor's own key. OFFSET 0 keeps each step's seek one subquery run
     -- (pulled up, its expression would run once per use).
-    -- Each key's limits (its override, else the default '', else none),
+    -- Each key's limits (its override, else the default, else none: the
+    -- UNION ALL's branches run in order, the LIMIT stops at the first row),
     -- and what they still allow (cap, NULL when unlimited) counting this
     -- claim's earlier picks; then its head, locked, only when cap allows
     -- one (the head refers to cap, so it is joined after it). The LIMIT
@@ -91,10 +101,11 @@ BEGIN
         SELECT w.key, w.d, c.cap, c.period, h.id, h.run_at, h.state, h.flow
         FROM walk AS w
         LEFT JOIN LATERAL (
-            SELECT l.concurrency, l.rate_limit, least(l.rate_period, 3155760000000000) AS rate_period
-            FROM {schema}.key_limits AS l
-            WHERE l.queue = q AND l.key IN (w.key, '')
-            ORDER BY l.key DESC
+            SELECT o.concurrency, o.rate_limit, least(o.rate_period, 3155760000000000) AS rate_period
+            FROM {schema}.key_limits AS o
+            WHERE o.queue = q AND o.key = w.key
+            UNION ALL
+            SELECT d_concurrency, d_rate_limit, d_rate_period WHERE d_found
             LIMIT 1
         ) AS l ON true
         CROSS JOIN LATERAL (
