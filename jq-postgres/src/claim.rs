@@ -6,7 +6,9 @@
 //! it once, generically, when they open: its six index walks per queue cost
 //! a millisecond to plan, and PostgreSQL would otherwise plan it five times
 //! per connection before settling on the generic plan, which was the slow
-//! tail of a pool's first seconds.
+//! tail of a pool's first seconds. Claims over keyed queues run there too,
+//! one autocommit statement each (`sql/claim_keyed.sql`), and those over
+//! controlled queues their transaction (`control.rs`).
 //!
 //! A resend first reads the Running jobs its token holds
 //! (`sql/claim_earlier.sql`): an earlier attempt whose answer was lost.
@@ -19,10 +21,11 @@ use std::time::Duration;
 
 use jq_core::storage::ClaimRequest;
 use jq_core::{Error, Job, Result, Timestamp};
-use sqlx::postgres::{PgArguments, PgConnectOptions, PgPoolOptions};
+use sqlx::postgres::{PgArguments, PgConnectOptions, PgPoolOptions, PgRow};
 use sqlx::{PgConnection, PgPool, Postgres, Row};
 use uuid::Uuid;
 
+use crate::control::Path;
 use crate::error::map_sqlx;
 use crate::hints::{Key, Starts};
 use crate::liveness::Cuts;
@@ -47,8 +50,10 @@ pub(crate) async fn claim(inner: &Inner, request: &ClaimRequest) -> Result<Vec<J
     let queues: Vec<&str> = request.queues.iter().map(|q| q.as_str()).collect();
     let now = inner.clock.now();
     let expires_at = jq_core::storage::truncate_micros(jq_core::storage::add(now, request.lease));
-    if inner.controlled.any(&queues) {
-        return controlled(inner, request, &queues, now, expires_at).await;
+    match inner.controlled.path(&queues) {
+        Path::Controlled => return controlled(inner, request, &queues, now, expires_at).await,
+        Path::Keyed => return keyed(inner, request, &queues, limit, now, expires_at).await,
+        Path::Plain => {}
     }
     let (ticket, starts) = inner.hints.begin(&queues, now);
     let statement =
@@ -61,16 +66,18 @@ pub(crate) async fn claim(inner: &Inner, request: &ClaimRequest) -> Result<Vec<J
             return Err(map_sqlx(e));
         }
     };
-    // Rows naming a controlled queue, or one with keyed jobs (the `controlled` column),
-    // mean the statement took nothing: the locked path claims instead (keys.rs).
-    let marked: Vec<String> =
-        rows.iter().filter_map(|row| row.try_get::<Option<String>, _>("controlled").ok().flatten()).collect();
-    if !marked.is_empty() {
+    // Rows naming a controlled queue, or one with keyed jobs, mean the
+    // statement took nothing: another path claims instead.
+    let (marked_controlled, marked_keyed) = marks(&rows);
+    if !marked_controlled.is_empty() || !marked_keyed.is_empty() {
         inner.hints.finish(ticket, std::iter::empty());
-        inner.controlled.found(&queues, &marked);
+        inner.controlled.found(&queues, &marked_controlled, &marked_keyed);
+        if marked_controlled.is_empty() {
+            return keyed(inner, request, &queues, limit, now, expires_at).await;
+        }
         return controlled(inner, request, &queues, now, expires_at).await;
     }
-    let jobs = decode_and_bury(inner, &rows).await;
+    let jobs = decode_and_bury(inner, rows.iter()).await;
     inner
         .hints
         .finish(ticket, jobs.iter().map(|j| (j.queue.as_str(), j.priority, Key { run_at: j.run_at, id: j.id.0 })));
@@ -153,6 +160,53 @@ async fn warm(conn: &mut PgConnection, claim: &Sql1) {
     }
 }
 
+/// The queues named by a claim statement's marker rows: those found
+/// controlled (the `controlled` column), those found keyed (`keyed`).
+fn marks(rows: &[PgRow]) -> (Vec<String>, Vec<String>) {
+    let named = |column: &str| -> Vec<String> {
+        rows.iter().filter_map(|row| row.try_get::<Option<String>, _>(column).ok().flatten()).collect()
+    };
+    (named("controlled"), named("keyed"))
+}
+
+/// True for a row of a claimed job (not a marker row: `marks`).
+fn is_job(row: &PgRow) -> bool {
+    ["controlled", "keyed"].iter().all(|column| matches!(row.try_get::<Option<String>, _>(*column), Ok(None)))
+}
+
+/// The claim of queues with keyed jobs, none controlled: one autocommit
+/// statement on the claims' connections (`sql/claim_keyed.sql`), which
+/// takes the key locks itself. When it finds a queue controlled after all,
+/// it takes nothing, and the claim goes to the controlled path.
+async fn keyed(
+    inner: &Inner,
+    request: &ClaimRequest,
+    queues: &[&str],
+    limit: i32,
+    now: Timestamp,
+    expires_at: Timestamp,
+) -> Result<Vec<Job>> {
+    let statement = inner
+        .sql
+        .claim_keyed
+        .query()
+        .bind(queues)
+        .bind(limit)
+        .bind(now)
+        .bind(&request.worker)
+        .bind(expires_at)
+        .bind(request.token.0);
+    let rows = inner.claims_db().fetch_all(statement).await.map_err(map_sqlx)?;
+    let (marked_controlled, marked_keyed) = marks(&rows);
+    inner.controlled.found(queues, &marked_controlled, &marked_keyed);
+    if !marked_controlled.is_empty() {
+        return controlled(inner, request, queues, now, expires_at).await;
+    }
+    let mut jobs = decode_and_bury(inner, rows.iter().filter(|row| is_job(row))).await;
+    sort(&mut jobs);
+    Ok(jobs)
+}
+
 /// The claim of queues one of which has a control, in its locked
 /// transaction (`control.rs`).
 async fn controlled(
@@ -162,17 +216,17 @@ async fn controlled(
     now: jq_core::Timestamp,
     expires_at: jq_core::Timestamp,
 ) -> Result<Vec<Job>> {
-    let (rows, found) = control::claim_rows(inner, request, queues, now, expires_at).await?;
-    inner.controlled.found(queues, &found);
-    let mut jobs = decode_and_bury(inner, &rows).await;
+    let (rows, controlled, keyed) = control::claim_rows(inner, request, queues, now, expires_at).await?;
+    inner.controlled.found(queues, &controlled, &keyed);
+    let mut jobs = decode_and_bury(inner, rows.iter()).await;
     sort(&mut jobs);
     Ok(jobs)
 }
 
 /// The jobs of claimed rows. A row that does not decode is buried (the
 /// claim committed: the others are handed over whatever happens).
-async fn decode_and_bury(inner: &Inner, rows: &[sqlx::postgres::PgRow]) -> Vec<Job> {
-    let mut jobs = Vec::with_capacity(rows.len());
+async fn decode_and_bury<'r>(inner: &Inner, rows: impl Iterator<Item = &'r PgRow>) -> Vec<Job> {
+    let mut jobs = Vec::new();
     let mut corrupt = Vec::new();
     for row in rows {
         match decode_job(row) {
@@ -208,7 +262,7 @@ async fn earlier(inner: &Inner, request: &ClaimRequest) -> Result<Vec<Job>> {
 
 /// A claimed row that does not decode can never run: it goes to Dead with
 /// the reason, instead of coming back after every lease expiry.
-async fn bury(inner: &Inner, row: &sqlx::postgres::PgRow, error: &Error) -> Result<()> {
+async fn bury(inner: &Inner, row: &PgRow, error: &Error) -> Result<()> {
     let Ok(id) = row.try_get::<Uuid, _>(0) else {
         tracing::error!(%error, "claimed a job whose id cannot be read; it stays Running until recovered");
         return Ok(());

@@ -8,7 +8,8 @@
 //! (`sql/control_lock.sql`), then one statement that computes each queue's
 //! allowance from what earlier claims committed and claims within it
 //! (`sql/claim_controlled.sql`). A storage remembers which queues it last
-//! found controlled and goes to the transaction at once for them.
+//! found controlled and goes to the transaction at once for them (and
+//! which it found keyed, for `sql/claim_keyed.sql`: `keys.rs`).
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Mutex;
@@ -22,41 +23,72 @@ use sqlx::postgres::PgRow;
 use crate::Inner;
 use crate::error::map_sqlx;
 
-/// The queues this storage last found controlled, or holding keyed jobs
-/// (`keys.rs`): claims over them take the locked path.
+/// The queues this storage last found controlled, and those it last found
+/// holding keyed jobs (`keys.rs`): claims over them take the locked paths.
 #[derive(Debug, Default)]
-pub(crate) struct Controlled(Mutex<HashSet<String>>);
+pub(crate) struct Controlled(Mutex<Marks>);
+
+/// What the last claims found, per queue.
+#[derive(Debug, Default)]
+struct Marks {
+    controlled: HashSet<String>,
+    keyed: HashSet<String>,
+}
+
+/// Where a claim goes, from what the last claims over its queues found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Path {
+    /// `sql/claim.sql`: no asked queue was controlled or keyed.
+    Plain,
+    /// `sql/claim_keyed.sql`: one was keyed, none controlled.
+    Keyed,
+    /// This module's transaction: one was controlled.
+    Controlled,
+}
 
 impl Controlled {
-    /// True when one of `queues` was controlled at the last look.
-    pub(crate) fn any(&self, queues: &[&str]) -> bool {
-        self.0.lock().is_ok_and(|set| !set.is_empty() && queues.iter().any(|q| set.contains(*q)))
+    /// The path of a claim over `queues`.
+    pub(crate) fn path(&self, queues: &[&str]) -> Path {
+        let Ok(marks) = self.0.lock() else { return Path::Plain };
+        if !marks.controlled.is_empty() && queues.iter().any(|q| marks.controlled.contains(*q)) {
+            Path::Controlled
+        } else if !marks.keyed.is_empty() && queues.iter().any(|q| marks.keyed.contains(*q)) {
+            Path::Keyed
+        } else {
+            Path::Plain
+        }
     }
 
-    /// Records what a claim over `asked` found: `controlled` of them are.
-    pub(crate) fn found(&self, asked: &[&str], controlled: &[String]) {
-        if let Ok(mut set) = self.0.lock() {
+    /// Records what a claim over `asked` found: `controlled` of them are,
+    /// and `keyed` of them hold keyed jobs.
+    pub(crate) fn found(&self, asked: &[&str], controlled: &[String], keyed: &[String]) {
+        if let Ok(mut marks) = self.0.lock() {
             for q in asked {
-                set.remove(*q);
+                marks.controlled.remove(*q);
+                marks.keyed.remove(*q);
             }
-            set.extend(controlled.iter().cloned());
+            marks.controlled.extend(controlled.iter().cloned());
+            marks.keyed.extend(keyed.iter().cloned());
         }
     }
 }
 
 /// Claims over queues one of which is controlled or holds keyed jobs:
 /// lock the controls, then the keyed queues (`sql/control_lock.sql`), then
-/// claim, in one transaction. Returns the claimed rows (committed) and the
-/// asked queues found controlled or keyed.
+/// claim, in one transaction. Returns the claimed rows (committed), the
+/// asked queues found controlled, and those found keyed.
 pub(crate) async fn claim_rows(
     inner: &Inner,
     request: &ClaimRequest,
     queues: &[&str],
     now: Timestamp,
     expires_at: Timestamp,
-) -> Result<(Vec<PgRow>, Vec<String>)> {
+) -> Result<(Vec<PgRow>, Vec<String>, Vec<String>)> {
     let limit = i32::try_from(request.limit).unwrap_or(i32::MAX);
-    let mut tx = inner.db().begin().await.map_err(map_sqlx)?;
+    // On the claims' own connections, as the plain claim: a keyed claim's
+    // functions are compiled and planned once per connection, and these
+    // few stay warm. Generic plans (pooler.rs), as there.
+    let mut tx = inner.claims_db().begin_generic().await.map_err(map_sqlx)?;
     // The controls, then the queues with keyed jobs, each under its key
     // lock (keys.rs), in one statement.
     let locked = inner.sql.control_lock.query().bind(queues).fetch_all(&mut *tx).await.map_err(map_sqlx)?;
@@ -82,9 +114,7 @@ pub(crate) async fn claim_rows(
         .await
         .map_err(map_sqlx)?;
     tx.commit().await.map_err(map_sqlx)?;
-    // Both kinds go on through this transaction (claim.rs).
-    controlled.extend(keyed);
-    Ok((rows, controlled))
+    Ok((rows, controlled, keyed))
 }
 
 /// Pauses or resumes `queue`; a resume wakes idle workers (NOTIFY).

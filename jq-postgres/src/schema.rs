@@ -26,6 +26,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("flow_in_statements", include_str!("../migrations/0013_flow_in_statements.sql")),
     ("workflow_counts", include_str!("../migrations/0014_workflow_counts.sql")),
     ("keys", include_str!("../migrations/0015_keys.sql")),
+    ("keyed_claim_sets", include_str!("../migrations/0016_keyed_claim_sets.sql")),
 ];
 
 /// The newest schema version this build knows.
@@ -87,6 +88,7 @@ pub(crate) struct Sql {
     pub periodic_list: Sql1,
     pub periodic_trigger: Sql1,
     pub claim_controlled: Sql1,
+    pub claim_keyed: Sql1,
     pub control_lock: Sql1,
     pub control_pause: Sql1,
     pub control_limits: Sql1,
@@ -171,6 +173,7 @@ impl Sql {
             periodic_list: s(include_str!("sql/periodic_list.sql")),
             periodic_trigger: s(include_str!("sql/periodic_trigger.sql")),
             claim_controlled: s(include_str!("sql/claim_controlled.sql")),
+            claim_keyed: s(include_str!("sql/claim_keyed.sql")),
             control_lock: s(include_str!("sql/control_lock.sql")),
             control_pause: s(include_str!("sql/control_pause.sql")),
             control_limits: s(include_str!("sql/control_limits.sql")),

@@ -103,7 +103,8 @@ async fn migration_8_counts_the_jobs_finished_before_it() {
 
 /// Migration 15 keeps the jobs in flight claimable: a schema at version 14
 /// (no key column, migration 9's jobs_claim, migration 10's enqueue
-/// function) holding Pending and Running jobs migrates, its jobs are
+/// function, none of migration 16's functions) holding Pending and Running
+/// jobs migrates (15 and the later ones), its jobs are
 /// claimed and settled as before, and keyed jobs are stored and claimed
 /// after it.
 #[tokio::test]
@@ -121,7 +122,8 @@ async fn migration_15_keeps_the_jobs_in_flight_claimable() {
     let enqueue_of_10 = include_str!("../migrations/0010_enqueue_function.sql");
     let enqueue_of_10 = &enqueue_of_10[enqueue_of_10.find("CREATE OR REPLACE FUNCTION").unwrap()..];
     let back = format!(
-        "DROP FUNCTION {q}.jq_claim_keyed, {q}.enqueue(text, json, text, text, timestamptz, integer, text, uuid, text); \
+        "DROP FUNCTION {q}.jq_claim_keyed, {q}.jq_key_turns, {q}.jq_claim_keyed_take, \
+             {q}.enqueue(text, json, text, text, timestamptz, integer, text, uuid, text); \
          DROP TABLE {q}.key_limits, {q}.key_cursors, {q}.key_starts; \
          DROP INDEX {q}.jobs_keyed, {q}.jobs_key_running, {q}.jobs_claim; \
          ALTER TABLE {q}.jobs DROP COLUMN key; \
@@ -132,7 +134,11 @@ async fn migration_15_keeps_the_jobs_in_flight_claimable() {
         enqueue_of_10.replace("{schema}", &q)
     );
     sqlx::raw_sql(sqlx::AssertSqlSafe(back)).execute(s.pool()).await.unwrap();
-    assert_eq!(s.migrate().await.unwrap(), 1);
+    assert_eq!(
+        s.migrate().await.unwrap(),
+        jq_postgres::SCHEMA_VERSION as usize - 14,
+        "migration 15 and the later ones"
+    );
 
     let rest = s.claim(&request("q", 10)).await.unwrap();
     assert_eq!(rest.len(), 3, "the Pending jobs stored before the migration");
@@ -143,6 +149,43 @@ async fn migration_15_keeps_the_jobs_in_flight_claimable() {
     let id = s.enqueue(vec![keyed]).await.unwrap()[0];
     let claimed = s.claim(&request("q", 10)).await.unwrap();
     assert_eq!(claimed.iter().map(|j| (j.id, j.key.as_deref())).collect::<Vec<_>>(), [(id, Some("a"))]);
+    jq_testkit::assert_stats_agree_with_list(&s).await;
+    f.cleanup().await;
+}
+
+/// Migration 16 replaces the keyed claim in place: a schema at version 15
+/// (migration 15's jq_claim_keyed, no jq_key_turns) whose rotation a claim
+/// moved migrates, and the rotation goes on from its cursor.
+#[tokio::test]
+async fn migration_16_keeps_the_rotation_where_it_was() {
+    jq_testkit::needs!(postgres);
+    let f = Fixture::new().await;
+    let s = f.connect(Clock::system()).await;
+    let keyed =
+        |key: &str| NewJob::builder("smoke", Payload::from_json("{}").unwrap()).queue("q").key(key).build().unwrap();
+    s.enqueue(["a", "b", "c", "d", "a", "b", "c", "d"].map(keyed).into()).await.unwrap();
+    // Sorted: jobs come back in claim order, and these share their run_at.
+    let keys = |jobs: &[jq_core::Job]| {
+        let mut keys = jobs.iter().map(|j| j.key.clone().unwrap()).collect::<Vec<_>>();
+        keys.sort();
+        keys
+    };
+    assert_eq!(keys(&s.claim(&request("q", 2)).await.unwrap()), ["a", "b"]);
+
+    // Back to version 15: migration 16's functions gone, migration 15's
+    // keyed claim as it made it.
+    let q = format!("\"{}\"", f.schema);
+    let claim_of_15 = include_str!("../migrations/0015_keys.sql");
+    let claim_of_15 = &claim_of_15[claim_of_15.find("CREATE OR REPLACE FUNCTION {schema}.jq_claim_keyed").unwrap()..];
+    let back = format!(
+        "DROP FUNCTION {q}.jq_key_turns, {q}.jq_claim_keyed_take; {} DELETE FROM {q}.jq_migrations WHERE version >= 16;",
+        claim_of_15.replace("{schema}", &q)
+    );
+    sqlx::raw_sql(sqlx::AssertSqlSafe(back)).execute(s.pool()).await.unwrap();
+    assert_eq!(s.migrate().await.unwrap(), jq_postgres::SCHEMA_VERSION as usize - 15);
+
+    assert_eq!(keys(&s.claim(&request("q", 1)).await.unwrap()), ["c"], "after b, the cursor");
+    assert_eq!(keys(&s.claim(&request("q", 10)).await.unwrap()), ["a", "b", "c", "d", "d"]);
     jq_testkit::assert_stats_agree_with_list(&s).await;
     f.cleanup().await;
 }

@@ -23,18 +23,19 @@
 --
 -- Queue controls: when an asked queue has one (a row in queue_controls,
 -- looked up by primary key), the statement takes nothing and returns one
--- row per controlled queue instead, its name in the last column (NULL in
--- job rows); the caller then claims through claim_controlled.sql, which
+-- row per controlled queue instead, its name in the `controlled` column
+-- (NULL in job rows); the caller then claims through claim_controlled.sql, which
 -- locks the controls. A one-time filter over the lookup gates the walks,
 -- so a claim over uncontrolled queues pays two index probes.
 --
 -- Keyed jobs (migration 15): the walks read jobs_claim, which holds only
 -- jobs without a key (its predicate, so no keyed row is ever read). One
 -- probe of jobs_keyed per asked queue finds whether it has keyed waiting
--- jobs; when one has, the statement takes nothing and names it like a
--- controlled queue: the caller claims through claim_controlled.sql, whose
--- rotation takes keyed jobs under their limits (jq_claim_keyed). A claim
--- over queues without keyed jobs pays that probe, nothing else.
+-- jobs; when one has, the statement takes nothing and names it in the
+-- `keyed` column: the caller claims through claim_keyed.sql (or, with a
+-- controlled queue too, claim_controlled.sql), whose rotation takes keyed
+-- jobs under their limits (jq_claim_keyed). A claim over queues without
+-- keyed jobs pays that probe, nothing else.
 --
 -- The rows are locked in the CTE (never `id IN (SELECT ... LIMIT)`, which
 -- may lock more than the limit), merged across queues, cut to the limit,
@@ -124,8 +125,12 @@ stepped AS (
     HAVING count(*) > 0
 )
 -- The filter only makes `stepped` run (a SELECT CTE runs when read).
-SELECT claimed.*, NULL::text AS controlled FROM claimed WHERE (SELECT count(*) FROM stepped) >= 0
+SELECT claimed.*, NULL::text AS controlled, NULL::text AS keyed FROM claimed WHERE (SELECT count(*) FROM stepped) >= 0
 UNION ALL
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       NULL, NULL, NULL, NULL, NULL, marked.queue
-FROM (SELECT controlled.queue FROM controlled UNION SELECT keyed.queue FROM keyed) AS marked
+       NULL, NULL, NULL, NULL, NULL, controlled.queue, NULL
+FROM controlled
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       NULL, NULL, NULL, NULL, NULL, NULL, keyed.queue
+FROM keyed

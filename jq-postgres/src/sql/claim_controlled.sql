@@ -9,8 +9,9 @@
 --
 -- Keyed jobs (migration 15): without keyed queues the jobs are each
 -- queue's best without a key (jobs_claim), as below. With keyed queues,
--- jq_claim_keyed (migration 15) picks and locks them instead, within the
--- same allowances: the plain jobs and each keyed queue's rotation, merged.
+-- jq_claim_keyed (migrations 15 and 16) picks and locks them instead, within
+-- the same allowances: the plain jobs and each keyed queue's rotation,
+-- merged. The transaction runs generic plans (pooler.rs, begin_generic).
 --
 -- Each queue's allowance: $2 without a control; 0 when paused; else $2
 -- capped by its concurrency minus its Running jobs (their leases: the

@@ -1,0 +1,38 @@
+-- Claim up to $2 jobs of the queues $1, some with keyed jobs, none with a
+-- control, in one autocommit statement (migration 16, jq_claim_keyed_take:
+-- the key locks, the picks, the update, in the call).
+--
+-- $1 queues text[], $2 limit int4, $3 now timestamptz, $4 worker text,
+-- $5 lease expiry timestamptz, $6 the claim's lease token uuid.
+--
+-- Returns the claimed jobs, then one row per asked queue with keyed
+-- waiting jobs (before the claim; its name in the `keyed` column, NULL in
+-- job rows), so the storage goes on claiming them here, or back to
+-- claim.sql once none has. When an asked queue has a control, the
+-- statement takes nothing and returns one row per controlled queue, its
+-- name in the `controlled` column, as claim.sql does: the caller claims
+-- through claim_controlled.sql.
+WITH controlled AS (
+    SELECT qc.queue FROM {schema}.queue_controls AS qc WHERE qc.queue = ANY($1::text[])
+),
+keyed AS (
+    -- LIMIT 1 in a LATERAL keeps it one probe of jobs_keyed per queue.
+    SELECT q.name AS queue FROM unnest($1::text[]) AS q(name)
+    CROSS JOIN LATERAL (
+        SELECT 1 FROM {schema}.jobs AS jk
+        WHERE jk.queue = q.name AND jk.key IS NOT NULL AND jk.state IN ('pending', 'scheduled')
+        LIMIT 1
+    ) AS probe
+)
+SELECT {columns}, NULL::text AS controlled, NULL::text AS keyed
+FROM {schema}.jq_claim_keyed_take($1::text[], $2::int4, $3::timestamptz, $4::text, $5::timestamptz, $6::uuid) AS j
+WHERE NOT EXISTS (SELECT 1 FROM controlled)
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       NULL, NULL, NULL, NULL, NULL, controlled.queue, NULL
+FROM controlled
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       NULL, NULL, NULL, NULL, NULL, NULL, keyed.queue
+FROM keyed
+WHERE NOT EXISTS (SELECT 1 FROM controlled)
