@@ -153,8 +153,10 @@ impl<S: Storage> Fetcher<S> {
     async fn claim(&mut self, errors: &mut ErrorBackoff) -> Answer {
         loop {
             let span = tracing::debug_span!("jq.claim", limit = self.request.limit, resend = self.request.resend);
+            let sent = Instant::now();
             let error = match self.storage.claim(&self.request).instrument(span).await {
                 Ok(jobs) => {
+                    self.prefetch.claimed_in(sent.elapsed());
                     errors.reset();
                     return Answer::Jobs(jobs);
                 }

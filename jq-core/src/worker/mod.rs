@@ -235,8 +235,8 @@ pub(crate) struct Config {
 ///   small machine, while staying under a typical application's database
 ///   connection pool (each handler often holds one connection). Raise it for
 ///   I/O-bound work that does not share a bounded resource.
-/// - prefetch about 10 ms of work at the
-///   rate the executors take jobs, at least as many as the concurrency and
+/// - prefetch about 10 ms of work (or two claim round trips, when a claim
+///   takes longer) at the rate the executors take jobs, at least as many as the concurrency and
 ///   at most 256: a claim is a database round trip (a commit on the SQL
 ///   backends) with a fixed cost per batch, so short jobs would otherwise
 ///   wait on claims (on PostgreSQL the no-op drain went from 13,200 jobs/s
@@ -382,8 +382,9 @@ impl<S: Storage> WorkerPool<S> {
 
     /// How many jobs may wait claimed, beyond those running, so the next job
     /// starts without a claim round trip; a fixed number instead of the
-    /// default, which holds about 10 ms of work at the observed rate,
-    /// between the concurrency and 256. 0 claims only for free executors.
+    /// default, which holds about 10 ms of work at the observed rate (or
+    /// two claim round trips' worth, when a claim takes longer), between
+    /// the concurrency and 256. 0 claims only for free executors.
     /// Waiting jobs are leased and heartbeated like running ones, and are
     /// released at once on shutdown. Set 0 when jobs are long and several
     /// workers should share a short queue evenly.

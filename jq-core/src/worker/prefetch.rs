@@ -12,6 +12,15 @@
 //! cost of a claim no longer matters. Measured on PostgreSQL (20,000 no-op
 //! jobs, 16 handlers): 13,200 jobs/s with 16 waiting, 18,000 with 48,
 //! 29,900 with 240.
+//!
+//! The horizon is never shorter than [`LATENCY_FACTOR`] claim round trips.
+//! The claims are serial, so when short jobs run out during a claim the
+//! rate observed is the batch over the round trip; a buffer of a fixed
+//! 10 ms of that rate then shrinks the next batch whenever a claim takes
+//! longer than 10 ms (a commit waiting on a slow disk, a keyed claim's
+//! extra work), which lowers the rate again, down to the floor. Sized to
+//! cover the round trip, the buffer keeps the executors fed while the next
+//! claim is out, like a window sized to bandwidth times delay.
 
 use std::time::{Duration, Instant};
 
@@ -20,6 +29,13 @@ pub const MAX_PREFETCH: usize = 256;
 
 /// How much work, at the observed rate, the default lets wait.
 pub const PREFETCH_HORIZON: Duration = Duration::from_millis(10);
+
+/// The horizon covers at least this many claim round trips (smoothed).
+pub const LATENCY_FACTOR: f64 = 2.0;
+
+/// A claim round trip counted at most this long: a stalled claim must not
+/// make one slow store's buffer huge (the cap bounds it anyway).
+const MAX_LATENCY: Duration = Duration::from_secs(1);
 
 /// How quickly the observed rate follows a change: a sample spanning this
 /// long replaces about two thirds of the old estimate.
@@ -36,25 +52,35 @@ pub(crate) struct Prefetch {
     rate: f64,
     /// When `taken` was last observed, and its value then.
     last: Option<(Instant, u64)>,
+    /// A claim's round trip in seconds, smoothed (0 before the first).
+    latency: f64,
 }
 
 impl Prefetch {
     /// Exactly `n` jobs may wait (the user's [`prefetch`](super::WorkerPool::prefetch)).
     pub(crate) fn fixed(n: usize) -> Self {
-        Prefetch { floor: n, cap: n, rate: 0.0, last: None }
+        Prefetch { floor: n, cap: n, rate: 0.0, last: None, latency: 0.0 }
     }
 
     /// The default for a pool of `concurrency` executors: about
     /// [`PREFETCH_HORIZON`] of work, between `concurrency` and
     /// [`MAX_PREFETCH`].
     pub(crate) fn adaptive(concurrency: usize) -> Self {
-        Prefetch { floor: concurrency, cap: MAX_PREFETCH.max(concurrency), rate: 0.0, last: None }
+        Prefetch { floor: concurrency, cap: MAX_PREFETCH.max(concurrency), rate: 0.0, last: None, latency: 0.0 }
     }
 
     /// The most jobs that may ever wait: the pool's slots are the
     /// concurrency plus this.
     pub(crate) fn cap(&self) -> usize {
         self.cap
+    }
+
+    /// Records how long a claim took to answer (resends after an error not
+    /// counted): the horizon covers [`LATENCY_FACTOR`] of these.
+    pub(crate) fn claimed_in(&mut self, took: Duration) {
+        let took = took.min(MAX_LATENCY).as_secs_f64();
+        // The first sets it; then each moves it a quarter of the way.
+        self.latency = if self.latency == 0.0 { took } else { self.latency + 0.25 * (took - self.latency) };
     }
 
     /// Records that the executors have taken `taken` jobs in all by `now`
@@ -74,7 +100,8 @@ impl Prefetch {
             }
         }
         self.last = Some((now, taken));
-        let wanted = (self.rate * PREFETCH_HORIZON.as_secs_f64()).round();
+        let horizon = PREFETCH_HORIZON.as_secs_f64().max(LATENCY_FACTOR * self.latency);
+        let wanted = (self.rate * horizon).round();
         // `as` saturates: a huge or non-finite rate gives the cap.
         (wanted as usize).clamp(self.floor, self.cap)
     }
@@ -146,6 +173,42 @@ mod tests {
             waiting = p.observe(start + 100 * MS * i as u32, 16 * i);
         }
         assert_eq!(waiting, 16);
+    }
+
+    #[test]
+    fn a_slow_claim_lengthens_the_horizon() {
+        let mut p = Prefetch::adaptive(4);
+        // Claims answering in 20 ms: the horizon is 40 ms.
+        for _ in 0..20 {
+            p.claimed_in(20 * MS);
+        }
+        let mut taken = 0;
+        // 4,000 jobs/s: 40 ms of work is 160 jobs (10 ms would be 40).
+        let (_, waiting) = run_at(&mut p, Instant::now(), &mut taken, 4_000, 1_000 * MS);
+        assert!((155..=165).contains(&waiting), "{waiting}");
+    }
+
+    #[test]
+    fn a_fast_claim_keeps_the_horizon() {
+        let mut p = Prefetch::adaptive(4);
+        p.claimed_in(MS);
+        let mut taken = 0;
+        let (_, waiting) = run_at(&mut p, Instant::now(), &mut taken, 8_000, 1_000 * MS);
+        assert!((78..=82).contains(&waiting), "{waiting}");
+    }
+
+    #[test]
+    fn a_stalled_claim_counts_as_a_second_at_most() {
+        let mut p = Prefetch::adaptive(4);
+        p.claimed_in(Duration::from_secs(60));
+        let start = Instant::now();
+        p.observe(start, 0);
+        // 100 jobs/s for 3 s over a 2 s horizon: 200, not 6,000 (nor the cap).
+        let mut waiting = 0;
+        for i in 1..=300u32 {
+            waiting = p.observe(start + 10 * MS * i, u64::from(i));
+        }
+        assert!((195..=205).contains(&waiting), "{waiting}");
     }
 
     #[test]
