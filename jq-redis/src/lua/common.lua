@@ -182,7 +182,8 @@ local function kready_remove(base, key, members)
   end
 end
 
--- A keyed job leaves Running: its key's count goes down.
+-- A keyed job leaves Running: its key's count goes down (a batch of them:
+-- krun_leave_many, below).
 local function krun_leave(base, key)
   if redis.call('HINCRBY', base .. 'v2:krun', key, '-1') <= 0 then
     redis.call('HDEL', base .. 'v2:krun', key)
@@ -1186,6 +1187,28 @@ local function hmget_chunked(key, fields)
     i = j + 1
   end
   return out
+end
+
+-- Many keyed jobs leave Running at once (`by_key`: key -> how many): what
+-- krun_leave does per job, for a batch. Counts are sums, so one HMGET and
+-- one HSET and/or HDEL do it; a key left with none leaves the hash.
+local function krun_leave_many(base, by_key)
+  local keys = {}
+  for key in pairs(by_key) do keys[#keys + 1] = key end
+  if #keys == 0 then return end
+  local counts = hmget_chunked(base .. 'v2:krun', keys)
+  local kept, dropped = {}, {}
+  for i, key in ipairs(keys) do
+    local n = (tonumber(counts[i]) or 0) - by_key[key]
+    if n > 0 then
+      kept[#kept + 1] = key
+      kept[#kept + 1] = fmt(n)
+    else
+      dropped[#dropped + 1] = key
+    end
+  end
+  hset_chunked(base .. 'v2:krun', kept)
+  call_chunked('HDEL', base .. 'v2:krun', dropped)
 end
 
 -- Moves a job whose stored fields are unusable to Dead, with the reason as

@@ -184,27 +184,9 @@ end
 for q = 1, #KEYS do
   local base = KEYS[q]
   hset_chunked(base .. 'v2:states', acked[q])
-  -- the acked keyed jobs' keys: counts are sums, so their decrements wait
-  -- for the end (no item reads them) and cost one HMGET and one HSET or
-  -- HDEL for the batch; a key left with none leaves the hash (krun_leave)
-  local k = kacked[q]
-  if k then
-    local keys = {}
-    for key in pairs(k) do keys[#keys + 1] = key end
-    local counts = hmget_chunked(base .. 'v2:krun', keys)
-    local kept, dropped = {}, {}
-    for i, key in ipairs(keys) do
-      local n = (tonumber(counts[i]) or 0) - k[key]
-      if n > 0 then
-        kept[#kept + 1] = key
-        kept[#kept + 1] = fmt(n)
-      else
-        dropped[#dropped + 1] = key
-      end
-    end
-    hset_chunked(base .. 'v2:krun', kept)
-    call_chunked('HDEL', base .. 'v2:krun', dropped)
-  end
+  -- the acked keyed jobs' keys: their decrements wait for the end (no
+  -- item reads them), one batch per queue
+  if kacked[q] then krun_leave_many(base, kacked[q]) end
   zrem_chunked(base .. 'v2:leases', unleased[q])
   zadd_chunked(done_key(base, 'completed'), completed[q])
 end
