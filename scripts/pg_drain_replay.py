@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""Writes the SQL that replays PostgreSQL's plain drain as one git revision
+of jq runs it (scripts/pg-instructions.sh runs it under callgrind).
+
+    python3 scripts/pg_drain_replay.py REV TAG [BATCH] > setup.sql
+
+The SQL creates schema `s_<TAG>` with the revision's migrations (its
+schema.rs lists them, its migrations/ holds them), a table `template` with
+20,000 pending plain jobs (fixed ids and times, so every replay walks the
+same rows in the same order), and two procedures:
+
+- `reset()`: the jobs table back to the template's 20,000 pending jobs;
+- `drain()`: the revision's own claim.sql and settle.sql (its COLUMNS and
+  schema substituted, `$n` bound to plpgsql variables, which plan and cache
+  as the storage's prepared statements do), claims of BATCH (default 120,
+  what the bench's drain claims per statement on a quiet machine: its
+  pg_stat_statements calls) and one settle of each claim's jobs as acks,
+  committing after each statement, the claim positions carried forward as
+  hints.rs does, until a claim takes nothing.
+
+What it leaves out: the client, the network, concurrency between claims
+and settles, the heartbeat and the enqueue. What it keeps: every row write
+and index entry of the drain, and each statement's planning and executor
+setup, which is where a schema or statement change shows.
+"""
+import re
+import subprocess
+import sys
+
+
+def show(rev: str, path: str) -> str:
+    return subprocess.run(["git", "show", f"{rev}:{path}"], check=True, capture_output=True, text=True).stdout
+
+
+def exists(rev: str, path: str) -> bool:
+    return subprocess.run(["git", "cat-file", "-e", f"{rev}:{path}"], capture_output=True).returncode == 0
+
+
+def main() -> None:
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    rev, tag = sys.argv[1], sys.argv[2]
+    batch = int(sys.argv[3]) if len(sys.argv) > 3 else 120
+    schema_rs = show(rev, "jq-postgres/src/schema.rs")
+    columns = re.search(r'const COLUMNS: &str = "(.*?)";', schema_rs, re.S)
+    if columns is None:
+        sys.exit(f"pg_drain_replay: no COLUMNS in {rev}'s jq-postgres/src/schema.rs")
+    columns = re.sub(r"\\\n\s*", "", columns.group(1))
+    migrations = re.findall(r'include_str!\("\.\./migrations/([^"]+)"\)', schema_rs)
+    schema = f'"s_{tag}"'
+
+    def fill(text: str) -> str:
+        return text.replace("{schema}", schema).replace("{columns}", columns)
+
+    def bound(path: str) -> str:
+        # Comments out (a `$n` in one would do no harm, but the text is
+        # shorter to read back), `$n` to the plpgsql variable `pn`.
+        text = "\n".join(line for line in fill(show(rev, path)).splitlines() if not line.lstrip().startswith("--"))
+        return re.sub(r"\$(\d+)", r"p\1", text).rstrip().rstrip(";")
+
+    out = [f"DROP SCHEMA IF EXISTS {schema} CASCADE;", f"CREATE SCHEMA {schema};"]
+    # Each migration in its own transaction, as schema.rs applies them.
+    for name in migrations:
+        out.append("BEGIN;\n" + fill(show(rev, f"jq-postgres/migrations/{name}")) + "\n;COMMIT;")
+    claim = bound("jq-postgres/src/sql/claim.sql")
+    # Before the vocabulary of issue 33 (b51e322), the settle was complete.sql.
+    settle_sql = "jq-postgres/src/sql/settle.sql"
+    if not exists(rev, settle_sql):
+        settle_sql = "jq-postgres/src/sql/complete.sql"
+    settle = bound(settle_sql)
+    out.append(f"""
+CREATE TABLE {schema}.template (LIKE {schema}.jobs INCLUDING DEFAULTS);
+INSERT INTO {schema}.template (id, queue, kind, payload, priority, state, attempts, max_attempts, run_at, created_at)
+SELECT md5('job' || i)::uuid, 'default', 'noop', '{{}}', 0, 'pending', 0, 3,
+       timestamptz '2026-01-01' + i * interval '1 microsecond', timestamptz '2026-01-01' + i * interval '1 microsecond'
+FROM generate_series(1, 20000) AS i;
+
+CREATE PROCEDURE {schema}.reset() LANGUAGE plpgsql AS $reset$
+BEGIN
+    TRUNCATE {schema}.jobs;
+    -- Finished jobs' counts (migration 8; not before it).
+    IF to_regclass('{schema}.job_counts') IS NOT NULL THEN
+        EXECUTE 'TRUNCATE {schema}.job_counts';
+    END IF;
+    INSERT INTO {schema}.jobs SELECT * FROM {schema}.template;
+END $reset$;
+
+CREATE PROCEDURE {schema}.drain() LANGUAGE plpgsql AS $drain$
+DECLARE
+    p1 text[] := '{{default}}'; p2 int4 := {batch}; p3 timestamptz := timestamptz '2026-06-01';
+    p4 text := 'replay'; p5 timestamptz := timestamptz '2026-06-01 00:05'; p6 uuid := md5('token')::uuid;
+    p7 timestamptz[] := '{{NULL,NULL,NULL,NULL}}'; p8 uuid[] := '{{NULL,NULL,NULL,NULL}}';
+    ids uuid[]; r record; s record; n integer := 0;
+BEGIN
+    LOOP
+        ids := '{{}}';
+        FOR r IN {claim} LOOP
+            CONTINUE WHEN r.id IS NULL;
+            ids := ids || r.id;
+            -- Priority 0's band goes on after the last job taken (hints.rs).
+            IF p7[4] IS NULL OR (r.run_at, r.id) > (p7[4], p8[4]) THEN
+                p7[4] := r.run_at; p8[4] := r.id;
+            END IF;
+        END LOOP;
+        COMMIT;
+        EXIT WHEN cardinality(ids) = 0;
+        n := n + cardinality(ids);
+        DECLARE
+            k constant integer := cardinality(ids);
+            p1 uuid[] := ids; p2 uuid[] := array_fill(md5('token')::uuid, ARRAY[k]);
+            p3 int2[] := array_fill(0::int2, ARRAY[k]); p4 text[] := array_fill(NULL::text, ARRAY[k]);
+            p5 timestamptz[] := array_fill(NULL::timestamptz, ARRAY[k]); p6 text[] := array_fill(NULL::text, ARRAY[k]);
+            p7 timestamptz := timestamptz '2026-06-01 00:00:01'; p8 text := '2026-06-01T00:00:01Z';
+            p9 text := 'jq_replay';
+        BEGIN
+            FOR s IN {settle} LOOP NULL; END LOOP;
+        END;
+        COMMIT;
+    END LOOP;
+    IF n <> 20000 THEN
+        RAISE EXCEPTION 'the replay drained % jobs, not 20000', n;
+    END IF;
+END $drain$;
+""")
+    print("\n".join(out))
+
+
+if __name__ == "__main__":
+    main()
