@@ -49,6 +49,7 @@ async fn migrate_twice_is_a_no_op_and_concurrent_migrations_are_safe() {
 /// build left them, without counters) gets counts that agree with list.
 #[tokio::test]
 async fn migration_8_counts_the_jobs_finished_before_it() {
+    jq_testkit::needs!(postgres);
     let f = Fixture::new().await;
     let s = f.connect(Clock::system()).await;
     let q = format!("\"{}\"", f.schema);
