@@ -55,8 +55,12 @@ as_pg "$bin/pg_ctl" -D "$data" -l "$scratch/server.log" -w \
   -o "-p $port -k $scratch -c listen_addresses=127.0.0.1 -c fsync=off -c autovacuum=off" start >/dev/null
 for i in "${!revs[@]}"; do
   python3 scripts/pg_drain_replay.py "${revs[$i]}" "r$i" "$batch" > "$scratch/r$i.sql"
-  psql -h 127.0.0.1 -p "$port" -U postgres -q -v ON_ERROR_STOP=1 -f "$scratch/r$i.sql" postgres >/dev/null 2>&1 ||
-    { echo "pg-instructions: ${revs[$i]}'s schema did not load:" >&2; psql -h 127.0.0.1 -p "$port" -U postgres -q -v ON_ERROR_STOP=1 -f "$scratch/r$i.sql" postgres 2>&1 | grep -i error >&2; exit 1; }
+  if ! psql -h 127.0.0.1 -p "$port" -U postgres -q -v ON_ERROR_STOP=1 -f "$scratch/r$i.sql" postgres \
+    >"$scratch/r$i.load" 2>&1; then
+    echo "pg-instructions: ${revs[$i]}'s schema did not load:" >&2
+    grep -i error "$scratch/r$i.load" >&2
+    exit 1
+  fi
 done
 as_pg "$bin/pg_ctl" -D "$data" -w stop >/dev/null
 
