@@ -13,6 +13,12 @@
 #   bash scripts/pg-instructions.sh 4df32fb HEAD     # one replay of each, in instructions
 #   JQ_RUNS=2 bash scripts/pg-instructions.sh HEAD   # two of each (alternating)
 #   JQ_REPLAY_BATCH=64 bash scripts/pg-instructions.sh HEAD   # another claim size
+#   JQ_REPLAY_KEYED=1 bash scripts/pg-instructions.sh HEAD WORKTREE   # the keyed drain
+#
+# WORKTREE stands for the files as they are in the checkout, uncommitted
+# changes included. JQ_REPLAY_KEYED=1 replays the bench's keyed drain
+# instead (20,000 jobs over 10,000 keys, one Running per key, through
+# claim_keyed.sql).
 #
 # Needs valgrind, python3 and PostgreSQL's server binaries (initdb,
 # postgres: Debian's postgresql package). The scratch server listens on
@@ -54,7 +60,7 @@ single() { as_pg "$@" --single -D "$data" -c fsync=off -c autovacuum=off postgre
 as_pg "$bin/pg_ctl" -D "$data" -l "$scratch/server.log" -w \
   -o "-p $port -k $scratch -c listen_addresses=127.0.0.1 -c fsync=off -c autovacuum=off" start >/dev/null
 for i in "${!revs[@]}"; do
-  python3 scripts/pg_drain_replay.py "${revs[$i]}" "r$i" "$batch" > "$scratch/r$i.sql"
+  python3 scripts/pg_drain_replay.py "${revs[$i]}" "r$i" "$batch" ${JQ_REPLAY_KEYED:+keyed} > "$scratch/r$i.sql"
   if ! psql -h 127.0.0.1 -p "$port" -U postgres -q -v ON_ERROR_STOP=1 -f "$scratch/r$i.sql" postgres \
     >"$scratch/r$i.load" 2>&1; then
     echo "pg-instructions: ${revs[$i]}'s schema did not load:" >&2
@@ -80,7 +86,7 @@ for run in $(seq 1 "$runs"); do
     fi
     total=$(grep -oE "Collected : [0-9]+" <<<"$log" | grep -oE "[0-9]+")
     [ "$i" -eq 0 ] && first=$total
-    printf "%-14s %4s %16s %+9.2f%%\n" "$(git rev-parse --short "${revs[$i]}")" "$run" "$total" \
+    printf "%-14s %4s %16s %+9.2f%%\n" "$(git rev-parse --short "${revs[$i]}" 2>/dev/null || echo "${revs[$i]}")" "$run" "$total" \
       "$(awk -v a="$total" -v b="$first" 'BEGIN { print (a / b - 1) * 100 }')"
   done
 done

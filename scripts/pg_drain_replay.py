@@ -23,16 +23,22 @@ and settles, the heartbeat and the enqueue. What it keeps: every row write
 and index entry of the drain, and each statement's planning and executor
 setup, which is where a schema or statement change shows.
 """
+import os
 import re
 import subprocess
 import sys
 
 
 def show(rev: str, path: str) -> str:
+    if rev == "WORKTREE":
+        with open(path, encoding="utf-8") as f:
+            return f.read()
     return subprocess.run(["git", "show", f"{rev}:{path}"], check=True, capture_output=True, text=True).stdout
 
 
 def exists(rev: str, path: str) -> bool:
+    if rev == "WORKTREE":
+        return os.path.exists(path)
     return subprocess.run(["git", "cat-file", "-e", f"{rev}:{path}"], capture_output=True).returncode == 0
 
 
@@ -41,6 +47,7 @@ def main() -> None:
         sys.exit(__doc__)
     rev, tag = sys.argv[1], sys.argv[2]
     batch = int(sys.argv[3]) if len(sys.argv) > 3 else 120
+    keyed = len(sys.argv) > 4 and sys.argv[4] == "keyed"
     schema_rs = show(rev, "jq-postgres/src/schema.rs")
     columns = re.search(r'const COLUMNS: &str = "(.*?)";', schema_rs, re.S)
     if columns is None:
@@ -62,7 +69,12 @@ def main() -> None:
     # Each migration in its own transaction, as schema.rs applies them.
     for name in migrations:
         out.append("BEGIN;\n" + fill(show(rev, f"jq-postgres/migrations/{name}")) + "\n;COMMIT;")
-    claim = bound("jq-postgres/src/sql/claim.sql")
+    claim = bound("jq-postgres/src/sql/claim_keyed.sql" if keyed else "jq-postgres/src/sql/claim.sql")
+    # The keyed drain: job i's key is k(i mod 10,000), two jobs per key,
+    # every key limited to one Running job (the bench's keyed scenario).
+    key = "'k' || (i % 10000)" if keyed else "NULL"
+    limits = (f"INSERT INTO {schema}.key_limits (queue, key, concurrency) VALUES ('default', '', 1);"
+              if keyed else "")
     # Before the vocabulary of issue 33 (b51e322), the settle was complete.sql.
     settle_sql = "jq-postgres/src/sql/settle.sql"
     if not exists(rev, settle_sql):
@@ -70,10 +82,11 @@ def main() -> None:
     settle = bound(settle_sql)
     out.append(f"""
 CREATE TABLE {schema}.template (LIKE {schema}.jobs INCLUDING DEFAULTS);
-INSERT INTO {schema}.template (id, queue, kind, payload, priority, state, attempts, max_attempts, run_at, created_at)
+INSERT INTO {schema}.template (id, queue, kind, payload, priority, state, attempts, max_attempts, run_at, created_at{", key" if keyed else ""})
 SELECT md5('job' || i)::uuid, 'default', 'noop', '{{}}', 0, 'pending', 0, 3,
-       timestamptz '2026-01-01' + i * interval '1 microsecond', timestamptz '2026-01-01' + i * interval '1 microsecond'
+       timestamptz '2026-01-01' + i * interval '1 microsecond', timestamptz '2026-01-01' + i * interval '1 microsecond'{(", " + key) if keyed else ""}
 FROM generate_series(1, 20000) AS i;
+{limits}
 
 CREATE PROCEDURE {schema}.reset() LANGUAGE plpgsql AS $reset$
 BEGIN
@@ -83,6 +96,7 @@ BEGIN
         EXECUTE 'TRUNCATE {schema}.job_counts';
     END IF;
     INSERT INTO {schema}.jobs SELECT * FROM {schema}.template;
+    {"TRUNCATE " + schema + ".key_cursors;" if keyed else ""}
 END $reset$;
 
 CREATE PROCEDURE {schema}.drain() LANGUAGE plpgsql AS $drain$
