@@ -6,10 +6,11 @@
 //! (`sql/claim.sql`), which probes `jobs_keyed` once per asked queue. When
 //! one has keyed jobs and none is controlled, the claim is one autocommit
 //! statement too (`sql/claim_keyed.sql`, on the claims' own connections),
-//! calling `jq_claim_keyed_take` (migration 16): it takes an advisory lock
+//! calling `jq_claim_keyed_take` (migrations 16 and 17): it takes an advisory lock
 //! per keyed queue, hands the choice to `jq_claim_keyed` (migration 15,
 //! made set-based by migration 16: a few statements per keyed queue and
-//! claim, `jq_key_turns`' skip scan of the keys from the cursor), then moves
+//! claim, `jq_key_turns`' skip scan of the keys from the cursor; migration
+//! 17 reads the keys' Running counts once per claim), then moves
 //! the picks to Running: the model's rotation and limits, in the claim's
 //! atomic step. With a controlled queue among them, the claim runs in the
 //! controls' transaction (`control.rs`): the same locks (`sql/control_lock.sql`)

@@ -27,6 +27,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("workflow_counts", include_str!("../migrations/0014_workflow_counts.sql")),
     ("keys", include_str!("../migrations/0015_keys.sql")),
     ("keyed_claim_sets", include_str!("../migrations/0016_keyed_claim_sets.sql")),
+    ("keyed_claim_costs", include_str!("../migrations/0017_keyed_claim_costs.sql")),
 ];
 
 /// The newest schema version this build knows.

@@ -154,12 +154,32 @@ async fn migration_15_keeps_the_jobs_in_flight_claimable() {
     f.cleanup().await;
 }
 
-/// Migration 16 replaces the keyed claim in place: a schema at version 15
-/// (migration 15's jq_claim_keyed, no jq_key_turns) whose rotation a claim
-/// moved migrates, and the rotation goes on from its cursor.
+/// Migrations 16 and 17 replace the keyed claim in place: a schema at the
+/// version before (migration 15's or 16's functions) whose rotation a
+/// claim moved migrates, and the rotation goes on from its cursor.
 #[tokio::test]
-async fn migration_16_keeps_the_rotation_where_it_was() {
+async fn migrations_16_and_17_keep_the_rotation_where_it_was() {
     jq_testkit::needs!(postgres);
+    // Back to version 15: migration 16's functions gone, migration 15's
+    // keyed claim as it made it.
+    let claim_of_15 = include_str!("../migrations/0015_keys.sql");
+    let claim_of_15 = &claim_of_15[claim_of_15.find("CREATE OR REPLACE FUNCTION {schema}.jq_claim_keyed").unwrap()..];
+    rotation_goes_on_after_migrating(15, |q| {
+        format!("DROP FUNCTION {q}.jq_key_turns, {q}.jq_claim_keyed_take; {}", claim_of_15.replace("{schema}", q))
+    })
+    .await;
+    // Back to version 16: its functions as it made them.
+    rotation_goes_on_after_migrating(16, |q| {
+        include_str!("../migrations/0016_keyed_claim_sets.sql").replace("{schema}", q)
+    })
+    .await;
+}
+
+/// Claims two of eight keyed jobs (keys a to d, two each), runs `back` (the
+/// schema's objects as version `version` made them) and takes the
+/// migrations after `version` out of jq_migrations, migrates, and checks
+/// that the rotation goes on after b.
+async fn rotation_goes_on_after_migrating(version: i32, back: impl Fn(&str) -> String) {
     let f = Fixture::new().await;
     let s = f.connect(Clock::system()).await;
     let keyed =
@@ -173,17 +193,10 @@ async fn migration_16_keeps_the_rotation_where_it_was() {
     };
     assert_eq!(keys(&s.claim(&request("q", 2)).await.unwrap()), ["a", "b"]);
 
-    // Back to version 15: migration 16's functions gone, migration 15's
-    // keyed claim as it made it.
     let q = format!("\"{}\"", f.schema);
-    let claim_of_15 = include_str!("../migrations/0015_keys.sql");
-    let claim_of_15 = &claim_of_15[claim_of_15.find("CREATE OR REPLACE FUNCTION {schema}.jq_claim_keyed").unwrap()..];
-    let back = format!(
-        "DROP FUNCTION {q}.jq_key_turns, {q}.jq_claim_keyed_take; {} DELETE FROM {q}.jq_migrations WHERE version >= 16;",
-        claim_of_15.replace("{schema}", &q)
-    );
+    let back = format!("{} DELETE FROM {q}.jq_migrations WHERE version > {version};", back(&q));
     sqlx::raw_sql(sqlx::AssertSqlSafe(back)).execute(s.pool()).await.unwrap();
-    assert_eq!(s.migrate().await.unwrap(), jq_postgres::SCHEMA_VERSION as usize - 15);
+    assert_eq!(s.migrate().await.unwrap(), (jq_postgres::SCHEMA_VERSION - version) as usize);
 
     assert_eq!(keys(&s.claim(&request("q", 1)).await.unwrap()), ["c"], "after b, the cursor");
     assert_eq!(keys(&s.claim(&request("q", 10)).await.unwrap()), ["a", "b", "c", "d", "d"]);
