@@ -10,7 +10,10 @@ schema.rs lists them, its migrations/ holds them), a table `template` with
 same rows in the same order), and two procedures:
 
 - `reset()`: the jobs table back to the template's 20,000 pending jobs;
-- `drain()`: the revision's own claim.sql and settle.sql (its COLUMNS and
+- `drain()`: the revision's own claim.sql and settle.sql (with `keyed`,
+  claim_keyed.sql, and each claim's settle after the next claim, so that
+  a claim meets the previous one's jobs Running, as the bench's pool
+  does) (its COLUMNS and
   schema substituted, `$n` bound to plpgsql variables, which plan and cache
   as the storage's prepared statements do), claims of BATCH (default 120,
   what the bench's drain claims per statement on a quiet machine: its
@@ -104,7 +107,7 @@ DECLARE
     p1 text[] := '{{default}}'; p2 int4 := {batch}; p3 timestamptz := timestamptz '2026-06-01';
     p4 text := 'replay'; p5 timestamptz := timestamptz '2026-06-01 00:05'; p6 uuid := md5('token')::uuid;
     p7 timestamptz[] := '{{NULL,NULL,NULL,NULL}}'; p8 uuid[] := '{{NULL,NULL,NULL,NULL}}';
-    ids uuid[]; r record; s record; n integer := 0;
+    ids uuid[]; held uuid[] := '{{}}'; r record; s record; n integer := 0;
 BEGIN
     LOOP
         ids := '{{}}';
@@ -117,8 +120,11 @@ BEGIN
             END IF;
         END LOOP;
         COMMIT;
-        EXIT WHEN cardinality(ids) = 0;
+        EXIT WHEN cardinality(ids) = 0 AND cardinality(held) = 0;
         n := n + cardinality(ids);
+        {"-- The settle lags one claim: its jobs are Running during the next." if keyed else ""}
+        {"held := held || ids; ids := held[1:cardinality(held) - cardinality(ids)]; held := held[cardinality(ids) + 1:];" if keyed else ""}
+        CONTINUE WHEN cardinality(ids) = 0;
         DECLARE
             k constant integer := cardinality(ids);
             p1 uuid[] := ids; p2 uuid[] := array_fill(md5('token')::uuid, ARRAY[k]);

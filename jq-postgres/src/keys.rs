@@ -6,11 +6,12 @@
 //! (`sql/claim.sql`), which probes `jobs_keyed` once per asked queue. When
 //! one has keyed jobs and none is controlled, the claim is one autocommit
 //! statement too (`sql/claim_keyed.sql`, on the claims' own connections),
-//! calling `jq_claim_keyed_take` (migrations 16 and 17): it takes an advisory lock
+//! calling `jq_claim_keyed_take` (migrations 16 to 18): it takes an advisory lock
 //! per keyed queue, hands the choice to `jq_claim_keyed` (migration 15,
 //! made set-based by migration 16: a few statements per keyed queue and
-//! claim, `jq_key_turns`' skip scan of the keys from the cursor; migration
-//! 17 reads the keys' Running counts once per claim), then moves
+//! claim; migration 17 reads the keys' Running counts once per claim;
+//! migration 18 reads `jobs_keyed` from the cursor a page of keys at a
+//! time, `jq_key_turns`), then moves
 //! the picks to Running: the model's rotation and limits, in the claim's
 //! atomic step. With a controlled queue among them, the claim runs in the
 //! controls' transaction (`control.rs`): the same locks (`sql/control_lock.sql`)

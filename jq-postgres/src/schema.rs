@@ -28,6 +28,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("keys", include_str!("../migrations/0015_keys.sql")),
     ("keyed_claim_sets", include_str!("../migrations/0016_keyed_claim_sets.sql")),
     ("keyed_claim_costs", include_str!("../migrations/0017_keyed_claim_costs.sql")),
+    ("keyed_pages", include_str!("../migrations/0018_keyed_pages.sql")),
 ];
 
 /// The newest schema version this build knows.

@@ -154,11 +154,12 @@ async fn migration_15_keeps_the_jobs_in_flight_claimable() {
     f.cleanup().await;
 }
 
-/// Migrations 16 and 17 replace the keyed claim in place: a schema at the
-/// version before (migration 15's or 16's functions) whose rotation a
-/// claim moved migrates, and the rotation goes on from its cursor.
+/// Migrations 16, 17 and 18 replace the keyed claim in place: a schema at
+/// the version before (migration 15's, 16's or 17's functions) whose
+/// rotation a claim moved migrates, and the rotation goes on from its
+/// cursor.
 #[tokio::test]
-async fn migrations_16_and_17_keep_the_rotation_where_it_was() {
+async fn migrations_16_to_18_keep_the_rotation_where_it_was() {
     jq_testkit::needs!(postgres);
     // Back to version 15: migration 16's functions gone, migration 15's
     // keyed claim as it made it.
@@ -168,9 +169,13 @@ async fn migrations_16_and_17_keep_the_rotation_where_it_was() {
         format!("DROP FUNCTION {q}.jq_key_turns, {q}.jq_claim_keyed_take; {}", claim_of_15.replace("{schema}", q))
     })
     .await;
-    // Back to version 16: its functions as it made them.
+    // Back to version 16, then 17: their functions as they made them.
     rotation_goes_on_after_migrating(16, |q| {
         include_str!("../migrations/0016_keyed_claim_sets.sql").replace("{schema}", q)
+    })
+    .await;
+    rotation_goes_on_after_migrating(17, |q| {
+        include_str!("../migrations/0017_keyed_claim_costs.sql").replace("{schema}", q)
     })
     .await;
 }
