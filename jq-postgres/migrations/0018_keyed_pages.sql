@@ -17,14 +17,14 @@
 --   order, with no join above it, so the aggregate reads the rows in that
 --   order): an ordered aggregate sorts its input once per aggregate, and
 --   the claim had sixteen of them per call over the same rows.
--- - jq_claim_keyed_take and what it calls run their statements with
---   generic plans (plan_cache_mode): their statements' plans do not depend
---   on the values (every scan is an index range from a key, bounded by a
---   limit), and a custom plan was planned again at every call.
+-- - Not done: generic plans for the take (plan_cache_mode =
+--   force_generic_plan) cut the replay below by 4% more, but slowed the
+--   suite's fairness and concurrent-claimers tests (claims of 10, a deep
+--   key) by a third.
 --
 -- Replay of the bench's keyed drain (`JQ_REPLAY_KEYED=1 bash
 -- scripts/pg-instructions.sh`): 8,787M instructions with migration 16,
--- 8,479M with 17, 7,105M with this one.
+-- 8,479M with 17, about 7.4G with this one.
 
 -- jq_key_turns: the next `n` picks of queue `q`'s rotation at priority
 -- `prio`, in the order the rotation takes them, locked (FOR UPDATE SKIP
@@ -516,9 +516,9 @@ BEGIN
 END
 $fn$;
 
--- jq_claim_keyed_take: migration 17's (its comment follows), with generic
--- plans and its picks' arrays unordered (the update does not depend on
--- their order; the rows are locked already).
+-- jq_claim_keyed_take: migration 17's (its comment follows), its picks'
+-- arrays unordered (the update does not depend on their order; the rows
+-- are locked already).
 --
 -- jq_claim_keyed_take: a whole claim over queues none of which has a
 -- control, some with keyed jobs, in one call (sql/claim_keyed.sql runs it
@@ -549,9 +549,6 @@ ROWS 10
 -- The update's `id = ANY (ids)` must probe the primary key: with a small
 -- queue's statistics the planner chose a scan of the whole table.
 SET enable_seqscan = off
--- Generic plans for every statement it runs, those of the functions it
--- calls included: see this migration's header.
-SET plan_cache_mode = force_generic_plan
 AS $fn$
 #variable_conflict use_variable
 DECLARE
