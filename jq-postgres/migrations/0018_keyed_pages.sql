@@ -207,9 +207,10 @@ BEGIN
     END LOOP;
 
     IF deep THEN
-        -- The walk, after pages that found deep keys: from where they stopped, the next key of jobs_keyed at (q, prio), one seek per step;
-        -- past the last, the smallest once (wrapped); after wrapping, up to the
-        -- cursor's own key. OFFSET 0 keeps each step's seek one subquery run
+        -- The walk, after pages that found deep keys: from where they
+        -- stopped, the next key of jobs_keyed at (q, prio), one seek per
+        -- step; past the last, the smallest once (wrapped); after wrapping,
+        -- up to the cursor's own key. OFFSET 0 keeps each step's seek one subquery run
         -- (pulled up, its expression would run once per use).
         -- Each key's limits (its override, else the default, else none: the
         -- UNION ALL's branches run in order, the LIMIT stops at the first row),
