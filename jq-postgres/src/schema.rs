@@ -29,6 +29,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("keyed_claim_sets", include_str!("../migrations/0016_keyed_claim_sets.sql")),
     ("keyed_claim_costs", include_str!("../migrations/0017_keyed_claim_costs.sql")),
     ("keyed_pages", include_str!("../migrations/0018_keyed_pages.sql")),
+    ("keyed_one_statement", include_str!("../migrations/0019_keyed_one_statement.sql")),
 ];
 
 /// The newest schema version this build knows.

@@ -154,12 +154,12 @@ async fn migration_15_keeps_the_jobs_in_flight_claimable() {
     f.cleanup().await;
 }
 
-/// Migrations 16, 17 and 18 replace the keyed claim in place: a schema at
-/// the version before (migration 15's, 16's or 17's functions) whose
+/// Migrations 16 to 19 replace the keyed claim in place: a schema at the
+/// version before (migration 15's, 16's, 17's or 18's functions) whose
 /// rotation a claim moved migrates, and the rotation goes on from its
 /// cursor.
 #[tokio::test]
-async fn migrations_16_to_18_keep_the_rotation_where_it_was() {
+async fn migrations_16_to_19_keep_the_rotation_where_it_was() {
     jq_testkit::needs!(postgres);
     // Back to version 15: migration 16's functions gone, migration 15's
     // keyed claim as it made it.
@@ -169,7 +169,7 @@ async fn migrations_16_to_18_keep_the_rotation_where_it_was() {
         format!("DROP FUNCTION {q}.jq_key_turns, {q}.jq_claim_keyed_take; {}", claim_of_15.replace("{schema}", q))
     })
     .await;
-    // Back to version 16, then 17: their functions as they made them.
+    // Back to version 16, 17, then 18: their functions as they made them.
     rotation_goes_on_after_migrating(16, |q| {
         include_str!("../migrations/0016_keyed_claim_sets.sql").replace("{schema}", q)
     })
@@ -178,6 +178,8 @@ async fn migrations_16_to_18_keep_the_rotation_where_it_was() {
         include_str!("../migrations/0017_keyed_claim_costs.sql").replace("{schema}", q)
     })
     .await;
+    rotation_goes_on_after_migrating(18, |q| include_str!("../migrations/0018_keyed_pages.sql").replace("{schema}", q))
+        .await;
 }
 
 /// Claims two of eight keyed jobs (keys a to d, two each), runs `back` (the
@@ -1089,4 +1091,117 @@ async fn keyed_fairness_bound() {
     eprintln!("2,500 keyed jobs claimed in {elapsed:?}; the last small key's job was claim {}", last_small + 1);
     assert!(last_small < 510, "the small keys' jobs all start within 510 claims, not {}", last_small + 1);
     f.cleanup().await;
+}
+
+/// Migration 19 claims a keyed queue in one statement when it can, and
+/// hands the rest to migration 18's functions: both ways must take the same
+/// jobs. Two queues get the same jobs and default limits; one of them also
+/// has an override on a key no job has, which sends its every claim the
+/// general way. Claims of random sizes from each, between acks of random
+/// Running jobs and moves of the clock, take the same jobs in both
+/// (compared by run_at, distinct per job). The seeds cover a default
+/// concurrency of 1, 2 and none, two priorities, Scheduled jobs coming
+/// due, plain jobs, and a deep key (a fifth of the jobs) that makes the
+/// one statement give up its page.
+#[tokio::test]
+async fn the_one_statement_keyed_claim_takes_what_the_general_one_takes() {
+    jq_testkit::needs!(postgres);
+    let f = Fixture::new().await;
+    for seed in 1..=24u64 {
+        one_statement_against_the_general_claim(&f, seed).await;
+    }
+    f.cleanup().await;
+}
+
+/// One seeded case of [`the_one_statement_keyed_claim_takes_what_the_general_one_takes`].
+async fn one_statement_against_the_general_claim(f: &Fixture, seed: u64) {
+    use jq_core::{Priority, QueueLimits};
+    // xorshift: the cases repeat from their seed.
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut rand = move |n: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % n
+    };
+    let clock = ManualClock::starting_now();
+    let s = f.connect(clock.clock()).await;
+    let (fast, general) = (format!("fast{seed}"), format!("general{seed}"));
+    let keys = s.require_keys().unwrap();
+    let default = match seed % 3 {
+        0 => Some(QueueLimits { concurrency: Some(1), rate: None }),
+        1 => Some(QueueLimits { concurrency: Some(2), rate: None }),
+        _ => None,
+    };
+    for q in [&fast, &general] {
+        if let Some(limits) = &default {
+            keys.set_key_limits(&QueueName::new(q).unwrap(), None, limits).await.unwrap();
+        }
+    }
+    let never = QueueLimits { concurrency: Some(1), rate: None };
+    keys.set_key_limits(&QueueName::new(&general).unwrap(), Some("no job has this key"), &never).await.unwrap();
+
+    let total = 40 + rand(80) as usize;
+    let key_count = 1 + rand(25);
+    let base = clock.now();
+    let mut specs = Vec::new();
+    for i in 0..total {
+        let key = match rand(10) {
+            0 if seed.is_multiple_of(5) => None,
+            1 | 2 => Some("deep".to_owned()),
+            _ => Some(format!("k{}", rand(key_count))),
+        };
+        let high = seed.is_multiple_of(4) && rand(3) == 0;
+        // Due in the past, one millisecond apart; a few due later.
+        let run_at = if seed.is_multiple_of(2) && rand(8) == 0 {
+            base + chrono::Duration::milliseconds(1 + i as i64)
+        } else {
+            base - chrono::Duration::milliseconds((total - i) as i64)
+        };
+        specs.push((key, high, run_at));
+    }
+    for q in [&fast, &general] {
+        let jobs = specs
+            .iter()
+            .map(|(key, high, run_at)| {
+                let b = NewJob::builder("smoke", Payload::from_json("{}").unwrap()).queue(q.as_str()).run_at(*run_at);
+                let b = if *high { b.priority(Priority::High) } else { b };
+                let b = if let Some(key) = key { b.key(key.clone()) } else { b };
+                b.build().unwrap()
+            })
+            .collect();
+        s.enqueue(jobs).await.unwrap();
+    }
+
+    let mut running: [Vec<jq_core::Job>; 2] = [Vec::new(), Vec::new()];
+    let mut done = 0;
+    for round in 0.. {
+        assert!(round < 2_000, "seed {seed}: the drain did not end");
+        let limit = 1 + rand(12) as usize;
+        let mut taken = Vec::new();
+        for (i, q) in [&fast, &general].into_iter().enumerate() {
+            let claimed = s.claim(&request(q, limit)).await.unwrap();
+            let mut at: Vec<_> = claimed.iter().map(|j| (j.run_at, j.key.clone())).collect();
+            at.sort();
+            taken.push(at);
+            running[i].extend(claimed);
+        }
+        assert_eq!(taken[0], taken[1], "seed {seed}, round {round}: the two claims of {limit} differ");
+        // Ack about half of the Running jobs, the same ones in both queues.
+        let acked: Vec<_> = running[0].iter().map(|j| j.run_at).filter(|_| rand(2) == 0).collect();
+        for jobs in &mut running {
+            for job in jobs.iter().filter(|j| acked.contains(&j.run_at)) {
+                s.ack(job.lease_ref().unwrap()).await.unwrap();
+            }
+            jobs.retain(|j| !acked.contains(&j.run_at));
+        }
+        done += acked.len();
+        if done == total {
+            break;
+        }
+        if taken[0].is_empty() {
+            clock.advance(Duration::from_millis(20));
+        }
+    }
+    s.close().await;
 }
