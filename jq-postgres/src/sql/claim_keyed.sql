@@ -15,18 +15,32 @@
 WITH controlled AS (
     SELECT qc.queue FROM {schema}.queue_controls AS qc WHERE qc.queue = ANY($1::text[])
 ),
+taken AS MATERIALIZED (
+    SELECT j.* FROM {schema}.jq_claim_keyed_take($1::text[], $2::int4, $3::timestamptz, $4::text, $5::timestamptz, $6::uuid) AS j
+    WHERE NOT EXISTS (SELECT 1 FROM controlled)
+),
 keyed AS (
-    -- LIMIT 1 in a LATERAL keeps it one probe of jobs_keyed per queue.
+    -- A queue of which the claim took a keyed job had one waiting; only
+    -- the others are probed (once each: LIMIT 1). *The probe walks
+    -- jobs_keyed from its start, past the entries of the jobs a drain
+    -- already took, until vacuum removes them; the planner, seeing many
+    -- keyed rows, even read the table from its start instead. The claims
+    -- of a busy keyed queue take keyed jobs, so they skip it.*
+    -- (A LATERAL of LIMIT 1 over UNION ALL: its branches run in order, and
+    -- the second only when the first found nothing. Two EXISTS under an OR
+    -- were planned as hashed subplans, reading every keyed job.)
     SELECT q.name AS queue FROM unnest($1::text[]) AS q(name)
     CROSS JOIN LATERAL (
-        SELECT 1 FROM {schema}.jobs AS jk
-        WHERE jk.queue = q.name AND jk.key IS NOT NULL AND jk.state IN ('pending', 'scheduled')
+        (SELECT 1 FROM taken AS t WHERE t.queue = q.name AND t.key IS NOT NULL LIMIT 1)
+        UNION ALL
+        (SELECT 1 FROM {schema}.jobs AS jk
+         WHERE jk.queue = q.name AND jk.key IS NOT NULL AND jk.state IN ('pending', 'scheduled')
+         ORDER BY jk.priority DESC LIMIT 1)
         LIMIT 1
     ) AS probe
 )
 SELECT {columns}, NULL::text AS controlled, NULL::text AS keyed
-FROM {schema}.jq_claim_keyed_take($1::text[], $2::int4, $3::timestamptz, $4::text, $5::timestamptz, $6::uuid) AS j
-WHERE NOT EXISTS (SELECT 1 FROM controlled)
+FROM taken AS j
 UNION ALL
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
        NULL, NULL, NULL, NULL, NULL, controlled.queue, NULL
