@@ -116,8 +116,14 @@ pub(crate) struct Rotation<'c> {
     /// The heads read ahead (keys_page.sql reads a page of them in one
     /// statement, not one seek per key).
     page: Option<Page>,
-    /// Heads a page keeps: one more than the claim may take of this queue.
-    page_heads: usize,
+    /// Jobs the claim may still take of this queue: a page keeps one head
+    /// more (and one more per head skipped so far), up to [`MAX_HEADS`].
+    /// *Pages of the claim's whole size left heads unused at its end,
+    /// read and decoded: a sixth of the heads of the bench's keyed drain.*
+    left: usize,
+    /// Heads this claim met and could not take (held back, not due): a
+    /// queue whose keys are busy gets larger pages, so fewer seeks.
+    skipped: usize,
     /// The queue's default key limits, read when first needed.
     default: Option<QueueLimits>,
     /// Whether some key of the queue has limits of its own, read with
@@ -204,7 +210,8 @@ impl<'c> Rotation<'c> {
             queue: queue.clone(),
             next_stmt: None,
             page: None,
-            page_heads: want.saturating_add(1).min(MAX_HEADS),
+            left: want,
+            skipped: 0,
             default: None,
             overrides: None,
             running: None,
@@ -241,6 +248,7 @@ impl<'c> Rotation<'c> {
     /// now, before the next peek.
     pub(crate) fn served(&mut self) -> Option<Head> {
         let head = self.next.take().flatten()?;
+        self.left = self.left.saturating_sub(1);
         let p = slot(head.priority);
         let run_at = self.yielded[p].map_or(head.run_at, |y| y.max(head.run_at));
         self.yielded[p] = Some(run_at);
@@ -320,6 +328,7 @@ impl<'c> Rotation<'c> {
                 if claimable && self.eligible(conn, &key, head.limits, now_us)? {
                     return Ok(Some(head));
                 }
+                self.skipped += 1;
                 after = key;
             }
             self.exhausted[p] = true;
@@ -350,8 +359,9 @@ impl<'c> Rotation<'c> {
     }
 
     /// Reads the heads of the keys after `after` at `priority`, at most
-    /// `page_heads` of them, stepping over each key's later jobs (not
-    /// decoded) for at most [`ROWS_PER_HEAD`] rows per head.
+    /// one more than the claim may still take and has skipped (up to
+    /// [`MAX_HEADS`]), stepping over each key's later jobs (not decoded)
+    /// for at most [`ROWS_PER_HEAD`] rows per head.
     fn read_page(&mut self, conn: &'c Connection, priority: Priority, after: &str) -> Result<Page> {
         let overrides = match self.overrides {
             Some(overrides) => overrides,
@@ -373,7 +383,8 @@ impl<'c> Rotation<'c> {
             None => self.next_stmt.insert(conn.prepare_cached(if overrides { PAGE_LIMITS } else { PAGE }).map_err(db)?),
         };
         let mut rows = stmt.query(params![self.queue.as_str(), priority.as_i16(), after]).map_err(db)?;
-        let (wanted, budget) = (self.page_heads, self.page_heads * ROWS_PER_HEAD);
+        let wanted = self.left.saturating_add(1).saturating_add(self.skipped).min(MAX_HEADS);
+        let budget = wanted * ROWS_PER_HEAD;
         let mut heads: VecDeque<Head> = VecDeque::with_capacity(wanted);
         let (mut complete, mut read) = (true, 0);
         while let Some(r) = rows.next().map_err(db)? {
