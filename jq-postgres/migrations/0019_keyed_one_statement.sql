@@ -39,6 +39,11 @@
 -- tells jq_flow_moved. A claim that finds nothing goes that way too, and
 -- finds nothing again.
 --
+-- A lone queue is locked without the probe of its keyed jobs (its caller
+-- found it keyed), and the priority to claim is the highest cursor's when
+-- a job waits after that cursor: the probes walked past the entries of
+-- every job a drain took, until vacuum removed them.
+--
 -- The function's statements run with generic plans (planned once per
 -- session): a custom plan per call of the one statement cost about 2% of
 -- the replay. jq_claim_keyed keeps the default (`auto`): generic plans
