@@ -13,6 +13,8 @@
 #   JQ_JOBS=400 bash scripts/redis-instructions.sh # a small queue (default 20,000 jobs)
 #   JQ_FANIN=1 JQ_JOBS=10000 bash scripts/redis-instructions.sh # the jobs are one fan-in's members
 #                                                   # (and its callback), as the bench's fanin
+#   JQ_KEYED=1 bash scripts/redis-instructions.sh  # keyed as the bench's keyed drain (10,000 keys,
+#                                                   # one Running job per key)
 #   bash scripts/redis-instructions.sh raw columns  # the floor: raw-limits.sh's drain commands
 #                                                   # without Lua, layout v2 in outline (or hash: before v2)
 #
@@ -29,6 +31,7 @@ top="${JQ_TOP:-0}"
 jobs="${JQ_JOBS:-20000}"
 fanin=""
 [ -n "${JQ_FANIN:-}" ] && fanin="--fanin"
+[ -n "${JQ_KEYED:-}" ] && fanin="--keyed"
 
 for tool in valgrind callgrind_control redis-server redis-cli; do
   command -v "$tool" >/dev/null || { echo "redis-instructions: $tool is missing (apt-get install valgrind redis-server)" >&2; exit 1; }
@@ -97,7 +100,7 @@ wait "$cost_pid" 2>/dev/null || true
 
 enqueue="$(total "$dir/callgrind.out.1")"
 drain="$(total "$dir/callgrind.out.2")"
-echo "redis-server instructions per job, $jobs jobs${fanin:+ (the members of one fan-in)}: enqueue (batches of 1,000) $((enqueue / jobs)), drain ($batch per claim, claim and ack) $((drain / jobs))"
+echo "redis-server instructions per job, $jobs jobs${fanin:+ ($fanin)}: enqueue (batches of 1,000) $((enqueue / jobs)), drain ($batch per claim, claim and ack) $((drain / jobs))"
 if [ "$top" -gt 0 ]; then
   echo "the drain's costliest functions, instructions of their own:"
   callgrind_annotate "$dir/callgrind.out.2" 2>/dev/null | grep -E '^ *[0-9,]+ ' | sed -n "2,$((top + 1))p" | sed 's/ (.*%)//'

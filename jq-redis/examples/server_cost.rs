@@ -9,7 +9,7 @@
 //!
 //! ```text
 //! cargo run --release -p jq-redis --example server_cost
-//! cargo run --release -p jq-redis --example server_cost -- --drain 128 [--jobs N] [--gate] [--fanin]
+//! cargo run --release -p jq-redis --example server_cost -- --drain 128 [--jobs N] [--gate] [--fanin | --keyed]
 //! ```
 //!
 //! `--drain N` runs only the drain pass of N per claim, over `--jobs`
@@ -22,7 +22,10 @@
 //! repeat from one sitting to the next. With `--fanin` the pass's jobs are
 //! the members of one fan-in (a workflow `Batch` with one callback after
 //! all of them, as the bench's `fanin`), stored by one `enqueue_workflow`,
-//! and the pass drains the callback too.
+//! and the pass drains the callback too. With `--keyed` they are keyed as
+//! the bench's `keyed` drain keys them (job i's key is `k<i mod 10,000>`,
+//! every key limited to one Running job); the pass acks each claim before
+//! the next, so a claim meets no Running job of its own pass.
 //!
 //! Uses `JQ_REDIS_URL` (default `redis://127.0.0.1:6379`) under a random
 //! prefix that it deletes at the end. The figures include other clients'
@@ -83,6 +86,28 @@ fn jobs(n: usize) -> Result<Vec<NewJob>, BoxError> {
         .collect()
 }
 
+/// Jobs `from..from + n` keyed as the bench's keyed drain keys them.
+fn keyed_jobs(from: usize, n: usize) -> Result<Vec<NewJob>, BoxError> {
+    (from..from + n)
+        .map(|i| {
+            NewJob::builder("bench_noop", Payload::from_json(format!(r#"{{"n":{i}}}"#))?)
+                .queue("bench")
+                .key(format!("k{}", i % 10_000))
+                .build()
+                .map_err(Into::into)
+        })
+        .collect()
+}
+
+/// What a drain pass drains: plain jobs, the members of one fan-in, or
+/// keyed jobs (see the module doc).
+#[derive(Clone, Copy, PartialEq)]
+enum Pass {
+    Plain,
+    Fanin,
+    Keyed,
+}
+
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
     let url = std::env::var("JQ_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
@@ -92,12 +117,18 @@ async fn main() -> Result<(), BoxError> {
     let args: Vec<String> = std::env::args().collect();
     if let Some(batch) = args.iter().position(|a| a == "--drain").and_then(|i| args.get(i + 1)) {
         let gate = args.iter().any(|a| a == "--gate");
-        let fanin = args.iter().any(|a| a == "--fanin");
+        let pass = if args.iter().any(|a| a == "--fanin") {
+            Pass::Fanin
+        } else if args.iter().any(|a| a == "--keyed") {
+            Pass::Keyed
+        } else {
+            Pass::Plain
+        };
         let jobs = match args.iter().position(|a| a == "--jobs").and_then(|i| args.get(i + 1)) {
             Some(n) => n.parse()?,
             None => JOBS,
         };
-        drain_pass(&s, &mut conn, batch.parse()?, jobs, gate, fanin).await?;
+        drain_pass(&s, &mut conn, batch.parse()?, jobs, gate, pass).await?;
         s.delete_all_keys().await?;
         return Ok(());
     }
@@ -168,7 +199,7 @@ async fn main() -> Result<(), BoxError> {
     report("claim (16 at a time)", (0, 0), claim_usec, claim_wall, done);
     report("complete (16 acks at a time)", (0, 0), complete_usec, complete_wall, done);
     for batch in [16, 128] {
-        drain_pass(&s, &mut conn, batch, JOBS, false, false).await?;
+        drain_pass(&s, &mut conn, batch, JOBS, false, Pass::Plain).await?;
     }
     s.delete_all_keys().await?;
     Ok(())
@@ -191,19 +222,28 @@ fn gate_at(mark: &str, gate: bool) -> Result<(), BoxError> {
 /// and prints what the pass cost the server per job: its CPU time, then the
 /// commands the scripts called (Redis counts those too; the rest of
 /// EVALSHA's time is Lua itself). The bench's drain claims about 128 jobs
-/// per call. `gate`: see the module doc. `fanin`: the jobs are the
-/// members of one fan-in, whose callback the pass drains too.
+/// per call. `gate`: see the module doc. `pass`: plain jobs, the members
+/// of one fan-in (whose callback the pass drains too), or keyed jobs.
 async fn drain_pass(
     s: &RedisStorage,
     conn: &mut redis::aio::MultiplexedConnection,
     batch: usize,
     total: usize,
     gate: bool,
-    fanin: bool,
+    pass: Pass,
 ) -> Result<(), BoxError> {
-    let chunks: Vec<Vec<NewJob>> =
-        (0..total).step_by(1000).map(|start| jobs((total - start).min(1000))).collect::<Result<_, _>>()?;
-    let plan = if fanin {
+    let chunks: Vec<Vec<NewJob>> = (0..total)
+        .step_by(1000)
+        .map(|start| match pass {
+            Pass::Keyed => keyed_jobs(start, (total - start).min(1000)),
+            _ => jobs((total - start).min(1000)),
+        })
+        .collect::<Result<_, _>>()?;
+    if pass == Pass::Keyed {
+        let one = jq_core::QueueLimits { concurrency: Some(1), rate: None };
+        s.require_keys()?.set_key_limits(&QueueName::new("bench")?, None, &one).await?;
+    }
+    let plan = if pass == Pass::Fanin {
         let callback = jobs(1)?.into_iter().next().ok_or("no callback job")?;
         Some(Batch::new(chunks.concat(), callback).plan()?)
     } else {
@@ -246,7 +286,11 @@ async fn drain_pass(
     let per_job = |usec: f64| usec / done.max(1) as f64;
     println!(
         "drain pass{}, {batch:>3} at a time   {:>6.2} us/job server CPU  {:>8.0} jobs/s wall",
-        if fanin { " (fan-in)" } else { "" },
+        match pass {
+            Pass::Plain => "",
+            Pass::Fanin => " (fan-in)",
+            Pass::Keyed => " (keyed)",
+        },
         per_job(cpu),
         done as f64 / wall.as_secs_f64()
     );
