@@ -396,6 +396,7 @@ macro_rules! __capability_tests {
             plain_and_keyed_jobs_are_merged_by_run_at,
             a_key_that_comes_back_enters_behind_the_waiting_keys,
             keys_report_the_busiest_keys,
+            keyed_claims_follow_the_reference_model,
         );
     };
     ($other:ident, $setup:expr) => {

@@ -444,3 +444,115 @@ pub async fn keys_report_the_busiest_keys<H: Harness>(h: &H) {
     let empty = keys(&storage).keys(&queue("nothing-here"), 10).await.expect("keys of an unknown queue");
     assert!(empty.default.is_none() && empty.overrides.is_empty() && empty.busiest.is_empty());
 }
+
+/// Keyed claims take what the reference model takes (`MemoryStorage`,
+/// memory/keys.rs): the same jobs go to the backend and to the model, and
+/// every claim of a random size takes the same jobs from both, between
+/// acks of random Running jobs and moves of the clock, until both are
+/// drained (jobs compared by run_at, distinct per job, since their ids
+/// differ). Seeded cases, each its own queue: a default concurrency of 1,
+/// 2 or none, an override on one key, two priorities, Scheduled jobs
+/// coming due, jobs without a key, and a deep key (a fifth of the jobs).
+pub async fn keyed_claims_follow_the_reference_model<H: Harness>(h: &H) {
+    for seed in 1..=24u64 {
+        keyed_claims_against_the_model(h, seed).await;
+    }
+}
+
+/// One seeded case of [`keyed_claims_follow_the_reference_model`].
+async fn keyed_claims_against_the_model<H: Harness>(h: &H, seed: u64) {
+    // xorshift: a case repeats from its seed.
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut rand = move |n: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % n
+    };
+    let clock = manual_clock();
+    let backend = h.connect(clock.clock()).await;
+    let model = crate::MemoryStorage::new().clock(clock.clock());
+    let q = format!("model{seed}");
+    let default = match seed % 3 {
+        0 => Some(concurrency(1)),
+        1 => Some(concurrency(2)),
+        _ => None,
+    };
+    let total = 30 + rand(60) as usize;
+    let key_count = 1 + rand(20);
+    for storage in [keys(&backend), keys(&model)] {
+        if let Some(limits) = default {
+            storage.set_key_limits(&queue(&q), None, &limits).await.expect("set the default");
+        }
+        if seed.is_multiple_of(4) {
+            storage.set_key_limits(&queue(&q), Some("k0"), &concurrency(3)).await.expect("set an override");
+        }
+    }
+    // Due jobs one millisecond apart in the past, a few due later.
+    let base = clock.now();
+    clock.advance(Duration::from_millis(total as u64 + 1));
+    let mut specs = Vec::new();
+    for i in 0..total {
+        let key = match rand(10) {
+            0 if seed.is_multiple_of(5) => None,
+            1 | 2 => Some("deep".to_owned()),
+            _ => Some(format!("k{}", rand(key_count))),
+        };
+        let high = seed % 4 == 2 && rand(3) == 0;
+        let at = if seed.is_multiple_of(2) && rand(8) == 0 { total + 2 + i } else { i };
+        specs.push((key, high, add(base, Duration::from_millis(at as u64))));
+    }
+    let jobs = || {
+        specs
+            .iter()
+            .enumerate()
+            .map(|(i, (key, high, at))| {
+                let b = builder(&q, i).run_at(*at);
+                let b = if *high { b.priority(jq_core::Priority::High) } else { b };
+                build(if let Some(key) = key { b.key(key.clone()) } else { b }, &clock)
+            })
+            .collect::<Vec<_>>()
+    };
+    enqueue_all(&backend, jobs()).await;
+    enqueue_all(&model, jobs()).await;
+
+    let mut running: [Vec<Job>; 2] = [Vec::new(), Vec::new()];
+    let mut done = 0;
+    for round in 0.. {
+        assert!(round < 2_000, "seed {seed}: the drain did not end");
+        let limit = 1 + rand(12) as usize;
+        let from_backend = claim(&backend, &[q.as_str()], limit, "w").await;
+        let from_model = claim(&model, &[q.as_str()], limit, "w").await;
+        let taken = |jobs: &[Job]| {
+            let mut at: Vec<_> = jobs.iter().map(|j| (j.run_at, j.key.clone())).collect();
+            at.sort();
+            at
+        };
+        assert_eq!(
+            taken(&from_backend),
+            taken(&from_model),
+            "seed {seed}, round {round}: a claim of {limit} took other jobs than the model's"
+        );
+        let empty = from_model.is_empty();
+        running[0].extend(from_backend);
+        running[1].extend(from_model);
+        // About half of the Running jobs acked, the same in both.
+        let acked: Vec<_> = running[1].iter().map(|j| j.run_at).filter(|_| rand(2) == 0).collect();
+        for job in running[0].iter().filter(|j| acked.contains(&j.run_at)) {
+            backend.ack(lease(job)).await.expect("ack");
+        }
+        for job in running[1].iter().filter(|j| acked.contains(&j.run_at)) {
+            model.ack(lease(job)).await.expect("ack");
+        }
+        for jobs in &mut running {
+            jobs.retain(|j| !acked.contains(&j.run_at));
+        }
+        done += acked.len();
+        if done == total {
+            break;
+        }
+        if empty {
+            clock.advance(Duration::from_millis(20));
+        }
+    }
+}
