@@ -1116,14 +1116,7 @@ async fn the_one_statement_keyed_claim_takes_what_the_general_one_takes() {
 /// One seeded case of [`the_one_statement_keyed_claim_takes_what_the_general_one_takes`].
 async fn one_statement_against_the_general_claim(f: &Fixture, seed: u64) {
     use jq_core::{Priority, QueueLimits};
-    // xorshift: the cases repeat from their seed.
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut rand = move |n: u64| {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state % n
-    };
+    let mut rand = jq_testkit::seeded_draws(seed);
     let clock = ManualClock::starting_now();
     let s = f.connect(clock.clock()).await;
     let (fast, general) = (format!("fast{seed}"), format!("general{seed}"));

@@ -75,26 +75,19 @@ async fn evalsha_usec(conn: &mut redis::aio::MultiplexedConnection) -> Result<(u
     Ok(command_stats(conn).await?.get("evalsha").copied().unwrap_or((0, 0)))
 }
 
-fn jobs(n: usize) -> Result<Vec<NewJob>, BoxError> {
+/// `n` jobs of queue "bench" (payloads numbered from 0 in each batch, as
+/// the figures in BENCHMARKS.md were taken); with `keys_from`, keyed as the
+/// bench's keyed drain keys them, counting from there: job i's key is
+/// `k<i mod 10,000>`.
+fn jobs(n: usize, keys_from: Option<usize>) -> Result<Vec<NewJob>, BoxError> {
     (0..n)
         .map(|i| {
-            NewJob::builder("bench_noop", Payload::from_json(format!(r#"{{"n":{i}}}"#))?)
-                .queue("bench")
-                .build()
-                .map_err(Into::into)
-        })
-        .collect()
-}
-
-/// Jobs `from..from + n` keyed as the bench's keyed drain keys them.
-fn keyed_jobs(from: usize, n: usize) -> Result<Vec<NewJob>, BoxError> {
-    (from..from + n)
-        .map(|i| {
-            NewJob::builder("bench_noop", Payload::from_json(format!(r#"{{"n":{i}}}"#))?)
-                .queue("bench")
-                .key(format!("k{}", i % 10_000))
-                .build()
-                .map_err(Into::into)
+            let b = NewJob::builder("bench_noop", Payload::from_json(format!(r#"{{"n":{i}}}"#))?).queue("bench");
+            let b = match keys_from {
+                Some(from) => b.key(format!("k{}", (from + i) % 10_000)),
+                None => b,
+            };
+            b.build().map_err(Into::into)
         })
         .collect()
 }
@@ -150,7 +143,7 @@ async fn main() -> Result<(), BoxError> {
     }
     println!("{:<28} {:>8.1} us per awaited PING (client floor)", "ping", t.elapsed().as_secs_f64() * 1e6 / 5000.0);
 
-    let batches: Vec<Vec<NewJob>> = (0..JOBS / 1000).map(|_| jobs(1000)).collect::<Result<_, _>>()?;
+    let batches: Vec<Vec<NewJob>> = (0..JOBS / 1000).map(|_| jobs(1000, None)).collect::<Result<_, _>>()?;
     let b = evalsha_usec(&mut conn).await?;
     let t = Instant::now();
     for batch in batches {
@@ -159,7 +152,7 @@ async fn main() -> Result<(), BoxError> {
     let wall = t.elapsed();
     report("enqueue (batches of 1000)", b, evalsha_usec(&mut conn).await?, wall, JOBS);
 
-    let singles = jobs(5000)?;
+    let singles = jobs(5000, None)?;
     let b = evalsha_usec(&mut conn).await?;
     let t = Instant::now();
     for job in singles {
@@ -234,17 +227,14 @@ async fn drain_pass(
 ) -> Result<(), BoxError> {
     let chunks: Vec<Vec<NewJob>> = (0..total)
         .step_by(1000)
-        .map(|start| match pass {
-            Pass::Keyed => keyed_jobs(start, (total - start).min(1000)),
-            _ => jobs((total - start).min(1000)),
-        })
+        .map(|start| jobs((total - start).min(1000), (pass == Pass::Keyed).then_some(start)))
         .collect::<Result<_, _>>()?;
     if pass == Pass::Keyed {
         let one = jq_core::QueueLimits { concurrency: Some(1), rate: None };
         s.require_keys()?.set_key_limits(&QueueName::new("bench")?, None, &one).await?;
     }
     let plan = if pass == Pass::Fanin {
-        let callback = jobs(1)?.into_iter().next().ok_or("no callback job")?;
+        let callback = jobs(1, None)?.into_iter().next().ok_or("no callback job")?;
         Some(Batch::new(chunks.concat(), callback).plan()?)
     } else {
         None

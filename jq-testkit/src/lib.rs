@@ -122,6 +122,18 @@ pub mod workflow_model;
 pub use faults::FaultyStorage;
 pub use memory::{MemoryHarness, MemoryStorage};
 
+/// Draws of a generator seeded by `seed` (proptest's ChaCha): `draw(n)` is
+/// uniform in `0..n`, and a seed repeats its draws, so a seeded case fails
+/// the same way on every run.
+pub fn seeded_draws(seed: u64) -> impl FnMut(u64) -> u64 {
+    use proptest::prelude::RngExt;
+    use proptest::test_runner::{RngAlgorithm, TestRng};
+    let mut bytes = [0u8; 32];
+    bytes[..8].copy_from_slice(&seed.to_le_bytes());
+    let mut rng = TestRng::from_seed(RngAlgorithm::ChaCha, &bytes);
+    move |n| rng.random_range(0..n)
+}
+
 /// The ids of every page [`Storage::list`] gives for `filter`, from the
 /// start and following the `after` cursor until a page is not full, as
 /// operators' tools page. Panics when a call fails or paging does not end

@@ -461,14 +461,7 @@ pub async fn keyed_claims_follow_the_reference_model<H: Harness>(h: &H) {
 
 /// One seeded case of [`keyed_claims_follow_the_reference_model`].
 async fn keyed_claims_against_the_model<H: Harness>(h: &H, seed: u64) {
-    // xorshift: a case repeats from its seed.
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut rand = move |n: u64| {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state % n
-    };
+    let mut rand = crate::seeded_draws(seed);
     let clock = manual_clock();
     let backend = h.connect(clock.clock()).await;
     let model = crate::MemoryStorage::new().clock(clock.clock());
