@@ -17,6 +17,7 @@
 //! no longer finds it. On the writer, inside the claim's transaction.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::rc::Rc;
 
 use jq_core::storage::allowance;
 use jq_core::{Job, Priority, QueueLimits, QueueName, Result, State};
@@ -62,7 +63,7 @@ const MAX_HEADS: usize = 64;
 /// rotation has passed it (then `from` is that key).
 struct Page {
     priority: Priority,
-    from: String,
+    from: Rc<str>,
     heads: VecDeque<Head>,
     complete: bool,
 }
@@ -71,7 +72,7 @@ impl Page {
     /// Whether this page knows the first head after `after` at `priority`.
     fn covers(&self, priority: Priority, after: &str) -> bool {
         self.priority == priority
-            && self.from.as_str() <= after
+            && &*self.from <= after
             && (self.complete || self.heads.back().and_then(|h| h.key.as_deref()).is_some_and(|last| after < last))
     }
 }
@@ -80,8 +81,10 @@ impl Page {
 pub(crate) struct Head {
     pub(crate) priority: Priority,
     /// `None` when the stored key is not text (a corrupt row): served
-    /// without limits nor cursor, and buried by its take.
-    key: Option<String>,
+    /// without limits nor cursor, and buried by its take. Shared (the
+    /// page, the cursor and the key's load hold the same key): the
+    /// rotation copied each head's key four times more before.
+    key: Option<Rc<str>>,
     pub(crate) seq: i64,
     pub(crate) id: [u8; 16],
     pub(crate) run_at: i64,
@@ -134,10 +137,10 @@ pub(crate) struct Rotation<'c> {
     /// concurrency limit is first met (keys_running.sql).
     running: Option<HashMap<String, u64>>,
     /// Each key met so far.
-    loads: HashMap<String, Load>,
+    loads: HashMap<Rc<str>, Load>,
     /// Per priority (index = stored value): `None` until read; then the
     /// cursor, `Some(None)` when there is none.
-    cursors: [Option<Option<String>>; 4],
+    cursors: [Option<Option<Rc<str>>>; 4],
     /// Per priority: the cursor moved in this claim (written at the end).
     moved: [bool; 4],
     /// Per priority: no eligible key is left in this claim. Within one
@@ -159,7 +162,7 @@ pub(crate) struct Rotation<'c> {
 /// The head a page's row `r` holds, at `priority`.
 fn head(r: &rusqlite::Row<'_>, priority: Priority) -> rusqlite::Result<Head> {
     let key = match r.get_ref(KEY)? {
-        ValueRef::Text(t) => std::str::from_utf8(t).ok().map(str::to_owned),
+        ValueRef::Text(t) => std::str::from_utf8(t).ok().map(Rc::from),
         _ => None,
     };
     let mut id = [0u8; 16];
@@ -191,6 +194,29 @@ fn head(r: &rusqlite::Row<'_>, priority: Priority) -> rusqlite::Result<Head> {
         workflow: r.get::<_, Option<WorkflowKey>>(WORKFLOW).ok().flatten(),
         limits,
     })
+}
+
+/// Queue `queue`'s Running keyed jobs per key (keys_running.sql, a row
+/// per job): a key already counted is looked up by its bytes, so only a
+/// key's first job allocates. Out of line, as [`Rotation::read_page`], so
+/// that callgrind counts the two reads apart (BENCHMARKS.md, session 28).
+#[inline(never)]
+fn read_running(conn: &Connection, queue: &str) -> Result<HashMap<String, u64>> {
+    let mut per_key: HashMap<String, u64> = HashMap::new();
+    let mut read = conn.prepare_cached(RUNNING).map_err(db)?;
+    let mut rows = read.query(params![queue]).map_err(db)?;
+    while let Some(r) = rows.next().map_err(db)? {
+        // A key that is not text (a corrupt row) holds no slot of a real key.
+        let ValueRef::Text(t) = r.get_ref(0).map_err(db)? else { continue };
+        let Ok(key) = std::str::from_utf8(t) else { continue };
+        match per_key.get_mut(key) {
+            Some(n) => *n += 1,
+            None => {
+                per_key.insert(key.to_owned(), 1);
+            }
+        }
+    }
+    Ok(per_key)
 }
 
 fn slot(priority: Priority) -> usize {
@@ -253,13 +279,13 @@ impl<'c> Rotation<'c> {
         let run_at = self.yielded[p].map_or(head.run_at, |y| y.max(head.run_at));
         self.yielded[p] = Some(run_at);
         if let Some(key) = &head.key {
-            self.cursors[p] = Some(Some(key.clone()));
+            self.cursors[p] = Some(Some(Rc::clone(key)));
             self.moved[p] = true;
             if let Some(load) = self.loads.get_mut(key) {
                 load.running += 1;
                 if load.limits.rate.is_some() {
                     load.started += 1;
-                    *self.starts.entry(key.clone()).or_default() += 1;
+                    *self.starts.entry(key.to_string()).or_default() += 1;
                 }
             }
         }
@@ -282,7 +308,7 @@ impl<'c> Rotation<'c> {
             if let (true, Some(Some(key))) = (self.moved[p], &self.cursors[p]) {
                 conn.prepare_cached(CURSOR_PUT)
                     .map_err(db)?
-                    .execute(params![queue, priority.as_i16(), key])
+                    .execute(params![queue, priority.as_i16(), &**key])
                     .map_err(db)?;
             }
         }
@@ -303,7 +329,7 @@ impl<'c> Rotation<'c> {
             let cursor = self.cursor(conn, priority)?;
             // '' is before every key (a key is never empty). With no
             // cursor, the first pass covers every key.
-            let mut after = cursor.clone().unwrap_or_default();
+            let mut after: Rc<str> = cursor.clone().unwrap_or_else(|| Rc::from(""));
             let mut wrapped = cursor.is_none();
             loop {
                 let Some(head) = self.next_head(conn, priority, &after)? else {
@@ -311,10 +337,10 @@ impl<'c> Rotation<'c> {
                         break;
                     }
                     wrapped = true;
-                    after.clear();
+                    after = Rc::from("");
                     continue;
                 };
-                let Some(key) = head.key.clone() else {
+                let Some(key) = head.key.as_ref().map(Rc::clone) else {
                     // Not text: take it, so that it is buried.
                     return Ok(Some(head));
                 };
@@ -345,15 +371,15 @@ impl<'c> Rotation<'c> {
         }
         let Some(page) = self.page.as_mut() else { return Ok(None) };
         while let Some(Head { key: Some(key), .. }) = page.heads.front() {
-            if key.as_str() > after {
+            if &**key > after {
                 break;
             }
-            page.from = key.clone();
+            page.from = Rc::clone(key);
             page.heads.pop_front();
         }
         let head = page.heads.pop_front();
         if let Some(Head { key: Some(key), .. }) = &head {
-            page.from = key.clone();
+            page.from = Rc::clone(key);
         }
         Ok(head)
     }
@@ -361,7 +387,9 @@ impl<'c> Rotation<'c> {
     /// Reads the heads of the keys after `after` at `priority`, at most
     /// one more than the claim may still take and has skipped (up to
     /// [`MAX_HEADS`]), stepping over each key's later jobs (not decoded)
-    /// for at most [`ROWS_PER_HEAD`] rows per head.
+    /// for at most [`ROWS_PER_HEAD`] rows per head. Out of line: see
+    /// [`read_running`].
+    #[inline(never)]
     fn read_page(&mut self, conn: &'c Connection, priority: Priority, after: &str) -> Result<Page> {
         let overrides = match self.overrides {
             Some(overrides) => overrides,
@@ -401,17 +429,17 @@ impl<'c> Rotation<'c> {
                 break;
             }
         }
-        Ok(Page { priority, from: after.to_owned(), heads, complete })
+        Ok(Page { priority, from: Rc::from(after), heads, complete })
     }
 
     /// Whether `key`'s limits allow one more job, counting this claim's;
     /// `own` is its override as its head's page read it.
-    fn eligible(&mut self, conn: &Connection, key: &str, own: Option<QueueLimits>, now_us: i64) -> Result<bool> {
+    fn eligible(&mut self, conn: &Connection, key: &Rc<str>, own: Option<QueueLimits>, now_us: i64) -> Result<bool> {
         let load = match self.loads.get(key) {
             Some(load) => *load,
             None => {
                 let load = self.load(conn, key, own, now_us)?;
-                self.loads.insert(key.to_owned(), load);
+                self.loads.insert(Rc::clone(key), load);
                 load
             }
         };
@@ -437,16 +465,7 @@ impl<'c> Rotation<'c> {
         let running: i64 = match limits.concurrency {
             Some(_) => {
                 if self.running.is_none() {
-                    let mut per_key = HashMap::new();
-                    let mut read = conn.prepare_cached(RUNNING).map_err(db)?;
-                    let mut rows = read.query(params![queue]).map_err(db)?;
-                    while let Some(r) = rows.next().map_err(db)? {
-                        // A key that is not text (a corrupt row) holds no slot of a real key.
-                        if let Ok(k) = r.get::<_, String>(0) {
-                            per_key.insert(k, u64::try_from(r.get::<_, i64>(1).map_err(db)?).unwrap_or(0));
-                        }
-                    }
-                    self.running = Some(per_key);
+                    self.running = Some(read_running(conn, queue)?);
                 }
                 self.running.as_ref().and_then(|m| m.get(key)).map_or(0, |n| i64::try_from(*n).unwrap_or(i64::MAX))
             }
@@ -467,7 +486,7 @@ impl<'c> Rotation<'c> {
     }
 
     /// The cursor at `priority`, read once per claim.
-    fn cursor(&mut self, conn: &Connection, priority: Priority) -> Result<Option<String>> {
+    fn cursor(&mut self, conn: &Connection, priority: Priority) -> Result<Option<Rc<str>>> {
         let p = slot(priority);
         if let Some(cursor) = &self.cursors[p] {
             return Ok(cursor.clone());
@@ -478,6 +497,7 @@ impl<'c> Rotation<'c> {
             .query_row(params![self.queue.as_str(), priority.as_i16()], |r| r.get(0))
             .optional()
             .map_err(db)?;
+        let cursor: Option<Rc<str>> = cursor.map(Rc::from);
         self.cursors[p] = Some(cursor.clone());
         Ok(cursor)
     }
