@@ -55,6 +55,10 @@ const KEY: usize = 21;
 const ROWS_PER_HEAD: usize = 4;
 /// Heads a page keeps at most, whatever the claim's size.
 const MAX_HEADS: usize = 64;
+/// The claim's maps of keys are made this large at most before they
+/// fill: each key of a claim is hashed again at every doubling of a map
+/// created empty.
+const MAX_PRESIZED: usize = 256;
 
 /// The heads read ahead at one priority: those of every key after `from`
 /// (in byte order) up to the last one kept, or of every key after `from`
@@ -136,7 +140,7 @@ pub(crate) struct Rotation<'c> {
     /// The queue's Running keyed jobs per key, read when a key with a
     /// concurrency limit is first met (keys_running.sql).
     running: Option<HashMap<String, u64>>,
-    /// Each key met so far.
+    /// Each key met so far (sized for the claim: see [`MAX_PRESIZED`]).
     loads: HashMap<Rc<str>, Load>,
     /// Per priority (index = stored value): `None` until read; then the
     /// cursor, `Some(None)` when there is none.
@@ -175,8 +179,11 @@ fn head(r: &rusqlite::Row<'_>, priority: Priority) -> rusqlite::Result<Head> {
         _ => State::Pending,
     };
     // Lenient, as the plain walk: a corrupt row is buried by its take.
-    let limits = match r.get::<_, bool>(OVERRIDE) {
-        Ok(true) => Some(control::limits(
+    // The integers are read as references (`get_ref`), which costs half
+    // a `get` (BENCHMARKS.md, session 28).
+    let int = |i: usize| r.get_ref(i).ok().and_then(|v| v.as_i64().ok());
+    let limits = match int(OVERRIDE) {
+        Some(n) if n != 0 => Some(control::limits(
             r.get(OVERRIDE + 1).ok().flatten(),
             r.get(OVERRIDE + 2).ok().flatten(),
             r.get(OVERRIDE + 3).ok().flatten(),
@@ -188,9 +195,9 @@ fn head(r: &rusqlite::Row<'_>, priority: Priority) -> rusqlite::Result<Head> {
         key,
         seq: r.get(SEQ)?,
         id,
-        run_at: r.get(8).unwrap_or(i64::MIN),
+        run_at: int(8).unwrap_or(i64::MIN),
         from,
-        read: Some((row::decode(r), r.get::<_, i64>(FLOW).ok())),
+        read: Some((row::decode(r), int(FLOW))),
         workflow: r.get::<_, Option<WorkflowKey>>(WORKFLOW).ok().flatten(),
         limits,
     })
@@ -198,11 +205,13 @@ fn head(r: &rusqlite::Row<'_>, priority: Priority) -> rusqlite::Result<Head> {
 
 /// Queue `queue`'s Running keyed jobs per key (keys_running.sql, a row
 /// per job): a key already counted is looked up by its bytes, so only a
-/// key's first job allocates. Out of line, as [`Rotation::read_page`], so
+/// key's first job allocates. `expected` sizes the map (about as many
+/// keyed jobs run as a claim takes), so that it is not rehashed as it
+/// grows. Out of line, as [`Rotation::read_page`], so
 /// that callgrind counts the two reads apart (BENCHMARKS.md, session 28).
 #[inline(never)]
-fn read_running(conn: &Connection, queue: &str) -> Result<HashMap<String, u64>> {
-    let mut per_key: HashMap<String, u64> = HashMap::new();
+fn read_running(conn: &Connection, queue: &str, expected: usize) -> Result<HashMap<String, u64>> {
+    let mut per_key: HashMap<String, u64> = HashMap::with_capacity(expected);
     let mut read = conn.prepare_cached(RUNNING).map_err(db)?;
     let mut rows = read.query(params![queue]).map_err(db)?;
     while let Some(r) = rows.next().map_err(db)? {
@@ -241,7 +250,7 @@ impl<'c> Rotation<'c> {
             default: None,
             overrides: None,
             running: None,
-            loads: HashMap::new(),
+            loads: HashMap::with_capacity(want.min(MAX_PRESIZED)),
             cursors: Default::default(),
             moved: [false; 4],
             exhausted,
@@ -465,7 +474,7 @@ impl<'c> Rotation<'c> {
         let running: i64 = match limits.concurrency {
             Some(_) => {
                 if self.running.is_none() {
-                    self.running = Some(read_running(conn, queue)?);
+                    self.running = Some(read_running(conn, queue, self.left.min(MAX_PRESIZED))?);
                 }
                 self.running.as_ref().and_then(|m| m.get(key)).map_or(0, |n| i64::try_from(*n).unwrap_or(i64::MAX))
             }
