@@ -86,8 +86,8 @@ pub(crate) struct Head {
     pub(crate) priority: Priority,
     /// `None` when the stored key is not text (a corrupt row): served
     /// without limits nor cursor, and buried by its take. Shared (the
-    /// page, the cursor and the key's load hold the same key): the
-    /// rotation copied each head's key four times more before.
+    /// page, the cursor and the key's load hold the same key), where each
+    /// of them held a copy of its own.
     key: Option<Rc<str>>,
     pub(crate) seq: i64,
     pub(crate) id: [u8; 16],
@@ -179,8 +179,9 @@ fn head(r: &rusqlite::Row<'_>, priority: Priority) -> rusqlite::Result<Head> {
         _ => State::Pending,
     };
     // Lenient, as the plain walk: a corrupt row is buried by its take.
-    // The integers are read as references (`get_ref`), which costs half
-    // a `get` (BENCHMARKS.md, session 28).
+    // The integers are read as references (`get_ref`), which spares the
+    // typed `get`'s conversion and error wrapping at every head
+    // (BENCHMARKS.md, session 28).
     let int = |i: usize| r.get_ref(i).ok().and_then(|v| v.as_i64().ok());
     let limits = match int(OVERRIDE) {
         Some(n) if n != 0 => Some(control::limits(
