@@ -208,8 +208,8 @@ fn head(r: &rusqlite::Row<'_>, priority: Priority) -> rusqlite::Result<Head> {
 /// per job): a key already counted is looked up by its bytes, so only a
 /// key's first job allocates. `expected` sizes the map (about as many
 /// keyed jobs run as a claim takes), so that it is not rehashed as it
-/// grows. Out of line, as [`Rotation::read_page`], so
-/// that callgrind counts the two reads apart (BENCHMARKS.md, session 28).
+/// grows. Out of line, as [`Rotation::read_page`], so that callgrind
+/// counts the two reads apart (BENCHMARKS.md, session 28).
 #[inline(never)]
 fn read_running(conn: &Connection, queue: &str, expected: usize) -> Result<HashMap<String, u64>> {
     let mut per_key: HashMap<String, u64> = HashMap::with_capacity(expected);
