@@ -32,8 +32,7 @@
 //! | `P:{P:Q}:control` | hash | the queue's control (`ControlStorage::set_paused`, `set_limits`): `paused_at concurrency rate_limit rate_period` (microseconds); absent when nothing is set |
 //! | `P:{P:Q}:starts` | sorted set | the rate limit's log: one member `<token>:<id>` per start, score its instant; claim drops those that left the window |
 //! | `P:{P:Q}:seen` | hash | worker -> `<instant>:<1 if paused>` of its latest claim that met a control |
-//! | `P:{P:Q}:v2:kready:<K>` | sorted set | key `K`'s Pending jobs (keyed jobs are never in `ready` or `scheduled`): score `-priority`, member as in `ready`, so within a priority lexicographic = (run_at, id) |
-//! | `P:{P:Q}:v2:krot` | sorted set | the rotation's members: one per (priority, key) with a Pending job, score 0, member `<5000000000 - priority, 11 digits><K>`, so `ZRANGE` gives the priorities from the highest and each priority's keys in byte order (`kmember` in `lua/common.lua`) |
+//! | `P:{P:Q}:v2:kwait` | sorted set | the queue's keyed Pending jobs (keyed jobs are never in `ready` or `scheduled`), score 0, member `<5000000000 - priority, 11 digits><K>\0<member as in ready>`: so `ZRANGEBYLEX` reads the priorities from the highest, each priority's keys in byte order (a key's members come right after those of every key it is a prefix of: keys hold no NUL), and each key's jobs by (run_at, id), its first one its head (`kwait_member` in `lua/common.lua`) |
 //! | `P:{P:Q}:v2:kscheduled` | sorted set | keyed Scheduled jobs, score run_at (promote and claim make the due ones Pending, run_at kept) |
 //! | `P:{P:Q}:v2:kpending` | string | how many keyed jobs are Pending (for `stats`) |
 //! | `P:{P:Q}:v2:krun` | hash | key -> its Running jobs (expired leases included until recover or a late ack); every move into Running (claim) and out of it (`leave` in `lua/common.lua`, and the ack batch) keeps it. A keyed claim also writes the field `""` (no key is empty) with the long value that keeps `v2:jobs` a hashtable (below): claims and ack batches look up tens of keys at a time, each a walk of a listpack |
@@ -47,7 +46,7 @@
 //! | `P:schedules` | hash | registry of periodic jobs: name -> queue (its own slot), for `periodic` and `trigger` |
 //! | `P:wake` | pub/sub channel | published by the scripts that make a job Pending |
 //!
-//! A job is in exactly one of `waiting`, `ready` (or its key's `kready:<K>`),
+//! A job is in exactly one of `waiting`, `ready` (or `kwait`),
 //! `scheduled` (or `kscheduled`), `leases`, `done:*`, the one its `state`
 //! names; every script keeps that so.
 //!
@@ -57,19 +56,24 @@
 //! (`""` when it is no workflow step); a plain job's value is as before,
 //! so scripts learn a job's key from the value they read anyway. Keyed
 //! jobs stay out of `ready` and `scheduled`: a claim costs a queue one
-//! `EXISTS` of `v2:krot` and `v2:kscheduled` more, and only a queue with a
+//! `EXISTS` of `v2:kwait` and `v2:kscheduled` more, and only a queue with a
 //! keyed job walks its rotation (`rotations()` in `lua/common.lua`): for
 //! each priority from the highest, the keys after the cursor in byte order,
-//! wrapping around (read a page at a time with `ZRANGEBYLEX` of `v2:krot`,
-//! so a claim reads about as many keys as it passes), each checked against
-//! its limits and Running count (one `HMGET` of `v2:klimits` and one of
-//! `v2:krun` per page, and a rate-limited key's start log when the walk
-//! reaches it) before its head (`ZRANGEBYSCORE` of its `kready` at that
-//! priority, as many jobs as the key may take) is read; the merge with the
-//! plain jobs and the other queues' rotations is the contract's. A claim
-//! then costs one command per key it takes (the `ZREM` of its jobs), the
-//! rest (the rotation members left empty, the Pending count, the Running
-//! counts, the cursors) once per claim, and an ack batch one `HMGET` and
+//! wrapping around, read a page of `v2:kwait` at a time with `ZRANGEBYLEX`
+//! (about two members per job the claim may still take; a full page's last
+//! key is read further only when the claim needs more of it, and the next
+//! page starts past it, so a deep key costs a page what the claim may take
+//! of it), each key checked against its limits and Running count (one
+//! `HMGET` of `v2:klimits` and one of `v2:krun` per page, and a
+//! rate-limited key's start log when the walk reaches it); the merge with
+//! the plain jobs and the other queues' rotations is the contract's. A
+//! claim of one queue with no plain job to take, whose keys all follow a
+//! default of one Running job without a rate (no override), takes the
+//! first member of each key with no Running job in one walk per priority
+//! (`K.take_singles`): the same jobs, without the merge's bookkeeping. A
+//! claim then removes its jobs from `v2:kwait` with one `ZREM`, and writes
+//! the Pending count, the Running counts and the cursors once per claim;
+//! an ack batch costs one `HMGET` and
 //! one `HSET`/`HDEL` of `v2:krun` for all its keyed jobs. On Redis Cluster a keyed job lives in its queue's
 //! slot (the key does not pick one); a claim over several slots merges the
 //! queues' peeks, which give keyed jobs their effective run_at.
@@ -212,12 +216,11 @@ impl Keys {
             "seen",
             "seen_gc",
             "v2:kscheduled",
-            "v2:krot",
+            "v2:kwait",
             "v2:kpending",
             "v2:krun",
             "v2:kcursor",
             "v2:klimits",
-            "v2:kready:some-key",
             "v2:kstarts:some-key",
         ]
         .iter()

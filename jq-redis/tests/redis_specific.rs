@@ -592,9 +592,8 @@ async fn a_workflow_spans_queues_on_a_single_server() {
 /// The keyed jobs' keys (keys.rs, "Keyed jobs") follow every move of a
 /// keyed job: Running counts per key go back to nothing once no job of the
 /// key runs (ack, nack with and without delay, bury, cancel of a Pending
-/// one, promote of a Scheduled one), the rotation's members and the
-/// Pending count leave with the last Pending job, and plain jobs never
-/// touch them.
+/// one, promote of a Scheduled one), `v2:kwait` and the Pending count
+/// leave with the last Pending job, and plain jobs never touch them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keyed_jobs_keys_follow_every_move() {
     jq_testkit::needs!(redis);
@@ -610,7 +609,7 @@ async fn keyed_jobs_keys_follow_every_move() {
         async move { redis::cmd("EXISTS").arg(keys).query_async::<u64>(&mut conn).await.unwrap() }
     };
     let keyed_keys = |base: &str| {
-        ["v2:krot", "v2:kscheduled", "v2:kpending", "v2:krun", "v2:kcursor", "v2:kready:a", "v2:kready:b"]
+        ["v2:kwait", "v2:kscheduled", "v2:kpending", "v2:krun", "v2:kcursor"]
             .map(|k| format!("{base}{k}"))
             .to_vec()
     };
@@ -670,6 +669,36 @@ async fn keyed_jobs_keys_follow_every_move() {
     assert_eq!(exists(&mut conn, left).await, 0, "nothing left of the keyed jobs but the cursors");
     let stats = s.stats().await.unwrap();
     assert_eq!((stats.total(State::Pending), stats.total(State::Running), stats.total(State::Scheduled)), (0, 0, 0));
+    common::drop_prefix(&prefix).await;
+}
+
+/// A keyed Pending job's member in `v2:kwait` starts with its priority,
+/// read from its stored body: when that is corrupt, cancel looks for the
+/// member at every priority the queue holds, so the job still leaves the
+/// index and the Pending count, and the key's other jobs are claimed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_finds_a_keyed_job_whose_priority_is_corrupt() {
+    jq_testkit::needs!(redis);
+    let prefix = common::prefix();
+    let clock = ManualClock::starting_now();
+    let s = common::connect(&prefix, clock.clock()).await;
+    let base = s.keys().base("q");
+    let mut conn = raw_conn().await;
+    let jobs = vec![
+        job("q", 0).key("a").build_at(clock.now()).unwrap(),
+        job("q", 1).key("a").priority(Priority::High).build_at(clock.now()).unwrap(),
+        job("q", 2).key("a").build_at(clock.now()).unwrap(),
+    ];
+    let ids = s.enqueue(jobs).await.unwrap();
+    corrupt(&s, "q", ids[1], "priority", "urgent").await;
+    s.cancel(ids[1]).await.unwrap();
+    let members: Vec<Vec<u8>> =
+        redis::cmd("ZRANGE").arg(format!("{base}v2:kwait")).arg(0).arg(-1).query_async(&mut conn).await.unwrap();
+    assert_eq!(members.len(), 2, "the cancelled job left the index");
+    let pending: u64 = redis::cmd("GET").arg(format!("{base}v2:kpending")).query_async(&mut conn).await.unwrap();
+    assert_eq!(pending, 2);
+    let claimed = s.claim(&request("q", 10)).await.unwrap();
+    assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![ids[0], ids[2]], "the key's other jobs");
     common::drop_prefix(&prefix).await;
 }
 

@@ -86,7 +86,7 @@ end
 local keyed = {}
 local any_keyed = false
 for q = 1, #KEYS do
-  if allow[q] > 0 and redis.call('EXISTS', KEYS[q] .. 'v2:krot', KEYS[q] .. 'v2:kscheduled') > 0 then
+  if allow[q] > 0 and redis.call('EXISTS', KEYS[q] .. 'v2:kwait', KEYS[q] .. 'v2:kscheduled') > 0 then
     keyed[q] = true
     any_keyed = true
   end
@@ -180,9 +180,9 @@ local function take_plain(c)
   p[#p + 1] = id
   p[#p + 1] = count
 end
--- per queue index: id -> key of the keyed jobs taken, and the keys whose
--- limits have a rate (their starts are logged)
-local key_of, key_rated = {}, {}
+-- the key of each keyed job taken, by its place in claim order, and per
+-- queue index the keys whose limits have a rate (their starts are logged)
+local key_at, key_rated = {}, {}
 -- per queue index: its rotation (keyed queues only)
 local rot = {}
 if not any_keyed then
@@ -203,7 +203,7 @@ else
   for q = 1, #KEYS do
     if keyed[q] then
       local base = KEYS[q]
-      key_of[q], key_rated[q] = {}, {}
+      key_rated[q] = {}
       -- due keyed Scheduled jobs are claimable: Pending now, run_at kept
       -- (what promote does), so the rotation holds every claimable job
       local due = redis.call('ZRANGEBYSCORE', base .. 'v2:kscheduled', '-inf', ARGV[1], 'LIMIT', '0', ARGV[5])
@@ -215,17 +215,23 @@ else
       rot[q] = K.open(base, limit, now, false)
     end
   end
-  K.merge(candidates, rot, #KEYS, limit, function(q) return (taken[q] or 0) < allow[q] end, take_plain,
-    function(q, key, member, rated)
-      if rated then key_rated[q][key] = true end
-      taken[q] = (taken[q] or 0) + 1
-      count = count + 1
-      local id = string.sub(member, 21)
-      key_of[q][id] = key
-      local p = picked[q]
-      p[#p + 1] = id
-      p[#p + 1] = count
-    end)
+  -- keyed job `id` (key `key`) taken from queue index q
+  local function take_keyed(q, key, id)
+    taken[q] = (taken[q] or 0) + 1
+    count = count + 1
+    key_at[count] = key
+    local p = picked[q]
+    p[#p + 1] = id
+    p[#p + 1] = count
+  end
+  -- one queue with no plain job to take: nothing to merge
+  if not (#KEYS == 1 and #candidates == 0 and K.take_singles(rot[1], math.min(limit, allow[1]), take_keyed)) then
+    K.merge(candidates, rot, #KEYS, limit, function(q) return (taken[q] or 0) < allow[q] end, take_plain,
+      function(q, key, member, rated)
+        if rated then key_rated[q][key] = true end
+        take_keyed(q, key, string.sub(member, 21))
+      end)
+  end
   for q = 1, #KEYS do
     if rot[q] then K.finish(rot[q]) end
   end
@@ -238,7 +244,7 @@ end
 -- keeps them so), so a candidate's state is not checked. One HMGET per
 -- hash reads the batch, one HSET leases it; the client adds the state and
 -- the lease, which it sent.
-local find, sub = string.find, string.sub
+local find, sub, byte = string.find, string.sub, string.byte
 local rows = {}
 local head = 'running\0'
 local tail = '\0' .. expires_s .. '\0' .. token .. '\0' .. worker .. '\0'
@@ -260,11 +266,12 @@ for q = 1, #KEYS do
     if redis.call('EXISTS', base .. 'v2:extra') == 1 then extras = hmget_chunked(base .. 'v2:extra', ids) end
     local writes = {}
     local leased = {}
-    -- key -> its jobs leased here (their Running count is written once
-    -- per key below)
-    local krun = {}
+    -- key -> its jobs leased here, and those keys in order (their Running
+    -- count is written once per key below)
+    local krun, kkeys = {}, {}
     local qi = fmt(q)
-    for i, id in ipairs(ids) do
+    for i = 1, #ids do
+      local id = ids[i]
       local body, state = bodies[i], states[i]
       -- a job that is not stored (an index entry left by a foreign
       -- writer) is dropped from the index and skipped
@@ -302,10 +309,15 @@ for q = 1, #KEYS do
           -- workflow step only, "\0" and its flow (common.lua), kept
           -- and counted in its workflow's summary.
           -- a job the rotation took (only those are keyed)
-          local key = key_of[q] and key_of[q][id]
-          if #state > p4 + 3 then
+          local key = key_at[at[i]]
+          if key and find(state, '\0\0', p4 + 4, true) == p4 + 4 then
+            -- a keyed job of no workflow: its value ends with "\0\0" and
+            -- its key after the lease fields (the key the rotation read:
+            -- no substring to make)
+            writes[#writes + 1] = head .. now_attempts .. middle .. tail .. '\0\0' .. key
+          elseif #state > p4 + 3 then
             -- a step's empty finished_at: its flow starts 5 bytes on
-            local flow = string.byte(state, p4 + 4) == 0 and sub(state, p4 + 5)
+            local flow = byte(state, p4 + 4) == 0 and sub(state, p4 + 5)
               or string.match(sub(state, p4 + 4), '^%Z*%z(.*)$')
             -- a keyed job's key follows its flow ("" when no step)
             local p9 = key and flow and find(flow, '\0', 1, true)
@@ -315,11 +327,6 @@ for q = 1, #KEYS do
             end
             if key then
               writes[#writes + 1] = head .. now_attempts .. middle .. tail .. '\0' .. flow .. '\0' .. key
-              -- its key's Running count and, under a rate, its start
-              krun[key] = (krun[key] or 0) + 1
-              if key_rated[q] and key_rated[q][key] then
-                redis.call('ZADD', base .. 'v2:kstarts:' .. key, ARGV[1], token .. ':' .. id)
-              end
             elseif flow and flow ~= '' then
               writes[#writes + 1] = head .. now_attempts .. middle .. tail .. '\0' .. flow
             else
@@ -327,6 +334,19 @@ for q = 1, #KEYS do
             end
           else
             writes[#writes + 1] = head .. now_attempts .. middle .. tail
+          end
+          if key then
+            -- its key's Running count and, under a rate, its start
+            local n = krun[key]
+            if n then
+              krun[key] = n + 1
+            else
+              krun[key] = 1
+              kkeys[#kkeys + 1] = key
+            end
+            if key_rated[q] and key_rated[q][key] then
+              redis.call('ZADD', base .. 'v2:kstarts:' .. key, ARGV[1], token .. ':' .. id)
+            end
           end
           leased[#leased + 1] = expires_s
           leased[#leased + 1] = id
@@ -356,9 +376,13 @@ for q = 1, #KEYS do
       -- batch and the next claim look up tens of keys in it at a time,
       -- each a walk of the whole hash while it is a listpack
       local counts = { '', HASHTABLE }
-      for key, n in pairs(krun) do
+      local run0 = rot[q].run0
+      for k = 1, #kkeys do
+        local key = kkeys[k]
         counts[#counts + 1] = key
-        counts[#counts + 1] = fmt(rot[q].run0[key] + n)
+        local total = run0[key] + krun[key]
+        -- (a key at a limit of one counts 1: no string.format)
+        counts[#counts + 1] = total == 1 and '1' or fmt(total)
       end
       hset_chunked(base .. 'v2:krun', counts)
     end

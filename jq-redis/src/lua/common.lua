@@ -137,49 +137,52 @@ local function pack_state(s)
 end
 
 -- Keyed jobs (keys.rs, "Keyed jobs"). A keyed job is never in `v2:ready`
--- or `v2:scheduled`: Pending, it is in its key's `v2:kready:<key>` (score
--- -priority, member as in ready) and its (priority, key) in `v2:krot`
--- (score 0, member kmember(priority, key), so ZRANGEBYLEX walks a
--- priority's keys in byte order, the highest priority first); Scheduled,
--- in `v2:kscheduled` (score run_at, member id). `v2:kpending` counts the
--- Pending ones (stats), `v2:krun` the Running ones per key.
+-- or `v2:scheduled`: Pending, it is in its queue's `v2:kwait` (score 0,
+-- member kwait_member: priority, key, NUL, ready member), so ZRANGEBYLEX
+-- reads a queue's keyed jobs by priority from the highest, then key in byte
+-- order, then run_at and id: the rotation is a walk of that one index from
+-- the cursor, each key's first member its head, as `jobs_keyed` is on
+-- PostgreSQL; Scheduled, in `v2:kscheduled` (score run_at, member id).
+-- `v2:kpending` counts the Pending ones (stats), `v2:krun` the Running ones
+-- per key.
 
--- The rotation member of (priority, key): 11 digits that order the
--- priorities from the highest, then the key.
-local function kmember(priority, key)
-  return string.format('%011d', 5000000000 - priority) .. key
+-- The prefix of priority `priority`'s members: 11 digits that order the
+-- priorities from the highest.
+local function kprio(priority)
+  return string.format('%011d', 5000000000 - priority)
+end
+
+-- The `v2:kwait` member of a keyed Pending job (key `key`, priority, ready
+-- member). Keys hold no NUL, so a key's members sort right after those of
+-- every key it is a prefix of, as the keys do.
+local function kwait_member(priority, key, member)
+  return kprio(priority) .. key .. '\0' .. member
 end
 
 -- Keyed job `id` (key `key`, priority, ready member) becomes Pending.
 local function kready_add(base, key, priority, member)
-  redis.call('ZADD', base .. 'v2:kready:' .. key, fmt(-priority), member)
-  redis.call('ZADD', base .. 'v2:krot', '0', kmember(priority, key))
+  redis.call('ZADD', base .. 'v2:kwait', '0', kwait_member(priority, key, member))
   redis.call('INCR', base .. 'v2:kpending')
 end
 
--- Removes `members` (ready members) of key `key` from its Pending set,
--- and the key's rotation member of every priority left without a job.
-local function kready_remove(base, key, members)
-  local set = base .. 'v2:kready:' .. key
-  local scores = {}
+-- Removes a Pending keyed job (key `key`, ready member `member`) from
+-- `v2:kwait`: at `priority`, or when that is unknown (nil: a corrupt body)
+-- at whichever priority holds it.
+local function kready_remove(base, key, priority, member)
+  local set = base .. 'v2:kwait'
   local gone = 0
-  for _, member in ipairs(members) do
-    local s = redis.call('ZSCORE', set, member)
-    if s then
-      scores[s] = true
-      gone = gone + 1
+  if priority then
+    gone = redis.call('ZREM', set, kwait_member(priority, key, member))
+  else
+    local m = redis.call('ZRANGE', set, '0', '0')[1]
+    while m and gone == 0 do
+      local enc = string.sub(m, 1, 11)
+      gone = redis.call('ZREM', set, enc .. key .. '\0' .. member)
+      -- keys are UTF-8, so no member holds the byte 255
+      m = redis.call('ZRANGEBYLEX', set, '[' .. enc .. '\255', '+', 'LIMIT', '0', '1')[1]
     end
   end
-  if gone == 0 then return end
-  for i = 1, #members, 1000 do
-    redis.call('ZREM', set, unpack(members, i, math.min(i + 999, #members)))
-  end
-  redis.call('DECRBY', base .. 'v2:kpending', fmt(gone))
-  for s in pairs(scores) do
-    if redis.call('ZCOUNT', set, s, s) == 0 then
-      redis.call('ZREM', base .. 'v2:krot', kmember(-tonumber(s), key))
-    end
-  end
+  if gone > 0 then redis.call('DECRBY', base .. 'v2:kpending', fmt(gone)) end
 end
 
 -- A keyed job leaves Running: its key's count goes down (a batch of them:
@@ -266,7 +269,7 @@ end
 local function unindex(base, id, st)
   if st.state == 'pending' then
     if st.key and st.key ~= '' then
-      kready_remove(base, st.key, { ready_member(int(st.run_at) or 0, id) })
+      kready_remove(base, st.key, int(read_body(base, id).priority), ready_member(int(st.run_at) or 0, id))
     else
       redis.call('ZREM', base .. 'v2:ready', ready_member(int(st.run_at) or 0, id))
     end
@@ -731,20 +734,20 @@ local function rotations()
     local flat = redis.call('HGETALL', base .. 'v2:kcursor')
     for i = 1, #flat, 2 do cursors[flat[i]] = flat[i + 1] end
     -- prios: the priorities met so far, highest first (prios.done once
-    -- the last is known), pnum: each one's -priority and hscore: its
-    -- score in the keys' sets (as a string); rings: per
-    -- priority, its keys in ring order from the cursor, read a page at a
-    -- time as the walk goes (skip-scan); start: per priority, where its
-    -- next walk starts in its ring; empty: the priorities a whole walk
-    -- found nothing at (nothing there can become eligible later in the
-    -- claim); heads: per priority, key -> its heads there (heads_of).
+    -- the last is known), pnum: each one's -priority; rings: per
+    -- priority, its keys in ring order from the cursor with their heads,
+    -- read a page of `v2:kwait` at a time as the walk goes (load_more);
+    -- start: per priority, where its next walk starts in its ring; empty:
+    -- the priorities a whole walk found nothing at (nothing there can
+    -- become eligible later in the claim); taken: the members the claim
+    -- took, in order (K.finish removes them with one ZREM).
     -- Per key met: limits, run (its Running jobs counting this claim's
     -- takes), run0 (before this claim), started (its starts in its rate's
     -- window counting this claim's, once read). Flat tables of numbers and
     -- strings, not a table per key: a claim meets a key per job it takes.
-    return { base = base, limit = limit, now = now, readonly = readonly, limits = {}, run = {}, run0 = {},
-      started = {}, prios = {}, pnum = {}, hscore = {}, cursors = cursors, rings = {}, start = {}, empty = {}, heads = {},
-      yielded = {}, moved = {} }
+    return { base = base, set = base .. 'v2:kwait', limit = limit, now = now, readonly = readonly, limits = {},
+      run = {}, run0 = {}, started = {}, prios = {}, pnum = {}, cursors = cursors, rings = {}, start = {},
+      empty = {}, taken = {}, yielded = {}, moved = {} }
   end
 
   -- Limits as `v2:klimits` stores them (key_limits.lua),
@@ -823,48 +826,22 @@ local function rotations()
     end
     return n
   end
-  -- The claimable jobs of `key` at priority `enc` not taken yet (ready
-  -- members in claim order): as many as the key may take in this claim
-  -- (`n`, its room: called for an eligible key only, and a key's room
-  -- only shrinks as the claim goes), one more read and dropped to tell
-  -- (`more`) whether jobs at that priority stay after those, so that the
-  -- claim knows without a ZCOUNT whether the key leaves the rotation at
-  -- that priority (K.finish).
-  local function heads_of(r, enc, key, n)
-    local at = r.heads[enc]
-    local h = at[key]
-    if h then return h end
-    local score = r.hscore[enc]
-    -- (the count as text: fmt is a string.format, and n is 1 for every
-    -- key at a concurrency of 1)
-    h = redis.call('ZRANGEBYSCORE', r.base .. 'v2:kready:' .. key, score, score, 'LIMIT', '0', n == 1 and '2' or fmt(n + 1))
-    if #h > n then
-      h[n + 1] = nil
-      h.more = true
-    end
-    h.next = 1
-    at[key] = h
-    return h
-  end
   -- The `i`-th priority of rotation `r` with a keyed Pending job, highest
-  -- first (11 digits, as kmember), or nil.
+  -- first (11 digits, as kprio), or nil.
   local function prio(r, i)
     local prios = r.prios
     while #prios < i and not prios.done do
       local m
       if #prios == 0 then
-        m = redis.call('ZRANGE', r.base .. 'v2:krot', '0', '0')[1]
+        m = redis.call('ZRANGE', r.set, '0', '0')[1]
       else
         -- keys are UTF-8, so no member holds the byte 255
-        m = redis.call('ZRANGEBYLEX', r.base .. 'v2:krot', '[' .. prios[#prios] .. '\255', '+', 'LIMIT', '0', '1')[1]
+        m = redis.call('ZRANGEBYLEX', r.set, '[' .. prios[#prios] .. '\255', '+', 'LIMIT', '0', '1')[1]
       end
       if m then
         local enc = string.sub(m, 1, 11)
         prios[#prios + 1] = enc
-        local p = 5000000000 - tonumber(enc)
-        r.pnum[enc] = -p
-        r.heads[enc] = {}
-        r.hscore[enc] = fmt(-p)
+        r.pnum[enc] = tonumber(enc) - 5000000000
       else
         prios.done = true
       end
@@ -872,64 +849,115 @@ local function rotations()
     return prios[i]
   end
 
-  -- Reads the next page of priority `enc`'s ring (its keys after the
-  -- cursor in byte order, then those up to the cursor's own), and meets
-  -- its keys (their limits and Running counts); false when the ring is
-  -- read whole. A page starts after the last member read (no offset for
-  -- the server to skip); the first page of a claim is about the claim's
-  -- size, the others PAGE.
-  local PAGE = 64
+  -- Reads the next page of priority `enc`'s ring: its members in
+  -- `v2:kwait` after the cursor's key in byte order (phase 1), then from
+  -- the smallest key up to the cursor's own (phase 2). Each key met is a
+  -- ring position with its members read (`heads`, in claim order), and
+  -- meets (its limits and Running count); false when the ring is read
+  -- whole. A page holds about two members per job the claim may still
+  -- take (a key at a limit of one, with a job behind its head, needs
+  -- two); a full page's last key may have members past the page (`cut`),
+  -- read when the claim needs them (more_of), and the next page starts
+  -- past that key, so a deep key costs a page one member per job it may
+  -- still take, not its backlog.
+  -- The ZRANGEBYLEX bounds of priority `enc`'s next page: in phase 1 the
+  -- members after the cursor's key (all of the priority's without a
+  -- cursor), in phase 2 those up to the cursor's key, its own included;
+  -- after `last` (past a key's members) when a page was read before.
+  local function bounds(enc, cursor, phase, last)
+    local lo, hi
+    if last then
+      lo = '(' .. last
+    elseif phase == 1 then
+      lo = cursor and ('(' .. enc .. cursor .. '\0\255') or ('[' .. enc)
+    else
+      lo = '[' .. enc
+    end
+    if phase == 1 then
+      hi = '[' .. enc .. '\255'
+    else
+      hi = '[' .. enc .. cursor .. '\0\255'
+    end
+    return lo, hi
+  end
+  local find, sub, match = string.find, string.sub, string.match
   local function load_more(r, enc, ring)
     local cursor = r.cursors[enc]
     while not ring.full do
-      local lo, hi
-      if ring.last then
-        lo = '(' .. ring.last
-      elseif ring.phase == 1 then
-        lo = cursor and ('(' .. enc .. cursor) or ('[' .. enc)
-      else
-        lo = '[' .. enc
+      local lo, hi = bounds(enc, cursor, ring.phase, ring.last)
+      local size = 2 * (r.limit - #r.taken) + 8
+      if size > 1000 then size = 1000 end
+      local page = redis.call('ZRANGEBYLEX', r.set, lo, hi, 'LIMIT', '0', fmt(size))
+      local keys, heads = ring.keys, ring.heads
+      local n = #keys
+      local fresh = {}
+      -- the members of the key met last start with pfx (its priority,
+      -- key and NUL): a plain find tells, where cutting out each
+      -- member's key would make a string of it
+      local pfx, h
+      for _, m in ipairs(page) do
+        if pfx and find(m, pfx, 1, true) == 1 then
+          h[#h + 1] = m
+        else
+          local p = find(m, '\0', 12, true)
+          local key = sub(m, 12, p - 1)
+          pfx = sub(m, 1, p)
+          h = { m }
+          n = n + 1
+          keys[n] = key
+          heads[n] = h
+          fresh[#fresh + 1] = key
+        end
       end
-      if ring.phase == 1 then
-        hi = '[' .. enc .. '\255'
-      else
-        hi = '[' .. enc .. cursor
-      end
-      local size = PAGE
-      if #ring.keys == 0 and ring.phase == 1 then size = math.min(PAGE, r.limit + 8) end
-      local page = redis.call('ZRANGEBYLEX', r.base .. 'v2:krot', lo, hi, 'LIMIT', '0', fmt(size))
-      local keys = {}
-      for i, m in ipairs(page) do keys[i] = string.sub(m, 12) end
-      for _, key in ipairs(keys) do ring.keys[#ring.keys + 1] = key end
-      ring.last = page[#page]
       if #page < size then
         if ring.phase == 1 and cursor then
           ring.phase, ring.last = 2, nil
         else
           ring.full = true
         end
+      else
+        ring.cut[n] = true
+        ring.last = pfx .. '\255'
       end
-      if #page > 0 then
-        meet(r, keys)
+      if #fresh > 0 then
+        meet(r, fresh)
         return true
       end
     end
     return false
   end
 
+  -- The members of the key at ring position `pos` past those read, up to
+  -- `n` (its room: a key's room only shrinks as the claim goes), appended
+  -- to its heads; the key is read whole once fewer come.
+  local function more_of(r, enc, ring, pos, n)
+    local h = ring.heads[pos]
+    local last = h[#h]
+    local got = redis.call('ZRANGEBYLEX', r.set, '(' .. last, '[' .. sub(last, 1, 12 + #ring.keys[pos]) .. '\255',
+      'LIMIT', '0', fmt(n))
+    for _, m in ipairs(got) do h[#h + 1] = m end
+    if #got < n then ring.cut[pos] = nil end
+  end
+
   -- The first position from..to (to nil: to the ring's end) of priority
   -- `enc`'s ring whose key is eligible (room left, a job not taken yet at
-  -- that priority); nil when none. Returns it, the key and its heads.
+  -- that priority); nil when none. Returns it, the key and the member to
+  -- take.
   local function scan(r, enc, ring, from, to)
-    local keys = ring.keys
+    local keys, heads, nx, cut = ring.keys, ring.heads, ring.nx, ring.cut
     local pos = from
     while not to or pos <= to do
       if pos > #keys and not load_more(r, enc, ring) then return nil end
       local key = keys[pos]
       local n = room(r, key)
       if n > 0 then
-        local h = heads_of(r, enc, key, n)
-        if h[h.next] then return pos, key, h end
+        local i = nx[pos] or 1
+        local m = heads[pos][i]
+        if not m and cut[pos] then
+          more_of(r, enc, ring, pos, n)
+          m = heads[pos][i]
+        end
+        if m then return pos, key, m end
       end
       pos = pos + 1
     end
@@ -939,7 +967,8 @@ local function rotations()
   -- The rotation's next job: from the highest priority with an eligible
   -- key, the first such key after the cursor (wrapping around, the
   -- cursor's own key last); nil when none. Returns the priority's
-  -- encoding, the key, its heads and the key's place in the ring.
+  -- encoding, the key, its `v2:kwait` member and the key's place in the
+  -- ring.
   local function next_of(r)
     local i = 1
     while true do
@@ -948,17 +977,116 @@ local function rotations()
       if not r.empty[enc] then
         local ring = r.rings[enc]
         if not ring then
-          ring = { keys = {}, phase = 1, full = false }
+          ring = { keys = {}, heads = {}, nx = {}, cut = {}, phase = 1, full = false }
           r.rings[enc] = ring
         end
         local s = r.start[enc] or 1
-        local pos, key, h = scan(r, enc, ring, s, nil)
-        if not pos and s > 1 then pos, key, h = scan(r, enc, ring, 1, s - 1) end
-        if pos then return enc, key, h, pos end
+        local pos, key, m = scan(r, enc, ring, s, nil)
+        if not pos and s > 1 then pos, key, m = scan(r, enc, ring, 1, s - 1) end
+        if pos then return enc, key, m, pos end
         r.empty[enc] = true
       end
       i = i + 1
     end
+  end
+
+  -- The claim of rotation `r` when there is nothing to merge (claim.lua
+  -- asks only for one queue with no plain job to take) and every key
+  -- follows the queue's default of one Running job, with no rate: then
+  -- a key yields at most one job per claim, so each priority's ring is
+  -- walked once from its cursor, and the first member of each key with no
+  -- Running job is taken, the jobs K.merge would take in the same order,
+  -- without its per-job bookkeeping (heads, starts, effective run_at).
+  -- Takes at most `max`, calling keyed(1, key, id) for each; false,
+  -- having changed nothing, when the limits are not those (any override
+  -- or another default).
+  function K.take_singles(r, max, keyed)
+    local klimits = r.base .. 'v2:klimits'
+    if redis.call('HLEN', klimits) ~= 1 then return false end
+    local default = parse_limits(redis.call('HGET', klimits, ''))
+    if default[1] ~= 1 or default[2] then return false end
+    r.default = default
+    local set, run, run0, limits, taken = r.set, r.run, r.run0, r.limits, r.taken
+    local krun = r.base .. 'v2:krun'
+    -- Running counts: when no more keys run than the claim may take (the
+    -- field '' aside), all of them in one read, rather than one HMGET
+    -- field per key walked (at least one per job taken)
+    local running
+    if redis.call('HLEN', krun) <= max + 1 then
+      running = {}
+      local flat = redis.call('HGETALL', krun)
+      for k = 1, #flat, 2 do running[flat[k]] = flat[k + 1] end
+    end
+    local read_members, read_keys = 0, 0
+    local i = 1
+    while #taken < max do
+      local enc = prio(r, i)
+      if not enc then break end
+      local cursor = r.cursors[enc]
+      local phase, last, moved = 1, nil, nil
+      while #taken < max do
+        local lo, hi = bounds(enc, cursor, phase, last)
+        -- as many members as the jobs still to take need, by the members
+        -- per key the claim's pages held so far (one at first: a drained
+        -- queue's keys hold one job each, the key just claimed may hold
+        -- more), and a few more for keys held back
+        local size = (max - #taken) * (read_keys > 0 and read_members / read_keys or 1) + 8
+        size = size - size % 1
+        if size > 1000 then size = 1000 end
+        local page = redis.call('ZRANGEBYLEX', set, lo, hi, 'LIMIT', '0', fmt(size))
+        -- the page's keys, each with its first member (its head), and
+        -- those not met before, whose Running counts one HMGET reads
+        local keys, heads, fresh = {}, {}, {}
+        local prev
+        -- (numeric loops and one match per member: in this loop every
+        -- function call, ipairs' iterator included, is a cost per job)
+        for k = 1, #page do
+          local m = page[k]
+          local key = match(m, '^%Z*', 12)
+          if key ~= prev then
+            keys[#keys + 1] = key
+            heads[#heads + 1] = m
+            prev = key
+            if not run[key] then fresh[#fresh + 1] = key end
+          end
+        end
+        read_members, read_keys = read_members + #page, read_keys + #keys
+        if #fresh > 0 then
+          local rv = running or redis.call('HMGET', krun, unpack(fresh))
+          for j = 1, #fresh do
+            local key = fresh[j]
+            local v
+            if running then v = running[key] else v = rv[j] end
+            local n = v and tonumber(v) or 0
+            run[key], run0[key], limits[key] = n, n, default
+          end
+        end
+        for j = 1, #keys do
+          local key = keys[j]
+          if run[key] < 1 then
+            run[key] = run[key] + 1
+            local m = heads[j]
+            taken[#taken + 1] = m
+            moved = key
+            -- the id follows the run_at's 20 digits
+            keyed(1, key, sub(m, 33 + #key))
+            if #taken >= max then break end
+          end
+        end
+        if #page < size then
+          if phase == 1 and cursor then
+            phase, last = 2, nil
+          else
+            break
+          end
+        else
+          last = enc .. prev .. '\0\255'
+        end
+      end
+      if moved then r.moved[enc] = moved end
+      i = i + 1
+    end
+    return true
   end
 
   -- The merge of `candidates` (plain jobs in claim order, as claim.lua
@@ -983,21 +1111,22 @@ local function rotations()
       -- index (nil: the plain candidate c), which with "plain before
       -- keyed" and queue order is the whole comparison: every keyed
       -- stream is looked at in queue order, after the plain one
-      local bp, brun, bq, benc, bkey, bh, bi
+      local bp, brun, bq, benc, bkey, bm, bi
       local c = candidates[pi]
       if c then bp, brun = c[1], sub(c[2], 1, 20) end
       for q = 1, n do
         local r = rot[q]
         if r and open(q) then
-          local enc, key, h, i = next_of(r)
+          local enc, key, m, i = next_of(r)
           if enc then
             local p = r.pnum[enc]
-            local run_at = sub(h[h.next], 1, 20)
+            -- the member's run_at follows its priority, key and NUL
+            local run_at = sub(m, 13 + #key, 32 + #key)
             local y = r.yielded[enc]
             if y and y > run_at then run_at = y end
             -- ties go to the earlier stream (plain, then lower queue index)
             if not bp or p < bp or (p == bp and run_at < brun) then
-              bp, brun, bq, benc, bkey, bh, bi = p, run_at, q, enc, key, h, i
+              bp, brun, bq, benc, bkey, bm, bi = p, run_at, q, enc, key, m, i
             end
           end
         end
@@ -1009,8 +1138,9 @@ local function rotations()
         plain(c)
       else
         local r = rot[bq]
-        local member = bh[bh.next]
-        bh.next = bh.next + 1
+        local nx = r.rings[benc].nx
+        nx[bi] = (nx[bi] or 1) + 1
+        r.taken[#r.taken + 1] = bm
         r.start[benc] = bi + 1
         r.moved[benc] = bkey
         r.yielded[benc] = brun
@@ -1018,38 +1148,23 @@ local function rotations()
         local lim = r.limits[bkey]
         local rated = lim[2] and lim[3] and true or false
         if rated then r.started[bkey] = r.started[bkey] + 1 end
-        keyed(bq, bkey, member, rated, brun, bp)
+        keyed(bq, bkey, sub(bm, 13 + #bkey), rated, brun, bp)
       end
     end
   end
 
-  -- Writes what the claim took of rotation `r`: its jobs out of their
-  -- keys' sets (the heads taken of each (priority, key), which this script
-  -- read, so each is there), the (priority, key) members of the rotation
-  -- left without a job (every head read was taken and none stays after
-  -- them: heads_of's `more`), the Pending count, and the cursors it moved
-  -- (moved: priority -> key). One command per key taken, the rest once
-  -- per claim.
+  -- Writes what the claim took of rotation `r`: its jobs out of
+  -- `v2:kwait` (members this script read, so each is there) with one ZREM,
+  -- the Pending count, and the cursors it moved (moved: priority -> key).
   function K.finish(r)
-    local gone, emptied = 0, {}
-    local set = r.base .. 'v2:kready:'
-    for enc, at in pairs(r.heads) do
-      for key, h in pairs(at) do
-        local taken = h.next - 1
-        if taken > 0 then
-          for i = 1, taken, 1000 do
-            redis.call('ZREM', set .. key, unpack(h, i, math.min(i + 999, taken)))
-          end
-          gone = gone + taken
-          if taken == #h and not h.more then emptied[#emptied + 1] = enc .. key end
-        end
+    local taken = r.taken
+    if #taken > 0 then
+      -- (in chunks of 1,000 as zrem_chunked further down, which this
+      -- function does not name: see F's mget)
+      for i = 1, #taken, 1000 do
+        redis.call('ZREM', r.set, unpack(taken, i, math.min(i + 999, #taken)))
       end
-    end
-    if gone > 0 then redis.call('DECRBY', r.base .. 'v2:kpending', fmt(gone)) end
-    -- (in chunks of 1,000 as zrem_chunked further down, which this
-    -- function does not name: see F's mget)
-    for i = 1, #emptied, 1000 do
-      redis.call('ZREM', r.base .. 'v2:krot', unpack(emptied, i, math.min(i + 999, #emptied)))
+      redis.call('DECRBY', r.base .. 'v2:kpending', fmt(#taken))
     end
     -- one priority per claim, as a rule: one HSET
     for enc, key in pairs(r.moved) do
@@ -1189,17 +1304,17 @@ local function hmget_chunked(key, fields)
   return out
 end
 
--- Many keyed jobs leave Running at once (`by_key`: key -> how many): what
--- krun_leave does per job, for a batch. Counts are sums, so one HMGET and
--- one HSET and/or HDEL do it; a key left with none leaves the hash.
-local function krun_leave_many(base, by_key)
-  local keys = {}
-  for key in pairs(by_key) do keys[#keys + 1] = key end
+-- Many keyed jobs leave Running at once (`by_key`: key -> how many, `keys`
+-- its keys as a list): what krun_leave does per job, for a batch. Counts
+-- are sums, so one HMGET and one HSET and/or HDEL do it; a key left with
+-- none leaves the hash.
+local function krun_leave_many(base, by_key, keys)
   if #keys == 0 then return end
   local counts = hmget_chunked(base .. 'v2:krun', keys)
   local kept, dropped = {}, {}
-  for i, key in ipairs(keys) do
-    local n = (tonumber(counts[i]) or 0) - by_key[key]
+  for i = 1, #keys do
+    local key = keys[i]
+    local n = (counts[i] and tonumber(counts[i]) or 0) - by_key[key]
     if n > 0 then
       kept[#kept + 1] = key
       kept[#kept + 1] = fmt(n)
@@ -1345,10 +1460,10 @@ local function store_jobs(bases, now, channel, args, first)
     known[q] = k
   end
   -- per queue index: HSET arguments for jobs and states, ZADD arguments
-  -- for ready, scheduled and ids
-  local bodies, states, ready, scheduled, ids = {}, {}, {}, {}, {}
+  -- for ready, scheduled, ids, kwait and kscheduled
+  local bodies, states, ready, scheduled, ids, kwait, kscheduled = {}, {}, {}, {}, {}, {}, {}
   for q = 1, #bases do
-    bodies[q], states[q], ready[q], scheduled[q], ids[q] = {}, {}, {}, {}, {}
+    bodies[q], states[q], ready[q], scheduled[q], ids[q], kwait[q], kscheduled[q] = {}, {}, {}, {}, {}, {}, {}
     if fresh[q] then
       bodies[q][1], bodies[q][2] = '', HASHTABLE
       states[q][1], states[q][2] = '', HASHTABLE
@@ -1408,9 +1523,13 @@ local function store_jobs(bases, now, channel, args, first)
         -- a keyed job: its key's sets, never the plain ones
         if member ~= '' then
           woke = true
-          kready_add(base, key, tonumber(priority), member)
+          t = kwait[qi]
+          t[#t + 1] = '0'
+          t[#t + 1] = kwait_member(tonumber(priority), key, member)
         else
-          redis.call('ZADD', base .. 'v2:kscheduled', run_at, id)
+          t = kscheduled[qi]
+          t[#t + 1] = run_at
+          t[#t + 1] = id
         end
       elseif member ~= '' then
         woke = true
@@ -1434,6 +1553,11 @@ local function store_jobs(bases, now, channel, args, first)
     zadd_chunked(base .. 'v2:ready', ready[q])
     zadd_chunked(base .. 'v2:scheduled', scheduled[q])
     zadd_chunked(base .. 'v2:ids', ids[q])
+    if #kwait[q] > 0 then
+      zadd_chunked(base .. 'v2:kwait', kwait[q])
+      redis.call('INCRBY', base .. 'v2:kpending', fmt(#kwait[q] / 2))
+    end
+    zadd_chunked(base .. 'v2:kscheduled', kscheduled[q])
   end
   if woke then
     redis.call('PUBLISH', channel, '1')

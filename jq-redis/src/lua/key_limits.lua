@@ -53,13 +53,16 @@ for i = 1, #running, 2 do
   -- field '' is no key (it keeps the hash a hashtable, claim.lua)
   if running[i] ~= '' then at(running[i])[1] = tonumber(running[i + 1]) or 0 end
 end
-local seen = {}
-for _, m in ipairs(redis.call('ZRANGE', base .. 'v2:krot', '0', '-1')) do
-  local key = string.sub(m, 12)
-  if not seen[key] then
-    seen[key] = true
-    at(key)[2] = at(key)[2] + redis.call('ZCARD', base .. 'v2:kready:' .. key)
-  end
+-- each (priority, key) of `v2:kwait` once: its first member, its count,
+-- then a seek past its last member (a command or two per pair, not per job)
+local kwait = base .. 'v2:kwait'
+local m = redis.call('ZRANGE', kwait, '0', '0')[1]
+while m do
+  local p = string.find(m, '\0', 12, true)
+  local pfx = string.sub(m, 1, p)
+  local c = at(string.sub(m, 12, p - 1))
+  c[2] = c[2] + redis.call('ZLEXCOUNT', kwait, '[' .. pfx, '[' .. pfx .. '\255')
+  m = redis.call('ZRANGEBYLEX', kwait, '(' .. pfx .. '\255', '+', 'LIMIT', '0', '1')[1]
 end
 local scheduled = redis.call('ZRANGE', base .. 'v2:kscheduled', '0', '-1')
 for i = 1, #scheduled, 1000 do

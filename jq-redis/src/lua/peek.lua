@@ -55,7 +55,7 @@ local top = redis.call('ZRANGE', base .. 'v2:ready', 0, limit - 1, 'WITHSCORES')
 for i = 1, #top, 2 do
   out[#out + 1] = { tonumber(top[i + 1]), top[i] }
 end
-local keyed = redis.call('EXISTS', base .. 'v2:krot') == 1
+local keyed = redis.call('EXISTS', base .. 'v2:kwait') == 1
 if #out > limit or keyed then
   table.sort(out, function(a, b)
     if a[1] ~= b[1] then return a[1] < b[1] end

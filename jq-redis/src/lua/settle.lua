@@ -61,11 +61,28 @@ for q = 1, #KEYS do
 end
 
 -- per queue index: ids leaving leases, ZADD arguments of done:completed,
--- HSET arguments of the acked jobs' states, and key -> acked keyed jobs
--- (their keys' Running counts go down once per key, after the items)
-local unleased, completed, acked, kacked = {}, {}, {}, {}
+-- HSET arguments of the acked jobs' states, key -> acked keyed jobs and
+-- those keys as a list (their keys' Running counts go down once per key,
+-- after the items)
+local unleased, completed, acked, kacked, kkeys = {}, {}, {}, {}, {}
 for q = 1, #KEYS do
   unleased[q], completed[q], acked[q] = {}, {}, {}
+end
+-- an acked keyed job of queue index qi and key `key`
+local function acked_key(qi, key)
+  local k = kacked[qi]
+  if not k then
+    k = {}
+    kacked[qi], kkeys[qi] = k, {}
+  end
+  local n = k[key]
+  if n then
+    k[key] = n + 1
+  else
+    k[key] = 1
+    local l = kkeys[qi]
+    l[#l + 1] = key
+  end
 end
 
 for j = 0, n - 1 do
@@ -96,20 +113,20 @@ for j = 0, n - 1 do
       -- Its flow follows the value's eighth NUL (after lease_worker and
       -- finished_at); a value without one is a plain job's.
       local p8 = byte(v, -1) ~= 0 and find(v, '\0', (find(v, '\0', p6 + 1, true) or #v) + 1, true)
-      if p8 then
+      if p8 and byte(v, p8 + 1) == 0 then
+        -- a keyed job of no workflow: its value ends with "\0\0" and its
+        -- key, kept as they are; its key's slot is free again
+        local key = sub(v, p8 + 2)
+        acked_key(qi, key)
+        v = 'completed\0' .. sub(v, p1 + 1, p4) .. '\0\0\0' .. now_s .. sub(v, p8)
+      elseif p8 then
         local flow = sub(v, p8 + 1)
         v = 'completed\0' .. sub(v, p1 + 1, p4) .. '\0\0\0' .. now_s .. '\0' .. flow
         -- a keyed job's key follows its flow ("" when it is no step):
         -- its key's slot is free again
         local p9 = find(flow, '\0', 1, true)
         if p9 then
-          local k = kacked[qi]
-          if not k then
-            k = {}
-            kacked[qi] = k
-          end
-          local key = sub(flow, p9 + 1)
-          k[key] = (k[key] or 0) + 1
+          acked_key(qi, sub(flow, p9 + 1))
           flow = sub(flow, 1, p9 - 1)
         end
         if flow ~= '' then
@@ -186,7 +203,7 @@ for q = 1, #KEYS do
   hset_chunked(base .. 'v2:states', acked[q])
   -- the acked keyed jobs' keys: their decrements wait for the end (no
   -- item reads them), one batch per queue
-  if kacked[q] then krun_leave_many(base, kacked[q]) end
+  if kacked[q] then krun_leave_many(base, kacked[q], kkeys[q]) end
   zrem_chunked(base .. 'v2:leases', unleased[q])
   zadd_chunked(done_key(base, 'completed'), completed[q])
 end
