@@ -1006,7 +1006,7 @@ local function rotations()
     local default = parse_limits(redis.call('HGET', klimits, ''))
     if default[1] ~= 1 or default[2] then return false end
     r.default = default
-    local set, run, run0, limits, taken = r.set, r.run, r.run0, r.limits, r.taken
+    local set, run, run0, taken = r.set, r.run, r.run0, r.taken
     local krun = r.base .. 'v2:krun'
     -- Running counts: when no more keys run than the claim may take (the
     -- field '' aside), all of them in one read, rather than one HMGET
@@ -1058,7 +1058,7 @@ local function rotations()
             local v
             if running then v = running[key] else v = rv[j] end
             local n = v and tonumber(v) or 0
-            run[key], run0[key], limits[key] = n, n, default
+            run[key], run0[key] = n, n
           end
         end
         for j = 1, #keys do
