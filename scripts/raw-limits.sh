@@ -15,7 +15,9 @@
 #     of the same rows: the ceiling of jq's batch enqueue;
 #   - the drain's row writes as bare SQL (pgbench, 2 clients, batches of
 #     256): claim then UPDATE to completed (jq's layout), the same in one
-#     commit per batch, and claim then DELETE (graphile-worker's layout);
+#     commit per batch, claim then DELETE (graphile-worker's layout), and
+#     keyed rows, a head per key with no running row (drain_limits): the
+#     floor under the keyed drain's ratio to the plain one;
 #   - fdatasync calls/s of the data directory's disk (pg_test_fsync), when
 #     run where the data directory is readable.
 # SQLite (`cargo run --release -p jq-sqlite --example raw_commits`): a
@@ -32,8 +34,8 @@
 #     writes cost without Lua;
 #   - server time of an empty EVALSHA;
 #   - the drain's commands as plain pipelined commands, no Lua (20,000 jobs
-#     in batches of 128, as the bench's drain claims), in two layouts (see
-#     redis_drain_files): ZPOPMIN; the reads and the write that lease the
+#     in batches of 128, as the bench's drain claims), in three layouts (see
+#     redis_drain_files; `keyed` as the bench's keyed drain keys them): ZPOPMIN; the reads and the write that lease the
 #     batch; one ZADD into the lease set; the reads that check the leases
 #     and the write that completes them; one ZREM and one ZADD into the
 #     completed set. Server CPU per job
@@ -77,9 +79,12 @@ CREATE TABLE jq_raw_limits.jobs (
     max_attempts integer NOT NULL, run_at timestamptz NOT NULL, created_at timestamptz NOT NULL,
     finished_at timestamptz, lease_token uuid, lease_worker text, lease_expires_at timestamptz,
     errors jsonb NOT NULL DEFAULT '[]', unique_key text,
-    key_slot uuid NOT NULL DEFAULT '00000000-0000-0000-0000-000000000000');
-CREATE INDEX jobs_claim ON jq_raw_limits.jobs (queue, priority DESC, run_at, id)
-    WHERE state IN ('pending', 'scheduled');
+    key_slot uuid NOT NULL DEFAULT '00000000-0000-0000-0000-000000000000', key text COLLATE "C");
+CREATE INDEX jobs_claim ON jq_raw_limits.jobs (queue, priority DESC, run_at, id) INCLUDE (state)
+    WHERE state IN ('pending', 'scheduled') AND key IS NULL;
+CREATE INDEX jobs_keyed ON jq_raw_limits.jobs (queue, priority DESC, key, run_at, id) INCLUDE (state)
+    WHERE key IS NOT NULL AND state IN ('pending', 'scheduled');
+CREATE INDEX jobs_key_running ON jq_raw_limits.jobs (queue, key) WHERE key IS NOT NULL AND state = 'running';
 CREATE INDEX jobs_scheduled ON jq_raw_limits.jobs (run_at) WHERE state = 'scheduled';
 CREATE INDEX jobs_lease_expiry ON jq_raw_limits.jobs (lease_expires_at) WHERE lease_expires_at IS NOT NULL;
 CREATE UNIQUE INDEX jobs_unique ON jq_raw_limits.jobs (queue, unique_key, key_slot)
@@ -154,13 +159,21 @@ SQL
 # and indexes: jq's layout (an UPDATE to completed that keeps the row; two
 # commits per batch), the same in one transaction per batch (one commit),
 # and a DELETE (graphile-worker's layout: the finished row goes, with no new
-# version or index entry). Needs the scratch schema.
+# version or index entry). Then the same with keyed rows (80,000 keys, two
+# rows each, as the bench's keyed drain has two jobs a key): each claim
+# takes the first row (its head) of the next 256 keys after its client's
+# cursor that have no running row (jobs_keyed and jobs_key_running, jq's
+# keyed indexes), locked one by one with SKIP LOCKED, and moves the
+# cursor to the last key it took (back to the start when it took none);
+# then the same UPDATE to completed. What any keyed claim with a limit
+# per key adds to a plain one: a head per key, the keys' Running rows,
+# an index entry per Running row. Needs the scratch schema.
 drain_limits() {
     # The batch's own lease instant finds its rows through jobs_lease_expiry.
     local lease="timestamptz '2100-01-01' + :tok * interval '1 microsecond'"
     local claim="UPDATE jq_raw_limits.jobs AS j SET state = 'running', attempts = j.attempts + 1,
         lease_token = gen_random_uuid(), lease_worker = 'raw', lease_expires_at = $lease
-    FROM (SELECT id FROM jq_raw_limits.jobs WHERE queue = 'bench' AND priority = 0
+    FROM (SELECT id FROM jq_raw_limits.jobs WHERE queue = 'bench' AND priority = 0 AND key IS NULL
           AND state IN ('pending', 'scheduled') ORDER BY run_at, id LIMIT 256 FOR UPDATE SKIP LOCKED) AS p
     WHERE j.id = p.id;"
     local complete="UPDATE jq_raw_limits.jobs SET state = 'completed', finished_at = now(), lease_token = NULL,
@@ -170,22 +183,48 @@ drain_limits() {
     printf '%s\n%s\n%s\n' "$set" "$claim" "$complete" >"$scratch/drain-update.sql"
     printf '%s\nBEGIN;\n%s\n%s\nCOMMIT;\n' "$set" "$claim" "$complete" >"$scratch/drain-update-1tx.sql"
     printf '%s\n%s\n%s\n' "$set" "$claim" "$delete" >"$scratch/drain-delete.sql"
+    # The keyed claim (see above); the cursor is the key's number, -1 at
+    # the start (its key, "k000-1", sorts before every key).
+    local cursor="'k' || lpad((:cursor)::text, 5, '0')"
+    local keyed_claim="WITH u AS (UPDATE jq_raw_limits.jobs AS j SET state = 'running', attempts = j.attempts + 1,
+        lease_token = gen_random_uuid(), lease_worker = 'raw', lease_expires_at = $lease
+    FROM (SELECT t.ctid FROM (SELECT DISTINCT ON (r.key) r.key, r.ctid
+                              FROM (SELECT jk.key, jk.run_at, jk.id, jk.ctid FROM jq_raw_limits.jobs AS jk
+                                    WHERE jk.queue = 'bench' AND jk.priority = 0 AND jk.key IS NOT NULL
+                                      AND jk.state IN ('pending', 'scheduled') AND jk.key > $cursor
+                                    ORDER BY jk.priority DESC, jk.key, jk.run_at, jk.id LIMIT 1024) AS r
+                              ORDER BY r.key, r.run_at, r.id) AS h
+          CROSS JOIN LATERAL (SELECT x.ctid FROM jq_raw_limits.jobs AS x
+                              WHERE x.ctid = h.ctid AND x.state IN ('pending', 'scheduled')
+                              FOR UPDATE SKIP LOCKED) AS t
+          WHERE h.key NOT IN (SELECT rr.key FROM jq_raw_limits.jobs AS rr
+                              WHERE rr.queue = 'bench' AND rr.key IS NOT NULL AND rr.state = 'running')
+          LIMIT 256) AS p
+    WHERE j.ctid = p.ctid RETURNING j.key)
+SELECT coalesce(max(substr(u.key, 2)::int), -1) AS cursor FROM u"
+    printf '%s\n%s\n\\gset\n%s\n' "$set" "$keyed_claim" "$complete" >"$scratch/drain-keyed.sql"
     local variant label tps left clients=${JQ_RAW_DRAIN_CLIENTS:-2} # 1, 2, 3, 4, 5, 6 or 8: 600 batches in all
     for variant in "update:drain rows: claim, UPDATE to completed (jq's layout)" \
         "update-1tx:drain rows: the same, one commit per batch" \
-        "delete:drain rows: claim, DELETE (graphile-worker's layout)"; do
+        "delete:drain rows: claim, DELETE (graphile-worker's layout)" \
+        "keyed:drain rows: keyed, a head per key, UPDATE to completed"; do
         label=${variant#*:}
         variant=${variant%%:*}
+        local key=NULL
+        [[ "$variant" == keyed ]] && key="'k' || lpad(((n - 1) % 80000)::text, 5, '0')"
         "${psql[@]}" -c "TRUNCATE jq_raw_limits.jobs" -c "INSERT INTO jq_raw_limits.jobs
-            (id, queue, kind, payload, priority, state, max_attempts, run_at, created_at)
+            (id, queue, kind, payload, priority, state, max_attempts, run_at, created_at, key)
             SELECT gen_random_uuid(), 'bench', 'bench_noop', '{\"n\":' || n || '}', 0, 'pending', 25,
-                   now() - interval '1 hour' + n * interval '1 microsecond', now()
+                   now() - interval '1 hour' + n * interval '1 microsecond', now(), $key
             FROM generate_series(1, 160000) AS n" -c "VACUUM ANALYZE jq_raw_limits.jobs" -c "CHECKPOINT"
         tps=$(pgbench -h "$pg_host" -p "$pg_port" -U "$pg_user" -n -c "$clients" -t $((600 / clients)) \
-            -f "$scratch/drain-$variant.sql" postgres 2>&1 | sed -n 's/^tps = \([0-9.]*\).*/\1/p')
+            -D cursor=-1 -f "$scratch/drain-$variant.sql" postgres 2>&1 | sed -n 's/^tps = \([0-9.]*\).*/\1/p')
         left=$("${psql[@]}" -Atc "SELECT count(*) FROM jq_raw_limits.jobs WHERE state = 'pending'")
-        [[ "$left" == 6400 ]] || echo "($label: $left rows left pending, not 6,400: the figure is off)"
-        printf '%-58s %12.0f /s\n' "$label" "$(awk -v t="$tps" 'BEGIN { print t * 256 }')"
+        # a keyed claim that wraps around takes fewer than 256 rows: the
+        # rate is of the rows done
+        [[ "$left" == 6400 || "$variant" == keyed ]] || echo "($label: $left rows left pending, not 6,400: the figure is off)"
+        [[ "$variant" == keyed ]] && echo "  (keyed: $((160000 - left)) rows done, $left left pending)"
+        printf '%-58s %12.0f /s\n' "$label" "$(awk -v t="$tps" -v done=$((160000 - left)) 'BEGIN { print t * done / 600 }')"
     done
 }
 
@@ -226,6 +265,7 @@ redis_limits() {
     "${cli[@]}" --scan --pattern 'jq_raw_limits:*' | xargs -r -n 1000 "${cli[@]}" unlink >/dev/null
     redis_raw_drain hash
     redis_raw_drain columns
+    redis_raw_drain keyed
 }
 
 # The RESP encoding of one command per input line (arguments separated by
@@ -240,11 +280,24 @@ resp() {
 #   columns  jq's layout v2 in outline: one hash per queue for the jobs'
 #            bodies and one for their state (attempts, lease, outcome packed
 #            in one value), so a few commands per batch.
+#   keyed    columns, the jobs keyed as the bench's keyed drain keys them
+#            (10,000 keys, two jobs each, one Running per key): no ready
+#            set; the claim reads a page of the queue's keyed index
+#            (`v2:kwait`, members priority, key, separator, run_at, id) from
+#            its cursor, two members per job in the first lap and one in
+#            the second, removes what it takes, marks the keys Running and
+#            moves the cursor; the ack clears the marks. The least any
+#            keyed claim with a limit per key must do beyond a plain one:
+#            find the next key's head and count the key's Running jobs.
 # Writes the loading commands of redis_raw_drain (load.resp) and the
 # drain's (drain.resp), in RESP, into directory `dir`.
 redis_drain_files() { # layout dir
     local layout=$1 dir=$2
     local jobs=20000 batch=128 base='jq_raw_limits:{jq_raw_limits:bench}:'
+    if [ "$layout" = keyed ]; then
+        redis_keyed_drain_files "$dir"
+        return
+    fi
     awk -v n=$jobs -v b="$base" -v layout="$layout" 'BEGIN { for (i = 0; i < n; i++) {
         id = sprintf("%032x", i); run = 1763793000000000 + i
         if (layout == "hash") {
@@ -277,6 +330,47 @@ redis_drain_files() { # layout dir
                 printf "HSET %sstate", b; for (i = s; i < e; i++) printf " %032x completed|1|%d", i, now; printf "\n"
             }
             printf "ZREM %sleases", b; for (i = s; i < e; i++) printf " %032x", i; printf "\n"
+            printf "ZADD %sdone:completed", b; for (i = s; i < e; i++) printf " %d %032x", now, i; printf "\n" } }' |
+        resp >"$dir/drain.resp"
+}
+
+# The keyed layout of redis_drain_files. Job i's key is k<i mod 10,000>
+# (zero-padded, so that the index's order is the keys' numeric order); "|"
+# stands for the NUL that separates a member's key from its run_at.
+redis_keyed_drain_files() { # dir
+    local dir=$1
+    local jobs=20000 keys=10000 batch=128 base='jq_raw_limits:{jq_raw_limits:bench}:'
+    awk -v n=$jobs -v m=$keys -v b="$base" 'BEGIN { for (i = 0; i < n; i++) {
+        id = sprintf("%032x", i); run = 1763793000000000 + i
+        printf "HSET %sbody %s bench_noop|{\"n\":%d}|0|25|%d\n", b, id, i, run
+        printf "HSET %sstate %s pending|0|%d|k%05d\n", b, id, run, i % m
+        printf "ZADD %skwait 0 00000000000k%05d|%020d%s\n", b, i % m, run, id }
+        printf "SET %skpending %d\n", b, n }' | resp >"$dir/load.resp"
+    awk -v n=$jobs -v m=$keys -v k=$batch -v b="$base" 'BEGIN {
+        tok = "0f0e0d0c-0b0a-4908-8706-050403020100"; ex = 1763793030000000; now = 1763793000500000
+        for (s = 0; s < n; s += k) {
+            e = (s + k < n) ? s + k : n
+            # the page: from the first key taken, two members a key while
+            # its second job waits too (first lap), one after
+            if (s < m && e > m) {
+                printf "ZRANGEBYLEX %skwait [00000000000k%05d + LIMIT 0 %d\n", b, s, 2 * (m - s)
+                printf "ZRANGEBYLEX %skwait - + LIMIT 0 %d\n", b, e - m
+            } else {
+                printf "ZRANGEBYLEX %skwait [00000000000k%05d + LIMIT 0 %d\n", b, s % m, (s < m ? 2 : 1) * (e - s)
+            }
+            printf "HGETALL %skrun\n", b
+            printf "ZREM %skwait", b; for (i = s; i < e; i++) printf " 00000000000k%05d|%020d%032x", i % m, 1763793000000000 + i, i; printf "\n"
+            printf "HSET %skrun", b; for (i = s; i < e; i++) printf " k%05d 1", i % m; printf "\n"
+            printf "DECRBY %skpending %d\n", b, e - s
+            printf "HSET %scursors bench k%05d\n", b, (e - 1) % m
+            printf "HMGET %sbody", b; for (i = s; i < e; i++) printf " %032x", i; printf "\n"
+            printf "HMGET %sstate", b; for (i = s; i < e; i++) printf " %032x", i; printf "\n"
+            printf "HSET %sstate", b; for (i = s; i < e; i++) printf " %032x running|1|%d|%s|raw|k%05d", i, ex, tok, i % m; printf "\n"
+            printf "ZADD %sleases", b; for (i = e - 1; i >= s; i--) printf " %d %032x||k%05d", ex, i, i % m; printf "\n"
+            printf "HMGET %sstate", b; for (i = s; i < e; i++) printf " %032x", i; printf "\n"
+            printf "HSET %sstate", b; for (i = s; i < e; i++) printf " %032x completed|1|%d", i, now; printf "\n"
+            printf "ZREM %sleases", b; for (i = s; i < e; i++) printf " %032x||k%05d", i, i % m; printf "\n"
+            printf "HDEL %skrun", b; for (i = s; i < e; i++) printf " k%05d", i % m; printf "\n"
             printf "ZADD %sdone:completed", b; for (i = s; i < e; i++) printf " %d %032x", now, i; printf "\n" } }' |
         resp >"$dir/drain.resp"
 }
@@ -319,6 +413,6 @@ case "$which" in
     redis) redis_limits ;;
     sqlite) sqlite_limits ;;
     # for scripts/redis-instructions.sh: only write the raw drain's commands
-    drain-files) redis_drain_files "${2:?layout: hash or columns}" "${3:?directory}" ;;
+    drain-files) redis_drain_files "${2:?layout: hash, columns or keyed}" "${3:?directory}" ;;
     *) echo "usage: $0 [all|postgres|redis|sqlite]" >&2; exit 2 ;;
 esac

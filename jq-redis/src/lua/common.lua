@@ -1005,7 +1005,6 @@ local function rotations()
     if redis.call('HLEN', klimits) ~= 1 then return false end
     local default = parse_limits(redis.call('HGET', klimits, ''))
     if default[1] ~= 1 or default[2] then return false end
-    r.default = default
     local set, run, run0, taken = r.set, r.run, r.run0, r.taken
     local krun = r.base .. 'v2:krun'
     -- Running counts: when no more keys run than the claim may take (the
