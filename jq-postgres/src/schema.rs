@@ -17,6 +17,9 @@
 //!   generation, without a migration. A test holds the checksum of each
 //!   generation, so a function's text cannot change without a new one.
 //!
+//! A migration never calls one of jq's functions: on a new schema there
+//! are none yet, and on an older one they are the older generation's.
+//!
 //! A schema ahead of this build in either (a newer migration, a newer
 //! generation) is refused with [`PostgresError::TooNew`], and nothing is
 //! changed: an old worker's `migrate` neither downgrades the functions a
@@ -40,7 +43,9 @@ mod plan_tests;
 /// checksums).
 const MIGRATIONS: &[(&str, &str)] = &[("baseline", include_str!("../migrations/0001_baseline.sql"))];
 
-/// The newest schema version this build knows: how many migrations it has.
+/// The newest schema version this build knows: how many migrations
+/// (`jq-postgres/migrations/`) it has. `migrate` refuses a schema recording
+/// a newer one ([`PostgresError::TooNew`]).
 pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
 
 /// One of jq's functions: its signature (name and argument types, without
@@ -93,10 +98,12 @@ const FUNCTIONS: &[Function] = &[
     },
 ];
 
-/// The generation of [`FUNCTIONS`] this build installs. A schema recording
-/// an older one gets these; one recording a newer one is
-/// [`PostgresError::TooNew`]; one recording this generation with other
-/// texts is [`PostgresError::FunctionsChanged`].
+/// The generation of jq's PostgreSQL functions (`enqueue`, the keyed
+/// claim, the workflow rules: the files of `jq-postgres/src/functions/`)
+/// this build installs. `migrate` installs them over a schema recording an
+/// older generation (or none); a schema recording a newer one is
+/// [`PostgresError::TooNew`], one recording this generation with other
+/// texts [`PostgresError::FunctionsChanged`].
 pub const FUNCTIONS_VERSION: i32 = 1;
 
 /// sqlx's migrator's checksum of a text (SHA-384), for migrations and
@@ -112,7 +119,7 @@ fn functions_checksum() -> Vec<u8> {
 }
 
 /// Lower-case hex, for the errors and the tests.
-pub(crate) fn hex(bytes: &[u8]) -> String {
+fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
@@ -463,8 +470,9 @@ mod tests {
     use super::*;
 
     /// Each released migration's checksum (sqlx's, SHA-384 of the file:
-    /// `sha384sum migrations/0001_baseline.sql`), by version and name. A new migration adds its line; a line never
-    /// changes: a schema that applied the old text would be refused.
+    /// `sha384sum migrations/0001_baseline.sql`), by version and name. A new
+    /// migration adds its line; a line never changes: a schema that applied
+    /// the old text would be refused.
     const RELEASED: &[(i32, &str, &str)] = &[(
         1,
         "baseline",
