@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Counts the instructions a PostgreSQL backend executes to drain 20,000
 # plain jobs with the claim and settle statements of given git revisions
-# (scripts/pg_drain_replay.py: each revision's own migrations and SQL,
+# (scripts/pg_drain_replay.py: each revision's own schema, functions and SQL,
 # claims of 120, one settle per claim, a commit after each). A scratch
 # cluster is made with initdb; each replay runs in single-user mode under
 # valgrind's callgrind, so the one backend that does the work is the one

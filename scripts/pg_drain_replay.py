@@ -4,8 +4,11 @@ of jq runs it (scripts/pg-instructions.sh runs it under callgrind).
 
     python3 scripts/pg_drain_replay.py REV TAG [BATCH] > setup.sql
 
-The SQL creates schema `s_<TAG>` with the revision's migrations (its
-schema.rs lists them, its migrations/ holds them), a table `template` with
+The SQL creates schema `s_<TAG>` as the revision's `migrate` makes it: its
+migrations (its schema.rs lists them, its migrations/ holds them: the chain
+of 19 before 0.1, the baseline since), then its functions where they are
+files of their own (src/functions/, since 0.1; before, the migrations
+created them), in the order schema.rs lists them. Then a table `template` with
 20,000 pending plain jobs (fixed ids and times, so every replay walks the
 same rows in the same order), and two procedures:
 
@@ -57,6 +60,9 @@ def main() -> None:
         sys.exit(f"pg_drain_replay: no COLUMNS in {rev}'s jq-postgres/src/schema.rs")
     columns = re.sub(r"\\\n\s*", "", columns.group(1))
     migrations = re.findall(r'include_str!\("\.\./migrations/([^"]+)"\)', schema_rs)
+    functions = re.findall(r'include_str!\("functions/([^"]+)"\)', schema_rs)
+    if not migrations:
+        sys.exit(f"pg_drain_replay: no migrations in {rev}'s jq-postgres/src/schema.rs")
     schema = f'"s_{tag}"'
 
     def fill(text: str) -> str:
@@ -72,6 +78,11 @@ def main() -> None:
     # Each migration in its own transaction, as schema.rs applies them.
     for name in migrations:
         out.append("BEGIN;\n" + fill(show(rev, f"jq-postgres/migrations/{name}")) + "\n;COMMIT;")
+    # The functions after the migrations, in one transaction, as migrate
+    # installs them.
+    if functions:
+        out.append("BEGIN;\n" + "\n".join(fill(show(rev, f"jq-postgres/src/functions/{name}")) for name in functions)
+                   + "\n;COMMIT;")
     claim = bound("jq-postgres/src/sql/claim_keyed.sql" if keyed else "jq-postgres/src/sql/claim.sql")
     # The keyed drain: job i's key is k(i mod 10,000), two jobs per key,
     # every key limited to one Running job (the bench's keyed scenario).
@@ -94,7 +105,7 @@ FROM generate_series(1, 20000) AS i;
 CREATE PROCEDURE {schema}.reset() LANGUAGE plpgsql AS $reset$
 BEGIN
     TRUNCATE {schema}.jobs;
-    -- Finished jobs' counts (migration 8; not before it).
+    -- Finished jobs' counts (since the chain's migration 8).
     IF to_regclass('{schema}.job_counts') IS NOT NULL THEN
         EXECUTE 'TRUNCATE {schema}.job_counts';
     END IF;

@@ -9,10 +9,11 @@
 //! The jobs live in the schema `jq_sql_trigger` (unless the URL names
 //! another with `?schema=`), emptied at start; the table `orders` lives
 //! beside them. The trigger calls `<schema>.enqueue(kind, payload, ...)`,
-//! the function jq's migrations create (migration 10), which stores the job
-//! exactly as `Client::enqueue` does: an order inserted in a transaction
-//! that rolls back leaves no job behind, and one that commits wakes the
-//! pool. `tests/sql_trigger.rs` runs this file's `open_fresh` and `run`.
+//! the function `migrate` installs (jq-postgres/src/functions/enqueue.sql),
+//! which stores the job exactly as `Client::enqueue` does: an order inserted
+//! in a transaction that rolls back leaves no job behind, and one that
+//! commits wakes the pool. `tests/sql_trigger.rs` runs this file's
+//! `open_fresh` and `run`.
 
 use std::time::{Duration, Instant};
 

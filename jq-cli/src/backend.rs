@@ -31,9 +31,11 @@ pub async fn migrate(backend: &Backend) -> CliResult<String> {
         Backend::Sqlite(_) => "SQLite: nothing to do; jq creates and upgrades the schema when it opens the file".into(),
         #[cfg(feature = "postgres")]
         Backend::Postgres(ref s) => format!(
-            "PostgreSQL: applied {applied} migration(s) to schema {}; it is up to date (schema version {})",
+            "PostgreSQL: applied {applied} migration(s) to schema {}; it is up to date (schema version {}, functions \
+             generation {})",
             s.schema(),
-            jq::postgres::SCHEMA_VERSION
+            jq::postgres::SCHEMA_VERSION,
+            jq::postgres::FUNCTIONS_VERSION
         ),
         #[cfg(feature = "redis")]
         Backend::Redis(_) => "Redis: nothing to do; Redis has no schema".into(),

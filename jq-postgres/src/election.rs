@@ -1,5 +1,5 @@
 //! Named roles ([`RoleStorage::elect`](jq_core::storage::RoleStorage::elect)): one row per
-//! held role in `leaders` (migration 4), taken or renewed by one upsert.
+//! held role in `leaders`, taken or renewed by one upsert.
 
 use jq_core::storage::{Election, Leader, LeaseToken};
 use jq_core::storage::{add, truncate_micros};

@@ -78,17 +78,84 @@ pub enum PostgresError {
         #[source]
         source: sqlx::Error,
     },
-    /// The schema was migrated by a newer jq-postgres than this one.
+    /// Installing the functions failed (after the migrations, in their
+    /// transaction, which was rolled back: the schema is as it was before
+    /// the call).
+    #[error("installing generation {generation} of jq's functions in schema {schema:?} failed: {source}")]
+    Functions {
+        /// The schema.
+        schema: String,
+        /// The generation being installed.
+        generation: i32,
+        /// The driver's error.
+        #[source]
+        source: sqlx::Error,
+    },
+    /// The schema was migrated, or its functions installed, by a newer
+    /// jq-postgres than this one. Nothing was changed: an older build
+    /// neither runs migrations on tables it does not know nor replaces
+    /// newer functions with its own.
     #[error(
-        "schema {schema:?} is at version {found}, newer than this jq-postgres knows ({known}); upgrade jq-postgres"
+        "schema {schema:?} is at {part} {found}, newer than this jq-postgres knows ({known}); upgrade jq-postgres",
+        part = part.noun()
     )]
     TooNew {
         /// The schema.
         schema: String,
-        /// The newest applied version.
+        /// What is newer: the migrations or the functions.
+        part: SchemaPart,
+        /// The newest version (or generation) recorded in the schema.
         found: i32,
-        /// The newest version this build knows.
+        /// The newest this build knows ([`crate::SCHEMA_VERSION`] or
+        /// [`crate::FUNCTIONS_VERSION`]).
         known: i32,
+    },
+    /// A migration this build has was applied to the schema with another
+    /// text: its recorded checksum differs from the file's. A released
+    /// migration is never edited, so either this build's copy was, or the
+    /// schema was made by a build before the 0.1 baseline (its
+    /// `jq_migrations` has no checksums: `found` is `None`). Nothing was
+    /// changed; migrating again cannot help.
+    #[error(
+        "schema {schema:?} recorded migration {version} ({name}) with checksum {found}, but this jq-postgres's \
+         has {known}: {why}; migrate a new schema, or run the build that made this one",
+        found = found.as_deref().unwrap_or("none"),
+        why = if found.is_some() {
+            "the migration was edited after the schema applied it, and a released migration never changes"
+        } else {
+            "the schema was made by a jq-postgres before 0.1, whose migrations the 0.1 baseline replaced"
+        }
+    )]
+    MigrationChanged {
+        /// The schema.
+        schema: String,
+        /// The migration's version.
+        version: i32,
+        /// Its name as recorded.
+        name: String,
+        /// The recorded checksum (hex); `None` when the schema records none.
+        found: Option<String>,
+        /// This build's checksum of the file (hex).
+        known: String,
+    },
+    /// The schema's functions are this build's generation
+    /// ([`crate::FUNCTIONS_VERSION`]) with other texts: two builds disagree
+    /// on what that generation is (one edited a function without a new
+    /// generation). Nothing was changed.
+    #[error(
+        "schema {schema:?} has generation {generation} of jq's functions with checksum {found}, but this \
+         jq-postgres's generation {generation} has {known}: two builds disagree on that generation's functions \
+         (one was edited without a new FUNCTIONS_VERSION); run one build of jq-postgres on this schema"
+    )]
+    FunctionsChanged {
+        /// The schema.
+        schema: String,
+        /// The generation both record.
+        generation: i32,
+        /// The checksum recorded in the schema (hex).
+        found: String,
+        /// This build's checksum (hex).
+        known: String,
     },
     /// jq's tables are missing from the store: the schema was never
     /// migrated, or is older than this jq (SQLSTATE 42P01 undefined table
@@ -104,6 +171,27 @@ pub enum PostgresError {
         #[source]
         source: sqlx::Error,
     },
+}
+
+/// What of a schema [`PostgresError::TooNew`] found newer than this build.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SchemaPart {
+    /// The migrations: the tables, indexes and constraints
+    /// ([`crate::SCHEMA_VERSION`]).
+    Migrations,
+    /// The functions ([`crate::FUNCTIONS_VERSION`]).
+    Functions,
+}
+
+impl SchemaPart {
+    /// How the error names it: "version" or "functions generation".
+    fn noun(self) -> &'static str {
+        match self {
+            SchemaPart::Migrations => "version",
+            SchemaPart::Functions => "functions generation",
+        }
+    }
 }
 
 /// What to do about a refused startup parameter.
@@ -143,7 +231,9 @@ impl PostgresError {
     /// True when the server could not be reached; retrying later may work.
     pub fn is_unavailable(&self) -> bool {
         match self {
-            PostgresError::Connect { source, .. } | PostgresError::Migrate { source, .. } => is_transient(source),
+            PostgresError::Connect { source, .. }
+            | PostgresError::Migrate { source, .. }
+            | PostgresError::Functions { source, .. } => is_transient(source),
             _ => false,
         }
     }

@@ -1,25 +1,24 @@
 //! Keyed jobs ([`KeyStorage`](jq_core::storage::KeyStorage)): per-key
 //! limits in `key_limits`, the rotation's cursors in `key_cursors`, the
-//! starts of rate-limited keys in `key_starts` (migration 15).
+//! starts of rate-limited keys in `key_starts`.
 //!
 //! A claim over queues without keyed waiting jobs keeps its one statement
 //! (`sql/claim.sql`), which probes `jobs_keyed` once per asked queue. When
 //! one has keyed jobs and none is controlled, the claim is one autocommit
 //! statement too (`sql/claim_keyed.sql`, on the claims' own connections),
-//! calling `jq_claim_keyed_take` (migrations 16 to 19): it takes an advisory lock
-//! per keyed queue, hands the choice to `jq_claim_keyed` (migration 15,
-//! made set-based by migration 16: a few statements per keyed queue and
-//! claim; migration 17 reads the keys' Running counts once per claim;
-//! migration 18 reads `jobs_keyed` from the cursor a page of keys at a
-//! time, `jq_key_turns`), then moves
-//! the picks to Running: the model's rotation and limits, in the claim's
-//! atomic step. Migration 19 makes the common claim one statement after
-//! the locks (one queue whose waiting jobs are all keyed, default limits
-//! without a rate, no override): round one of the rotation, locked and
-//! updated together; any other claim, or one that statement cannot finish
-//! alone, still goes through `jq_claim_keyed`. With a controlled queue among them, the claim runs in the
-//! controls' transaction (`control.rs`): the same locks (`sql/control_lock.sql`)
-//! and `jq_claim_keyed` through `sql/claim_controlled.sql`.
+//! calling `jq_claim_keyed_take` (`src/functions/`): it takes an advisory
+//! lock per keyed queue, hands the choice to `jq_claim_keyed` (a few
+//! statements per keyed queue and claim; `jq_key_turns` reads `jobs_keyed`
+//! from the cursor a page of keys at a time), then moves the picks to
+//! Running: the model's rotation and limits, in the claim's atomic step.
+//! The common claim is one statement after the locks (one queue whose
+//! waiting jobs are all keyed, default limits without a rate, no
+//! override): round one of the rotation, locked and updated together; any
+//! other claim, or one that statement cannot finish alone, still goes
+//! through `jq_claim_keyed`. With a controlled queue among them, the claim
+//! runs in the controls' transaction (`control.rs`): the same locks
+//! (`sql/control_lock.sql`) and `jq_claim_keyed` through
+//! `sql/claim_controlled.sql`.
 
 use std::time::Duration;
 

@@ -93,8 +93,8 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, Connection, PgPool, Postgres, Transaction};
 
 pub use config::{MAX_SCHEMA_BYTES, PostgresConfig};
-pub use error::PostgresError;
-pub use schema::SCHEMA_VERSION;
+pub use error::{PostgresError, SchemaPart};
+pub use schema::{FUNCTIONS_VERSION, SCHEMA_VERSION};
 /// The sqlx this crate is built with, for [`PostgresStorage::enqueue_tx`]
 /// and [`PostgresStorage::from_pool`].
 pub use sqlx;
@@ -343,9 +343,15 @@ fn listen(config: &PostgresConfig) -> Result<listener::Listen, PostgresError> {
 
 #[async_trait]
 impl Storage for PostgresStorage {
-    /// Creates the schema and applies the migrations it lacks, in one
-    /// transaction under an advisory lock (concurrent calls are safe; the
-    /// later ones find nothing to do). Returns how many were applied.
+    /// Creates the schema, applies the migrations it lacks and installs
+    /// this build's functions when the schema's are an older generation, in
+    /// one transaction under an advisory lock (concurrent calls are safe;
+    /// the later ones find nothing to do). Returns how many migrations were
+    /// applied. A schema newer than this build (its migrations or its
+    /// functions) is [`PostgresError::TooNew`], one whose recorded
+    /// migration or functions differ from this build's texts
+    /// [`PostgresError::MigrationChanged`] or
+    /// [`PostgresError::FunctionsChanged`]; each changes nothing.
     async fn migrate(&self) -> Result<usize> {
         Ok(schema::migrate(&self.inner.pool, &self.inner.schema, self.inner.pooled.is_none()).await?)
     }

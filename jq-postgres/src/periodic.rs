@@ -1,5 +1,5 @@
 //! Recurring periodic jobs ([`PeriodicStorage::fire`](jq_core::storage::PeriodicStorage::fire)): one row
-//! per periodic job in `schedules` (migration 5). A step is one transaction:
+//! per periodic job in `periodic_jobs`. A step is one transaction:
 //! the compare-and-set on the cursor first (it locks the row, so a racing
 //! step waits and then finds the cursor moved), then the jobs' insert, then
 //! the last job id; a step that loses rolls back having written nothing.

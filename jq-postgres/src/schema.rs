@@ -1,39 +1,127 @@
-//! The schema: embedded migrations, and the SQL of every operation with the
-//! configured schema name filled in.
+//! The schema: embedded migrations, the functions installed after them,
+//! and the SQL of every operation with the configured schema name filled in.
+//!
+//! Two things are versioned apart:
+//!
+//! - **Migrations** (`migrations/NNNN_*.sql`): tables, indexes, types,
+//!   constraints; never a function. Each is applied once, in order, and
+//!   recorded in `jq_migrations` with its checksum; a released one is never
+//!   edited (a test holds each checksum, and [`migrate`] refuses a schema
+//!   whose recorded checksum differs from the file's). A change of the
+//!   schema is a new migration and a new [`SCHEMA_VERSION`].
+//! - **Functions** (`src/functions/*.sql`, one per file): installed with
+//!   `CREATE OR REPLACE` after the migrations, in the same transaction,
+//!   whenever the schema's recorded *generation* is older than this build's
+//!   [`FUNCTIONS_VERSION`], and recorded in `jq_functions` with the checksum
+//!   of their texts and their signatures. A faster claim ships as a new
+//!   generation, without a migration. A test holds the checksum of each
+//!   generation, so a function's text cannot change without a new one.
+//!
+//! A migration never calls one of jq's functions: on a new schema there
+//! are none yet, and on an older one they are the older generation's.
+//!
+//! A schema ahead of this build in either (a newer migration, a newer
+//! generation) is refused with [`PostgresError::TooNew`], and nothing is
+//! changed: an old worker's `migrate` neither downgrades the functions a
+//! newer one installed nor runs against tables it does not know. A
+//! generation is installed while workers of the previous one may still run
+//! (a rolling upgrade), so a new generation keeps every function the
+//! previous one's statements call, with its signature and meaning.
 
-use sqlx::{AssertSqlSafe, PgPool};
+use sqlx::migrate::{Migration, MigrationType};
+use sqlx::{AssertSqlSafe, PgPool, SqlSafeStr};
 
-use crate::error::PostgresError;
+use crate::error::{PostgresError, SchemaPart};
 
+#[cfg(test)]
+mod function_tests;
 #[cfg(test)]
 mod plan_tests;
 
 /// The migrations, in order; version = position + 1. Never edit a released
-/// one: add a new file.
-const MIGRATIONS: &[(&str, &str)] = &[
-    ("jobs", include_str!("../migrations/0001_jobs.sql")),
-    ("unique_slots", include_str!("../migrations/0002_unique_slots.sql")),
-    ("partial_indexes", include_str!("../migrations/0003_partial_indexes.sql")),
-    ("leaders", include_str!("../migrations/0004_leaders.sql")),
-    ("schedules", include_str!("../migrations/0005_schedules.sql")),
-    ("queue_controls", include_str!("../migrations/0006_queue_controls.sql")),
-    ("trace", include_str!("../migrations/0007_trace.sql")),
-    ("job_counts", include_str!("../migrations/0008_job_counts.sql")),
-    ("claim_index_state", include_str!("../migrations/0009_claim_index_state.sql")),
-    ("enqueue_function", include_str!("../migrations/0010_enqueue_function.sql")),
-    ("cancel", include_str!("../migrations/0011_cancel.sql")),
-    ("workflows", include_str!("../migrations/0012_workflows.sql")),
-    ("flow_in_statements", include_str!("../migrations/0013_flow_in_statements.sql")),
-    ("workflow_counts", include_str!("../migrations/0014_workflow_counts.sql")),
-    ("keys", include_str!("../migrations/0015_keys.sql")),
-    ("keyed_claim_sets", include_str!("../migrations/0016_keyed_claim_sets.sql")),
-    ("keyed_claim_costs", include_str!("../migrations/0017_keyed_claim_costs.sql")),
-    ("keyed_pages", include_str!("../migrations/0018_keyed_pages.sql")),
-    ("keyed_one_statement", include_str!("../migrations/0019_keyed_one_statement.sql")),
+/// one: add a new file (`released_migrations_are_never_edited` holds their
+/// checksums).
+const MIGRATIONS: &[(&str, &str)] = &[("baseline", include_str!("../migrations/0001_baseline.sql"))];
+
+/// The newest schema version this build knows: how many migrations
+/// (`jq-postgres/migrations/`) it has. `migrate` refuses a schema recording
+/// a newer one ([`PostgresError::TooNew`]).
+pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
+
+/// One of jq's functions: its signature (name and argument types, without
+/// the schema, as `regprocedure` reads it) and its file, a `CREATE OR
+/// REPLACE FUNCTION` (and its `COMMENT`) with `{schema}` for the schema.
+struct Function {
+    signature: &'static str,
+    text: &'static str,
+}
+
+/// Every function this build installs, in the order it creates them.
+/// Editing one's text (or adding, removing, reordering one) changes the
+/// functions' checksum: bump [`FUNCTIONS_VERSION`] with it
+/// (`function_texts_change_only_with_their_generation` says so). A function
+/// whose signature changes gets its new signature here; the installer drops
+/// the signatures the schema's older generation recorded and this list no
+/// longer has. `CREATE OR REPLACE` cannot change a function's result type,
+/// its arguments' names or remove their defaults: such a change is a new
+/// function (a new name, or new argument types), and the old one is
+/// dropped as retired.
+const FUNCTIONS: &[Function] = &[
+    Function {
+        signature: "enqueue(text,json,text,text,timestamp with time zone,integer,text,uuid,text)",
+        text: include_str!("functions/enqueue.sql"),
+    },
+    Function {
+        signature: "jq_workflow_count(uuid[],text[],text[])",
+        text: include_str!("functions/jq_workflow_count.sql"),
+    },
+    Function {
+        signature: "jq_flow_finished(uuid[],text[],timestamp with time zone,text)",
+        text: include_str!("functions/jq_flow_finished.sql"),
+    },
+    Function { signature: "jq_flow_revived(uuid[])", text: include_str!("functions/jq_flow_revived.sql") },
+    Function {
+        signature: "jq_flow_moved(uuid[],text[],text[],smallint[],timestamp with time zone,text)",
+        text: include_str!("functions/jq_flow_moved.sql"),
+    },
+    Function {
+        signature: "jq_key_turns(text,smallint,integer,timestamp with time zone,text[])",
+        text: include_str!("functions/jq_key_turns.sql"),
+    },
+    Function {
+        signature: "jq_claim_keyed(text[],integer[],integer,timestamp with time zone,text[])",
+        text: include_str!("functions/jq_claim_keyed.sql"),
+    },
+    Function {
+        signature: "jq_claim_keyed_take(text[],integer,timestamp with time zone,text,timestamp with time zone,uuid)",
+        text: include_str!("functions/jq_claim_keyed_take.sql"),
+    },
 ];
 
-/// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
+/// The generation of jq's PostgreSQL functions (`enqueue`, the keyed
+/// claim, the workflow rules: the files of `jq-postgres/src/functions/`)
+/// this build installs. `migrate` installs them over a schema recording an
+/// older generation (or none); a schema recording a newer one is
+/// [`PostgresError::TooNew`], one recording this generation with other
+/// texts [`PostgresError::FunctionsChanged`].
+pub const FUNCTIONS_VERSION: i32 = 1;
+
+/// sqlx's migrator's checksum of a text (SHA-384), for migrations and
+/// functions alike.
+fn checksum(text: &str) -> Vec<u8> {
+    let text = AssertSqlSafe(text.to_owned()).into_sql_str();
+    Migration::new(0, "".into(), MigrationType::Simple, text, false).checksum.into_owned()
+}
+
+/// The checksum of every function's text, in [`FUNCTIONS`]' order.
+fn functions_checksum() -> Vec<u8> {
+    checksum(&FUNCTIONS.iter().map(|f| f.text).collect::<Vec<_>>().concat())
+}
+
+/// Lower-case hex, for the errors and the tests.
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
 
 /// The columns of a job, in the order `row.rs` decodes them; the table is
 /// always aliased `j`.
@@ -201,12 +289,21 @@ impl Sql {
     }
 }
 
-/// Applies the missing migrations to `schema`, creating it if needed, in
-/// one transaction under a transaction-level advisory lock keyed on the
-/// schema name: concurrent calls (several processes starting at once)
-/// serialise, and the later ones find nothing to do. Returns the number of
-/// migrations applied. `persistent` false behind a transaction pooler
-/// (`pooler.rs`): the statements are then unnamed.
+/// Applies the missing migrations to `schema`, creating it if needed, then
+/// installs this build's functions when the schema's are an older
+/// generation, all in one transaction under a transaction-level advisory
+/// lock keyed on the schema name: concurrent calls (several processes
+/// starting at once) serialise, and the later ones find nothing to do.
+/// Returns the number of migrations applied. `persistent` false behind a
+/// transaction pooler (`pooler.rs`): the statements are then unnamed.
+///
+/// Refuses, changing nothing: a schema whose recorded migrations or
+/// functions are newer than this build's ([`PostgresError::TooNew`]); one
+/// where a migration this build has was applied with another checksum
+/// ([`PostgresError::MigrationChanged`]: the file was edited after its
+/// release, or the schema was made before the 0.1 baseline); one whose
+/// functions are this build's generation with other texts
+/// ([`PostgresError::FunctionsChanged`]).
 pub(crate) async fn migrate(pool: &PgPool, schema: &str, persistent: bool) -> Result<usize, PostgresError> {
     let fail = |version: i32| move |source| PostgresError::Migrate { schema: schema.to_owned(), version, source };
     let q = quote(schema);
@@ -222,36 +319,214 @@ pub(crate) async fn migrate(pool: &PgPool, schema: &str, persistent: bool) -> Re
          CREATE TABLE IF NOT EXISTS {q}.jq_migrations ( \
              version integer PRIMARY KEY, \
              name text NOT NULL, \
-             applied_at timestamptz NOT NULL DEFAULT now())"
+             checksum bytea NOT NULL, \
+             applied_at timestamptz NOT NULL DEFAULT now()); \
+         CREATE TABLE IF NOT EXISTS {q}.jq_functions ( \
+             generation integer PRIMARY KEY, \
+             checksum bytea NOT NULL, \
+             signatures text[] NOT NULL, \
+             installed_at timestamptz NOT NULL DEFAULT now())"
     )))
     .execute(&mut *tx)
     .await
     .map_err(fail(0))?;
-    let applied: Option<i32> = sqlx::query_scalar(AssertSqlSafe(format!("SELECT max(version) FROM {q}.jq_migrations")))
-        .persistent(persistent)
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(fail(0))?;
-    let applied = applied.unwrap_or(0);
-    if applied > SCHEMA_VERSION {
-        return Err(PostgresError::TooNew { schema: schema.to_owned(), found: applied, known: SCHEMA_VERSION });
+
+    let applied: Vec<(i32, String, Vec<u8>)> = match sqlx::query_as(AssertSqlSafe(format!(
+        "SELECT version, name, checksum FROM {q}.jq_migrations ORDER BY version"
+    )))
+    .persistent(persistent)
+    .fetch_all(&mut *tx)
+    .await
+    {
+        Ok(rows) => rows,
+        // A jq_migrations without checksums: made by a build before the
+        // baseline, whose version 1 was another migration.
+        Err(sqlx::Error::Database(db)) if db.code().as_deref() == Some("42703") => {
+            return Err(PostgresError::MigrationChanged {
+                schema: schema.to_owned(),
+                version: 1,
+                name: MIGRATIONS[0].0.to_owned(),
+                found: None,
+                known: hex(&checksum(MIGRATIONS[0].1)),
+            });
+        }
+        Err(e) => return Err(fail(0)(e)),
+    };
+    for (version, name, recorded) in &applied {
+        let Some((_, text)) = usize::try_from(*version - 1).ok().and_then(|i| MIGRATIONS.get(i)) else { continue };
+        let known = checksum(text);
+        if *recorded != known {
+            return Err(PostgresError::MigrationChanged {
+                schema: schema.to_owned(),
+                version: *version,
+                name: name.clone(),
+                found: Some(hex(recorded)),
+                known: hex(&known),
+            });
+        }
+    }
+    let newest = applied.last().map_or(0, |(version, _, _)| *version);
+    if newest > SCHEMA_VERSION {
+        return Err(PostgresError::TooNew {
+            schema: schema.to_owned(),
+            part: SchemaPart::Migrations,
+            found: newest,
+            known: SCHEMA_VERSION,
+        });
     }
     let mut count = 0;
     for (version, (name, text)) in (1..).zip(MIGRATIONS) {
-        if version <= applied {
+        if version <= newest {
             continue;
         }
         sqlx::raw_sql(AssertSqlSafe(text.replace("{schema}", &q))).execute(&mut *tx).await.map_err(fail(version))?;
-        sqlx::query(AssertSqlSafe(format!("INSERT INTO {q}.jq_migrations (version, name) VALUES ($1, $2)")))
-            .persistent(persistent)
-            .bind(version)
-            .bind(*name)
-            .execute(&mut *tx)
-            .await
-            .map_err(fail(version))?;
+        sqlx::query(AssertSqlSafe(format!(
+            "INSERT INTO {q}.jq_migrations (version, name, checksum) VALUES ($1, $2, $3)"
+        )))
+        .persistent(persistent)
+        .bind(version)
+        .bind(*name)
+        .bind(checksum(text))
+        .execute(&mut *tx)
+        .await
+        .map_err(fail(version))?;
         tracing::info!(schema, version, name, "applied jq migration");
         count += 1;
     }
+
+    install_functions(&mut tx, schema, persistent).await?;
     tx.commit().await.map_err(fail(SCHEMA_VERSION))?;
     Ok(count)
+}
+
+/// Installs [`FUNCTIONS`] when the schema's recorded generation is older
+/// than [`FUNCTIONS_VERSION`] (or none), in the migration's transaction;
+/// refuses a newer one, or this one with other texts.
+async fn install_functions(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    schema: &str,
+    persistent: bool,
+) -> Result<(), PostgresError> {
+    let fail = |source| PostgresError::Functions { schema: schema.to_owned(), generation: FUNCTIONS_VERSION, source };
+    let q = quote(schema);
+    let known = functions_checksum();
+    let recorded: Option<(i32, Vec<u8>, Vec<String>)> = sqlx::query_as(AssertSqlSafe(format!(
+        "SELECT generation, checksum, signatures FROM {q}.jq_functions ORDER BY generation DESC LIMIT 1"
+    )))
+    .persistent(persistent)
+    .fetch_optional(&mut **tx)
+    .await
+    .map_err(fail)?;
+    let mut retired = Vec::new();
+    if let Some((generation, found, signatures)) = recorded {
+        if generation > FUNCTIONS_VERSION {
+            return Err(PostgresError::TooNew {
+                schema: schema.to_owned(),
+                part: SchemaPart::Functions,
+                found: generation,
+                known: FUNCTIONS_VERSION,
+            });
+        }
+        if generation == FUNCTIONS_VERSION {
+            if found == known {
+                return Ok(());
+            }
+            return Err(PostgresError::FunctionsChanged {
+                schema: schema.to_owned(),
+                generation,
+                found: hex(&found),
+                known: hex(&known),
+            });
+        }
+        retired = signatures.into_iter().filter(|s| FUNCTIONS.iter().all(|f| f.signature != s)).collect();
+    }
+    // What the older generation had and this one has not: dropped first, so
+    // a signature it replaces leaves no overload behind.
+    for signature in &retired {
+        sqlx::raw_sql(AssertSqlSafe(format!("DROP FUNCTION IF EXISTS {q}.{signature}")))
+            .execute(&mut **tx)
+            .await
+            .map_err(fail)?;
+    }
+    for function in FUNCTIONS {
+        sqlx::raw_sql(AssertSqlSafe(function.text.replace("{schema}", &q))).execute(&mut **tx).await.map_err(fail)?;
+    }
+    sqlx::query(AssertSqlSafe(format!(
+        "INSERT INTO {q}.jq_functions (generation, checksum, signatures) VALUES ($1, $2, $3)"
+    )))
+    .persistent(persistent)
+    .bind(FUNCTIONS_VERSION)
+    .bind(&known)
+    .bind(FUNCTIONS.iter().map(|f| f.signature).collect::<Vec<_>>())
+    .execute(&mut **tx)
+    .await
+    .map_err(fail)?;
+    tracing::info!(schema, generation = FUNCTIONS_VERSION, dropped = retired.len(), "installed jq functions");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each released migration's checksum (sqlx's, SHA-384 of the file:
+    /// `sha384sum migrations/0001_baseline.sql`), by version and name. A new
+    /// migration adds its line; a line never changes: a schema that applied
+    /// the old text would be refused.
+    const RELEASED: &[(i32, &str, &str)] = &[(
+        1,
+        "baseline",
+        "b304995533c6eb2397dbe610c4f259a9c617189807686996728e5646e7fd8ae7dd5ab54f1a62039626393b7f6bf70eb2",
+    )];
+
+    #[test]
+    fn released_migrations_are_never_edited() {
+        let found: Vec<(i32, &str, String)> =
+            (1..).zip(MIGRATIONS).map(|(version, (name, text))| (version, *name, hex(&checksum(text)))).collect();
+        let released: Vec<(i32, &str, String)> = RELEASED.iter().map(|(v, n, c)| (*v, *n, (*c).to_owned())).collect();
+        assert_eq!(
+            found, released,
+            "a released migration was edited, or a new one has no line in RELEASED: a change of the schema is a \
+             new migration, with its checksum added here"
+        );
+    }
+
+    /// Each generation's checksum of the functions' texts (SHA-384 of the
+    /// files concatenated in FUNCTIONS' order). The last is
+    /// [`FUNCTIONS_VERSION`]'s; a line never changes.
+    const GENERATIONS: &[(i32, &str)] =
+        &[(1, "2dc0d1fdab17bff00c6a35de795d58c36a35526da011cd2b731d63631b67e245785e016063f92cadf25c5e81de59a1b1")];
+
+    #[test]
+    fn function_texts_change_only_with_their_generation() {
+        let (generation, hash) = *GENERATIONS.last().unwrap_or(&(0, ""));
+        assert_eq!(generation, FUNCTIONS_VERSION, "GENERATIONS' last line is not FUNCTIONS_VERSION's");
+        assert_eq!(
+            hex(&functions_checksum()),
+            hash,
+            "a function's text changed without a new generation: bump FUNCTIONS_VERSION and add its line to \
+             GENERATIONS (a schema with generation {generation}'s functions would be refused)"
+        );
+        let generations: Vec<i32> = GENERATIONS.iter().map(|(g, _)| *g).collect();
+        assert_eq!(generations, (1..=FUNCTIONS_VERSION).collect::<Vec<_>>(), "one line per generation, in order");
+    }
+
+    #[test]
+    fn every_function_file_creates_the_function_it_is_listed_as() {
+        for f in FUNCTIONS {
+            let name = f.signature.split('(').next().unwrap_or_default();
+            assert!(
+                f.text.contains(&format!("CREATE OR REPLACE FUNCTION {{schema}}.{name}(")),
+                "{}: its file does not create it",
+                f.signature
+            );
+            assert_eq!(
+                f.text.matches("CREATE OR REPLACE FUNCTION").count(),
+                1,
+                "{}: one function per file",
+                f.signature
+            );
+            assert!(f.text.starts_with("-- {schema}."), "{}: a header comment first", f.signature);
+        }
+    }
 }

@@ -1,4 +1,4 @@
-//! Complete (ack, retry, fail, release) and heartbeat: one guarded UPDATE
+//! Settle (ack, nack, bury, release, cancel) and heartbeat: one guarded UPDATE
 //! per batch, from `unnest` arrays. A batch one of whose rows the server
 //! refuses is applied item by item, so the bad item fails alone.
 

@@ -1,12 +1,12 @@
-//! Workflows on PostgreSQL (migration 12): a workflow stored in one
+//! Workflows on PostgreSQL: a workflow stored in one
 //! statement (`sql/workflow_enqueue.sql`), results stored by the settle
 //! statement itself (`sql/settle_results.sql`), and the release or
 //! cancellation of children done inside the statement that finishes a
 //! parent (settle, bury, recover, cancel) by one call of
 //! `jq_flow_finished` over the batch's parents, and their revival by the
-//! retry statement's call of `jq_flow_revived` (migration 13). Each
-//! workflow's steps are counted per state in `workflow_counts`, moved in
-//! the statement that moves a step (migration 14: every statement that
+//! retry statement's call of `jq_flow_revived` (both in `src/functions/`).
+//! Each workflow's steps are counted per state in `workflow_counts`, moved
+//! in the statement that moves a step (every statement that
 //! changes a step's state passes its steps to `jq_flow_moved`, which also
 //! runs the two functions above), so `workflow` reads no step but the
 //! workflow's Running ones among the leased jobs. Moves between Pending
@@ -252,7 +252,7 @@ pub(crate) async fn parent_results(inner: &Inner, id: JobId) -> Result<Vec<Paren
         .collect()
 }
 
-/// Workflow `id`'s counts per state, from its summary rows (migration 14)
+/// Workflow `id`'s counts per state, from its summary rows
 /// and its Running steps among the leased jobs.
 pub(crate) async fn workflow(inner: &Inner, id: WorkflowId) -> Result<WorkflowInfo> {
     let rows = inner.db().fetch_all(inner.sql.workflow_counts.query().bind(id.0)).await.map_err(map_sqlx)?;

@@ -1,4 +1,4 @@
-//! Enqueue from SQL (`<schema>.enqueue`, migration 10): the job it stores is
+//! Enqueue from SQL (`<schema>.enqueue`, src/functions/enqueue.sql): the job it stores is
 //! the one the Rust enqueue stores (defaults, ids, unique keys, resends),
 //! in the caller's transaction, with the wake-up; bad input is refused with
 //! a message naming the argument and stores nothing.
@@ -178,7 +178,7 @@ async fn a_job_from_sql_is_claimable_at_commit_and_wakes_a_listener() {
     f.cleanup().await;
 }
 
-/// Migration 15's trailing `key` argument: a keyed job from SQL is the one
+/// The trailing `key` argument: a keyed job from SQL is the one
 /// the Rust enqueue stores with that key, by name or by position, and the
 /// calls without it still resolve (no ambiguous overload).
 #[tokio::test]

@@ -1,5 +1,6 @@
-//! PostgreSQL-specific behaviour beyond the shared suite: migrations,
-//! schema isolation, corrupt rows, and a smoke test of every operation.
+//! PostgreSQL-specific behaviour beyond the shared suite: migrating (and
+//! tests/schema.rs: the schema it makes, and what it refuses), schema
+//! isolation, corrupt rows, and a smoke test of every operation.
 
 #![allow(clippy::unwrap_used)] // tests may unwrap
 
@@ -44,149 +45,14 @@ async fn migrate_twice_is_a_no_op_and_concurrent_migrations_are_safe() {
     f.cleanup().await;
 }
 
-/// Migration 8 counts the jobs finished before it: a schema at version 7
-/// holding finished jobs of several queues and states (stored as an older
-/// build left them, without counters) gets counts that agree with list.
+/// A new generation of the functions is installed over jobs in flight: a
+/// keyed queue whose rotation a claim moved (two of eight keyed jobs
+/// taken), its functions recorded as an older generation, migrates (the
+/// functions replaced, no migration), and the rotation goes on from its
+/// cursor, after b.
 #[tokio::test]
-async fn migration_8_counts_the_jobs_finished_before_it() {
+async fn the_rotation_goes_on_from_its_cursor_when_the_functions_are_replaced() {
     jq_testkit::needs!(postgres);
-    let f = Fixture::new().await;
-    let s = f.connect(Clock::system()).await;
-    let q = format!("\"{}\"", f.schema);
-    let rows = |queue: &str, state: &str, n: u32, finished: &str| {
-        format!(
-            "INSERT INTO {q}.jobs (id, queue, kind, payload, priority, state, attempts, max_attempts, run_at, \
-                                   created_at, finished_at) \
-             SELECT gen_random_uuid(), '{queue}', 'k', '{{}}', 1, '{state}', 1, 25, now(), now(), {finished} \
-             FROM generate_series(1, {n});"
-        )
-    };
-    // Back to version 7: the table of migration 8 gone, as before it (its
-    // index went with migration 9), and what the later migrations add that
-    // cannot be added twice; they run again after it.
-    let setup = [
-        format!(
-            "DROP FUNCTION {q}.jq_flow_moved, {q}.jq_workflow_count; DROP TABLE {q}.workflow_counts; \
-             DROP FUNCTION {q}.jq_flow_finished, {q}.jq_flow_revived; DROP INDEX {q}.jobs_waiting_on_parents; \
-             DROP TABLE {q}.job_results, {q}.job_deps, {q}.job_nodes, {q}.workflows; \
-             ALTER TABLE {q}.jobs DROP COLUMN flow; \
-             DROP TABLE {q}.job_counts; \
-             ALTER TABLE {q}.jobs DROP COLUMN timeout_ms, DROP COLUMN cancel_requested_at, \
-                 DROP COLUMN cancel_reason, DROP COLUMN progress; \
-             DELETE FROM {q}.jq_migrations WHERE version >= 8;"
-        ),
-        rows("a", "completed", 3, "now()"),
-        rows("a", "dead", 2, "now()"),
-        rows("b", "cancelled", 4, "now()"),
-        rows("b", "pending", 1, "NULL"),
-    ];
-    sqlx::raw_sql(sqlx::AssertSqlSafe(setup.concat())).execute(s.pool()).await.unwrap();
-    assert_eq!(
-        s.migrate().await.unwrap(),
-        jq_postgres::SCHEMA_VERSION as usize - 7,
-        "migration 8 and the later ones again"
-    );
-    let stats = s.stats().await.unwrap();
-    let count = |queue: &str, state| stats.queues.get(queue).map_or(0, |c| c.get(state));
-    assert_eq!(
-        [
-            count("a", State::Completed),
-            count("a", State::Dead),
-            count("b", State::Cancelled),
-            count("b", State::Pending)
-        ],
-        [3, 2, 4, 1],
-        "{stats:?}"
-    );
-    jq_testkit::assert_stats_agree_with_list(&s).await;
-    f.cleanup().await;
-}
-
-/// Migration 15 keeps the jobs in flight claimable: a schema at version 14
-/// (no key column, migration 9's jobs_claim, migration 10's enqueue
-/// function, none of migration 16's functions) holding Pending and Running
-/// jobs migrates (15 and the later ones), its jobs are
-/// claimed and settled as before, and keyed jobs are stored and claimed
-/// after it.
-#[tokio::test]
-async fn migration_15_keeps_the_jobs_in_flight_claimable() {
-    jq_testkit::needs!(postgres);
-    let f = Fixture::new().await;
-    let s = f.connect(Clock::system()).await;
-    s.enqueue((0..5).map(|i| job("q", i)).collect()).await.unwrap();
-    let running = s.claim(&request("q", 2)).await.unwrap();
-    assert_eq!(running.len(), 2);
-
-    // Back to version 14: migration 15's objects gone, migration 10's
-    // enqueue function and migration 9's claim index as they made them.
-    let q = format!("\"{}\"", f.schema);
-    let enqueue_of_10 = include_str!("../migrations/0010_enqueue_function.sql");
-    let enqueue_of_10 = &enqueue_of_10[enqueue_of_10.find("CREATE OR REPLACE FUNCTION").unwrap()..];
-    let back = format!(
-        "DROP FUNCTION {q}.jq_claim_keyed, {q}.jq_key_turns, {q}.jq_claim_keyed_take, \
-             {q}.enqueue(text, json, text, text, timestamptz, integer, text, uuid, text); \
-         DROP TABLE {q}.key_limits, {q}.key_cursors, {q}.key_starts; \
-         DROP INDEX {q}.jobs_keyed, {q}.jobs_key_running, {q}.jobs_claim; \
-         ALTER TABLE {q}.jobs DROP COLUMN key; \
-         CREATE INDEX jobs_claim ON {q}.jobs (queue, priority DESC, run_at, id) INCLUDE (state) \
-             WHERE state IN ('pending', 'scheduled'); \
-         {} \
-         DELETE FROM {q}.jq_migrations WHERE version >= 15;",
-        enqueue_of_10.replace("{schema}", &q)
-    );
-    sqlx::raw_sql(sqlx::AssertSqlSafe(back)).execute(s.pool()).await.unwrap();
-    assert_eq!(
-        s.migrate().await.unwrap(),
-        jq_postgres::SCHEMA_VERSION as usize - 14,
-        "migration 15 and the later ones"
-    );
-
-    let rest = s.claim(&request("q", 10)).await.unwrap();
-    assert_eq!(rest.len(), 3, "the Pending jobs stored before the migration");
-    for j in running.iter().chain(&rest) {
-        s.ack(j.lease_ref().unwrap()).await.unwrap();
-    }
-    let keyed = NewJob::builder("smoke", Payload::from_json("{}").unwrap()).queue("q").key("a").build().unwrap();
-    let id = s.enqueue(vec![keyed]).await.unwrap()[0];
-    let claimed = s.claim(&request("q", 10)).await.unwrap();
-    assert_eq!(claimed.iter().map(|j| (j.id, j.key.as_deref())).collect::<Vec<_>>(), [(id, Some("a"))]);
-    jq_testkit::assert_stats_agree_with_list(&s).await;
-    f.cleanup().await;
-}
-
-/// Migrations 16 to 19 replace the keyed claim in place: a schema at the
-/// version before (migration 15's, 16's, 17's or 18's functions) whose
-/// rotation a claim moved migrates, and the rotation goes on from its
-/// cursor.
-#[tokio::test]
-async fn migrations_16_to_19_keep_the_rotation_where_it_was() {
-    jq_testkit::needs!(postgres);
-    // Back to version 15: migration 16's functions gone, migration 15's
-    // keyed claim as it made it.
-    let claim_of_15 = include_str!("../migrations/0015_keys.sql");
-    let claim_of_15 = &claim_of_15[claim_of_15.find("CREATE OR REPLACE FUNCTION {schema}.jq_claim_keyed").unwrap()..];
-    rotation_goes_on_after_migrating(15, |q| {
-        format!("DROP FUNCTION {q}.jq_key_turns, {q}.jq_claim_keyed_take; {}", claim_of_15.replace("{schema}", q))
-    })
-    .await;
-    // Back to version 16, 17, then 18: their functions as they made them.
-    rotation_goes_on_after_migrating(16, |q| {
-        include_str!("../migrations/0016_keyed_claim_sets.sql").replace("{schema}", q)
-    })
-    .await;
-    rotation_goes_on_after_migrating(17, |q| {
-        include_str!("../migrations/0017_keyed_claim_costs.sql").replace("{schema}", q)
-    })
-    .await;
-    rotation_goes_on_after_migrating(18, |q| include_str!("../migrations/0018_keyed_pages.sql").replace("{schema}", q))
-        .await;
-}
-
-/// Claims two of eight keyed jobs (keys a to d, two each), runs `back` (the
-/// schema's objects as version `version` made them) and takes the
-/// migrations after `version` out of jq_migrations, migrates, and checks
-/// that the rotation goes on after b.
-async fn rotation_goes_on_after_migrating(version: i32, back: impl Fn(&str) -> String) {
     let f = Fixture::new().await;
     let s = f.connect(Clock::system()).await;
     let keyed =
@@ -201,9 +67,15 @@ async fn rotation_goes_on_after_migrating(version: i32, back: impl Fn(&str) -> S
     assert_eq!(keys(&s.claim(&request("q", 2)).await.unwrap()), ["a", "b"]);
 
     let q = format!("\"{}\"", f.schema);
-    let back = format!("{} DELETE FROM {q}.jq_migrations WHERE version > {version};", back(&q));
-    sqlx::raw_sql(sqlx::AssertSqlSafe(back)).execute(s.pool()).await.unwrap();
-    assert_eq!(s.migrate().await.unwrap(), (jq_postgres::SCHEMA_VERSION - version) as usize);
+    let older = format!("UPDATE {q}.jq_functions SET generation = 0");
+    sqlx::raw_sql(sqlx::AssertSqlSafe(older)).execute(s.pool()).await.unwrap();
+    assert_eq!(s.migrate().await.unwrap(), 0, "the functions only");
+    let generations: Vec<i32> =
+        sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT generation FROM {q}.jq_functions ORDER BY 1")))
+            .fetch_all(s.pool())
+            .await
+            .unwrap();
+    assert_eq!(generations, [0, jq_postgres::FUNCTIONS_VERSION], "installed again");
 
     assert_eq!(keys(&s.claim(&request("q", 1)).await.unwrap()), ["c"], "after b, the cursor");
     assert_eq!(keys(&s.claim(&request("q", 10)).await.unwrap()), ["a", "b", "c", "d", "d"]);
@@ -220,82 +92,6 @@ async fn summary_agrees(s: &jq_postgres::PostgresStorage, id: WorkflowId, after:
         walked.add(step.state, 1);
     }
     assert_eq!(info.counts, walked, "after {after}: {steps:?}");
-}
-
-/// Migration 14 counts the steps of workflows stored before it: a schema
-/// at version 13 with a workflow in flight (steps Completed, Running,
-/// Pending, Waiting, Dead and Cancelled, stored as a build of migration 13
-/// left them: no step bit, no summary) gets the counts of its steps, and
-/// the statements keep them right afterwards (the migration marked the
-/// steps).
-#[tokio::test]
-async fn migration_14_counts_the_steps_of_a_workflow_in_flight() {
-    jq_testkit::needs!(postgres);
-    let f = Fixture::new().await;
-    let s = f.connect(Clock::system()).await;
-    let step = |name: &str| Step::new(name, job("q", 0));
-    let plan = Workflow::new()
-        .step(step("a"))
-        .step(step("b").after(["a"]))
-        .step(step("c").after(["a"]))
-        .step(step("d").after(["b", "c"]))
-        .step(step("e"))
-        .step(step("f").after(["e"]))
-        .plan()
-        .unwrap();
-    let ids = plan.ids();
-    s.enqueue_workflow(&plan).await.unwrap();
-    let roots = s.claim(&request("q", 10)).await.unwrap();
-    assert_eq!(roots.len(), 2);
-    for j in &roots {
-        let outcome = if j.id == ids[0] { Outcome::Ack } else { Outcome::Bury { error: "no".into() } };
-        s.settle(vec![Settlement { lease: j.lease_ref().unwrap(), outcome }]).await.unwrap()[0].as_ref().unwrap();
-    }
-    let running = s.claim(&request("q", 1)).await.unwrap().pop().unwrap();
-
-    // Back to version 13: migration 14's table and functions gone, migration
-    // 13's functions as it made them, and no step bit.
-    let q = format!("\"{}\"", f.schema);
-    let functions_of_13 = include_str!("../migrations/0013_flow_in_statements.sql");
-    let functions_of_13 = &functions_of_13[functions_of_13.find("CREATE FUNCTION").unwrap()..];
-    let back = format!(
-        "DROP FUNCTION {q}.jq_flow_moved, {q}.jq_workflow_count, {q}.jq_flow_finished, {q}.jq_flow_revived; \
-         DROP TABLE {q}.workflow_counts; \
-         {} \
-         UPDATE {q}.jobs SET flow = flow & ~2::smallint; \
-         DELETE FROM {q}.jq_migrations WHERE version >= 14;",
-        functions_of_13.replace("{schema}", &q)
-    );
-    sqlx::raw_sql(sqlx::AssertSqlSafe(back)).execute(s.pool()).await.unwrap();
-    assert_eq!(s.migrate().await.unwrap(), jq_postgres::SCHEMA_VERSION as usize - 13);
-
-    let counts = s.workflow(plan.id).await.unwrap().counts;
-    assert_eq!(
-        State::ALL.map(|state| counts.get(state)),
-        State::ALL.map(|state| match state {
-            State::Completed | State::Running | State::Pending | State::Waiting | State::Dead | State::Cancelled => 1,
-            _ => 0,
-        }),
-        "{counts:?}"
-    );
-    summary_agrees(&s, plan.id, "the migration").await;
-
-    s.ack(running.lease_ref().unwrap()).await.unwrap();
-    summary_agrees(&s, plan.id, "an ack").await;
-    s.retry(ids[4]).await.unwrap();
-    summary_agrees(&s, plan.id, "a retry that revives a cancelled child").await;
-    loop {
-        let batch = s.claim(&request("q", 10)).await.unwrap();
-        if batch.is_empty() {
-            break;
-        }
-        let acks = batch.iter().map(|j| Settlement { lease: j.lease_ref().unwrap(), outcome: Outcome::Ack }).collect();
-        s.settle(acks).await.unwrap();
-        summary_agrees(&s, plan.id, "acks").await;
-    }
-    let info = s.workflow(plan.id).await.unwrap();
-    assert!(info.is_succeeded(), "{info:?}");
-    f.cleanup().await;
 }
 
 /// An operator's cancel of a Waiting step at the instant its last parent's
@@ -520,7 +316,7 @@ async fn smoke_every_operation() {
     assert_eq!(rec.state, State::Pending);
     assert!(rec.errors.last().unwrap().message.contains("lease expired (worker w1"), "{:?}", rec.errors);
 
-    // complete batch with mixed results, including a duplicate item.
+    // A settle batch with mixed results, including a duplicate item.
     let j = s.claim(&request("q", 1)).await.unwrap().pop().unwrap();
     let l = j.lease_ref().unwrap();
     let results = s
@@ -1001,7 +797,7 @@ fn keyed(queue: &str, key: &str) -> NewJob {
     NewJob::builder("smoke", Payload::from_json("{}").unwrap()).queue(queue).key(key).build().unwrap()
 }
 
-/// Every way a job is stored keeps its key (migration 15): a single
+/// Every way a job is stored keeps its key (`jobs.key`): a single
 /// enqueue, a batch, a batch with a unique key, the caller's transaction,
 /// a workflow's steps and a periodic job's tick; get, list and claim read
 /// it back.
@@ -1093,8 +889,8 @@ async fn keyed_fairness_bound() {
     f.cleanup().await;
 }
 
-/// Migration 19 claims a keyed queue in one statement when it can, and
-/// hands the rest to migration 18's functions: both ways must take the same
+/// jq_claim_keyed_take claims a keyed queue in one statement when it can,
+/// and hands the rest to jq_claim_keyed: both ways must take the same
 /// jobs. Two queues get the same jobs and default limits; one of them also
 /// has an override on a key no job has, which sends its every claim the
 /// general way. Claims of random sizes from each, between acks of random

@@ -1,6 +1,6 @@
 -- After grow-postgres.sql: {pending} Pending jobs in queue "backlog",
 -- enqueued over the last hour (newer ids than every finished job), and
--- the counters of finished jobs (job_counts, migration 8) for the rows
+-- the counters of finished jobs (job_counts) for the rows
 -- inserted behind jq's back. Run VACUUM ANALYZE on the jobs table after
 -- it, as autovacuum would have by then.
 INSERT INTO {schema}.jobs (id, queue, kind, payload, priority, state, attempts, max_attempts, run_at, created_at)

@@ -5,7 +5,8 @@
 //! index or the whole heap. sqlx prepares each statement once per
 //! connection, and PostgreSQL switches to the generic plan after five runs;
 //! a plan that walks a partial index whose state the statistics say is
-//! empty costs the size of that state per call (see migration 3).
+//! empty costs the size of that state per call (see the index design in
+//! migrations/0001_baseline.sql).
 
 use super::{Sql, Sql1, quote};
 use crate::{PostgresConfig, PostgresStorage};
@@ -110,7 +111,7 @@ async fn every_statement_finds_its_rows_by_key_whatever_the_statistics() {
         ),
         ("claim_earlier", &sql.claim_earlier, "uuid", format!("('{token}')"), &["jobs_lease_expiry"]),
         (
-            "complete",
+            "settle",
             &sql.settle,
             "uuid[], uuid[], int2[], text[], timestamptz[], text[], timestamptz, text, text",
             format!(
@@ -209,7 +210,7 @@ async fn every_statement_finds_its_rows_by_key_whatever_the_statistics() {
                 "jobs_waiting_on_parents",
             ],
         ),
-        // Keyed jobs (migration 15): the limits by key, the busiest keys from the live
+        // Keyed jobs: the limits by key, the busiest keys from the live
         // keyed jobs only.
         ("key_limits_list", &sql.key_limits_list, "text", "('q')".to_owned(), &["key_limits_pkey"]),
         (

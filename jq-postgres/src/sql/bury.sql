@@ -1,9 +1,9 @@
 -- A claimed job whose row cannot be decoded goes to Dead with the reason.
 -- $1 id uuid, $2 now timestamptz, $3 now as RFC 3339 text, $4 reason text.
 -- The error history itself may be what is corrupt: it is restarted then.
--- The job is counted in job_counts (migration 8); a workflow step is
+-- The job is counted in job_counts; a workflow step is
 -- counted in workflow_counts and its children, if any, follow, by
--- jq_flow_moved (migration 14). $5 wake-up channel text.
+-- jq_flow_moved. $5 wake-up channel text.
 WITH upd AS (
 UPDATE {schema}.jobs AS j
 SET state = 'dead',

@@ -1,6 +1,6 @@
 -- Waiting, Scheduled or Pending -> Cancelled (a workflow step is counted in
 -- workflow_counts and its dependents follow, in the same statement:
--- jq_flow_moved, migration 14). $1 id uuid, $2 now timestamptz, $3 wake-up
+-- jq_flow_moved). $1 id uuid, $2 now timestamptz, $3 wake-up
 -- channel text.
 -- No row returned: unknown id or another state (the caller looks it up).
 --
@@ -15,8 +15,8 @@
 -- InvalidState (storage test a_cancel_racing_the_ack_...). The guard names
 -- three states including 'waiting', so no partial index of claimable jobs
 -- (whose predicate a plan built on statistics that saw none would walk
--- whole, migration 3) can serve it.
--- The job is counted in job_counts (migration 8).
+-- whole: migrations/0001_baseline.sql) can serve it.
+-- The job is counted in job_counts.
 WITH target AS (
     SELECT state FROM {schema}.jobs WHERE id = $1 FOR UPDATE
 ),

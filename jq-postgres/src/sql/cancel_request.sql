@@ -1,19 +1,19 @@
 -- Cancel job $1 whatever its state (CancelStorage::request_cancel). $2 now
 -- timestamptz, $3 reason text, $4 wake-up channel text.
 --
--- Waiting, Scheduled or Pending -> Cancelled (counted in job_counts, migration 8);
--- Running: the request is stored (migration 11) unless one is (a resend
+-- Waiting, Scheduled or Pending -> Cancelled (counted in job_counts);
+-- Running: the request is stored unless one is (a resend
 -- keeps the first). Returns the job's new state ('cancelled' or
 -- 'running'); no row when it is in another state or unknown (the caller
 -- looks it up). A workflow step that became Cancelled here is counted in
 -- workflow_counts, and takes its children with it, or releases them under
--- run_anyway (jq_flow_moved, migration 14).
+-- run_anyway (jq_flow_moved).
 --
 -- A plain guarded UPDATE by primary key, re-checked by PostgreSQL on the
 -- latest row version: a heartbeat or a settlement may change the row at
 -- the same instant, and an UPDATE joined on a ctid read under the
 -- statement's snapshot would then match nothing. The guard names four
--- states, so no partial index of one state (migration 3) can serve it.
+-- states, so no partial index of one state can serve it.
 -- The row is locked by key first (`target`) for the state it leaves,
 -- read from its latest version, which no one else can change until this
 -- statement commits: a step's count moves out of that state.

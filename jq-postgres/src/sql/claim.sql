@@ -28,7 +28,7 @@
 -- locks the controls. A one-time filter over the lookup gates the walks,
 -- so a claim over uncontrolled queues pays two index probes.
 --
--- Keyed jobs (migration 15): the walks read jobs_claim, which holds only
+-- Keyed jobs: the walks read jobs_claim, which holds only
 -- jobs without a key (its predicate, so no keyed row is ever read). One
 -- probe of jobs_keyed per asked queue finds whether it has keyed waiting
 -- jobs; when one has, the statement takes nothing and names it in the
@@ -43,7 +43,7 @@
 -- the end of the statement and stay claimable.
 --
 -- The workflow steps taken from Scheduled (flow bit 2) go to jq_flow_moved
--- (migration 14) with the state each leaves, read from its locked row (the
+-- with the state each leaves, read from its locked row (the
 -- latest version), to be counted in workflow_counts. Those taken from
 -- Pending are not: the summary counts Pending and Running steps together
 -- (sql/workflow_counts.sql says why), so a fan-in's claims, like a claim

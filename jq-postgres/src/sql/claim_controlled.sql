@@ -7,9 +7,9 @@
 -- keyed text[]: the asked queues with keyed jobs, whose key locks the
 -- transaction holds (control_lock.sql); empty when none.
 --
--- Keyed jobs (migration 15): without keyed queues the jobs are each
+-- Keyed jobs: without keyed queues the jobs are each
 -- queue's best without a key (jobs_claim), as below. With keyed queues,
--- jq_claim_keyed (migrations 15 and 16) picks and locks them instead, within
+-- jq_claim_keyed (src/functions/) picks and locks them instead, within
 -- the same allowances: the plain jobs and each keyed queue's rotation,
 -- merged. The transaction runs generic plans (pooler.rs, begin_generic).
 --
@@ -24,7 +24,7 @@
 -- are not touched. The same statement records the starts of rate-limited
 -- queues, forgets starts that left their window, and records that $4 met
 -- each control. The workflow steps taken from Scheduled (flow bit 2) go to
--- jq_flow_moved (migration 14) with the state each leaves, read from its
+-- jq_flow_moved with the state each leaves, read from its
 -- locked row, to be counted; from Pending they call nothing, as plain jobs
 -- (the summary counts Pending and Running together: claim.sql).
 WITH ctl AS (

@@ -1,6 +1,6 @@
 -- The Running jobs a claim with token $1 took: the earlier attempt of a
 -- resent claim whose answer was lost. Only held leases are in
--- jobs_lease_expiry (migration 3), so this walks the jobs running right
+-- jobs_lease_expiry, so this walks the jobs running right
 -- now, never the finished ones; it runs for resends only.
 --
 -- $1 token uuid.

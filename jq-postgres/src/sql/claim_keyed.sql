@@ -1,5 +1,5 @@
 -- Claim up to $2 jobs of the queues $1, some with keyed jobs, none with a
--- control, in one autocommit statement (migration 16, jq_claim_keyed_take:
+-- control, in one autocommit statement (jq_claim_keyed_take:
 -- the key locks, the picks, the update, in the call).
 --
 -- $1 queues text[], $2 limit int4, $3 now timestamptz, $4 worker text,

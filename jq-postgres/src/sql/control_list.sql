@@ -1,6 +1,6 @@
 -- Every queue holding a job or with a control, by name, with its control
 -- (NULLs where it has none). A queue holds finished jobs when its counters
--- sum above zero (job_counts, migration 8), live ones when jobs_claim (the
+-- sum above zero (job_counts), live ones when jobs_claim (the
 -- Pending and Scheduled ones), jobs_waiting_on_parents (the Waiting ones)
 -- or jobs_lease_expiry (the Running ones) has any of it: no finished job
 -- is read.

@@ -7,8 +7,7 @@
 -- held, counts everything earlier claims of these queues committed. Keyed
 -- claims of one queue thus run one at a time: the rotation's cursors and
 -- each key's Running jobs and starts are read after the earlier claim
--- committed, and no key's limits are exceeded (migration 15,
--- jq_claim_keyed). Returns the controlled queues (keyed false), then the
+-- committed, and no key's limits are exceeded (jq_claim_keyed). Returns the controlled queues (keyed false), then the
 -- queues locked for their keyed jobs (keyed true). The branches of a UNION
 -- ALL run in the order written: the controls are locked first.
 WITH locked AS (

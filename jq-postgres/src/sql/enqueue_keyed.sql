@@ -5,7 +5,7 @@
 -- $8 run_ats timestamptz[], $9 traces text[], $10 unique_keys text[] (NULL
 -- elements allowed in both), $11 now timestamptz, $12 wake-up channel text,
 -- $13 timeouts in ms int8[] (NULL elements allowed), $14 keys text[] (the
--- jobs' keys of migration 15, not unique keys; NULL elements allowed).
+-- jobs' keys, not unique keys; NULL elements allowed).
 --
 -- Each job resolves, in this order, to:
 -- 1. its own id when that id is already stored (`known`: a client resending

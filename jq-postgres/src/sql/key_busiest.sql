@@ -1,4 +1,4 @@
--- Queue $1's $2 busiest keys (migration 15): per key its Running jobs
+-- Queue $1's $2 busiest keys: per key its Running jobs
 -- (jobs_key_running) and its Pending and Scheduled ones (jobs_keyed), by
 -- their sum descending, then key (bytes). Reads every live keyed job of
 -- the queue, never a finished one.

@@ -1,4 +1,4 @@
--- Removes key $2's override in queue $1 (migration 15): the key follows
+-- Removes key $2's override in queue $1: the key follows
 -- the queue's default again. NOTIFYs channel $3 when there was one. When
 -- the default has no rate, the key's start log goes (key_limits_set.sql).
 WITH gone AS (

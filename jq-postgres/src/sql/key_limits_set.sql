@@ -1,5 +1,5 @@
 -- Sets the limits of key $2 of queue $1 ('' for the queue's default, which
--- every key without an override follows; migration 15): concurrency $3,
+-- every key without an override follows): concurrency $3,
 -- rate $4 starts per $5 µs (NULL: no such limit; all NULL: unlimited), and
 -- NOTIFYs channel $6 (a raised limit may make jobs claimable).
 --

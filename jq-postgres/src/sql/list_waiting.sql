@@ -24,7 +24,7 @@ WHERE j.id IN (
          ORDER BY w.id
          LIMIT $4)
         UNION ALL
-        -- The keyed ones from jobs_keyed (migration 15).
+        -- The keyed ones from jobs_keyed.
         (SELECT w.id
          FROM {schema}.jobs AS w
          WHERE w.key IS NOT NULL AND w.state IN ('pending', 'scheduled')

@@ -7,7 +7,7 @@
 -- their rows, for the kind, and keeps the first $5 by id (a bounded sort). list.sql would walk the primary key, passing
 -- every finished job older than the queue's first waiting one (millions,
 -- in a store that kept its history) before the first row it returns.
--- Plain and keyed jobs (migration 15) are in two indexes: a page of each,
+-- Plain and keyed jobs are in two indexes: a page of each,
 -- merged.
 SELECT u.* FROM (
     (SELECT {columns}

@@ -6,8 +6,8 @@
 -- $1 name, $2 queue, $3 spec, $4 zone text, $5 new cursor, $6 declared_at
 -- (now) timestamptz, $7 missed to add bigint, $8 last missed, $9 expected
 -- cursor, $10 expected trigger timestamptz.
-UPDATE {schema}.schedules
+UPDATE {schema}.periodic_jobs
 SET queue = $2, spec = $3, zone = $4, cursor = $5, declared_at = $6, missed = missed + $7,
-    last_missed = COALESCE($8, last_missed), run_requested = NULL
-WHERE name = $1 AND cursor = $9 AND run_requested IS NOT DISTINCT FROM $10
+    last_missed = COALESCE($8, last_missed), triggered_at = NULL
+WHERE name = $1 AND cursor = $9 AND triggered_at IS NOT DISTINCT FROM $10
 RETURNING name

@@ -4,13 +4,14 @@
 -- holds are skipped (they are being moved already); the UPDATE re-checks the
 -- state on the latest row version, so each job is moved once. The locked
 -- rows are changed by ctid (stable while they are locked): a join on id with
--- that guard could walk jobs_scheduled whole instead (see migration 3).
+-- that guard could walk jobs_scheduled whole instead (the baseline's index
+-- design: migrations/0001_baseline.sql).
 --
 -- Returns how many moved, and per (queue, priority) the earliest run_at
 -- moved (none when nothing moved): a claim that skipped one of these rows
 -- while it was locked here may have started its band past it (hints.rs).
--- The workflow steps it moved (flow bit 2) go to jq_flow_moved (migration
--- 14), which moves their counts in workflow_counts; plain jobs call nothing.
+-- The workflow steps it moved (flow bit 2) go to jq_flow_moved, which
+-- moves their counts in workflow_counts; plain jobs call nothing.
 WITH picked AS (
     SELECT ctid FROM {schema}.jobs
     WHERE state = 'scheduled' AND run_at <= $1

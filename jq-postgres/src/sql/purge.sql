@@ -7,12 +7,12 @@
 -- earlier batches emptied, so each batch would read further. The picked rows
 -- are locked (rows a retry holds are left for the next batch) and deleted
 -- by ctid: `id IN (subquery)` made the planner hash-join the whole table.
--- What was deleted leaves job_counts (migration 8), per queue and state,
--- in the same statement, and the workflow rows of the deleted jobs go with
--- them (a step's node and a result; migration 13 took the foreign keys
--- that did it): found by key, `= ANY(ARRAY(...))` for the index. A node is
--- looked for only for a workflow step (flow bit 2), and a purged step
--- leaves its workflow's count (workflow_counts, migration 14: one
+-- What was deleted leaves job_counts, per queue and state, in the same
+-- statement, and the workflow rows of the deleted jobs go with them (a
+-- step's node and a result, which have no foreign key on jobs:
+-- migrations/0001_baseline.sql says why): found by key, `= ANY(ARRAY(...))`
+-- for the index. A node is looked for only for a workflow step (flow bit
+-- 2), and a purged step leaves its workflow's count (workflow_counts: one
 -- jq_workflow_count call, none for plain jobs); the workflow stays known.
 WITH gone AS (
 DELETE FROM {schema}.jobs

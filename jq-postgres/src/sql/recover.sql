@@ -10,14 +10,15 @@
 -- latest row version, so a job a concurrent ack just completed, or a lease a
 -- heartbeat just extended, is never overwritten. The locked rows are
 -- changed by ctid (stable while they are locked): a join on id with that
--- guard could walk the lease index whole instead (see migration 3).
+-- guard could walk the lease index whole instead (the baseline's index
+-- design: migrations/0001_baseline.sql).
 -- Returns how many it moved, on every row, and per (queue, priority) with
 -- a job made Pending the earliest run_at (NULLs when none): the caller
 -- moves its claim positions back before them (hints.rs). Always one row
--- at least. The jobs it made Dead are added to job_counts (migration 8).
--- A job holding a cancel request (migration 11) goes to Cancelled instead,
+-- at least. The jobs it made Dead are added to job_counts.
+-- A job holding a cancel request goes to Cancelled instead,
 -- with no error, and is counted too. The workflow steps it moved go to
--- jq_flow_moved (migration 14), in the same statement: counted in
+-- jq_flow_moved, in the same statement: counted in
 -- workflow_counts, and the children of those it finished follow; those
 -- made Pending call nothing (the summary counts Pending with Running:
 -- sql/workflow_counts.sql).

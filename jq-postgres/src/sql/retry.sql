@@ -7,10 +7,10 @@
 -- a slot of its own in jobs_unique (its id) instead of the shared nil slot.
 -- Should a concurrent enqueue take the nil slot after this statement's
 -- snapshot, this fails with a unique violation and the caller re-runs it.
--- The job leaves the Dead count of job_counts (migration 8). A workflow
+-- The job leaves the Dead count of job_counts. A workflow
 -- step moves from Dead to Pending in workflow_counts, and the children its
 -- failure cancelled come back to Waiting, in the same statement
--- (jq_flow_moved, migration 14).
+-- (jq_flow_moved).
 WITH upd AS (
 UPDATE {schema}.jobs AS j
 SET state = 'pending',

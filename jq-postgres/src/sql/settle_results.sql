@@ -1,5 +1,5 @@
 -- Apply a batch of fenced outcomes in one statement, some of them acks
--- with a result (settle.sql without results; migration 12): $10 results
+-- with a result (settle.sql without results): $10 results
 -- text[] (NULL for items without one) are stored in job_results by the
 -- same statement, for the jobs it acked.
 --
@@ -18,9 +18,9 @@
 -- and comes back with its queue, priority and run_at: the caller moves its
 -- claim positions back before it (hints.rs), since its key may be one a
 -- claim has already passed (released in the instant it was claimed).
--- The jobs it finished are added to job_counts (migration 8), one row per
+-- The jobs it finished are added to job_counts, one row per
 -- (queue, state) for the whole batch, on a shard picked per statement.
--- Its workflow steps (flow bit 2) go to jq_flow_moved (migration 14) in
+-- Its workflow steps (flow bit 2) go to jq_flow_moved in
 -- one call, which counts them in workflow_counts and runs the rules of
 -- those it finished that have children: a batch of plain jobs calls nothing,
 -- nor do steps handed back to Pending (a retry with no delay, a release),

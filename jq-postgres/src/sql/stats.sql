@@ -1,8 +1,7 @@
 -- Job counts by queue and state, whatever the number of finished jobs:
--- finished states from job_counts (their shards summed; migration 8),
+-- finished states from job_counts (their shards summed),
 -- Pending and Scheduled from jobs_claim alone (queue its first column,
--- state included; migration 9), Waiting from jobs_waiting_on_parents
--- (migration 12), Running from jobs_lease_expiry (a lease is held exactly
+-- state included), Waiting from jobs_waiting_on_parents, Running from jobs_lease_expiry (a lease is held exactly
 -- while Running). A leased row whose state jq does not know
 -- comes back with it, and the caller logs it.
 SELECT queue, state, sum(n)::int8 AS n
@@ -17,7 +16,7 @@ FROM (
     WHERE state IN ('pending', 'scheduled') AND key IS NULL
     GROUP BY queue, state
     UNION ALL
-    -- The keyed ones from jobs_keyed (migration 15).
+    -- The keyed ones from jobs_keyed.
     SELECT queue, state, count(*) AS n
     FROM {schema}.jobs
     WHERE key IS NOT NULL AND state IN ('pending', 'scheduled')

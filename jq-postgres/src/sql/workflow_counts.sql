@@ -1,7 +1,7 @@
 -- Workflow $1's steps per state, summed over the shards of its summary
--- rows (workflow_counts, migration 14): a few rows whatever its size. A
+-- rows (workflow_counts): a few rows whatever its size. A
 -- row with a NULL state when it is stored but has no count row (every step
--- purged before migration 14); none when unknown.
+-- purged); none when unknown.
 --
 -- The summary's 'pending' and 'running' rows are read as one count, the
 -- workflow's active steps: the statements do not write the summary when a

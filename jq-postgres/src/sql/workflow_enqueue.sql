@@ -1,5 +1,5 @@
 -- Stores a workflow in ONE statement (so it is atomic on any executor, the
--- caller's transaction included). Migration 12.
+-- caller's transaction included).
 --
 -- $1 workflow id, $2 now; the jobs: $3 ids uuid[], $4 queues text[],
 -- $5 kinds text[], $6 payloads text[], $7 priorities int2[], $8 states
@@ -9,9 +9,9 @@
 -- order); the edges: $15 parents uuid[], $16 children uuid[], $17 the
 -- parents' positions int4[], $18 policies text[]; $19 wake-up channel;
 -- $20 the jobs' timeouts in ms int8[] (NULL elements: none); $21 the jobs'
--- keys text[] (migration 15; NULL elements: none).
+-- keys text[] (NULL elements: none).
 --
--- Every job stored gets `flow` bit 2 (a step; migration 14), and the
+-- Every job stored gets `flow` bit 2 (a step), and the
 -- steps' initial states are counted in workflow_counts by one
 -- jq_workflow_count call.
 --

@@ -1,38 +1,36 @@
--- Migration 18: the keyed claim's rotation read a page of keys at a time,
--- and the claim's statements made cheaper to run (issue 32). The picks,
--- their order and the cursors are migration 16's (the contract's "Keyed
--- jobs", jq-testkit's memory/keys.rs); the three functions keep their
--- signatures and return types and are replaced in place.
+-- {schema}.jq_key_turns(q, prio, n, now, prior): the next `n` picks of
+-- queue `q`'s rotation at priority `prio`, in the order the rotation takes
+-- them (the contract's "Keyed jobs", exactly as jq-testkit's
+-- memory/keys.rs picks them), locked (FOR UPDATE SKIP LOCKED). Called by
+-- jq_claim_keyed, once per keyed queue and priority it takes from.
+-- `prior`: the keys this claim picked at higher priorities of `q`, once per
+-- pick (they count in a key's Running jobs and, when its limits have a
+-- rate, its starts). Returns each pick's key, row, and the key's rate
+-- period (µs) when its limits have a rate (a start to log), else NULL.
 --
--- - jq_key_turns' round one sought each key's successor in jobs_keyed, one
---   index descent per key, then each head, one more. It now reads
---   jobs_keyed from the cursor as a range, a few rows per head wanted (as
---   SQLite's rotation does, jq-sqlite/src/rotation.rs), computes the
---   limits of the heads in key order up to the number wanted, and locks
---   those they allow by ctid. A page of deep keys (over four rows per key
---   on average) hands the rest of round one to migration 16's walk, which
---   seeks past each key's rows.
--- - The arrays are aggregated without ORDER BY where their input is already
---   in order (a subquery's ORDER BY, a window's order, a LATERAL's outer
---   order, with no join above it, so the aggregate reads the rows in that
---   order): an ordered aggregate sorts its input once per aggregate, and
---   the claim had sixteen of them per call over the same rows.
--- - Not done: generic plans for the take (plan_cache_mode =
---   force_generic_plan) cut the replay below by 4% more, but slowed the
---   suite's fairness and concurrent-claimers tests (claims of 10, a deep
---   key) by a third.
+-- A rotation's sequence depends only on its own picks: a key's load and a
+-- priority's members change only when the rotation takes a job, and both
+-- only shrink what is eligible. So a queue's picks are computed ahead, here,
+-- and jq_claim_keyed merges them with the plain jobs and the other queues'.
+-- At one priority the rotation goes in rounds: each eligible key after the
+-- cursor (wrapping, the cursor's own key last) gets one job, then those
+-- still eligible a second, in the same order, and so on (after a round the
+-- cursor is on the round's last key, and every key after it was found
+-- ineligible, and stays so).
 --
--- Replay of the bench's keyed drain (`JQ_REPLAY_KEYED=1 bash
--- scripts/pg-instructions.sh`): 8,787M instructions with migration 16,
--- 8,479M with 17, about 7.4G with this one.
-
--- jq_key_turns: the next `n` picks of queue `q`'s rotation at priority
--- `prio`, in the order the rotation takes them, locked (FOR UPDATE SKIP
--- LOCKED). `prior`: the keys this claim picked at higher priorities of
--- `q`, once per pick (they count in a key's Running jobs and, when its
--- limits have a rate, its starts). Returns each pick's key, row, and the
--- key's rate period (µs) when its limits have a rate (a start to log),
--- else NULL.
+-- Round one reads jobs_keyed from the cursor as a range, a few rows per
+-- head wanted (as SQLite's rotation does, jq-sqlite/src/rotation.rs),
+-- computes the limits of the heads in key order up to the number wanted,
+-- and locks those they allow by ctid. A page of deep keys (over four rows
+-- per key on average) hands the rest of round one to a walk that seeks
+-- past each key's rows, one index descent per key. Later rounds, only when
+-- round one found fewer keys than wanted, are one more statement. A key's
+-- Running count comes from one aggregate of the queue's Running keyed jobs
+-- per call, and a key's own limits are probed only when the queue has an
+-- override. The arrays are aggregated without ORDER BY where their input is
+-- already in order (a subquery's ORDER BY, a window's order, a LATERAL's
+-- outer order, with no join above it): an ordered aggregate sorts its input
+-- once per aggregate.
 CREATE OR REPLACE FUNCTION {schema}.jq_key_turns(
     q text, prio smallint, n integer, now timestamptz, prior text[]
 ) RETURNS TABLE (o_key text, o_id uuid, o_run_at timestamptz, o_state text, o_flow smallint, o_period bigint)
@@ -334,267 +332,5 @@ BEGIN
     ) AS t
     ORDER BY t.r, t.pos
     LIMIT n;
-END
-$fn$;
-
--- jq_claim_keyed: migration 17's, its picks aggregated without ORDER BY.
-CREATE OR REPLACE FUNCTION {schema}.jq_claim_keyed(
-    queues text[], allow integer[], lim integer, now timestamptz, keyed text[]
-) RETURNS TABLE (id uuid, state text, flow smallint)
-LANGUAGE plpgsql
-VOLATILE
--- What a claim takes, about: the default estimate (1000 rows) would make
--- claim_controlled.sql's UPDATE join every claimed row by a scan of jobs.
-ROWS 10
-AS $fn$
-#variable_conflict use_variable
-DECLARE
-    nq constant integer := coalesce(cardinality(queues), 0);
-    left_ integer[] := allow;
-    -- The plain candidates, in claim order.
-    p_id uuid[]; p_state text[]; p_flow smallint[]; p_prio smallint[]; p_run timestamptz[]; p_qi integer[];
-    pn integer; pi integer := 1;
-    -- Every keyed queue's picks, in its rotation's order, one after the
-    -- other: queue qi's are s_from[qi] .. s_to[qi]. s_eff: the effective
-    -- run_at (the running maximum of run_ats at that priority).
-    s_id uuid[] := '{}'; s_state text[] := '{}'; s_flow smallint[] := '{}'; s_prio smallint[] := '{}';
-    s_eff timestamptz[] := '{}'; s_key text[] := '{}'; s_period bigint[] := '{}';
-    s_from integer[]; s_to integer[];
-    -- What the claim takes.
-    pk_id uuid[] := '{}'; pk_state text[] := '{}'; pk_flow smallint[] := '{}';
-    -- The cursors to write (last key taken per queue and priority), and
-    -- the starts to log (one per keyed job taken whose key has a rate).
-    c_q text[] := '{}'; c_p smallint[] := '{}'; c_k text[] := '{}';
-    st_q text[] := '{}'; st_k text[] := '{}'; st_per bigint[] := '{}';
-    taken integer := 0;
-    qi integer; i integer; need integer; got integer;
-    prior text[];
-    b_is_plain boolean; b_qi_ integer; b_prio smallint; b_run timestamptz; b_queue text;
-    q text; prio smallint; eff timestamptz; found_ boolean;
-BEGIN
-    SELECT array_agg(b.id ORDER BY b.priority DESC, b.run_at, b.id),
-           array_agg(b.state ORDER BY b.priority DESC, b.run_at, b.id),
-           array_agg(b.flow ORDER BY b.priority DESC, b.run_at, b.id),
-           array_agg(b.priority ORDER BY b.priority DESC, b.run_at, b.id),
-           array_agg(b.run_at ORDER BY b.priority DESC, b.run_at, b.id),
-           array_agg(b.n ORDER BY b.priority DESC, b.run_at, b.id)
-    INTO p_id, p_state, p_flow, p_prio, p_run, p_qi
-    FROM unnest(queues, allow) WITH ORDINALITY AS u(name, allow, n)
-    CROSS JOIN LATERAL (
-        SELECT jc.id, jc.state, jc.flow, jc.priority, jc.run_at, u.n::integer AS n FROM {schema}.jobs AS jc
-        WHERE jc.queue = u.name AND jc.key IS NULL
-          AND jc.state IN ('pending', 'scheduled') AND (jc.state = 'pending' OR jc.run_at <= now)
-        ORDER BY jc.priority DESC, jc.run_at, jc.id
-        LIMIT greatest(0, least(u.allow, lim))
-        FOR UPDATE SKIP LOCKED
-    ) AS b;
-    pn := coalesce(cardinality(p_id), 0);
-
-    -- Each keyed queue's picks, up to what it may take.
-    s_from := array_fill(1, ARRAY[nq]);
-    s_to := array_fill(0, ARRAY[nq]);
-    FOR qi IN 1 .. nq LOOP
-        q := queues[qi];
-        s_from[qi] := cardinality(s_id) + 1;
-        s_to[qi] := cardinality(s_id);
-        CONTINUE WHEN NOT (q = ANY (keyed));
-        need := least(allow[qi], lim);
-        prio := NULL;
-        prior := '{}';
-        WHILE need > 0 LOOP
-            -- The next priority down with keyed waiting jobs (two
-            -- statements, not `prio IS NULL OR ...`: each must seek jobs_keyed).
-            IF prio IS NULL THEN
-                SELECT jk.priority INTO prio FROM {schema}.jobs AS jk
-                WHERE jk.queue = q AND jk.key IS NOT NULL AND jk.state IN ('pending', 'scheduled')
-                ORDER BY jk.priority DESC LIMIT 1;
-            ELSE
-                SELECT jk.priority INTO prio FROM {schema}.jobs AS jk
-                WHERE jk.queue = q AND jk.key IS NOT NULL AND jk.state IN ('pending', 'scheduled')
-                  AND jk.priority < prio
-                ORDER BY jk.priority DESC LIMIT 1;
-            END IF;
-            EXIT WHEN prio IS NULL;
-            -- The priority's picks appended in one statement, not row by
-            -- row. eff: the running maximum of their run_ats. The
-            -- aggregates read x in the window's order, the picks' (n).
-            SELECT s_id || coalesce(array_agg(x.o_id), '{}'),
-                   s_state || coalesce(array_agg(x.o_state), '{}'),
-                   s_flow || coalesce(array_agg(x.o_flow), '{}'),
-                   s_prio || coalesce(array_agg(prio), '{}'),
-                   s_eff || coalesce(array_agg(x.eff), '{}'),
-                   s_key || coalesce(array_agg(x.o_key), '{}'),
-                   s_period || coalesce(array_agg(x.o_period), '{}'),
-                   prior || coalesce(array_agg(x.o_key), '{}'),
-                   count(*)::integer
-            INTO s_id, s_state, s_flow, s_prio, s_eff, s_key, s_period, prior, got
-            FROM (SELECT kt.*, max(kt.o_run_at) OVER (ORDER BY kt.n) AS eff
-                  FROM {schema}.jq_key_turns(q, prio, need, now, prior) WITH ORDINALITY
-                      AS kt(o_key, o_id, o_run_at, o_state, o_flow, o_period, n)) AS x;
-            need := need - got;
-        END LOOP;
-        s_to[qi] := cardinality(s_id);
-    END LOOP;
-
-    IF nq = 1 AND pn = 0 THEN
-        -- One queue, no plain job: the merge would take every pick in
-        -- order (there are at most least(allowance, limit)). The cursor of
-        -- each priority is its last pick's key; a start is logged per pick
-        -- whose key has a rate.
-        pk_id := s_id; pk_state := s_state; pk_flow := s_flow;
-        SELECT coalesce(array_agg(queues[1] ORDER BY x.p), '{}'), coalesce(array_agg(x.p ORDER BY x.p), '{}'),
-               coalesce(array_agg(x.k ORDER BY x.p), '{}')
-        INTO c_q, c_p, c_k
-        FROM (SELECT DISTINCT ON (u.p) u.p, u.k FROM unnest(s_prio, s_key) WITH ORDINALITY AS u(p, k, n)
-              ORDER BY u.p, u.n DESC) AS x;
-        SELECT coalesce(array_agg(queues[1]), '{}'), coalesce(array_agg(u.k), '{}'), coalesce(array_agg(u.per), '{}')
-        INTO st_q, st_k, st_per
-        FROM unnest(s_key, s_period) AS u(k, per)
-        WHERE u.per IS NOT NULL;
-        taken := lim;
-    END IF;
-
-    -- The merge: (priority desc, effective run_at, plain before keyed, queue name).
-    WHILE taken < lim LOOP
-        WHILE pi <= pn AND left_[p_qi[pi]] <= 0 LOOP
-            pi := pi + 1;
-        END LOOP;
-        b_is_plain := NULL;
-        IF pi <= pn THEN
-            b_is_plain := true; b_qi_ := p_qi[pi]; b_prio := p_prio[pi]; b_run := p_run[pi];
-            b_queue := queues[p_qi[pi]];
-        END IF;
-        FOR qi IN 1 .. nq LOOP
-            CONTINUE WHEN s_from[qi] > s_to[qi] OR left_[qi] <= 0;
-            i := s_from[qi];
-            IF b_is_plain IS NULL
-               OR s_prio[i] > b_prio
-               OR (s_prio[i] = b_prio AND (s_eff[i] < b_run
-                   OR (s_eff[i] = b_run AND NOT b_is_plain AND queues[qi] < b_queue))) THEN
-                b_is_plain := false; b_qi_ := qi; b_prio := s_prio[i]; b_run := s_eff[i]; b_queue := queues[qi];
-            END IF;
-        END LOOP;
-        EXIT WHEN b_is_plain IS NULL;
-        IF b_is_plain THEN
-            pk_id := pk_id || p_id[pi]; pk_state := pk_state || p_state[pi]; pk_flow := pk_flow || p_flow[pi];
-            pi := pi + 1;
-        ELSE
-            i := s_from[b_qi_];
-            s_from[b_qi_] := i + 1;
-            pk_id := pk_id || s_id[i]; pk_state := pk_state || s_state[i]; pk_flow := pk_flow || s_flow[i];
-            found_ := false;
-            FOR j IN 1 .. cardinality(c_q) LOOP
-                IF c_q[j] = b_queue AND c_p[j] = s_prio[i] THEN
-                    c_k[j] := s_key[i]; found_ := true;
-                END IF;
-            END LOOP;
-            IF NOT found_ THEN
-                c_q := c_q || b_queue; c_p := c_p || s_prio[i]; c_k := c_k || s_key[i];
-            END IF;
-            IF s_period[i] IS NOT NULL THEN
-                st_q := st_q || b_queue; st_k := st_k || s_key[i]; st_per := st_per || s_period[i];
-            END IF;
-        END IF;
-        left_[b_qi_] := left_[b_qi_] - 1;
-        taken := taken + 1;
-    END LOOP;
-
-    IF cardinality(c_q) > 0 THEN
-        INSERT INTO {schema}.key_cursors AS c (queue, priority, key)
-        SELECT x.q, x.p, x.k FROM unnest(c_q, c_p, c_k) AS x(q, p, k)
-        ON CONFLICT (queue, priority) DO UPDATE SET key = excluded.key;
-    END IF;
-    IF cardinality(st_q) > 0 THEN
-        -- The log keeps only the window: older starts go as new ones come.
-        DELETE FROM {schema}.key_starts AS s
-        USING (SELECT DISTINCT x.q, x.k, x.per FROM unnest(st_q, st_k, st_per) AS x(q, k, per)) AS x
-        WHERE s.queue = x.q AND s.key = x.k AND s.at <= now - x.per * interval '1 microsecond';
-        INSERT INTO {schema}.key_starts (queue, key, at, n)
-        SELECT x.q, x.k, now, count(*) FROM unnest(st_q, st_k) AS x(q, k) GROUP BY x.q, x.k;
-    END IF;
-
-    RETURN QUERY SELECT x.id, x.state, x.flow FROM unnest(pk_id, pk_state, pk_flow) AS x(id, state, flow);
-END
-$fn$;
-
--- jq_claim_keyed_take: migration 17's (its comment follows), its picks'
--- arrays unordered (the update does not depend on their order; the rows
--- are locked already).
---
--- jq_claim_keyed_take: a whole claim over queues none of which has a
--- control, some with keyed jobs, in one call (sql/claim_keyed.sql runs it
--- as one autocommit statement, as the plain claim runs claim.sql): the
--- same picks as claim_controlled.sql's over those queues (every allowance
--- `lim`), moved to Running as it moves them, returned as jobs rows.
--- *The transaction of claim_controlled.sql took four exchanges (BEGIN,
--- control_lock.sql, the claim, COMMIT), with the key lock held across the
--- last three; here the lock is held for the call and its commit only.*
---
--- Each statement here reads its own snapshot (READ COMMITTED, VOLATILE):
--- the queues with keyed waiting jobs are found (one probe of jobs_keyed
--- each), their key locks taken in name order (the same locks as
--- control_lock.sql's, so this and a controlled claim of one queue run one
--- at a time), then jq_claim_keyed picks and locks, reading what every
--- earlier claim of these queues committed, and only then are the picks
--- updated, by a later statement whose snapshot sees every row picked (the
--- snapshot of the statement calling this function is older than the rows
--- enqueued while it waited for the locks: it must not do the update).
--- The update is claim.sql's (lease, attempts), and the workflow steps
--- taken from Scheduled go to jq_flow_moved as there.
-CREATE OR REPLACE FUNCTION {schema}.jq_claim_keyed_take(
-    queues text[], lim integer, now timestamptz, worker text, expires timestamptz, token uuid
-) RETURNS SETOF {schema}.jobs
-LANGUAGE plpgsql
-VOLATILE
-ROWS 10
--- The update's `id = ANY (ids)` must probe the primary key: with a small
--- queue's statistics the planner chose a scan of the whole table.
-SET enable_seqscan = off
-AS $fn$
-#variable_conflict use_variable
-DECLARE
-    keyed text[];
-    k text;
-    ids uuid[]; states text[]; flows smallint[];
-BEGIN
-    -- In control_lock.sql's order (two claims never deadlock).
-    SELECT coalesce(array_agg(q.name ORDER BY q.name), '{}') INTO keyed
-    FROM (SELECT DISTINCT u.name FROM unnest(queues) AS u(name)) AS q
-    -- LIMIT 1 in a LATERAL keeps it one probe of jobs_keyed per queue.
-    CROSS JOIN LATERAL (
-        SELECT 1 FROM {schema}.jobs AS jk
-        WHERE jk.queue = q.name AND jk.key IS NOT NULL AND jk.state IN ('pending', 'scheduled')
-        LIMIT 1
-    ) AS probe;
-    FOREACH k IN ARRAY keyed LOOP
-        PERFORM pg_advisory_xact_lock(hashtextextended('jq-keys:{schema}:' || k, 0));
-    END LOOP;
-
-    SELECT array_agg(p.id), array_agg(p.state), array_agg(p.flow)
-    INTO ids, states, flows
-    FROM {schema}.jq_claim_keyed(queues, array_fill(lim, ARRAY[cardinality(queues)]), lim, now, keyed) AS p;
-    IF ids IS NULL THEN
-        RETURN;
-    END IF;
-
-    RETURN QUERY
-    WITH claimed AS (
-        UPDATE {schema}.jobs AS j
-        SET state = 'running',
-            attempts = j.attempts + 1,
-            lease_token = token,
-            lease_worker = worker,
-            lease_expires_at = expires
-        WHERE j.id = ANY (ids)
-        RETURNING j.*
-    )
-    SELECT * FROM claimed;
-
-    -- The steps taken from Scheduled, as claim.sql counts them.
-    PERFORM {schema}.jq_flow_moved(array_agg(s.id ORDER BY s.id), array_agg(s.state ORDER BY s.id),
-                                   array_agg('running'::text), array_agg(s.flow ORDER BY s.id), now, NULL)
-    FROM unnest(ids, states, flows) AS s(id, state, flow)
-    WHERE s.flow & 2 <> 0 AND s.state <> 'pending'
-    HAVING count(*) > 0;
 END
 $fn$;

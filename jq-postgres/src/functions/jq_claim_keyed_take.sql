@@ -1,36 +1,41 @@
--- Migration 19: the common keyed claim in one statement (issue 32). A
--- claim of one queue whose waiting jobs are all keyed, whose keys share the
--- queue's default limits (no override) and those have no rate, picks,
--- locks, updates and moves the rotation's cursor in one statement of
--- jq_claim_keyed_take, where migration 18 ran a dozen statements over three
--- nested functions (jq_claim_keyed, jq_key_turns) and then the update. The
--- picks, their order and the cursor are the same (the contract's "Keyed
--- jobs", jq-testkit's memory/keys.rs; jq-postgres/tests/storage.rs claims
--- both ways side by side); any other claim, and one the statement cannot
--- finish alone, goes migration 18's way. jq_claim_keyed_take keeps its
--- signature and return type and is replaced in place.
+-- {schema}.jq_claim_keyed_take(queues, lim, now, worker, expires, token): a
+-- whole claim over queues none of which has a control, some with keyed
+-- jobs, in one call. Called by sql/claim_keyed.sql, which runs it as one
+-- autocommit statement, as the plain claim runs claim.sql: the same picks
+-- as claim_controlled.sql's over those queues (every allowance `lim`),
+-- moved to Running as it moves them, returned as jobs rows. A controlled
+-- claim's transaction takes four exchanges (BEGIN, control_lock.sql, the
+-- claim, COMMIT), with the key lock held across the last three; here the
+-- lock is held for the call and its commit only.
 --
--- Replay of the bench's keyed drain (`JQ_REPLAY_KEYED=1 bash
--- scripts/pg-instructions.sh`): 7,340M instructions with migration 18,
--- 4,845M with this one and sql/claim_keyed.sql's lazier probe (the plain
--- drain: 3,870M).
-
--- jq_claim_keyed_take: migration 18's (its comment follows), with the one
--- statement first.
+-- Each statement here reads its own snapshot (READ COMMITTED, VOLATILE):
+-- the queues with keyed waiting jobs are found (one probe of jobs_keyed
+-- each), their key locks taken in name order (the same locks as
+-- control_lock.sql's, so this and a controlled claim of one queue run one
+-- at a time), then the picks are found and locked, reading what every
+-- earlier claim of these queues committed, and only then are they
+-- updated, by a later statement whose snapshot sees every row picked (the
+-- snapshot of the statement calling this function is older than the rows
+-- enqueued while it waited for the locks: it must not do the update). The
+-- update is claim.sql's (lease, attempts), and the workflow steps taken
+-- from Scheduled go to jq_flow_moved as there.
 --
--- The one statement runs after the key lock, so its snapshot sees what
--- every earlier claim of the queue committed. It is round one of the
--- rotation at the queue's highest keyed priority, as jq_key_turns' pages
--- read it: the rows of jobs_keyed from the cursor's key on, then
--- (wrapped) from the smallest key up to it, each key's first row its
--- head; the heads whose key has fewer Running jobs than the default
--- concurrency, locked by ctid in that order (SKIP LOCKED) up to `lim`,
--- then updated as claim.sql updates. The rows are read only as far as the
--- locking goes (at most four per head wanted in each range), where
--- jq_key_turns read whole pages.
+-- The common claim is one statement: a claim of one queue whose waiting
+-- jobs are all keyed, whose keys share the queue's default limits (no
+-- override) and those have no rate. It runs after the key lock, so its
+-- snapshot sees what every earlier claim of the queue committed, and is
+-- round one of the rotation at the queue's highest keyed priority, as
+-- jq_key_turns' pages read it: the rows of jobs_keyed from the cursor's key
+-- on, then (wrapped) from the smallest key up to it, each key's first row
+-- its head; the heads whose key has fewer Running jobs than the default
+-- concurrency, locked by ctid in that order (SKIP LOCKED) up to `lim`, then
+-- updated as claim.sql updates. The rows are read only as far as the
+-- locking goes (at most four per head wanted in each range). The picks,
+-- their order and the cursor are jq_claim_keyed's (tests/storage.rs claims
+-- both ways side by side).
 --
--- It is the whole claim when it took `lim` jobs, or when it read every
--- due row of that priority and nothing could follow in the same claim: a
+-- It is the whole claim when it took `lim` jobs, or when it read every due
+-- row of that priority and nothing could follow in the same claim: a
 -- concurrency of one (no later rounds) and no keyed job at a lower
 -- priority. Then it updates the picks and writes the cursor (the last key
 -- taken). Otherwise it changes nothing, and jq_claim_keyed claims as
@@ -40,35 +45,14 @@
 -- finds nothing again.
 --
 -- A lone queue is locked without the probe of its keyed jobs (its caller
--- found it keyed), and the priority to claim is the highest cursor's when
--- a job waits after that cursor: the probes walked past the entries of
--- every job a drain took, until vacuum removed them.
+-- found it keyed), and the priority to claim is the highest cursor's when a
+-- job waits after that cursor: the probes walked past the entries of every
+-- job a drain took, until vacuum removed them.
 --
 -- The function's statements run with generic plans (planned once per
--- session): a custom plan per call of the one statement cost about 2% of
--- the replay. jq_claim_keyed keeps the default (`auto`): generic plans
--- slowed its deep-key walk by a third (migration 18's header).
---
--- jq_claim_keyed_take: a whole claim over queues none of which has a
--- control, some with keyed jobs, in one call (sql/claim_keyed.sql runs it
--- as one autocommit statement, as the plain claim runs claim.sql): the
--- same picks as claim_controlled.sql's over those queues (every allowance
--- `lim`), moved to Running as it moves them, returned as jobs rows.
--- *The transaction of claim_controlled.sql took four exchanges (BEGIN,
--- control_lock.sql, the claim, COMMIT), with the key lock held across the
--- last three; here the lock is held for the call and its commit only.*
---
--- Each statement here reads its own snapshot (READ COMMITTED, VOLATILE):
--- the queues with keyed waiting jobs are found (one probe of jobs_keyed
--- each), their key locks taken in name order (the same locks as
--- control_lock.sql's, so this and a controlled claim of one queue run one
--- at a time), then jq_claim_keyed picks and locks, reading what every
--- earlier claim of these queues committed, and only then are the picks
--- updated, by a later statement whose snapshot sees every row picked (the
--- snapshot of the statement calling this function is older than the rows
--- enqueued while it waited for the locks: it must not do the update).
--- The update is claim.sql's (lease, attempts), and the workflow steps
--- taken from Scheduled go to jq_flow_moved as there.
+-- session): a custom plan per call of the one statement cost more than the
+-- planning saved (BENCHMARKS.md). jq_claim_keyed sets the default back for
+-- itself (a function's SET holds for the functions it calls).
 CREATE OR REPLACE FUNCTION {schema}.jq_claim_keyed_take(
     queues text[], lim integer, now timestamptz, worker text, expires timestamptz, token uuid
 ) RETURNS SETOF {schema}.jobs
@@ -282,7 +266,3 @@ BEGIN
     HAVING count(*) > 0;
 END
 $fn$;
-
--- Called from jq_claim_keyed_take, jq_claim_keyed would inherit its generic
--- plans (a function's SET holds for the functions it calls).
-ALTER FUNCTION {schema}.jq_claim_keyed(text[], integer[], integer, timestamptz, text[]) SET plan_cache_mode = auto;

@@ -1,27 +1,35 @@
--- Migration 10: enqueue from SQL.
+-- {schema}.enqueue(kind, payload, ...): enqueue from SQL. Called by
+-- producers other than jq's Rust client: a trigger, a psql session, a
+-- program in another language (examples/examples/sql_trigger.rs,
+-- examples/python/producer.py; tests/sql_enqueue.rs checks it). No
+-- statement of jq calls it.
 --
--- `{schema}` is replaced by the configured (quoted) schema name.
---
--- {schema}.enqueue(kind, payload, ...) stores one job exactly as the Rust
--- enqueue does (Storage::enqueue, sql/enqueue_keyed.sql): the same checks,
--- defaults, unique keys and wake-up, in the caller's transaction, so a
--- trigger, a psql session or a producer in another language can hand work
--- to jq's workers and have it stored or not with the rest of its own
--- writes. It returns the job's id: the id it stored; the id given, when a
--- job with that id is already stored (a producer resending after a lost
--- answer); or, with a unique key, the live job (Scheduled, Pending,
--- Running) of the queue that holds that key.
+-- It stores one job exactly as the Rust enqueue does (Storage::enqueue,
+-- sql/enqueue_keyed.sql): the same checks, defaults, unique keys and
+-- wake-up, in the caller's transaction, so the job is stored or not with
+-- the rest of the caller's writes. It returns the job's id: the id it
+-- stored; the id given, when a job with that id is already stored (a
+-- producer resending after a lost answer); or, with a unique key, the live
+-- job (Scheduled, Pending, Running) of the queue that holds that key.
 --
 --   SELECT jq.enqueue('send_email', '{"to": "a@example.com"}');
 --   SELECT jq.enqueue('report', '{}', queue => 'reports', run_at => now() + interval '1 hour',
 --                     unique_key => 'daily-report');
+--   SELECT jq.enqueue('sync', '{}', queue => 'tenants', key => 'tenant-42');
 --
 -- Bad input raises invalid_parameter_value (22023) naming the argument, and
--- stores nothing. The id is a UUIDv7 from the server's clock, like the
--- ids the Rust client makes, so claim and list order agree. The job is
+-- stores nothing. The id is a UUIDv7 from the server's clock, like the ids
+-- the Rust client makes, so claim and list order agree. The job is
 -- claimable when the caller's transaction commits: the wake-up (NOTIFY) is
--- delivered at the commit, and claimers that do not listen find it by
--- their next whole walk (hints.rs: at most REWALK_MIN later).
+-- delivered at the commit, and claimers that do not listen find it by their
+-- next whole walk (hints.rs: at most REWALK_MIN later).
+--
+-- The signature is an API: callers pass the arguments by position or by
+-- name, so a new one goes last with a default. An old signature is dropped
+-- rather than overloaded (with every argument after payload defaulted, two
+-- signatures would make `enqueue(kind, payload)` ambiguous): a new
+-- signature in src/schema.rs's FUNCTIONS, and the installer drops the one
+-- the schema's previous generation recorded.
 CREATE OR REPLACE FUNCTION {schema}.enqueue(
     kind         text,
     payload      json,
@@ -30,7 +38,8 @@ CREATE OR REPLACE FUNCTION {schema}.enqueue(
     run_at       timestamptz DEFAULT NULL,
     max_attempts integer     DEFAULT 25,
     unique_key   text        DEFAULT NULL,
-    id           uuid        DEFAULT NULL
+    id           uuid        DEFAULT NULL,
+    key          text        DEFAULT NULL
 ) RETURNS uuid
 LANGUAGE plpgsql
 VOLATILE
@@ -42,6 +51,8 @@ DECLARE
     -- Limits of jq_core: MAX_NAME_BYTES and DEFAULT_MAX_PAYLOAD_BYTES.
     max_name constant integer := 128;
     max_payload constant integer := 1048576;
+    -- jq_core's MAX_KEY_BYTES.
+    max_key constant integer := 255;
     now_ts constant timestamptz := clock_timestamp();
     prio smallint;
     due timestamptz := coalesce(run_at, now_ts);
@@ -88,6 +99,11 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
 
+    IF key IS NOT NULL AND (key = '' OR octet_length(key) > max_key) THEN
+        RAISE EXCEPTION 'jq.enqueue: key %: use 1 to 255 bytes', quote_nullable(key)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
     -- A stored id is a resend: nothing more is stored.
     IF id IS NOT NULL AND EXISTS (SELECT 1 FROM {schema}.jobs AS j WHERE j.id = enqueue.id) THEN
         RETURN id;
@@ -120,9 +136,9 @@ BEGIN
     -- jobs_unique arbitrates a concurrent enqueuer of the same key, as in
     -- enqueue_keyed.sql: the no-op DO UPDATE locks and returns its row.
     INSERT INTO {schema}.jobs AS j
-        (id, queue, kind, payload, priority, state, max_attempts, run_at, created_at, unique_key)
+        (id, queue, kind, payload, priority, state, max_attempts, run_at, created_at, unique_key, key)
     VALUES (enqueue.id, enqueue.queue, enqueue.kind, enqueue.payload::text, prio, st, enqueue.max_attempts, due, now_ts,
-            enqueue.unique_key)
+            enqueue.unique_key, enqueue.key)
     ON CONFLICT (queue, unique_key, key_slot)
         WHERE unique_key IS NOT NULL AND state IN ('scheduled', 'pending', 'running')
     DO UPDATE SET unique_key = EXCLUDED.unique_key
@@ -135,5 +151,5 @@ BEGIN
 END
 $fn$;
 
-COMMENT ON FUNCTION {schema}.enqueue(text, json, text, text, timestamptz, integer, text, uuid) IS
-    'Stores one jq job as the Rust enqueue does, in the caller''s transaction; returns its id (see jq-postgres migration 10).';
+COMMENT ON FUNCTION {schema}.enqueue(text, json, text, text, timestamptz, integer, text, uuid, text) IS
+    'Stores one jq job as the Rust enqueue does, in the caller''s transaction; returns its id (see jq-postgres/src/functions/enqueue.sql).';
