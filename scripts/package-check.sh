@@ -10,7 +10,8 @@
 # 3. jqctl installs from the packaged jq-cli (`cargo install --path` of the
 #    unpacked crate) and reads the jobs the quickstart stored.
 #
-#   bash scripts/package-check.sh
+#   bash scripts/package-check.sh                 # a clean tree, as in CI
+#   bash scripts/package-check.sh --allow-dirty   # arguments go to cargo package
 #
 # Our crates are not on crates.io yet: the fresh project's workspace
 # unpacks the .crate files beside it and patches crates.io with them
@@ -48,13 +49,14 @@ echo "== cargo package --workspace --locked: ${published[*]}"
 # Every crate's tests stay in the repository (see any crate's `include`),
 # and cargo names each one it leaves out: those lines are expected, not news.
 set +e
-cargo package --workspace --locked "${excluded[@]}" 2>&1 | grep -Ev '^warning: ignoring (test|example|bench) `'
+cargo package --workspace --locked "${excluded[@]}" "$@" 2>&1 | grep -Ev '^warning: ignoring (test|example|bench) `'
 status=${PIPESTATUS[0]}
 set -e
 [ "$status" -eq 0 ] || { echo "FAIL: cargo package (exit $status)" >&2; exit "$status"; }
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/jq-package-check.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+# Kept when a step fails, for a look at what the user would have.
+trap 'if [ $? -eq 0 ]; then rm -rf "$work"; else echo "package check: the fresh project is kept in $work" >&2; fi' EXIT
 mkdir -p "$work/crates" "$work/app/src"
 for name in "${published[@]}"; do
     tar -xzf "$target/package/$name-$version.crate" -C "$work/crates"
