@@ -22,8 +22,8 @@ pub enum SetupError {
     },
     /// The URL names a backend this build of jq does not include.
     #[error(
-        "this build of jq has no {backend} backend: enable the `{feature}` feature of the jq crate \
-         (jq = {{ version = \"...\", features = [\"{feature}\"] }})"
+        "this build of jq has no {backend} backend: enable the `{feature}` feature of the jq-queue crate \
+         (jq-queue = {{ version = \"...\", features = [\"{feature}\"] }})"
     )]
     NotCompiled {
         /// The backend's name, for people ("SQLite", "PostgreSQL", "Redis").

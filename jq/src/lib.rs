@@ -1,5 +1,6 @@
-//! jq: a background-job queue for Rust. This is the crate to depend on; pick
-//! the backends with Cargo features:
+//! jq: a background-job queue for Rust. This is the crate to depend on (the
+//! package `jq-queue`, whose library is `jq`: `cargo add jq-queue`, then
+//! `use jq::...`); pick the backends with Cargo features:
 //!
 //! | feature | backend | URL |
 //! |---|---|---|
@@ -137,32 +138,4 @@ pub async fn connect(url: &str) -> Result<Client, SetupError> {
 /// the backend the URL names is refused ([`SetupError::InvalidOption`]).
 pub async fn connect_with(url: &str, options: &ConnectOptions) -> Result<Client, SetupError> {
     Ok(Client::new(Backend::connect_with(url, options).await?))
-}
-
-/// The Rust snippets of the README and the guides in docs/, compiled as
-/// doctests: a guide whose code no longer builds fails the tests.
-#[cfg(all(doctest, feature = "sqlite", feature = "postgres", feature = "redis"))]
-mod guides {
-    #[doc = include_str!("../../README.md")]
-    struct Readme;
-    #[doc = include_str!("../../docs/backends.md")]
-    struct Backends;
-    #[doc = include_str!("../../docs/periodic.md")]
-    struct Periodic;
-    #[doc = include_str!("../../docs/queue-controls.md")]
-    struct QueueControls;
-    #[doc = include_str!("../../docs/keyed-jobs.md")]
-    struct KeyedJobs;
-    #[doc = include_str!("../../docs/observability.md")]
-    struct Observability;
-    #[doc = include_str!("../../docs/dashboard.md")]
-    struct Dashboard;
-    #[doc = include_str!("../../docs/operations.md")]
-    struct Operations;
-    #[doc = include_str!("../../docs/cancellation.md")]
-    struct Cancellation;
-    #[doc = include_str!("../../docs/workflows.md")]
-    struct Workflows;
-    #[doc = include_str!("../../docs/http-api.md")]
-    struct HttpApi;
 }

@@ -123,7 +123,7 @@ fn an_option_of_another_backend_is_refused() {
 }
 
 /// In a build without a backend, its URL says which feature to enable (run
-/// `cargo test -p jq` with the default features to see it).
+/// `cargo test -p jq-queue` with the default features to see it).
 #[cfg(not(all(feature = "postgres", feature = "redis")))]
 #[test]
 fn a_backend_left_out_names_its_feature() {
