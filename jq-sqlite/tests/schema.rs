@@ -1,7 +1,10 @@
-//! The schema a new file gets, compared fact by fact from SQLite's catalog
-//! with the record in `tests/data/schema-0.1.txt`: what the development
-//! chain of schema versions (001 to 012) built, dumped before the chain was
-//! replaced by one baseline.
+//! Schema version 1 (`src/sql/001_schema.sql`), the one 0.1 released:
+//!
+//! - it builds what the development chain of twelve versions built
+//!   (`tests/data/schema-0.1.txt`, that chain's catalog dumped before it
+//!   was replaced), fact by fact, with only the renames of [`RENAMES`];
+//! - it is never edited again: [`CHECKSUMS`] holds each released
+//!   version's SHA-256.
 //!
 //! The facts are those of the pragmas, not the `CREATE` text of
 //! `sqlite_master`: a column added by `ALTER TABLE ADD COLUMN` leaves a
@@ -12,9 +15,30 @@ use std::fmt::Write as _;
 
 use jq_sqlite::rusqlite::Connection;
 use jq_sqlite::schema;
+use sha2::{Digest, Sha256};
 
-/// The record of the development chain's catalog.
+/// The record of the development chain's catalog (at c685e7e, before the
+/// chain was replaced by version 1). Never regenerated.
 const RECORD: &str = include_str!("data/schema-0.1.txt");
+
+/// A renamed catalog object: the development chain's name, then 0.1's.
+enum Rename {
+    /// A table (its automatic indexes follow it).
+    Table(&'static str, &'static str),
+    /// A column of a table (named as 0.1 names it).
+    Column(&'static str, &'static str, &'static str),
+}
+
+/// Every difference between the chain's catalog and version 1's: the
+/// retired names of docs/GLOSSARY.md ("Retired names": `schedules`, "run
+/// now"), and nothing else.
+const RENAMES: &[Rename] =
+    &[Rename::Table("schedules", "periodic_jobs"), Rename::Column("periodic_jobs", "run_requested", "triggered_at")];
+
+/// The SHA-256 of each released schema version's file (its text with LF
+/// line ends), in version order.
+const CHECKSUMS: &[(&str, &str)] =
+    &[("001_schema", "b62317ebf8dc975d7df70ed0ffa58dac663dbca0acb1f2fdca85c7da63025754")];
 
 /// A new in-memory database, migrated as `SqliteStorage::open` migrates.
 fn migrated() -> Connection {
@@ -125,9 +149,56 @@ fn squeeze(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// The record without its comment lines.
-fn record() -> String {
-    RECORD.lines().filter(|l| !l.starts_with('#')).map(|l| format!("{l}\n")).collect()
+/// The record without its comment lines, with [`RENAMES`] applied, its
+/// tables in name order again.
+fn renamed_record() -> String {
+    // one block per table (or section): its unindented line, then the rest
+    let mut blocks: Vec<Vec<String>> = Vec::new();
+    for line in RECORD.lines().filter(|l| !l.starts_with('#')) {
+        match blocks.last_mut() {
+            Some(block) if line.starts_with(' ') => block.push(line.to_owned()),
+            _ => blocks.push(vec![line.to_owned()]),
+        }
+    }
+    for rename in RENAMES {
+        match *rename {
+            Rename::Table(old, new) => {
+                let header = format!("table {old} ");
+                let block = blocks.iter_mut().find(|b| b[0].starts_with(&header)).expect("a renamed table is recorded");
+                block[0] = block[0].replacen(&header, &format!("table {new} "), 1);
+                let (old_auto, new_auto) = (format!("sqlite_autoindex_{old}_"), format!("sqlite_autoindex_{new}_"));
+                for line in block.iter_mut() {
+                    *line = line.replace(&old_auto, &new_auto);
+                }
+            }
+            Rename::Column(table, old, new) => {
+                let header = format!("table {table} ");
+                let block = blocks.iter_mut().find(|b| b[0].starts_with(&header)).expect("its table is recorded");
+                let mut found = false;
+                for line in block.iter_mut() {
+                    let fields: Vec<&str> = line.split(' ').collect();
+                    // `  column <cid> <name> ...` and an index's `    <seqno> <name> ...`
+                    let at = if line.starts_with("  column ") {
+                        4
+                    } else if line.starts_with("    ") {
+                        5
+                    } else {
+                        continue;
+                    };
+                    if fields.get(at) == Some(&old) {
+                        let mut fields = fields;
+                        fields[at] = new;
+                        *line = fields.join(" ");
+                        found = true;
+                    }
+                }
+                assert!(found, "the renamed column {table}.{old} is recorded");
+            }
+        }
+    }
+    // the sections (triggers, views) stay last, after the tables
+    blocks.sort_by_key(|b| (!b[0].starts_with("table "), b[0].starts_with("table ").then(|| b[0].clone())));
+    blocks.iter().flatten().map(|l| format!("{l}\n")).collect()
 }
 
 /// A line diff of `expected` and `actual` (longest common subsequence):
@@ -153,12 +224,12 @@ fn diff(expected: &str, actual: &str) -> String {
             }
             i += 1;
             j += 1;
-        } else if j < b.len() && (i == a.len() || lcs[i][j + 1] >= lcs[i + 1][j]) {
-            changed.push(('+', b[j], section));
-            j += 1;
-        } else {
+        } else if i < a.len() && (j == b.len() || lcs[i + 1][j] >= lcs[i][j + 1]) {
             changed.push(('-', a[i], section));
             i += 1;
+        } else {
+            changed.push(('+', b[j], section));
+            j += 1;
         }
     }
     let mut out = String::new();
@@ -173,20 +244,57 @@ fn diff(expected: &str, actual: &str) -> String {
     out
 }
 
-/// What `migrate` builds in a new file is the recorded catalog, fact by
-/// fact. `JQ_WRITE_SCHEMA_RECORD=1` writes the record from the chain
-/// instead (done once, before the chain goes).
+/// What `migrate` builds in a new file is the recorded catalog of the
+/// development chain, fact by fact, but for [`RENAMES`].
 #[test]
-fn the_development_chain_builds_the_recorded_catalog() {
+fn schema_version_1_builds_what_the_development_chain_built() {
     let actual = catalog(&migrated());
-    if std::env::var_os("JQ_WRITE_SCHEMA_RECORD").is_some() {
-        let header = "# The catalog of a new SQLite database after jq-sqlite's development chain of\n\
-                      # schema versions (src/sql/001_jobs.sql .. 012_keyed_wait.sql, at commit\n\
-                      # c685e7e), as tests/schema.rs dumps it. A record: never regenerated.\n";
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/schema-0.1.txt");
-        std::fs::write(path, format!("{header}{actual}")).unwrap();
-        return;
+    let expected = renamed_record();
+    assert!(
+        expected == actual,
+        "schema version 1 does not build the catalog of tests/data/schema-0.1.txt (with RENAMES applied); \
+         - recorded, + built:\n{}",
+        diff(&expected, &actual)
+    );
+}
+
+/// A released schema version is never edited: a file that opened at
+/// version 1 is never migrated again, so an edit would reach new files
+/// only, and the stores of one release would differ.
+#[test]
+fn released_schema_versions_are_never_edited() {
+    assert_eq!(
+        schema::MIGRATIONS.iter().map(|(name, _)| *name).collect::<Vec<_>>(),
+        CHECKSUMS.iter().map(|(name, _)| *name).collect::<Vec<_>>(),
+        "every schema version needs its checksum here, and a released one is never removed"
+    );
+    for ((name, sql), (_, expected)) in schema::MIGRATIONS.iter().zip(CHECKSUMS) {
+        let digest = Sha256::digest(sql.replace("\r\n", "\n").as_bytes());
+        let actual: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        assert!(
+            actual == *expected,
+            "src/sql/{name}.sql changed (SHA-256 {actual}, released as {expected}): a released schema version is \
+             never edited, since the files it migrated are never migrated again; undo the change and add the next \
+             version instead (src/sql/NNN_name.sql in schema::MIGRATIONS, its checksum in CHECKSUMS here)"
+        );
     }
-    let expected = record();
-    assert!(expected == actual, "the catalog differs from tests/data/schema-0.1.txt:\n{}", diff(&expected, &actual));
+}
+
+/// A file a development build left (a schema version, no application id)
+/// is refused by `open` with the typed error that says so, and left as it
+/// was: no version is applied over it.
+#[test]
+fn a_file_of_a_development_build_is_refused_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dev.db");
+    {
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch("CREATE TABLE jobs (seq INTEGER PRIMARY KEY); PRAGMA user_version = 12;").unwrap();
+    }
+    let err = jq_sqlite::SqliteStorage::open(jq_sqlite::SqliteConfig::new(&path)).unwrap_err();
+    assert!(matches!(err, jq_sqlite::SqliteError::DevelopmentSchema { found: 12, .. }), "{err:?}");
+    assert!(err.to_string().contains("unreleased development build"), "{err}");
+    let conn = Connection::open(&path).unwrap();
+    let tables: i64 = conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0)).unwrap();
+    assert_eq!((schema::version(&conn).unwrap(), tables), (12, 1));
 }
