@@ -1,4 +1,4 @@
-//! Complete (ack, retry, fail, release) and heartbeat: one fenced UPDATE per
+//! Settle (ack, nack, bury, release) and heartbeat: one fenced UPDATE per
 //! item, all items of a call in the writer's transaction.
 
 use std::time::Duration;

@@ -239,7 +239,7 @@ async fn claim_limit_zero_and_no_queue_return_nothing() {
 }
 
 #[tokio::test]
-async fn retry_to_dead_after_max_attempts() {
+async fn nacks_to_dead_after_max_attempts_then_an_operator_retry() {
     let clock = ManualClock::starting_now();
     let s = SqliteStorage::open(SqliteConfig::memory().clock(clock.clock())).unwrap();
     let j = NewJob::builder("k", Payload::from_json("{}").unwrap()).max_attempts(2).build_at(clock.now()).unwrap();

@@ -1,4 +1,4 @@
--- Retry (nack), fenced on id ?1 and token ?2: records error ?4 at ?3 (now)
+-- Nack, fenced on id ?1 and token ?2: records error ?4 at ?3 (now)
 -- for the current attempt; Dead when no attempt is left, else waits until
 -- ?5 (now + delay), Pending when ?6 (the delay is zero) else Scheduled.
 -- SET expressions read the old row, so `attempts` is the failed attempt.
