@@ -29,8 +29,8 @@
 # Redis (JQ_REDIS_HOST/JQ_REDIS_PORT, default 127.0.0.1:6379): keys under
 # `jq_raw_limits:`, deleted at the end.
 #   - unpipelined PING/s from one client: the floor under any awaited call;
-#   - pipelined HSET/s creating new 9-field hashes (a job's hash before
-#     jq's layout v2), ZADD/s into one sorted set: what a batch enqueue's
+#   - pipelined HSET/s creating new 9-field hashes (a hash per job, as a
+#     development layout of jq stored jobs), ZADD/s into one sorted set: what a batch enqueue's
 #     writes cost without Lua;
 #   - server time of an empty EVALSHA;
 #   - the drain's commands as plain pipelined commands, no Lua (20,000 jobs
@@ -275,15 +275,15 @@ resp() {
 }
 
 # The drain's commands without Lua (see the header), in one of two layouts:
-#   hash     jq's before layout v2: a hash per job, the lease and the outcome
-#            written into it, commands per job;
-#   columns  jq's layout v2 in outline: one hash per queue for the jobs'
+#   hash     a hash per job (a development layout of jq), the lease and the
+#            outcome written into it, commands per job;
+#   columns  jq's key layout in outline: one hash per queue for the jobs'
 #            bodies and one for their state (attempts, lease, outcome packed
 #            in one value), so a few commands per batch.
 #   keyed    columns, the jobs keyed as the bench's keyed drain keys them
 #            (10,000 keys, two jobs each, one Running per key): no ready
 #            set; the claim reads a page of the queue's keyed index
-#            (`v2:kwait`, members priority, key, separator, run_at, id) from
+#            (`kwait`, members priority, key, separator, run_at, id) from
 #            its cursor, two members per job in the first lap and one in
 #            the second, removes what it takes, marks the keys Running and
 #            moves the cursor; the ack clears the marks. The least any

@@ -16,7 +16,7 @@
 #   JQ_KEYED=1 bash scripts/redis-instructions.sh  # keyed as the bench's keyed drain (10,000 keys,
 #                                                   # one Running job per key)
 #   bash scripts/redis-instructions.sh raw columns  # the floor: raw-limits.sh's drain commands
-#                                                   # without Lua, layout v2 in outline (or hash: before v2;
+#                                                   # without Lua, jq's layout in outline (or hash: a hash per job;
 #                                                   # keyed: the keyed drain's, the floor under its ratio)
 #
 # Needs valgrind and the redis-server binary (both from Debian's packages).

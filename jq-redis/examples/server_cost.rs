@@ -162,8 +162,8 @@ async fn main() -> Result<(), BoxError> {
     report("enqueue (single)", b, evalsha_usec(&mut conn).await?, wall, 5000);
 
     let request = ClaimRequest::new(vec![QueueName::new("bench")?], 16, Duration::from_secs(30), "cost");
-    let (mut claim_wall, mut complete_wall) = (Duration::ZERO, Duration::ZERO);
-    let (mut claim_usec, mut complete_usec) = ((0, 0), (0, 0));
+    let (mut claim_wall, mut settle_wall) = (Duration::ZERO, Duration::ZERO);
+    let (mut claim_usec, mut settle_usec) = ((0, 0), (0, 0));
     let mut done = 0;
     loop {
         let b = evalsha_usec(&mut conn).await?;
@@ -185,12 +185,12 @@ async fn main() -> Result<(), BoxError> {
         let b = evalsha_usec(&mut conn).await?;
         let t = Instant::now();
         s.settle(batch).await?;
-        complete_wall += t.elapsed();
+        settle_wall += t.elapsed();
         let a = evalsha_usec(&mut conn).await?;
-        complete_usec = (complete_usec.0 + a.0 - b.0, complete_usec.1 + a.1 - b.1);
+        settle_usec = (settle_usec.0 + a.0 - b.0, settle_usec.1 + a.1 - b.1);
     }
     report("claim (16 at a time)", (0, 0), claim_usec, claim_wall, done);
-    report("complete (16 acks at a time)", (0, 0), complete_usec, complete_wall, done);
+    report("settle (16 acks at a time)", (0, 0), settle_usec, settle_wall, done);
     for batch in [16, 128] {
         drain_pass(&s, &mut conn, batch, JOBS, false, Pass::Plain).await?;
     }

@@ -136,13 +136,13 @@ fn skipped(queue: &QueueName, e: &Error) {
 }
 
 const COUNTED: [(State, &str); 7] = [
-    (State::Waiting, "v2:waiting"),
-    (State::Scheduled, "v2:scheduled"),
-    (State::Pending, "v2:ready"),
-    (State::Running, "v2:leases"),
-    (State::Completed, "v2:done:completed"),
-    (State::Dead, "v2:done:dead"),
-    (State::Cancelled, "v2:done:cancelled"),
+    (State::Waiting, "waiting"),
+    (State::Scheduled, "scheduled"),
+    (State::Pending, "ready"),
+    (State::Running, "leases"),
+    (State::Completed, "done:completed"),
+    (State::Dead, "done:dead"),
+    (State::Cancelled, "done:cancelled"),
 ];
 
 pub(crate) async fn stats(s: &Inner) -> Result<Stats> {
@@ -162,9 +162,9 @@ pub(crate) async fn stats(s: &Inner) -> Result<Stats> {
             cmds.push(cmd);
         }
         let mut scheduled = redis::cmd("ZCARD");
-        scheduled.arg(format!("{base}v2:kscheduled"));
+        scheduled.arg(format!("{base}kscheduled"));
         let mut pending = redis::cmd("GET");
-        pending.arg(format!("{base}v2:kpending"));
+        pending.arg(format!("{base}kpending"));
         cmds.extend([scheduled, pending]);
     }
     let counts: Vec<Option<u64>> = s.query_each(cmds).await?;
@@ -190,8 +190,8 @@ pub(crate) async fn stats(s: &Inner) -> Result<Stats> {
 const THROUGHPUT_MINUTES: i64 = 24 * 60;
 
 /// Completed and dead jobs per queue and minute since `since`: a ZCOUNT of
-/// each minute's score range in the queue's `v2:done:completed` and
-/// `v2:done:dead` sets (scored by finished_at), pipelined per slot.
+/// each minute's score range in the queue's `done:completed` and
+/// `done:dead` sets (scored by finished_at), pipelined per slot.
 pub(crate) async fn throughput(s: &Inner, since: Timestamp) -> Result<Vec<Throughput>> {
     const MINUTE: i64 = 60_000_000;
     let queues = s.queues().await?;
@@ -204,7 +204,7 @@ pub(crate) async fn throughput(s: &Inner, since: Timestamp) -> Result<Vec<Throug
     let mut cmds = Vec::with_capacity(queues.len() * minutes.len() * 2);
     for q in &queues {
         let base = s.keys.base(q.as_str());
-        for key in ["v2:done:completed", "v2:done:dead"] {
+        for key in ["done:completed", "done:dead"] {
             for (i, start) in minutes.iter().enumerate() {
                 // The last minute is open-ended: a job finished by a clock a
                 // little ahead of ours still counts now.

@@ -210,7 +210,7 @@ async fn earlier(s: &Inner, queues: &[&str], request: &ClaimRequest) -> Result<V
 type Row = Vec<Option<String>>;
 
 /// Fields per claimed job in `claim.lua`'s reply: fourteen stored ones
-/// (the last four from `v2:extra`), then the id and the queue index.
+/// (the last four from `extra`), then the id and the queue index.
 const CLAIMED_FIELDS: usize = 16;
 
 /// The fields of one row of a `claim.lua` reply: a job's

@@ -55,7 +55,7 @@ pub(crate) async fn queues(s: &Inner) -> Result<Vec<QueueInfo>> {
     for q in &names {
         let base = s.keys.base(q.as_str());
         let mut ids = redis::cmd("ZCARD");
-        ids.arg(format!("{base}v2:ids"));
+        ids.arg(format!("{base}ids"));
         let mut control = redis::cmd("HMGET");
         control.arg(format!("{base}control")).arg("paused_at").arg("concurrency").arg("rate_limit").arg("rate_period");
         let mut seen = redis::cmd("HGETALL");

@@ -50,11 +50,48 @@ pub enum RedisError {
     /// The server answered the setup commands with an error.
     #[error("Redis setup failed: {0}")]
     Setup(#[source] redis::RedisError),
-    /// Carrying the jobs of an older key layout over failed (see
-    /// `keys.rs`); what was carried over stays so, and the next connect
-    /// or maintenance pass goes on from there.
-    #[error("carrying jobs over from an older Redis key layout failed: {0}")]
-    Migrate(#[source] jq_core::Error),
+    /// The prefix holds a key layout newer than this build's
+    /// ([`crate::LAYOUT`]), named by its marker `P:layout`: a newer
+    /// jq-redis wrote it, and this one would misread its jobs.
+    #[error(
+        "Redis prefix {prefix:?} holds key layout {found}, newer than the layout {known} this jq-redis knows; \
+         upgrade jq-redis"
+    )]
+    LayoutTooNew {
+        /// The key prefix.
+        prefix: String,
+        /// The layout its marker names.
+        found: u32,
+        /// The layout this build knows.
+        known: u32,
+    },
+    /// The prefix's layout marker `P:layout` holds something that is not
+    /// a layout number: not written by jq-redis.
+    #[error(
+        "Redis key {prefix}:layout holds {found:?}, not a key layout of jq-redis: it was not written by jq; \
+         use another prefix, or delete that key if nothing else owns it"
+    )]
+    UnknownLayout {
+        /// The key prefix.
+        prefix: String,
+        /// What the marker holds.
+        found: String,
+    },
+    /// The prefix holds jobs in the key layout of an unreleased development
+    /// build of jq (keys `P:{P:Q}:v2:*`, without a layout marker): no
+    /// released jq-redis reads that layout, and none carries it over.
+    #[error(
+        "Redis prefix {prefix:?} holds jobs in the key layout of an unreleased development build of jq (queue \
+         {queue:?}, keys {prefix}:{{{prefix}:{queue}}}:v2:*); no released jq-redis reads or converts that layout: \
+         finish those jobs with the build that wrote them, then delete the prefix's keys \
+         (RedisStorage::delete_all_keys) or use another prefix"
+    )]
+    DevelopmentLayout {
+        /// The key prefix.
+        prefix: String,
+        /// A queue that holds such jobs.
+        queue: String,
+    },
 }
 
 const BACKEND: &str = "redis";

@@ -8,8 +8,8 @@
 //! ```
 //!
 //! Every state change is one Lua script (`src/lua/*.lua`), so it is atomic
-//! on the server: enqueue (with uniqueness), claim, complete (ack, retry,
-//! fail, release; one call per batch), heartbeat (one call per batch),
+//! on the server: enqueue (with uniqueness), claim, settle (ack, nack,
+//! bury, release; one call per batch), heartbeat (one call per batch),
 //! promote, recover, retry, cancel, purge, and the workflow's (store a
 //! workflow; the release of a finished step's children runs in the script
 //! that finished it). Every claim writes a lease (a
@@ -24,6 +24,10 @@
 //!
 //! [`RedisStorage::connect`] refuses a server whose `maxmemory-policy`
 //! evicts keys ([`RedisError::Evicting`]): it would drop jobs when full.
+//! It also refuses a prefix whose key layout it does not know: a newer
+//! one ([`RedisError::LayoutTooNew`]) or an unreleased development
+//! build's ([`RedisError::DevelopmentLayout`]); see [`keys`], "The layout
+//! marker".
 //!
 //! Wake-up: the scripts that make a job Pending `PUBLISH` on `<prefix>:wake`;
 //! [`jq_core::storage::Storage::subscribe`] starts one pub/sub connection per storage
@@ -77,7 +81,7 @@
 //!   slot (one queue, or queue names with one hash tag `{tag}name`), else
 //!   `enqueue_workflow` refuses it with `BatchNotAtomic` (see [`keys`],
 //!   "Workflows"); on a single server it may span any queues;
-//! - a complete or heartbeat batch over several queues becomes one script
+//! - a settle or heartbeat batch over several queues becomes one script
 //!   call per queue, sent concurrently (each item is fenced on its own
 //!   anyway);
 //! - a claim over several queues peeks at each queue (`lua/peek.lua`), merges
@@ -125,6 +129,7 @@ mod error;
 mod eviction;
 mod keyed;
 pub mod keys;
+mod layout;
 mod listener;
 mod liveness;
 mod maintenance;
@@ -158,6 +163,7 @@ use tokio::sync::watch;
 pub use config::{DEFAULT_KEEPALIVE, DEFAULT_RESPONSE_TIMEOUT, RedisConfig};
 pub use error::RedisError;
 pub use keys::Keys;
+pub use layout::LAYOUT;
 pub(crate) use liveness::Conn;
 
 /// A jq storage on Redis. Cheap to clone (clones share one multiplexed,
@@ -194,8 +200,9 @@ pub(crate) struct Inner {
 }
 
 impl RedisStorage {
-    /// Connects to the server of `config`, checks the prefix and loads the
-    /// scripts.
+    /// Connects to the server of `config`, checks the prefix and its key
+    /// layout ([`LAYOUT`]; the marker is written on a new prefix) and loads
+    /// the scripts.
     pub async fn connect(config: RedisConfig) -> Result<RedisStorage, RedisError> {
         if config.prefix.is_empty() {
             return Err(RedisError::InvalidPrefix { prefix: config.prefix, reason: "it is empty" });
@@ -258,11 +265,8 @@ impl RedisStorage {
                 config,
             }),
         };
+        layout::check(&storage.inner.conn, &storage.inner.keys).await?;
         storage.inner.load_scripts().await.map_err(RedisError::Setup)?;
-        let carried = maintenance::migrate(&storage.inner).await.map_err(RedisError::Migrate)?;
-        if carried > 0 {
-            tracing::info!(jobs = carried, "carried jobs over from the Redis key layout before v2");
-        }
         Ok(storage)
     }
 

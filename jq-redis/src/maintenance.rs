@@ -1,4 +1,4 @@
-//! promote, recover, purge, migrate: per queue, bounded batches, looping client side
+//! promote, recover, purge: per queue, bounded batches, looping client side
 //! while a script call was full.
 
 use jq_core::{QueueName, Result, State, Timestamp};
@@ -46,27 +46,6 @@ pub(crate) async fn recover(s: &Inner) -> Result<u64> {
                 tracing::error!(queue = %q, %reason, "recover moved an expired job that cannot be decoded to Dead");
             }
             total += moved;
-            if seen < BATCH as u64 {
-                break;
-            }
-        }
-    }
-    Ok(total)
-}
-
-/// Carries every queue's jobs of the layout before v2 over (see keys.rs):
-/// one script call per queue when there are none; returns how many jobs
-/// were looked at.
-pub(crate) async fn migrate(s: &Inner) -> Result<u64> {
-    let queues = s.queues().await?;
-    let mut total = 0;
-    for q in &queues {
-        let keys = [s.keys.base(q.as_str())];
-        loop {
-            let mut cmd = scripts::call(&scripts::MIGRATE, &keys);
-            cmd.arg(s.now_micros()).arg(BATCH);
-            let seen: u64 = s.query(&cmd).await?;
-            total += seen;
             if seen < BATCH as u64 {
                 break;
             }

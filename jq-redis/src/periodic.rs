@@ -1,5 +1,5 @@
 //! Periodic jobs ([`PeriodicStorage::fire`](jq_core::storage::PeriodicStorage::fire)):
-//! a hash per periodic job in its queue's slot (`Keys::schedule`), so
+//! a hash per periodic job in its queue's slot (`Keys::periodic_job`), so
 //! `lua/fire.lua` compares the cursor and stores the tick's jobs in one
 //! script, on a single server and on Cluster alike. The registry
 //! `P:periodic` (name -> queue, another slot) says where a periodic job's
@@ -32,7 +32,7 @@ use crate::{Inner, error, scripts};
 /// How many moves `locate` follows from the registry's queue.
 const MAX_HOPS: usize = 8;
 
-/// Where a schedule's row is.
+/// Where a periodic job's row is.
 enum Located {
     /// No hash: not registered, or registered in `0` by a step that has not
     /// created it (yet).
@@ -55,20 +55,20 @@ async fn follow(s: &Inner, name: &str, mut queue: String, mut row: HashMap<Strin
             return Ok(Located::Absent(Some(queue)));
         }
         let Some(to) = row.get("moved_to").cloned() else { return Ok(Located::Live { queue, row }) };
-        let next: HashMap<String, String> = s.query(redis::cmd("HGETALL").arg(s.keys.schedule(&to, name))).await?;
+        let next: HashMap<String, String> = s.query(redis::cmd("HGETALL").arg(s.keys.periodic_job(&to, name))).await?;
         if next.is_empty() || generation(&next) <= generation(&row) {
             return Ok(Located::Dangling { row, to });
         }
         (queue, row) = (to, next);
     }
-    Err(error::unexpected(format!("schedule {name:?} moved more than {MAX_HOPS} times while it was read")))
+    Err(error::unexpected(format!("periodic job {name:?} moved more than {MAX_HOPS} times while it was read")))
 }
 
 /// Finds `name`'s row.
 async fn locate(s: &Inner, name: &str) -> Result<Located> {
     let queue: Option<String> = s.query(redis::cmd("HGET").arg(s.keys.periodic()).arg(name)).await?;
     let Some(queue) = queue else { return Ok(Located::Absent(None)) };
-    let row: HashMap<String, String> = s.query(redis::cmd("HGETALL").arg(s.keys.schedule(&queue, name))).await?;
+    let row: HashMap<String, String> = s.query(redis::cmd("HGETALL").arg(s.keys.periodic_job(&queue, name))).await?;
     follow(s, name, queue, row).await
 }
 
@@ -76,7 +76,7 @@ async fn locate(s: &Inner, name: &str) -> Result<Located> {
 /// (`adopt` None) or one that takes a moved row over.
 fn fire_cmd(s: &Inner, fire: &Fire, queue: &str, now: i64, adopt: Option<(&str, &[String])>) -> redis::Cmd {
     let micros = |t: Option<Timestamp>| t.map(|t| t.timestamp_micros().to_string()).unwrap_or_default();
-    let mut cmd = scripts::call(&scripts::FIRE, &[s.keys.schedule(queue, &fire.name), s.keys.base(queue)]);
+    let mut cmd = scripts::call(&scripts::FIRE, &[s.keys.periodic_job(queue, &fire.name), s.keys.base(queue)]);
     cmd.arg(now)
         .arg(s.keys.channel())
         .arg(queue)
@@ -101,7 +101,7 @@ fn fire_cmd(s: &Inner, fire: &Fire, queue: &str, now: i64, adopt: Option<(&str, 
 
 /// The sealed row's fields in the order seal.lua returns them.
 fn sealed_fields(row: &HashMap<String, String>) -> Vec<String> {
-    ["gen", "spec", "zone", "cursor", "missed", "last_missed", "last_job", "run_requested", "declared_at"]
+    ["gen", "spec", "zone", "cursor", "missed", "last_missed", "last_job", "triggered_at", "declared_at"]
         .iter()
         .map(|f| {
             row.get(*f)
@@ -114,7 +114,7 @@ fn sealed_fields(row: &HashMap<String, String>) -> Vec<String> {
 /// Finishes the move of `name`'s dangling row to `to` (no job, the cursor
 /// as sealed), and points the registry there.
 async fn finish_move(s: &Inner, name: &str, row: &HashMap<String, String>, to: &str) -> Result<()> {
-    let mut cmd = scripts::call(&scripts::FIRE, &[s.keys.schedule(to, name), s.keys.base(to)]);
+    let mut cmd = scripts::call(&scripts::FIRE, &[s.keys.periodic_job(to, name), s.keys.base(to)]);
     // ARGV[5..11] are not read by "adopt-only".
     cmd.arg(s.now_micros()).arg(s.keys.channel()).arg(to).arg(name).arg(vec![""; 7]);
     cmd.arg("adopt-only").arg(sealed_fields(row));
@@ -135,7 +135,7 @@ pub(crate) async fn fire(s: &Inner, fire: &Fire) -> Result<FireOutcome> {
             if fire.expected.is_some() {
                 return Ok(FireOutcome::Moved);
             }
-            // The first step of a new schedule: the registry names its queue
+            // The first step of a new periodic job: the registry names its queue
             // first, so that a pool of another queue finds it and moves it.
             match registered {
                 None => {
@@ -158,7 +158,7 @@ pub(crate) async fn fire(s: &Inner, fire: &Fire) -> Result<FireOutcome> {
         Located::Live { queue: live, .. } => {
             // Move the row here: seal it where it is, then take it over below.
             let micros = |t: Option<Timestamp>| t.map(|t| t.timestamp_micros().to_string()).unwrap_or_default();
-            let mut seal = scripts::call(&scripts::SEAL, &[s.keys.schedule(&live, &fire.name)]);
+            let mut seal = scripts::call(&scripts::SEAL, &[s.keys.periodic_job(&live, &fire.name)]);
             seal.arg(micros(fire.expected)).arg(micros(fire.expected_trigger)).arg(queue);
             let sealed: Vec<String> = s.query(&seal).await?;
             if sealed.is_empty() {
@@ -221,7 +221,7 @@ pub(crate) async fn list(s: &Inner) -> Result<Vec<PeriodicInfo>> {
         .iter()
         .map(|(name, queue)| {
             let mut cmd = redis::cmd("HGETALL");
-            cmd.arg(s.keys.schedule(queue, name));
+            cmd.arg(s.keys.periodic_job(queue, name));
             cmd
         })
         .collect();
@@ -234,7 +234,7 @@ pub(crate) async fn list(s: &Inner) -> Result<Vec<PeriodicInfo>> {
         };
         match decode(&hash) {
             Some(info) => out.push(info),
-            None => tracing::error!(schedule = %name, ?hash, "a schedule hash cannot be read; left out"),
+            None => tracing::error!(periodic = %name, ?hash, "a periodic job's hash cannot be read; left out"),
         }
     }
     Ok(out)
@@ -253,7 +253,7 @@ pub(crate) async fn trigger(s: &Inner, name: &str) -> Result<()> {
                 continue;
             }
         };
-        let mut cmd = scripts::call(&scripts::TRIGGER, &[s.keys.schedule(&queue, name)]);
+        let mut cmd = scripts::call(&scripts::TRIGGER, &[s.keys.periodic_job(&queue, name)]);
         cmd.arg(s.now_micros());
         let found: i64 = s.query(&cmd).await?;
         match found {
@@ -262,7 +262,7 @@ pub(crate) async fn trigger(s: &Inner, name: &str) -> Result<()> {
             _ => {} // moved meanwhile: look again
         }
     }
-    Err(error::unexpected(format!("schedule {name:?} kept moving while its run was requested")))
+    Err(error::unexpected(format!("periodic job {name:?} kept moving while it was triggered")))
 }
 
 fn decode(h: &HashMap<String, String>) -> Option<PeriodicInfo> {
@@ -280,6 +280,6 @@ fn decode(h: &HashMap<String, String>) -> Option<PeriodicInfo> {
         missed: h.get("missed").and_then(|v| v.parse().ok()).unwrap_or(0),
         last_missed: instant("last_missed"),
         declared_at: instant("declared_at")?,
-        triggered_at: instant("run_requested"),
+        triggered_at: instant("triggered_at"),
     })
 }

@@ -8,10 +8,10 @@ use redis::aio::ConnectionLike;
 
 use crate::keys::{Keys, id_hex};
 
-/// The fields of a job's value in the `v2:jobs` hash, in their packed order.
+/// The fields of a job's value in the `jobs` hash, in their packed order.
 pub const BODY_FIELDS: [&str; 6] = ["kind", "payload", "priority", "max_attempts", "created_at", "trace"];
 
-/// The fields of a job's value in the `v2:states` hash, in their packed order.
+/// The fields of a job's value in the `states` hash, in their packed order.
 pub const STATE_FIELDS: [&str; 8] =
     ["state", "attempts", "run_at", "unique_key", "lease_expires_at", "lease_token", "lease_worker", "finished_at"];
 

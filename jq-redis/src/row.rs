@@ -158,7 +158,7 @@ fn build(stored: Stored, claimed: Option<&Lease>) -> Result<Job> {
     let created_at = from_micros(int("created_at", &created_at)?);
     let finished_at = finished_at.map(|v| int("finished_at", &v).map(from_micros)).transpose()?;
     // The lease fields mean something only while Running: the scripts that
-    // end a lease leave them behind (see complete.lua).
+    // end a lease leave them behind (see settle.lua).
     let lease = match (state, stored.lease_token, stored.lease_worker, stored.lease_expires_at) {
         (State::Running, ..) if claimed.is_some() => claimed.cloned(),
         (State::Running, Some(token), Some(worker), Some(expires)) => Some(Lease {

@@ -38,7 +38,6 @@ script!(TRIGGER, "lua/trigger.lua");
 script!(SEAL, "lua/seal.lua");
 script!(CONTROL, "lua/control.lua");
 script!(GET, "lua/get.lua");
-script!(MIGRATE, "lua/migrate.lua");
 script!(CANCEL_REQUEST, "lua/cancel_request.lua");
 script!(PROGRESS, "lua/progress.lua");
 script!(WORKFLOW_ENQUEUE, "lua/workflow_enqueue.lua");
@@ -46,7 +45,7 @@ script!(WORKFLOW_READ, "lua/workflow_read.lua");
 script!(KEY_LIMITS, "lua/key_limits.lua");
 
 /// Every script, for `SCRIPT LOAD` at connect and after a NOSCRIPT.
-pub(crate) fn all() -> [&'static Lua; 25] {
+pub(crate) fn all() -> [&'static Lua; 24] {
     [
         &ENQUEUE,
         &CLAIM,
@@ -67,7 +66,6 @@ pub(crate) fn all() -> [&'static Lua; 25] {
         &SEAL,
         &CONTROL,
         &GET,
-        &MIGRATE,
         &CANCEL_REQUEST,
         &PROGRESS,
         &WORKFLOW_ENQUEUE,

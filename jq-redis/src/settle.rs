@@ -1,4 +1,4 @@
-//! complete and heartbeat: one script call per batch
+//! settle and heartbeat: one script call per batch
 //! (`lua/settle.lua`, `lua/heartbeat.lua`); on Redis Cluster one per
 //! queue of the batch, sent concurrently.
 
@@ -78,8 +78,8 @@ pub(crate) async fn settle(s: &Inner, batch: Vec<Settlement>) -> Result<Vec<Sett
                     Outcome::Ack => ("ack", "".into(), Duration::ZERO),
                     // the result goes where an error message goes
                     Outcome::AckWith { result } => ("ackr", result.as_str().into(), Duration::ZERO),
-                    Outcome::Nack { error, delay } => ("retry", storable_message(error), *delay),
-                    Outcome::Bury { error } => ("fail", storable_message(error), Duration::ZERO),
+                    Outcome::Nack { error, delay } => ("nack", storable_message(error), *delay),
+                    Outcome::Bury { error } => ("bury", storable_message(error), Duration::ZERO),
                     Outcome::Release { delay } => ("release", "".into(), *delay),
                     Outcome::Cancel => ("cancel", "".into(), Duration::ZERO),
                 };
@@ -97,7 +97,7 @@ pub(crate) async fn settle(s: &Inner, batch: Vec<Settlement>) -> Result<Vec<Sett
     for (call, states) in calls.iter().filter(|call| !call.is_empty()).zip(replies) {
         if states.len() != call.len() {
             return Err(error::unexpected(format!(
-                "complete returned {} results for {} items",
+                "settle returned {} results for {} items",
                 states.len(),
                 call.len()
             )));
@@ -107,13 +107,13 @@ pub(crate) async fn settle(s: &Inner, batch: Vec<Settlement>) -> Result<Vec<Sett
             results[i] = Some(if state == "lost" {
                 Err(Error::LeaseLost { id })
             } else {
-                state.parse::<State>().map_err(|_| error::unexpected(format!("complete returned the state {state:?}")))
+                state.parse::<State>().map_err(|_| error::unexpected(format!("settle returned the state {state:?}")))
             });
         }
     }
     // Whatever happened (LeaseLost too), this handle no longer holds them.
     s.owners.remove(&ids);
-    Ok(results.into_iter().map(|r| r.unwrap_or_else(|| Err(error::unexpected("complete lost an item")))).collect())
+    Ok(results.into_iter().map(|r| r.unwrap_or_else(|| Err(error::unexpected("settle lost an item")))).collect())
 }
 
 pub(crate) async fn heartbeat(s: &Inner, leases: &[LeaseRef], lease: Duration) -> Result<Beat> {

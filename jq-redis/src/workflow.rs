@@ -222,7 +222,7 @@ async fn summary_base(s: &Inner, id: WorkflowId) -> Result<String> {
         .iter()
         .map(|b| {
             let mut cmd = redis::cmd("EXISTS");
-            cmd.arg(format!("{b}v2:wf:{wid}"));
+            cmd.arg(format!("{b}wf:{wid}"));
             cmd
         })
         .collect();

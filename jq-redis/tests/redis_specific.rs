@@ -204,7 +204,7 @@ async fn recover_buries_corrupt_running_jobs_and_recovers_the_others() {
 
     let mut conn = raw_conn().await;
     let base = s.keys().base("q");
-    let leased: u64 = redis::cmd("ZCARD").arg(format!("{base}v2:leases")).query_async(&mut conn).await.unwrap();
+    let leased: u64 = redis::cmd("ZCARD").arg(format!("{base}leases")).query_async(&mut conn).await.unwrap();
     assert_eq!(leased, 0, "no job stays in the lease index");
     for (field, _, i) in bad {
         let (state, errors) = raw_state_and_errors(&s, "q", jobs[i].id).await;
@@ -247,7 +247,7 @@ async fn claimed_fields_that_cannot_be_split_bury_their_job() {
     common::drop_prefix(&prefix).await;
 }
 
-/// Claim and complete check the numbers they compute with before writing:
+/// Claim and settle check the numbers they compute with before writing:
 /// a script that failed halfway would leave its batch partly applied (out
 /// of every index, or Running without a lease entry), which Redis never
 /// rolls back.
@@ -269,10 +269,10 @@ async fn claim_and_complete_bury_jobs_whose_numbers_are_corrupt() {
     let (state, errors) = raw_state_and_errors(&s, "q", pending[1].id).await;
     assert_eq!(state, "dead");
     assert!(errors.contains("attempts") && errors.contains("claimed"), "{errors}");
-    let leased: u64 = redis::cmd("ZCARD").arg(format!("{base}v2:leases")).query_async(&mut conn).await.unwrap();
+    let leased: u64 = redis::cmd("ZCARD").arg(format!("{base}leases")).query_async(&mut conn).await.unwrap();
     assert_eq!(leased, 2, "exactly the two claimed jobs hold a lease entry");
 
-    // Complete: a retry and a release of jobs corrupted while Running.
+    // Settle: a nack and a release of jobs corrupted while Running.
     corrupt(&s, "q", claimed[0].id, "max_attempts", "many").await;
     corrupt(&s, "q", claimed[1].id, "priority", "urgent").await;
     let results = s
@@ -351,7 +351,7 @@ async fn claim_over_several_queues_keeps_global_order() {
         ClaimRequest { queues: vec![QueueName::new("a").unwrap(), QueueName::new("b").unwrap()], ..request("a", 10) };
     let got: Vec<_> = s.claim(&req).await.unwrap().into_iter().map(|j| j.id).collect();
     assert_eq!(got, vec![ids[1], ids[2], ids[0]]);
-    // a second handle (no memory of the claim) can complete them
+    // a second handle (no memory of the claim) can settle them
     let other = common::connect(&prefix, clock.clock()).await;
     let claimed = s.list(&JobFilter { state: Some(State::Running), ..Default::default() }).await.unwrap();
     for j in claimed {
@@ -466,12 +466,12 @@ fn serde_json_even(payload: &str) -> bool {
     serde_json::from_str::<serde_json::Value>(payload).ok().and_then(|v| v["n"].as_u64()).is_some_and(|n| n % 2 == 0)
 }
 
-/// A schedule's move to another queue whose second half was lost (the old
-/// hash sealed, the new queue's never written): the next pools finish it,
-/// whichever queue they declare, a run request still lands, and every
+/// A periodic job's move to another queue whose second half was lost (the
+/// old hash sealed, the new queue's never written): the next pools finish
+/// it, whichever queue they declare, a trigger still lands, and every
 /// tick is fired once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_schedule_move_cut_in_half_is_finished_by_the_next_pool() {
+async fn a_periodic_job_move_cut_in_half_is_finished_by_the_next_pool() {
     jq_testkit::needs!(redis);
     let prefix = common::prefix();
     let clock = ManualClock::starting_now();
@@ -491,7 +491,7 @@ async fn a_schedule_move_cut_in_half_is_finished_by_the_next_pool() {
     let mut raw = raw_conn().await;
     // seal.lua's effect, without fire.lua's in qb.
     let _: () = redis::cmd("HSET")
-        .arg(keys.schedule("qa", "moving"))
+        .arg(keys.periodic_job("qa", "moving"))
         .arg("moved_to")
         .arg("qb")
         .query_async(&mut raw)
@@ -580,7 +580,7 @@ async fn a_workflow_spans_queues_on_a_single_server() {
     s.purge(State::Completed, clock.now()).await.unwrap();
     let mut conn = raw_conn().await;
     let base = s.keys().base("many");
-    for key in ["v2:results", "v2:nodes", "v2:parents", "v2:children", "v2:released"] {
+    for key in ["results", "nodes", "parents", "children", "released"] {
         let n: u64 = redis::cmd("HLEN").arg(format!("{base}{key}")).query_async(&mut conn).await.unwrap();
         assert_eq!(n, 0, "{key} emptied by purge");
     }
@@ -592,7 +592,7 @@ async fn a_workflow_spans_queues_on_a_single_server() {
 /// The keyed jobs' keys (keys.rs, "Keyed jobs") follow every move of a
 /// keyed job: Running counts per key go back to nothing once no job of the
 /// key runs (ack, nack with and without delay, bury, cancel of a Pending
-/// one, promote of a Scheduled one), `v2:kwait` and the Pending count
+/// one, promote of a Scheduled one), `kwait` and the Pending count
 /// leave with the last Pending job, and plain jobs never touch them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keyed_jobs_keys_follow_every_move() {
@@ -608,11 +608,8 @@ async fn keyed_jobs_keys_follow_every_move() {
         let mut conn = conn.clone();
         async move { redis::cmd("EXISTS").arg(keys).query_async::<u64>(&mut conn).await.unwrap() }
     };
-    let keyed_keys = |base: &str| {
-        ["v2:kwait", "v2:kscheduled", "v2:kpending", "v2:krun", "v2:kcursor"]
-            .map(|k| format!("{base}{k}"))
-            .to_vec()
-    };
+    let keyed_keys =
+        |base: &str| ["kwait", "kscheduled", "kpending", "krun", "kcursor"].map(|k| format!("{base}{k}")).to_vec();
     assert_eq!(exists(&mut conn, keyed_keys(&base)).await, 0, "plain jobs touch no keyed key");
     let first = s.claim(&request("q", 10)).await.unwrap();
     assert_eq!(first.len(), 3);
@@ -631,7 +628,7 @@ async fn keyed_jobs_keys_follow_every_move() {
     let claimed = s.claim(&request("q", 10)).await.unwrap();
     assert_eq!(claimed.len(), 5, "every keyed Pending job but the cancelled one");
     let running: std::collections::HashMap<String, String> =
-        redis::cmd("HGETALL").arg(format!("{base}v2:krun")).query_async(&mut conn).await.unwrap();
+        redis::cmd("HGETALL").arg(format!("{base}krun")).query_async(&mut conn).await.unwrap();
     assert_eq!(running.get("a").map(String::as_str), Some("4"));
     assert_eq!(running.get("b").map(String::as_str), Some("1"));
     let outcomes = [
@@ -647,7 +644,7 @@ async fn keyed_jobs_keys_follow_every_move() {
         .map(|(job, outcome)| Settlement { lease: job.lease_ref().unwrap(), outcome })
         .collect();
     s.settle(batch).await.unwrap();
-    let running: Vec<String> = redis::cmd("HKEYS").arg(format!("{base}v2:krun")).query_async(&mut conn).await.unwrap();
+    let running: Vec<String> = redis::cmd("HKEYS").arg(format!("{base}krun")).query_async(&mut conn).await.unwrap();
     // field "" keeps the hash a hashtable (keys.rs): it counts no key
     assert!(running.iter().all(String::is_empty), "no keyed job runs: {running:?}");
     clock.advance(Duration::from_secs(6));
@@ -658,8 +655,7 @@ async fn keyed_jobs_keys_follow_every_move() {
     for job in &again {
         s.ack(job.lease_ref().unwrap()).await.unwrap();
     }
-    let pending: Option<u64> =
-        redis::cmd("GET").arg(format!("{base}v2:kpending")).query_async(&mut conn).await.unwrap();
+    let pending: Option<u64> = redis::cmd("GET").arg(format!("{base}kpending")).query_async(&mut conn).await.unwrap();
     assert_eq!(pending.unwrap_or(0), 0);
     // (and krun's field "", which counts no key: checked above)
     let left = keyed_keys(&base)
@@ -672,7 +668,7 @@ async fn keyed_jobs_keys_follow_every_move() {
     common::drop_prefix(&prefix).await;
 }
 
-/// A keyed Pending job's member in `v2:kwait` starts with its priority,
+/// A keyed Pending job's member in `kwait` starts with its priority,
 /// read from its stored body: when that is corrupt, cancel looks for the
 /// member at every priority the queue holds, so the job still leaves the
 /// index and the Pending count, and the key's other jobs are claimed.
@@ -693,9 +689,9 @@ async fn cancel_finds_a_keyed_job_whose_priority_is_corrupt() {
     corrupt(&s, "q", ids[1], "priority", "urgent").await;
     s.cancel(ids[1]).await.unwrap();
     let members: Vec<Vec<u8>> =
-        redis::cmd("ZRANGE").arg(format!("{base}v2:kwait")).arg(0).arg(-1).query_async(&mut conn).await.unwrap();
+        redis::cmd("ZRANGE").arg(format!("{base}kwait")).arg(0).arg(-1).query_async(&mut conn).await.unwrap();
     assert_eq!(members.len(), 2, "the cancelled job left the index");
-    let pending: u64 = redis::cmd("GET").arg(format!("{base}v2:kpending")).query_async(&mut conn).await.unwrap();
+    let pending: u64 = redis::cmd("GET").arg(format!("{base}kpending")).query_async(&mut conn).await.unwrap();
     assert_eq!(pending, 2);
     let claimed = s.claim(&request("q", 10)).await.unwrap();
     assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![ids[0], ids[2]], "the key's other jobs");

@@ -1,10 +1,8 @@
 //! Every key a script touches for one queue falls in one Redis Cluster
-//! hash slot: the queue's sets and hashes, and the hashes of its jobs in
-//! the layout before v2, which migrate.lua reads.
+//! hash slot: the queue's sets and hashes.
 
 #![allow(clippy::unwrap_used)] // tests may unwrap
 
-use jq_core::JobId;
 use jq_redis::Keys;
 use jq_redis::keys::slot;
 
@@ -15,10 +13,6 @@ fn every_key_of_a_queue_is_in_one_slot() {
         for queue in ["default", "mail", "a:b.c-d_e", "x", &"q".repeat(128)] {
             let expected = slot(&keys.base(queue));
             for key in keys.queue_keys(queue) {
-                assert_eq!(slot(&key), expected, "{key}");
-            }
-            for _ in 0..20 {
-                let key = keys.legacy_job(queue, JobId::new());
                 assert_eq!(slot(&key), expected, "{key}");
             }
         }

@@ -1,7 +1,7 @@
 //! The ceiling of jq's single enqueue on SQLite, measured without jq: one
 //! thread, one connection with the writer's settings (WAL,
 //! `synchronous=NORMAL`, a checkpoint every 8,192 pages, a 16 MB page
-//! cache), jq's schema (this crate's migrations), and 20,000 single-row
+//! cache), jq's schema (`schema::migrate`), and 20,000 single-row
 //! INSERTs of the enqueue statement, each in its own `BEGIN IMMEDIATE` /
 //! `COMMIT`. It is the same SQLite library jq links, so what jq's single
 //! enqueue adds on top is its own cost: the hand-over to the writer thread

@@ -78,8 +78,8 @@ fn list_page(
     // implies nothing. A queue's oldest Pending job (the dashboard's) is
     // then read from the partial indexes of Pending jobs, not found by
     // walking every older finished job in id order. Pending and Scheduled
-    // jobs are in two indexes each since schema 11 (plain, and keyed:
-    // jobs_keyed_waiting since schema 12): one SELECT per index, each
+    // jobs are in two indexes each (plain, and keyed:
+    // jobs_keyed_waiting): one SELECT per index, each
     // repeating its index's WHERE. The name comes from State, never from
     // the caller's text.
     let (mut sql, mut args) = match filter.state {

@@ -4,7 +4,7 @@
 //! (one range scan per priority). They are merged here, so nothing is ever
 //! sorted in bulk, and each is then taken with the claim's token.
 //!
-//! Those walks read plain jobs only (schema 11). A queue that also holds
+//! Those walks read plain jobs only. A queue that also holds
 //! keyed jobs (its control's statement tells, control_get.sql) gets a rotation
 //! (rotation.rs), and the claim then takes its jobs one at a time, the
 //! smallest of the plain jobs' next and each rotation's next ([`merge`]),
@@ -360,7 +360,7 @@ impl<'c, 'r> Taker<'c, 'r> {
             None => {}
             Some((Ok(job), flow)) => {
                 if let Some(flow) = flow {
-                    // Only a step looks up its workflow (schema 9's `flow`).
+                    // Only a step looks up its workflow (its `flow` says it is one).
                     let workflow = match c.workflow {
                         Some(workflow) => Some(workflow),
                         None if flow & IN_WORKFLOW != 0 => workflow_of(conn, &c.id)?,

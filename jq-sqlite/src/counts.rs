@@ -1,5 +1,5 @@
-//! The counts of finished jobs (`job_counts`, schema version 7) and of each
-//! workflow's steps (`workflow_counts`, schema version 10), kept by the
+//! The counts of finished jobs (`job_counts`) and of each workflow's
+//! steps (`workflow_counts`), kept by the
 //! writer: each call that moves jobs into or out of a finished state, or
 //! moves a step of a workflow, adds up what its statements changed (they
 //! return the jobs' queues, and whether each is a step) and writes one sum
@@ -108,7 +108,7 @@ pub(crate) struct ClaimedQueues(HashMap<JobId, Claimed>);
 pub(crate) struct Claimed {
     /// Its queue, as stored.
     pub(crate) queue: Value,
-    /// Its `flow` bits (schema version 9).
+    /// Its `flow` bits (`001_schema.sql`).
     pub(crate) flow: i64,
     /// Its workflow, when it is a step; `None` for a plain job.
     pub(crate) workflow: Option<WorkflowKey>,

@@ -27,7 +27,7 @@ pub enum SqliteError {
         #[source]
         source: rusqlite::Error,
     },
-    /// A schema migration failed; the database stays at the previous version.
+    /// Migrating the schema failed; the database stays at the previous version.
     #[error("migrating {path:?} to schema version {version} failed: {source}")]
     Migrate {
         /// The file.
@@ -37,6 +37,22 @@ pub enum SqliteError {
         /// The driver's error.
         #[source]
         source: rusqlite::Error,
+    },
+    /// The file has a schema version but not jq-sqlite's application id
+    /// ([`crate::schema::APPLICATION_ID`]): an unreleased development
+    /// build of jq wrote it, whose schema versions no released jq-sqlite
+    /// knows (nothing published wrote them), or another program did. It is
+    /// left as it is, never migrated.
+    #[error(
+        "database {path:?} has schema version {found} of an unreleased development build of jq (or is not jq's): \
+         no released jq-sqlite wrote it, and none migrates it; finish its jobs with the build that wrote it, then \
+         start from a new file"
+    )]
+    DevelopmentSchema {
+        /// The file.
+        path: PathBuf,
+        /// Its `PRAGMA user_version`.
+        found: u32,
     },
     /// The file was written by a newer jq-sqlite.
     #[error(
@@ -67,7 +83,10 @@ impl SqliteError {
         match self {
             SqliteError::Open { source, .. } | SqliteError::Migrate { source, .. } => is_unavailable(source),
             SqliteError::Thread(_) => true,
-            SqliteError::InvalidUrl { .. } | SqliteError::SchemaTooNew { .. } | SqliteError::WriterGone => false,
+            SqliteError::InvalidUrl { .. }
+            | SqliteError::DevelopmentSchema { .. }
+            | SqliteError::SchemaTooNew { .. }
+            | SqliteError::WriterGone => false,
         }
     }
 }

@@ -1,5 +1,5 @@
 //! Key limits ([`KeyStorage::set_key_limits`](jq_core::storage::KeyStorage::set_key_limits),
-//! `clear_key_limits`, `keys`): rows in `key_limits` (schema version 11),
+//! `clear_key_limits`, `keys`): rows in `key_limits`,
 //! written on the writer and read by every claim that meets a keyed job,
 //! inside its transaction, like the queue controls of control.rs. The
 //! rotation itself is rotation.rs's.

@@ -17,8 +17,8 @@
 //!   Claims run there too, so a claim is one transaction that picks
 //!   candidates from a partial index in claim order and takes them with
 //!   the claim's lease token.
-//! - Keyed jobs (schema 11) wait in their own partial index
-//!   (`jobs_keyed_waiting`, schema 12: by a marker that only keyed moves
+//! - Keyed jobs wait in their own partial index
+//!   (`jobs_keyed_waiting`: by a marker that only keyed moves
 //!   write, so plain jobs' state changes never touch it): a claim probes
 //!   it once per asked queue, in the statement that reads the queue's
 //!   control, and only a queue with keyed jobs gets
@@ -35,8 +35,10 @@
 //! - Several processes may share one file: each has its own writer; SQLite's
 //!   write lock (`BEGIN IMMEDIATE` + busy timeout) serialises them. A busy
 //!   timeout that runs out gives [`jq_core::Error::Unavailable`].
-//! - The schema is versioned with `PRAGMA user_version`; [`schema`] holds
-//!   the migrations and an older file is upgraded on open.
+//! - The schema is versioned with `PRAGMA user_version` (version 1 is
+//!   0.1's); [`schema`] holds the versions, and opening a file brings it
+//!   to the newest. A file of an unreleased development build, or of a
+//!   newer jq-sqlite, is refused, never migrated.
 //! - [`SqliteStorage::subscribe`](jq_core::storage::Storage::subscribe) is bumped
 //!   after commits that make work claimable in this process, including a
 //!   caller's own transaction that used [`SqliteStorage::enqueue_tx`];

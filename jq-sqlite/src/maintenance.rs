@@ -13,7 +13,7 @@ use crate::row;
 
 const PROMOTE: &str = include_str!("sql/promote.sql");
 const PROMOTE_STEPS: &str = include_str!("sql/promote_steps.sql");
-/// Whether any workflow has a Scheduled step (schema 10's partial index).
+/// Whether any workflow has a Scheduled step (`workflow_counts_scheduled`).
 const ANY_STEP_SCHEDULED: &str =
     "SELECT 1 FROM workflow_counts INDEXED BY workflow_counts_scheduled WHERE state = 'scheduled' AND n > 0";
 const RECOVER: &str = include_str!("sql/recover.sql");

@@ -1,5 +1,5 @@
 //! Recurring periodic jobs ([`PeriodicStorage::fire`](jq_core::storage::PeriodicStorage::fire)): one row
-//! per periodic job in `schedules`. A step reads the row and, when it is the
+//! per periodic job in `periodic_jobs`. A step reads the row and, when it is the
 //! one expected, writes it and inserts the jobs, all in the writer's
 //! `BEGIN IMMEDIATE` transaction: writers of every process are serialised
 //! by it, so the comparison and the write are one atomic step.
@@ -57,10 +57,10 @@ pub(crate) fn list(conn: &Connection) -> Result<Vec<PeriodicInfo>> {
     while let Some(row) = rows.next().map_err(db)? {
         match decode(row) {
             Ok(Ok(info)) => out.push(info),
-            Ok(Err(error)) => tracing::error!(%error, "schedules skips a schedule row that cannot be decoded"),
+            Ok(Err(error)) => tracing::error!(%error, "periodic skips a periodic job row that cannot be decoded"),
             Err(error) if is_decoding(&error) => {
                 let name = row.get_ref(0).ok().map(|v| format!("{v:?}")).unwrap_or_default();
-                tracing::error!(schedule = %name, %error, "schedules skips a schedule row that cannot be decoded");
+                tracing::error!(periodic = %name, %error, "periodic skips a periodic job row that cannot be decoded");
             }
             Err(error) => return Err(db(error)),
         }
@@ -78,7 +78,7 @@ pub(crate) fn trigger(conn: &Connection, name: &str, now: Timestamp) -> Result<(
     Ok(())
 }
 
-/// A row of `schedules`; the inner error for a last job that is not a UUID.
+/// A row of `periodic_jobs`; the inner error for a last job that is not a UUID.
 fn decode(r: &Row<'_>) -> rusqlite::Result<Result<PeriodicInfo>> {
     let name: String = r.get(0)?;
     let last_job: Option<Vec<u8>> = r.get(5)?;
@@ -88,7 +88,7 @@ fn decode(r: &Row<'_>) -> rusqlite::Result<Result<PeriodicInfo>> {
         Some(Err(_)) => {
             return Ok(Err(Error::Corrupt {
                 id: None,
-                reason: format!("schedule {name:?} has a last job that is not a UUID"),
+                reason: format!("periodic job {name:?} has a last job that is not a UUID"),
             }));
         }
     };

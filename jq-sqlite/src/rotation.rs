@@ -2,8 +2,8 @@
 //! contract's "Keyed jobs"): at each priority, from the cursor (the key
 //! served last), the first eligible key after it in byte order, wrapping
 //! around to the smallest key and last to the cursor's own; its head
-//! (run_at, id) is the next job. A walk of `jobs_keyed_waiting` (schema
-//! 12) from the cursor, a page of keys at a time (keys_page.sql): each
+//! (run_at, id) is the next job. A walk of `jobs_keyed_waiting` from
+//! the cursor, a page of keys at a time (keys_page.sql): each
 //! key's first row is its head, read whole (with the key's own limits
 //! when the queue has such, keys_page_limits.sql), its later rows are
 //! stepped over, a few per head at most, and the next page seeks past

@@ -1,10 +1,18 @@
 //! The schema, versioned with `PRAGMA user_version`, and how connections
 //! are opened.
 //!
-//! Migration `n` (1-based) brings a database from version `n - 1` to `n`;
-//! an existing file goes through every missing one in order, each in its own
-//! `BEGIN IMMEDIATE` transaction, so several processes opening the same file
-//! at once migrate it exactly once.
+//! Version `n` (1-based) is [`MIGRATIONS`]`[n - 1]`, which brings a file
+//! from version `n - 1` to `n`: a new file gets every version in order,
+//! each in its own `BEGIN IMMEDIATE` transaction, so several processes
+//! opening the same file at once migrate it exactly once. Version 1 is the
+//! schema 0.1 released; a released version is never edited
+//! (`tests/schema.rs` holds each one's checksum), a change is a new one.
+//!
+//! A file jq-sqlite migrated also carries [`APPLICATION_ID`] in its header
+//! (`PRAGMA application_id`). A file with a schema version but without it
+//! was written by an unreleased development build of jq, whose versions
+//! were not these (nothing published wrote them): it is refused with
+//! [`SqliteError::DevelopmentSchema`], never migrated.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -13,21 +21,12 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 use crate::error::SqliteError;
 
-/// Every migration, oldest first: (name, SQL).
-pub const MIGRATIONS: &[(&str, &str)] = &[
-    ("001_jobs", include_str!("sql/001_jobs.sql")),
-    ("002_maintenance", include_str!("sql/002_maintenance.sql")),
-    ("003_leaders", include_str!("sql/003_leaders.sql")),
-    ("004_schedules", include_str!("sql/004_schedules.sql")),
-    ("005_queue_controls", include_str!("sql/005_queue_controls.sql")),
-    ("006_trace", include_str!("sql/006_trace.sql")),
-    ("007_job_counts", include_str!("sql/007_job_counts.sql")),
-    ("008_cancel", include_str!("sql/008_cancel.sql")),
-    ("009_workflows", include_str!("sql/009_workflows.sql")),
-    ("010_workflow_counts", include_str!("sql/010_workflow_counts.sql")),
-    ("011_keys", include_str!("sql/011_keys.sql")),
-    ("012_keyed_wait", include_str!("sql/012_keyed_wait.sql")),
-];
+/// Every schema version, oldest first: (name, SQL).
+pub const MIGRATIONS: &[(&str, &str)] = &[("001_schema", include_str!("sql/001_schema.sql"))];
+
+/// The `PRAGMA application_id` of every file jq-sqlite migrated: the bytes
+/// `jqdb` (offset 68 of the file's header).
+pub const APPLICATION_ID: i32 = i32::from_be_bytes(*b"jqdb");
 
 /// The schema version this crate writes.
 pub fn current_version() -> u32 {
@@ -39,26 +38,46 @@ pub fn version(conn: &Connection) -> rusqlite::Result<u32> {
     conn.pragma_query_value(None, "user_version", |row| row.get(0))
 }
 
-/// Brings the schema up to [`current_version`], one migration per
+/// The database's `PRAGMA application_id`.
+fn application_id(conn: &Connection) -> rusqlite::Result<i32> {
+    conn.pragma_query_value(None, "application_id", |row| row.get(0))
+}
+
+/// The version of the file's schema, refused when this crate cannot use
+/// it: written by a development build ([`SqliteError::DevelopmentSchema`])
+/// or by a newer jq-sqlite ([`SqliteError::SchemaTooNew`]).
+fn usable_version(conn: &Connection, path: &Path) -> Result<u32, SqliteError> {
+    let read = |source| SqliteError::Open { path: path.into(), source };
+    let found = version(conn).map_err(read)?;
+    if found == 0 {
+        return Ok(0);
+    }
+    if application_id(conn).map_err(read)? != APPLICATION_ID {
+        return Err(SqliteError::DevelopmentSchema { path: path.into(), found });
+    }
+    let known = current_version();
+    if found > known {
+        return Err(SqliteError::SchemaTooNew { path: path.into(), found, known });
+    }
+    Ok(found)
+}
+
+/// Brings the schema up to [`current_version`], one version per
 /// transaction. `path` is for error messages.
 pub fn migrate(conn: &mut Connection, path: &Path) -> Result<(), SqliteError> {
-    let known = current_version();
     loop {
-        let next = version(conn).map_err(|source| SqliteError::Open { path: path.into(), source })? + 1;
-        if next > known {
-            if next - 1 > known {
-                return Err(SqliteError::SchemaTooNew { path: path.into(), found: next - 1, known });
-            }
+        let next = usable_version(conn, path)? + 1;
+        if next > current_version() {
             return Ok(());
         }
         let fail = |source| SqliteError::Migrate { path: path.into(), version: next, source };
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(fail)?;
         // Another process may have migrated while we waited for the lock.
-        let found = version(&tx).map_err(fail)?;
-        if found + 1 == next {
+        if usable_version(&tx, path)? + 1 == next {
             let (name, sql) = MIGRATIONS[(next - 1) as usize];
             tx.execute_batch(sql).map_err(fail)?;
             tx.pragma_update(None, "user_version", next).map_err(fail)?;
+            tx.pragma_update(None, "application_id", APPLICATION_ID).map_err(fail)?;
             tracing::info!(path = %path.display(), version = next, migration = name, "migrated SQLite schema");
         }
         tx.commit().map_err(fail)?;
@@ -115,19 +134,41 @@ pub(crate) fn open(path: Option<&Path>, role: Role, busy_timeout: Duration) -> R
 mod tests {
     use super::*;
 
+    fn memory() -> Connection {
+        open(None, Role::Writer, Duration::from_secs(1)).unwrap()
+    }
+
     #[test]
-    fn migrations_reach_the_current_version_and_are_idempotent() {
-        let mut conn = open(None, Role::Writer, Duration::from_secs(1)).unwrap();
+    fn a_new_database_gets_the_current_version_and_opening_again_changes_nothing() {
+        let mut conn = memory();
         migrate(&mut conn, Path::new(":memory:")).unwrap();
-        assert_eq!(version(&conn).unwrap(), current_version());
+        assert_eq!((version(&conn).unwrap(), application_id(&conn).unwrap()), (current_version(), APPLICATION_ID));
         migrate(&mut conn, Path::new(":memory:")).unwrap();
         assert_eq!(version(&conn).unwrap(), current_version());
     }
 
     #[test]
     fn newer_schema_is_refused() {
-        let mut conn = open(None, Role::Writer, Duration::from_secs(1)).unwrap();
+        let mut conn = memory();
+        migrate(&mut conn, Path::new(":memory:")).unwrap();
         conn.pragma_update(None, "user_version", current_version() + 1).unwrap();
-        assert!(matches!(migrate(&mut conn, Path::new(":memory:")), Err(SqliteError::SchemaTooNew { .. })));
+        let err = migrate(&mut conn, Path::new(":memory:")).unwrap_err();
+        assert!(matches!(err, SqliteError::SchemaTooNew { found, known: 1, .. } if found == 2), "{err:?}");
+    }
+
+    /// Every version of the development chain (1 to 12), none carrying
+    /// the application id: refused, and the file left as it was.
+    #[test]
+    fn a_development_builds_schema_is_refused_and_left_alone() {
+        for found in 1..=12 {
+            let mut conn = memory();
+            conn.execute_batch("CREATE TABLE jobs (seq INTEGER PRIMARY KEY)").unwrap();
+            conn.pragma_update(None, "user_version", found).unwrap();
+            let err = migrate(&mut conn, Path::new(":memory:")).unwrap_err();
+            assert!(matches!(err, SqliteError::DevelopmentSchema { found: f, .. } if f == found), "{err:?}");
+            assert!(!err.is_unavailable());
+            let tables: i64 = conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0)).unwrap();
+            assert_eq!((version(&conn).unwrap(), application_id(&conn).unwrap(), tables), (found, 0, 1));
+        }
     }
 }

@@ -1,4 +1,4 @@
-//! Complete (ack, retry, fail, release) and heartbeat: one fenced UPDATE per
+//! Settle (ack, nack, bury, release) and heartbeat: one fenced UPDATE per
 //! item, all items of a call in the writer's transaction.
 
 use std::time::Duration;
@@ -42,8 +42,8 @@ pub(crate) fn settle(
         match apply(conn, lease, outcome, now, now_us, &mut tally, cached) {
             Ok(Some((state, flow))) => {
                 handed_back |= matches!(state, State::Pending | State::Scheduled);
-                // Only a job with children looks for them (schema 9's
-                // `flow`): the drain of plain jobs runs no statement more.
+                // Only a job with children looks for them (its
+                // `flow` says so): the drain of plain jobs runs no statement more.
                 if state == State::Completed && flow & workflow::HAS_CHILDREN != 0 {
                     completed.push(lease.id);
                 } else if state.is_terminal() && flow & workflow::HAS_CHILDREN != 0 {

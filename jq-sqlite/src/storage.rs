@@ -307,7 +307,7 @@ impl Storage for SqliteStorage {
         if batch.is_empty() {
             return Ok(Vec::new());
         }
-        self.call(|reply| Command::Complete { batch, reply }).await
+        self.call(|reply| Command::Settle { batch, reply }).await
     }
 
     async fn heartbeat(&self, leases: &[LeaseRef], lease: Duration) -> Result<Beat> {

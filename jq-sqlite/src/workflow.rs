@@ -1,7 +1,7 @@
 //! Workflows on SQLite: steps stored in one writer transaction (or the
 //! caller's), results in `job_results`, and the release or cancellation
 //! of a finished job's children in the transaction of the statement that
-//! finished it (schema version 9, `sql/009_workflows.sql`).
+//! finished it (the tables of `sql/001_schema.sql`).
 //!
 //! Only jobs whose `flow` says they have children reach [`finished`], so
 //! the ack of a job without any costs no statement more.
@@ -61,8 +61,8 @@ const RELEASE_EDGE: &str = "UPDATE job_deps SET released = 1 WHERE parent = ?1 A
 ///
 /// A completed parent's edges are released by its state: `released` is
 /// written only for a parent that failed under run-anyway (it may be
-/// retried and complete later, and must not count twice), never by a
-/// completion. Writing it per edge cost a fan-in's member acks as much as
+/// retried and complete later, and must not count twice), never by an
+/// ack. Writing it per edge cost a fan-in's member acks as much as
 /// the acks themselves, and a Completed job never leaves Completed (purge
 /// removes it), so "released = 1 or the parent is Completed" is the edge's
 /// release, read by no statement but this one's caller: the others look at
@@ -74,7 +74,7 @@ const COUNT_DOWN_BY: &str =
     "UPDATE job_nodes SET unfinished = unfinished - ?2 WHERE id = ?1 RETURNING unfinished, workflow";
 /// WAKE, answering the woken child's queue and new state (nothing when it
 /// was not Waiting).
-/// A woken keyed child waits with its marker set (schema 12).
+/// A woken keyed child waits with its marker (`keyed_wait`) set.
 const WAKE_RETURNING: &str = "UPDATE jobs SET state = CASE WHEN run_at <= ?2 THEN 'pending' ELSE 'scheduled' END, \
      run_at = max(run_at, ?2), keyed_wait = key \
      WHERE id = ?1 AND state = 'waiting' RETURNING queue, state";
@@ -171,7 +171,7 @@ pub(crate) fn enqueue<'a>(conn: &Connection, plan: &'a WorkflowPlan, now: Timest
                 job.timeout_ms().map_or(ValueRef::Null, ValueRef::Integer),
                 null_or_text(job.key.as_deref()),
                 // A keyed step that waits to run (not Waiting) carries the
-                // marker of schema 12, its key (012_keyed_wait.sql).
+                // marker `keyed_wait`, its key (001_schema.sql).
                 if state == State::Waiting { ValueRef::Null } else { null_or_text(job.key.as_deref()) },
             ],
         )?;
@@ -344,7 +344,7 @@ pub(crate) fn finished(conn: &Connection, tally: &mut Tally, id: JobId, state: S
 /// child's count of unfinished parents goes down by the number of its
 /// edges released here, once per child and batch; a child whose count
 /// reaches zero while Waiting wakes. The same end state as [`finished`]
-/// per parent: a completion releases every open edge whatever the
+/// per parent: an ack releases every open edge whatever the
 /// policy, and the order of releases within one transaction does not
 /// matter (a count reaches zero only once every parent released). Returns
 /// true when a job became claimable.
@@ -552,7 +552,7 @@ fn require_workflow(conn: &Connection, id: WorkflowId) -> Result<()> {
 }
 
 /// The workflow's counts per state: its summary rows (`workflow_counts`,
-/// schema version 10, one range of the primary key), never its steps.
+/// one range of the primary key), never its steps.
 pub(crate) fn workflow(conn: &Connection, id: WorkflowId) -> Result<WorkflowInfo> {
     require_workflow(conn, id)?;
     let mut stmt = conn.prepare_cached("SELECT state, n FROM workflow_counts WHERE workflow = ?1").map_err(db)?;

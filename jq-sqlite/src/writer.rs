@@ -52,7 +52,7 @@ pub(crate) enum Command {
         request: ClaimRequest,
         reply: Reply<Vec<Job>>,
     },
-    Complete {
+    Settle {
         batch: Vec<Settlement>,
         reply: Reply<Vec<Settled>>,
     },
@@ -207,7 +207,7 @@ impl Command {
             Command::Claim { request, reply } => {
                 (Answer::Jobs(reply, claim::claim(conn, &request, now, claimed)), false)
             }
-            Command::Complete { batch, reply } => {
+            Command::Settle { batch, reply } => {
                 let r = settle::settle(conn, batch, now, claimed);
                 let wakes = matches!(&r, Ok((_, true)));
                 (Answer::Settlements(reply, r.map(|(results, _)| results)), wakes)
@@ -291,7 +291,7 @@ impl Command {
                 Answer::Ids(reply, Err(failure.to_error()))
             }
             Command::Claim { reply, .. } => Answer::Jobs(reply, Err(failure.to_error())),
-            Command::Complete { reply, .. } => Answer::Settlements(reply, Err(failure.to_error())),
+            Command::Settle { reply, .. } => Answer::Settlements(reply, Err(failure.to_error())),
             Command::Heartbeat { reply, .. } => Answer::Beat(reply, Err(failure.to_error())),
             Command::RequestCancel { reply, .. } => Answer::Cancel(reply, Err(failure.to_error())),
             Command::Progress { reply, .. } => Answer::Ids(reply, Err(failure.to_error())),

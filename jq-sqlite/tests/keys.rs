@@ -130,7 +130,7 @@ async fn a_rate_log_goes_with_its_rate() {
     assert!(storage.claim(&request(10)).await.unwrap().is_empty());
 }
 
-/// Schema 12's marker (`keyed_wait`, 012_keyed_wait.sql) is on exactly the
+/// The marker `keyed_wait` (001_schema.sql) is on exactly the
 /// keyed jobs that wait to run (Pending or Scheduled) after every move of
 /// a job: enqueue (Pending, Scheduled, a workflow's steps), claim, nack (to
 /// Pending and to Scheduled), release, bury, an ack that wakes a keyed

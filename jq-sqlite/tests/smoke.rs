@@ -239,7 +239,7 @@ async fn claim_limit_zero_and_no_queue_return_nothing() {
 }
 
 #[tokio::test]
-async fn retry_to_dead_after_max_attempts() {
+async fn nacks_to_dead_after_max_attempts_then_an_operator_retry() {
     let clock = ManualClock::starting_now();
     let s = SqliteStorage::open(SqliteConfig::memory().clock(clock.clock())).unwrap();
     let j = NewJob::builder("k", Payload::from_json("{}").unwrap()).max_attempts(2).build_at(clock.now()).unwrap();
@@ -402,10 +402,10 @@ async fn a_row_that_refuses_its_outcome_fails_alone() {
     assert_eq!(state, "dead", "recover buries the row it cannot use");
 }
 
-/// A schedule row that cannot be decoded is left out of `schedules()` (and
-/// logged) while the others are listed and keep firing.
+/// A periodic job row that cannot be decoded is left out of `periodic()`
+/// (and logged) while the others are listed and keep firing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn schedules_skip_a_row_that_cannot_be_decoded() {
+async fn periodic_skips_a_row_that_cannot_be_decoded() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("jobs.db");
     let clock = ManualClock::starting_now();
@@ -416,21 +416,21 @@ async fn schedules_skip_a_row_that_cannot_be_decoded() {
             .job_with("q", |_| NewJob::builder("k", Payload::from_json("{}").unwrap()))
             .unwrap()
     };
-    let scheduler = jq_core::periodic::PeriodicRunner::new(vec![every("a"), every("b"), every("c")]).unwrap();
-    scheduler.run_once(&s).await.unwrap();
+    let runner = jq_core::periodic::PeriodicRunner::new(vec![every("a"), every("b"), every("c")]).unwrap();
+    runner.run_once(&s).await.unwrap();
     let other = jq_sqlite::rusqlite::Connection::open(&path).unwrap();
-    assert_eq!(other.execute("UPDATE schedules SET cursor = 'soon' WHERE name = 'a'", []).unwrap(), 1);
-    assert_eq!(other.execute("UPDATE schedules SET last_job = x'0102' WHERE name = 'c'", []).unwrap(), 1);
+    assert_eq!(other.execute("UPDATE periodic_jobs SET cursor = 'soon' WHERE name = 'a'", []).unwrap(), 1);
+    assert_eq!(other.execute("UPDATE periodic_jobs SET last_job = x'0102' WHERE name = 'c'", []).unwrap(), 1);
     let names: Vec<String> =
         s.periodic().await.expect("one bad row does not fail the list").into_iter().map(|r| r.name).collect();
     assert_eq!(names, vec!["b"]);
     clock.advance(Duration::from_secs(60));
-    let round = scheduler.run_once(&s).await.unwrap();
+    let round = runner.run_once(&s).await.unwrap();
     assert_eq!((round.fired, round.jobs), (1, 1), "b fires: {round:?}");
 }
 
 /// `leaders` and `queues` leave out (and log) a row they cannot decode,
-/// as `list` and `schedules` do, and list the others.
+/// as `list` and `periodic` do, and list the others.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leaders_and_queues_skip_rows_that_cannot_be_decoded() {
     let dir = tempfile::tempdir().unwrap();

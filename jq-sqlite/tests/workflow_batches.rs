@@ -103,7 +103,7 @@ async fn a_large_batch_is_stored_whole_and_released_per_settle_call() {
 /// cancelled and counted down by the three released edges, whatever the
 /// order of the items.
 #[tokio::test]
-async fn one_settle_call_mixes_completions_and_failures() {
+async fn one_settle_call_mixes_acks_and_failures() {
     for order in [[0, 1, 2, 3], [3, 2, 1, 0], [2, 0, 3, 1]] {
         let dir = tempfile::tempdir().unwrap();
         let clock = ManualClock::starting_now();

@@ -1,5 +1,5 @@
-//! SQLite's summary of each workflow's steps (`workflow_counts`, schema
-//! version 10) against the steps themselves, after each kind of change the
+//! SQLite's summary of each workflow's steps (`workflow_counts`)
+//! against the steps themselves, after each kind of change the
 //! conformance scenarios do not reach: a step settled or released by a
 //! storage that did not claim it (its workflow read from its node), a
 //! Scheduled step claimed straight from the due walk, a child woken into
@@ -44,8 +44,8 @@ async fn settle(s: &SqliteStorage, lease: LeaseRef, outcome: Outcome) -> State {
 }
 
 /// The workflow's counts as `workflow(id)` answers them; asserted equal to
-/// the states of its steps, read from the file (the walk `workflow(id)` did
-/// before schema version 10) and from `workflow_steps(id)`.
+/// the states of its steps, read from the file (the walk the summary spares
+/// `workflow(id)`) and from `workflow_steps(id)`.
 async fn counts(s: &SqliteStorage, path: &Path, id: WorkflowId, after: &str) -> BTreeMap<State, u64> {
     let flows = s.require_workflows().unwrap();
     let info = flows.workflow(id).await.unwrap();

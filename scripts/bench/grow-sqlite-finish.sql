@@ -1,6 +1,6 @@
 -- After grow-sqlite.sql: {pending} Pending jobs in queue "backlog",
 -- enqueued over the hour before {now} (newer ids than every finished job),
--- and the counters of finished jobs (job_counts, schema version 7) for the
+-- and the counters of finished jobs (job_counts) for the
 -- rows inserted behind jq's back.
 WITH RECURSIVE n(i) AS (
     SELECT 1

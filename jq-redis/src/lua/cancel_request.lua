@@ -9,7 +9,7 @@
 --          Pending: the cancel releases a step's children as cancel.lua)
 -- Returns "notfound"; "now_cancelled" when it was Waiting, Scheduled or
 -- Pending (now Cancelled, as cancel.lua); "requested" when it is Running (the request stored in
--- v2:extra unless one is: a resend keeps the first); else its state.
+-- extra unless one is: a resend keeps the first); else its state.
 
 local base, now, id = KEYS[1], tonumber(ARGV[1]), ARGV[2]
 local st = read_state(base, id)

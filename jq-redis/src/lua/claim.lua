@@ -68,7 +68,7 @@ for q = 1, #KEYS do
       a = 0
     else
       if c[2] then
-        a = math.min(a, math.max(0, tonumber(c[2]) - redis.call('ZCARD', base .. 'v2:leases')))
+        a = math.min(a, math.max(0, tonumber(c[2]) - redis.call('ZCARD', base .. 'leases')))
       end
       if c[3] and c[4] then
         redis.call('ZREMRANGEBYSCORE', base .. 'starts', '-inf', fmt(now - tonumber(c[4])))
@@ -86,7 +86,7 @@ end
 local keyed = {}
 local any_keyed = false
 for q = 1, #KEYS do
-  if allow[q] > 0 and redis.call('EXISTS', KEYS[q] .. 'v2:kwait', KEYS[q] .. 'v2:kscheduled') > 0 then
+  if allow[q] > 0 and redis.call('EXISTS', KEYS[q] .. 'kwait', KEYS[q] .. 'kscheduled') > 0 then
     keyed[q] = true
     any_keyed = true
   end
@@ -104,15 +104,15 @@ for q = 1, #KEYS do
   if qlimit > 0 then
     -- Due Scheduled jobs are claimable too; they are candidates as they are
     -- (claim changes no job it does not take), read up to the bound.
-    local due = redis.call('ZRANGEBYSCORE', base .. 'v2:scheduled', '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', '0', ARGV[5])
+    local due = redis.call('ZRANGEBYSCORE', base .. 'scheduled', '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', '0', ARGV[5])
     if #KEYS == 1 and #due == 0 and not any_keyed then
       -- The common case, one queue with no due Scheduled job: ready's order
       -- is claim order and every candidate is taken, so they are read and
       -- removed by rank (cheaper than ZREM of each member; and ZPOPMIN's
       -- scores, which nothing needs here, cost a "%.17g" each to send).
-      local top = redis.call('ZRANGE', base .. 'v2:ready', '0', fmt(qlimit - 1))
+      local top = redis.call('ZRANGE', base .. 'ready', '0', fmt(qlimit - 1))
       if #top > 0 then
-        redis.call('ZREMRANGEBYRANK', base .. 'v2:ready', '0', fmt(#top - 1))
+        redis.call('ZREMRANGEBYRANK', base .. 'ready', '0', fmt(#top - 1))
       end
       for i = 1, #top do
         candidates[#candidates + 1] = { 0, top[i], base, false, q }
@@ -129,7 +129,7 @@ for q = 1, #KEYS do
         sorted = false
       else
         -- Unsortable, so it cannot wait for its turn: buried at once.
-        redis.call('ZREM', base .. 'v2:scheduled', id)
+        redis.call('ZREM', base .. 'scheduled', id)
         local st = read_state(base, id)
         if st then
           local reason = 'job ' .. id .. ' is corrupt in storage: ' .. unusable('priority', stored) .. ' (found when it was due)'
@@ -138,7 +138,7 @@ for q = 1, #KEYS do
         end
       end
     end
-    local top = redis.call('ZRANGE', base .. 'v2:ready', 0, qlimit - 1, 'WITHSCORES')
+    local top = redis.call('ZRANGE', base .. 'ready', 0, qlimit - 1, 'WITHSCORES')
     for i = 1, #top, 2 do
       candidates[#candidates + 1] = { tonumber(top[i + 1]), top[i], base, false, q }
     end
@@ -170,7 +170,7 @@ local function take_plain(c)
   count = count + 1
   local id = c[4] or string.sub(member, 21)
   if c[4] then
-    redis.call('ZREM', base .. 'v2:scheduled', id)
+    redis.call('ZREM', base .. 'scheduled', id)
   elseif not popped then
     local r = removed[q]
     if not r then r = {}; removed[q] = r end
@@ -206,9 +206,9 @@ else
       key_rated[q] = {}
       -- due keyed Scheduled jobs are claimable: Pending now, run_at kept
       -- (what promote does), so the rotation holds every claimable job
-      local due = redis.call('ZRANGEBYSCORE', base .. 'v2:kscheduled', '-inf', ARGV[1], 'LIMIT', '0', ARGV[5])
+      local due = redis.call('ZRANGEBYSCORE', base .. 'kscheduled', '-inf', ARGV[1], 'LIMIT', '0', ARGV[5])
       for _, id in ipairs(due) do
-        redis.call('ZREM', base .. 'v2:kscheduled', id)
+        redis.call('ZREM', base .. 'kscheduled', id)
         local reason = promote_due(base, id, now)
         if reason then buried[#buried + 1] = { 'corrupt', id, reason } end
       end
@@ -237,7 +237,7 @@ else
   end
 end
 for q, r in pairs(removed) do
-  zrem_chunked(KEYS[q] .. 'v2:ready', r)
+  zrem_chunked(KEYS[q] .. 'ready', r)
 end
 
 -- ready and scheduled hold Pending and Scheduled jobs only (every script
@@ -257,13 +257,13 @@ for q = 1, #KEYS do
       at[#at + 1] = p[i + 1]
     end
     local base = KEYS[q]
-    local bodies = hmget_chunked(base .. 'v2:jobs', ids)
-    local states = hmget_chunked(base .. 'v2:states', ids)
-    local errors = hmget_chunked(base .. 'v2:errors', ids)
+    local bodies = hmget_chunked(base .. 'jobs', ids)
+    local states = hmget_chunked(base .. 'states', ids)
+    local errors = hmget_chunked(base .. 'errors', ids)
     -- most queues have no job with extra fields (timeout, cancel request,
     -- progress): one EXISTS spares them the HMGET
     local extras = {}
-    if redis.call('EXISTS', base .. 'v2:extra') == 1 then extras = hmget_chunked(base .. 'v2:extra', ids) end
+    if redis.call('EXISTS', base .. 'extra') == 1 then extras = hmget_chunked(base .. 'extra', ids) end
     local writes = {}
     local leased = {}
     -- key -> its jobs leased here, and those keys in order (their Running
@@ -345,7 +345,7 @@ for q = 1, #KEYS do
               kkeys[#kkeys + 1] = key
             end
             if key_rated[q] and key_rated[q][key] then
-              redis.call('ZADD', base .. 'v2:kstarts:' .. key, ARGV[1], token .. ':' .. id)
+              redis.call('ZADD', base .. 'kstarts:' .. key, ARGV[1], token .. ':' .. id)
             end
           end
           leased[#leased + 1] = expires_s
@@ -366,7 +366,7 @@ for q = 1, #KEYS do
         end
       end
     end
-    hset_chunked(base .. 'v2:states', writes)
+    hset_chunked(base .. 'states', writes)
     -- the keys' Running counts: the count the rotation read before this
     -- claim plus the jobs leased (nothing else in this script moves them),
     -- one HSET for the claim rather than an HINCRBY per job
@@ -384,7 +384,7 @@ for q = 1, #KEYS do
         -- (a key at a limit of one counts 1: no string.format)
         counts[#counts + 1] = total == 1 and '1' or fmt(total)
       end
-      hset_chunked(base .. 'v2:krun', counts)
+      hset_chunked(base .. 'krun', counts)
     end
     -- One claim's leases share a score, and its ids mostly ascend (UUIDv7,
     -- claimed in order), so they go in backwards: a small lease set is a
@@ -395,7 +395,7 @@ for q = 1, #KEYS do
       backwards[#backwards + 1] = leased[i]
       backwards[#backwards + 1] = leased[i + 1]
     end
-    zadd_chunked(base .. 'v2:leases', backwards)
+    zadd_chunked(base .. 'leases', backwards)
   end
 end
 -- the workflow steps' counts, once per summary and state (F.later)

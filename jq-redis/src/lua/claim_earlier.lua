@@ -9,9 +9,9 @@
 
 local base, token = KEYS[1], ARGV[1]
 local out = {}
-local ids = redis.call('ZRANGE', base .. 'v2:leases', 0, -1)
+local ids = redis.call('ZRANGE', base .. 'leases', 0, -1)
 if #ids == 0 then return out end
-local states = hmget_chunked(base .. 'v2:states', ids)
+local states = hmget_chunked(base .. 'states', ids)
 for i, id in ipairs(ids) do
   local v = states[i]
   if v then

@@ -8,10 +8,10 @@
 -- %.14g): use fmt().
 --
 -- The job layout (keys.rs): a job is one field, its id, in each of three
--- hashes of its queue, `v2:jobs` (what never changes after enqueue: kind,
--- payload, priority, max_attempts, created_at, trace), `v2:states` (state,
+-- hashes of its queue, `jobs` (what never changes after enqueue: kind,
+-- payload, priority, max_attempts, created_at, trace), `states` (state,
 -- attempts, run_at, unique_key, lease_expires_at, lease_token, lease_worker,
--- finished_at) and `v2:errors` (the JSON list, absent while empty); each
+-- finished_at) and `errors` (the JSON list, absent while empty); each
 -- value's fields are joined by "\0" in that order, "" when absent. A batch
 -- of jobs is then read or written with one HMGET or HSET per hash, where a
 -- hash per job cost a command per job.
@@ -74,10 +74,10 @@ local function ready_member(run_at, id)
 end
 
 local function done_key(base, state)
-  return base .. 'v2:done:' .. state
+  return base .. 'done:' .. state
 end
 
--- The value of field '' of a queue's `v2:jobs` and `v2:states` hashes
+-- The value of field '' of a queue's `jobs` and `states` hashes
 -- (ids are 32 hex digits, so no job has that name). It is longer than
 -- Redis's `hash-max-listpack-value` (64 bytes by default), so the hash is
 -- a hashtable from its first job: Redis keeps a hash of up to 512 short
@@ -115,7 +115,7 @@ end
 -- workflows: the scripts learn that a job is a step from the value they
 -- read anyway, so a plain job costs nothing more.
 local function read_state(base, id)
-  local v = redis.call('HGET', base .. 'v2:states', id)
+  local v = redis.call('HGET', base .. 'states', id)
   if not v then return nil end
   local f = split(v, 10)
   return { state = f[1], attempts = f[2], run_at = f[3], unique_key = f[4], lease_expires_at = f[5],
@@ -136,14 +136,14 @@ local function pack_state(s)
   return v
 end
 
--- Keyed jobs (keys.rs, "Keyed jobs"). A keyed job is never in `v2:ready`
--- or `v2:scheduled`: Pending, it is in its queue's `v2:kwait` (score 0,
+-- Keyed jobs (keys.rs, "Keyed jobs"). A keyed job is never in `ready`
+-- or `scheduled`: Pending, it is in its queue's `kwait` (score 0,
 -- member kwait_member: priority, key, NUL, ready member), so ZRANGEBYLEX
 -- reads a queue's keyed jobs by priority from the highest, then key in byte
 -- order, then run_at and id: the rotation is a walk of that one index from
 -- the cursor, each key's first member its head, as `jobs_keyed` is on
--- PostgreSQL; Scheduled, in `v2:kscheduled` (score run_at, member id).
--- `v2:kpending` counts the Pending ones (stats), `v2:krun` the Running ones
+-- PostgreSQL; Scheduled, in `kscheduled` (score run_at, member id).
+-- `kpending` counts the Pending ones (stats), `krun` the Running ones
 -- per key.
 
 -- The prefix of priority `priority`'s members: 11 digits that order the
@@ -152,7 +152,7 @@ local function kprio(priority)
   return string.format('%011d', 5000000000 - priority)
 end
 
--- The `v2:kwait` member of a keyed Pending job (key `key`, priority, ready
+-- The `kwait` member of a keyed Pending job (key `key`, priority, ready
 -- member). Keys hold no NUL, so a key's members sort right after those of
 -- every key it is a prefix of, as the keys do.
 local function kwait_member(priority, key, member)
@@ -161,15 +161,15 @@ end
 
 -- Keyed job `id` (key `key`, priority, ready member) becomes Pending.
 local function kready_add(base, key, priority, member)
-  redis.call('ZADD', base .. 'v2:kwait', '0', kwait_member(priority, key, member))
-  redis.call('INCR', base .. 'v2:kpending')
+  redis.call('ZADD', base .. 'kwait', '0', kwait_member(priority, key, member))
+  redis.call('INCR', base .. 'kpending')
 end
 
 -- Removes a Pending keyed job (key `key`, ready member `member`) from
--- `v2:kwait`: at `priority`, or when that is unknown (nil: a corrupt body)
+-- `kwait`: at `priority`, or when that is unknown (nil: a corrupt body)
 -- at whichever priority holds it.
 local function kready_remove(base, key, priority, member)
-  local set = base .. 'v2:kwait'
+  local set = base .. 'kwait'
   local gone = 0
   if priority then
     gone = redis.call('ZREM', set, kwait_member(priority, key, member))
@@ -182,14 +182,14 @@ local function kready_remove(base, key, priority, member)
       m = redis.call('ZRANGEBYLEX', set, '[' .. enc .. '\255', '+', 'LIMIT', '0', '1')[1]
     end
   end
-  if gone > 0 then redis.call('DECRBY', base .. 'v2:kpending', fmt(gone)) end
+  if gone > 0 then redis.call('DECRBY', base .. 'kpending', fmt(gone)) end
 end
 
 -- A keyed job leaves Running: its key's count goes down (a batch of them:
 -- krun_leave_many, below).
 local function krun_leave(base, key)
-  if redis.call('HINCRBY', base .. 'v2:krun', key, '-1') <= 0 then
-    redis.call('HDEL', base .. 'v2:krun', key)
+  if redis.call('HINCRBY', base .. 'krun', key, '-1') <= 0 then
+    redis.call('HDEL', base .. 'krun', key)
   end
 end
 
@@ -201,35 +201,35 @@ local function leave(base, st)
 end
 
 local function write_state(base, id, s)
-  redis.call('HSET', base .. 'v2:states', id, pack_state(s))
+  redis.call('HSET', base .. 'states', id, pack_state(s))
 end
 
 -- A job's fixed fields as a table ({} when the job is not stored).
 local function read_body(base, id)
-  local v = redis.call('HGET', base .. 'v2:jobs', id)
+  local v = redis.call('HGET', base .. 'jobs', id)
   if not v then return {} end
   local f = split(v, 6)
   return { kind = f[1], payload = f[2], priority = f[3], max_attempts = f[4], created_at = f[5], trace = f[6] }
 end
 
 local function write_body(base, id, b)
-  redis.call('HSET', base .. 'v2:jobs', id,
+  redis.call('HSET', base .. 'jobs', id,
     b.kind .. '\0' .. b.payload .. '\0' .. b.priority .. '\0' .. b.max_attempts .. '\0' .. b.created_at .. '\0' .. b.trace)
 end
 
--- A job's extra fields (`v2:extra`, absent for most jobs): its own
+-- A job's extra fields (`extra`, absent for most jobs): its own
 -- timeout (milliseconds), a cancel request (its instant and reason) and the
 -- progress its handler last reported (JSON, last so that it may hold
 -- anything but a NUL); '' when absent.
 local function read_extra(base, id)
-  local v = redis.call('HGET', base .. 'v2:extra', id)
+  local v = redis.call('HGET', base .. 'extra', id)
   if not v then return { timeout_ms = '', cancel_at = '', cancel_reason = '', progress = '' } end
   local f = split(v, 4)
   return { timeout_ms = f[1], cancel_at = f[2], cancel_reason = f[3], progress = f[4] }
 end
 
 local function write_extra(base, id, x)
-  redis.call('HSET', base .. 'v2:extra', id,
+  redis.call('HSET', base .. 'extra', id,
     x.timeout_ms .. '\0' .. x.cancel_at .. '\0' .. x.cancel_reason .. '\0' .. x.progress)
 end
 
@@ -253,8 +253,8 @@ local function job_fields(base, id)
   for _, name in ipairs({ 'kind', 'payload', 'priority', 'max_attempts', 'created_at', 'trace' }) do
     put(name, b[name])
   end
-  put('errors', redis.call('HGET', base .. 'v2:errors', id))
-  local extra = redis.call('HGET', base .. 'v2:extra', id)
+  put('errors', redis.call('HGET', base .. 'errors', id))
+  local extra = redis.call('HGET', base .. 'extra', id)
   if extra then
     local x = split(extra, 4)
     put('timeout_ms', x[1])
@@ -271,14 +271,14 @@ local function unindex(base, id, st)
     if st.key and st.key ~= '' then
       kready_remove(base, st.key, int(read_body(base, id).priority), ready_member(int(st.run_at) or 0, id))
     else
-      redis.call('ZREM', base .. 'v2:ready', ready_member(int(st.run_at) or 0, id))
+      redis.call('ZREM', base .. 'ready', ready_member(int(st.run_at) or 0, id))
     end
   elseif st.state == 'scheduled' then
-    redis.call('ZREM', base .. (st.key and st.key ~= '' and 'v2:kscheduled' or 'v2:scheduled'), id)
+    redis.call('ZREM', base .. (st.key and st.key ~= '' and 'kscheduled' or 'scheduled'), id)
   elseif st.state == 'running' then
-    redis.call('ZREM', base .. 'v2:leases', id)
+    redis.call('ZREM', base .. 'leases', id)
   elseif st.state == 'waiting' then
-    redis.call('ZREM', base .. 'v2:waiting', id)
+    redis.call('ZREM', base .. 'waiting', id)
   else
     redis.call('ZREM', done_key(base, st.state), id)
   end
@@ -305,7 +305,7 @@ local function make_pending(base, id, st, priority, run_at)
   if st.key and st.key ~= '' then
     kready_add(base, st.key, tonumber(priority), ready_member(run_at, id))
   else
-    redis.call('ZADD', base .. 'v2:ready', fmt(-tonumber(priority)), ready_member(run_at, id))
+    redis.call('ZADD', base .. 'ready', fmt(-tonumber(priority)), ready_member(run_at, id))
   end
 end
 
@@ -315,7 +315,7 @@ local function make_scheduled(base, id, st, run_at)
   st.state, st.run_at, st.finished_at = 'scheduled', fmt(run_at), ''
   clear_lease(st)
   write_state(base, id, st)
-  redis.call('ZADD', base .. (st.key and st.key ~= '' and 'v2:kscheduled' or 'v2:scheduled'), fmt(run_at), id)
+  redis.call('ZADD', base .. (st.key and st.key ~= '' and 'kscheduled' or 'scheduled'), fmt(run_at), id)
 end
 
 -- The workflow helpers (see `workflows` above), built on first use.
@@ -323,20 +323,20 @@ workflows = function()
   if flow_lib then return flow_lib end
   local F = { woke = false }
   -- Workflows (keys.rs). A step's summary (its workflow's counts per
-  -- state) is the hash `<wfbase>v2:wf:<workflow id>`; every script that
+  -- state) is the hash `<wfbase>wf:<workflow id>`; every script that
   -- moves a step from one state to another moves its count there too, so
   -- `workflow()` reads counts without reading the steps.
   function F.key(base, flow)
     local wfbase = string.sub(flow, 34)
     if wfbase == '' then wfbase = base end
-    return wfbase .. 'v2:wf:' .. string.sub(flow, 2, 33)
+    return wfbase .. 'wf:' .. string.sub(flow, 2, 33)
   end
 
   -- Waiting child `cid` of the queue at `cb` (state `st`) has no
   -- unfinished parent left: Pending at `now`, or Scheduled when its
   -- run_at is later. Sets F.woke when it became Pending.
   function F.ready(cb, cid, st, now)
-    redis.call('ZREM', cb .. 'v2:waiting', cid)
+    redis.call('ZREM', cb .. 'waiting', cid)
     local run_at = int(st.run_at) or now
     if run_at <= now then
       make_pending(cb, cid, st, int(read_body(cb, cid).priority) or 0, now)
@@ -420,7 +420,7 @@ workflows = function()
   -- F.finished releases them, with one HMGET per hash and queue for the
   -- whole batch (children, child nodes, child states, and released edges
   -- when the queue has any) and one HSET of the nodes it changes. An edge
-  -- from a Completed parent is not written to `v2:released`: a Completed
+  -- from a Completed parent is not written to `released`: a Completed
   -- step never finishes again (retry takes Dead steps only), so nothing
   -- would release it twice, and F.first_failed, the other reader, passes
   -- over a parent that is not Dead or Cancelled whether its edge is written
@@ -450,7 +450,7 @@ workflows = function()
       if pbases[i] ~= pbases[1] then single = false; break end
     end
     if single then
-      kids = mget(pbases[1] .. 'v2:children', pids)
+      kids = mget(pbases[1] .. 'children', pids)
     else
       kids = {}
       local groups, gbases = {}, {}
@@ -466,7 +466,7 @@ workflows = function()
       end
       for _, b in ipairs(gbases) do
         local g = groups[b]
-        local v = mget(b .. 'v2:children', g[1])
+        local v = mget(b .. 'children', g[1])
         for j, i in ipairs(g[2]) do kids[i] = v[j] end
       end
     end
@@ -513,8 +513,8 @@ workflows = function()
     end
     for _, cb in ipairs(cbases) do
       local g = per[cb]
-      local nodes = mget(cb .. 'v2:nodes', g.ids)
-      local states = mget(cb .. 'v2:states', g.ids)
+      local nodes = mget(cb .. 'nodes', g.ids)
+      local states = mget(cb .. 'states', g.ids)
       for j, cid in ipairs(g.ids) do
         local v = nodes[j]
         if v then
@@ -534,7 +534,7 @@ workflows = function()
       end
       -- the edges of this queue already released: only Dead or Cancelled
       -- parents write them (run-anyway), so most queues have none
-      if redis.call('EXISTS', cb .. 'v2:released') == 1 then
+      if redis.call('EXISTS', cb .. 'released') == 1 then
         local fields, at = {}, {}
         for e = 1, ne do
           if ecb[e] == cb then
@@ -542,7 +542,7 @@ workflows = function()
             at[#at + 1] = e
           end
         end
-        local found = mget(cb .. 'v2:released', fields)
+        local found = mget(cb .. 'released', fields)
         g.released = {}
         for m, e in ipairs(at) do
           if found[m] then g.released[e] = true end
@@ -591,7 +591,7 @@ workflows = function()
         writes[#writes + 1] = fmt(g.left[cid]) .. '\0' .. nd.cancelled .. '\0' .. nd.position .. '\0' .. nd.policy
           .. '\0' .. nd.workflow .. '\0' .. nd.step
       end
-      mset(cb .. 'v2:nodes', writes)
+      mset(cb .. 'nodes', writes)
     end
   end
 
@@ -617,22 +617,22 @@ workflows = function()
     return F.woke
   end
 
-  -- A step's node (`v2:nodes`): unfinished parents, "1" when a parent's
+  -- A step's node (`nodes`): unfinished parents, "1" when a parent's
   -- failure cancelled it (else ""), position (step order, from 0), policy
   -- ("c" cancel, "r" run anyway), workflow id, step name.
   function F.read_node(base, id)
-    local v = redis.call('HGET', base .. 'v2:nodes', id)
+    local v = redis.call('HGET', base .. 'nodes', id)
     if not v then return nil end
     local f = split(v, 6)
     return { unfinished = f[1], cancelled = f[2], position = f[3], policy = f[4], workflow = f[5], step = f[6] }
   end
 
   function F.write_node(base, id, n)
-    redis.call('HSET', base .. 'v2:nodes', id,
+    redis.call('HSET', base .. 'nodes', id,
       n.unfinished .. '\0' .. n.cancelled .. '\0' .. n.position .. '\0' .. n.policy .. '\0' .. n.workflow .. '\0' .. n.step)
   end
 
-  -- The references packed in `v` (a `v2:parents` or `v2:children` value, or
+  -- The references packed in `v` (a `parents` or `children` value, or
   -- a summary's `steps`): entries joined by "\0", each a job id (32 hex)
   -- followed by the base of its queue, or by nothing when that is `base`.
   -- Returns { {id, base}, ... } in order.
@@ -660,8 +660,8 @@ workflows = function()
   -- Cancelled with an unreleased edge, under policy "c"; nil when none.
   function F.first_failed(base, id, node)
     if node.policy ~= 'c' then return nil end
-    for _, p in ipairs(F.refs(redis.call('HGET', base .. 'v2:parents', id), base)) do
-      if redis.call('HEXISTS', base .. 'v2:released', id .. p[1]) == 0 then
+    for _, p in ipairs(F.refs(redis.call('HGET', base .. 'parents', id), base)) do
+      if redis.call('HEXISTS', base .. 'released', id .. p[1]) == 0 then
         local st = read_state(p[2], p[1])
         if st and F.is_failed(st.state) then return p[1] end
       end
@@ -682,13 +682,13 @@ workflows = function()
     while #stack > 0 do
       local top = table.remove(stack)
       local pb, p, pstate = top[1], top[2], top[3]
-      for _, c in ipairs(F.refs(redis.call('HGET', pb .. 'v2:children', p), pb)) do
+      for _, c in ipairs(F.refs(redis.call('HGET', pb .. 'children', p), pb)) do
         local cid, cb = c[1], c[2]
         local node = F.read_node(cb, cid)
-        local st = node and redis.call('HEXISTS', cb .. 'v2:released', cid .. p) == 0 and read_state(cb, cid)
+        local st = node and redis.call('HEXISTS', cb .. 'released', cid .. p) == 0 and read_state(cb, cid)
         if st then
           if pstate == 'completed' or node.policy == 'r' then
-            redis.call('HSET', cb .. 'v2:released', cid .. p, '1')
+            redis.call('HSET', cb .. 'released', cid .. p, '1')
             local left = math.max((int(node.unfinished) or 1) - 1, 0)
             node.unfinished = fmt(left)
             F.write_node(cb, cid, node)
@@ -696,7 +696,7 @@ workflows = function()
               F.ready(cb, cid, st, now)
             end
           elseif st.state == 'waiting' then
-            redis.call('ZREM', cb .. 'v2:waiting', cid)
+            redis.call('ZREM', cb .. 'waiting', cid)
             F.count(cb, st.flow, 'waiting', 'cancelled')
             st.state, st.finished_at = 'cancelled', fmt(now)
             write_state(cb, cid, st)
@@ -731,12 +731,12 @@ local function rotations()
   -- `readonly` (peek.lua): its rate logs are counted, not trimmed.
   function K.open(base, limit, now, readonly)
     local cursors = {}
-    local flat = redis.call('HGETALL', base .. 'v2:kcursor')
+    local flat = redis.call('HGETALL', base .. 'kcursor')
     for i = 1, #flat, 2 do cursors[flat[i]] = flat[i + 1] end
     -- prios: the priorities met so far, highest first (prios.done once
     -- the last is known), pnum: each one's -priority; rings: per
     -- priority, its keys in ring order from the cursor with their heads,
-    -- read a page of `v2:kwait` at a time as the walk goes (load_more);
+    -- read a page of `kwait` at a time as the walk goes (load_more);
     -- start: per priority, where its next walk starts in its ring; empty:
     -- the priorities a whole walk found nothing at (nothing there can
     -- become eligible later in the claim); taken: the members the claim
@@ -745,12 +745,12 @@ local function rotations()
     -- takes), run0 (before this claim), started (its starts in its rate's
     -- window counting this claim's, once read). Flat tables of numbers and
     -- strings, not a table per key: a claim meets a key per job it takes.
-    return { base = base, set = base .. 'v2:kwait', limit = limit, now = now, readonly = readonly, limits = {},
+    return { base = base, set = base .. 'kwait', limit = limit, now = now, readonly = readonly, limits = {},
       run = {}, run0 = {}, started = {}, prios = {}, pnum = {}, cursors = cursors, rings = {}, start = {},
       empty = {}, taken = {}, yielded = {}, moved = {} }
   end
 
-  -- Limits as `v2:klimits` stores them (key_limits.lua),
+  -- Limits as `klimits` stores them (key_limits.lua),
   -- "concurrency\0rate_limit\0rate_period" with "" for none, as
   -- { concurrency, rate, period }; nil or "" is no limit.
   local function parse_limits(v)
@@ -758,8 +758,8 @@ local function rotations()
     return { tonumber(f[1]), tonumber(f[2]), tonumber(f[3]) }
   end
   -- Meets the keys of a page of a ring (see load_more): their limits
-  -- (`v2:klimits`: field '' the default, a key's field its override) and
-  -- Running counts (`v2:krun`) with one HMGET each for the whole page, not
+  -- (`klimits`: field '' the default, a key's field its override) and
+  -- Running counts (`krun`) with one HMGET each for the whole page, not
   -- a command per key: a claim walks about as many keys as it takes, and
   -- a command per key was most of a keyed job's cost. A queue with many
   -- overrides still costs a claim only the keys it reads.
@@ -770,8 +770,8 @@ local function rotations()
       if not limits[key] then fresh[#fresh + 1] = key end
     end
     if #fresh == 0 then return end
-    local lv = redis.call('HMGET', r.base .. 'v2:klimits', '', unpack(fresh))
-    local rv = redis.call('HMGET', r.base .. 'v2:krun', unpack(fresh))
+    local lv = redis.call('HMGET', r.base .. 'klimits', '', unpack(fresh))
+    local rv = redis.call('HMGET', r.base .. 'krun', unpack(fresh))
     local default = r.default
     if not default then
       default = parse_limits(lv[1])
@@ -801,7 +801,7 @@ local function rotations()
   local function started_of(r, key, lim)
     local n = r.started[key]
     if n then return n end
-    local log = r.base .. 'v2:kstarts:' .. key
+    local log = r.base .. 'kstarts:' .. key
     if r.readonly then
       n = redis.call('ZCOUNT', log, '(' .. fmt(r.now - lim[3]), '+inf')
     else
@@ -850,7 +850,7 @@ local function rotations()
   end
 
   -- Reads the next page of priority `enc`'s ring: its members in
-  -- `v2:kwait` after the cursor's key in byte order (phase 1), then from
+  -- `kwait` after the cursor's key in byte order (phase 1), then from
   -- the smallest key up to the cursor's own (phase 2). Each key met is a
   -- ring position with its members read (`heads`, in claim order), and
   -- meets (its limits and Running count); false when the ring is read
@@ -967,7 +967,7 @@ local function rotations()
   -- The rotation's next job: from the highest priority with an eligible
   -- key, the first such key after the cursor (wrapping around, the
   -- cursor's own key last); nil when none. Returns the priority's
-  -- encoding, the key, its `v2:kwait` member and the key's place in the
+  -- encoding, the key, its `kwait` member and the key's place in the
   -- ring.
   local function next_of(r)
     local i = 1
@@ -1001,12 +1001,12 @@ local function rotations()
   -- having changed nothing, when the limits are not those (any override
   -- or another default).
   function K.take_singles(r, max, keyed)
-    local klimits = r.base .. 'v2:klimits'
+    local klimits = r.base .. 'klimits'
     if redis.call('HLEN', klimits) ~= 1 then return false end
     local default = parse_limits(redis.call('HGET', klimits, ''))
     if default[1] ~= 1 or default[2] then return false end
     local set, run, run0, taken = r.set, r.run, r.run0, r.taken
-    local krun = r.base .. 'v2:krun'
+    local krun = r.base .. 'krun'
     -- Running counts: when no more keys run than the claim may take (the
     -- field '' aside), all of them in one read, rather than one HMGET
     -- field per key walked (at least one per job taken)
@@ -1153,7 +1153,7 @@ local function rotations()
   end
 
   -- Writes what the claim took of rotation `r`: its jobs out of
-  -- `v2:kwait` (members this script read, so each is there) with one ZREM,
+  -- `kwait` (members this script read, so each is there) with one ZREM,
   -- the Pending count, and the cursors it moved (moved: priority -> key).
   function K.finish(r)
     local taken = r.taken
@@ -1163,11 +1163,11 @@ local function rotations()
       for i = 1, #taken, 1000 do
         redis.call('ZREM', r.set, unpack(taken, i, math.min(i + 999, #taken)))
       end
-      redis.call('DECRBY', r.base .. 'v2:kpending', fmt(#taken))
+      redis.call('DECRBY', r.base .. 'kpending', fmt(#taken))
     end
     -- one priority per claim, as a rule: one HSET
     for enc, key in pairs(r.moved) do
-      redis.call('HSET', r.base .. 'v2:kcursor', enc, key)
+      redis.call('HSET', r.base .. 'kcursor', enc, key)
     end
   end
 
@@ -1253,13 +1253,13 @@ end
 -- (a JSON array kept as text, so appending never re-encodes old entries).
 local function append_error(base, id, attempt, now, message)
   local item = '{"attempt":' .. fmt(attempt) .. ',"at":' .. fmt(now) .. ',"message":' .. cjson.encode(message) .. '}'
-  local cur = redis.call('HGET', base .. 'v2:errors', id)
+  local cur = redis.call('HGET', base .. 'errors', id)
   if not cur or cur == '' or cur == '[]' then
     cur = '[' .. item .. ']'
   else
     cur = string.sub(cur, 1, -2) .. ',' .. item .. ']'
   end
-  redis.call('HSET', base .. 'v2:errors', id, cur)
+  redis.call('HSET', base .. 'errors', id, cur)
 end
 
 -- `command key items...` in chunks of 1,000 items, so unpack stays small
@@ -1309,7 +1309,7 @@ end
 -- none leaves the hash.
 local function krun_leave_many(base, by_key, keys)
   if #keys == 0 then return end
-  local counts = hmget_chunked(base .. 'v2:krun', keys)
+  local counts = hmget_chunked(base .. 'krun', keys)
   local kept, dropped = {}, {}
   for i = 1, #keys do
     local key = keys[i]
@@ -1321,8 +1321,8 @@ local function krun_leave_many(base, by_key, keys)
       dropped[#dropped + 1] = key
     end
   end
-  hset_chunked(base .. 'v2:krun', kept)
-  call_chunked('HDEL', base .. 'v2:krun', dropped)
+  hset_chunked(base .. 'krun', kept)
+  call_chunked('HDEL', base .. 'krun', dropped)
 end
 
 -- Moves a job whose stored fields are unusable to Dead, with the reason as
@@ -1352,77 +1352,6 @@ local function promote_due(base, id, now)
   return reason
 end
 
--- The index of each state but Pending (whose score needs two fields), as
--- the key after the queue's base and the state field that is its score.
-local LEGACY_INDEX = {
-  scheduled = { 'v2:scheduled', 'run_at' },
-  running = { 'v2:leases', 'lease_expires_at' },
-  completed = { 'v2:done:completed', 'finished_at' },
-  dead = { 'v2:done:dead', 'finished_at' },
-  cancelled = { 'v2:done:cancelled', 'finished_at' },
-}
-
--- Carries job `id` of the queue at `base` over from the layout before v2
--- (its hash `<base>job:<id>`, listed in `<base>ids`), and returns its
--- state, or nil when that layout does not hold it. A job whose index score
--- cannot be computed goes to Dead with the reason; a job the v2 layout
--- holds already keeps that copy. A live job keeps holding its unique key
--- beside any v2 job that took it meanwhile (see unique_take): the key must
--- not be freed while it is live. `hashtable`: write the HASHTABLE fields
--- (migrate_legacy writes them once per batch).
-local function carry_over(base, id, now, hashtable)
-  local key = base .. 'job:' .. id
-  local flat = redis.call('HGETALL', key)
-  local state = nil
-  if #flat > 0 and redis.call('HEXISTS', base .. 'v2:states', id) == 0 then
-    if hashtable then
-      redis.call('HSETNX', base .. 'v2:jobs', '', HASHTABLE)
-      redis.call('HSETNX', base .. 'v2:states', '', HASHTABLE)
-    end
-    local h = {}
-    for i = 1, #flat, 2 do h[flat[i]] = flat[i + 1] end
-    local b = { kind = h.kind or '', payload = h.payload or '', priority = h.priority or '',
-      max_attempts = h.max_attempts or '', created_at = h.created_at or '', trace = h.trace or '' }
-    write_body(base, id, b)
-    local st = { state = h.state or '', attempts = h.attempts or '0', run_at = h.run_at or '',
-      unique_key = h.unique_key or '', lease_expires_at = h.lease_expires_at or '', lease_token = h.lease_token or '',
-      lease_worker = h.lease_worker or '', finished_at = h.finished_at or '' }
-    if st.state ~= 'running' then clear_lease(st) end
-    write_state(base, id, st)
-    if h.errors and h.errors ~= '' then
-      redis.call('HSET', base .. 'v2:errors', id, h.errors)
-    end
-    redis.call('ZADD', base .. 'v2:ids', '0', id)
-    local why
-    if st.state == 'pending' then
-      if int(b.priority) and int(st.run_at) then
-        redis.call('ZADD', base .. 'v2:ready', fmt(-int(b.priority)), ready_member(int(st.run_at), id))
-      else
-        why = int(b.priority) and unusable('run_at', st.run_at) or unusable('priority', b.priority)
-      end
-    else
-      local index = LEGACY_INDEX[st.state]
-      if not index then
-        why = 'field state ' .. cjson.encode(st.state) .. ' is unknown'
-      elseif int(st[index[2]]) then
-        redis.call('ZADD', base .. index[1], st[index[2]], id)
-      else
-        why = unusable(index[2], st[index[2]])
-      end
-    end
-    if why then
-      bury_corrupt(base, id, st, int(st.attempts), now,
-        'job ' .. id .. ' is corrupt in storage: ' .. why .. ' (found when it was carried over to layout v2)')
-    elseif st.unique_key ~= '' and (st.state == 'pending' or st.state == 'scheduled' or st.state == 'running') then
-      unique_take(base, st.unique_key, id)
-    end
-    state = string.match(redis.call('HGET', base .. 'v2:states', id) or '', '^%Z*')
-  end
-  redis.call('DEL', key)
-  redis.call('ZREM', base .. 'ids', id)
-  return state
-end
-
 -- Stores new jobs as enqueue.lua describes (one place for enqueue.lua and
 -- fire.lua): `bases` per queue index, `now` their created_at, `channel`
 -- PUBLISHed once when a job became Pending, and 12 values per job in
@@ -1449,7 +1378,7 @@ local function store_jobs(bases, now, channel, args, first)
     local n_asked = #asked[q]
     if n_asked > 0 then
       asked[q][n_asked + 1] = ''
-      local states = hmget_chunked(bases[q] .. 'v2:states', asked[q])
+      local states = hmget_chunked(bases[q] .. 'states', asked[q])
       for i = 1, n_asked do
         if states[i] then k[asked[q][i]] = string.match(states[i], '^%Z*') end
       end
@@ -1484,11 +1413,8 @@ local function store_jobs(bases, now, channel, args, first)
       if other then
         local st = k[other]
         if st == nil then
-          local v = redis.call('HGET', base .. 'v2:states', other)
-          -- a holder the layout before v2 still has (an older producer
-          -- stored it since the last carry-over) is carried over now: it
-          -- holds the key
-          st = v and string.match(v, '^%Z*') or carry_over(base, other, tonumber(now), true) or false
+          local v = redis.call('HGET', base .. 'states', other)
+          st = v and string.match(v, '^%Z*') or false
           k[other] = st
         end
         if st == 'scheduled' or st == 'pending' or st == 'running' then
@@ -1513,7 +1439,7 @@ local function store_jobs(bases, now, channel, args, first)
       t[#t + 1] = state .. '\0' .. '0\0' .. run_at .. '\0' .. uk .. '\0\0\0\0'
       if key ~= '' then t[#t] = t[#t] .. '\0\0' .. key end
       if args[a + 11] ~= '' then
-        redis.call('HSET', base .. 'v2:extra', id, args[a + 11] .. '\0\0\0')
+        redis.call('HSET', base .. 'extra', id, args[a + 11] .. '\0\0\0')
       end
       if uk ~= '' then
         redis.call('HSET', base .. 'unique', uk, id)
@@ -1547,38 +1473,19 @@ local function store_jobs(bases, now, channel, args, first)
   end
   for q = 1, #bases do
     local base = bases[q]
-    hset_chunked(base .. 'v2:jobs', bodies[q])
-    hset_chunked(base .. 'v2:states', states[q])
-    zadd_chunked(base .. 'v2:ready', ready[q])
-    zadd_chunked(base .. 'v2:scheduled', scheduled[q])
-    zadd_chunked(base .. 'v2:ids', ids[q])
+    hset_chunked(base .. 'jobs', bodies[q])
+    hset_chunked(base .. 'states', states[q])
+    zadd_chunked(base .. 'ready', ready[q])
+    zadd_chunked(base .. 'scheduled', scheduled[q])
+    zadd_chunked(base .. 'ids', ids[q])
     if #kwait[q] > 0 then
-      zadd_chunked(base .. 'v2:kwait', kwait[q])
-      redis.call('INCRBY', base .. 'v2:kpending', fmt(#kwait[q] / 2))
+      zadd_chunked(base .. 'kwait', kwait[q])
+      redis.call('INCRBY', base .. 'kpending', fmt(#kwait[q] / 2))
     end
-    zadd_chunked(base .. 'v2:kscheduled', kscheduled[q])
+    zadd_chunked(base .. 'kscheduled', kscheduled[q])
   end
   if woke then
     redis.call('PUBLISH', channel, '1')
   end
   return result
-end
-
--- Carries up to `batch` jobs of the queue at `base` over from the layout
--- before v2 (carry_over) and returns how many it looked at; once none is
--- left it deletes that layout's indexes.
-local function migrate_legacy(base, batch, now)
-  local legacy = redis.call('ZRANGE', base .. 'ids', '0', fmt(batch - 1))
-  if #legacy > 0 then
-    redis.call('HSETNX', base .. 'v2:jobs', '', HASHTABLE)
-    redis.call('HSETNX', base .. 'v2:states', '', HASHTABLE)
-  end
-  for _, id in ipairs(legacy) do
-    carry_over(base, id, now, false)
-  end
-  if #legacy < batch then
-    redis.call('DEL', base .. 'ready', base .. 'scheduled', base .. 'leases', base .. 'done:completed',
-      base .. 'done:dead', base .. 'done:cancelled')
-  end
-  return #legacy
 end

@@ -23,8 +23,8 @@ for j = 0, n - 1 do
   else
     st.lease_expires_at = expires
     write_state(base, id, st)
-    redis.call('ZADD', base .. 'v2:leases', expires, id)
-    if extra[qi] == nil then extra[qi] = redis.call('EXISTS', base .. 'v2:extra') == 1 end
+    redis.call('ZADD', base .. 'leases', expires, id)
+    if extra[qi] == nil then extra[qi] = redis.call('EXISTS', base .. 'extra') == 1 end
     if extra[qi] and read_extra(base, id).cancel_at ~= '' then
       cancel[#cancel + 1] = id
     end

@@ -10,7 +10,7 @@
 -- ARGV[5]  set: rate period (microseconds, "" for none)
 -- ARGV[6]  set, clear: wake-up channel (PUBLISHed: jobs may have become
 --          claimable)
--- `v2:klimits` (keys.rs): field "" the default, a key's field its
+-- `klimits` (keys.rs): field "" the default, a key's field its
 -- override, each "concurrency\0rate_limit\0rate_period" ("" for none; an
 -- override of no limits is "\0\0", which claim reads as unlimited). A
 -- default of no limits is no field.
@@ -19,7 +19,7 @@
 -- key with a Running, Pending or Scheduled job.
 
 local base, op = KEYS[1], ARGV[1]
-local limits = base .. 'v2:klimits'
+local limits = base .. 'klimits'
 if op == 'set' then
   local value = ARGV[3] .. '\0' .. ARGV[4] .. '\0' .. ARGV[5]
   if ARGV[2] == '' and value == '\0\0' then
@@ -48,14 +48,14 @@ local function at(key)
   end
   return c
 end
-local running = redis.call('HGETALL', base .. 'v2:krun')
+local running = redis.call('HGETALL', base .. 'krun')
 for i = 1, #running, 2 do
   -- field '' is no key (it keeps the hash a hashtable, claim.lua)
   if running[i] ~= '' then at(running[i])[1] = tonumber(running[i + 1]) or 0 end
 end
--- each (priority, key) of `v2:kwait` once: its first member, its count,
+-- each (priority, key) of `kwait` once: its first member, its count,
 -- then a seek past its last member (a command or two per pair, not per job)
-local kwait = base .. 'v2:kwait'
+local kwait = base .. 'kwait'
 local m = redis.call('ZRANGE', kwait, '0', '0')[1]
 while m do
   local p = string.find(m, '\0', 12, true)
@@ -64,10 +64,10 @@ while m do
   c[2] = c[2] + redis.call('ZLEXCOUNT', kwait, '[' .. pfx, '[' .. pfx .. '\255')
   m = redis.call('ZRANGEBYLEX', kwait, '(' .. pfx .. '\255', '+', 'LIMIT', '0', '1')[1]
 end
-local scheduled = redis.call('ZRANGE', base .. 'v2:kscheduled', '0', '-1')
+local scheduled = redis.call('ZRANGE', base .. 'kscheduled', '0', '-1')
 for i = 1, #scheduled, 1000 do
   local part = { unpack(scheduled, i, math.min(i + 999, #scheduled)) }
-  local states = redis.call('HMGET', base .. 'v2:states', unpack(part))
+  local states = redis.call('HMGET', base .. 'states', unpack(part))
   for j = 1, #part do
     local key = states[j] and split(states[j], 10)[10]
     if key and key ~= '' then at(key)[2] = at(key)[2] + 1 end

@@ -19,13 +19,13 @@ local scanned = 0
 local last = ''
 while #out < limit and scanned < budget do
   local chunk = math.min(500, budget - scanned)
-  local ids = redis.call('ZRANGEBYLEX', base .. 'v2:ids', from, '+', 'LIMIT', 0, chunk)
+  local ids = redis.call('ZRANGEBYLEX', base .. 'ids', from, '+', 'LIMIT', 0, chunk)
   for _, id in ipairs(ids) do
     scanned = scanned + 1
     last = id
-    local st = redis.call('HGET', base .. 'v2:states', id)
+    local st = redis.call('HGET', base .. 'states', id)
     if st and (state == '' or string.match(st, '^%Z*') == state)
-      and (kind == '' or string.match(redis.call('HGET', base .. 'v2:jobs', id) or '', '^%Z*') == kind) then
+      and (kind == '' or string.match(redis.call('HGET', base .. 'jobs', id) or '', '^%Z*') == kind) then
       out[#out + 1] = job_fields(base, id)
       if #out >= limit then return { out, last } end
     end

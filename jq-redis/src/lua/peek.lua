@@ -34,7 +34,7 @@ if c[1] then
   return {}
 end
 if c[2] then
-  limit = math.min(limit, math.max(0, tonumber(c[2]) - redis.call('ZCARD', base .. 'v2:leases')))
+  limit = math.min(limit, math.max(0, tonumber(c[2]) - redis.call('ZCARD', base .. 'leases')))
 end
 if c[3] and c[4] then
   local started = redis.call('ZCOUNT', base .. 'starts', '(' .. fmt(now - tonumber(c[4])), '+inf')
@@ -44,18 +44,18 @@ if limit <= 0 then
   return {}
 end
 local out = {}
-local due = redis.call('ZRANGEBYSCORE', base .. 'v2:scheduled', '-inf', now, 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[3]))
+local due = redis.call('ZRANGEBYSCORE', base .. 'scheduled', '-inf', now, 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[3]))
 for i = 1, #due, 2 do
   local priority = int(read_body(base, due[i]).priority)
   if priority then
     out[#out + 1] = { -tonumber(priority), ready_member(tonumber(due[i + 1]), due[i]) }
   end
 end
-local top = redis.call('ZRANGE', base .. 'v2:ready', 0, limit - 1, 'WITHSCORES')
+local top = redis.call('ZRANGE', base .. 'ready', 0, limit - 1, 'WITHSCORES')
 for i = 1, #top, 2 do
   out[#out + 1] = { tonumber(top[i + 1]), top[i] }
 end
-local keyed = redis.call('EXISTS', base .. 'v2:kwait') == 1
+local keyed = redis.call('EXISTS', base .. 'kwait') == 1
 if #out > limit or keyed then
   table.sort(out, function(a, b)
     if a[1] ~= b[1] then return a[1] < b[1] end

@@ -8,19 +8,19 @@
 
 local base = KEYS[1]
 local now = tonumber(ARGV[1])
-local due = redis.call('ZRANGEBYSCORE', base .. 'v2:scheduled', '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
+local due = redis.call('ZRANGEBYSCORE', base .. 'scheduled', '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
 -- keyed Scheduled jobs have their own set (keys.rs); make_pending puts
 -- them in their key's
 local keyed = {}
 if #due < tonumber(ARGV[2]) then
-  keyed = redis.call('ZRANGEBYSCORE', base .. 'v2:kscheduled', '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]) - #due)
+  keyed = redis.call('ZRANGEBYSCORE', base .. 'kscheduled', '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]) - #due)
 end
 for _, id in ipairs(keyed) do
-  redis.call('ZREM', base .. 'v2:kscheduled', id)
+  redis.call('ZREM', base .. 'kscheduled', id)
   due[#due + 1] = id
 end
 for _, id in ipairs(due) do
-  redis.call('ZREM', base .. 'v2:scheduled', id)
+  redis.call('ZREM', base .. 'scheduled', id)
   promote_due(base, id, now)
 end
 if #due > 0 then

@@ -16,26 +16,26 @@ local base = KEYS[1]
 local done = done_key(base, ARGV[1])
 local ids = redis.call('ZRANGEBYSCORE', done, '-inf', '(' .. ARGV[2], 'LIMIT', 0, tonumber(ARGV[3]))
 if #ids > 0 then
-  if redis.call('EXISTS', base .. 'v2:nodes', base .. 'v2:results') > 0 then
-    local states = hmget_chunked(base .. 'v2:states', ids)
+  if redis.call('EXISTS', base .. 'nodes', base .. 'results') > 0 then
+    local states = hmget_chunked(base .. 'states', ids)
     for i, id in ipairs(ids) do
       local flow = states[i] and split(states[i], 10)[9] or ''
       if flow ~= '' then
         redis.call('HINCRBY', workflows().key(base, flow), ARGV[1], '-1')
-        local parents = workflows().refs(redis.call('HGET', base .. 'v2:parents', id), base)
+        local parents = workflows().refs(redis.call('HGET', base .. 'parents', id), base)
         for _, p in ipairs(parents) do
-          redis.call('HDEL', base .. 'v2:released', id .. p[1])
+          redis.call('HDEL', base .. 'released', id .. p[1])
         end
       end
     end
-    for _, key in ipairs({ 'v2:results', 'v2:nodes', 'v2:parents', 'v2:children' }) do
+    for _, key in ipairs({ 'results', 'nodes', 'parents', 'children' }) do
       call_chunked('HDEL', base .. key, ids)
     end
   end
-  for _, key in ipairs({ 'v2:jobs', 'v2:states', 'v2:errors', 'v2:extra' }) do
+  for _, key in ipairs({ 'jobs', 'states', 'errors', 'extra' }) do
     call_chunked('HDEL', base .. key, ids)
   end
   zrem_chunked(done, ids)
-  zrem_chunked(base .. 'v2:ids', ids)
+  zrem_chunked(base .. 'ids', ids)
 end
 return #ids

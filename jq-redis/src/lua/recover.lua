@@ -1,18 +1,15 @@
 -- recover.lua: hands back up to `batch` jobs of one queue whose lease
 -- expired: Pending (run_at now) with attempts left, else Dead, with a
 -- "lease expired" error for the lost attempt; Cancelled, with no error,
--- when it holds a cancel request. It also carries over a batch
--- of jobs a producer of the layout before v2 stored (migrate_legacy in
--- common.lua): maintenance runs it on every queue, so such jobs reach the
--- workers without anyone asking, at one EXISTS per pass when there are none.
+-- when it holds a cancel request.
 --
 -- KEYS[1]  base of the queue
 -- ARGV[1]  now (microseconds)
 -- ARGV[2]  batch size (the caller calls again while a full batch was seen)
 -- ARGV[3]  wake-up channel (PUBLISHed when a job became Pending)
--- Returns { jobs recovered, lease entries examined (or legacy jobs carried
--- over, when more), reasons }: reasons lists, for each job that went to
--- Dead because its fields are corrupt, why (the caller logs them).
+-- Returns { jobs recovered, lease entries examined, reasons }: reasons
+-- lists, for each job that went to Dead because its fields are corrupt,
+-- why (the caller logs them).
 --
 -- A workflow step made Dead or Cancelled releases or cancels its
 -- dependents in this same script (make_terminal, common.lua).
@@ -27,21 +24,16 @@
 
 local base = KEYS[1]
 local now = tonumber(ARGV[1])
-local batch = tonumber(ARGV[2])
-local carried = 0
-if redis.call('EXISTS', base .. 'ids') == 1 then
-  carried = migrate_legacy(base, batch, now)
-end
-local expired = redis.call('ZRANGEBYSCORE', base .. 'v2:leases', '-inf', ARGV[1], 'LIMIT', '0', ARGV[2])
+local expired = redis.call('ZRANGEBYSCORE', base .. 'leases', '-inf', ARGV[1], 'LIMIT', '0', ARGV[2])
 local moved = 0
-local woke = carried > 0
-local has_extra = #expired > 0 and redis.call('EXISTS', base .. 'v2:extra') == 1
+local woke = false
+local has_extra = #expired > 0 and redis.call('EXISTS', base .. 'extra') == 1
 local reasons = {}
 for _, id in ipairs(expired) do
   local st = read_state(base, id)
   if not st or st.state ~= 'running' then
     -- a stale index entry: the job is no longer Running
-    redis.call('ZREM', base .. 'v2:leases', id)
+    redis.call('ZREM', base .. 'leases', id)
   else
     local b = read_body(base, id)
     local expires, attempts, max_attempts, priority = int(st.lease_expires_at), int(st.attempts), int(b.max_attempts),
@@ -59,12 +51,12 @@ for _, id in ipairs(expired) do
     if why then
       -- The index says the lease expired; the state cannot say otherwise.
       local reason = 'job ' .. id .. ' is corrupt in storage: ' .. why .. ' (found when its lease expired)'
-      redis.call('ZREM', base .. 'v2:leases', id)
+      redis.call('ZREM', base .. 'leases', id)
       bury_corrupt(base, id, st, attempts, now, reason)
       reasons[#reasons + 1] = reason
       moved = moved + 1
     elseif expires <= now then
-      redis.call('ZREM', base .. 'v2:leases', id)
+      redis.call('ZREM', base .. 'leases', id)
       local worker = st.lease_worker
       if worker == '' then worker = '?' end
       if has_extra and read_extra(base, id).cancel_at ~= '' then
@@ -84,11 +76,11 @@ for _, id in ipairs(expired) do
       moved = moved + 1
     else
       -- the index was behind the state (cannot happen through jq); repair it
-      redis.call('ZADD', base .. 'v2:leases', fmt(expires), id)
+      redis.call('ZADD', base .. 'leases', fmt(expires), id)
     end
   end
 end
 if woke or (flow_lib and flow_lib.woke) then
   redis.call('PUBLISH', ARGV[3], '1')
 end
-return { moved, math.max(#expired, carried), reasons }
+return { moved, #expired, reasons }

@@ -39,7 +39,7 @@ if st.flow and string.sub(st.flow, 1, 1) == 'c' then
   local stack = { { base, id } }
   while #stack > 0 do
     local top = table.remove(stack)
-    for _, c in ipairs(F.refs(redis.call('HGET', top[1] .. 'v2:children', top[2]), top[1])) do
+    for _, c in ipairs(F.refs(redis.call('HGET', top[1] .. 'children', top[2]), top[1])) do
       local cid, cb = c[1], c[2]
       local node = F.read_node(cb, cid)
       local cst = node and node.cancelled == '1' and read_state(cb, cid)
@@ -48,7 +48,7 @@ if st.flow and string.sub(st.flow, 1, 1) == 'c' then
         F.count(cb, cst.flow, 'cancelled', 'waiting')
         cst.state, cst.finished_at = 'waiting', ''
         write_state(cb, cid, cst)
-        redis.call('ZADD', cb .. 'v2:waiting', '0', cid)
+        redis.call('ZADD', cb .. 'waiting', '0', cid)
         node.cancelled = ''
         F.write_node(cb, cid, node)
         if string.sub(cst.flow, 1, 1) == 'c' then

@@ -1,17 +1,17 @@
--- complete.lua: applies a batch of fenced outcomes of claimed jobs.
+-- settle.lua: applies a batch of fenced outcomes of claimed jobs.
 --
 -- KEYS[q]  base of each queue the batch touches
 -- ARGV[1]  now (microseconds)
 -- ARGV[2]  wake-up channel (PUBLISHed once when a job became Pending)
 -- then 6 values per item:
 --   queue index (1-based into KEYS), id (32 hex), lease token,
---   outcome ("ack" | "ackr" | "retry" | "fail" | "release" | "cancel"), error
+--   outcome ("ack" | "ackr" | "nack" | "bury" | "release" | "cancel"), error
 --   message ("" for ack/release/cancel; the result JSON for "ackr", an ack
---   that stores a result in `v2:results`), delay (microseconds; retry and
+--   that stores a result in `results`), delay (microseconds; nack and
 --   release)
 -- Returns one value per item: the job's new state, or "lost" when the job is
 -- unknown, not Running, or holds another token (nothing changed then). A
--- retry, fail or release of a job whose stored attempts (or, where the
+-- nack, bury or release of a job whose stored attempts (or, where the
 -- outcome needs them, max_attempts or priority) is not an integer moves it
 -- to Dead with that reason.
 --
@@ -52,7 +52,7 @@ for j = 0, n - 1 do
 end
 for q = 1, #KEYS do
   if #asked[q] > 0 then
-    local values = hmget_chunked(KEYS[q] .. 'v2:states', asked[q])
+    local values = hmget_chunked(KEYS[q] .. 'states', asked[q])
     local c = cur[q]
     for i, id in ipairs(asked[q]) do
       c[id] = values[i]
@@ -143,7 +143,7 @@ for j = 0, n - 1 do
       end
       if outcome == 'ackr' then
         -- the result, stored with the ack (AckWith)
-        redis.call('HSET', base .. 'v2:results', id, ARGV[a + 5])
+        redis.call('HSET', base .. 'results', id, ARGV[a + 5])
       end
       cur[qi][id] = v
       local t = acked[qi]
@@ -162,9 +162,9 @@ for j = 0, n - 1 do
       local why
       if not done_attempts then
         why = unusable('attempts', st.attempts)
-      elseif outcome == 'retry' and not max_attempts then
+      elseif outcome == 'nack' and not max_attempts then
         why = unusable('max_attempts', b.max_attempts)
-      elseif outcome ~= 'fail' and not priority then
+      elseif outcome ~= 'bury' and not priority then
         why = unusable('priority', b.priority)
       end
       local new
@@ -174,18 +174,18 @@ for j = 0, n - 1 do
           .. ' was recorded)'
         if message ~= '' then reason = reason .. ': ' .. message end
         new = bury_corrupt(base, id, st, done_attempts or 0, now, reason)
-      elseif outcome == 'retry' then
+      elseif outcome == 'nack' then
         append_error(base, id, done_attempts, now, message)
         if done_attempts >= max_attempts then
           new = make_terminal(base, id, st, 'dead', now)
         else
           new = requeue(base, id, st, priority, now, delay)
         end
-      elseif outcome == 'fail' then
+      elseif outcome == 'bury' then
         append_error(base, id, done_attempts, now, message)
         new = make_terminal(base, id, st, 'dead', now)
       elseif outcome == 'cancel' then
-        -- stopped on a stored cancel request: no error, not retried
+        -- stopped on a stored cancel request: no error, no other attempt
         new = make_terminal(base, id, st, 'cancelled', now)
       else
         -- a release gives the attempt back
@@ -200,11 +200,11 @@ for j = 0, n - 1 do
 end
 for q = 1, #KEYS do
   local base = KEYS[q]
-  hset_chunked(base .. 'v2:states', acked[q])
+  hset_chunked(base .. 'states', acked[q])
   -- the acked keyed jobs' keys: their decrements wait for the end (no
   -- item reads them), one batch per queue
   if kacked[q] then krun_leave_many(base, kacked[q], kkeys[q]) end
-  zrem_chunked(base .. 'v2:leases', unleased[q])
+  zrem_chunked(base .. 'leases', unleased[q])
   zadd_chunked(done_key(base, 'completed'), completed[q])
 end
 -- the workflow steps' counts and releases (flush of workflows()), in the

@@ -2,7 +2,7 @@
 -- (WorkflowStorage::enqueue_workflow), with its summary.
 --
 -- KEYS[q]  base of each queue the workflow's steps go to; KEYS[1] holds
---          the workflow's summary `v2:wf:<workflow id>` (keys.rs)
+--          the workflow's summary `wf:<workflow id>` (keys.rs)
 -- ARGV[1]  now (microseconds): created_at of every step
 -- ARGV[2]  wake-up channel (PUBLISHed once when a step became Pending)
 -- ARGV[3]  workflow id (32 hex)
@@ -13,7 +13,7 @@
 --   run_at (microseconds), max_attempts, ready member ("" unless Pending),
 --   trace ("" = none), timeout in milliseconds ("" = none), state
 --   ("waiting" | "pending" | "scheduled"), flow (the state value's ninth
---   field), node (the `v2:nodes` value), parents and children (packed refs,
+--   field), node (the `nodes` value), parents and children (packed refs,
 --   relative to the step's own queue; "" = none), key ("" = none: a
 --   keyed step's state value has it as a tenth field, and it goes to its
 --   key's sets, keys.rs)
@@ -22,7 +22,7 @@
 -- step's job id is stored already outside it (nothing written).
 
 local now, channel, wid = ARGV[1], ARGV[2], ARGV[3]
-local summary = KEYS[1] .. 'v2:wf:' .. wid
+local summary = KEYS[1] .. 'wf:' .. wid
 local steps = redis.call('HGET', summary, 'steps')
 if steps then return { 'stored', steps } end
 local PER = 16
@@ -38,7 +38,7 @@ for j = 0, n - 1 do
 end
 for q = 1, #KEYS do
   if #asked[q] > 0 then
-    local found = hmget_chunked(KEYS[q] .. 'v2:states', asked[q])
+    local found = hmget_chunked(KEYS[q] .. 'states', asked[q])
     for i = 1, #asked[q] do
       if found[i] then return { 'exists', asked[q][i] } end
     end
@@ -71,7 +71,7 @@ for j = 0, n - 1 do
     push(states[q], id, state .. '\0' .. '0\0' .. run_at .. '\0\0\0\0\0\0' .. ARGV[a + 12] .. '\0' .. key)
   end
   if ARGV[a + 10] ~= '' then
-    redis.call('HSET', base .. 'v2:extra', id, ARGV[a + 10] .. '\0\0\0')
+    redis.call('HSET', base .. 'extra', id, ARGV[a + 10] .. '\0\0\0')
   end
   if state == 'pending' then
     woke = true
@@ -82,7 +82,7 @@ for j = 0, n - 1 do
     end
   elseif state == 'scheduled' then
     if key ~= '' then
-      redis.call('ZADD', base .. 'v2:kscheduled', run_at, id)
+      redis.call('ZADD', base .. 'kscheduled', run_at, id)
     else
       push(scheduled[q], run_at, id)
     end
@@ -98,18 +98,18 @@ end
 for q = 1, #KEYS do
   local base = KEYS[q]
   if #bodies[q] > 0 then
-    redis.call('HSETNX', base .. 'v2:jobs', '', HASHTABLE)
-    redis.call('HSETNX', base .. 'v2:states', '', HASHTABLE)
+    redis.call('HSETNX', base .. 'jobs', '', HASHTABLE)
+    redis.call('HSETNX', base .. 'states', '', HASHTABLE)
   end
-  hset_chunked(base .. 'v2:jobs', bodies[q])
-  hset_chunked(base .. 'v2:states', states[q])
-  zadd_chunked(base .. 'v2:ready', ready[q])
-  zadd_chunked(base .. 'v2:scheduled', scheduled[q])
-  zadd_chunked(base .. 'v2:waiting', waiting[q])
-  zadd_chunked(base .. 'v2:ids', ids[q])
-  hset_chunked(base .. 'v2:nodes', nodes[q])
-  hset_chunked(base .. 'v2:parents', parents[q])
-  hset_chunked(base .. 'v2:children', children[q])
+  hset_chunked(base .. 'jobs', bodies[q])
+  hset_chunked(base .. 'states', states[q])
+  zadd_chunked(base .. 'ready', ready[q])
+  zadd_chunked(base .. 'scheduled', scheduled[q])
+  zadd_chunked(base .. 'waiting', waiting[q])
+  zadd_chunked(base .. 'ids', ids[q])
+  hset_chunked(base .. 'nodes', nodes[q])
+  hset_chunked(base .. 'parents', parents[q])
+  hset_chunked(base .. 'children', children[q])
 end
 local fields = { 'steps', ARGV[4] }
 for state, count in pairs(counts) do

@@ -22,18 +22,18 @@ local F = workflows()
 local STATES = { 'waiting', 'scheduled', 'pending', 'running', 'completed', 'dead', 'cancelled' }
 
 local function state_of(b, id)
-  local v = redis.call('HGET', b .. 'v2:states', id)
+  local v = redis.call('HGET', b .. 'states', id)
   return v and string.match(v, '^%Z*')
 end
 
 local function parent_ids(b, id)
   local out = {}
-  for _, p in ipairs(F.refs(redis.call('HGET', b .. 'v2:parents', id), b)) do out[#out + 1] = p[1] end
+  for _, p in ipairs(F.refs(redis.call('HGET', b .. 'parents', id), b)) do out[#out + 1] = p[1] end
   return table.concat(out)
 end
 
 if op == 'workflow' or op == 'steps' then
-  local summary = base .. 'v2:wf:' .. key
+  local summary = base .. 'wf:' .. key
   if redis.call('EXISTS', summary) == 0 then return { 'notfound' } end
   local out = { 'ok' }
   if op == 'workflow' then
@@ -62,7 +62,7 @@ end
 local st = read_state(base, key)
 if not st then return { 'notfound' } end
 if op == 'result' then
-  return { 'ok', redis.call('HGET', base .. 'v2:results', key) or '' }
+  return { 'ok', redis.call('HGET', base .. 'results', key) or '' }
 end
 local node = F.read_node(base, key)
 if not node then return { 'ok' } end
@@ -72,15 +72,15 @@ if op == 'links' then
     cancelled_by = F.first_failed(base, key, node) or ''
   end
   local kids = {}
-  for _, c in ipairs(F.refs(redis.call('HGET', base .. 'v2:children', key), base)) do
-    if redis.call('HEXISTS', c[2] .. 'v2:nodes', c[1]) == 1 then kids[#kids + 1] = c[1] end
+  for _, c in ipairs(F.refs(redis.call('HGET', base .. 'children', key), base)) do
+    if redis.call('HEXISTS', c[2] .. 'nodes', c[1]) == 1 then kids[#kids + 1] = c[1] end
   end
   return { 'ok', node.unfinished, cancelled_by, node.policy, node.workflow, node.step, parent_ids(base, key),
     table.concat(kids) }
 end
 -- "parents"
 local out = { 'ok' }
-for _, p in ipairs(F.refs(redis.call('HGET', base .. 'v2:parents', key), base)) do
+for _, p in ipairs(F.refs(redis.call('HGET', base .. 'parents', key), base)) do
   local id, b = p[1], p[2]
   local state = state_of(b, id)
   if state then
@@ -88,7 +88,7 @@ for _, p in ipairs(F.refs(redis.call('HGET', base .. 'v2:parents', key), base)) 
     out[#out + 1] = id
     out[#out + 1] = pn and pn.step or ''
     out[#out + 1] = state
-    out[#out + 1] = redis.call('HGET', b .. 'v2:results', id) or ''
+    out[#out + 1] = redis.call('HGET', b .. 'results', id) or ''
   end
 end
 return out

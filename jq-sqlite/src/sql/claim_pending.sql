@@ -7,7 +7,7 @@
 -- and reading it here spares a second statement per claimed job
 -- (claim_row.sql; about 5% of the drain's instructions, BENCHMARKS.md
 -- session 22). The take changes only what the caller knows. Last, a
--- step's workflow (for its counts, schema 10): its node is probed only
+-- step's workflow (for its counts, workflow_counts): its node is probed only
 -- when `flow` says it is a step (a CASE evaluates one branch), so a plain
 -- job reads no other table.
 SELECT j.id, j.queue, j.kind, j.payload, j.priority, j.state, j.attempts, j.max_attempts, j.run_at,

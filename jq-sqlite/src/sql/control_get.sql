@@ -2,7 +2,7 @@
 -- whether it has a control, then its paused_at, concurrency, rate_limit,
 -- rate_period (NULLs without one); last, the highest priority at which it
 -- holds a keyed job waiting to run (NULL: none), the first entry of
--- jobs_keyed_waiting for the queue (schema 12). Read by every claim, per
+-- jobs_keyed_waiting for the queue. Read by every claim, per
 -- asked queue: the keyed probe costs a claim over plain queues one index
 -- seek, and no statement of its own (rotation.rs).
 SELECT c.queue IS NOT NULL, c.paused_at, c.concurrency, c.rate_limit, c.rate_period,

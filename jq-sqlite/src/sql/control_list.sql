@@ -1,8 +1,8 @@
 -- Every queue holding a job or with a control, and its control (NULLs
 -- where it has none). A queue holds finished jobs when one of its counters
--- is above zero (job_counts, schema version 7), live ones when a partial
+-- is above zero (job_counts), live ones when a partial
 -- index of live jobs has any of it (each term repeats its index's WHERE;
--- keyed jobs are in their own index, jobs_keyed_waiting since schema 12):
+-- keyed jobs are in their own index, jobs_keyed_waiting):
 -- no finished job is read.
 SELECT q.queue, c.paused_at, c.concurrency, c.rate_limit, c.rate_period
 FROM (

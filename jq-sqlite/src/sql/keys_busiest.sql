@@ -1,7 +1,7 @@
 -- Queue ?1's ?2 busiest keys: those with a Running, Pending or Scheduled
 -- job, each with its Running jobs and its Pending plus Scheduled ones, by
 -- their sum descending, then key (bytes). Read from jobs_lease (every
--- Running job) and jobs_keyed_waiting (schema 12; its state terms pass
+-- Running job) and jobs_keyed_waiting (its state terms pass
 -- over a stale marker): no finished job, no plain waiting job.
 SELECT key, sum(running), sum(waiting) FROM (
     SELECT key, 1 AS running, 0 AS waiting FROM jobs INDEXED BY jobs_lease

@@ -1,10 +1,10 @@
 -- The rotation's page (claim.rs, rotation.rs): the keyed jobs of queue ?1
 -- and priority ?2 whose key is after ?3 in byte order, in the order (key,
--- run_at, id), from one seek of jobs_keyed_waiting (schema 12): the
+-- run_at, id), from one seek of jobs_keyed_waiting: the
 -- caller keeps each key's first row (its head) and steps over the others
 -- without decoding them, and stops stepping after a few heads, or rows.
 -- The state terms pass over a marker left on a job that no longer waits
--- (012_keyed_wait.sql). No LIMIT: a `LIMIT ?` would make SQLite
+-- (keyed_wait, 001_schema.sql). No LIMIT: a `LIMIT ?` would make SQLite
 -- re-prepare the statement at every call (claim_pending.sql).
 --
 -- The whole row, as claim_pending.sql reads it (the columns of row.rs,

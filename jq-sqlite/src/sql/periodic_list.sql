@@ -1,3 +1,3 @@
 -- Every periodic job row, by name.
-SELECT name, queue, spec, zone, cursor, last_job, missed, last_missed, declared_at, run_requested
-FROM schedules ORDER BY name
+SELECT name, queue, spec, zone, cursor, last_job, missed, last_missed, declared_at, triggered_at
+FROM periodic_jobs ORDER BY name

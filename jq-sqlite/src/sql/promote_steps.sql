@@ -1,6 +1,6 @@
 -- The workflows of the due Scheduled steps (run_at <= ?1, now) that
 -- promote.sql is about to make Pending, with how many of each, for their
--- workflows' counts (workflow_counts, schema version 10). Read in the same
+-- workflows' counts (workflow_counts). Read in the same
 -- transaction, right before it, through the same jobs_due index: only the
 -- rows that statement updates, and a node only for the steps among them.
 -- promote.sql itself has no RETURNING, which plain jobs would pay for.

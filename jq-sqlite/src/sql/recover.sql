@@ -2,7 +2,7 @@
 -- "lease expired" error and go back to Pending, or to Dead when no attempt
 -- is left; one holding a cancel request goes to Cancelled, with no error. One statement: the guard is evaluated atomically with the write,
 -- so a job a concurrent ack just completed is never touched. A keyed job
--- back to Pending gets its marker (schema 12).
+-- back to Pending gets its marker (keyed_wait, 001_schema.sql).
 --
 -- Only rows this statement can update without failing: an error history
 -- that is not a JSON array, or attempt counts that are not integers, would

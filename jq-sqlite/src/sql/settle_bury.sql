@@ -1,4 +1,4 @@
--- Fail (bury), fenced on id ?1 and token ?2: records error ?4 at ?3
+-- Bury, fenced on id ?1 and token ?2: records error ?4 at ?3
 -- (now) and goes to Dead.
 UPDATE jobs
 SET errors = json_insert(errors, '$[#]', json_object('attempt', attempts, 'at', ?3, 'message', ?4)),

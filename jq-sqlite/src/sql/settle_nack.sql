@@ -1,8 +1,8 @@
--- Retry (nack), fenced on id ?1 and token ?2: records error ?4 at ?3 (now)
+-- Nack, fenced on id ?1 and token ?2: records error ?4 at ?3 (now)
 -- for the current attempt; Dead when no attempt is left, else waits until
 -- ?5 (now + delay), Pending when ?6 (the delay is zero) else Scheduled.
 -- SET expressions read the old row, so `attempts` is the failed attempt.
--- A keyed job that waits again gets its marker (schema 12); the statement
+-- A keyed job that waits again gets its marker (keyed_wait); the statement
 -- sets run_at, a column of that index, so plain jobs pay no more for it.
 UPDATE jobs
 SET errors = json_insert(errors, '$[#]', json_object('attempt', attempts, 'at', ?3, 'message', ?4)),

@@ -1,8 +1,8 @@
 -- Job counts by queue and state, whatever the number of finished jobs:
--- finished states from job_counts (schema version 7), live ones from the
+-- finished states from job_counts, live ones from the
 -- partial indexes that hold only them (jobs_plain_pending and
--- jobs_plain_scheduled for plain jobs, jobs_keyed_waiting for keyed ones
--- (schema 12), each term repeating its index's WHERE; all begin with the
+-- jobs_plain_scheduled for plain jobs, jobs_keyed_waiting for keyed
+-- ones), each term repeating its index's WHERE; all begin with the
 -- queue: a walk of the indexes alone, but for the keyed jobs' state, read
 -- from their rows).
 SELECT queue, state, n FROM job_counts WHERE n <> 0
