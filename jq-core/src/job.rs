@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize, de::DeserializeOwned};
 
 use crate::clock::{Timestamp, truncate_micros};
 use crate::error::{Error, Result};
-pub use crate::id::{JobId, LeaseToken};
-pub use crate::state::State;
+use crate::id::{JobId, LeaseToken};
+use crate::state::State;
 use crate::trace::TraceContext;
 
 /// Default number of claims a job gets before it goes to Dead
@@ -79,25 +79,6 @@ impl FromStr for Priority {
             .into_iter()
             .find(|p| p.as_str().eq_ignore_ascii_case(s))
             .ok_or_else(|| Error::invalid("priority", format!("{s:?}: use low, normal, high or critical")))
-    }
-}
-
-impl FromStr for JobId {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        uuid::Uuid::parse_str(s).map(JobId).map_err(|e| Error::invalid("job id", format!("{s:?} is not a UUID: {e}")))
-    }
-}
-
-impl FromStr for State {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        Self::ALL.into_iter().find(|st| st.as_str().eq_ignore_ascii_case(s)).ok_or_else(|| {
-            Error::invalid(
-                "state",
-                format!("{s:?}: use waiting, scheduled, pending, running, completed, dead or cancelled"),
-            )
-        })
     }
 }
 

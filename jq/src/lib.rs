@@ -88,6 +88,7 @@
 
 mod backend;
 mod client;
+mod enqueued;
 mod error;
 mod flows;
 mod tx;
@@ -95,8 +96,8 @@ mod url;
 
 pub use backend::{Backend, ConnectOptions};
 pub use client::Client;
+pub use enqueued::EnqueuedWorkflow;
 pub use error::SetupError;
-pub use flows::EnqueuedWorkflow;
 pub use tx::{Transactional, TransactionalWorkflows};
 pub use url::BackendUrl;
 

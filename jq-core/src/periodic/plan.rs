@@ -1,9 +1,10 @@
 //! What one round does for one periodic job: pure code from the stored row,
 //! the periodic job and the pool's clock, unit-tested here.
 
+use super::declared::{DECLARE_REFRESH, MAX_TICKS_PER_ROUND, MissedPolicy, Periodic};
+use super::stored::PeriodicInfo;
+use super::ticks::ticks_between;
 use crate::clock::{Timestamp, add};
-use crate::periodic::ticks::ticks_between;
-use crate::periodic::{DECLARE_REFRESH, MAX_TICKS_PER_ROUND, MissedPolicy, Periodic, PeriodicInfo};
 
 /// One step of a periodic job, before its jobs are built.
 #[derive(Clone, Debug, PartialEq, Eq)]

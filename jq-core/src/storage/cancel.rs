@@ -11,7 +11,9 @@
 use async_trait::async_trait;
 
 use crate::error::{Error, Result};
-use crate::job::{JobId, LeaseRef, State};
+use crate::id::JobId;
+use crate::job::LeaseRef;
+use crate::state::State;
 
 /// Longest progress value a handler may report, in bytes of JSON text.
 pub const MAX_PROGRESS_BYTES: usize = 4096;

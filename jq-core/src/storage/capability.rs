@@ -22,29 +22,18 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::Storage;
-use crate::Throughput;
 pub use crate::capability::Capability;
 use crate::clock::Timestamp;
 use crate::control::{QueueInfo, QueueLimits};
 use crate::error::{Error, Result};
-use crate::job::{LeaseToken, QueueName};
+use crate::id::LeaseToken;
+use crate::job::QueueName;
 use crate::periodic::{Fire, FireOutcome, PeriodicInfo};
+use crate::read::Throughput;
 
-impl Capability {
-    /// True when `storage` declares this capability.
-    pub fn of<S: Storage + ?Sized>(self, storage: &S) -> bool {
-        match self {
-            Capability::Roles => storage.as_roles().is_some(),
-            Capability::Periodic => storage.as_periodic().is_some(),
-            Capability::Controls => storage.as_controls().is_some(),
-            Capability::Throughput => storage.as_throughput().is_some(),
-            Capability::Cancellation => storage.as_cancellation().is_some(),
-            Capability::Workflows => storage.as_workflows().is_some(),
-            Capability::Keys => storage.as_keys().is_some(),
-        }
-    }
-}
+/// The role the maintaining pool holds ([`RoleStorage::elect`]): promote,
+/// recover and retention run on the one pool per store that holds it.
+pub const MAINTENANCE_ROLE: &str = "maintenance";
 
 /// Named roles: a lease per role that one holder at a time takes and
 /// renews with its token, by the storage's clock ([`Capability::Roles`]).
@@ -81,7 +70,7 @@ pub trait PeriodicStorage: Send + Sync {
     /// equal to `expected` and the trigger equal to `expected_trigger`),
     /// the row becomes [`Fire::applied`] (cursor moved, counters added,
     /// trigger cleared, `declared_at` now) and the jobs are stored as
-    /// [`Storage::enqueue`] stores them, in the same step, and the answer
+    /// [`Storage::enqueue`](super::Storage::enqueue) stores them, in the same step, and the answer
     /// is [`FireOutcome::Fired`] with their ids. Otherwise nothing changes
     /// and the answer is [`FireOutcome::Moved`].
     ///
@@ -112,7 +101,7 @@ pub trait ControlStorage: Send + Sync {
     /// so that every claimer of every process honours it and it outlives
     /// restarts. While paused, claims take none of its jobs; enqueue still
     /// stores them and running jobs finish. Pausing a paused queue keeps its
-    /// `paused_at`; resuming wakes the claimers ([`Storage::subscribe`]).
+    /// `paused_at`; resuming wakes the claimers ([`Storage::subscribe`](super::Storage::subscribe)).
     /// Works on a queue that holds no job yet.
     async fn set_paused(&self, queue: &QueueName, paused: bool) -> Result<()>;
 

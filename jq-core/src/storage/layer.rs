@@ -19,11 +19,13 @@ use super::workflow::WorkflowStorage;
 use crate::clock::{Clock, Timestamp};
 use crate::control::{QueueInfo, QueueLimits};
 use crate::error::Result;
-use crate::job::{Job, JobId, LeaseRef, LeaseToken, NewJob, QueueName, State};
+use crate::id::{JobId, LeaseToken};
+use crate::job::{Job, LeaseRef, NewJob, QueueName};
 use crate::keys::KeyReport;
 use crate::periodic::{Fire, FireOutcome, PeriodicInfo};
+use crate::read::{JobFilter, Stats, Throughput};
+use crate::state::State;
 use crate::workflow::{JobLinks, ParentResult, StepInfo, WorkflowId, WorkflowInfo, WorkflowPlan};
-use crate::{JobFilter, Stats, Throughput};
 
 /// Every storage operation, core and capabilities: what [`Layer::around`]
 /// is told it wraps.

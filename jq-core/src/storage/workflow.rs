@@ -4,7 +4,8 @@
 use async_trait::async_trait;
 
 use crate::error::{Error, Result};
-use crate::job::{JobId, Payload};
+use crate::id::JobId;
+use crate::job::Payload;
 use crate::workflow::{JobLinks, ParentResult, StepInfo, WorkflowId, WorkflowInfo, WorkflowPlan};
 
 /// Results and dependencies ([`Capability::Workflows`](super::Capability::Workflows)).

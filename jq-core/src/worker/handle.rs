@@ -33,19 +33,18 @@ use tokio::task::JoinHandle;
 use tokio::time::{Instant, timeout_at};
 use tokio_util::sync::CancellationToken;
 
-use super::Config;
+use super::config::{Config, MAX_DEFAULT_HEARTBEAT};
 use super::executor::Executor;
 use super::failure::Failure;
 use super::fetcher::{Claimed, Fetcher};
 use super::handler::ErasedHandler;
 use super::heartbeat::{Heartbeat, Inflight};
 use super::maintenance::Maintenance;
-use super::periodic::Cron;
+use super::periodic::{Cron, PeriodicRunner};
 use super::prefetch::Prefetch;
 use super::settler::{self, Finished};
 use crate::error::Result;
 use crate::job::QueueName;
-use crate::periodic::PeriodicRunner;
 use crate::storage::{ClaimRequest, Outcome, Storage};
 
 /// A running pool. Shut it down with [`WorkerHandle::shutdown`]; dropping
@@ -194,7 +193,7 @@ pub(crate) fn start<S: Storage>(
     let heartbeat = Heartbeat {
         storage: storage.clone(),
         inflight: inflight.clone(),
-        interval: config.heartbeat_interval.unwrap_or((config.lease / 3).min(super::MAX_DEFAULT_HEARTBEAT)),
+        interval: config.heartbeat_interval.unwrap_or((config.lease / 3).min(MAX_DEFAULT_HEARTBEAT)),
         lease: config.lease,
         halt: halt.clone(),
         failure: failure.clone(),

@@ -22,10 +22,11 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use super::ErrorBackoff;
 use super::cancel::RunControl;
 use super::failure::Failure;
-use crate::job::{JobId, LeaseRef, LeaseToken};
+use super::pace::ErrorBackoff;
+use crate::id::{JobId, LeaseToken};
+use crate::job::LeaseRef;
 use crate::storage::{ProgressReport, Storage};
 
 /// One held lease and the control that stops its handler.
