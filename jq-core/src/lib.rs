@@ -10,7 +10,7 @@
 //! - [`periodic`]: periodic jobs (a cron expression or an interval, one job
 //!   per tick).
 //! - [`storage`]: what a backend author implements and calls: the core
-//!   trait, the capabilities, [`storage::Layer`] for wrappers.
+//!   trait, the capabilities, [`storage::Wrapper`] for wrappers.
 //! - [`observe`]: the metrics' names and the store's gauges.
 //!
 //! The words are the glossary's (`docs/GLOSSARY.md` in the repository);

@@ -5,13 +5,13 @@
 
 use std::path::Path;
 
-use jq_testkit::imports::{Graph, Layer};
+use jq_testkit::imports::Graph;
 
 /// The layers, bottom first. A new file goes in one (a directory entry
 /// takes every file under it not named on its own); the facades
 /// (`lib.rs`, and the `mod.rs` files that only declare and re-export
 /// modules) need none.
-const LAYERS: &[Layer<'static>] = &[
+const LAYERS: &[(&str, &[&str])] = &[
     // What everything names: the ids, the states, the capabilities' names,
     // time, and the error over them (with the text forms that fail with it).
     ("ground", &["id.rs", "state.rs", "capability.rs", "clock.rs", "error.rs", "parse.rs"]),

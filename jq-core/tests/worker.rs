@@ -622,7 +622,7 @@ impl Flaky {
 }
 
 #[async_trait::async_trait]
-impl jq_core::storage::Layer for Flaky {
+impl jq_core::storage::Wrapper for Flaky {
     type Inner = MemoryStorage;
     fn inner(&self) -> &MemoryStorage {
         &self.inner

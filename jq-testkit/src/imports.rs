@@ -42,12 +42,6 @@ pub struct Graph {
     facades: BTreeSet<String>,
 }
 
-/// One layer of a crate, bottom first in [`Graph::layer_violations`]: a
-/// name and the files it holds, each a file under `src/` (`"error.rs"`) or
-/// a directory ending in `/` (`"worker/"`, every file under it not named on
-/// its own elsewhere).
-pub type Layer<'a> = (&'a str, &'a [&'a str]);
-
 impl Graph {
     /// Reads every `.rs` file under `src` (a crate's `src/` directory, its
     /// root `lib.rs`). `Err` lists the paths that lead nowhere (a module
@@ -92,13 +86,16 @@ impl Graph {
         cycles
     }
 
-    /// What breaks the layering `layers` (bottom first): a file of no layer
+    /// What breaks the layering `layers`: each layer a name and the files it
+    /// holds, bottom first, each file a path under `src/` (`"error.rs"`) or
+    /// a directory ending in `/` (`"worker/"`: every file under it not named
+    /// on its own elsewhere). Reported: a file of no layer
     /// (facades need none), and every import of a file from a higher layer
     /// than its own, as `"a.rs (model) imports b.rs (pool)"`. Facades are
     /// not checked as importers: a crate's public paths may gather names of
     /// every layer. An import of a facade itself is reported as well (a
     /// facade should be read through, never depended on).
-    pub fn layer_violations(&self, layers: &[Layer<'_>]) -> Vec<String> {
+    pub fn layer_violations(&self, layers: &[(&str, &[&str])]) -> Vec<String> {
         let layer_of = |file: &str| -> Option<(usize, &str)> {
             let exact = layers.iter().enumerate().find(|(_, (_, files))| files.contains(&file));
             let by_dir = || {
@@ -279,6 +276,9 @@ struct Source {
     /// True when it defines nothing: only module declarations, `use`s and
     /// attributes.
     facade: bool,
+    /// True when it invokes a macro where items go: it may define names
+    /// this reading cannot see, so any name asked of it is taken as its own.
+    expands_items: bool,
 }
 
 /// One leaf of a `use` tree.
@@ -350,7 +350,12 @@ impl Crate {
             }
             modules.insert(module.clone(), file.clone());
             let uses = Vec::new();
-            sources.insert(file, Source { module, code, inline, defines, exported_macros, uses, facade });
+            let expands_items = item_macro_calls(&tokens);
+            if expands_items {
+                facade = false;
+            }
+            let source = Source { module, code, inline, defines, exported_macros, uses, facade, expands_items };
+            sources.insert(file, source);
         }
         for source in sources.values_mut() {
             let tokens = tokenize(&source.code);
@@ -419,6 +424,13 @@ impl Crate {
         }
         let mut module: Vec<String> = Vec::new();
         for (i, segment) in path.iter().enumerate() {
+            if segment.starts_with('$') && segment != "$crate" {
+                // A macro's metavariable (`super::$name`): the module reached
+                // so far, unless it is a facade, whose name cannot be known
+                // until the macro expands (its other paths say the rest).
+                let file = &self.modules[&module];
+                return Ok((!self.sources[file].facade).then(|| file.clone()));
+            }
             let mut child = module.clone();
             child.push(segment.clone());
             if self.modules.contains_key(&child) {
@@ -431,8 +443,9 @@ impl Crate {
             // The crate root is read through like a facade even where it
             // defines a few items of its own: it is the crate's public face.
             if !source.facade && !module.is_empty() {
-                let known =
-                    source.defines.contains(segment) || source.uses.iter().any(|u| u.name == *segment || u.name == "*");
+                let known = source.defines.contains(segment)
+                    || source.expands_items
+                    || source.uses.iter().any(|u| u.name == *segment || u.name == "*");
                 if !known {
                     return Err(format!("{} leads nowhere: {file} has no {segment}", path.join("::")));
                 }
@@ -652,6 +665,27 @@ fn tokenize(code: &str) -> Vec<Token> {
     tokens
 }
 
+/// True when a macro is invoked outside every block (where items go:
+/// `name!(..);` at the top of the file), `macro_rules!` aside.
+fn item_macro_calls(tokens: &[Token]) -> bool {
+    let mut depth = 0usize;
+    for (i, t) in tokens.iter().enumerate() {
+        match t.text.as_str() {
+            "{" => depth += 1,
+            "}" => depth = depth.saturating_sub(1),
+            "!" if depth == 0 && i > 0 => {
+                let name = &tokens[i - 1].text;
+                let opens = tokens.get(i + 1).is_some_and(|n| matches!(n.text.as_str(), "(" | "{" | "["));
+                if opens && is_ident(name) && name != "macro_rules" {
+                    return true;
+                }
+            }
+            _ => {}
+        }
+    }
+    false
+}
+
 /// Inline modules (`mod name { .. }`) and the byte range of their braces.
 fn inline_modules(tokens: &[Token]) -> Vec<(String, std::ops::Range<usize>)> {
     let mut found = Vec::new();
@@ -831,7 +865,7 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(g.imports("error.rs"), BTreeSet::from(["job.rs"]));
-        let layers: &[Layer<'_>] = &[("ground", &["id.rs", "error.rs"]), ("model", &["job.rs"])];
+        let layers: &[(&str, &[&str])] = &[("ground", &["id.rs", "error.rs"]), ("model", &["job.rs"])];
         assert_eq!(g.layer_violations(layers), vec!["error.rs (ground) imports job.rs (model)"]);
     }
 
@@ -849,6 +883,19 @@ mod tests {
         assert_eq!(g.imports("low.rs"), BTreeSet::from(["w/pool.rs"]), "a test module's imports count");
         assert!(g.is_facade("w/mod.rs") && g.is_facade("lib.rs") && !g.is_facade("low.rs"));
         assert_eq!(g.cycles(), vec![vec!["low.rs", "w/pool.rs", "low.rs"]]);
+    }
+
+    #[test]
+    fn macros_are_read_for_their_paths() {
+        let g = graph(&[
+            ("lib.rs", "mod a;\nmod b;\nmod c;\n"),
+            ("a.rs", "macro_rules! make { ($n:ident) => { pub struct $n(crate::c::C); }; }\nmake!(Made);\n"),
+            ("b.rs", "pub struct B(crate::a::Made, crate::a::$x);\n"),
+            ("c.rs", "pub struct C;\n"),
+        ])
+        .unwrap();
+        assert_eq!(g.imports("a.rs"), BTreeSet::from(["c.rs"]), "the paths of a macro's body count");
+        assert_eq!(g.imports("b.rs"), BTreeSet::from(["a.rs"]), "a name a macro makes is the file's");
     }
 
     #[test]

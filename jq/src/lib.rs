@@ -72,7 +72,7 @@
 //!   per tick, however many pools run).
 //! - [`storage`]: what a backend author implements (the core
 //!   [`storage::Storage`] and the optional capabilities), what wrappers
-//!   use ([`storage::Layer`]), and the low-level calls the pool makes.
+//!   use ([`storage::Wrapper`]), and the low-level calls the pool makes.
 //!   [`Backend`] is a [`storage::Storage`] over whichever backend a URL
 //!   named; a backend of your own works everywhere a built-in one does:
 //!   `Client::new(my_storage)`.

@@ -370,6 +370,6 @@ impl Storage for MinimalStorage {
         self.clock.clone()
     }
 
-    // No `as_roles`, `as_periodic`, `as_controls` or `as_throughput`: the
-    // defaults answer `None`, which is what makes this backend core-only.
+    // No `capabilities`: the default answers `Capabilities::NONE`, which is
+    // what makes this backend core-only.
 }

@@ -1,8 +1,10 @@
 //! What a backend implements, and what the worker pool and the client call:
 //! the core [`Storage`] trait (the job lifecycle and its reads), the
-//! optional [capabilities](Capability), [`StorageExt`] for one job at a
-//! time, [`Layer`] for wrappers, and [`forward_storage!`](crate::forward_storage)
-//! for plain forwarding.
+//! optional [capabilities](Capability) it declares ([`Capabilities`]),
+//! [`StorageExt`] for one job at a time, [`Wrapper`] for wrappers, and
+//! [`forward_storage!`](crate::forward_storage) for plain forwarding. Every
+//! operation is listed once (`operations.rs`); the traits, [`Operation`],
+//! [`Wrapper`] and `forward_storage!` are written from that list.
 //!
 //! # Contract
 //!
@@ -32,7 +34,8 @@
 //!
 //! Implement [`Storage`] (twelve operations and a clock), run
 //! `jq_testkit::conformance!` against it, then add the capabilities you
-//! want, one trait each, returning `Some(self)` from the matching accessor.
+//! want, one trait each, and declare them in [`Storage::capabilities`]
+//! (`Capabilities { roles: Some(self), ..Capabilities::NONE }`).
 //! `examples/custom-backend` in the repository has a core-only backend and
 //! a complete one.
 
@@ -41,23 +44,23 @@ mod capability;
 mod core;
 mod forward;
 mod keys;
-mod layer;
+mod operations;
 pub(crate) mod types;
 mod workflow;
+mod wrapper;
 
-pub use self::core::{Storage, StorageExt};
+pub use self::core::{
+    CancelStorage, Capabilities, ControlStorage, KeyStorage, PeriodicStorage, RoleStorage, Storage, StorageExt,
+    ThroughputStorage, WorkflowStorage,
+};
 pub use cancel::{
-    CancelAnswer, CancelStorage, MAX_CANCEL_REASON_BYTES, MAX_PROGRESS_BYTES, ProgressReport, cancel_reason,
-    check_progress,
+    CancelAnswer, MAX_CANCEL_REASON_BYTES, MAX_PROGRESS_BYTES, ProgressReport, cancel_reason, check_progress,
 };
-pub use capability::{
-    Capability, ControlStorage, Election, Leader, MAINTENANCE_ROLE, PeriodicStorage, RoleStorage, ThroughputStorage,
-    check_role, unsupported,
-};
-pub use keys::{KeyStorage, refuse_keys};
-pub use layer::{Layer, Operation};
+pub use capability::{Capability, Election, Leader, MAINTENANCE_ROLE, check_role, unsupported};
+pub use keys::refuse_keys;
 pub use types::{Beat, ClaimRequest, Outcome, Settled, Settlement, WorkSignal, check_purge_state};
-pub use workflow::{WorkflowStorage, workflow_not_found};
+pub use workflow::workflow_not_found;
+pub use wrapper::{Operation, Wrapper};
 
 pub use crate::clock::{add, from_micros, sub, truncate_micros};
 pub use crate::control::{MAX_LIMIT, MAX_RATE_PERIOD, SEEN_TTL, allowance, seen_forgotten_at};

@@ -363,7 +363,7 @@ fn workflow_access<S: Storage>(
     storage: &Arc<S>,
     max_result_bytes: usize,
 ) -> Option<Arc<super::handler::WorkflowAccess>> {
-    storage.as_workflows()?;
+    storage.capabilities().workflows?;
     let storage = storage.clone();
     let parents: super::handler::ParentReader = Arc::new(move |id| {
         let storage = storage.clone();

@@ -279,7 +279,7 @@ impl<S: Storage> Heartbeat<S> {
         if pending.is_empty() {
             return;
         }
-        let Some(cancels) = storage.as_cancellation() else { return };
+        let Some(cancels) = storage.capabilities().cancellation else { return };
         let reports: Vec<ProgressReport> = pending.iter().map(|(r, _)| r.clone()).collect();
         let sent = tokio::select! {
             _ = self.halt.cancelled() => return,

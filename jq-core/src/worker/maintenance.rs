@@ -55,7 +55,7 @@ impl<S: Storage> Maintenance<S> {
             holder: self.holder.clone(),
             ttl: self.lease * 3 / 4,
         };
-        let Some(roles) = self.storage.as_roles() else {
+        let Some(roles) = self.storage.capabilities().roles else {
             // Without named roles there is no election: this pool maintains
             // alongside any other, which the operations allow (idempotent,
             // safe from many processes), at the cost of repeated work.

@@ -517,7 +517,7 @@ impl<S: Storage> WorkerPool<S> {
         }
         // Refused at start, not at the first round: a backend without the
         // capability would otherwise fail every second in the log.
-        if !config.periodic.is_empty() && storage.as_periodic().is_none() {
+        if !config.periodic.is_empty() && storage.capabilities().periodic.is_none() {
             return Err(crate::storage::unsupported(crate::storage::Capability::Periodic));
         }
         let scheduler = PeriodicRunner::new(std::mem::take(&mut config.periodic))?;

@@ -110,7 +110,7 @@ pub async fn names_with_a_nul_are_refused<H: Harness>(h: &H) {
         ttl: Duration::from_secs(10),
     };
     // The capabilities' names, where the backend has them.
-    if let Some(roles) = storage.as_roles() {
+    if let Some(roles) = storage.capabilities().roles {
         let won = roles.elect(&bid).await;
         assert!(matches!(&won, Err(Error::InvalidInput { what: "holder", .. })), "{won:?}");
         assert!(roles.leaders().await.expect("leaders").is_empty());
@@ -128,7 +128,7 @@ pub async fn names_with_a_nul_are_refused<H: Harness>(h: &H) {
         missed: 0,
         last_missed: None,
     };
-    if let Some(periodic) = storage.as_periodic() {
+    if let Some(periodic) = storage.capabilities().periodic {
         let fired = periodic.fire(&fire).await;
         assert!(matches!(&fired, Err(Error::InvalidInput { what: "schedule spec", .. })), "{fired:?}");
         assert!(periodic.periodic().await.expect("periodic jobs").is_empty());

@@ -16,7 +16,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use jq_core::periodic::{Fire, FireOutcome, MissedPolicy, Periodic, PeriodicBuilder, PeriodicInfo, PeriodicRunner};
 use jq_core::periodic::{ORPHAN_AFTER, Spec};
-use jq_core::storage::{Layer, Storage, StorageExt};
+use jq_core::storage::{Storage, StorageExt, Wrapper};
 use jq_core::{
     Error, HandlerResult, Job, JobContext, JobFilter, JobId, ManualClock, NewJob, Payload, QueueName, Timestamp,
     WorkerPool,
@@ -79,7 +79,7 @@ struct Lockstep<S> {
 }
 
 #[async_trait::async_trait]
-impl<S: Storage> Layer for Lockstep<S> {
+impl<S: Storage> Wrapper for Lockstep<S> {
     type Inner = S;
     fn inner(&self) -> &S {
         &self.inner
