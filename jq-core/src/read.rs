@@ -5,6 +5,8 @@
 
 use std::collections::BTreeMap;
 
+use serde::{Deserialize, Serialize};
+
 use crate::clock::Timestamp;
 use crate::id::JobId;
 use crate::job::{Job, QueueName};
@@ -44,10 +46,13 @@ impl JobFilter {
     }
 }
 
-/// Job counts per state of one queue.
+/// Job counts per state of one queue. Serialized as a map from every
+/// state's name (`"waiting"`, ...) to its count, in [`State::ALL`]'s order,
+/// so a view of it names every state there is; a state missing from a map
+/// read back counts 0.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StateCounts {
-    counts: [u64; 7],
+    counts: [u64; State::ALL.len()],
 }
 
 impl StateCounts {
@@ -70,6 +75,44 @@ impl StateCounts {
     pub fn total(&self) -> u64 {
         self.counts.iter().sum()
     }
+
+    /// Every state with its count, in [`State::ALL`]'s order, zeros
+    /// included: what a view of the counts iterates, so that it cannot
+    /// leave a state out.
+    pub fn iter(&self) -> impl Iterator<Item = (State, u64)> + '_ {
+        State::ALL.into_iter().map(|state| (state, self.get(state)))
+    }
+
+    /// Adds every count of `other` to these.
+    pub fn add_all(&mut self, other: &StateCounts) {
+        for (state, n) in other.iter() {
+            self.add(state, n);
+        }
+    }
+}
+
+impl FromIterator<(State, u64)> for StateCounts {
+    /// The counts, each state's added up.
+    fn from_iter<I: IntoIterator<Item = (State, u64)>>(iter: I) -> Self {
+        let mut counts = StateCounts::default();
+        for (state, n) in iter {
+            counts.add(state, n);
+        }
+        counts
+    }
+}
+
+impl Serialize for StateCounts {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.iter())
+    }
+}
+
+impl<'de> Deserialize<'de> for StateCounts {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let map = BTreeMap::<State, u64>::deserialize(deserializer)?;
+        Ok(map.into_iter().collect())
+    }
 }
 
 fn state_index(state: State) -> usize {
@@ -87,6 +130,15 @@ impl Stats {
     /// The count of `state` over every queue.
     pub fn total(&self, state: State) -> u64 {
         self.queues.values().map(|c| c.get(state)).sum()
+    }
+
+    /// The counts over every queue.
+    pub fn counts(&self) -> StateCounts {
+        let mut all = StateCounts::default();
+        for counts in self.queues.values() {
+            all.add_all(counts);
+        }
+        all
     }
 }
 
@@ -132,4 +184,29 @@ impl Throughput {
 pub fn minute_of(t: Timestamp) -> Timestamp {
     let micros = t.timestamp_micros();
     crate::clock::from_micros(micros - micros.rem_euclid(60_000_000))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_name_every_state() {
+        let counts: StateCounts = [(State::Waiting, 2), (State::Dead, 1), (State::Waiting, 1)].into_iter().collect();
+        assert_eq!(counts.iter().map(|(s, _)| s).collect::<Vec<_>>(), State::ALL);
+        assert_eq!((counts.get(State::Waiting), counts.total()), (3, 4));
+        let json = serde_json::to_value(counts).unwrap();
+        let names: Vec<&str> = json.as_object().unwrap().keys().map(String::as_str).collect();
+        let mut all: Vec<&str> = State::ALL.iter().map(|s| s.as_str()).collect();
+        all.sort_unstable();
+        assert_eq!(names, all, "every state is a key, zeros included");
+        assert_eq!(json["waiting"], 3);
+        assert_eq!(serde_json::from_value::<StateCounts>(json).unwrap(), counts);
+        let sparse: StateCounts = serde_json::from_str(r#"{"dead":1}"#).unwrap();
+        assert_eq!((sparse.get(State::Dead), sparse.total()), (1, 1));
+        assert!(serde_json::from_str::<StateCounts>(r#"{"done":1}"#).is_err());
+        let stats = Stats { queues: BTreeMap::from([("a".to_owned(), counts), ("b".to_owned(), sparse)]) };
+        assert_eq!(stats.counts().get(State::Dead), 2);
+        assert_eq!(stats.counts().total(), stats.queues.values().map(StateCounts::total).sum::<u64>());
+    }
 }
