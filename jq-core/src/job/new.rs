@@ -100,6 +100,7 @@ impl NewJob {
             key: None,
             trace: None,
             timeout: None,
+            id: None,
         }
     }
 
@@ -149,9 +150,35 @@ pub struct JobBuilder {
     /// `None`: capture the current span's context at build time.
     trace: Option<Option<TraceContext>>,
     timeout: Option<Duration>,
+    /// `None`: a fresh id at build time.
+    id: Option<JobId>,
 }
 
 impl JobBuilder {
+    /// The job's id (default: a fresh one, [`JobId::new`], a UUIDv7), for
+    /// an enqueue that is safe to send again: a job whose id is already
+    /// stored is not stored again, whatever its state; the enqueue returns
+    /// its id and leaves the stored job as it is (the contract's
+    /// "enqueue"). So a producer that lost an enqueue's answer (a timeout,
+    /// a dropped connection) resends the same job with the same id and
+    /// stores it once. Resend it to the same queue: Redis looks for the id
+    /// in the job's own queue, so an id reused for another queue is not
+    /// detected there. Claims order jobs of one priority and `run_at` by
+    /// id, so a UUIDv7 made when the job is first built keeps that order.
+    /// The HTTP API's `id` field is this.
+    ///
+    /// ```
+    /// use jq_core::{JobId, NewJob, Payload};
+    /// let id = JobId::new(); // kept with the request, for resends
+    /// let job = NewJob::builder("report", Payload::from_json("{}")?).id(id).build()?;
+    /// assert_eq!(job.id, id);
+    /// # Ok::<(), jq_core::Error>(())
+    /// ```
+    pub fn id(mut self, id: JobId) -> Self {
+        self.id = Some(id);
+        self
+    }
+
     /// The queue (default `"default"`).
     pub fn queue(mut self, queue: impl Into<String>) -> Self {
         self.queue = queue.into();
@@ -250,7 +277,7 @@ impl JobBuilder {
             _ => None,
         };
         Ok(NewJob {
-            id: JobId::new(),
+            id: self.id.unwrap_or_else(JobId::new),
             queue,
             kind: self.kind,
             payload: self.payload?,

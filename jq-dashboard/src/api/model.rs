@@ -131,13 +131,13 @@ impl EnqueueRequest {
         if let Some(key) = self.key {
             builder = builder.key(key);
         }
-        let mut job = builder.build_at(now).map_err(|e| ApiError::from_core(e, prefix))?;
+        if let Some(id) = self.id {
+            builder = builder.id(JobId(id));
+        }
+        let job = builder.build_at(now).map_err(|e| ApiError::from_core(e, prefix))?;
         // Every text against what every backend stores (the size limit is
         // the backend's, checked when it stores the batch).
         job.check_payload(usize::MAX).map_err(|e| ApiError::from_core(e, prefix))?;
-        if let Some(id) = self.id {
-            job.id = JobId(id);
-        }
         Ok(job)
     }
 }
