@@ -277,7 +277,7 @@ impl JobBuilder {
             _ => None,
         };
         Ok(NewJob {
-            id: self.id.unwrap_or_else(JobId::new),
+            id: self.id.unwrap_or_default(),
             queue,
             kind: self.kind,
             payload: self.payload?,
