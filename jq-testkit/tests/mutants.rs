@@ -235,7 +235,7 @@ fn scenarios_catch_an_election_everyone_wins() {
 }
 
 #[test]
-fn scenarios_catch_a_schedule_step_without_its_comparison() {
+fn scenarios_catch_a_periodic_step_without_its_comparison() {
     let h = MutantHarness::new(Bug::FireUncompared);
     assert!(fails(|| {
         jq_testkit::__private::block_on(jq_testkit::scenarios::periodic_one_job_per_tick_under_racing_pools(&h))

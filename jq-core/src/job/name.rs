@@ -32,7 +32,7 @@ fn plain_name_byte(b: u8) -> bool {
 }
 
 /// True for 1 to 128 bytes of `A-Z a-z 0-9 _ - . :` with no brace: the
-/// rule of role and schedule names (a queue name may add a hash tag).
+/// rule of role and periodic job names (a queue name may add a hash tag).
 pub(crate) fn is_plain_name(name: &str) -> bool {
     !name.is_empty() && name.len() <= MAX_NAME_BYTES && name.bytes().all(plain_name_byte)
 }

@@ -167,8 +167,8 @@ impl Periodic {
     /// [`PeriodicBuilder::job_with`], the payload's `Serialize`) is caught
     /// and returned as [`Error::InvalidInput`] with its message, like any
     /// job that cannot be built: the tick waits and the other periodic jobs go
-    /// on. *A panic used to end the pool's schedule task, silently stopping
-    /// every schedule of the pool.*
+    /// on. *A panic used to end the pool's periodic task, silently stopping
+    /// every periodic job of the pool.*
     pub fn build(&self, tick: Timestamp, now: Timestamp) -> Result<NewJob> {
         let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (self.build)(tick)));
         match built {
@@ -179,7 +179,7 @@ impl Periodic {
                     .map(|s| (*s).to_owned())
                     .or_else(|| panic.downcast_ref::<String>().cloned())
                     .unwrap_or_else(|| "a panic without a message".to_owned());
-                Err(Error::invalid("schedule job", format!("the job builder of {:?} panicked: {message}", self.name)))
+                Err(Error::invalid("periodic job", format!("the job builder of {:?} panicked: {message}", self.name)))
             }
         }
     }
@@ -245,6 +245,6 @@ pub fn check_name(name: &str) -> Result<()> {
     if crate::job::is_plain_name(name) {
         Ok(())
     } else {
-        Err(Error::invalid("schedule name", format!("{name:?}: use 1 to 128 bytes of letters, digits and _ - . :")))
+        Err(Error::invalid("periodic job name", format!("{name:?}: use 1 to 128 bytes of letters, digits and _ - . :")))
     }
 }

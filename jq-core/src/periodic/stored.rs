@@ -30,7 +30,7 @@ pub struct PeriodicInfo {
     pub last_missed: Option<Timestamp>,
     /// When a pool last declared it (refreshed every [`DECLARE_REFRESH`](super::DECLARE_REFRESH)).
     pub declared_at: Timestamp,
-    /// When an operator asked for one run now (`jqctl periodic trigger`), until a
+    /// When an operator triggered it (`jqctl periodic trigger`), until a
     /// pool that declares the periodic job has stored it.
     pub triggered_at: Option<Timestamp>,
 }
@@ -83,12 +83,12 @@ impl Fire {
     /// is of the periodic job's queue.
     pub fn check(&self) -> Result<()> {
         check_name(&self.name)?;
-        crate::text::check_no_nul("schedule spec", &self.spec)?;
-        crate::text::check_no_nul("schedule zone", &self.zone)?;
+        crate::text::check_no_nul("periodic job spec", &self.spec)?;
+        crate::text::check_no_nul("periodic job zone", &self.zone)?;
         if let Some(job) = self.jobs.iter().find(|j| j.queue != self.queue) {
             return Err(Error::invalid(
-                "schedule job",
-                format!("a job of queue {} in a step of schedule {} on queue {}", job.queue, self.name, self.queue),
+                "periodic job",
+                format!("a job of queue {} in a step of periodic job {} on queue {}", job.queue, self.name, self.queue),
             ));
         }
         Ok(())

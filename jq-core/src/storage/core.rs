@@ -120,12 +120,9 @@ macro_rules! define_storage {
             /// The capabilities this storage declares, each its own
             /// implementation ([`Capabilities::NONE`], the default: the core
             /// only). A backend declares all of them here, in one place:
-            ///
-            /// ```ignore
-            /// fn capabilities(&self) -> Capabilities<'_> {
-            ///     Capabilities { roles: Some(self), periodic: Some(self), ..Capabilities::NONE }
-            /// }
-            /// ```
+            /// `Capabilities { roles: Some(self), periodic: Some(self),
+            /// ..Capabilities::NONE }` for one with roles and periodic jobs
+            /// (`examples/custom-backend` in the repository has one).
             ///
             /// Callers reach an operation through it ([`StorageExt::require_roles`],
             /// ...), and the conformance suite runs the scenarios of what it

@@ -40,7 +40,7 @@ use super::fetcher::{Claimed, Fetcher};
 use super::handler::ErasedHandler;
 use super::heartbeat::{Heartbeat, Inflight};
 use super::maintenance::Maintenance;
-use super::periodic::{Cron, PeriodicRunner};
+use super::periodic::{PeriodicRunner, PeriodicTask};
 use super::prefetch::Prefetch;
 use super::settler::{self, Finished};
 use crate::error::Result;
@@ -131,7 +131,7 @@ pub(crate) fn start<S: Storage>(
     queues: Vec<QueueName>,
     handlers: HashMap<String, ErasedHandler>,
     fallback: Option<ErasedHandler>,
-    scheduler: PeriodicRunner,
+    runner: PeriodicRunner,
 ) -> WorkerHandle {
     let storage = Arc::new(storage);
     let stop = CancellationToken::new();
@@ -216,11 +216,11 @@ pub(crate) fn start<S: Storage>(
             .run(),
         )
     });
-    let cron = (!scheduler.periodic().is_empty()).then(|| {
+    let periodic = (!runner.periodic().is_empty()).then(|| {
         tokio::spawn(
-            Cron {
+            PeriodicTask {
                 storage: storage.clone(),
-                scheduler,
+                runner,
                 interval: config.periodic_interval,
                 stop: stop.clone(),
                 failure: failure.clone(),
@@ -239,7 +239,7 @@ pub(crate) fn start<S: Storage>(
         settler,
         heartbeat,
         maintenance,
-        cron,
+        periodic,
         jobs: jobs_rx,
         finished: finished_tx,
     };
@@ -259,7 +259,7 @@ struct Shutdown {
     settler: JoinHandle<()>,
     heartbeat: oneshot::Receiver<()>,
     maintenance: Option<JoinHandle<()>>,
-    cron: Option<JoinHandle<()>>,
+    periodic: Option<JoinHandle<()>>,
     jobs: async_channel::Receiver<Claimed>,
     finished: mpsc::Sender<Finished>,
 }
@@ -312,8 +312,8 @@ impl Shutdown {
         if let Some(maintenance) = self.maintenance {
             bounded("maintenance", maintenance, flush_until).await;
         }
-        if let Some(cron) = self.cron {
-            bounded("schedules", cron, flush_until).await;
+        if let Some(periodic) = self.periodic {
+            bounded("periodic jobs", periodic, flush_until).await;
         }
         // Executors are gone; dropping the last sender lets the settler
         // end once it has flushed everything.

@@ -21,7 +21,7 @@ use crate::storage::{Storage, StorageExt};
 /// The periodic jobs one pool declares.
 #[derive(Clone, Debug, Default)]
 pub struct PeriodicRunner {
-    schedules: Vec<Periodic>,
+    periodic: Vec<Periodic>,
 }
 
 /// What one [`PeriodicRunner::run_once`] did.
@@ -40,17 +40,17 @@ pub struct Round {
 impl PeriodicRunner {
     /// The runner of `periodic`; [`Error::InvalidInput`] when two share
     /// a name.
-    pub fn new(schedules: Vec<Periodic>) -> Result<Self> {
+    pub fn new(periodic: Vec<Periodic>) -> Result<Self> {
         let mut names = HashSet::new();
-        if let Some(dup) = schedules.iter().find(|s| !names.insert(s.name())) {
-            return Err(Error::invalid("schedule", format!("{:?} is declared twice", dup.name())));
+        if let Some(dup) = periodic.iter().find(|p| !names.insert(p.name())) {
+            return Err(Error::invalid("periodic job", format!("{:?} is declared twice", dup.name())));
         }
-        Ok(PeriodicRunner { schedules })
+        Ok(PeriodicRunner { periodic })
     }
 
     /// The declared periodic jobs.
     pub fn periodic(&self) -> &[Periodic] {
-        &self.schedules
+        &self.periodic
     }
 
     /// Reads the stored rows once, then takes each periodic job's step
@@ -61,34 +61,34 @@ impl PeriodicRunner {
     /// or an error is fatal.
     pub async fn run_once<S: Storage + ?Sized>(&self, storage: &S) -> Result<Round> {
         let mut round = Round::default();
-        if self.schedules.is_empty() {
+        if self.periodic.is_empty() {
             return Ok(round);
         }
         let periodic = storage.require_periodic()?;
         let rows = periodic.periodic().await?;
         let now = storage.clock().now();
-        for schedule in &self.schedules {
-            let row = rows.iter().find(|r| r.name == schedule.name());
-            let Some(plan) = plan(schedule, row, now) else { continue };
+        for periodic_job in &self.periodic {
+            let row = rows.iter().find(|r| r.name == periodic_job.name());
+            let Some(plan) = plan(periodic_job, row, now) else { continue };
             let jobs = plan
                 .ticks
                 .iter()
                 .chain(plan.trigger.iter())
-                .map(|&tick| schedule.build(tick, now))
+                .map(|&tick| periodic_job.build(tick, now))
                 .collect::<Result<Vec<_>>>();
             let jobs = match jobs {
                 Ok(jobs) => jobs,
                 Err(error) => {
-                    tracing::error!(schedule = schedule.name(), %error, "the schedule's job cannot be built; its ticks wait");
+                    tracing::error!(periodic = periodic_job.name(), %error, "the periodic job's job cannot be built; its ticks wait");
                     round.failed += 1;
                     continue;
                 }
             };
             let fire = Fire {
-                name: schedule.name().to_owned(),
-                queue: schedule.queue().clone(),
-                spec: schedule.spec().text(),
-                zone: schedule.zone().name().to_owned(),
+                name: periodic_job.name().to_owned(),
+                queue: periodic_job.queue().clone(),
+                spec: periodic_job.spec().text(),
+                zone: periodic_job.zone().name().to_owned(),
                 expected: plan.expected,
                 expected_trigger: plan.expected_trigger,
                 cursor: plan.cursor,
@@ -102,19 +102,19 @@ impl PeriodicRunner {
                     round.jobs += ids.len();
                     if plan.missed > 0 {
                         tracing::warn!(
-                            schedule = schedule.name(),
+                            periodic = periodic_job.name(),
                             missed = plan.missed,
-                            "ticks passed while no pool ran the schedule; skipped by its missed policy"
+                            "ticks passed while no pool ran the periodic job; skipped by its missed policy"
                         );
                     }
                     if !ids.is_empty() {
-                        tracing::debug!(schedule = schedule.name(), jobs = ids.len(), cursor = %plan.cursor, "schedule fired");
+                        tracing::debug!(periodic = periodic_job.name(), jobs = ids.len(), cursor = %plan.cursor, "periodic job fired");
                     }
                 }
                 Ok(FireOutcome::Moved) => round.moved += 1,
                 Err(error) if error.is_fatal() => return Err(error),
                 Err(error) => {
-                    tracing::warn!(schedule = schedule.name(), %error, "storing the schedule's step failed; retrying next round");
+                    tracing::warn!(periodic = periodic_job.name(), %error, "storing the periodic job's step failed; retrying next round");
                     round.failed += 1;
                 }
             }
@@ -124,33 +124,33 @@ impl PeriodicRunner {
 }
 
 /// What the periodic job task needs.
-pub(crate) struct Cron<S> {
+pub(crate) struct PeriodicTask<S> {
     pub(crate) storage: Arc<S>,
-    pub(crate) scheduler: PeriodicRunner,
+    pub(crate) runner: PeriodicRunner,
     /// See `WorkerPool::periodic_interval`.
     pub(crate) interval: Duration,
     pub(crate) stop: CancellationToken,
     pub(crate) failure: Arc<Failure>,
 }
 
-impl<S: Storage> Cron<S> {
+impl<S: Storage> PeriodicTask<S> {
     /// Rounds until `stop`. A round is never dropped halfway by the stop:
     /// each step is one atomic call, so dropping between steps is safe, and
     /// the loop checks `stop` only between rounds.
     pub(crate) async fn run(self) {
         let mut backoff = ErrorBackoff::default();
         while !self.stop.is_cancelled() {
-            let wait = match self.scheduler.run_once(&*self.storage).await {
+            let wait = match self.runner.run_once(&*self.storage).await {
                 Ok(_) => {
                     backoff.reset();
                     jitter(self.interval, 0.1)
                 }
                 Err(error) if error.is_fatal() => {
-                    self.failure.report("schedules", error);
+                    self.failure.report("periodic jobs", error);
                     return;
                 }
                 Err(error) => {
-                    tracing::warn!(%error, "reading the schedules failed; retrying");
+                    tracing::warn!(%error, "reading the periodic jobs failed; retrying");
                     backoff.next_delay()
                 }
             };

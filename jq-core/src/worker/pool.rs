@@ -520,8 +520,8 @@ impl<S: Storage> WorkerPool<S> {
         if !config.periodic.is_empty() && storage.capabilities().periodic.is_none() {
             return Err(crate::storage::unsupported(crate::storage::Capability::Periodic));
         }
-        let scheduler = PeriodicRunner::new(std::mem::take(&mut config.periodic))?;
-        Ok(handle::start(storage, config, queues, handlers, fallback, scheduler))
+        let runner = PeriodicRunner::new(std::mem::take(&mut config.periodic))?;
+        Ok(handle::start(storage, config, queues, handlers, fallback, runner))
     }
 
     /// Starts the pool, runs until `until` completes (or a fatal storage
