@@ -5,7 +5,7 @@
 //! operation does is a [`Wrapper`](super::Wrapper) instead.
 
 /// Implements [`Storage`](crate::storage::Storage) for a type by running
-/// every core operation and capability accessor on the storage that
+/// every core operation and the capability set on the storage that
 /// `$via!` reaches: `$via!(self, s => expression using s)` must evaluate
 /// the expression with `s` bound to a `&` of the inner storage (a macro, so
 /// an enum can `match`). Calls name the trait, so an inherent method of the

@@ -35,8 +35,9 @@ macro_rules! __storage_operations {
             { $($pass)* }
             core {
                 /// A job store: the core every backend implements (twelve operations on
-                /// jobs and a clock), plus an accessor per optional [capability](Capability)
-                /// (none by default). Run `jq_testkit::conformance!` against an
+                /// jobs and a clock), plus the optional [capabilities](Capability) it
+                /// declares ([`Storage::capabilities`], none by default). Run
+                /// `jq_testkit::conformance!` against an
                 /// implementation to check it keeps the contract.
                 ///
                 /// Every operation is one atomic step as seen by other callers; concurrency
