@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
 use jq::{JobId, Priority, QueueName, State, Timestamp};
 
@@ -171,8 +172,8 @@ Examples:
   jqctl enqueue --queue reports --delay 10m build_report @report.json
   echo '{\"n\":1}' | jqctl enqueue --priority high --max-attempts 4 resize -
 
-Prints the job's id. With --unique-key, when a live job (scheduled, pending or
-running) of the same queue has the key, nothing is stored: that job's id is
+Prints the job's id. With --unique-key, when a live job (one not completed, dead
+or cancelled) of the same queue has the key, nothing is stored: that job's id is
 printed and a note goes to stderr.")]
 pub struct EnqueueArgs {
     /// The job's kind: which handler (or worker command) runs it.
@@ -232,8 +233,8 @@ pub struct PageArgs {
 /// `jqctl list`.
 #[derive(Debug, Args)]
 pub struct ListArgs {
-    /// Only this state: scheduled, pending, running, completed, dead or cancelled.
-    #[arg(long, short, value_parser = parse_state)]
+    /// Only jobs in this state.
+    #[arg(long, short, ignore_case = true, value_parser = states())]
     pub state: Option<State>,
     /// Filters and paging.
     #[command(flatten)]
@@ -521,14 +522,23 @@ fn parse_priority(s: &str) -> Result<Priority, String> {
     s.parse::<Priority>().map_err(|_| format!("{s:?}: use low, normal, high or critical"))
 }
 
-fn parse_state(s: &str) -> Result<State, String> {
-    s.parse::<State>().map_err(|_| format!("{s:?}: use scheduled, pending, running, completed, dead or cancelled"))
+/// Every state by name, from jq's own list ([`State::ALL`]), so `--help`
+/// and a refusal show every state there is.
+fn states() -> impl TypedValueParser<Value = State> {
+    PossibleValuesParser::new(State::ALL.map(State::as_str)).try_map(|name| name.parse::<State>())
 }
 
+/// A terminal state: the ones purge deletes, named from [`State::ALL`].
 fn parse_terminal_state(s: &str) -> Result<State, String> {
-    let state = s.parse::<State>().map_err(|_| format!("{s:?}: use completed, dead or cancelled"))?;
+    let names = State::ALL.into_iter().filter(|s| s.is_terminal()).map(State::as_str).collect::<Vec<_>>();
+    let names = match names.split_last() {
+        Some((last, [])) => (*last).to_owned(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => String::new(),
+    };
+    let state = s.parse::<State>().map_err(|_| format!("{s:?}: use {names}"))?;
     if !state.is_terminal() {
-        return Err(format!("{s:?} is not a finished state; only completed, dead or cancelled jobs can be purged"));
+        return Err(format!("{s:?} is not a finished state; only {names} jobs can be purged"));
     }
     Ok(state)
 }

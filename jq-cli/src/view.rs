@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 
 use jq::storage::Leader;
-use jq::{AttemptError, Job, State, Stats, Timestamp};
+use jq::{AttemptError, Job, State, StateCounts, Stats, Timestamp};
 use serde::Serialize;
 use serde_json::value::RawValue;
 
@@ -132,36 +132,21 @@ impl From<&Job> for JobView {
     }
 }
 
-/// Counts of one queue (or all) as `--json` shows them.
-#[derive(Debug, Default, Serialize)]
-pub struct CountsView {
-    /// Waiting for their run_at.
-    pub scheduled: u64,
-    /// Claimable.
-    pub pending: u64,
-    /// Held by a worker.
-    pub running: u64,
-    /// Done.
-    pub completed: u64,
-    /// Failed for good.
-    pub dead: u64,
-    /// Cancelled.
-    pub cancelled: u64,
-    /// All of the above.
-    pub total: u64,
-}
+/// Counts of one queue (or all) as `--json` shows them: every state's
+/// count by its name (`waiting`, `scheduled`, ..., from [`State::ALL`]:
+/// a new state shows without a change here), then `total`.
+#[derive(Debug, Default)]
+pub struct CountsView(StateCounts);
 
-impl CountsView {
-    fn of(counts: &jq::StateCounts) -> Self {
-        CountsView {
-            scheduled: counts.get(State::Scheduled),
-            pending: counts.get(State::Pending),
-            running: counts.get(State::Running),
-            completed: counts.get(State::Completed),
-            dead: counts.get(State::Dead),
-            cancelled: counts.get(State::Cancelled),
-            total: counts.total(),
+impl Serialize for CountsView {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(Some(State::ALL.len() + 1))?;
+        for (state, n) in self.0.iter() {
+            map.serialize_entry(state.as_str(), &n)?;
         }
+        map.serialize_entry("total", &self.0.total())?;
+        map.end()
     }
 }
 
@@ -176,15 +161,9 @@ pub struct StatsView {
 
 impl From<&Stats> for StatsView {
     fn from(stats: &Stats) -> Self {
-        let mut total = jq::StateCounts::default();
-        for counts in stats.queues.values() {
-            for state in State::ALL {
-                total.add(state, counts.get(state));
-            }
-        }
         StatsView {
-            queues: stats.queues.iter().map(|(q, c)| (q.clone(), CountsView::of(c))).collect(),
-            total: CountsView::of(&total),
+            queues: stats.queues.iter().map(|(q, c)| (q.clone(), CountsView(*c))).collect(),
+            total: CountsView(stats.counts()),
         }
     }
 }
@@ -295,25 +274,21 @@ pub fn jobs_table(jobs: &[Job], with_last_error: bool) -> String {
 
 /// The `stats` table: one row per queue, one column per state, and a total row.
 pub fn stats_table(stats: &Stats) -> String {
-    let view = StatsView::from(stats);
-    let header = ["QUEUE", "SCHEDULED", "PENDING", "RUNNING", "COMPLETED", "DEAD", "CANCELLED", "TOTAL"];
-    let row = |name: &str, c: &CountsView| {
-        vec![
-            name.to_owned(),
-            c.scheduled.to_string(),
-            c.pending.to_string(),
-            c.running.to_string(),
-            c.completed.to_string(),
-            c.dead.to_string(),
-            c.cancelled.to_string(),
-            c.total.to_string(),
-        ]
+    let states: Vec<String> = State::ALL.iter().map(|s| s.as_str().to_uppercase()).collect();
+    let mut header = vec!["QUEUE"];
+    header.extend(states.iter().map(String::as_str));
+    header.push("TOTAL");
+    let row = |name: &str, c: &StateCounts| {
+        let mut row = vec![name.to_owned()];
+        row.extend(c.iter().map(|(_, n)| n.to_string()));
+        row.push(c.total().to_string());
+        row
     };
-    let mut rows: Vec<Vec<String>> = view.queues.iter().map(|(q, c)| row(q, c)).collect();
+    let mut rows: Vec<Vec<String>> = stats.queues.iter().map(|(q, c)| row(q, c)).collect();
     if rows.is_empty() {
         return "no jobs\n".to_owned();
     }
-    rows.push(row("(all)", &view.total));
+    rows.push(row("(all)", &stats.counts()));
     table(&header, &rows)
 }
 
@@ -391,6 +366,26 @@ fn one_line(text: &str, max: usize) -> String {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stats_show_every_state() {
+        let mut counts = StateCounts::default();
+        counts.set(State::Waiting, 2);
+        counts.set(State::Dead, 1);
+        let stats = Stats { queues: [("mail".to_owned(), counts)].into_iter().collect() };
+        let json = serde_json::to_value(StatsView::from(&stats)).unwrap();
+        for state in State::ALL {
+            assert!(json["queues"]["mail"].get(state.as_str()).is_some(), "{state} in {json}");
+        }
+        assert_eq!((json["total"]["waiting"].as_u64(), json["total"]["total"].as_u64()), (Some(2), Some(3)));
+        let text = stats_table(&stats);
+        let header = text.lines().next().unwrap();
+        for state in State::ALL {
+            assert!(header.contains(&state.as_str().to_uppercase()), "{state} in {header:?}");
+        }
+        let mail = text.lines().nth(1).unwrap().split_whitespace().collect::<Vec<_>>();
+        assert_eq!(mail, ["mail", "2", "0", "0", "0", "0", "1", "0", "3"]);
+    }
 
     #[test]
     fn tables_align_columns() {

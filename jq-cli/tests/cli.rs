@@ -21,7 +21,7 @@ macro_rules! sqlite_scenarios {
 sqlite_scenarios!(
     enqueue_then_get,
     workflow_show_and_get_show_the_graph_and_the_result,
-    enqueue_reads_payload_from_file_and_stdin_and_schedules,
+    enqueue_reads_payload_from_file_and_stdin_and_delays,
     unique_key_returns_the_live_job,
     list_and_stats_agree,
     cancel_says_what_happened,

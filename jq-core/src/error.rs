@@ -1,6 +1,10 @@
 //! The one error type of jq-core, shared by every `Storage` implementation.
+//! The top of the ground: it names the ids, the states and the
+//! capabilities, and nothing above them (`tests/layers.rs` keeps it so).
 
-use crate::job::{JobId, State};
+use crate::capability::Capability;
+use crate::id::{JobId, WorkflowId};
+use crate::state::State;
 
 /// A boxed error from a driver (rusqlite, sqlx, redis, ...).
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
@@ -128,7 +132,7 @@ pub enum Error {
     )]
     Unsupported {
         /// The capability it lacks.
-        capability: crate::storage::Capability,
+        capability: Capability,
     },
     /// No periodic job of this name is stored (`jqctl periodic trigger` of a name no
     /// pool ever declared).
@@ -162,7 +166,7 @@ pub enum Error {
     #[error("workflow {id} not found")]
     WorkflowNotFound {
         /// The id asked for.
-        id: crate::workflow::WorkflowId,
+        id: WorkflowId,
     },
     /// Any other error from the backend's driver.
     #[error("{backend} error: {source}")]

@@ -1,6 +1,7 @@
-//! The ids jq makes on the client: a job's ([`JobId`]) and a claim's lease
-//! token ([`LeaseToken`]). A leaf: it depends on no other module, so the
-//! error type can name a job.
+//! The ids jq makes on the client: a job's ([`JobId`]), a workflow's
+//! ([`WorkflowId`]) and a claim's lease token ([`LeaseToken`]). Part of the
+//! ground: it depends on no other module, so the error type can name them
+//! (their text forms, which fail with that error, are in `parse.rs`).
 
 use std::fmt;
 
@@ -52,6 +53,30 @@ impl Default for LeaseToken {
 }
 
 impl fmt::Display for LeaseToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// A workflow's id: a UUID v7 made by the client, like a job's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct WorkflowId(pub Uuid);
+
+impl WorkflowId {
+    /// A fresh, time-ordered id.
+    pub fn new() -> Self {
+        WorkflowId(Uuid::now_v7())
+    }
+}
+
+impl Default for WorkflowId {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Display for WorkflowId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.0.fmt(f)
     }

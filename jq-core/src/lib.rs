@@ -10,16 +10,27 @@
 //! - [`periodic`]: periodic jobs (a cron expression or an interval, one job
 //!   per tick).
 //! - [`storage`]: what a backend author implements and calls: the core
-//!   trait, the capabilities, [`storage::Layer`] for wrappers.
+//!   trait, the capabilities, [`storage::Wrapper`] for wrappers.
 //! - [`observe`]: the metrics' names and the store's gauges.
 //!
 //! The words are the glossary's (`docs/GLOSSARY.md` in the repository);
 //! the semantics every backend keeps are in its `docs/CONTRACT.md`, and
 //! `jq-testkit` checks them.
 //!
-//! The modules read bottom-up: [`State`], the ids and [`Capability`](storage::Capability)
-//! name nothing else; the error names them; the trace context and the job
-//! build on the error; the storage on the job; the pool on the storage.
+//! The modules read bottom-up, in four layers, each importing only its own
+//! and the ones below (`tests/layers.rs` checks it, and that no module
+//! imports one that imports it back):
+//!
+//! 1. The ground: the ids ([`JobId`], [`WorkflowId`](workflow::WorkflowId)),
+//!    [`State`], [`Capability`](storage::Capability) and the [`Clock`]
+//!    name nothing else; the [`Error`] names them (and their text forms
+//!    fail with it).
+//! 2. The model: jobs, queue controls, keys, workflow plans, periodic
+//!    jobs' declarations and stored rows, the read types ([`Stats`],
+//!    [`JobFilter`]), the trace context.
+//! 3. The traits: [`storage`], over the model.
+//! 4. The pool: the worker pool with the periodic jobs' rounds, and
+//!    [`observe`], over the traits.
 
 #![deny(missing_docs)]
 
@@ -32,7 +43,9 @@ mod id;
 mod job;
 mod keys;
 pub mod observe;
+mod parse;
 pub mod periodic;
+mod read;
 mod redact;
 mod state;
 pub mod storage;
@@ -51,8 +64,8 @@ pub use job::{
     JobBuilder, JobType, Lease, MAX_TIMEOUT, NewJob, Payload, Priority, QueueName, check_timeout,
 };
 pub use keys::{KeyInfo, KeyLimit, KeyReport};
+pub use read::{JobFilter, StateCounts, Stats, Throughput};
 pub use state::State;
-pub use storage::types::{JobFilter, StateCounts, Stats, Throughput};
 pub use trace::TraceContext;
 pub use worker::{
     DEFAULT_KEEP_CANCELLED, DEFAULT_KEEP_COMPLETED, DEFAULT_KEEP_DEAD, HandlerError, HandlerResult, JobContext,

@@ -18,9 +18,10 @@ use metrics::{Counter, Histogram};
 
 use crate::clock::Timestamp;
 use crate::error::Result;
-use crate::job::{NewJob, QueueName, State};
+use crate::job::{NewJob, QueueName};
+use crate::read::{JobFilter, Stats};
+use crate::state::State;
 use crate::storage::{Outcome, Storage};
-use crate::{JobFilter, Stats};
 
 /// Counter: jobs accepted by an enqueue call of a jq backend (a job that
 /// deduplicated to a stored one included), by `queue` and `kind`.

@@ -1,5 +1,6 @@
-//! [`State`]: where a job is in its life. A leaf: it depends on no other
-//! module, so the error type can name a state.
+//! [`State`]: where a job is in its life. Part of the ground: it depends
+//! on no other module, so the error type can name a state (its text form,
+//! which fails with that error, is in `parse.rs`).
 
 use std::fmt;
 

@@ -8,14 +8,15 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
-use uuid::Uuid;
 
-use crate::StateCounts;
 use crate::error::{Error, Result};
-use crate::job::{JobId, NewJob, Payload, State};
+use crate::id::JobId;
+pub use crate::id::WorkflowId;
+use crate::job::{NewJob, Payload};
+use crate::read::StateCounts;
+use crate::state::State;
 
 /// Default cap on a handler's result, in bytes of JSON: 64 KiB. A result is
 /// for what the next step needs (an id, a count, a small summary); store
@@ -25,39 +26,6 @@ pub const DEFAULT_MAX_RESULT_BYTES: usize = 64 * 1024;
 /// Most steps one workflow may have: 100,000. A bound, so one enqueue
 /// stays one bounded write.
 pub const MAX_STEPS: usize = 100_000;
-
-/// A workflow's id: a UUID v7 made by the client, like a job's.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct WorkflowId(pub Uuid);
-
-impl WorkflowId {
-    /// A fresh, time-ordered id.
-    pub fn new() -> Self {
-        WorkflowId(Uuid::now_v7())
-    }
-}
-
-impl Default for WorkflowId {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl fmt::Display for WorkflowId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
-impl FromStr for WorkflowId {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        Uuid::parse_str(s)
-            .map(WorkflowId)
-            .map_err(|e| Error::invalid("workflow id", format!("{s:?} is not a UUID: {e}")))
-    }
-}
 
 /// What a dependent does when one of its parents ends Dead or Cancelled.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -229,7 +229,7 @@ async fn timeout_is_recorded() {
 }
 
 #[tokio::test]
-async fn release_reschedules_without_counting_the_attempt() {
+async fn release_hands_the_job_back_without_counting_the_attempt() {
     let storage = MemoryStorage::new();
     let runs = Arc::new(AtomicU32::new(0));
     let counted = runs.clone();
@@ -622,7 +622,7 @@ impl Flaky {
 }
 
 #[async_trait::async_trait]
-impl jq_core::storage::Layer for Flaky {
+impl jq_core::storage::Wrapper for Flaky {
     type Inner = MemoryStorage;
     fn inner(&self) -> &MemoryStorage {
         &self.inner
@@ -856,18 +856,18 @@ async fn a_job_claimed_again_by_the_same_pool_cancels_its_earlier_run() {
 }
 
 #[tokio::test]
-async fn a_pool_refuses_two_schedules_of_one_name_and_a_zero_interval() {
-    let schedule = || {
+async fn a_pool_refuses_two_periodic_jobs_of_one_name_and_a_zero_interval() {
+    let periodic_job = || {
         jq_core::periodic::Periodic::every("twice", Duration::from_secs(60))
             .expect("every")
             .job_with("q", |_| NewJob::builder("k", Payload::from_json("{}").expect("json")))
-            .expect("schedule")
+            .expect("periodic job")
     };
-    let pool = WorkerPool::new(MemoryStorage::new()).queues(["q"]).periodic(schedule()).periodic(schedule());
+    let pool = WorkerPool::new(MemoryStorage::new()).queues(["q"]).periodic(periodic_job()).periodic(periodic_job());
     let err = pool.start().expect_err("a name declared twice");
     assert!(matches!(err, jq_core::Error::InvalidInput { .. }) && err.to_string().contains("twice"), "{err}");
     let pool =
-        WorkerPool::new(MemoryStorage::new()).queues(["q"]).periodic(schedule()).periodic_interval(Duration::ZERO);
+        WorkerPool::new(MemoryStorage::new()).queues(["q"]).periodic(periodic_job()).periodic_interval(Duration::ZERO);
     assert!(matches!(pool.start(), Err(jq_core::Error::InvalidInput { .. })));
 }
 
@@ -883,34 +883,34 @@ fn handlers_blocking_every_runtime_thread_keep_their_leases() {
     });
 }
 
-/// A schedule whose job builder panics fails its own step (counted and
-/// logged, its ticks wait) while the other schedules of the round fire,
-/// round after round. *The panic ended the pool's schedule task, so every
-/// schedule of the pool stopped without a word.*
+/// A periodic job whose job builder panics fails its own step (counted and
+/// logged, its ticks wait) while the other periodic jobs of the round fire,
+/// round after round. *The panic ended the pool's periodic task, so every
+/// periodic job of the pool stopped without a word.*
 #[tokio::test]
-async fn a_panicking_schedule_builder_stops_only_its_own_ticks() {
+async fn a_panicking_periodic_job_builder_stops_only_its_own_ticks() {
     let manual = jq_core::ManualClock::starting_now();
     let storage = MemoryStorage::new().clock(manual.clock());
     let every = |name: &str| jq_core::periodic::Periodic::every(name, Duration::from_secs(60)).expect("every");
-    let scheduler = jq_core::periodic::PeriodicRunner::new(vec![
-        every("boom").job_with("q", |_| -> jq_core::JobBuilder { panic!("the builder broke") }).expect("schedule"),
+    let runner = jq_core::periodic::PeriodicRunner::new(vec![
+        every("boom").job_with("q", |_| -> jq_core::JobBuilder { panic!("the builder broke") }).expect("periodic job"),
         every("fine")
             .job_with("q", |_| NewJob::builder("k", Payload::from_json("{}").expect("json")))
-            .expect("schedule"),
+            .expect("periodic job"),
     ])
     .unwrap();
     // The first round stores both rows (no tick is due yet).
-    let first = scheduler.run_once(&storage).await.unwrap();
+    let first = runner.run_once(&storage).await.unwrap();
     assert_eq!(first.failed, 0);
     for round in 1..=3 {
         manual.advance(Duration::from_secs(60));
-        let got = scheduler.run_once(&storage).await.expect("a panicking builder does not fail the round");
+        let got = runner.run_once(&storage).await.expect("a panicking builder does not fail the round");
         assert_eq!((got.fired, got.jobs, got.failed), (1, 1, 1), "round {round}: {got:?}");
     }
     let rows = storage.require_periodic().unwrap().periodic().await.unwrap();
     let (boom, fine) = (&rows[0], &rows[1]);
     assert_eq!((boom.name.as_str(), fine.name.as_str()), ("boom", "fine"));
-    assert!(fine.cursor > boom.cursor, "only the fine schedule's cursor moved: {rows:?}");
+    assert!(fine.cursor > boom.cursor, "only the fine periodic job's cursor moved: {rows:?}");
     let err = every("x")
         .job_with("q", |_| -> jq_core::JobBuilder { panic!("at build") })
         .unwrap()

@@ -110,7 +110,7 @@ async fn enqueue_get_wait_cancel(backend: &str) {
     tokio::time::sleep(Duration::from_millis(150)).await;
     // Its handler's result comes back with it: every backend keeps results
     // (workflows).
-    assert!(client.storage().as_workflows().is_some(), "every built-in backend keeps results");
+    assert!(client.storage().capabilities().workflows.is_some(), "every built-in backend keeps results");
     let outcome = Outcome::AckWith { result: jq::Payload::from_json(r#"{"thumb": "small.png"}"#).unwrap() };
     run_once(&client, "images", outcome).await;
     let done = waiting.await.unwrap();

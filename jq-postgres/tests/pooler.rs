@@ -124,7 +124,7 @@ async fn a_worker_pool_drains_and_fires_through_the_pooler_by_polling() {
     }
     let held = s.enqueue(vec![job("held", 0), job("held", 1)]).await.unwrap();
     let held_queue = QueueName::new("held").unwrap();
-    s.as_controls().unwrap().set_paused(&held_queue, true).await.unwrap();
+    s.capabilities().controls.unwrap().set_paused(&held_queue, true).await.unwrap();
 
     let ran = Arc::new(AtomicUsize::new(0));
     let ticks = Arc::new(AtomicUsize::new(0));
@@ -169,7 +169,7 @@ async fn a_worker_pool_drains_and_fires_through_the_pooler_by_polling() {
     for id in &held {
         assert_eq!(s.get(*id).await.unwrap().state, State::Pending, "a paused queue waits");
     }
-    s.as_controls().unwrap().set_paused(&held_queue, false).await.unwrap();
+    s.capabilities().controls.unwrap().set_paused(&held_queue, false).await.unwrap();
     let resumed = async {
         loop {
             let stats = s.stats().await.unwrap();

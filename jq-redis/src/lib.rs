@@ -149,8 +149,9 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use jq_core::periodic::{Fire, FireOutcome, PeriodicInfo};
 use jq_core::storage::{
-    Beat, CancelAnswer, CancelStorage, ClaimRequest, ControlStorage, Election, Leader, LeaseRef, LeaseToken,
-    PeriodicStorage, ProgressReport, RoleStorage, Settled, Settlement, Storage, ThroughputStorage, WorkSignal,
+    Beat, CancelAnswer, CancelStorage, Capabilities, ClaimRequest, ControlStorage, Election, Leader, LeaseRef,
+    LeaseToken, PeriodicStorage, ProgressReport, RoleStorage, Settled, Settlement, Storage, ThroughputStorage,
+    WorkSignal,
 };
 use jq_core::{
     Clock, Job, JobFilter, JobId, NewJob, QueueInfo, QueueLimits, QueueName, Result, State, Stats, Throughput,
@@ -520,26 +521,16 @@ impl Storage for RedisStorage {
     fn clock(&self) -> Clock {
         self.inner.config.clock.clone()
     }
-    fn as_roles(&self) -> Option<&dyn RoleStorage> {
-        Some(self)
-    }
-    fn as_periodic(&self) -> Option<&dyn PeriodicStorage> {
-        Some(self)
-    }
-    fn as_controls(&self) -> Option<&dyn ControlStorage> {
-        Some(self)
-    }
-    fn as_throughput(&self) -> Option<&dyn ThroughputStorage> {
-        Some(self)
-    }
-    fn as_cancellation(&self) -> Option<&dyn CancelStorage> {
-        Some(self)
-    }
-    fn as_workflows(&self) -> Option<&dyn jq_core::storage::WorkflowStorage> {
-        Some(self)
-    }
-    fn as_keys(&self) -> Option<&dyn jq_core::storage::KeyStorage> {
-        Some(self)
+    fn capabilities(&self) -> Capabilities<'_> {
+        Capabilities {
+            roles: Some(self),
+            periodic: Some(self),
+            controls: Some(self),
+            throughput: Some(self),
+            cancellation: Some(self),
+            workflows: Some(self),
+            keys: Some(self),
+        }
     }
 }
 

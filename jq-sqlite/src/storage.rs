@@ -12,9 +12,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use jq_core::periodic::{Fire, FireOutcome, PeriodicInfo};
 use jq_core::storage::{
-    Beat, CancelAnswer, CancelStorage, ClaimRequest, ControlStorage, Election, KeyStorage, Leader, LeaseRef,
-    LeaseToken, PeriodicStorage, ProgressReport, RoleStorage, Settled, Settlement, Storage, ThroughputStorage,
-    WorkSignal,
+    Beat, CancelAnswer, CancelStorage, Capabilities, ClaimRequest, ControlStorage, Election, KeyStorage, Leader,
+    LeaseRef, LeaseToken, PeriodicStorage, ProgressReport, RoleStorage, Settled, Settlement, Storage,
+    ThroughputStorage, WorkSignal,
 };
 use jq_core::{
     Clock, Error, Job, JobFilter, JobId, KeyReport, NewJob, QueueInfo, QueueLimits, QueueName, Result, State, Stats,
@@ -369,26 +369,16 @@ impl Storage for SqliteStorage {
     fn clock(&self) -> Clock {
         self.inner.config.clock.clone()
     }
-    fn as_roles(&self) -> Option<&dyn RoleStorage> {
-        Some(self)
-    }
-    fn as_periodic(&self) -> Option<&dyn PeriodicStorage> {
-        Some(self)
-    }
-    fn as_controls(&self) -> Option<&dyn ControlStorage> {
-        Some(self)
-    }
-    fn as_throughput(&self) -> Option<&dyn ThroughputStorage> {
-        Some(self)
-    }
-    fn as_cancellation(&self) -> Option<&dyn CancelStorage> {
-        Some(self)
-    }
-    fn as_workflows(&self) -> Option<&dyn jq_core::storage::WorkflowStorage> {
-        Some(self)
-    }
-    fn as_keys(&self) -> Option<&dyn KeyStorage> {
-        Some(self)
+    fn capabilities(&self) -> Capabilities<'_> {
+        Capabilities {
+            roles: Some(self),
+            periodic: Some(self),
+            controls: Some(self),
+            throughput: Some(self),
+            cancellation: Some(self),
+            workflows: Some(self),
+            keys: Some(self),
+        }
     }
 }
 

@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use futures::future::BoxFuture;
-use jq_core::storage::{Layer, Operation, Storage, async_trait};
+use jq_core::storage::{Operation, Storage, Wrapper, async_trait};
 use jq_core::{Error, Result};
 
 /// Where an injected failure strikes.
@@ -80,7 +80,7 @@ impl Faults {
     }
 }
 
-/// A [`Storage`] that forwards every call to `S` (a [`Layer`]), counts the
+/// A [`Storage`] that forwards every call to `S` (a [`Wrapper`]), counts the
 /// calls per [`Operation`], and fails the ones a test planned
 /// ([`FaultyStorage::fail`]). It declares the capabilities of `S`.
 /// Cheap to clone when `S` is; clones share counters and plans.
@@ -160,7 +160,7 @@ impl<S> FaultyStorage<S> {
 }
 
 #[async_trait]
-impl<S: Storage> Layer for FaultyStorage<S> {
+impl<S: Storage> Wrapper for FaultyStorage<S> {
     type Inner = S;
 
     fn inner(&self) -> &S {

@@ -110,6 +110,7 @@ use jq_core::{Clock, Error, JobFilter, JobId, State};
 
 pub mod blocking;
 pub mod faults;
+pub mod imports;
 pub mod memory;
 pub mod model;
 pub mod network;

@@ -13,8 +13,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use jq_core::periodic::{Fire, FireOutcome, PeriodicInfo};
 use jq_core::storage::{
-    Beat, CancelAnswer, CancelStorage, ClaimRequest, ControlStorage, Election, Leader, LeaseRef, LeaseToken, Outcome,
-    PeriodicStorage, ProgressReport, RoleStorage, Settled, Settlement, Storage, ThroughputStorage, WorkSignal,
+    Beat, CancelAnswer, CancelStorage, Capabilities, ClaimRequest, ControlStorage, Election, Leader, LeaseRef,
+    LeaseToken, Outcome, PeriodicStorage, ProgressReport, RoleStorage, Settled, Settlement, Storage, ThroughputStorage,
+    WorkSignal,
 };
 use jq_core::storage::{add, storable_message};
 use jq_core::{
@@ -35,7 +36,7 @@ struct Shared {
     /// role -> (token, leader); see [`RoleStorage::elect`].
     roles: Mutex<BTreeMap<String, (LeaseToken, Leader)>>,
     /// name -> row; see [`PeriodicStorage::fire`]. Locked before `jobs` when both are.
-    schedules: Mutex<BTreeMap<String, PeriodicInfo>>,
+    periodic: Mutex<BTreeMap<String, PeriodicInfo>>,
     /// Queue controls; locked after `jobs` when both are needed.
     controls: Mutex<BTreeMap<QueueName, Control>>,
     /// Workflows: locked after `jobs` when both are.
@@ -97,7 +98,7 @@ impl MemoryStorage {
             shared: Arc::new(Shared {
                 jobs: Mutex::new(BTreeMap::new()),
                 roles: Mutex::new(BTreeMap::new()),
-                schedules: Mutex::new(BTreeMap::new()),
+                periodic: Mutex::new(BTreeMap::new()),
                 controls: Mutex::new(BTreeMap::new()),
                 graph: Mutex::new(workflow::Graph::default()),
                 keys: Mutex::new(keys::Keys::default()),
@@ -142,8 +143,8 @@ impl MemoryStorage {
         self.shared.roles.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn schedule_rows(&self) -> MutexGuard<'_, BTreeMap<String, PeriodicInfo>> {
-        self.shared.schedules.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    fn periodic_rows(&self) -> MutexGuard<'_, BTreeMap<String, PeriodicInfo>> {
+        self.shared.periodic.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn controls(&self) -> MutexGuard<'_, BTreeMap<QueueName, Control>> {
@@ -536,26 +537,16 @@ impl Storage for MemoryStorage {
     fn clock(&self) -> Clock {
         self.clock.clone()
     }
-    fn as_roles(&self) -> Option<&dyn RoleStorage> {
-        Some(self)
-    }
-    fn as_periodic(&self) -> Option<&dyn PeriodicStorage> {
-        Some(self)
-    }
-    fn as_controls(&self) -> Option<&dyn ControlStorage> {
-        Some(self)
-    }
-    fn as_cancellation(&self) -> Option<&dyn CancelStorage> {
-        Some(self)
-    }
-    fn as_throughput(&self) -> Option<&dyn ThroughputStorage> {
-        Some(self)
-    }
-    fn as_workflows(&self) -> Option<&dyn jq_core::storage::WorkflowStorage> {
-        Some(self)
-    }
-    fn as_keys(&self) -> Option<&dyn jq_core::storage::KeyStorage> {
-        Some(self)
+    fn capabilities(&self) -> Capabilities<'_> {
+        Capabilities {
+            roles: Some(self),
+            periodic: Some(self),
+            controls: Some(self),
+            throughput: Some(self),
+            cancellation: Some(self),
+            workflows: Some(self),
+            keys: Some(self),
+        }
     }
 }
 
@@ -652,7 +643,7 @@ impl PeriodicStorage for MemoryStorage {
         }
         let now = self.clock.now();
         let (ids, stored) = {
-            let mut rows = self.schedule_rows();
+            let mut rows = self.periodic_rows();
             let before = rows.get(&fire.name);
             if !fire.matches(before) {
                 return Ok(FireOutcome::Moved);
@@ -669,13 +660,13 @@ impl PeriodicStorage for MemoryStorage {
     }
 
     async fn periodic(&self) -> Result<Vec<PeriodicInfo>> {
-        Ok(self.schedule_rows().values().cloned().collect())
+        Ok(self.periodic_rows().values().cloned().collect())
     }
 
     async fn trigger(&self, name: &str) -> Result<()> {
         jq_core::periodic::check_name(name)?;
         let now = self.clock.now();
-        let mut rows = self.schedule_rows();
+        let mut rows = self.periodic_rows();
         let row = rows.get_mut(name).ok_or_else(|| Error::PeriodicNotFound { name: name.to_owned() })?;
         row.triggered_at.get_or_insert(now);
         Ok(())
@@ -774,7 +765,7 @@ impl Harness for MemoryHarness {
     async fn cleanup(&self) {
         self.storage.jobs().clear();
         self.storage.roles().clear();
-        self.storage.schedule_rows().clear();
+        self.storage.periodic_rows().clear();
         self.storage.controls().clear();
         self.storage.graph().clear();
         self.storage.keys().clear();

@@ -1,6 +1,6 @@
 //! The property of periodic jobs: random timelines of pools starting and
 //! stopping while the clock moves, sometimes by days, give the same tick
-//! jobs and periodic job rows on a backend as one scheduler on
+//! jobs and periodic job rows on a backend as one pool's runner on
 //! [`MemoryStorage`] that runs whenever any pool runs, and never two jobs
 //! for one (periodic job, tick). Stamped by [`properties!`](crate::properties)
 //! as `periodic_matches_reference`.
@@ -17,7 +17,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
 
 use crate::__private::harness;
-use crate::scenarios::periodic::{tick_jobs, tick_schedule};
+use crate::scenarios::periodic::{tick_jobs, tick_periodic};
 use crate::{Harness, IntoHarness, MemoryStorage};
 
 /// Cases per run unless `PROPTEST_CASES` says otherwise.
@@ -69,9 +69,12 @@ where
         Ok(()) => {}
         Err(TestError::Fail(reason, steps)) => {
             let steps: Vec<String> = steps.iter().enumerate().map(|(i, s)| format!("  {i}: {s:?}")).collect();
-            panic!("schedules disagree with the reference: {reason}\nsmallest failing timeline:\n{}", steps.join("\n"))
+            panic!(
+                "periodic jobs disagree with the reference: {reason}\nsmallest failing timeline:\n{}",
+                steps.join("\n")
+            )
         }
-        Err(TestError::Abort(reason)) => panic!("schedule property aborted: {reason}"),
+        Err(TestError::Abort(reason)) => panic!("periodic property aborted: {reason}"),
     }
 }
 
@@ -79,18 +82,18 @@ fn declared(case: &str, queue: &str) -> Vec<Periodic> {
     let name = |s: &str| format!("{case}-{s}");
     let cron = |s: &str, expr: &str| Periodic::cron(name(s), expr).expect("cron");
     vec![
-        tick_schedule(cron("a", "*/5 * * * *"), &name("a"), queue),
-        tick_schedule(
+        tick_periodic(cron("a", "*/5 * * * *"), &name("a"), queue),
+        tick_periodic(
             Periodic::every(name("b"), Duration::from_secs(420)).expect("every").missed(MissedPolicy::All { cap: 3 }),
             &name("b"),
             queue,
         ),
-        tick_schedule(
+        tick_periodic(
             cron("c", "0 * * * *").zone("Europe/Berlin").expect("zone").missed(MissedPolicy::Skip),
             &name("c"),
             queue,
         ),
-        tick_schedule(cron("d", "15 2 * * *").zone("Australia/Sydney").expect("zone"), &name("d"), queue),
+        tick_periodic(cron("d", "15 2 * * *").zone("Australia/Sydney").expect("zone"), &name("d"), queue),
     ]
 }
 
@@ -150,7 +153,7 @@ async fn run_case<H: Harness>(h: &H, steps: &[Step]) -> Result<(), String> {
     let got_rows = rows(storage.require_periodic().expect("periodic").periodic().await.map_err(|e| e.to_string())?);
     let want_rows = rows(model.require_periodic().expect("periodic").periodic().await.map_err(|e| e.to_string())?);
     if got_rows != want_rows {
-        return Err(format!("schedule rows differ:\n backend   {got_rows:?}\n reference {want_rows:?}"));
+        return Err(format!("periodic job rows differ:\n backend   {got_rows:?}\n reference {want_rows:?}"));
     }
     Ok(())
 }

@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use jq_core::periodic::{Fire, FireOutcome};
-use jq_core::storage::{ClaimRequest, Election, Layer, LeaseRef, LeaseToken, Settled, Settlement, Storage, StorageExt};
+use jq_core::storage::{
+    ClaimRequest, Election, LeaseRef, LeaseToken, Settled, Settlement, Storage, StorageExt, Wrapper,
+};
 use jq_core::{Clock, Job, JobFilter, JobId, QueueLimits, QueueName, Rate, Result, State, Stats, Timestamp};
 use jq_testkit::{Harness, MemoryHarness, MemoryStorage};
 
@@ -47,9 +49,9 @@ struct Mutant {
     retried: Arc<Mutex<BTreeMap<String, u64>>>,
 }
 
-/// Only the mutated operations: every other one forwards ([`Layer`]).
+/// Only the mutated operations: every other one forwards ([`Wrapper`]).
 #[async_trait]
-impl Layer for Mutant {
+impl Wrapper for Mutant {
     type Inner = MemoryStorage;
     fn inner(&self) -> &MemoryStorage {
         &self.inner
@@ -233,7 +235,7 @@ fn scenarios_catch_an_election_everyone_wins() {
 }
 
 #[test]
-fn scenarios_catch_a_schedule_step_without_its_comparison() {
+fn scenarios_catch_a_periodic_step_without_its_comparison() {
     let h = MutantHarness::new(Bug::FireUncompared);
     assert!(fails(|| {
         jq_testkit::__private::block_on(jq_testkit::scenarios::periodic_one_job_per_tick_under_racing_pools(&h))

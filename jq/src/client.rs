@@ -144,7 +144,7 @@ impl<S: Storage> Client<S> {
     /// [`Client::cancel`] with a reason stored with the request of a
     /// running job (shown by `jqctl get` and the dashboard).
     pub async fn cancel_because(&self, id: JobId, reason: &str) -> Result<CancelAnswer> {
-        let answer = match self.storage.as_cancellation() {
+        let answer = match self.storage.capabilities().cancellation {
             Some(cancels) => cancels.request_cancel(id, reason).await?,
             None => {
                 self.storage.cancel(id).await?;
@@ -266,7 +266,7 @@ impl<S: Storage> Client<S> {
     /// The optional capabilities the store declares; a call that needs one
     /// it lacks fails with [`Error::Unsupported`].
     pub fn capabilities(&self) -> Vec<Capability> {
-        self.storage.capabilities()
+        self.storage.capabilities().declared()
     }
 
     /// A worker pool over this client's store, with the pool's defaults and

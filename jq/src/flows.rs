@@ -12,6 +12,7 @@ use serde::de::DeserializeOwned;
 use tracing::Instrument;
 
 use crate::Client;
+use crate::enqueued::EnqueuedWorkflow;
 use crate::tx::TransactionalWorkflows;
 
 /// The first pause of [`Client::wait`]'s polling; it doubles up to
@@ -19,34 +20,6 @@ use crate::tx::TransactionalWorkflows;
 const WAIT_POLL_MIN: Duration = Duration::from_millis(5);
 /// The longest pause of [`Client::wait`]'s polling.
 const WAIT_POLL_MAX: Duration = Duration::from_millis(250);
-
-/// What [`Client::enqueue_workflow`] stored: the workflow's id and each
-/// step's job id, in step order (parents first).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EnqueuedWorkflow {
-    /// The workflow.
-    pub id: WorkflowId,
-    /// Each step's name and job id, parents first.
-    pub steps: Vec<(String, JobId)>,
-}
-
-impl EnqueuedWorkflow {
-    /// The job id of step `name`.
-    pub fn job(&self, name: &str) -> Option<JobId> {
-        self.steps.iter().find(|(n, _)| n == name).map(|(_, id)| *id)
-    }
-
-    /// A batch's callback job ([`Batch::CALLBACK`]).
-    pub fn callback(&self) -> Option<JobId> {
-        self.job(Batch::CALLBACK)
-    }
-
-    /// The stored `plan`, with the ids the store returned in step order.
-    pub(crate) fn of(plan: WorkflowPlan, ids: Vec<JobId>) -> Self {
-        let steps = plan.steps.into_iter().map(|s| s.name).zip(ids).collect();
-        EnqueuedWorkflow { id: plan.id, steps }
-    }
-}
 
 impl<S: Storage> Client<S> {
     /// Checks `workflow` (unknown step names and cycles are refused here,

@@ -73,7 +73,7 @@
 //!   per tick, however many pools run).
 //! - [`storage`]: what a backend author implements (the core
 //!   [`storage::Storage`] and the optional capabilities), what wrappers
-//!   use ([`storage::Layer`]), and the low-level calls the pool makes.
+//!   use ([`storage::Wrapper`]), and the low-level calls the pool makes.
 //!   [`Backend`] is a [`storage::Storage`] over whichever backend a URL
 //!   named; a backend of your own works everywhere a built-in one does:
 //!   `Client::new(my_storage)`.
@@ -89,6 +89,7 @@
 
 mod backend;
 mod client;
+mod enqueued;
 mod error;
 mod flows;
 mod tx;
@@ -96,8 +97,8 @@ mod url;
 
 pub use backend::{Backend, ConnectOptions};
 pub use client::Client;
+pub use enqueued::EnqueuedWorkflow;
 pub use error::SetupError;
-pub use flows::EnqueuedWorkflow;
 pub use tx::{Transactional, TransactionalWorkflows};
 pub use url::BackendUrl;
 

@@ -18,7 +18,7 @@ use std::pin::Pin;
 use jq_core::workflow::WorkflowPlan;
 use jq_core::{JobId, NewJob, Result};
 
-use crate::flows::EnqueuedWorkflow;
+use crate::enqueued::EnqueuedWorkflow;
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 use crate::backend::Backend;

@@ -142,6 +142,30 @@ fn a_backend_left_out_names_its_feature() {
     });
 }
 
+/// A resent enqueue names the job's id (`JobBuilder::id`), as an HTTP
+/// producer's `id` does: the second send stores nothing and answers the
+/// stored job's id, whatever it sends with it.
+async fn a_resent_enqueue_stores_one_job<S: jq::storage::Storage>(client: &jq::Client<S>) {
+    use jq::{JobId, NewJob, Payload};
+    let id = JobId::new();
+    let first = NewJob::builder("ship", Payload::from_json(r#"{"order":1}"#).unwrap()).queue("resends").id(id);
+    assert_eq!(client.enqueue(first).await.unwrap(), id);
+    let resend = NewJob::builder("ship", Payload::from_json(r#"{"order":2}"#).unwrap()).queue("resends").id(id);
+    assert_eq!(client.enqueue(resend).await.unwrap(), id, "the resend answers the stored id");
+    let stored = client.get(id).await.unwrap();
+    assert_eq!(stored.payload.as_str(), r#"{"order":1}"#, "the stored job is left as it is");
+    assert_eq!(client.stats().await.unwrap().queues["resends"].total(), 1, "one job stored");
+    let built = NewJob::builder("ship", Payload::from_json("{}").unwrap()).build().unwrap();
+    assert_ne!(built.id, id, "without an id, each build makes a fresh one");
+}
+
+#[test]
+fn a_resent_enqueue_stores_one_job_in_memory() {
+    jq_testkit::__private::block_on(async {
+        a_resent_enqueue_stores_one_job(&jq::Client::new(jq_testkit::MemoryStorage::new())).await;
+    });
+}
+
 #[cfg(feature = "sqlite")]
 mod sqlite {
     use std::time::Duration;
@@ -196,6 +220,15 @@ mod sqlite {
             let at = manual.now() + chrono::TimeDelta::seconds(5);
             let id = client.enqueue(NewJob::typed(&ShipOrder { order: 3 }).run_at(at)).await.unwrap();
             assert_eq!(client.get(id).await.unwrap().run_at, at);
+            ns.cleanup().await;
+        });
+    }
+
+    #[test]
+    fn a_resent_enqueue_stores_one_job_on_sqlite() {
+        jq_testkit::__private::block_on(async {
+            let ns = Namespace::sqlite();
+            a_resent_enqueue_stores_one_job(&client(&ns, &ManualClock::starting_now()).await).await;
             ns.cleanup().await;
         });
     }

@@ -43,9 +43,9 @@ use std::time::Duration;
 
 use jq::periodic::{Fire, FireOutcome, PeriodicInfo};
 use jq::storage::{
-    Beat, CancelAnswer, CancelStorage, ClaimRequest, ControlStorage, Election, Leader, LeaseRef, LeaseToken, Outcome,
-    PeriodicStorage, ProgressReport, RoleStorage, Settled, Settlement, Storage, ThroughputStorage, WorkSignal,
-    async_trait,
+    Beat, CancelAnswer, CancelStorage, Capabilities, ClaimRequest, ControlStorage, Election, Leader, LeaseRef,
+    LeaseToken, Outcome, PeriodicStorage, ProgressReport, RoleStorage, Settled, Settlement, Storage, ThroughputStorage,
+    WorkSignal, async_trait,
 };
 use jq::storage::{add, storable_message};
 use jq::{
@@ -398,24 +398,16 @@ impl Storage for IndexedStorage {
     fn clock(&self) -> Clock {
         self.clock.clone()
     }
-    fn as_roles(&self) -> Option<&dyn RoleStorage> {
-        Some(self)
-    }
-    fn as_periodic(&self) -> Option<&dyn PeriodicStorage> {
-        Some(self)
-    }
-    fn as_controls(&self) -> Option<&dyn ControlStorage> {
-        Some(self)
-    }
-    fn as_throughput(&self) -> Option<&dyn ThroughputStorage> {
-        Some(self)
-    }
-    fn as_cancellation(&self) -> Option<&dyn CancelStorage> {
-        Some(self)
-    }
-
-    fn as_workflows(&self) -> Option<&dyn jq::storage::WorkflowStorage> {
-        Some(self)
+    fn capabilities(&self) -> Capabilities<'_> {
+        Capabilities {
+            roles: Some(self),
+            periodic: Some(self),
+            controls: Some(self),
+            throughput: Some(self),
+            cancellation: Some(self),
+            workflows: Some(self),
+            ..Capabilities::NONE
+        }
     }
 }
 

@@ -15,8 +15,9 @@
 //! typed enqueue, worker pools (each maintains on its own: promote, recover
 //! and purge are safe from many processes). Calls that need a capability
 //! (`Client::pause`, a pool with a periodic job) fail with
-//! [`Error::Unsupported`]; add one by implementing its trait and returning
-//! `Some(self)` from its accessor, as `IndexedStorage` in `lib.rs` does.
+//! [`Error::Unsupported`]; add one by implementing its trait and declaring
+//! it in `Storage::capabilities` (`Capabilities { roles: Some(self), ..
+//! Capabilities::NONE }`), as `IndexedStorage` in `lib.rs` does.
 
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
@@ -370,6 +371,6 @@ impl Storage for MinimalStorage {
         self.clock.clone()
     }
 
-    // No `as_roles`, `as_periodic`, `as_controls` or `as_throughput`: the
-    // defaults answer `None`, which is what makes this backend core-only.
+    // No `capabilities`: the default answers `Capabilities::NONE`, which is
+    // what makes this backend core-only.
 }

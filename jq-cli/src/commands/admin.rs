@@ -18,7 +18,7 @@ use crate::view;
 /// capability), and says which; a job already finished is a refusal (exit
 /// 2), except one already cancelled (a cancel sent again).
 pub async fn cancel<S: Storage>(storage: &S, id: JobId, reason: &str, json: bool) -> CliResult {
-    let answer = match storage.as_cancellation() {
+    let answer = match storage.capabilities().cancellation {
         Some(cancels) => cancels.request_cancel(id, reason).await?,
         None => {
             storage.cancel(id).await?;

@@ -34,7 +34,7 @@ fn json_of(p: &Payload) -> serde_json::Value {
 /// result.
 pub async fn get<S: Storage>(storage: &S, id: JobId, json: bool) -> CliResult {
     let job = storage.get(id).await?;
-    let (links, result) = match storage.as_workflows() {
+    let (links, result) = match storage.capabilities().workflows {
         Some(flows) => {
             let links = flows.links(id).await?;
             let result = flows.result(id).await?;

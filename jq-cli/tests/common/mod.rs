@@ -167,7 +167,7 @@ pub mod scenarios {
         }
     }
 
-    pub fn enqueue_reads_payload_from_file_and_stdin_and_schedules(s: &Store) {
+    pub fn enqueue_reads_payload_from_file_and_stdin_and_delays(s: &Store) {
         std::fs::write(s.dir.path().join("p.json"), r#"{"from":"file"}"#).unwrap();
         let from_file = s.enqueue(&["k", "@p.json"]);
         assert_eq!(s.json(&["get", &from_file])["payload"]["from"], "file");
@@ -218,7 +218,7 @@ pub mod scenarios {
         assert_eq!(all.len(), 6);
         assert_eq!(stats["total"]["total"], 6);
         for queue in ["a", "b"] {
-            for state in ["scheduled", "pending", "running", "completed", "dead", "cancelled"] {
+            for state in jq::State::ALL.map(jq::State::as_str) {
                 let listed = s.json(&["list", "--queue", queue, "--state", state]).as_array().unwrap().len();
                 assert_eq!(stats["queues"][queue][state], listed as u64, "queue {queue} state {state}");
             }

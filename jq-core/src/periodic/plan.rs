@@ -1,9 +1,10 @@
 //! What one round does for one periodic job: pure code from the stored row,
 //! the periodic job and the pool's clock, unit-tested here.
 
+use super::declared::{DECLARE_REFRESH, MAX_TICKS_PER_ROUND, MissedPolicy, Periodic};
+use super::stored::PeriodicInfo;
+use super::ticks::ticks_between;
 use crate::clock::{Timestamp, add};
-use crate::periodic::ticks::ticks_between;
-use crate::periodic::{DECLARE_REFRESH, MAX_TICKS_PER_ROUND, MissedPolicy, Periodic, PeriodicInfo};
 
 /// One step of a periodic job, before its jobs are built.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -35,7 +36,7 @@ pub struct Plan {
 ///   the others run. The cursor moves to the last due tick either way.
 /// - Over [`MAX_TICKS_PER_ROUND`] due ticks: the first that many are
 ///   counted as missed and the rest wait for the next round.
-pub fn plan(schedule: &Periodic, stored: Option<&PeriodicInfo>, now: Timestamp) -> Option<Plan> {
+pub fn plan(periodic: &Periodic, stored: Option<&PeriodicInfo>, now: Timestamp) -> Option<Plan> {
     let Some(row) = stored else {
         return Some(Plan {
             expected: None,
@@ -47,18 +48,18 @@ pub fn plan(schedule: &Periodic, stored: Option<&PeriodicInfo>, now: Timestamp) 
             last_missed: None,
         });
     };
-    let (due, more) = ticks_between(schedule.spec(), schedule.zone(), row.cursor, now, MAX_TICKS_PER_ROUND);
+    let (due, more) = ticks_between(periodic.spec(), periodic.zone(), row.cursor, now, MAX_TICKS_PER_ROUND);
     let cursor = due.last().copied().unwrap_or(row.cursor);
     let (ticks, skipped) = if more {
         (Vec::new(), due.as_slice())
     } else {
-        let on_time = chrono::Duration::from_std(schedule.grace())
+        let on_time = chrono::Duration::from_std(periodic.grace())
             .ok()
             .and_then(|g| now.checked_sub_signed(g))
             .unwrap_or(Timestamp::MIN_UTC);
         let late = due.partition_point(|t| *t <= on_time);
         let (missed, fresh) = due.split_at(late);
-        let keep = match schedule.missed() {
+        let keep = match periodic.missed() {
             MissedPolicy::Skip => 0,
             MissedPolicy::Latest => missed.len().min(1),
             MissedPolicy::All { cap } => missed.len().min(cap),
@@ -69,9 +70,9 @@ pub fn plan(schedule: &Periodic, stored: Option<&PeriodicInfo>, now: Timestamp) 
         (ticks, skipped)
     };
     let declared = add(row.declared_at, DECLARE_REFRESH) > now
-        && row.spec == schedule.spec().text()
-        && row.zone == schedule.zone().name()
-        && row.queue == schedule.queue().as_str();
+        && row.spec == periodic.spec().text()
+        && row.zone == periodic.zone().name()
+        && row.queue == periodic.queue().as_str();
     if due.is_empty() && row.triggered_at.is_none() && declared {
         return None;
     }
@@ -124,7 +125,7 @@ mod tests {
     }
 
     #[test]
-    fn a_new_schedule_starts_now() {
+    fn a_new_periodic_job_starts_now() {
         let s = hourly(MissedPolicy::Latest);
         let p = plan(&s, None, utc("2026-01-01T10:20:00Z")).unwrap();
         assert_eq!((p.expected, p.cursor, p.ticks.len()), (None, utc("2026-01-01T10:20:00Z"), 0));

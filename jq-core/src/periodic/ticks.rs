@@ -69,10 +69,7 @@ impl Spec {
     /// milliseconds.
     pub fn every(interval: Duration) -> Result<Spec> {
         if interval < Duration::from_secs(1) || !interval.subsec_nanos().is_multiple_of(1_000_000) {
-            return Err(Error::invalid(
-                "schedule interval",
-                format!("{interval:?}: use at least 1 s, in whole milliseconds"),
-            ));
+            return Err(Error::invalid("interval", format!("{interval:?}: use at least 1 s, in whole milliseconds")));
         }
         Ok(Spec::Every(interval))
     }
@@ -82,7 +79,7 @@ impl Spec {
     /// as `jqctl periodic list` computing the next tick).
     pub fn parse(text: &str) -> Result<Spec> {
         let Some(every) = text.strip_prefix("every ") else { return Spec::cron(text) };
-        let bad = || Error::invalid("schedule interval", format!("{text:?}: use every Ns or every Nms"));
+        let bad = || Error::invalid("interval", format!("{text:?}: use every Ns or every Nms"));
         let interval = match every.strip_suffix("ms") {
             Some(ms) => Duration::from_millis(ms.parse().map_err(|_| bad())?),
             None => Duration::from_secs(every.strip_suffix('s').ok_or_else(bad)?.parse().map_err(|_| bad())?),

@@ -8,10 +8,9 @@
 //! The whole contract, races included, is in `docs/CONTRACT.md`
 //! ("Cancelling a running job").
 
-use async_trait::async_trait;
-
 use crate::error::{Error, Result};
-use crate::job::{JobId, LeaseRef, State};
+use crate::job::LeaseRef;
+use crate::state::State;
 
 /// Longest progress value a handler may report, in bytes of JSON text.
 pub const MAX_PROGRESS_BYTES: usize = 4096;
@@ -19,36 +18,7 @@ pub const MAX_PROGRESS_BYTES: usize = 4096;
 /// boundary.
 pub const MAX_CANCEL_REASON_BYTES: usize = 512;
 
-/// Cancelling running jobs, and their progress ([`Capability::Cancellation`](crate::storage::Capability::Cancellation)).
-#[async_trait]
-pub trait CancelStorage: Send + Sync {
-    /// Cancels job `id` whatever its state, atomically:
-    ///
-    /// - Scheduled or Pending: Cancelled now, as [`Storage::cancel`](super::Storage::cancel)
-    ///   does: [`CancelAnswer::Cancelled`].
-    /// - Running: a [`CancelRequest`](crate::job::CancelRequest) is stored
-    ///   on the job (now, `reason`) unless one is (a resend keeps the
-    ///   first): [`CancelAnswer::Requested`]. The job stays Running; every
-    ///   heartbeat of its lease reports it in [`Beat::cancel`](super::Beat::cancel)
-    ///   until it is settled, and recover ends it Cancelled instead of
-    ///   handing it on when its lease expires.
-    /// - Completed, Dead or Cancelled: nothing changes:
-    ///   [`CancelAnswer::Finished`] with the state (a cancel that came too
-    ///   late, or the resend of one that already took effect).
-    ///
-    /// [`Error::NotFound`] for an unknown id. `reason` goes through
-    /// [`cancel_reason`] first.
-    async fn request_cancel(&self, id: JobId, reason: &str) -> Result<CancelAnswer>;
-
-    /// Stores each report's value as its job's `progress`, fenced like a
-    /// settlement: a report whose lease is stale (token not the job's, or
-    /// the job no longer Running) changes nothing and its id is returned.
-    /// Values go through [`check_progress`] first (the pool checks them
-    /// when the handler reports them).
-    async fn progress(&self, reports: &[ProgressReport]) -> Result<Vec<JobId>>;
-}
-
-/// What [`CancelStorage::request_cancel`] did.
+/// What [`CancelStorage::request_cancel`](super::CancelStorage::request_cancel) did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CancelAnswer {
     /// The job had not started: it is Cancelled now.

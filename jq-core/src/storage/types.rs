@@ -1,14 +1,14 @@
 //! The values the core [`Storage`](super::Storage) operations take and
 //! return.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::clock::Timestamp;
 use crate::error::{Error, Result};
-use crate::job::{Job, JobId, LeaseRef, LeaseToken, QueueName, State};
+use crate::id::{JobId, LeaseToken};
+use crate::job::{LeaseRef, QueueName};
+use crate::state::State;
 
 /// What [`Storage::claim`](super::Storage::claim) is asked for.
 #[derive(Clone, Debug)]
@@ -127,130 +127,6 @@ pub struct Settlement {
 /// [`Error::LeaseLost`](crate::Error::LeaseLost) when the token was stale
 /// (nothing changed).
 pub type Settled = Result<State>;
-
-/// Which jobs [`Storage::list`](super::Storage::list) returns. Results are ordered by id
-/// (creation order); page with `after`.
-#[derive(Clone, Debug, Default)]
-pub struct JobFilter {
-    /// Only this queue.
-    pub queue: Option<QueueName>,
-    /// Only this state.
-    pub state: Option<State>,
-    /// Only this kind.
-    pub kind: Option<String>,
-    /// Only ids greater than this (the last id of the previous page).
-    pub after: Option<JobId>,
-    /// At most this many; 0 means [`JobFilter::DEFAULT_LIMIT`].
-    pub limit: usize,
-}
-
-impl JobFilter {
-    /// Page size when `limit` is 0.
-    pub const DEFAULT_LIMIT: usize = 100;
-
-    /// The effective page size.
-    pub fn page_size(&self) -> usize {
-        if self.limit == 0 { Self::DEFAULT_LIMIT } else { self.limit }
-    }
-
-    /// True when `job` passes the queue, state, kind and `after` filters.
-    pub fn matches(&self, job: &Job) -> bool {
-        self.queue.as_ref().is_none_or(|q| *q == job.queue)
-            && self.state.is_none_or(|s| s == job.state)
-            && self.kind.as_ref().is_none_or(|k| *k == job.kind)
-            && self.after.is_none_or(|a| job.id > a)
-    }
-}
-
-/// Job counts per state of one queue.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StateCounts {
-    counts: [u64; 7],
-}
-
-impl StateCounts {
-    /// The count of `state`.
-    pub fn get(&self, state: State) -> u64 {
-        self.counts[state_index(state)]
-    }
-
-    /// Sets the count of `state`.
-    pub fn set(&mut self, state: State, n: u64) {
-        self.counts[state_index(state)] = n;
-    }
-
-    /// Adds `n` to the count of `state`.
-    pub fn add(&mut self, state: State, n: u64) {
-        self.counts[state_index(state)] += n;
-    }
-
-    /// All jobs of the queue.
-    pub fn total(&self) -> u64 {
-        self.counts.iter().sum()
-    }
-}
-
-fn state_index(state: State) -> usize {
-    State::ALL.iter().position(|s| *s == state).unwrap_or(0)
-}
-
-/// Counts by queue and state. Queues with no job are absent.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Stats {
-    /// Per queue.
-    pub queues: BTreeMap<String, StateCounts>,
-}
-
-impl Stats {
-    /// The count of `state` over every queue.
-    pub fn total(&self, state: State) -> u64 {
-        self.queues.values().map(|c| c.get(state)).sum()
-    }
-}
-
-/// The jobs of one queue that finished in one minute, for throughput
-/// charts; see [`ThroughputStorage::throughput`](super::ThroughputStorage::throughput).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Throughput {
-    /// The queue.
-    pub queue: String,
-    /// The minute's first instant (UTC, whole minute).
-    pub minute: Timestamp,
-    /// Jobs that reached Completed in it.
-    pub completed: u64,
-    /// Jobs that reached Dead in it.
-    pub dead: u64,
-}
-
-impl Throughput {
-    /// [`ThroughputStorage::throughput`](super::ThroughputStorage::throughput) over jobs in memory: the reference the
-    /// conformance suite holds backends to, and what an in-memory backend
-    /// can return as it is.
-    pub fn tally<'a>(jobs: impl IntoIterator<Item = &'a Job>, since: Timestamp) -> Vec<Throughput> {
-        let since = minute_of(since);
-        let mut counts: BTreeMap<(String, Timestamp), (u64, u64)> = BTreeMap::new();
-        for job in jobs {
-            let Some(finished) = job.finished_at.filter(|t| *t >= since) else { continue };
-            let entry = counts.entry((job.queue.as_str().to_owned(), minute_of(finished))).or_default();
-            match job.state {
-                State::Completed => entry.0 += 1,
-                State::Dead => entry.1 += 1,
-                _ => {}
-            }
-        }
-        counts
-            .into_iter()
-            .filter(|(_, (completed, dead))| completed + dead > 0)
-            .map(|((queue, minute), (completed, dead))| Throughput { queue, minute, completed, dead })
-            .collect()
-    }
-}
-
-/// The start of the minute `t` falls in.
-pub fn minute_of(t: Timestamp) -> Timestamp {
-    let micros = t.timestamp_micros();
-    crate::clock::from_micros(micros - micros.rem_euclid(60_000_000))
-}
 
 /// A signal that work may have arrived; see [`Storage::subscribe`](super::Storage::subscribe). The
 /// value is a counter that only matters by changing.

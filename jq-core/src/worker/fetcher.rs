@@ -32,9 +32,10 @@ use tracing::Instrument;
 use super::cancel::RunControl;
 use super::failure::Failure;
 use super::heartbeat::Inflight;
+use super::pace::{ErrorBackoff, jitter};
 use super::prefetch::Prefetch;
-use super::{ErrorBackoff, jitter};
-use crate::job::{Job, LeaseToken};
+use crate::id::LeaseToken;
+use crate::job::Job;
 use crate::storage::{ClaimRequest, Storage, WorkSignal};
 
 /// A claimed job on its way to an executor.

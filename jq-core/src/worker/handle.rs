@@ -33,19 +33,18 @@ use tokio::task::JoinHandle;
 use tokio::time::{Instant, timeout_at};
 use tokio_util::sync::CancellationToken;
 
-use super::Config;
+use super::config::{Config, MAX_DEFAULT_HEARTBEAT};
 use super::executor::Executor;
 use super::failure::Failure;
 use super::fetcher::{Claimed, Fetcher};
 use super::handler::ErasedHandler;
 use super::heartbeat::{Heartbeat, Inflight};
 use super::maintenance::Maintenance;
-use super::periodic::Cron;
+use super::periodic::{PeriodicRunner, PeriodicTask};
 use super::prefetch::Prefetch;
 use super::settler::{self, Finished};
 use crate::error::Result;
 use crate::job::QueueName;
-use crate::periodic::PeriodicRunner;
 use crate::storage::{ClaimRequest, Outcome, Storage};
 
 /// A running pool. Shut it down with [`WorkerHandle::shutdown`]; dropping
@@ -132,7 +131,7 @@ pub(crate) fn start<S: Storage>(
     queues: Vec<QueueName>,
     handlers: HashMap<String, ErasedHandler>,
     fallback: Option<ErasedHandler>,
-    scheduler: PeriodicRunner,
+    runner: PeriodicRunner,
 ) -> WorkerHandle {
     let storage = Arc::new(storage);
     let stop = CancellationToken::new();
@@ -194,7 +193,7 @@ pub(crate) fn start<S: Storage>(
     let heartbeat = Heartbeat {
         storage: storage.clone(),
         inflight: inflight.clone(),
-        interval: config.heartbeat_interval.unwrap_or((config.lease / 3).min(super::MAX_DEFAULT_HEARTBEAT)),
+        interval: config.heartbeat_interval.unwrap_or((config.lease / 3).min(MAX_DEFAULT_HEARTBEAT)),
         lease: config.lease,
         halt: halt.clone(),
         failure: failure.clone(),
@@ -217,11 +216,11 @@ pub(crate) fn start<S: Storage>(
             .run(),
         )
     });
-    let cron = (!scheduler.periodic().is_empty()).then(|| {
+    let periodic = (!runner.periodic().is_empty()).then(|| {
         tokio::spawn(
-            Cron {
+            PeriodicTask {
                 storage: storage.clone(),
-                scheduler,
+                runner,
                 interval: config.periodic_interval,
                 stop: stop.clone(),
                 failure: failure.clone(),
@@ -240,7 +239,7 @@ pub(crate) fn start<S: Storage>(
         settler,
         heartbeat,
         maintenance,
-        cron,
+        periodic,
         jobs: jobs_rx,
         finished: finished_tx,
     };
@@ -260,7 +259,7 @@ struct Shutdown {
     settler: JoinHandle<()>,
     heartbeat: oneshot::Receiver<()>,
     maintenance: Option<JoinHandle<()>>,
-    cron: Option<JoinHandle<()>>,
+    periodic: Option<JoinHandle<()>>,
     jobs: async_channel::Receiver<Claimed>,
     finished: mpsc::Sender<Finished>,
 }
@@ -313,8 +312,8 @@ impl Shutdown {
         if let Some(maintenance) = self.maintenance {
             bounded("maintenance", maintenance, flush_until).await;
         }
-        if let Some(cron) = self.cron {
-            bounded("schedules", cron, flush_until).await;
+        if let Some(periodic) = self.periodic {
+            bounded("periodic jobs", periodic, flush_until).await;
         }
         // Executors are gone; dropping the last sender lets the settler
         // end once it has flushed everything.
@@ -364,7 +363,7 @@ fn workflow_access<S: Storage>(
     storage: &Arc<S>,
     max_result_bytes: usize,
 ) -> Option<Arc<super::handler::WorkflowAccess>> {
-    storage.as_workflows()?;
+    storage.capabilities().workflows?;
     let storage = storage.clone();
     let parents: super::handler::ParentReader = Arc::new(move |id| {
         let storage = storage.clone();

@@ -10,7 +10,8 @@ use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use super::cancel::RunControl;
-use crate::job::{Job, JobId, JobType, LeaseRef, Payload, QueueName};
+use crate::id::JobId;
+use crate::job::{Job, JobType, LeaseRef, Payload, QueueName};
 use crate::workflow::ParentResult;
 
 /// What a handler returns: `Ok(())` acks the job.

@@ -22,10 +22,11 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use super::ErrorBackoff;
 use super::cancel::RunControl;
 use super::failure::Failure;
-use crate::job::{JobId, LeaseRef, LeaseToken};
+use super::pace::ErrorBackoff;
+use crate::id::{JobId, LeaseToken};
+use crate::job::LeaseRef;
 use crate::storage::{ProgressReport, Storage};
 
 /// One held lease and the control that stops its handler.
@@ -278,7 +279,7 @@ impl<S: Storage> Heartbeat<S> {
         if pending.is_empty() {
             return;
         }
-        let Some(cancels) = storage.as_cancellation() else { return };
+        let Some(cancels) = storage.capabilities().cancellation else { return };
         let reports: Vec<ProgressReport> = pending.iter().map(|(r, _)| r.clone()).collect();
         let sent = tokio::select! {
             _ = self.halt.cancelled() => return,

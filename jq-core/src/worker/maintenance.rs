@@ -5,7 +5,7 @@
 //! Each operation is idempotent and safe from many processes at once, but
 //! every pool running them multiplies the store's work by the number of
 //! pools. So the pools elect one maintainer: the task campaigns for the
-//! [`ROLE`] every quarter of the maintenance lease ([`RoleStorage::elect`], held
+//! [`MAINTENANCE_ROLE`] every quarter of the maintenance lease ([`RoleStorage::elect`], held
 //! for three quarters of it, so two renewals may fail), and the
 //! jittered loops run only while this pool holds the role. The others keep
 //! campaigning and take over within one maintenance lease when the holder
@@ -20,15 +20,12 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::failure::Failure;
-use super::jitter;
+use super::pace::jitter;
 use super::retention::Retention;
 use crate::clock::Timestamp;
 use crate::error::Error;
-use crate::job::LeaseToken;
-use crate::storage::{Election, RoleStorage, Storage};
-
-/// The role the maintaining pool holds.
-pub const ROLE: &str = "maintenance";
+use crate::id::LeaseToken;
+use crate::storage::{Election, MAINTENANCE_ROLE, RoleStorage, Storage};
 
 /// What maintenance needs.
 pub(crate) struct Maintenance<S> {
@@ -53,12 +50,12 @@ impl<S: Storage> Maintenance<S> {
     /// fires; then resigns.
     pub(crate) async fn run(self) {
         let election = Election {
-            role: ROLE.to_owned(),
+            role: MAINTENANCE_ROLE.to_owned(),
             token: LeaseToken::new(),
             holder: self.holder.clone(),
             ttl: self.lease * 3 / 4,
         };
-        let Some(roles) = self.storage.as_roles() else {
+        let Some(roles) = self.storage.capabilities().roles else {
             // Without named roles there is no election: this pool maintains
             // alongside any other, which the operations allow (idempotent,
             // safe from many processes), at the cost of repeated work.
@@ -84,7 +81,7 @@ impl<S: Storage> Maintenance<S> {
             _ = self.work(elected) => {}
         }
         // A no-op unless the role is ours.
-        match roles.resign(ROLE, election.token).await {
+        match roles.resign(MAINTENANCE_ROLE, election.token).await {
             Ok(()) => tracing::debug!("maintenance role handed back"),
             Err(error) => {
                 tracing::warn!(%error, "resigning the maintenance role failed; it frees itself when its lease expires")

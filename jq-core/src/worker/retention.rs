@@ -12,7 +12,7 @@
 
 use std::time::Duration;
 
-use crate::job::State;
+use crate::state::State;
 
 /// Default time a Completed job is kept: a day.
 pub const DEFAULT_KEEP_COMPLETED: Duration = Duration::from_secs(24 * 3600);

@@ -16,9 +16,9 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use super::ErrorBackoff;
 use super::failure::Failure;
 use super::heartbeat::Inflight;
+use super::pace::ErrorBackoff;
 use crate::error::Error;
 use crate::job::LeaseRef;
 use crate::observe::JobMetrics;

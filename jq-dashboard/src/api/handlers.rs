@@ -250,7 +250,7 @@ fn view(job: jq::Result<jq::Job>) -> ApiResult<JobView> {
 /// `view` with the job's result, when it is Completed on a backend that
 /// keeps results (one more read, only then).
 async fn with_result<S: Storage>(api: &Api<S>, mut view: JobView) -> ApiResult<JobView> {
-    if view.state == StateName::Completed && api.client.storage().as_workflows().is_some() {
+    if view.state == StateName(jq::State::Completed) && api.client.storage().capabilities().workflows.is_some() {
         let result = api.client.result(JobId(view.id)).await.map_err(|e| ApiError::from_core(e, ""))?;
         view.result = match result {
             Some(payload) => Some(RawValue::from_string(payload.as_str().to_owned()).map_err(|e| {

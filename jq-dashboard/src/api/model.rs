@@ -5,10 +5,12 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use jq::{JobId, NewJob, Payload, Priority, State};
+use jq::{JobId, NewJob, Payload, Priority, State, StateCounts};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use utoipa::ToSchema;
+use utoipa::openapi::RefOr;
+use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, Schema, SchemaFormat, Type};
 
 use super::error::{ApiError, ApiResult};
 
@@ -129,13 +131,13 @@ impl EnqueueRequest {
         if let Some(key) = self.key {
             builder = builder.key(key);
         }
-        let mut job = builder.build_at(now).map_err(|e| ApiError::from_core(e, prefix))?;
+        if let Some(id) = self.id {
+            builder = builder.id(JobId(id));
+        }
+        let job = builder.build_at(now).map_err(|e| ApiError::from_core(e, prefix))?;
         // Every text against what every backend stores (the size limit is
         // the backend's, checked when it stores the batch).
         job.check_payload(usize::MAX).map_err(|e| ApiError::from_core(e, prefix))?;
-        if let Some(id) = self.id {
-            job.id = JobId(id);
-        }
         Ok(job)
     }
 }
@@ -222,40 +224,30 @@ impl From<Priority> for PriorityName {
     }
 }
 
-/// A job's state; `completed`, `dead` and `cancelled` are final.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum StateName {
-    /// Waiting for its parents in a workflow to finish.
-    Waiting,
-    /// Waiting for its `run_at`.
-    Scheduled,
-    /// Claimable.
-    Pending,
-    /// Held by a worker.
-    Running,
-    /// Its handler succeeded.
-    Completed,
-    /// It failed for good (attempts used up, or buried).
-    Dead,
-    /// Cancelled: before it ran, by a cancel request while it ran, or with a
-    /// failed parent.
-    Cancelled,
-}
+/// A job's state; `completed`, `dead` and `cancelled` are final. Its
+/// names are jq's ([`State::ALL`]), so the API and its schema gain a state
+/// with jq, never lag behind it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct StateName(pub State);
 
 impl From<State> for StateName {
     fn from(s: State) -> Self {
-        match s {
-            State::Waiting => StateName::Waiting,
-            State::Scheduled => StateName::Scheduled,
-            State::Pending => StateName::Pending,
-            State::Running => StateName::Running,
-            State::Completed => StateName::Completed,
-            State::Dead => StateName::Dead,
-            State::Cancelled => StateName::Cancelled,
-        }
+        StateName(s)
     }
 }
+
+impl utoipa::PartialSchema for StateName {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .description(Some("A job's state; `completed`, `dead` and `cancelled` are final."))
+            .enum_values(Some(State::ALL.map(State::as_str)))
+            .into()
+    }
+}
+
+impl ToSchema for StateName {}
 
 /// A stored job.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -370,43 +362,31 @@ pub struct StatsResponse {
     pub queues: BTreeMap<String, StateCountsView>,
 }
 
-/// One queue's job counts.
-#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
-pub struct StateCountsView {
-    /// Waiting for their parents in a workflow.
-    pub waiting: u64,
-    /// Waiting for their `run_at`.
-    pub scheduled: u64,
-    /// Claimable.
-    pub pending: u64,
-    /// Held by workers.
-    pub running: u64,
-    /// Succeeded (until purged by retention).
-    pub completed: u64,
-    /// Failed for good.
-    pub dead: u64,
-    /// Cancelled.
-    pub cancelled: u64,
+/// One queue's job counts: one per state of [`State::ALL`], by its name.
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct StateCountsView(pub StateCounts);
+
+impl utoipa::PartialSchema for StateCountsView {
+    fn schema() -> RefOr<Schema> {
+        let mut object = ObjectBuilder::new().schema_type(Type::Object).description(Some("One queue's job counts."));
+        for state in State::ALL {
+            let count = ObjectBuilder::new()
+                .schema_type(Type::Integer)
+                .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
+                .description(Some(format!("The number of `{state}` jobs.")))
+                .minimum(Some(0));
+            object = object.property(state.as_str(), count).required(state.as_str());
+        }
+        object.into()
+    }
 }
+
+impl ToSchema for StateCountsView {}
 
 impl From<jq::Stats> for StatsResponse {
     fn from(stats: jq::Stats) -> Self {
-        let queues = stats
-            .queues
-            .into_iter()
-            .map(|(queue, c)| {
-                let counts = StateCountsView {
-                    waiting: c.get(State::Waiting),
-                    scheduled: c.get(State::Scheduled),
-                    pending: c.get(State::Pending),
-                    running: c.get(State::Running),
-                    completed: c.get(State::Completed),
-                    dead: c.get(State::Dead),
-                    cancelled: c.get(State::Cancelled),
-                };
-                (queue, counts)
-            })
-            .collect();
+        let queues = stats.queues.into_iter().map(|(queue, counts)| (queue, StateCountsView(counts))).collect();
         StatsResponse { queues }
     }
 }

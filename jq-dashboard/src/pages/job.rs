@@ -30,13 +30,13 @@ pub(crate) async fn page<S: Storage>(
     let now = app.client.clock().now();
     // A store with workflows shows where the job stands in its own and
     // its result; the others have neither.
-    let (links, result) = match app.client.storage().as_workflows() {
+    let (links, result) = match app.client.storage().capabilities().workflows {
         Some(flows) => (Some(flows.links(job.id).await?), flows.result(job.id).await?),
         None => (None, None),
     };
     let body = html! {
         h1 { "Job " code { (job.id) } " " (state_badge(job.state)) }
-        @if !app.options.read_only { (actions(&base, &app.csrf, &job, app.client.storage().as_cancellation().is_some())) }
+        @if !app.options.read_only { (actions(&base, &app.csrf, &job, app.client.storage().capabilities().cancellation.is_some())) }
         dl.fields {
             dt { "Queue" } dd { a href=(base.to(&format!("/jobs?queue={}", crate::pages::urlencode(job.queue.as_str())))) { (job.queue) } }
             dt { "Kind" } dd { (job.kind) }

@@ -69,7 +69,7 @@ pub(crate) async fn page<S: Storage>(
     let chosen_queue = field(&filters.queue);
     let chosen_state = field(&filters.state);
     // One queue chosen on a store with keyed jobs: its busiest keys.
-    let keys = match (chosen_queue, app.client.storage().as_keys()) {
+    let keys = match (chosen_queue, app.client.storage().capabilities().keys) {
         (Some(queue), Some(keyed)) => Some(keyed.keys(&QueueName::new(queue)?, BUSIEST_KEYS).await?),
         _ => None,
     }

@@ -1,5 +1,5 @@
 //! The capabilities a backend declares
-//! ([`Storage::as_roles`], ...) are
+//! ([`Storage::capabilities`]) are
 //! exactly those its conformance run lists, and each one it lacks is
 //! refused with [`Error::Unsupported`] naming it: at the call, and when a
 //! worker pool that needs it starts.
@@ -50,7 +50,7 @@ async fn refuses_keyed_jobs<S: Storage>(storage: &S) {
     for id in ids {
         assert!(matches!(storage.get(id).await, Err(Error::NotFound { .. })), "and nothing of its batch is stored");
     }
-    if let Some(workflows) = storage.as_workflows() {
+    if let Some(workflows) = storage.capabilities().workflows {
         let plan = jq_core::workflow::Batch::new([job("no-keys", Some("tenant-1"))], job("no-keys", None))
             .plan()
             .expect("a plan");
@@ -60,7 +60,7 @@ async fn refuses_keyed_jobs<S: Storage>(storage: &S) {
             assert!(matches!(storage.get(id).await, Err(Error::NotFound { .. })), "and no step is stored");
         }
     }
-    if let Some(periodic) = storage.as_periodic() {
+    if let Some(periodic) = storage.capabilities().periodic {
         let keyed = job("no-keys", Some("tenant-1"));
         let id = keyed.id;
         let now = storage.clock().now();
@@ -89,7 +89,7 @@ async fn refuses_keyed_jobs<S: Storage>(storage: &S) {
 /// them), and refuses every other capability with `Unsupported`.
 pub async fn declares_its_capabilities<H: Harness>(h: &H, listed: &[&str]) {
     let storage = h.connect(Clock::system()).await;
-    let mut declared: Vec<&str> = storage.capabilities().into_iter().map(listed_name).collect();
+    let mut declared: Vec<&str> = storage.capabilities().declared().into_iter().map(listed_name).collect();
     let mut listed = listed.to_vec();
     declared.sort_unstable();
     listed.sort_unstable();

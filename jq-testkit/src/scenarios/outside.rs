@@ -77,7 +77,7 @@ pub async fn payload_with_a_nul_escape_is_refused<H: Harness>(h: &H) {
 /// Names with a NUL are refused with InvalidInput before anything changes:
 /// a kind, unique key or trace context of a job made without the builder
 /// (enqueue), a worker name (claim), a role holder's name (elect) and a
-/// schedule's expression (fire).
+/// periodic job's expression (fire).
 pub async fn names_with_a_nul_are_refused<H: Harness>(h: &H) {
     let clock = manual_clock();
     let storage = h.connect(clock.clock()).await;
@@ -110,7 +110,7 @@ pub async fn names_with_a_nul_are_refused<H: Harness>(h: &H) {
         ttl: Duration::from_secs(10),
     };
     // The capabilities' names, where the backend has them.
-    if let Some(roles) = storage.as_roles() {
+    if let Some(roles) = storage.capabilities().roles {
         let won = roles.elect(&bid).await;
         assert!(matches!(&won, Err(Error::InvalidInput { what: "holder", .. })), "{won:?}");
         assert!(roles.leaders().await.expect("leaders").is_empty());
@@ -128,9 +128,9 @@ pub async fn names_with_a_nul_are_refused<H: Harness>(h: &H) {
         missed: 0,
         last_missed: None,
     };
-    if let Some(periodic) = storage.as_periodic() {
+    if let Some(periodic) = storage.capabilities().periodic {
         let fired = periodic.fire(&fire).await;
-        assert!(matches!(&fired, Err(Error::InvalidInput { what: "schedule spec", .. })), "{fired:?}");
+        assert!(matches!(&fired, Err(Error::InvalidInput { what: "periodic job spec", .. })), "{fired:?}");
         assert!(periodic.periodic().await.expect("periodic jobs").is_empty());
     }
 }

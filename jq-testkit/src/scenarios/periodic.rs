@@ -16,7 +16,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use jq_core::periodic::{Fire, FireOutcome, MissedPolicy, Periodic, PeriodicBuilder, PeriodicInfo, PeriodicRunner};
 use jq_core::periodic::{ORPHAN_AFTER, Spec};
-use jq_core::storage::{Layer, Storage, StorageExt};
+use jq_core::storage::{Storage, StorageExt, Wrapper};
 use jq_core::{
     Error, HandlerResult, Job, JobContext, JobFilter, JobId, ManualClock, NewJob, Payload, QueueName, Timestamp,
     WorkerPool,
@@ -27,12 +27,12 @@ use crate::faults::{FaultyStorage, When};
 use jq_core::storage::Operation;
 
 /// A periodic job whose job, of kind `tick` on `queue`, carries its tick
-/// (`{"periodic job": name, "tick": rfc3339}`).
-pub fn tick_schedule(builder: PeriodicBuilder, name: &str, queue: &str) -> Periodic {
+/// (`{"periodic": name, "tick": rfc3339}`).
+pub fn tick_periodic(builder: PeriodicBuilder, name: &str, queue: &str) -> Periodic {
     let name = name.to_owned();
     builder
         .job_with(queue, move |tick| {
-            let payload = serde_json::json!({ "schedule": name, "tick": tick.to_rfc3339() });
+            let payload = serde_json::json!({ "periodic": name, "tick": tick.to_rfc3339() });
             NewJob::builder("tick", Payload::of(&payload).expect("a JSON payload"))
         })
         .expect("scenario queue names are valid")
@@ -47,7 +47,7 @@ pub async fn tick_jobs<S: Storage + ?Sized>(storage: &S, queue: &str) -> Vec<(St
     for id in crate::list_pages(storage, filter).await.concat() {
         let job = storage.get(id).await.expect("get");
         let value: serde_json::Value = serde_json::from_str(job.payload.as_str()).expect("JSON");
-        let name = value["schedule"].as_str().expect("schedule").to_owned();
+        let name = value["periodic"].as_str().expect("periodic").to_owned();
         let tick = DateTime::parse_from_rfc3339(value["tick"].as_str().expect("tick")).expect("rfc3339").to_utc();
         assert!(seen.insert((name.clone(), tick)), "two jobs for {name} at {tick}");
         out.push((name, tick));
@@ -60,11 +60,11 @@ fn utc(s: &str) -> Timestamp {
 }
 
 fn every_minute(name: &str, queue: &str) -> Periodic {
-    tick_schedule(Periodic::cron(name, "* * * * *").expect("cron"), name, queue)
+    tick_periodic(Periodic::cron(name, "* * * * *").expect("cron"), name, queue)
 }
 
 async fn row<S: Storage + ?Sized>(storage: &S, name: &str) -> PeriodicInfo {
-    let rows = storage.require_periodic().expect("periodic").periodic().await.expect("schedules");
+    let rows = storage.require_periodic().expect("periodic").periodic().await.expect("periodic jobs");
     rows.into_iter().find(|r| r.name == name).unwrap_or_else(|| panic!("no row for {name}"))
 }
 
@@ -79,7 +79,7 @@ struct Lockstep<S> {
 }
 
 #[async_trait::async_trait]
-impl<S: Storage> Layer for Lockstep<S> {
+impl<S: Storage> Wrapper for Lockstep<S> {
     type Inner = S;
     fn inner(&self) -> &S {
         &self.inner
@@ -103,11 +103,11 @@ pub async fn periodic_one_job_per_tick_under_racing_pools<H: Harness>(h: &H) {
     for skew in skews {
         let clock = ManualClock::new(start + chrono::Duration::milliseconds(skew));
         let storage = Lockstep { inner: h.connect(clock.clock()).await, barrier: barrier.clone() };
-        let scheduler = PeriodicRunner::new(vec![every_minute("race", "cron-race")]).expect("scheduler");
-        pools.push((clock, storage, scheduler));
+        let runner = PeriodicRunner::new(vec![every_minute("race", "cron-race")]).expect("runner");
+        pools.push((clock, storage, runner));
     }
     for _ in 0..=1_000 {
-        let rounds = pools.iter().map(|(_, storage, scheduler)| scheduler.run_once(storage));
+        let rounds = pools.iter().map(|(_, storage, runner)| runner.run_once(storage));
         for round in futures::future::join_all(rounds).await {
             round.expect("round");
         }
@@ -136,27 +136,27 @@ pub async fn periodic_missed_ticks_follow_the_policy<H: Harness>(h: &H) {
     let clock = ManualClock::new(utc("2026-01-01T10:00:00Z"));
     let storage = h.connect(clock.clock()).await;
     let hourly = |name: &str, policy| {
-        tick_schedule(Periodic::cron(name, "0 * * * *").expect("cron").missed(policy), name, "cron-missed")
+        tick_periodic(Periodic::cron(name, "0 * * * *").expect("cron").missed(policy), name, "cron-missed")
     };
-    let scheduler = PeriodicRunner::new(vec![
+    let runner = PeriodicRunner::new(vec![
         hourly("skip", MissedPolicy::Skip),
         hourly("latest", MissedPolicy::Latest),
         hourly("all", MissedPolicy::All { cap: 2 }),
     ])
-    .expect("scheduler");
-    let round = scheduler.run_once(&storage).await.expect("round");
+    .expect("runner");
+    let round = runner.run_once(&storage).await.expect("round");
     assert_eq!((round.fired, round.jobs), (3, 0), "first declaration stores the rows, no job");
     clock.set(utc("2026-01-01T13:20:00Z"));
-    let round = scheduler.run_once(&storage).await.expect("round");
+    let round = runner.run_once(&storage).await.expect("round");
     assert_eq!(round.jobs, 3);
-    let mut by_schedule: BTreeMap<String, Vec<Timestamp>> = BTreeMap::new();
+    let mut by_name: BTreeMap<String, Vec<Timestamp>> = BTreeMap::new();
     for (name, tick) in tick_jobs(&storage, "cron-missed").await {
-        by_schedule.entry(name).or_default().push(tick);
+        by_name.entry(name).or_default().push(tick);
     }
-    by_schedule.values_mut().for_each(|ticks| ticks.sort());
-    assert_eq!(by_schedule.get("skip"), None);
-    assert_eq!(by_schedule["latest"], [utc("2026-01-01T13:00:00Z")]);
-    assert_eq!(by_schedule["all"], [utc("2026-01-01T12:00:00Z"), utc("2026-01-01T13:00:00Z")]);
+    by_name.values_mut().for_each(|ticks| ticks.sort());
+    assert_eq!(by_name.get("skip"), None);
+    assert_eq!(by_name["latest"], [utc("2026-01-01T13:00:00Z")]);
+    assert_eq!(by_name["all"], [utc("2026-01-01T12:00:00Z"), utc("2026-01-01T13:00:00Z")]);
     for (name, missed, last) in
         [("skip", 3, "2026-01-01T13:00:00Z"), ("latest", 2, "2026-01-01T12:00:00Z"), ("all", 1, "2026-01-01T11:00:00Z")]
     {
@@ -166,7 +166,7 @@ pub async fn periodic_missed_ticks_follow_the_policy<H: Harness>(h: &H) {
     }
     // On time again: 14:00 runs under every policy.
     clock.set(utc("2026-01-01T14:00:10Z"));
-    assert_eq!(scheduler.run_once(&storage).await.expect("round").jobs, 3);
+    assert_eq!(runner.run_once(&storage).await.expect("round").jobs, 3);
 }
 
 /// The step itself: a compare-and-set on the cursor and the trigger,
@@ -178,7 +178,7 @@ pub async fn periodic_fire_is_a_compare_and_set<H: Harness>(h: &H) {
     let job = |n: u32| {
         NewJob::builder(
             "tick",
-            Payload::of(&serde_json::json!({"schedule": "cas", "tick": format!("2026-02-01T00:0{n}:00+00:00")}))
+            Payload::of(&serde_json::json!({"periodic": "cas", "tick": format!("2026-02-01T00:0{n}:00+00:00")}))
                 .expect("json"),
         )
         .queue("cron-cas")
@@ -289,7 +289,7 @@ pub async fn periodic_fire_is_a_compare_and_set<H: Harness>(h: &H) {
 /// pool that declares the periodic job, with the request's instant as tick.
 pub async fn periodic_trigger_is_served_once<H: Harness>(h: &H) {
     let clock = ManualClock::new(utc("2026-03-01T08:00:10Z"));
-    let daily = || tick_schedule(Periodic::cron("daily", "0 3 * * *").expect("cron"), "daily", "cron-run");
+    let daily = || tick_periodic(Periodic::cron("daily", "0 3 * * *").expect("cron"), "daily", "cron-run");
     let a = h.connect(clock.clock()).await;
     let b = h.connect(clock.clock()).await;
     let (sa, sb) = (PeriodicRunner::new(vec![daily()]).expect("a"), PeriodicRunner::new(vec![daily()]).expect("b"));
@@ -317,7 +317,7 @@ pub async fn periodic_changes_with_the_code_and_orphans_stop<H: Harness>(h: &H) 
     assert_eq!(old.run_once(&storage).await.expect("round").jobs, 2);
 
     // The new deploy: "kept" every two minutes, "dropped" gone.
-    let kept = tick_schedule(Periodic::cron("kept", "*/2 * * * *").expect("cron"), "kept", "cron-deploy");
+    let kept = tick_periodic(Periodic::cron("kept", "*/2 * * * *").expect("cron"), "kept", "cron-deploy");
     let new = PeriodicRunner::new(vec![kept]).expect("new");
     clock.advance(Duration::from_secs(30)); // 00:02:00
     new.run_once(&storage).await.expect("round");
@@ -349,16 +349,16 @@ pub async fn periodic_daylight_saving_in_two_zones<H: Harness>(h: &H) {
     let storage = h.connect(clock.clock()).await;
     let daily = |name: &str, zone: &str| {
         let builder = Periodic::cron(name, "30 2 * * *").expect("cron").zone(zone).expect("zone");
-        tick_schedule(builder.missed(MissedPolicy::Skip).grace(Duration::from_secs(3600)), name, "cron-dst")
+        tick_periodic(builder.missed(MissedPolicy::Skip).grace(Duration::from_secs(3600)), name, "cron-dst")
     };
-    let scheduler = PeriodicRunner::new(vec![daily("berlin", "Europe/Berlin"), daily("sydney", "Australia/Sydney")])
-        .expect("scheduler");
+    let runner = PeriodicRunner::new(vec![daily("berlin", "Europe/Berlin"), daily("sydney", "Australia/Sydney")])
+        .expect("runner");
     // Three days around each transition, 30 minutes a round; the jumps
     // between windows skip (policy skip, nothing on time).
     for start in ["2026-03-27T06:00:00Z", "2026-04-03T06:00:00Z", "2026-10-02T06:00:00Z", "2026-10-23T06:00:00Z"] {
         clock.set(utc(start));
         for _ in 0..=(3 * 48) {
-            scheduler.run_once(&storage).await.expect("round");
+            runner.run_once(&storage).await.expect("round");
             clock.advance(Duration::from_secs(1800));
         }
     }
@@ -435,11 +435,11 @@ pub async fn periodic_worker_pools_store_each_tick_once_through_faults<H: Harnes
         .expect("periodic")
         .periodic()
         .await
-        .expect("schedules")
+        .expect("periodic jobs")
         .iter()
         .any(|r| r.name == "pooled")
     {
-        assert!(std::time::Instant::now() < deadline, "no pool declared the schedule");
+        assert!(std::time::Instant::now() < deadline, "no pool declared the periodic job");
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     for tick in 1..=20 {
@@ -460,12 +460,12 @@ pub async fn periodic_worker_pools_store_each_tick_once_through_faults<H: Harnes
     assert!(faults >= 2, "the lost and failed steps happened: {faults}");
 }
 
-/// A rolling deploy that moves a schedule to another queue: old pools
+/// A rolling deploy that moves a periodic job to another queue: old pools
 /// declare it in `cron-old`, new ones in `cron-new`, and for an hour they
 /// run their rounds alone or at once, in turn first; an operator's run
 /// request comes in the middle; then only new pools are left. Every tick
 /// gets exactly one job, in one queue or the other, and the request one;
-/// the schedule keeps one row and one cursor, in the new queue at the end.
+/// the periodic job keeps one row and one cursor, in the new queue at the end.
 /// *On Redis each queue had its own cursor, so a tick was fired twice or
 /// skipped.*
 pub async fn periodic_moved_to_another_queue_keeps_one_cursor<H: Harness>(h: &H) {
@@ -513,7 +513,7 @@ pub async fn periodic_moved_to_another_queue_keeps_one_cursor<H: Harness>(h: &H)
     assert_eq!(got, expected, "every tick once, in either queue, and the request");
     let total = tick_jobs(&old, "cron-old").await.len() + tick_jobs(&old, "cron-new").await.len();
     assert_eq!(total, 66, "no tick twice across the two queues");
-    let rows = old.require_periodic().expect("periodic").periodic().await.expect("schedules");
+    let rows = old.require_periodic().expect("periodic").periodic().await.expect("periodic jobs");
     assert_eq!(rows.len(), 1, "{rows:?}");
     let last = utc("2026-07-01T01:05:00Z");
     assert_eq!((rows[0].queue.as_str(), rows[0].cursor, rows[0].triggered_at), ("cron-new", last, None));

@@ -368,7 +368,7 @@ pub async fn workflow_cancel_and_recover_cascade<H: Harness>(h: &H) {
 
     // A cancel request reaching a parent before it started ends it at once,
     // as `cancel` does: its dependents follow by their policies.
-    if let Some(cancels) = storage.as_cancellation() {
+    if let Some(cancels) = storage.capabilities().cancellation {
         let plan = Workflow::new()
             .step(step(&clock, "root", 0))
             .step(step(&clock, "follows", 1).after(["root"]))
@@ -439,7 +439,7 @@ pub async fn workflow_results_are_stored_with_the_ack<H: Harness>(h: &H) {
 
     // One batch holding an ack with a result and a cancel: each item gets
     // its own outcome (PostgreSQL settles such a batch by another statement).
-    if storage.as_cancellation().is_some() {
+    if storage.capabilities().cancellation.is_some() {
         let ids = storage
             .enqueue(vec![build(builder(QUEUE, 10), &clock), build(builder(QUEUE, 11), &clock)])
             .await
@@ -587,7 +587,7 @@ pub async fn workflow_counts_follow_every_change<H: Harness>(h: &H) {
     summary_agrees(&storage, plan.id, "a nack with a delay").await;
     settle(&storage, lease(&claimed[&ids[2]]), Outcome::Ack).await.expect("ack");
     summary_agrees(&storage, plan.id, "an ack that releases a child").await;
-    if storage.as_cancellation().is_some() {
+    if storage.capabilities().cancellation.is_some() {
         let again = claim_all(&storage, "w").await;
         assert_eq!(again.len(), 2, "late, released, and after_other");
         summary_agrees(&storage, plan.id, "a second claim").await;
