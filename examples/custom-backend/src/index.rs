@@ -33,7 +33,7 @@ pub(crate) struct Tables {
     /// Named roles (`RoleStorage::elect`): role -> the holder's token and lease.
     pub(crate) roles: BTreeMap<String, (LeaseToken, Leader)>,
     /// Recurring periodic jobs (`PeriodicStorage::fire`): name -> row with its cursor.
-    pub(crate) schedules: BTreeMap<String, PeriodicInfo>,
+    pub(crate) periodic_jobs: BTreeMap<String, PeriodicInfo>,
     /// Running jobs per queue: the concurrency slots their leases hold.
     running_per_queue: HashMap<QueueName, usize>,
     /// Queue controls (`ControlStorage::set_paused`, `set_limits`): a table keyed

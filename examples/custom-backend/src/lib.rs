@@ -25,7 +25,7 @@
 //! | `finished` (by state, finish time) | an index on (state, finished_at) | a sorted set per state |
 //! | `unique` | a unique partial index on (queue, unique_key) of live jobs | a hash |
 //! | `roles` | a table of named roles (role, token, holder, expires_at) | a hash per role |
-//! | `schedules` | a table of periodic jobs (name, cursor, ...); `fire` is an `UPDATE ... WHERE cursor = expected` and the jobs' insert in one transaction | a hash per periodic job in its queue's slot, compared and written by the script that stores the jobs |
+//! | `periodic_jobs` | a table of periodic jobs (name, cursor, ...); `fire` is an `UPDATE ... WHERE cursor = expected` and the jobs' insert in one transaction | a hash per periodic job in its queue's slot, compared and written by the script that stores the jobs |
 //! | `controls` (pause, limits, starts, seen) | a controls table keyed by queue, a table of start instants indexed by (queue, at) | a hash per queue, a sorted set of starts |
 //! | the mutex | a transaction (`SELECT ... FOR UPDATE SKIP LOCKED` for claims) | a script or a `MULTI` |
 //!
@@ -458,13 +458,13 @@ impl PeriodicStorage for IndexedStorage {
         let (ids, stored) = {
             // The comparison, the row and the jobs in one "transaction".
             let mut t = self.begin();
-            let before = t.schedules.get(&fire.name).cloned();
+            let before = t.periodic_jobs.get(&fire.name).cloned();
             if !fire.matches(before.as_ref()) {
                 return Ok(FireOutcome::Moved);
             }
             let (ids, stored) = store(&mut t, fire.jobs.clone(), now);
             let row = fire.applied(before.as_ref(), now, &ids);
-            t.schedules.insert(fire.name.clone(), row);
+            t.periodic_jobs.insert(fire.name.clone(), row);
             (ids, stored)
         };
         if stored {
@@ -474,14 +474,14 @@ impl PeriodicStorage for IndexedStorage {
     }
 
     async fn periodic(&self) -> Result<Vec<PeriodicInfo>> {
-        Ok(self.begin().schedules.values().cloned().collect())
+        Ok(self.begin().periodic_jobs.values().cloned().collect())
     }
 
     async fn trigger(&self, name: &str) -> Result<()> {
         jq::periodic::check_name(name)?;
         let now = self.clock.now();
         let mut t = self.begin();
-        let row = t.schedules.get_mut(name).ok_or_else(|| Error::PeriodicNotFound { name: name.to_owned() })?;
+        let row = t.periodic_jobs.get_mut(name).ok_or_else(|| Error::PeriodicNotFound { name: name.to_owned() })?;
         row.triggered_at.get_or_insert(now); // requests coalesce
         Ok(())
     }
