@@ -62,8 +62,7 @@ mod election;
 mod enqueue;
 mod error;
 mod hints;
-mod keys;
-mod listener;
+mod keyed;
 mod liveness;
 mod maintenance;
 mod periodic;
@@ -72,6 +71,7 @@ mod row;
 mod schema;
 mod settle;
 mod storage;
+mod wake;
 mod workflow;
 
 pub use config::{MAX_SCHEMA_BYTES, PostgresConfig};

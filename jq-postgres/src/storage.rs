@@ -21,8 +21,8 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, Connection, PgPool, Postgres, Transaction};
 
 use crate::{
-    PostgresConfig, PostgresError, admin, cancel, claim, control, election, enqueue, hints, keys, listener, liveness,
-    maintenance, periodic, pooler, schema, settle, workflow,
+    PostgresConfig, PostgresError, admin, cancel, claim, control, election, enqueue, hints, keyed, liveness,
+    maintenance, periodic, pooler, schema, settle, wake, workflow,
 };
 
 /// jq's storage in a PostgreSQL schema. Cheap to clone: clones share the
@@ -43,7 +43,7 @@ pub(crate) struct Inner {
     pub(crate) schema: String,
     pub(crate) channel: String,
     pub(crate) sql: schema::Sql,
-    pub(crate) wake: listener::Wake,
+    pub(crate) wake: wake::Wake,
     /// Where the next claim starts in each band of the claim index.
     pub(crate) hints: hints::Hints,
     /// Where the next recover starts in the lease index.
@@ -61,7 +61,7 @@ pub(crate) struct Inner {
     /// (`pooler.rs`).
     pub(crate) pooled: Option<pooler::Pooled>,
     /// Where the wake-up listener connects.
-    pub(crate) listen: listener::Listen,
+    pub(crate) listen: wake::Listen,
 }
 
 impl Inner {
@@ -154,7 +154,7 @@ impl PostgresStorage {
         pool: PgPool,
         config: PostgresConfig,
         cuts: Arc<liveness::Cuts>,
-        listen: listener::Listen,
+        listen: wake::Listen,
     ) -> Result<Self, PostgresError> {
         config.check()?;
         let pooled = config.transaction_pooler.then(|| pooler::Pooled::new(config.statement_timeout));
@@ -179,7 +179,7 @@ impl PostgresStorage {
             channel: schema::channel(&config.schema),
             sql,
             schema: config.schema,
-            wake: listener::Wake::default(),
+            wake: wake::Wake::default(),
             hints: hints::Hints::default(),
             recover_start: hints::RecoverStart::default(),
             controlled: control::Controlled::default(),
@@ -257,13 +257,13 @@ fn pooler_safe(options: PgConnectOptions) -> PgConnectOptions {
 }
 
 /// Where `config`'s wake-up listener connects.
-fn listen(config: &PostgresConfig) -> Result<listener::Listen, PostgresError> {
+fn listen(config: &PostgresConfig) -> Result<wake::Listen, PostgresError> {
     Ok(match (&config.listen_url, config.transaction_pooler) {
         (Some(url), _) => {
-            listener::Listen::Direct(Arc::new(PgConnectOptions::from_str(url).map_err(PostgresError::InvalidUrl)?))
+            wake::Listen::Direct(Arc::new(PgConnectOptions::from_str(url).map_err(PostgresError::InvalidUrl)?))
         }
-        (None, false) => listener::Listen::Pool,
-        (None, true) => listener::Listen::Off,
+        (None, false) => wake::Listen::Pool,
+        (None, true) => wake::Listen::Off,
     })
 }
 
@@ -330,7 +330,7 @@ impl Storage for PostgresStorage {
     }
 
     fn subscribe(&self) -> Option<WorkSignal> {
-        listener::subscribe(&self.inner)
+        wake::subscribe(&self.inner)
     }
 
     /// A handle with pools of its own (two connections, one for claims,
@@ -380,15 +380,15 @@ impl Storage for PostgresStorage {
 #[async_trait]
 impl KeyStorage for PostgresStorage {
     async fn set_key_limits(&self, queue: &QueueName, key: Option<&str>, limits: &QueueLimits) -> Result<()> {
-        self.inner.timed(keys::set_limits(&self.inner, queue, key, limits)).await
+        self.inner.timed(keyed::set_limits(&self.inner, queue, key, limits)).await
     }
 
     async fn clear_key_limits(&self, queue: &QueueName, key: &str) -> Result<()> {
-        self.inner.timed(keys::clear_limits(&self.inner, queue, key)).await
+        self.inner.timed(keyed::clear_limits(&self.inner, queue, key)).await
     }
 
     async fn keys(&self, queue: &QueueName, top: usize) -> Result<jq_core::KeyReport> {
-        self.inner.timed(keys::report(&self.inner, queue, top)).await
+        self.inner.timed(keyed::report(&self.inner, queue, top)).await
     }
 }
 

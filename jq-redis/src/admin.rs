@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 
-use crate::keys::{id_hex, slot};
+use crate::schema::{id_hex, slot};
 use crate::{Inner, error, row, scripts};
 
 /// Ids one list call examines at most before it returns a cursor.
@@ -133,7 +133,7 @@ pub(crate) async fn stats(s: &Inner) -> Result<Stats> {
     if queues.is_empty() {
         return Ok(stats);
     }
-    // per queue: COUNTED, then its keyed Scheduled and Pending jobs (keys.rs)
+    // per queue: COUNTED, then its keyed Scheduled and Pending jobs (schema.rs)
     let per = COUNTED.len() + 2;
     let mut cmds = Vec::with_capacity(queues.len() * per);
     for q in &queues {

@@ -7,7 +7,7 @@ use jq_core::storage::ProgressReport;
 use jq_core::{Error, JobId, Result, State};
 
 use crate::admin::queue_of;
-use crate::keys::id_hex;
+use crate::schema::id_hex;
 use crate::settle::{Groups, calls};
 use crate::{Inner, error, scripts};
 

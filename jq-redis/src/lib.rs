@@ -19,14 +19,14 @@
 //! every script, never from Redis's `TIME`.
 //!
 //! The key layout, and how operations that know only a job id find its
-//! queue, are documented in [`keys`]. Promote, recover and purge move at most
+//! queue, are documented in [`schema`]. Promote, recover and purge move at most
 //! 1,000 (purge 10,000) jobs per script call and loop while a call was full.
 //!
 //! [`RedisStorage::connect`] refuses a server whose `maxmemory-policy`
 //! evicts keys ([`RedisError::Evicting`]): it would drop jobs when full.
 //! It also refuses a prefix whose key layout it does not know: a newer
 //! one ([`RedisError::LayoutTooNew`]) or an unreleased development
-//! build's ([`RedisError::DevelopmentLayout`]); see [`keys`], "The layout
+//! build's ([`RedisError::DevelopmentLayout`]); see [`schema`], "The layout
 //! marker".
 //!
 //! Wake-up: the scripts that make a job Pending `PUBLISH` on `<prefix>:wake`;
@@ -79,7 +79,7 @@
 //!   anything is stored (enqueue one batch per queue instead);
 //! - a workflow is one script call too: its queues must share one hash
 //!   slot (one queue, or queue names with one hash tag `{tag}name`), else
-//!   `enqueue_workflow` refuses it with `BatchNotAtomic` (see [`keys`],
+//!   `enqueue_workflow` refuses it with `BatchNotAtomic` (see [`schema`],
 //!   "Workflows"); on a single server it may span any queues;
 //! - a settle or heartbeat batch over several queues becomes one script
 //!   call per queue, sent concurrently (each item is fenced on its own
@@ -103,7 +103,7 @@
 //! limits throughput: every `redis.call` costs about 1 to 3 microseconds on a
 //! small machine whatever it does, and each string it hands Lua is
 //! interned. The scripts therefore make as few calls per job as they can:
-//! a queue's jobs are fields of three hashes (see [`keys`]), so a claim of
+//! a queue's jobs are fields of three hashes (see [`schema`]), so a claim of
 //! 128 jobs reads them with one `HMGET` per hash and leases them with one
 //! `HSET`, an ack batch reads the states with one `HMGET` and writes them
 //! with one `HSET`, and every index moves in bulk. The lease fields are left
@@ -129,24 +129,28 @@ mod enqueue;
 mod error;
 mod eviction;
 mod keyed;
-pub mod keys;
-mod layout;
-mod listener;
 mod liveness;
 mod maintenance;
 mod owners;
 mod periodic;
 pub mod raw;
 mod row;
+pub mod schema;
 mod scripts;
 mod settle;
 mod storage;
+mod wake;
 mod workflow;
 
 pub use config::{DEFAULT_KEEPALIVE, DEFAULT_RESPONSE_TIMEOUT, RedisConfig};
 pub use error::RedisError;
-pub use keys::Keys;
-pub use layout::LAYOUT;
 pub(crate) use liveness::Conn;
+pub use schema::{Keys, LAYOUT};
 pub use storage::RedisStorage;
 pub(crate) use storage::{Inner, duration_micros};
+
+/// The key layout under its name before [`schema`]: the same items.
+#[deprecated(note = "the key layout is `jq_redis::schema` now")]
+pub mod keys {
+    pub use crate::schema::{Keys, id_hex, slot};
+}

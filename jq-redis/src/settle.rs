@@ -8,7 +8,7 @@ use std::time::Duration;
 use jq_core::storage::{Beat, LeaseRef, Outcome, Settled, Settlement, storable_message};
 use jq_core::{Error, JobId, QueueName, Result, State};
 
-use crate::keys::id_hex;
+use crate::schema::id_hex;
 use crate::{Inner, duration_micros, error, scripts};
 
 /// The KEYS of one script call and each queue's 1-based index into them.

@@ -23,12 +23,11 @@ use redis::aio::ConnectionManagerConfig;
 use redis::{ErrorKind, FromRedisValue, ServerErrorKind};
 use tokio::sync::watch;
 
-use crate::keys::{self, Keys};
-use crate::layout;
 use crate::liveness::{self, Conn};
+use crate::schema::{self, Keys};
 use crate::{
-    RedisConfig, RedisError, admin, cancel, claim, control, election, enqueue, error, eviction, keyed, listener,
-    maintenance, owners, periodic, scripts, settle, workflow,
+    RedisConfig, RedisError, admin, cancel, claim, control, election, enqueue, error, eviction, keyed, maintenance,
+    owners, periodic, scripts, settle, wake, workflow,
 };
 
 /// A jq storage on Redis. Cheap to clone (clones share one multiplexed,
@@ -130,7 +129,7 @@ impl RedisStorage {
                 config,
             }),
         };
-        layout::check(&storage.inner.conn, &storage.inner.keys).await?;
+        schema::check(&storage.inner.conn, &storage.inner.keys).await?;
         storage.inner.load_scripts().await.map_err(RedisError::Setup)?;
         Ok(storage)
     }
@@ -262,7 +261,7 @@ impl Inner {
     /// Every registered queue, sorted.
     pub(crate) async fn queues(&self) -> Result<Vec<QueueName>> {
         let names: Vec<String> = self.query(redis::cmd("SMEMBERS").arg(self.keys.registry())).await?;
-        let mut queues: Vec<QueueName> = names.iter().filter_map(|n| keys::queue_name(n)).collect();
+        let mut queues: Vec<QueueName> = names.iter().filter_map(|n| schema::queue_name(n)).collect();
         queues.sort();
         Ok(queues)
     }
@@ -282,7 +281,7 @@ impl Inner {
         for id in &missing {
             for q in &queues {
                 let mut cmd = redis::cmd("HEXISTS");
-                cmd.arg(self.keys.states(q.as_str())).arg(keys::id_hex(*id));
+                cmd.arg(self.keys.states(q.as_str())).arg(schema::id_hex(*id));
                 cmds.push(cmd);
             }
         }
@@ -361,7 +360,7 @@ impl Storage for RedisStorage {
     }
 
     fn subscribe(&self) -> Option<WorkSignal> {
-        listener::subscribe(&self.inner)
+        wake::subscribe(&self.inner)
     }
 
     /// A handle with a connection of its own, opened on first use, sharing

@@ -27,7 +27,7 @@
 -- drops the entries of claimers last seen at or before ARGV[7], so the
 -- names of pools long gone do not pile up.
 --
--- Keyed jobs (keys.rs, "Keyed jobs"): a queue with an allowance costs one
+-- Keyed jobs (schema.rs, "Keyed jobs"): a queue with an allowance costs one
 -- EXISTS of its keyed sets more; one that holds a keyed Pending or
 -- Scheduled job makes its due keyed Scheduled jobs Pending (run_at kept),
 -- and the claim merges the plain candidates with each such queue's
@@ -80,7 +80,7 @@ for q = 1, #KEYS do
   allow[q] = a
 end
 
--- Keyed jobs (keys.rs): a queue with an allowance costs one EXISTS more,
+-- Keyed jobs (schema.rs): a queue with an allowance costs one EXISTS more,
 -- which tells whether it holds a keyed Pending or Scheduled job; only then
 -- does the claim walk its rotation (keyed_claim below).
 local keyed = {}

@@ -1,13 +1,13 @@
 -- common.lua: helpers prepended to every jq script (no KEYS/ARGV of its own).
 --
 -- A queue's keys all start with its base "<prefix>:{<prefix>:<queue>}:"
--- (see keys.rs); scripts get the bases as KEYS and derive every key of the
+-- (see schema.rs); scripts get the bases as KEYS and derive every key of the
 -- queue from them, so all keys one script touches share one hash slot.
 -- Instants are integer microseconds; they stay below 2^53, so a Lua number
 -- (a double) holds them exactly. Never format them with tostring (it uses
 -- %.14g): use fmt().
 --
--- The job layout (keys.rs): a job is one field, its id, in each of three
+-- The job layout (schema.rs): a job is one field, its id, in each of three
 -- hashes of its queue, `jobs` (what never changes after enqueue: kind,
 -- payload, priority, max_attempts, created_at, trace), `states` (state,
 -- attempts, run_at, unique_key, lease_expires_at, lease_token, lease_worker,
@@ -108,7 +108,7 @@ local function split(v, n)
 end
 
 -- A job's state value as a table, or nil when the job is not stored.
--- A workflow step's state value has a ninth field, `flow` (keys.rs): "w"
+-- A workflow step's state value has a ninth field, `flow` (schema.rs): "w"
 -- (a step) or "c" (a step with children), then its workflow's id (32 hex),
 -- then the base of the queue holding the workflow's summary when that is
 -- not the step's own. A plain job's value has 8 fields, as before
@@ -122,7 +122,7 @@ local function read_state(base, id)
     lease_token = f[6], lease_worker = f[7], finished_at = f[8], flow = f[9], key = f[10] }
 end
 
--- A keyed job's state value has a tenth field, its key (keys.rs), after
+-- A keyed job's state value has a tenth field, its key (schema.rs), after
 -- its flow ("" for a job that is no workflow step): a plain job's value
 -- keeps its 8 (or 9) fields.
 local function pack_state(s)
@@ -136,7 +136,7 @@ local function pack_state(s)
   return v
 end
 
--- Keyed jobs (keys.rs, "Keyed jobs"). A keyed job is never in `ready`
+-- Keyed jobs (schema.rs, "Keyed jobs"). A keyed job is never in `ready`
 -- or `scheduled`: Pending, it is in its queue's `kwait` (score 0,
 -- member kwait_member: priority, key, NUL, ready member), so ZRANGEBYLEX
 -- reads a queue's keyed jobs by priority from the highest, then key in byte
@@ -284,7 +284,7 @@ local function unindex(base, id, st)
   end
 end
 
--- Workflows (keys.rs): their helpers are built on first use by workflows()
+-- Workflows (schema.rs): their helpers are built on first use by workflows()
 -- (below), so a script that meets no workflow step pays for
 -- one closure, not for theirs; `flow_lib.woke` is true once a release made
 -- a job Pending (the script PUBLISHes on the wake-up channel then).
@@ -322,7 +322,7 @@ end
 workflows = function()
   if flow_lib then return flow_lib end
   local F = { woke = false }
-  -- Workflows (keys.rs). A step's summary (its workflow's counts per
+  -- Workflows (schema.rs). A step's summary (its workflow's counts per
   -- state) is the hash `<wfbase>wf:<workflow id>`; every script that
   -- moves a step from one state to another moves its count there too, so
   -- `workflow()` reads counts without reading the steps.

@@ -1,4 +1,5 @@
-//! The key layout in Redis (this crate's "schema").
+//! The key layout in Redis (this crate's "schema"), and the check of
+//! the layout marker at connect.
 //!
 //! With prefix `P` (default `jq`) and a queue `Q`, every key of the queue
 //! starts with its *base* `P:{P:Q}:`. The braces are a Redis Cluster hash
@@ -123,8 +124,8 @@
 //! # The layout marker
 //!
 //! `P:layout` names the key layout of everything under the prefix: `1`,
-//! 0.1's and this build's ([`crate::LAYOUT`]). `RedisStorage::connect`
-//! reads it (one `GET`) and refuses a prefix whose marker names a newer
+//! 0.1's and this build's ([`LAYOUT`]). `RedisStorage::connect` reads it
+//! (one `GET`, `check` below) and refuses a prefix whose marker names a newer
 //! layout (`RedisError::LayoutTooNew`), or holds something that is not a
 //! layout number (`RedisError::UnknownLayout`), before it touches anything,
 //! as PostgreSQL refuses a schema a newer build migrated. On a prefix
@@ -158,6 +159,9 @@
 //! and heartbeats need no lookup.
 
 use jq_core::{JobId, QueueName};
+
+use crate::Conn;
+use crate::error::RedisError;
 
 /// Builds the keys of one key prefix.
 #[derive(Clone, Debug)]
@@ -312,6 +316,60 @@ fn crc16(data: &[u8]) -> u16 {
         }
     }
     crc
+}
+
+// The layout marker ("The layout marker" above).
+
+/// The key layout this build reads and writes: 0.1's.
+pub const LAYOUT: u32 = 1;
+
+/// Checks the marker of `keys`' prefix, and writes it on a prefix that has
+/// none. Only then, on a prefix seen for the first time (or emptied by
+/// `FLUSHDB` or `delete_all_keys`), does it look for the jobs of a
+/// development build: one `EXISTS` per registered queue.
+pub(crate) async fn check(conn: &Conn, keys: &Keys) -> Result<(), RedisError> {
+    let conn = &mut conn.clone();
+    let marker = keys.layout();
+    let prefix = || keys.prefix().to_owned();
+    let mut found: Option<String> =
+        redis::cmd("GET").arg(&marker).query_async(conn).await.map_err(RedisError::Setup)?;
+    if found.is_none() {
+        if let Some(queue) = development_queue(conn, keys).await? {
+            return Err(RedisError::DevelopmentLayout { prefix: prefix(), queue });
+        }
+        let set: Option<String> =
+            redis::cmd("SET").arg(&marker).arg(LAYOUT).arg("NX").query_async(conn).await.map_err(RedisError::Setup)?;
+        if set.is_some() {
+            return Ok(());
+        }
+        // Another process wrote it meanwhile: check what it wrote.
+        found = redis::cmd("GET").arg(&marker).query_async(conn).await.map_err(RedisError::Setup)?;
+    }
+    match found.as_deref().map(str::parse::<u32>) {
+        None => Ok(()),
+        Some(Ok(LAYOUT)) => Ok(()),
+        Some(Ok(n)) if n > LAYOUT => Err(RedisError::LayoutTooNew { prefix: prefix(), found: n, known: LAYOUT }),
+        Some(_) => Err(RedisError::UnknownLayout { prefix: prefix(), found: found.unwrap_or_default() }),
+    }
+}
+
+/// The first registered queue that holds the key of a development build's
+/// layout (`<base>v2:states`: every job of that layout had a field there),
+/// or None.
+async fn development_queue(conn: &mut Conn, keys: &Keys) -> Result<Option<String>, RedisError> {
+    let mut names: Vec<String> =
+        redis::cmd("SMEMBERS").arg(keys.registry()).query_async(conn).await.map_err(RedisError::Setup)?;
+    names.retain(|n| queue_name(n).is_some());
+    names.sort();
+    // One command per queue: on Cluster each is in its own slot.
+    for name in names {
+        let key = format!("{}v2:states", keys.base(&name));
+        let exists: bool = redis::cmd("EXISTS").arg(&key).query_async(conn).await.map_err(RedisError::Setup)?;
+        if exists {
+            return Ok(Some(name));
+        }
+    }
+    Ok(None)
 }
 
 #[cfg(test)]
