@@ -34,10 +34,10 @@
 //! | `P:{P:Q}:starts` | sorted set | the rate limit's log: one member `<token>:<id>` per start, score its instant; claim drops those that left the window |
 //! | `P:{P:Q}:seen` | hash | worker -> `<instant>:<1 if paused>` of its latest claim that met a control |
 //! | `P:{P:Q}:seen_gc` | string | the instant (microseconds) from which a claim that met a control looks again for `seen` entries of claimers unseen for a day, and drops them: at most once an hour per queue |
-//! | `P:{P:Q}:kwait` | sorted set | the queue's keyed Pending jobs (keyed jobs are never in `ready` or `scheduled`), score 0, member `<5000000000 - priority, 11 digits><K>\0<member as in ready>`: so `ZRANGEBYLEX` reads the priorities from the highest, each priority's keys in byte order (a key's members come right after those of every key it is a prefix of: keys hold no NUL), and each key's jobs by (run_at, id), its first one its head (`kwait_member` in `lua/common.lua`) |
+//! | `P:{P:Q}:kwait` | sorted set | the queue's keyed Pending jobs (keyed jobs are never in `ready` or `scheduled`), score 0, member `<5000000000 - priority, 11 digits><K>\0<member as in ready>`: so `ZRANGEBYLEX` reads the priorities from the highest, each priority's keys in byte order (a key's members come right after those of every key it is a prefix of: keys hold no NUL), and each key's jobs by (run_at, id), its first one its head (`kwait_member` in `lua/common/base.lua`) |
 //! | `P:{P:Q}:kscheduled` | sorted set | keyed Scheduled jobs, score run_at (promote and claim make the due ones Pending, run_at kept) |
 //! | `P:{P:Q}:kpending` | string | how many keyed jobs are Pending (for `stats`) |
-//! | `P:{P:Q}:krun` | hash | key -> its Running jobs (expired leases included until recover or a late ack); every move into Running (claim) and out of it (`leave` in `lua/common.lua`, and the ack batch) keeps it. A keyed claim also writes the field `""` (no key is empty) with the long value that keeps `jobs` a hashtable (below): claims and ack batches look up tens of keys at a time, each a walk of a listpack |
+//! | `P:{P:Q}:krun` | hash | key -> its Running jobs (expired leases included until recover or a late ack); every move into Running (claim) and out of it (`leave` in `lua/common/base.lua`, and the ack batch) keeps it. A keyed claim also writes the field `""` (no key is empty) with the long value that keeps `jobs` a hashtable (below): claims and ack batches look up tens of keys at a time, each a walk of a listpack |
 //! | `P:{P:Q}:kcursor` | hash | priority (its 11 digits) -> the key the rotation served last there |
 //! | `P:{P:Q}:klimits` | hash | key limits: `""` the queue's default, `<K>` key K's override; `concurrency rate_limit rate_period` (microseconds), `""` when none |
 //! | `P:{P:Q}:kstarts:<K>` | sorted set | key K's start log while its limits have a rate: member `<token>:<id>`, score its start; claim drops those that left the window |
@@ -60,7 +60,7 @@
 //! so scripts learn a job's key from the value they read anyway. Keyed
 //! jobs stay out of `ready` and `scheduled`: a claim costs a queue one
 //! `EXISTS` of `kwait` and `kscheduled` more, and only a queue with a
-//! keyed job walks its rotation (`rotations()` in `lua/common.lua`): for
+//! keyed job walks its rotation (`rotations()` in `lua/common/rotation.lua`): for
 //! each priority from the highest, the keys after the cursor in byte order,
 //! wrapping around, read a page of `kwait` at a time with `ZRANGEBYLEX`
 //! (about two members per job the claim may still take; a full page's last
@@ -84,7 +84,7 @@
 //! `jobs` and `states` also hold a field `""` (no id is empty) whose
 //! long value keeps them hashtables: Redis would keep a hash of a few
 //! hundred short values as a listpack and search it from the front on every
-//! lookup (`HASHTABLE` in `lua/common.lua`).
+//! lookup (`HASHTABLE` in `lua/common/base.lua`).
 //!
 //! # Workflows
 //!
@@ -97,7 +97,7 @@
 //! workflows (the ack: two string finds). A step's change moves its count in
 //! the summary `wf:<W>` in the same script, and the script that makes a
 //! `c` step terminal releases or cancels its children (`finished` of `workflows()` in
-//! `lua/common.lua`), so `workflow()` reads the summary, never the steps.
+//! `lua/common/workflows.lua`), so `workflow()` reads the summary, never the steps.
 //!
 //! The scripts derive every key of a workflow from its steps' queues
 //! (refs carry the bases), so on a single server a workflow may span any

@@ -1,7 +1,7 @@
 //! Workflows on Redis ([`WorkflowStorage`](jq_core::storage::WorkflowStorage)):
 //! a workflow is stored by one script call (`lua/workflow_enqueue.lua`),
 //! and the release or cancellation of a finished step's children runs in
-//! the script that finished it (`finished` of `workflows()` in `lua/common.lua`). The
+//! the script that finished it (`finished` of `workflows()` in `lua/common/workflows.lua`). The
 //! keys are documented in [`crate::schema`] ("Workflows").
 //!
 //! Every key a workflow's scripts touch is derived from its steps' queues:
@@ -26,7 +26,7 @@ fn wid_hex(id: WorkflowId) -> String {
 }
 
 /// `id` followed by `base` unless it is `relative_to` (the packed
-/// references `workflows().refs` in `lua/common.lua` reads).
+/// references `workflows().refs` in `lua/common/workflows.lua` reads).
 fn reference(id: JobId, base: &str, relative_to: &str) -> String {
     let hex = id_hex(id);
     if base == relative_to { hex } else { format!("{hex}{base}") }

@@ -89,7 +89,7 @@ async fn enqueue_from_another_connection_wakes_the_subscriber() {
 
 /// A queue's job hashes are hashtables from its first job, whatever Redis's
 /// listpack limits: a listpack is searched from the front on every lookup
-/// (common.lua, HASHTABLE). A purge that removes every job keeps them so.
+/// (common/base.lua, HASHTABLE). A purge that removes every job keeps them so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queues_job_hashes_are_hashtables_from_the_first_job() {
     jq_testkit::needs!(redis);
@@ -699,7 +699,7 @@ async fn cancel_finds_a_keyed_job_whose_priority_is_corrupt() {
 }
 
 /// The rotation reads a priority's keys a page at a time from the cursor
-/// (`rotations()` in common.lua): over several pages, and across claims
+/// (`rotations()` in common/rotation.lua): over several pages, and across claims
 /// that stop mid-page, every key still gets one job per turn, in byte
 /// order, wrapping around.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,7 +6,7 @@
 -- ARGV[1]  now (microseconds): created_at of every step
 -- ARGV[2]  wake-up channel (PUBLISHed once when a step became Pending)
 -- ARGV[3]  workflow id (32 hex)
--- ARGV[4]  the steps in step order, packed as workflows().refs in common.lua reads
+-- ARGV[4]  the steps in step order, packed as workflows().refs in common/workflows.lua reads
 --          them (relative to KEYS[1]): the summary's field `steps`
 -- then 16 values per step, all computed by the client:
 --   id (32 hex), queue index (1-based into KEYS), kind, payload, priority,
