@@ -17,7 +17,7 @@
 //!   no `options`; a statement timeout is set per transaction (`SET
 //!   LOCAL`), sent with the `BEGIN` in one exchange.
 //! - no `LISTEN` through the pooler (a listen URL reaches PostgreSQL
-//!   directly, or workers poll; `listener.rs`).
+//!   directly, or workers poll; `wake.rs`).
 //!
 //! Advisory locks are taken per transaction only (the migration's), which
 //! a transaction pooler keeps.

@@ -27,7 +27,7 @@ use rusqlite::{CachedStatement, Connection, OptionalExtension, params};
 use crate::control;
 use crate::counts::WorkflowKey;
 use crate::error::db;
-use crate::keys::{self, DEFAULT_KEY};
+use crate::keyed::{self, DEFAULT_KEY};
 use crate::row::{self, COLUMN_COUNT};
 
 const PAGE: &str = include_str!("sql/keys_page.sql");
@@ -466,7 +466,7 @@ impl<'c> Rotation<'c> {
             None => match self.default {
                 Some(limits) => limits,
                 None => {
-                    let limits = keys::stored(conn, queue, DEFAULT_KEY)?.unwrap_or_default();
+                    let limits = keyed::stored(conn, queue, DEFAULT_KEY)?.unwrap_or_default();
                     self.default = Some(limits);
                     limits
                 }
