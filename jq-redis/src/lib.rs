@@ -148,9 +148,3 @@ pub(crate) use liveness::Conn;
 pub use schema::{Keys, LAYOUT};
 pub use storage::RedisStorage;
 pub(crate) use storage::{Inner, duration_micros};
-
-/// The key layout under its name before [`schema`]: the same items.
-#[deprecated(note = "the key layout is `jq_redis::schema` now")]
-pub mod keys {
-    pub use crate::schema::{Keys, id_hex, slot};
-}

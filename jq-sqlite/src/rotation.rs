@@ -180,8 +180,7 @@ fn head(r: &rusqlite::Row<'_>, priority: Priority) -> rusqlite::Result<Head> {
     };
     // Lenient, as the plain walk: a corrupt row is buried by its take.
     // The integers are read as references (`get_ref`), which spares the
-    // typed `get`'s conversion and error wrapping at every head
-    // (BENCHMARKS.md, session 28).
+    // typed `get`'s conversion and error wrapping at every head.
     let int = |i: usize| r.get_ref(i).ok().and_then(|v| v.as_i64().ok());
     let limits = match int(OVERRIDE) {
         Some(n) if n != 0 => Some(control::limits(
@@ -209,7 +208,7 @@ fn head(r: &rusqlite::Row<'_>, priority: Priority) -> rusqlite::Result<Head> {
 /// key's first job allocates. `expected` sizes the map (about as many
 /// keyed jobs run as a claim takes), so that it is not rehashed as it
 /// grows. Out of line, as [`Rotation::read_page`], so that callgrind
-/// counts the two reads apart (BENCHMARKS.md, session 28).
+/// counts the two reads apart.
 #[inline(never)]
 fn read_running(conn: &Connection, queue: &str, expected: usize) -> Result<HashMap<String, u64>> {
     let mut per_key: HashMap<String, u64> = HashMap::with_capacity(expected);

@@ -26,8 +26,8 @@ local function fmt(n)
   return string.format('%d', n)
 end
 -- Numbers passed to redis.call go as strings made by fmt: Redis 7.0 turns a
--- Lua number argument into text with snprintf("%.17g"), about 4,000
--- instructions for a microsecond instant (scripts/redis-instructions.sh).
+-- Lua number argument into text with snprintf("%.17g"), which costs far
+-- more per microsecond instant (scripts/redis-instructions.sh shows it).
 
 -- Redis does not roll a script back when it fails halfway, so a script
 -- checks every stored field it computes with before its first write to
@@ -88,8 +88,8 @@ end
 -- Redis's `hash-max-listpack-value` (64 bytes by default), so the hash is
 -- a hashtable from its first job: Redis keeps a hash of up to 512 short
 -- values as a listpack, searched from the front on every HMGET and HSET:
--- a queue of 400 jobs cost 113,843 instructions per drained job that way
--- and 87,281 with this field (`JQ_JOBS=400 scripts/redis-instructions.sh`).
+-- a queue of 400 jobs cost about a third more instructions per drained
+-- job that way than with this field (`JQ_JOBS=400 scripts/redis-instructions.sh`).
 -- A hash never goes back to a listpack.
 local HASHTABLE = 'jq: this field keeps this hash a hashtable (O(1) lookups) however few jobs it holds'
 

@@ -46,7 +46,7 @@ workflows = function()
   -- table and written by F.flush, which the script calls once at its end.
   -- A fan-in of 10,000 members then costs each claim and ack batch two
   -- HINCRBY and a few HMGET/HSET, where each member cost two HINCRBY per
-  -- move and six commands per release (BENCHMARKS.md, session 20). Counts
+  -- move and six commands per release. Counts
   -- are sums, so deferring them changes no result; deferring releases is
   -- checked in F.release_completed.
   --
