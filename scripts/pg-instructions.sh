@@ -7,8 +7,7 @@
 # valgrind's callgrind, so the one backend that does the work is the one
 # counted. Unlike the bench's jobs/s or pg_stat_statements' times, which
 # spread by 20% between sittings, the count repeats to a few hundredths of
-# a percent, so a schema or statement change shows at 1% (BENCHMARKS.md,
-# session 25).
+# a percent, so a schema or statement change shows at 1%.
 #
 #   bash scripts/pg-instructions.sh 4df32fb HEAD     # one replay of each, in instructions
 #   JQ_RUNS=2 bash scripts/pg-instructions.sh HEAD   # two of each (alternating)

@@ -89,7 +89,7 @@ def main() -> None:
     key = "'k' || (i % 10000)" if keyed else "NULL"
     limits = (f"INSERT INTO {schema}.key_limits (queue, key, concurrency) VALUES ('default', '', 1);"
               if keyed else "")
-    # Before the vocabulary of issue 33 (b51e322), the settle was complete.sql.
+    # Before the glossary's vocabulary (b51e322), the settle was complete.sql.
     settle_sql = "jq-postgres/src/sql/settle.sql"
     if not exists(rev, settle_sql):
         settle_sql = "jq-postgres/src/sql/complete.sql"

@@ -1,5 +1,5 @@
 //! The HTTP API's enqueue throughput against the Rust batch enqueue, on
-//! SQLite, in the same sitting (issue 34's target: at least 50 %).
+//! SQLite, in the same sitting.
 //!
 //! ```text
 //! cargo run --release -p examples --example http_bench [-- --batches 20 --runs 3]

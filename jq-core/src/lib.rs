@@ -1,6 +1,7 @@
 //! jq-core: the job model, the [`storage::Storage`] trait every backend
 //! implements, and the worker pool that runs typed handlers over any
-//! storage. Applications use the `jq` crate, which re-exports this one.
+//! storage. Applications use the facade crate, `jq-queue` on crates.io
+//! (its library is named `jq`), which re-exports this one.
 //!
 //! - The root holds what an application uses: jobs ([`JobType`],
 //!   [`NewJob`], [`Job`]), handlers ([`HandlerError`], [`JobContext`]),

@@ -873,7 +873,7 @@ async fn a_pool_refuses_two_periodic_jobs_of_one_name_and_a_zero_interval() {
 
 /// Handlers that block every thread of their runtime (a synchronous call in
 /// an async handler) must not cost their leases: the heartbeat runs on a
-/// thread of its own (issue 29).
+/// thread of its own.
 #[test]
 fn handlers_blocking_every_runtime_thread_keep_their_leases() {
     let storage = MemoryStorage::default();

@@ -9,7 +9,7 @@
 //! allowance from what earlier claims committed and claims within it
 //! (`sql/claim_controlled.sql`). A storage remembers which queues it last
 //! found controlled and goes to the transaction at once for them (and
-//! which it found keyed, for `sql/claim_keyed.sql`: `keys.rs`).
+//! which it found keyed, for `sql/claim_keyed.sql`: `keyed.rs`).
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Mutex;
@@ -24,7 +24,7 @@ use crate::Inner;
 use crate::error::map_sqlx;
 
 /// The queues this storage last found controlled, and those it last found
-/// holding keyed jobs (`keys.rs`): claims over them take the locked paths.
+/// holding keyed jobs (`keyed.rs`): claims over them take the locked paths.
 #[derive(Debug, Default)]
 pub(crate) struct Controlled(Mutex<Marks>);
 
@@ -90,7 +90,7 @@ pub(crate) async fn claim_rows(
     // few stay warm. Generic plans (pooler.rs), as there.
     let mut tx = inner.claims_db().begin_generic().await.map_err(map_sqlx)?;
     // The controls, then the queues with keyed jobs, each under its key
-    // lock (keys.rs), in one statement.
+    // lock (keyed.rs), in one statement.
     let locked = inner.sql.control_lock.query().bind(queues).fetch_all(&mut *tx).await.map_err(map_sqlx)?;
     let mut controlled: Vec<String> = Vec::new();
     let mut keyed: Vec<String> = Vec::new();

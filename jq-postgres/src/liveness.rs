@@ -14,7 +14,7 @@
 //!   or next taken, instead of pinging them, so the pools open new ones at
 //!   once (a healthy connection among them costs one reconnect);
 //! - the wake-up listener pings its connection when it has heard nothing
-//!   for a while (`listener.rs`).
+//!   for a while (`wake.rs`).
 //!
 //! A timed-out call may have been applied: the storage contract already
 //! covers the resend (a claim resent with its token, a settlement that

@@ -1,4 +1,4 @@
-//! PostgreSQL on a hostile network (issue 29): connections that go silent
+//! PostgreSQL on a hostile network: connections that go silent
 //! (no FIN, no RST), through `jq_testkit::proxy::Proxy`, and handlers that
 //! block their runtime's threads.
 

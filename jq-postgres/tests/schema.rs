@@ -41,6 +41,12 @@ const CHANGES: &[(&str, &str, &str)] = &[
     ("A batch of completions alone (the", "A batch of acks alone (the", "comment"),
     // The migrations the comment named are gone; the function has its file.
     ("(see jq-postgres migrations 10 and 15)", "(see jq-postgres/src/functions/enqueue.sql)", "enqueue's COMMENT"),
+    // Benchmark figures and session numbers left the code's comments.
+    (
+        "took the 10,000-into-1 fan-in from 92% to 64% of the\n    -- plain drain (BENCHMARKS.md, session 22).",
+        "took a wide fan-in far below the plain drain's rate\n    -- (BENCHMARKS.md's workflow scenarios).",
+        "jq_flow_moved's comment",
+    ),
     // jq_claim_keyed's setting came from an ALTER FUNCTION, now from its
     // CREATE: the same setting (pg_dump prints both alike), no change.
 ];

@@ -1,4 +1,5 @@
-//! get, list, stats, retry, cancel.
+//! get, list, stats, retry, cancel (the request to cancel a running job
+//! is cancel.rs's).
 
 use jq_core::{Error, Job, JobFilter, JobId, QueueName, Result, State, StateCounts, Stats, Throughput, Timestamp};
 
@@ -6,7 +7,7 @@ use std::collections::HashMap;
 
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 
-use crate::keys::{id_hex, slot};
+use crate::schema::{id_hex, slot};
 use crate::{Inner, error, row, scripts};
 
 /// Ids one list call examines at most before it returns a cursor.
@@ -33,7 +34,7 @@ pub(crate) async fn get(s: &Inner, id: JobId) -> Result<Job> {
     }
 }
 
-async fn queue_of(s: &Inner, id: JobId) -> Result<QueueName> {
+pub(crate) async fn queue_of(s: &Inner, id: JobId) -> Result<QueueName> {
     s.locate(&[id]).await?.remove(&id).ok_or(Error::NotFound { id })
 }
 
@@ -61,25 +62,6 @@ pub(crate) async fn cancel(s: &Inner, id: JobId) -> Result<()> {
     let mut cmd = scripts::call(&scripts::CANCEL, &[s.keys.base(queue.as_str())]);
     cmd.arg(s.now_micros()).arg(id_hex(id)).arg(s.keys.channel());
     answer(id, s.query(&cmd).await?, "cancel")
-}
-
-/// Cancels job `id` if it has not started, else stores the request on it
-/// while it runs (`lua/cancel_request.lua`).
-pub(crate) async fn request_cancel(s: &Inner, id: JobId, reason: &str) -> Result<jq_core::storage::CancelAnswer> {
-    use jq_core::storage::CancelAnswer;
-    let queue = queue_of(s, id).await?;
-    let mut cmd = scripts::call(&scripts::CANCEL_REQUEST, &[s.keys.base(queue.as_str())]);
-    cmd.arg(s.now_micros()).arg(id_hex(id)).arg(jq_core::storage::cancel_reason(reason)).arg(s.keys.channel());
-    let reply: String = s.query(&cmd).await?;
-    match reply.as_str() {
-        "notfound" => Err(Error::NotFound { id }),
-        "now_cancelled" => Ok(CancelAnswer::Cancelled),
-        "requested" => Ok(CancelAnswer::Requested),
-        other => match other.parse::<State>() {
-            Ok(state) => Ok(CancelAnswer::Finished(state)),
-            Err(_) => Err(error::unexpected(format!("request_cancel returned {other:?}"))),
-        },
-    }
 }
 
 pub(crate) async fn list(s: &Inner, filter: &JobFilter) -> Result<Vec<Job>> {
@@ -151,7 +133,7 @@ pub(crate) async fn stats(s: &Inner) -> Result<Stats> {
     if queues.is_empty() {
         return Ok(stats);
     }
-    // per queue: COUNTED, then its keyed Scheduled and Pending jobs (keys.rs)
+    // per queue: COUNTED, then its keyed Scheduled and Pending jobs (schema.rs)
     let per = COUNTED.len() + 2;
     let mut cmds = Vec::with_capacity(queues.len() * per);
     for q in &queues {

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use jq_core::{Error, JobId, NewJob, Result};
 use uuid::Uuid;
 
-use crate::keys::{id_hex, slot};
+use crate::schema::{id_hex, slot};
 use crate::{Inner, error, scripts};
 
 /// Values per job after the script's 2 leading arguments.
@@ -54,7 +54,7 @@ pub(crate) async fn enqueue(s: &Inner, jobs: Vec<NewJob>) -> Result<Vec<JobId>> 
 }
 /// Runs `cmd` (a script that stores jobs in `queues`) after naming any of
 /// those queues the registry lacks: the registry must name every queue
-/// that holds a job (keys.rs). On one server in the same round trip; on
+/// that holds a job (schema.rs). On one server in the same round trip; on
 /// Cluster the registry lives in another slot, so it goes first.
 pub(crate) async fn registered_then(s: &Inner, queues: &[&str], cmd: redis::Cmd) -> Result<Vec<String>> {
     let Some(due) = s.registry_due(queues) else { return s.query(&cmd).await };
@@ -101,7 +101,7 @@ pub(crate) fn job_args(cmd: &mut redis::Cmd, job: &NewJob, queue_index: usize, n
     let mut member = String::new();
     if run_at <= now {
         use std::fmt::Write as _;
-        // the ready member: run_at in 20 digits, then the id (keys.rs)
+        // the ready member: run_at in 20 digits, then the id (schema.rs)
         let _ = write!(member, "{:020}{hex}", run_at.max(0));
     }
     cmd.arg(&hex)

@@ -1,7 +1,7 @@
 //! Keyed jobs' limits and report ([`KeyStorage`](jq_core::storage::KeyStorage)):
 //! `lua/key_limits.lua` writes and reads a queue's `klimits` hash (in
 //! its slot, beside the keyed jobs' sets that `lua/claim.lua` walks; see
-//! "Keyed jobs" in keys.rs).
+//! "Keyed jobs" in schema.rs).
 
 use std::time::Duration;
 

@@ -1,12 +1,12 @@
 //! A job's stored fields read and written around the scripts, packed as
-//! [`crate::keys`] describes. jq itself never goes through here: this is
+//! [`crate::schema`] describes. jq itself never goes through here: this is
 //! for an operator repairing a job by hand and for tests that corrupt one
 //! on purpose (a corrupt job does not decode, so `get` cannot show it).
 
 use jq_core::JobId;
 use redis::aio::ConnectionLike;
 
-use crate::keys::{Keys, id_hex};
+use crate::schema::{Keys, id_hex};
 
 /// The fields of a job's value in the `jobs` hash, in their packed order.
 pub const BODY_FIELDS: [&str; 6] = ["kind", "payload", "priority", "max_attempts", "created_at", "trace"];

@@ -1,5 +1,5 @@
 //! Decoding a stored job (the field/value list `job_fields` in
-//! `lua/common.lua` makes, or the fields `claim.lua` returns) into a
+//! `lua/common/base.lua` makes, or the fields `claim.lua` returns) into a
 //! `jq_core::Job`.
 
 use jq_core::storage::LeaseToken;

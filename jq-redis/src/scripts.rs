@@ -1,4 +1,5 @@
-//! The Lua scripts, each `common.lua` followed by its own file.
+//! The Lua scripts, each the library in `lua/common/` followed by its own
+//! file.
 
 use std::sync::LazyLock;
 
@@ -10,10 +11,25 @@ pub(crate) struct Lua {
     pub(crate) script: Script,
 }
 
+/// The library every script starts with, its parts in this order: each
+/// uses only what the parts before it define (a Lua local is seen only
+/// below its definition), so the order is fixed.
+macro_rules! common {
+    () => {
+        concat!(
+            include_str!("lua/common/base.lua"),
+            include_str!("lua/common/workflows.lua"),
+            include_str!("lua/common/rotation.lua"),
+            include_str!("lua/common/moves.lua"),
+            include_str!("lua/common/store.lua"),
+        )
+    };
+}
+
 macro_rules! script {
     ($name:ident, $file:literal) => {
         pub(crate) static $name: LazyLock<Lua> = LazyLock::new(|| {
-            let code = concat!(include_str!("lua/common.lua"), include_str!($file));
+            let code = concat!(common!(), include_str!($file));
             Lua { code, script: Script::new(code) }
         });
     };

@@ -5,20 +5,20 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use jq_core::storage::{Beat, LeaseRef, Outcome, ProgressReport, Settled, Settlement, storable_message};
+use jq_core::storage::{Beat, LeaseRef, Outcome, Settled, Settlement, storable_message};
 use jq_core::{Error, JobId, QueueName, Result, State};
 
-use crate::keys::id_hex;
+use crate::schema::id_hex;
 use crate::{Inner, duration_micros, error, scripts};
 
 /// The KEYS of one script call and each queue's 1-based index into them.
-struct Groups {
-    bases: Vec<String>,
-    index: HashMap<QueueName, usize>,
+pub(crate) struct Groups {
+    pub(crate) bases: Vec<String>,
+    pub(crate) index: HashMap<QueueName, usize>,
 }
 
 impl Groups {
-    fn new<'a>(s: &Inner, queues: impl Iterator<Item = &'a QueueName>) -> Self {
+    pub(crate) fn new<'a>(s: &Inner, queues: impl Iterator<Item = &'a QueueName>) -> Self {
         let mut groups = Groups { bases: Vec::new(), index: HashMap::new() };
         for q in queues {
             if !groups.index.contains_key(q) {
@@ -32,7 +32,7 @@ impl Groups {
 
 /// Splits item positions into script calls: all in one on a single server,
 /// one call per queue on Cluster.
-fn calls<'a>(s: &Inner, items: &[usize], queue_of: impl Fn(usize) -> &'a QueueName) -> Vec<Vec<usize>> {
+pub(crate) fn calls<'a>(s: &Inner, items: &[usize], queue_of: impl Fn(usize) -> &'a QueueName) -> Vec<Vec<usize>> {
     if !s.is_cluster() {
         return vec![items.to_vec()];
     }
@@ -150,43 +150,4 @@ pub(crate) async fn heartbeat(s: &Inner, leases: &[LeaseRef], lease: Duration) -
     // The lost ones are someone else's now (or gone).
     s.owners.remove(&lost);
     Ok(Beat { lost, cancel })
-}
-
-/// Stores the progress of Running jobs (`lua/progress.lua`), grouped into
-/// script calls as settlements are; returns the ids whose lease was lost.
-pub(crate) async fn progress(s: &Inner, reports: &[ProgressReport]) -> Result<Vec<JobId>> {
-    for report in reports {
-        jq_core::storage::check_progress(&report.value)?;
-    }
-    if reports.is_empty() {
-        return Ok(Vec::new());
-    }
-    let ids: Vec<JobId> = reports.iter().map(|r| r.lease.id).collect();
-    let located = s.locate(&ids).await?;
-    let mut lost: Vec<JobId> = ids.iter().filter(|id| !located.contains_key(id)).copied().collect();
-    let known: Vec<usize> = (0..reports.len()).filter(|&i| located.contains_key(&reports[i].lease.id)).collect();
-    let calls = calls(s, &known, |i| &located[&reports[i].lease.id]);
-    let cmds: Vec<redis::Cmd> = calls
-        .iter()
-        .filter(|call| !call.is_empty())
-        .map(|call| {
-            let groups = Groups::new(s, call.iter().map(|&i| &located[&reports[i].lease.id]));
-            let mut cmd = scripts::call(&scripts::PROGRESS, &groups.bases);
-            for &i in call {
-                let r = &reports[i];
-                cmd.arg(groups.index[&located[&r.lease.id]])
-                    .arg(id_hex(r.lease.id))
-                    .arg(r.lease.token.to_string())
-                    .arg(&r.value);
-            }
-            cmd
-        })
-        .collect();
-    let replies: Vec<Vec<String>> = s.query_each(cmds).await?;
-    for hex in replies.into_iter().flatten() {
-        if let Some(&i) = known.iter().find(|&&i| id_hex(reports[i].lease.id) == hex) {
-            lost.push(reports[i].lease.id);
-        }
-    }
-    Ok(lost)
 }

@@ -1,8 +1,8 @@
 //! Workflows on Redis ([`WorkflowStorage`](jq_core::storage::WorkflowStorage)):
 //! a workflow is stored by one script call (`lua/workflow_enqueue.lua`),
 //! and the release or cancellation of a finished step's children runs in
-//! the script that finished it (`finished` of `workflows()` in `lua/common.lua`). The
-//! keys are documented in [`crate::keys`] ("Workflows").
+//! the script that finished it (`finished` of `workflows()` in `lua/common/workflows.lua`). The
+//! keys are documented in [`crate::schema`] ("Workflows").
 //!
 //! Every key a workflow's scripts touch is derived from its steps' queues:
 //! on a single server a workflow may span any queues; on Redis Cluster its
@@ -17,7 +17,7 @@ use jq_core::workflow::{
 use jq_core::{Error, JobId, Payload, QueueName, Result, State, StateCounts};
 use uuid::Uuid;
 
-use crate::keys::{id_hex, slot};
+use crate::schema::{id_hex, slot};
 use crate::{Inner, error, scripts};
 
 /// A workflow id as written in keys and values: 32 lowercase hex digits.
@@ -26,7 +26,7 @@ fn wid_hex(id: WorkflowId) -> String {
 }
 
 /// `id` followed by `base` unless it is `relative_to` (the packed
-/// references `workflows().refs` in `lua/common.lua` reads).
+/// references `workflows().refs` in `lua/common/workflows.lua` reads).
 fn reference(id: JobId, base: &str, relative_to: &str) -> String {
     let hex = id_hex(id);
     if base == relative_to { hex } else { format!("{hex}{base}") }
@@ -213,7 +213,7 @@ pub(crate) async fn parent_results(s: &Inner, id: JobId) -> Result<Vec<ParentRes
 }
 
 /// The base of the queue holding workflow `id`'s summary: a probe of every
-/// registered queue, as lookups by job id are (keys.rs).
+/// registered queue, as lookups by job id are (schema.rs).
 async fn summary_base(s: &Inner, id: WorkflowId) -> Result<String> {
     let queues = s.queues().await?;
     let wid = wid_hex(id);

@@ -154,7 +154,7 @@ async fn an_enqueue_batch_over_several_slots_is_refused_whole() {
     let Some(h) = setup().await else { return };
     let clock = ManualClock::starting_now();
     let s = connect(&h.prefix, clock.clock()).await;
-    let slot = |q: &str| jq_redis::keys::slot(&s.keys().base(q));
+    let slot = |q: &str| jq_redis::schema::slot(&s.keys().base(q));
     let other = (0..).map(|n| format!("o{n}")).find(|q| slot(q) != slot("a")).unwrap();
     let twin = (0..).map(|n| format!("t{n}")).find(|q| slot(q) == slot("a")).unwrap();
     let at = clock.now();
@@ -191,7 +191,7 @@ async fn a_workflow_must_live_in_one_slot() {
     let Some(h) = setup().await else { return };
     let clock = ManualClock::starting_now();
     let s = connect(&h.prefix, clock.clock()).await;
-    let slot = |q: &str| jq_redis::keys::slot(&s.keys().base(q));
+    let slot = |q: &str| jq_redis::schema::slot(&s.keys().base(q));
     let other = (0..).map(|n| format!("o{n}")).find(|q| slot(q) != slot("a")).unwrap();
     let at = clock.now();
 

@@ -1,4 +1,4 @@
-//! The layout marker `P:layout` (keys.rs, "The layout marker"): written on
+//! The layout marker `P:layout` (schema.rs, "The layout marker"): written on
 //! a new prefix, and a prefix this build cannot read refused at connect,
 //! with nothing written.
 #![allow(clippy::unwrap_used)] // tests may unwrap

@@ -1,4 +1,4 @@
-//! Redis on a hostile network (issue 29): connections that go silent (no
+//! Redis on a hostile network: connections that go silent (no
 //! FIN, no RST), through `jq_testkit::proxy::Proxy`, on a single server and
 //! on a Redis Cluster whose nodes tell clients to reach them through the
 //! proxies; and handlers that block their runtime's threads.

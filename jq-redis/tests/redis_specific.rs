@@ -89,7 +89,7 @@ async fn enqueue_from_another_connection_wakes_the_subscriber() {
 
 /// A queue's job hashes are hashtables from its first job, whatever Redis's
 /// listpack limits: a listpack is searched from the front on every lookup
-/// (common.lua, HASHTABLE). A purge that removes every job keeps them so.
+/// (common/base.lua, HASHTABLE). A purge that removes every job keeps them so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queues_job_hashes_are_hashtables_from_the_first_job() {
     jq_testkit::needs!(redis);
@@ -487,7 +487,7 @@ async fn a_periodic_job_move_cut_in_half_is_finished_by_the_next_pool() {
     };
     let (a, b) = (declare("qa"), declare("qb"));
     a.run_once(&s).await.unwrap();
-    let keys = jq_redis::keys::Keys::new(&prefix);
+    let keys = jq_redis::schema::Keys::new(&prefix);
     let mut raw = raw_conn().await;
     // seal.lua's effect, without fire.lua's in qb.
     let _: () = redis::cmd("HSET")
@@ -531,7 +531,7 @@ async fn a_workflow_spans_queues_on_a_single_server() {
     let prefix = common::prefix();
     let clock = ManualClock::starting_now();
     let s = common::connect(&prefix, clock.clock()).await;
-    let slot = |q: &str| jq_redis::keys::slot(&s.keys().base(q));
+    let slot = |q: &str| jq_redis::schema::slot(&s.keys().base(q));
     assert_ne!(slot("left"), slot("right"), "two slots, which Cluster would refuse");
     let at = clock.now();
     let plan = Workflow::new()
@@ -589,7 +589,7 @@ async fn a_workflow_spans_queues_on_a_single_server() {
     common::drop_prefix(&prefix).await;
 }
 
-/// The keyed jobs' keys (keys.rs, "Keyed jobs") follow every move of a
+/// The keyed jobs' keys (schema.rs, "Keyed jobs") follow every move of a
 /// keyed job: Running counts per key go back to nothing once no job of the
 /// key runs (ack, nack with and without delay, bury, cancel of a Pending
 /// one, promote of a Scheduled one), `kwait` and the Pending count
@@ -645,7 +645,7 @@ async fn keyed_jobs_keys_follow_every_move() {
         .collect();
     s.settle(batch).await.unwrap();
     let running: Vec<String> = redis::cmd("HKEYS").arg(format!("{base}krun")).query_async(&mut conn).await.unwrap();
-    // field "" keeps the hash a hashtable (keys.rs): it counts no key
+    // field "" keeps the hash a hashtable (schema.rs): it counts no key
     assert!(running.iter().all(String::is_empty), "no keyed job runs: {running:?}");
     clock.advance(Duration::from_secs(6));
     s.promote().await.unwrap();
@@ -699,7 +699,7 @@ async fn cancel_finds_a_keyed_job_whose_priority_is_corrupt() {
 }
 
 /// The rotation reads a priority's keys a page at a time from the cursor
-/// (`rotations()` in common.lua): over several pages, and across claims
+/// (`rotations()` in common/rotation.lua): over several pages, and across claims
 /// that stop mid-page, every key still gets one job per turn, in byte
 /// order, wrapping around.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

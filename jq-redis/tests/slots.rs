@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used)] // tests may unwrap
 
 use jq_redis::Keys;
-use jq_redis::keys::slot;
+use jq_redis::schema::slot;
 
 #[test]
 fn every_key_of_a_queue_is_in_one_slot() {

@@ -37,7 +37,7 @@ struct Stored {
 
 /// Limits as stored (NULL: no such limit; a value out of range reads as
 /// none, as a corrupt row must not stop the queue). Key limits are stored
-/// the same way (keys.rs).
+/// the same way (keyed.rs).
 pub(crate) fn limits(concurrency: Option<i64>, rate_limit: Option<i64>, rate_period: Option<i64>) -> QueueLimits {
     QueueLimits {
         concurrency: concurrency.and_then(|n| u32::try_from(n).ok()),

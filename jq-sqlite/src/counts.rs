@@ -94,7 +94,7 @@ pub(crate) fn workflow_of(conn: &Connection, id: &[u8]) -> Result<Option<Workflo
 /// and know whether it has children to release, without reading the row
 /// again: a point `SELECT queue` per acked job
 /// (`sql/settle_queue.sql`) was a third more work in the writer's settle,
-/// and 8% of the 20,000-job drain (BENCHMARKS.md, session 15). A job's
+/// and a measurable share of the drain. A job's
 /// queue never changes, nor does whether it has children, nor its workflow
 /// (a workflow is stored whole, `workflow.rs`), and an ack always follows this writer's
 /// own claim (it needs the claim's token), so an entry is never wrong, only

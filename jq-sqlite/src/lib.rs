@@ -58,7 +58,7 @@ mod counts;
 mod election;
 mod enqueue;
 mod error;
-mod keys;
+mod keyed;
 mod maintenance;
 mod periodic;
 mod rotation;

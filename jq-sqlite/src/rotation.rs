@@ -27,7 +27,7 @@ use rusqlite::{CachedStatement, Connection, OptionalExtension, params};
 use crate::control;
 use crate::counts::WorkflowKey;
 use crate::error::db;
-use crate::keys::{self, DEFAULT_KEY};
+use crate::keyed::{self, DEFAULT_KEY};
 use crate::row::{self, COLUMN_COUNT};
 
 const PAGE: &str = include_str!("sql/keys_page.sql");
@@ -186,8 +186,7 @@ fn head(r: &rusqlite::Row<'_>, priority: Priority) -> rusqlite::Result<Head> {
     };
     // Lenient, as the plain walk: a corrupt row is buried by its take.
     // The integers are read as references (`get_ref`), which spares the
-    // typed `get`'s conversion and error wrapping at every head
-    // (BENCHMARKS.md, session 28).
+    // typed `get`'s conversion and error wrapping at every head.
     let int = |i: usize| r.get_ref(i).ok().and_then(|v| v.as_i64().ok());
     let limits = match int(OVERRIDE) {
         Some(n) if n != 0 => Some(control::limits(
@@ -215,7 +214,7 @@ fn head(r: &rusqlite::Row<'_>, priority: Priority) -> rusqlite::Result<Head> {
 /// key's first job allocates. `expected` sizes the map (about as many
 /// keyed jobs run as a claim takes), so that it is not rehashed as it
 /// grows. Out of line, as [`Rotation::read_page`], so that callgrind
-/// counts the two reads apart (BENCHMARKS.md, session 28).
+/// counts the two reads apart.
 #[inline(never)]
 fn read_running(conn: &Connection, queue: &str, expected: usize) -> Result<HashMap<String, u64>> {
     let mut per_key: HashMap<String, u64> = HashMap::with_capacity(expected);
@@ -486,7 +485,7 @@ impl<'c> Rotation<'c> {
             None => match self.default {
                 Some(limits) => limits,
                 None => {
-                    let limits = keys::stored(conn, queue, DEFAULT_KEY)?.unwrap_or_default();
+                    let limits = keyed::stored(conn, queue, DEFAULT_KEY)?.unwrap_or_default();
                     self.default = Some(limits);
                     limits
                 }

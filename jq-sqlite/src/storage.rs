@@ -27,7 +27,7 @@ use crate::config::{Location, SqliteConfig};
 use crate::error::{BACKEND, SqliteError, command_panicked, writer_gone};
 use crate::schema::{self, Role};
 use crate::writer::{Alive, Command, Reply, Writer, panic_message};
-use crate::{admin, control, election, enqueue, keys, periodic, wake, workflow};
+use crate::{admin, control, election, enqueue, keyed, periodic, wake, workflow};
 use jq_core::workflow::{JobLinks, ParentResult, StepInfo, WorkflowId, WorkflowInfo, WorkflowPlan};
 
 /// The embedded SQLite backend. Cheap to clone (an `Arc` inside); the
@@ -401,7 +401,7 @@ impl KeyStorage for SqliteStorage {
 
     async fn keys(&self, queue: &QueueName, top: usize) -> Result<KeyReport> {
         let queue = queue.clone();
-        self.read(move |conn| keys::report(conn, &queue, top)).await
+        self.read(move |conn| keyed::report(conn, &queue, top)).await
     }
 }
 

@@ -34,7 +34,7 @@ use tokio::sync::{oneshot, watch};
 
 use crate::counts::ClaimedQueues;
 use crate::error::SharedFailure;
-use crate::{admin, cancel, claim, control, election, enqueue, keys, maintenance, periodic, settle, workflow};
+use crate::{admin, cancel, claim, control, election, enqueue, keyed, maintenance, periodic, settle, workflow};
 
 /// Where a command's answer goes.
 pub(crate) type Reply<T> = oneshot::Sender<Result<T>>;
@@ -262,10 +262,10 @@ impl Command {
                 (Answer::Unit(reply, control::set_limits(conn, &queue, &limits)), true)
             }
             Command::SetKeyLimits { queue, key, limits, reply } => {
-                (Answer::Unit(reply, keys::set(conn, &queue, key.as_deref(), &limits)), true)
+                (Answer::Unit(reply, keyed::set(conn, &queue, key.as_deref(), &limits)), true)
             }
             Command::ClearKeyLimits { queue, key, reply } => {
-                let r = keys::clear(conn, &queue, &key);
+                let r = keyed::clear(conn, &queue, &key);
                 let wakes = matches!(r, Ok(true));
                 (Answer::Unit(reply, r.map(drop)), wakes)
             }

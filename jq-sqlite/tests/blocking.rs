@@ -1,5 +1,5 @@
-//! Handlers that block every thread of their runtime keep their leases
-//! (issue 29): the pool's heartbeat runs on a thread of its own.
+//! Handlers that block every thread of their runtime keep their leases:
+//! the pool's heartbeat runs on a thread of its own.
 
 use jq_sqlite::{SqliteConfig, SqliteStorage};
 

@@ -1,4 +1,4 @@
-//! A store that grew for a year (issue 29), on PostgreSQL and SQLite:
+//! A store that grew for a year, on PostgreSQL and SQLite:
 //! [`finished`] finished jobs spread over the past 365 days in four queues,
 //! and [`PENDING`] Pending ones in a fifth, filled by the SQL of
 //! `scripts/bench/grow-*.sql`. On it, the reads an operator's tools make

@@ -1,4 +1,4 @@
-//! The keyed scenario (issue 32), on a backend with `Capability::Keys`
+//! The keyed scenario, on a backend with `Capability::Keys`
 //! (skipped, with a message, on the others): [`KEYED_JOBS`] no-op jobs over
 //! [`KEYS`] distinct keys, each key limited to one Running job (the
 //! queue's default key limit), drained by the drain's pool (concurrency

@@ -1,4 +1,4 @@
-//! The workflow scenarios (issue 30), on a backend with
+//! The workflow scenarios, on a backend with
 //! `Capability::Workflows` (skipped, with a message, on the others):
 //!
 //! - `fanin`: [`FANIN_MEMBERS`] no-op jobs and one callback after all of

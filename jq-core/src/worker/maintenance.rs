@@ -206,8 +206,8 @@ impl<S: Storage> Maintenance<S> {
         while elected.wait_for(|held| *held).await.is_ok() {
             // The first sample waits an interval too: a pool elected as it
             // starts into a backlog spends its first moments draining it,
-            // not counting it (a `stats` of the whole store cost 4% of a
-            // 20,000-job SQLite drain), and a scrape every 15 s or more
+            // not counting it (a `stats` of the whole store slows a drain
+            // measurably), and a scrape every 15 s or more
             // cannot tell the difference.
             tokio::time::sleep(jitter(interval, 0.1)).await;
             if !*elected.borrow() {

@@ -9,9 +9,8 @@
 //! jobs, never fewer than the concurrency and never more than
 //! [`MAX_PREFETCH`]. Slow jobs keep the old default (as many as the
 //! concurrency); a backlog of short jobs grows the batches until the fixed
-//! cost of a claim no longer matters. Measured on PostgreSQL (20,000 no-op
-//! jobs, 16 handlers): 13,200 jobs/s with 16 waiting, 18,000 with 48,
-//! 29,900 with 240.
+//! cost of a claim no longer matters: a no-op drain on PostgreSQL runs more
+//! than twice as fast with 240 waiting as with 16 (BENCHMARKS.md).
 //!
 //! The horizon is never shorter than [`LATENCY_FACTOR`] claim round trips.
 //! The claims are serial, so when short jobs run out during a claim the

@@ -43,8 +43,8 @@ BEGIN
     -- steps are looked up and counted by one statement, the same write as
     -- jq_workflow_count's. Through the general path below (the rules'
     -- classification, a lookup, then the count) a claim's call cost three
-    -- statements, and took the 10,000-into-1 fan-in from 92% to 64% of the
-    -- plain drain (BENCHMARKS.md, session 22).
+    -- statements, and took a wide fan-in far below the plain drain's rate
+    -- (BENCHMARKS.md's workflow scenarios).
     IF NOT (tos && ARRAY['completed', 'dead', 'cancelled'] OR froms && ARRAY['dead', 'cancelled']) THEN
         INSERT INTO {schema}.workflow_counts AS c (workflow, state, shard, n)
         SELECT n.workflow, d.state, (pg_backend_pid() % 16)::int2, sum(d.n)

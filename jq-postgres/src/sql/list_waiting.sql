@@ -7,8 +7,8 @@
 -- The page's ids come from jobs_claim alone (the waiting jobs only; queue
 -- its first column, state included: an index-only scan), kept in a bounded
 -- sort; only the page's rows are then read. Reading every waiting job's row
--- to sort them cost the dashboard's overview 240 ms with 100,000 pending
--- jobs (BENCHMARKS.md, session 15). list.sql would walk the primary key,
+-- to sort them made the dashboard's overview slow on a deep queue, in
+-- proportion to its pending jobs. list.sql would walk the primary key,
 -- passing every finished job older than the queue's first waiting one
 -- (millions, in a store that kept its history).
 SELECT {columns}

@@ -8,10 +8,10 @@
 -- step moves between the two (a claim from Pending, a retry with no delay
 -- or a release back to it, a recovery to it), so each row alone drifts
 -- (acks take Running steps from the 'running' rows that claims never
--- added to) while their sum stays exact. *Why: that write was a quarter
--- of the 10,000-into-1 fan-in's time, which drained at 67% to 78% of the
--- plain drain with it and at 100% without (BENCHMARKS.md, sessions 22 and
--- 23).* Running is counted here instead, from the store's leased jobs
+-- added to) while their sum stays exact. *Why: that write was a large
+-- share of a wide fan-in's time, and the fan-in drained well below the
+-- plain drain with it and as fast without (BENCHMARKS.md's workflow
+-- scenarios).* Running is counted here instead, from the store's leased jobs
 -- (jobs_lease_expiry holds exactly the Running jobs, a number bounded by
 -- the workers' slots, not by the store or the workflow), each step looked
 -- up in job_nodes by key; Pending is the rest. One statement, one

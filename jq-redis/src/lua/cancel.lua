@@ -1,6 +1,6 @@
 -- cancel.lua: Waiting, Scheduled or Pending -> Cancelled; a workflow
 -- step's dependents follow in the same script (`finished` of workflows() in
--- common.lua).
+-- common/workflows.lua).
 --
 -- KEYS[1]  base of the job's queue
 -- ARGV[1]  now (microseconds)

@@ -27,11 +27,11 @@
 -- drops the entries of claimers last seen at or before ARGV[7], so the
 -- names of pools long gone do not pile up.
 --
--- Keyed jobs (keys.rs, "Keyed jobs"): a queue with an allowance costs one
+-- Keyed jobs (schema.rs, "Keyed jobs"): a queue with an allowance costs one
 -- EXISTS of its keyed sets more; one that holds a keyed Pending or
 -- Scheduled job makes its due keyed Scheduled jobs Pending (run_at kept),
 -- and the claim merges the plain candidates with each such queue's
--- rotation (rotations() in common.lua), recording the keys' Running
+-- rotation (rotations() in common/rotation.lua), recording the keys' Running
 -- counts, starts under a rate, and the cursors it moved.
 --
 -- Returns one string per claimed job, in claim order (priority high to low,
@@ -45,7 +45,7 @@
 -- reply, about 900 instructions apiece. State, token, worker and expiry are
 -- what the client sent. A candidate whose stored priority or
 -- attempts is not an integer is moved to Dead with the reason instead (see
--- int() in common.lua) and returned as { "corrupt", id, reason } in its
+-- int() in common/base.lua) and returned as { "corrupt", id, reason } in its
 -- place.
 --
 -- A claim that takes fewer than `limit` jobs while an asked, unpaused
@@ -90,7 +90,7 @@ for q = 1, #KEYS do
   allow[q] = a
 end
 
--- Keyed jobs (keys.rs): a queue with an allowance costs one EXISTS more,
+-- Keyed jobs (schema.rs): a queue with an allowance costs one EXISTS more,
 -- which tells whether it holds a keyed Pending or Scheduled job; only then
 -- does the claim walk its rotation (keyed_claim below).
 local keyed = {}
@@ -316,7 +316,7 @@ for q = 1, #KEYS do
           writes[#writes + 1] = id
           -- A Pending or Scheduled job's lease fields are empty: its value
           -- ends 3 NULs after p4, then finished_at ("") and, for a
-          -- workflow step only, "\0" and its flow (common.lua), kept
+          -- workflow step only, "\0" and its flow (common/base.lua), kept
           -- and counted in its workflow's summary.
           -- a job the rotation took (only those are keyed)
           local key = key_at[at[i]]
@@ -382,7 +382,7 @@ for q = 1, #KEYS do
     -- one HSET for the claim rather than an HINCRBY per job
     if rot[q] then
       -- and the field '' (no key is empty), whose long value keeps the
-      -- hash a hashtable (HASHTABLE in common.lua): the claim, the ack
+      -- hash a hashtable (HASHTABLE in common/base.lua): the claim, the ack
       -- batch and the next claim look up tens of keys in it at a time,
       -- each a walk of the whole hash while it is a listpack
       local counts = { '', HASHTABLE }

@@ -11,7 +11,7 @@
 --   the ready set when it is Pending, i.e. run_at <= now; "" when it is
 --   Scheduled), trace (the enqueuing span's W3C context; "" = none),
 --   timeout in milliseconds ("" = none), key ("" = none; a keyed job goes
---   to its key's sets, keys.rs)
+--   to its key's sets, schema.rs)
 -- Returns one value per job: "" when stored, else the id answered instead
 -- (nothing stored for it): its own when the queue holds that id already
 -- (a resend), or the live job of the same queue with the same unique key.

@@ -10,7 +10,7 @@
 -- ARGV[5]  set: rate period (microseconds, "" for none)
 -- ARGV[6]  set, clear: wake-up channel (PUBLISHed: jobs may have become
 --          claimable)
--- `klimits` (keys.rs): field "" the default, a key's field its
+-- `klimits` (schema.rs): field "" the default, a key's field its
 -- override, each "concurrency\0rate_limit\0rate_period" ("" for none; an
 -- override of no limits is "\0\0", which claim reads as unlimited). A
 -- default of no limits is no field.

@@ -15,7 +15,7 @@
 -- Returns { score, member, effective run_at } triples: score -priority,
 -- member as in the ready set (20-digit run_at, then the id), the
 -- effective run_at "" for a plain job and for a keyed job the one its
--- rotation gives it (keys.rs, "Keyed jobs"; due keyed Scheduled jobs are
+-- rotation gives it (schema.rs, "Keyed jobs"; due keyed Scheduled jobs are
 -- left to the claim and to promote), the first `limit` in claim order,
 -- and no more than the queue's control lets a claim take now (none while
 -- paused, concurrency minus its leases, rate limit minus its starts in the

@@ -9,7 +9,7 @@
 local base = KEYS[1]
 local now = tonumber(ARGV[1])
 local due = redis.call('ZRANGEBYSCORE', base .. 'scheduled', '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
--- keyed Scheduled jobs have their own set (keys.rs); make_pending puts
+-- keyed Scheduled jobs have their own set (schema.rs); make_pending puts
 -- them in their key's
 local keyed = {}
 if #due < tonumber(ARGV[2]) then

@@ -12,14 +12,14 @@
 -- why (the caller logs them).
 --
 -- A workflow step made Dead or Cancelled releases or cancels its
--- dependents in this same script (make_terminal, common.lua).
+-- dependents in this same script (make_terminal, common/moves.lua).
 --
 -- The guard (state Running and lease_expires_at <= now) is checked in the
 -- same script as the write, so a job a concurrent ack just finished is never
 -- touched.
 --
 -- Every field this script computes with is checked before the first write
--- to its job (see int() in common.lua): a corrupt job goes to Dead with the
+-- to its job (see int() in common/base.lua): a corrupt job goes to Dead with the
 -- reason; it must not stop the others, nor stay in the lease index forever.
 
 local base = KEYS[1]

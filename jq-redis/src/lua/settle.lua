@@ -22,7 +22,7 @@
 -- item of the batch is no longer Running for a later one.
 --
 -- Workflows: a step's count moves in its workflow's summary, and a step
--- with children releases or cancels them (`finished` of workflows() in common.lua) in
+-- with children releases or cancels them (`finished` of workflows() in common/workflows.lua) in
 -- this same script, whichever outcome made it terminal. The acks' counts
 -- and releases are written once for the batch, after the items (`later`,
 -- `completed_later` and `flush` of workflows()).
@@ -108,7 +108,7 @@ for j = 0, n - 1 do
       local uk = sub(v, p3 + 1, p4 - 1)
       -- A Running job's value ends with its empty finished_at, so with a
       -- NUL, unless it is a workflow step's, which ends with a ninth field
-      -- (common.lua): one byte tells, so a plain job's ack pays for no
+      -- (common/base.lua): one byte tells, so a plain job's ack pays for no
       -- lookup.
       -- Its flow follows the value's eighth NUL (after lease_worker and
       -- finished_at); a value without one is a plain job's.
@@ -169,7 +169,7 @@ for j = 0, n - 1 do
       end
       local new
       if why then
-        -- see int() in common.lua: the outcome cannot be applied as asked
+        -- see int() in common/base.lua: the outcome cannot be applied as asked
         local reason = 'job ' .. id .. ' is corrupt in storage: ' .. why .. ' (found when its ' .. outcome
           .. ' was recorded)'
         if message ~= '' then reason = reason .. ': ' .. message end

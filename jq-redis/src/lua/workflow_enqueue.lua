@@ -2,11 +2,11 @@
 -- (WorkflowStorage::enqueue_workflow), with its summary.
 --
 -- KEYS[q]  base of each queue the workflow's steps go to; KEYS[1] holds
---          the workflow's summary `wf:<workflow id>` (keys.rs)
+--          the workflow's summary `wf:<workflow id>` (schema.rs)
 -- ARGV[1]  now (microseconds): created_at of every step
 -- ARGV[2]  wake-up channel (PUBLISHed once when a step became Pending)
 -- ARGV[3]  workflow id (32 hex)
--- ARGV[4]  the steps in step order, packed as workflows().refs in common.lua reads
+-- ARGV[4]  the steps in step order, packed as workflows().refs in common/workflows.lua reads
 --          them (relative to KEYS[1]): the summary's field `steps`
 -- then 16 values per step, all computed by the client:
 --   id (32 hex), queue index (1-based into KEYS), kind, payload, priority,
@@ -16,7 +16,7 @@
 --   field), node (the `nodes` value), parents and children (packed refs,
 --   relative to the step's own queue; "" = none), key ("" = none: a
 --   keyed step's state value has it as a tenth field, and it goes to its
---   key's sets, keys.rs)
+--   key's sets, schema.rs)
 -- Returns { "ok" } when stored; { "stored", steps } when the workflow is
 -- stored already (a resend: nothing written); { "exists", id } when a
 -- step's job id is stored already outside it (nothing written).

@@ -106,7 +106,7 @@ CREATE INDEX jobs_plain_scheduled ON jobs (queue, priority DESC, run_at, id) WHE
 -- or WHERE name a column an UPDATE sets, and the claim's and the ack's
 -- UPDATEs set `state`, so an index whose WHERE named `state` would cost
 -- every plain job's claim and ack a cursor opened and closed though no
--- plain job is ever in it (BENCHMARKS.md, "Keyed jobs on SQLite"). No
+-- plain job is ever in it (BENCHMARKS.md, the keyed drain). No
 -- plain statement of the hot paths sets `keyed_wait` nor a column of this
 -- index.
 CREATE INDEX jobs_keyed_waiting ON jobs (queue, priority DESC, key, run_at, id) WHERE keyed_wait IS NOT NULL;

@@ -5,8 +5,8 @@
 -- Each whole row, in the column order of row.rs, then its flow and rowid:
 -- a Pending candidate is nearly always taken (the drain takes them all),
 -- and reading it here spares a second statement per claimed job
--- (claim_row.sql; about 5% of the drain's instructions, BENCHMARKS.md
--- session 22). The take changes only what the caller knows. Last, a
+-- (claim_row.sql, a measurable share of the drain's instructions). The
+-- take changes only what the caller knows. Last, a
 -- step's workflow (for its counts, workflow_counts): its node is probed only
 -- when `flow` says it is a step (a CASE evaluates one branch), so a plain
 -- job reads no other table.

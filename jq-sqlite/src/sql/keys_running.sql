@@ -5,6 +5,6 @@
 -- bounded by the workers' slots, not by the store), keyed jobs having no
 -- Running index of their own (001_schema.sql says why). No GROUP BY: it
 -- sorted the rows in a temporary b-tree at every claim, where the
--- caller's map counts them as they come (BENCHMARKS.md, session 28).
+-- caller's map counts them as they come.
 SELECT key FROM jobs INDEXED BY jobs_lease
 WHERE state = 'running' AND queue = ?1 AND key IS NOT NULL

@@ -1,4 +1,5 @@
-//! The key layout in Redis (this crate's "schema").
+//! The key layout in Redis (this crate's "schema"), and the check of
+//! the layout marker at connect.
 //!
 //! With prefix `P` (default `jq`) and a queue `Q`, every key of the queue
 //! starts with its *base* `P:{P:Q}:`. The braces are a Redis Cluster hash
@@ -33,10 +34,10 @@
 //! | `P:{P:Q}:starts` | sorted set | the rate limit's log: one member `<token>:<id>` per start, score its instant; claim drops those that left the window |
 //! | `P:{P:Q}:seen` | hash | worker -> `<instant>:<1 if paused>` of its latest claim that met a control |
 //! | `P:{P:Q}:seen_gc` | string | the instant (microseconds) from which a claim that met a control looks again for `seen` entries of claimers unseen for a day, and drops them: at most once an hour per queue |
-//! | `P:{P:Q}:kwait` | sorted set | the queue's keyed Pending jobs (keyed jobs are never in `ready` or `scheduled`), score 0, member `<5000000000 - priority, 11 digits><K>\0<member as in ready>`: so `ZRANGEBYLEX` reads the priorities from the highest, each priority's keys in byte order (a key's members come right after those of every key it is a prefix of: keys hold no NUL), and each key's jobs by (run_at, id), its first one its head (`kwait_member` in `lua/common.lua`) |
+//! | `P:{P:Q}:kwait` | sorted set | the queue's keyed Pending jobs (keyed jobs are never in `ready` or `scheduled`), score 0, member `<5000000000 - priority, 11 digits><K>\0<member as in ready>`: so `ZRANGEBYLEX` reads the priorities from the highest, each priority's keys in byte order (a key's members come right after those of every key it is a prefix of: keys hold no NUL), and each key's jobs by (run_at, id), its first one its head (`kwait_member` in `lua/common/base.lua`) |
 //! | `P:{P:Q}:kscheduled` | sorted set | keyed Scheduled jobs, score run_at (promote and claim make the due ones Pending, run_at kept) |
 //! | `P:{P:Q}:kpending` | string | how many keyed jobs are Pending (for `stats`) |
-//! | `P:{P:Q}:krun` | hash | key -> its Running jobs (expired leases included until recover or a late ack); every move into Running (claim) and out of it (`leave` in `lua/common.lua`, and the ack batch) keeps it. A keyed claim also writes the field `""` (no key is empty) with the long value that keeps `jobs` a hashtable (below): claims and ack batches look up tens of keys at a time, each a walk of a listpack |
+//! | `P:{P:Q}:krun` | hash | key -> its Running jobs (expired leases included until recover or a late ack); every move into Running (claim) and out of it (`leave` in `lua/common/base.lua`, and the ack batch) keeps it. A keyed claim also writes the field `""` (no key is empty) with the long value that keeps `jobs` a hashtable (below): claims and ack batches look up tens of keys at a time, each a walk of a listpack |
 //! | `P:{P:Q}:kcursor` | hash | priority (its 11 digits) -> the key the rotation served last there |
 //! | `P:{P:Q}:klimits` | hash | key limits: `""` the queue's default, `<K>` key K's override; `concurrency rate_limit rate_period` (microseconds), `""` when none |
 //! | `P:{P:Q}:kstarts:<K>` | sorted set | key K's start log while its limits have a rate: member `<token>:<id>`, score its start; claim drops those that left the window |
@@ -59,7 +60,7 @@
 //! so scripts learn a job's key from the value they read anyway. Keyed
 //! jobs stay out of `ready` and `scheduled`: a claim costs a queue one
 //! `EXISTS` of `kwait` and `kscheduled` more, and only a queue with a
-//! keyed job walks its rotation (`rotations()` in `lua/common.lua`): for
+//! keyed job walks its rotation (`rotations()` in `lua/common/rotation.lua`): for
 //! each priority from the highest, the keys after the cursor in byte order,
 //! wrapping around, read a page of `kwait` at a time with `ZRANGEBYLEX`
 //! (about two members per job the claim may still take; a full page's last
@@ -83,7 +84,7 @@
 //! `jobs` and `states` also hold a field `""` (no id is empty) whose
 //! long value keeps them hashtables: Redis would keep a hash of a few
 //! hundred short values as a listpack and search it from the front on every
-//! lookup (`HASHTABLE` in `lua/common.lua`).
+//! lookup (`HASHTABLE` in `lua/common/base.lua`).
 //!
 //! # Workflows
 //!
@@ -96,7 +97,7 @@
 //! workflows (the ack: two string finds). A step's change moves its count in
 //! the summary `wf:<W>` in the same script, and the script that makes a
 //! `c` step terminal releases or cancels its children (`finished` of `workflows()` in
-//! `lua/common.lua`), so `workflow()` reads the summary, never the steps.
+//! `lua/common/workflows.lua`), so `workflow()` reads the summary, never the steps.
 //!
 //! The scripts derive every key of a workflow from its steps' queues
 //! (refs carry the bases), so on a single server a workflow may span any
@@ -123,8 +124,8 @@
 //! # The layout marker
 //!
 //! `P:layout` names the key layout of everything under the prefix: `1`,
-//! 0.1's and this build's ([`crate::LAYOUT`]). `RedisStorage::connect`
-//! reads it (one `GET`) and refuses a prefix whose marker names a newer
+//! 0.1's and this build's ([`LAYOUT`]). `RedisStorage::connect` reads it
+//! (one `GET`, `check` below) and refuses a prefix whose marker names a newer
 //! layout (`RedisError::LayoutTooNew`), or holds something that is not a
 //! layout number (`RedisError::UnknownLayout`), before it touches anything,
 //! as PostgreSQL refuses a schema a newer build migrated. On a prefix
@@ -158,6 +159,9 @@
 //! and heartbeats need no lookup.
 
 use jq_core::{JobId, QueueName};
+
+use crate::Conn;
+use crate::error::RedisError;
 
 /// Builds the keys of one key prefix.
 #[derive(Clone, Debug)]
@@ -312,6 +316,60 @@ fn crc16(data: &[u8]) -> u16 {
         }
     }
     crc
+}
+
+// The layout marker ("The layout marker" above).
+
+/// The key layout this build reads and writes: 0.1's.
+pub const LAYOUT: u32 = 1;
+
+/// Checks the marker of `keys`' prefix, and writes it on a prefix that has
+/// none. Only then, on a prefix seen for the first time (or emptied by
+/// `FLUSHDB` or `delete_all_keys`), does it look for the jobs of a
+/// development build: one `EXISTS` per registered queue.
+pub(crate) async fn check(conn: &Conn, keys: &Keys) -> Result<(), RedisError> {
+    let conn = &mut conn.clone();
+    let marker = keys.layout();
+    let prefix = || keys.prefix().to_owned();
+    let mut found: Option<String> =
+        redis::cmd("GET").arg(&marker).query_async(conn).await.map_err(RedisError::Setup)?;
+    if found.is_none() {
+        if let Some(queue) = development_queue(conn, keys).await? {
+            return Err(RedisError::DevelopmentLayout { prefix: prefix(), queue });
+        }
+        let set: Option<String> =
+            redis::cmd("SET").arg(&marker).arg(LAYOUT).arg("NX").query_async(conn).await.map_err(RedisError::Setup)?;
+        if set.is_some() {
+            return Ok(());
+        }
+        // Another process wrote it meanwhile: check what it wrote.
+        found = redis::cmd("GET").arg(&marker).query_async(conn).await.map_err(RedisError::Setup)?;
+    }
+    match found.as_deref().map(str::parse::<u32>) {
+        None => Ok(()),
+        Some(Ok(LAYOUT)) => Ok(()),
+        Some(Ok(n)) if n > LAYOUT => Err(RedisError::LayoutTooNew { prefix: prefix(), found: n, known: LAYOUT }),
+        Some(_) => Err(RedisError::UnknownLayout { prefix: prefix(), found: found.unwrap_or_default() }),
+    }
+}
+
+/// The first registered queue that holds the key of a development build's
+/// layout (`<base>v2:states`: every job of that layout had a field there),
+/// or None.
+async fn development_queue(conn: &mut Conn, keys: &Keys) -> Result<Option<String>, RedisError> {
+    let mut names: Vec<String> =
+        redis::cmd("SMEMBERS").arg(keys.registry()).query_async(conn).await.map_err(RedisError::Setup)?;
+    names.retain(|n| queue_name(n).is_some());
+    names.sort();
+    // One command per queue: on Cluster each is in its own slot.
+    for name in names {
+        let key = format!("{}v2:states", keys.base(&name));
+        let exists: bool = redis::cmd("EXISTS").arg(&key).query_async(conn).await.map_err(RedisError::Setup)?;
+        if exists {
+            return Ok(Some(name));
+        }
+    }
+    Ok(None)
 }
 
 #[cfg(test)]
