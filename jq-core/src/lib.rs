@@ -70,5 +70,5 @@ pub use state::State;
 pub use trace::TraceContext;
 pub use worker::{
     DEFAULT_KEEP_CANCELLED, DEFAULT_KEEP_COMPLETED, DEFAULT_KEEP_DEAD, HandlerError, HandlerResult, JobContext,
-    Retention, WorkerHandle, WorkerPool,
+    LIMITED_POLL_INTERVAL, Retention, WorkerHandle, WorkerPool,
 };

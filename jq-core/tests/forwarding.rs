@@ -28,7 +28,7 @@ impl Storage for Partial {
     async fn enqueue(&self, jobs: Vec<NewJob>) -> Result<Vec<JobId>> {
         self.0.enqueue(jobs).await
     }
-    async fn claim(&self, request: &ClaimRequest) -> Result<Vec<Job>> {
+    async fn claim(&self, request: &ClaimRequest) -> Result<jq_core::storage::ClaimAnswer> {
         self.0.claim(request).await
     }
     async fn settle(&self, batch: Vec<Settlement>) -> Result<Vec<Settled>> {

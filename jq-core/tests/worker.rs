@@ -627,7 +627,7 @@ impl jq_core::storage::Wrapper for Flaky {
     fn inner(&self) -> &MemoryStorage {
         &self.inner
     }
-    async fn claim(&self, request: &jq_core::storage::ClaimRequest) -> jq_core::Result<Vec<Job>> {
+    async fn claim(&self, request: &jq_core::storage::ClaimRequest) -> jq_core::Result<jq_core::storage::ClaimAnswer> {
         if Self::fails(&self.claim_failures) {
             return Err(Self::down());
         }

@@ -144,7 +144,7 @@ async fn enqueue_get_wait_cancel(backend: &str) {
     let running = json_of(&running)["id"].as_str().unwrap().to_owned();
     let request =
         jq::storage::ClaimRequest::new(vec!["slow".parse().unwrap()], 1, Duration::from_secs(30), "test-worker");
-    assert_eq!(client.storage().claim(&request).await.unwrap().len(), 1);
+    assert_eq!(client.storage().claim(&request).await.unwrap().jobs.len(), 1);
     let requested = post_json(&app, &format!("/api/v1/jobs/{running}/cancel"), "").await;
     assert_eq!(requested.status, 202, "{}", requested.body);
     assert_eq!(json_of(&requested)["state"], "running");

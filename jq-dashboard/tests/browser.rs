@@ -322,10 +322,10 @@ async fn operator_follows_a_workflow(backend: &str) {
         lease: job.lease_ref().unwrap(),
         outcome: Outcome::AckWith { result: Payload::of(&value).unwrap() },
     };
-    let fetch = storage.claim(&request).await.unwrap();
+    let fetch = storage.claim(&request).await.unwrap().jobs;
     assert_eq!(fetch.iter().map(|j| j.id).collect::<Vec<_>>(), vec![id("fetch")]);
     storage.settle(vec![ack(&fetch[0], serde_json::json!({"bytes": 5120}))]).await.unwrap();
-    let running = storage.claim(&request).await.unwrap();
+    let running = storage.claim(&request).await.unwrap().jobs;
     assert_eq!(running.len(), 2, "resize and scan");
     let resize = running.iter().find(|j| j.id == id("resize")).unwrap();
     storage.settle(vec![ack(resize, serde_json::json!({"thumbnail": "cat-small.png"}))]).await.unwrap();

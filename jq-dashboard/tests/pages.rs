@@ -264,7 +264,7 @@ async fn workflow_page_draws_the_graph(backend: &str) {
     let (fetch, scan) = (stored.job("<fetch>").unwrap(), stored.job("scan").unwrap());
     let request =
         ClaimRequest::new(vec![jq::QueueName::new("flow").unwrap()], 10, std::time::Duration::from_secs(30), "w");
-    let claimed = client.storage().claim(&request).await.unwrap();
+    let claimed = client.storage().claim(&request).await.unwrap().jobs;
     let lease = claimed[0].lease_ref().unwrap();
     let result = jq::Payload::from_json(r#"{"found":"<3>"}"#).unwrap();
     client.storage().settle(vec![Settlement { lease, outcome: Outcome::AckWith { result } }]).await.unwrap();

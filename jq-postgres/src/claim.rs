@@ -15,11 +15,15 @@
 //! Once the statement committed, the claimed jobs are handed over whatever
 //! happens next: a row that does not decode is buried, and one that cannot
 //! be buried stays Running (logged) until recover buries it.
+//!
+//! A short claim over controlled or keyed queues then reads what held back
+//! the claimable jobs it left (`sql/claim_held.sql`, [`ClaimAnswer::limited`]);
+//! the plain path never does: a short plain claim drained its queues.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use jq_core::storage::ClaimRequest;
+use jq_core::storage::{ClaimAnswer, ClaimRequest, Limited};
 use jq_core::{Error, Job, Result, Timestamp};
 use sqlx::postgres::{PgArguments, PgConnectOptions, PgPoolOptions, PgRow};
 use sqlx::{PgConnection, PgPool, Postgres, Row};
@@ -35,15 +39,15 @@ use crate::{Inner, control};
 
 /// Moves up to `request.limit` claimable jobs to Running and returns them in
 /// claim order.
-pub(crate) async fn claim(inner: &Inner, request: &ClaimRequest) -> Result<Vec<Job>> {
+pub(crate) async fn claim(inner: &Inner, request: &ClaimRequest) -> Result<ClaimAnswer> {
     request.check()?;
     if request.limit == 0 || request.queues.is_empty() {
-        return Ok(Vec::new());
+        return Ok(ClaimAnswer::default());
     }
     if request.resend {
         let earlier = earlier(inner, request).await?;
         if !earlier.is_empty() {
-            return Ok(earlier);
+            return Ok(ClaimAnswer::jobs(earlier));
         }
     }
     let limit = i32::try_from(request.limit).unwrap_or(i32::MAX);
@@ -51,8 +55,12 @@ pub(crate) async fn claim(inner: &Inner, request: &ClaimRequest) -> Result<Vec<J
     let now = inner.clock.now();
     let expires_at = jq_core::storage::truncate_micros(jq_core::storage::add(now, request.lease));
     match inner.controlled.path(&queues) {
-        Path::Controlled => return controlled(inner, request, &queues, now, expires_at).await,
-        Path::Keyed => return keyed(inner, request, &queues, limit, now, expires_at).await,
+        Path::Controlled => {
+            return held_back(inner, request, controlled(inner, request, &queues, now, expires_at).await?).await;
+        }
+        Path::Keyed => {
+            return held_back(inner, request, keyed(inner, request, &queues, limit, now, expires_at).await?).await;
+        }
         Path::Plain => {}
     }
     let (ticket, starts) = inner.hints.begin(&queues, now);
@@ -72,10 +80,12 @@ pub(crate) async fn claim(inner: &Inner, request: &ClaimRequest) -> Result<Vec<J
     if !marked_controlled.is_empty() || !marked_keyed.is_empty() {
         inner.hints.finish(ticket, std::iter::empty());
         inner.controlled.found(&queues, &marked_controlled, &marked_keyed);
-        if marked_controlled.is_empty() {
-            return keyed(inner, request, &queues, limit, now, expires_at).await;
-        }
-        return controlled(inner, request, &queues, now, expires_at).await;
+        let jobs = if marked_controlled.is_empty() {
+            keyed(inner, request, &queues, limit, now, expires_at).await?
+        } else {
+            controlled(inner, request, &queues, now, expires_at).await?
+        };
+        return held_back(inner, request, jobs).await;
     }
     let jobs = decode_and_bury(inner, rows.iter()).await;
     inner
@@ -83,7 +93,47 @@ pub(crate) async fn claim(inner: &Inner, request: &ClaimRequest) -> Result<Vec<J
         .finish(ticket, jobs.iter().map(|j| (j.queue.as_str(), j.priority, Key { run_at: j.run_at, id: j.id.0 })));
     let mut jobs = jobs;
     sort(&mut jobs);
-    Ok(jobs)
+    Ok(ClaimAnswer::jobs(jobs))
+}
+
+/// The answer of a claim over controlled or keyed queues that took `jobs`:
+/// when it is short, with what held back the claimable jobs it left
+/// (`sql/claim_held.sql`). That read failing costs only the report: the
+/// jobs are claimed and handed over, and the pool polls as after a drain.
+async fn held_back(inner: &Inner, request: &ClaimRequest, jobs: Vec<Job>) -> Result<ClaimAnswer> {
+    if jobs.len() >= request.limit {
+        return Ok(ClaimAnswer::jobs(jobs));
+    }
+    let queues: Vec<&str> = request.queues.iter().map(|q| q.as_str()).collect();
+    let statement = inner.sql.claim_held.query().bind(&queues).bind(inner.clock.now());
+    let rows = match inner.claims_db().fetch_all(statement).await {
+        Ok(rows) => rows,
+        Err(error) => {
+            tracing::debug!(error = %map_sqlx(error), "could not read what held back a short claim");
+            return Ok(ClaimAnswer::jobs(jobs));
+        }
+    };
+    let mut limited = None;
+    for row in &rows {
+        let full: bool = row.try_get("full").unwrap_or(false);
+        let rate_until: Option<Timestamp> = row.try_get("rate_until").ok().flatten();
+        let keyed_left: bool = row.try_get("keyed_left").unwrap_or(false);
+        let plain_left: bool = row.try_get("plain_left").unwrap_or(false);
+        let held = if !(keyed_left || plain_left) {
+            None
+        } else if full {
+            Some(Limited::Concurrency)
+        } else if let Some(until) = rate_until {
+            Some(Limited::Rate { until })
+        } else if keyed_left {
+            // A key's limits: which of them is not read here.
+            Some(Limited::Concurrency)
+        } else {
+            None
+        };
+        limited = Limited::merge(limited, held);
+    }
+    Ok(ClaimAnswer { jobs, limited })
 }
 
 /// The claim statement with its arguments, one place for the claim and the

@@ -285,7 +285,7 @@ impl Storage for PostgresStorage {
         self.inner.timed(enqueue::enqueue_pool(&self.inner, jobs)).await
     }
 
-    async fn claim(&self, request: &ClaimRequest) -> Result<Vec<Job>> {
+    async fn claim(&self, request: &ClaimRequest) -> Result<jq_core::storage::ClaimAnswer> {
         self.inner.timed(claim::claim(&self.inner, request)).await
     }
 

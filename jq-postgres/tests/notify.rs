@@ -36,12 +36,12 @@ async fn idle_subscriber_is_woken_by_an_enqueue_from_another_pool() {
     let producer = f.connect(Clock::system()).await;
     let mut signal = worker.subscribe().expect("postgres can signal");
     ready(&mut signal).await;
-    assert!(worker.claim(&request("w", 1)).await.unwrap().is_empty());
+    assert!(worker.claim(&request("w", 1)).await.unwrap().jobs.is_empty());
 
     let j = job(1);
     producer.enqueue(vec![j.clone()]).await.unwrap();
     tokio::time::timeout(WAIT, signal.changed()).await.expect("woken by the NOTIFY").unwrap();
-    let claimed = worker.claim(&request("w", 1)).await.unwrap();
+    let claimed = worker.claim(&request("w", 1)).await.unwrap().jobs;
     assert_eq!(claimed[0].id, j.id);
 
     // A release hands the job back with a wake-up too.
@@ -90,7 +90,7 @@ async fn several_worker_pools_drain_a_queue_without_claiming_a_job_twice() {
             let name = format!("worker-{w}");
             let mut mine = Vec::new();
             loop {
-                let jobs = storage.claim(&request(&name, 16)).await.unwrap();
+                let jobs = storage.claim(&request(&name, 16)).await.unwrap().jobs;
                 if jobs.is_empty() {
                     return mine;
                 }
@@ -135,7 +135,7 @@ async fn listener_reconnects_after_its_connection_is_killed() {
     let j = job(1);
     producer.enqueue(vec![j.clone()]).await.unwrap();
     loop {
-        let claimed = worker.claim(&request("w", 1)).await.unwrap();
+        let claimed = worker.claim(&request("w", 1)).await.unwrap().jobs;
         if let Some(c) = claimed.first() {
             assert_eq!(c.id, j.id);
             break;
@@ -163,7 +163,7 @@ async fn child_process_worker() {
     ready(&mut signal).await;
     println!("jq-child: ready");
     loop {
-        let jobs = s.claim(&request("child", 1)).await.unwrap();
+        let jobs = s.claim(&request("child", 1)).await.unwrap().jobs;
         if let Some(j) = jobs.first() {
             s.settle(vec![Settlement { lease: j.lease_ref().unwrap(), outcome: Outcome::Ack }]).await.unwrap();
             println!("jq-child: done {}", j.id);

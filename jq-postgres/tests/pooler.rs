@@ -202,7 +202,7 @@ async fn each_call_through_the_pooler() {
     let s = PostgresStorage::connect(pgbouncer::config(&h.schema, Clock::system())).await.unwrap();
     let ids = s.enqueue((0..4).map(|n| job("q", n)).collect()).await.unwrap();
     let request = ClaimRequest::new(vec![QueueName::new("q").unwrap()], 4, Duration::from_secs(60), "w");
-    let claimed = s.claim(&request).await.unwrap();
+    let claimed = s.claim(&request).await.unwrap().jobs;
     assert_eq!(claimed.len(), 4);
     assert_eq!(
         s.heartbeat(&claimed.iter().map(|j| j.lease_ref().unwrap()).collect::<Vec<_>>(), Duration::from_secs(60))

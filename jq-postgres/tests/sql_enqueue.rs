@@ -100,7 +100,8 @@ async fn unique_keys_and_resent_ids_agree_with_the_rust_enqueue() {
     let claimed = s
         .claim(&jq_core::storage::ClaimRequest::new(vec!["default".parse().unwrap()], 10, Duration::from_secs(30), "w"))
         .await
-        .unwrap();
+        .unwrap()
+        .jobs;
     let settle = claimed
         .iter()
         .map(|j| jq_core::storage::Settlement {
@@ -161,11 +162,11 @@ async fn a_job_from_sql_is_claimable_at_commit_and_wakes_a_listener() {
     let id: Uuid = sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).fetch_one(&mut *tx).await.unwrap();
     let request =
         jq_core::storage::ClaimRequest::new(vec!["default".parse().unwrap()], 10, Duration::from_secs(30), "w");
-    assert!(s.claim(&request).await.unwrap().is_empty(), "not visible before the commit");
+    assert!(s.claim(&request).await.unwrap().jobs.is_empty(), "not visible before the commit");
     tx.commit().await.unwrap();
 
     tokio::time::timeout(Duration::from_secs(10), wakes.changed()).await.expect("woken at the commit").unwrap();
-    let claimed = s.claim(&request).await.unwrap();
+    let claimed = s.claim(&request).await.unwrap().jobs;
     assert_eq!(claimed.iter().map(|j| j.id.0).collect::<Vec<_>>(), vec![id]);
 
     // A rolled-back enqueue leaves nothing.

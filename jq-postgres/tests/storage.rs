@@ -64,7 +64,7 @@ async fn the_rotation_goes_on_from_its_cursor_when_the_functions_are_replaced() 
         keys.sort();
         keys
     };
-    assert_eq!(keys(&s.claim(&request("q", 2)).await.unwrap()), ["a", "b"]);
+    assert_eq!(keys(&s.claim(&request("q", 2)).await.unwrap().jobs), ["a", "b"]);
 
     let q = format!("\"{}\"", f.schema);
     let older = format!("UPDATE {q}.jq_functions SET generation = 0");
@@ -77,8 +77,8 @@ async fn the_rotation_goes_on_from_its_cursor_when_the_functions_are_replaced() 
             .unwrap();
     assert_eq!(generations, [0, jq_postgres::FUNCTIONS_VERSION], "installed again");
 
-    assert_eq!(keys(&s.claim(&request("q", 1)).await.unwrap()), ["c"], "after b, the cursor");
-    assert_eq!(keys(&s.claim(&request("q", 10)).await.unwrap()), ["a", "b", "c", "d", "d"]);
+    assert_eq!(keys(&s.claim(&request("q", 1)).await.unwrap().jobs), ["c"], "after b, the cursor");
+    assert_eq!(keys(&s.claim(&request("q", 10)).await.unwrap().jobs), ["a", "b", "c", "d", "d"]);
     jq_testkit::assert_stats_agree_with_list(&s).await;
     f.cleanup().await;
 }
@@ -117,7 +117,7 @@ async fn a_cancel_racing_the_ack_that_releases_its_step_neither_deadlocks_nor_co
             .unwrap();
         let ids = plan.ids();
         s.enqueue_workflow(&plan).await.unwrap();
-        let parents = s.claim(&request("race", 2)).await.unwrap();
+        let parents = s.claim(&request("race", 2)).await.unwrap().jobs;
         assert_eq!(parents.len(), 2);
         s.ack(parents[0].lease_ref().unwrap()).await.unwrap();
         let last = parents[1].lease_ref().unwrap();
@@ -170,7 +170,7 @@ async fn concurrent_claims_and_settles_of_one_workflow_keep_its_counts() {
             let s = common::connect(&schema, Clock::system()).await;
             let mut idle = 0;
             while idle < 50 {
-                let batch = s.claim(&request("wf", 4)).await.unwrap();
+                let batch = s.claim(&request("wf", 4)).await.unwrap().jobs;
                 if batch.is_empty() {
                     if s.workflow(id).await.unwrap().is_finished() {
                         break;
@@ -218,10 +218,10 @@ async fn two_schemas_do_not_see_each_other() {
     let (a, b) = (Fixture::new().await, Fixture::new().await);
     let (sa, sb) = (a.connect(Clock::system()).await, b.connect(Clock::system()).await);
     let id = sa.enqueue_one(job("shared", 1)).await.unwrap();
-    assert!(sb.claim(&request("shared", 10)).await.unwrap().is_empty());
+    assert!(sb.claim(&request("shared", 10)).await.unwrap().jobs.is_empty());
     assert!(matches!(sb.get(id).await, Err(Error::NotFound { .. })));
     assert_eq!(sb.stats().await.unwrap().total(State::Pending), 0);
-    assert_eq!(sa.claim(&request("shared", 10)).await.unwrap().len(), 1);
+    assert_eq!(sa.claim(&request("shared", 10)).await.unwrap().jobs.len(), 1);
     assert_ne!(sa.channel(), sb.channel());
     a.cleanup().await;
     b.cleanup().await;
@@ -276,7 +276,7 @@ async fn smoke_every_operation() {
     assert_eq!(got.run_at, clock.now());
 
     // claim + ack.
-    let claimed = s.claim(&request("q", 1)).await.unwrap();
+    let claimed = s.claim(&request("q", 1)).await.unwrap().jobs;
     assert_eq!(claimed.len(), 1);
     let first = &claimed[0];
     assert_eq!(first.attempts, 1);
@@ -288,7 +288,7 @@ async fn smoke_every_operation() {
     assert_eq!(done.finished_at, Some(clock.now()));
 
     // claim + nack -> Scheduled, promote after the delay.
-    let j = s.claim(&request("q", 1)).await.unwrap().pop().unwrap();
+    let j = s.claim(&request("q", 1)).await.unwrap().jobs.pop().unwrap();
     assert_eq!(s.nack(j.lease_ref().unwrap(), "boom", Duration::from_secs(10)).await.unwrap(), State::Scheduled);
     let j2 = s.get(j.id).await.unwrap();
     assert_eq!(j2.errors.len(), 1);
@@ -301,7 +301,7 @@ async fn smoke_every_operation() {
     assert_eq!(s.get(j.id).await.unwrap().state, State::Pending);
 
     // heartbeat, recover.
-    let batch = s.claim(&request("q", 10)).await.unwrap();
+    let batch = s.claim(&request("q", 10)).await.unwrap().jobs;
     assert_eq!(batch.len(), 1, "only the retried job is left in q");
     let held = batch[0].lease_ref().unwrap();
     let mut stale = held;
@@ -317,7 +317,7 @@ async fn smoke_every_operation() {
     assert!(rec.errors.last().unwrap().message.contains("lease expired (worker w1"), "{:?}", rec.errors);
 
     // A settle batch with mixed results, including a duplicate item.
-    let j = s.claim(&request("q", 1)).await.unwrap().pop().unwrap();
+    let j = s.claim(&request("q", 1)).await.unwrap().jobs.pop().unwrap();
     let l = j.lease_ref().unwrap();
     let results = s
         .settle(vec![
@@ -334,7 +334,7 @@ async fn smoke_every_operation() {
     // retry (admin), release.
     s.retry(j.id).await.unwrap();
     assert!(matches!(s.retry(j.id).await, Err(Error::InvalidState { operation: "retry", .. })));
-    let j = s.claim(&request("q", 1)).await.unwrap().pop().unwrap();
+    let j = s.claim(&request("q", 1)).await.unwrap().jobs.pop().unwrap();
     assert_eq!(j.attempts, 4, "claimed, nacked, recovered, failed, retried: the fourth claim");
     s.release(j.lease_ref().unwrap()).await.unwrap();
     assert_eq!(s.get(j.id).await.unwrap().attempts, 3, "a release gives the attempt back");
@@ -383,7 +383,7 @@ async fn claim_walks_the_claim_index_with_many_finished_jobs() {
     let plan = plan.join("\n");
     assert!(plan.contains("jobs_claim"), "{plan}");
     assert!(!plan.contains("Sort"), "the claim must walk the index in order, not sort: {plan}");
-    assert_eq!(s.claim(&request("q", 100)).await.unwrap().len(), 10);
+    assert_eq!(s.claim(&request("q", 100)).await.unwrap().jobs.len(), 10);
     f.cleanup().await;
 }
 
@@ -403,7 +403,7 @@ async fn corrupt_row_is_a_typed_error_and_a_corrupt_claim_goes_dead() {
     assert!(matches!(s.get(bad).await, Err(Error::Corrupt { id: Some(id), .. }) if id == bad));
     assert_eq!(s.get(ok).await.unwrap().state, State::Pending, "other jobs are unaffected");
     // Claimed anyway (priority 9 sorts first): it cannot run, so it goes to Dead.
-    let claimed = s.claim(&request("q", 10)).await.unwrap();
+    let claimed = s.claim(&request("q", 10)).await.unwrap().jobs;
     assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![ok]);
     let state: String = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT state FROM {q}.jobs WHERE id = $1")))
         .bind(bad.0)
@@ -434,7 +434,7 @@ async fn a_claim_whose_bury_fails_hands_over_the_others() {
     .await
     .unwrap();
     let request = request("q", 10);
-    let claimed = s.claim(&request).await.expect("the claim succeeds although burying failed");
+    let claimed = s.claim(&request).await.expect("the claim succeeds although burying failed").jobs;
     assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![ok]);
     let (state, token): (String, uuid::Uuid) =
         sqlx::query_as(sqlx::AssertSqlSafe(format!("SELECT state, lease_token FROM {q}.jobs WHERE id = $1")))
@@ -498,14 +498,14 @@ async fn recover_hands_on_an_expired_corrupt_job_with_the_others() {
     let s = f.connect(clock.clock()).await;
     let jobs: Vec<NewJob> = (0..3).map(|n| job("q", n)).collect();
     s.enqueue(jobs.clone()).await.unwrap();
-    assert_eq!(s.claim(&request("q", 10)).await.unwrap().len(), 3);
+    assert_eq!(s.claim(&request("q", 10)).await.unwrap().jobs.len(), 3);
     corrupt(&s, &f.schema, "errors", "'{\"not\": \"a list\"}'", jobs[0].id).await;
     corrupt(&s, &f.schema, "priority", "9", jobs[1].id).await;
     clock.advance(Duration::from_secs(31));
     assert_eq!(s.recover().await.unwrap(), 3);
     assert_eq!(s.recover().await.unwrap(), 0);
     assert_eq!(s.get(jobs[2].id).await.unwrap().state, State::Pending);
-    let claimed = s.claim(&request("q", 10)).await.unwrap();
+    let claimed = s.claim(&request("q", 10)).await.unwrap().jobs;
     assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![jobs[2].id]);
     for bad in &jobs[..2] {
         let sql = format!("SELECT state FROM \"{}\".jobs WHERE id = $1", f.schema);
@@ -532,7 +532,7 @@ async fn retry_of_a_dead_job_whose_key_a_newer_live_job_holds() {
         j
     };
     let a = s.enqueue_one(keyed(1)).await.unwrap();
-    let claimed = s.claim(&request("q", 1)).await.unwrap().pop().unwrap();
+    let claimed = s.claim(&request("q", 1)).await.unwrap().jobs.pop().unwrap();
     s.bury(claimed.lease_ref().unwrap(), "no").await.unwrap();
     let b = s.enqueue_one(keyed(2)).await.unwrap();
     assert_ne!(a, b, "a Dead job does not hold its key");
@@ -544,7 +544,7 @@ async fn retry_of_a_dead_job_whose_key_a_newer_live_job_holds() {
     assert_eq!(s.enqueue(vec![keyed(4), job("q", 5)]).await.unwrap()[0], a);
 
     // The holder finishes: the retried job still answers for the key.
-    let claimed = s.claim(&request("q", 10)).await.unwrap();
+    let claimed = s.claim(&request("q", 10)).await.unwrap().jobs;
     assert_eq!(claimed.len(), 3, "a, b and the job without a key");
     let lease = |id| claimed.iter().find(|j| j.id == id).unwrap().lease_ref().unwrap();
     s.ack(lease(b)).await.unwrap();
@@ -591,7 +591,7 @@ async fn enqueue_of_an_id_already_stored_returns_it_and_stores_nothing() {
     assert_eq!(s.enqueue(vec![twice.clone(), twice.clone()]).await.unwrap(), vec![twice.id, twice.id]);
 
     // A finished job is not stored again either: its id is taken.
-    let j = s.claim(&request("q", 1)).await.unwrap().pop().unwrap();
+    let j = s.claim(&request("q", 1)).await.unwrap().jobs.pop().unwrap();
     assert_eq!(j.id, a.id);
     s.ack(j.lease_ref().unwrap()).await.unwrap();
     assert_eq!(s.enqueue_one(a.clone()).await.unwrap(), a.id);
@@ -667,7 +667,7 @@ async fn claim_work_per_job_does_not_grow_with_the_dead_versions_behind_it() {
     let mut read_per_claim = Vec::new();
     for _ in 0..JOBS / BATCH {
         let before = claim_index_entries_read(&s).await;
-        let batch = s.claim(&request("q", BATCH)).await.unwrap();
+        let batch = s.claim(&request("q", BATCH)).await.unwrap().jobs;
         read_per_claim.push(claim_index_entries_read(&s).await - before);
         assert_eq!(batch.len(), BATCH);
         let acks = batch.iter().map(|j| Settlement { lease: j.lease_ref().unwrap(), outcome: Outcome::Ack }).collect();
@@ -699,7 +699,7 @@ async fn claim_work_per_job_does_not_grow_with_the_dead_versions_behind_it() {
     .await
     .unwrap();
     let before = claim_index_entries_read(&fresh).await;
-    assert!(fresh.claim(&request("q", BATCH)).await.unwrap().is_empty());
+    assert!(fresh.claim(&request("q", BATCH)).await.unwrap().jobs.is_empty());
     let walked = claim_index_entries_read(&fresh).await - before;
     assert!(walked >= JOBS as i64, "the held snapshot kept {walked} of {JOBS} entries");
 
@@ -726,18 +726,18 @@ async fn a_job_claimable_behind_where_claims_reached_is_claimed() {
         j
     };
     let ids = a.enqueue(vec![past(1, -60), past(2, -50)]).await.unwrap();
-    let first = a.claim(&request("q", 1)).await.unwrap();
+    let first = a.claim(&request("q", 1)).await.unwrap().jobs;
     assert_eq!(first[0].id, ids[0]);
     // Behind the Normal band's start, enqueued by this storage: next in order.
     let own = a.enqueue_one(past(3, -3_600)).await.unwrap();
-    let next: Vec<_> = a.claim(&request("q", 1)).await.unwrap().iter().map(|j| j.id).collect();
+    let next: Vec<_> = a.claim(&request("q", 1)).await.unwrap().jobs.iter().map(|j| j.id).collect();
     assert_eq!(next, vec![own]);
     // Behind it again, enqueued elsewhere: found once a whole walk is due.
     let other = b.enqueue_one(past(4, -7_200)).await.unwrap();
-    let before: Vec<_> = a.claim(&request("q", 1)).await.unwrap().iter().map(|j| j.id).collect();
+    let before: Vec<_> = a.claim(&request("q", 1)).await.unwrap().jobs.iter().map(|j| j.id).collect();
     assert_eq!(before, vec![ids[1]], "still in this storage's order until its next walk from the front");
     clock.advance(Duration::from_secs(60)); // past any whole walk's 20-fold cost, however loaded the machine
-    let after: Vec<_> = a.claim(&request("q", 1)).await.unwrap().iter().map(|j| j.id).collect();
+    let after: Vec<_> = a.claim(&request("q", 1)).await.unwrap().jobs.iter().map(|j| j.id).collect();
     assert_eq!(after, vec![other]);
     f.cleanup().await;
 }
@@ -757,7 +757,7 @@ async fn a_row_the_server_refuses_fails_alone_in_its_batch() {
     for n in 0..4 {
         ids.push(s.enqueue_one(job("q", n)).await.unwrap());
     }
-    let mut claimed = s.claim(&request("q", 4)).await.unwrap();
+    let mut claimed = s.claim(&request("q", 4)).await.unwrap().jobs;
     claimed.sort_by_key(|j| j.id);
     let bad = claimed[1].id;
     let schema = &f.schema;
@@ -845,7 +845,7 @@ async fn every_way_of_storing_a_job_keeps_its_key() {
     }
     let listed = s.list(&JobFilter::default()).await.unwrap();
     assert_eq!(listed.iter().filter(|j| j.key.is_some()).count(), expected.len(), "list: {listed:?}");
-    let claimed = s.claim(&request("q", 100)).await.unwrap();
+    let claimed = s.claim(&request("q", 100)).await.unwrap().jobs;
     let mut got: Vec<(jq_core::JobId, Option<&str>)> = claimed.iter().map(|j| (j.id, j.key.as_deref())).collect();
     got.sort();
     let mut want: Vec<(jq_core::JobId, Option<&str>)> = expected.iter().map(|(id, k)| (*id, Some(*k))).collect();
@@ -873,7 +873,7 @@ async fn keyed_fairness_bound() {
     let started = std::time::Instant::now();
     let mut order: Vec<String> = Vec::new();
     loop {
-        let batch = s.claim(&request("q", 10)).await.unwrap();
+        let batch = s.claim(&request("q", 10)).await.unwrap().jobs;
         if batch.is_empty() {
             break;
         }
@@ -969,7 +969,7 @@ async fn one_statement_against_the_general_claim(f: &Fixture, seed: u64) {
         let limit = 1 + rand(12) as usize;
         let mut taken = Vec::new();
         for (i, q) in [&fast, &general].into_iter().enumerate() {
-            let claimed = s.claim(&request(q, limit)).await.unwrap();
+            let claimed = s.claim(&request(q, limit)).await.unwrap().jobs;
             let mut at: Vec<_> = claimed.iter().map(|j| (j.run_at, j.key.clone())).collect();
             at.sort();
             taken.push(at);

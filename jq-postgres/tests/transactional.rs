@@ -34,9 +34,9 @@ async fn commit_makes_the_job_exist_and_claimable() {
     let ids = s.enqueue_tx(&mut tx, vec![j.clone()]).await.unwrap();
     assert_eq!(ids, vec![j.id]);
     assert!(matches!(other.get(j.id).await, Err(Error::NotFound { .. })), "invisible before commit");
-    assert!(other.claim(&request()).await.unwrap().is_empty(), "not claimable before commit");
+    assert!(other.claim(&request()).await.unwrap().jobs.is_empty(), "not claimable before commit");
     tx.commit().await.unwrap();
-    let claimed = other.claim(&request()).await.unwrap();
+    let claimed = other.claim(&request()).await.unwrap().jobs;
     assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![j.id]);
     f.cleanup().await;
 }
@@ -60,7 +60,7 @@ async fn rollback_stores_nothing_and_sends_no_wake_up() {
     s.enqueue_in(&mut *tx, vec![j.clone()]).await.unwrap();
     tx.rollback().await.unwrap();
     assert!(matches!(s.get(j.id).await, Err(Error::NotFound { .. })), "nothing stored");
-    assert!(s.claim(&request()).await.unwrap().is_empty());
+    assert!(s.claim(&request()).await.unwrap().jobs.is_empty());
 
     // A committed enqueue afterwards: notifications arrive in commit order,
     // so the first one must be the marker's, not the rolled-back one's.
@@ -83,7 +83,7 @@ async fn enqueue_in_a_pool_or_connection_commits_at_once() {
     let b = job();
     s.enqueue_in(&mut *conn, vec![b.clone()]).await.unwrap();
     drop(conn);
-    assert_eq!(s.claim(&request()).await.unwrap().len(), 2);
+    assert_eq!(s.claim(&request()).await.unwrap().jobs.len(), 2);
     f.cleanup().await;
 }
 
@@ -105,19 +105,19 @@ async fn a_job_committed_late_is_claimed_at_once_by_the_storage_that_stored_it()
     };
     let first = build(30);
     s.enqueue(vec![first.clone()]).await.unwrap();
-    assert_eq!(s.claim(&request()).await.unwrap()[0].id, first.id, "a whole walk sets the band's position");
+    assert_eq!(s.claim(&request()).await.unwrap().jobs[0].id, first.id, "a whole walk sets the band's position");
 
     let late = build(20);
     let mut tx = s.pool().begin().await.unwrap();
     s.enqueue_tx(&mut tx, vec![late.clone()]).await.unwrap();
     let meanwhile = build(10);
     s.enqueue(vec![meanwhile.clone()]).await.unwrap();
-    let got = s.claim(&request()).await.unwrap();
+    let got = s.claim(&request()).await.unwrap().jobs;
     assert_eq!(got.iter().map(|j| j.id).collect::<Vec<_>>(), vec![meanwhile.id], "the uncommitted job is not seen");
     tx.commit().await.unwrap();
 
     // The same storage instant: no walk from the front is due.
-    let got = s.claim(&request()).await.unwrap();
+    let got = s.claim(&request()).await.unwrap().jobs;
     assert_eq!(got.iter().map(|j| j.id).collect::<Vec<_>>(), vec![late.id], "claimed right after its commit");
     f.cleanup().await;
 }
@@ -150,7 +150,7 @@ async fn a_workflow_in_the_callers_transaction_commits_or_rolls_back_whole() {
     tx.commit().await.unwrap();
     let ids = kept.ids();
     assert_eq!(s.get(ids[1]).await.unwrap().state, jq_core::State::Waiting);
-    let claimed = s.claim(&request()).await.unwrap();
+    let claimed = s.claim(&request()).await.unwrap().jobs;
     assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![ids[0]], "only the root");
     f.cleanup().await;
 }

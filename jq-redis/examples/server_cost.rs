@@ -169,7 +169,7 @@ async fn main() -> Result<(), BoxError> {
         let b = evalsha_usec(&mut conn).await?;
         let t = Instant::now();
         let request = ClaimRequest { token: jq_core::storage::LeaseToken::new(), ..request.clone() };
-        let claimed = s.claim(&request).await?;
+        let claimed = s.claim(&request).await?.jobs;
         claim_wall += t.elapsed();
         let a = evalsha_usec(&mut conn).await?;
         claim_usec = (claim_usec.0 + a.0 - b.0, claim_usec.1 + a.1 - b.1);
@@ -255,7 +255,7 @@ async fn drain_pass(
     let mut done = 0;
     loop {
         let request = ClaimRequest { token: jq_core::storage::LeaseToken::new(), ..request.clone() };
-        let claimed = s.claim(&request).await?;
+        let claimed = s.claim(&request).await?.jobs;
         if claimed.is_empty() {
             break;
         }

@@ -15,10 +15,15 @@
 //! before its answer was lost) and returns that, or, if the lookup fails
 //! too, what the calls that answered returned. It returns an error only
 //! when no call claimed anything. A resend starts with the same lookup.
+//!
+//! A short script call ends its reply with what held back the claimable
+//! jobs it left (`{ "limited", v }`), which the claim answers
+//! ([`ClaimAnswer::limited`]). On Redis Cluster, a claim over queues in
+//! several slots reports what the queues it claimed from found.
 
 use std::cmp::Reverse;
 
-use jq_core::storage::{ClaimRequest, LeaseRef, Outcome, Settlement};
+use jq_core::storage::{ClaimAnswer, ClaimRequest, LeaseRef, Limited, Outcome, Settlement};
 use jq_core::{Error, Job, JobId, Lease, QueueName, Result};
 
 use crate::{Inner, duration_micros, row, scripts};
@@ -29,38 +34,40 @@ const CHUNK: usize = 1_000;
 /// ones (the earliest due); `promote` moves the rest.
 const DUE_IN_CLAIM: usize = 1_000;
 
-/// What some script calls claimed, and the first error of the others.
-type Partial = (Vec<Job>, Option<Error>);
+/// What some script calls claimed, the first error of the others, and
+/// what held back the jobs the short ones left.
+type Partial = (Vec<Job>, Option<Error>, Option<Limited>);
 
-pub(crate) async fn claim(s: &Inner, request: &ClaimRequest) -> Result<Vec<Job>> {
+pub(crate) async fn claim(s: &Inner, request: &ClaimRequest) -> Result<ClaimAnswer> {
     request.check()?;
     let mut queues: Vec<&str> = request.queues.iter().map(|q| q.as_str()).collect();
     queues.sort_unstable();
     queues.dedup();
     if request.limit == 0 || queues.is_empty() {
-        return Ok(Vec::new());
+        return Ok(ClaimAnswer::default());
     }
     if request.resend {
         let earlier = earlier(s, &queues, request).await?;
         if !earlier.is_empty() {
             tracing::info!(jobs = earlier.len(), "a resent claim returns what its first attempt took");
-            return Ok(earlier);
+            return Ok(ClaimAnswer::jobs(earlier));
         }
     }
-    let (jobs, failed) = if queues.len() == 1 || !s.is_cluster() {
+    let (jobs, failed, limited) = if queues.len() == 1 || !s.is_cluster() {
         claim_from(s, &queues, request.limit, request).await
     } else {
         claim_across_slots(s, &queues, request).await?
     };
-    let Some(error) = failed else { return Ok(jobs) };
+    let limited = limited.filter(|_| jobs.len() < request.limit);
+    let Some(error) = failed else { return Ok(ClaimAnswer { jobs, limited }) };
     if jobs.is_empty() {
         // Nothing claimed, or a lost answer: the caller resends.
         return Err(error);
     }
     tracing::warn!(%error, claimed = jobs.len(), "part of a claim failed; handing over everything its token holds");
     match earlier(s, &queues, request).await {
-        Ok(all) if all.len() >= jobs.len() => Ok(all),
-        Ok(_) | Err(_) => Ok(jobs),
+        Ok(all) if all.len() >= jobs.len() => Ok(ClaimAnswer::jobs(all)),
+        Ok(_) | Err(_) => Ok(ClaimAnswer::jobs(jobs)),
     }
 }
 
@@ -105,12 +112,14 @@ async fn claim_across_slots(s: &Inner, queues: &[&str], request: &ClaimRequest) 
         counts.iter().enumerate().filter(|(_, n)| **n > 0).map(|(qi, n)| claim_from(s, &queues[qi..=qi], *n, request));
     let mut jobs = Vec::new();
     let mut failed = None;
-    for (taken, error) in futures::future::join_all(claims).await {
+    let mut limited = None;
+    for (taken, error, held) in futures::future::join_all(claims).await {
         jobs.extend(taken);
         failed = failed.or(error);
+        limited = Limited::merge(limited, held);
     }
     jobs.sort_by_key(|j| (Reverse(j.priority.as_i16()), j.run_at, j.id));
-    Ok((jobs, failed))
+    Ok((jobs, failed, limited))
 }
 
 /// Claims up to `limit` jobs of `queues` (all in one slot, or a single
@@ -121,6 +130,7 @@ async fn claim_from(s: &Inner, queues: &[&str], limit: usize, request: &ClaimReq
     let lease = duration_micros(request.lease);
     let token = request.token.to_string();
     let mut out: Vec<Job> = Vec::new();
+    let mut limited = None;
     while out.len() < limit {
         let n = (limit - out.len()).min(CHUNK);
         let now = s.now_micros();
@@ -132,10 +142,14 @@ async fn claim_from(s: &Inner, queues: &[&str], limit: usize, request: &ClaimReq
         let mut cmd = scripts::call(&scripts::CLAIM, &bases);
         let forgotten = jq_core::storage::seen_forgotten_at(jq_core::storage::from_micros(now)).timestamp_micros();
         cmd.arg(now).arg(n).arg(lease).arg(&request.worker).arg(DUE_IN_CLAIM).arg(&token).arg(forgotten);
-        let rows: Vec<redis::Value> = match s.query(&cmd).await {
+        let mut rows: Vec<redis::Value> = match s.query(&cmd).await {
             Ok(rows) => rows,
-            Err(error) => return (out, Some(error)),
+            Err(error) => return (out, Some(error), None),
         };
+        limited = rows.last().and_then(limited_report);
+        if limited.is_some() {
+            rows.pop();
+        }
         let got = rows.len();
         let mut jobs = Vec::with_capacity(got);
         let mut corrupt = Vec::new();
@@ -176,7 +190,32 @@ async fn claim_from(s: &Inner, queues: &[&str], limit: usize, request: &ClaimReq
             break;
         }
     }
-    (out, None)
+    (out, None, limited)
+}
+
+/// The `{ "limited", v }` report that ends a short `claim.lua` reply
+/// (`None` for any other row): `v` is "c" (a concurrency limit) or the
+/// instant, in microseconds, a full rate window has room again.
+fn limited_report(row: &redis::Value) -> Option<Limited> {
+    let redis::Value::Array(items) = row else { return None };
+    let [tag, value] = items.as_slice() else { return None };
+    let text = |v: &redis::Value| match v {
+        redis::Value::BulkString(b) => std::str::from_utf8(b).ok().map(str::to_owned),
+        redis::Value::SimpleString(s) => Some(s.clone()),
+        _ => None,
+    };
+    if text(tag)? != "limited" {
+        return None;
+    }
+    let value = text(value)?;
+    if value == "c" {
+        return Some(Limited::Concurrency);
+    }
+    match value.parse::<i64>() {
+        Ok(micros) => Some(Limited::Rate { until: jq_core::storage::from_micros(micros) }),
+        // A report that cannot be read still says a limit held jobs back.
+        Err(_) => Some(Limited::Concurrency),
+    }
 }
 
 /// Every Running job of `queues` that `request.token` holds, in claim

@@ -315,7 +315,7 @@ impl Storage for RedisStorage {
         enqueue::enqueue(&self.inner, jobs).await
     }
 
-    async fn claim(&self, request: &ClaimRequest) -> Result<Vec<Job>> {
+    async fn claim(&self, request: &ClaimRequest) -> Result<jq_core::storage::ClaimAnswer> {
         claim::claim(&self.inner, request).await
     }
 

@@ -97,9 +97,9 @@ async fn batches_and_claims_over_several_slots() {
     assert_eq!(ids[6], ids[5], "the unique key holds within a queue's batch");
     let queues: Vec<QueueName> = ["a", "b", "c", "d"].iter().map(|q| QueueName::new(*q).unwrap()).collect();
     let request = |limit| ClaimRequest::new(queues.clone(), limit, Duration::from_secs(30), "w");
-    let first: Vec<_> = s.claim(&request(3)).await.unwrap().into_iter().map(|j| j.id).collect();
+    let first: Vec<_> = s.claim(&request(3)).await.unwrap().jobs.into_iter().map(|j| j.id).collect();
     assert_eq!(first, vec![ids[3], ids[1], ids[2]], "priority first, then run_at and id, across slots");
-    let rest = s.claim(&request(10)).await.unwrap();
+    let rest = s.claim(&request(10)).await.unwrap().jobs;
     let rest_ids: Vec<_> = rest.iter().map(|j| j.id).collect();
     assert_eq!(rest_ids, vec![ids[4], ids[5], ids[0]]);
     // one settlement batch over three queues, from a handle that did not claim
@@ -220,7 +220,7 @@ async fn a_workflow_must_live_in_one_slot() {
     assert_eq!(ids, tagged.ids());
     assert_eq!(s.get(ids[1]).await.unwrap().state, State::Waiting);
     let queues = |q: &str| vec![QueueName::new(q).unwrap()];
-    let first = s.claim(&ClaimRequest::new(queues("{t}a"), 10, Duration::from_secs(30), "w")).await.unwrap();
+    let first = s.claim(&ClaimRequest::new(queues("{t}a"), 10, Duration::from_secs(30), "w")).await.unwrap().jobs;
     assert_eq!(first.iter().map(|j| j.id).collect::<Vec<_>>(), vec![ids[0]]);
     let result = Payload::from_json(r#"{"rows":3}"#).unwrap();
     let outcome = jq_core::storage::Outcome::AckWith { result };

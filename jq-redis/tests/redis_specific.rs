@@ -37,7 +37,7 @@ async fn promote_and_recover_10000_due_jobs_at_once() {
     clock.advance(Duration::from_secs(61));
     assert_eq!(s.promote().await.unwrap(), 10_000);
     assert_eq!(s.promote().await.unwrap(), 0, "promote is idempotent");
-    let claimed = s.claim(&request("big", 10_000)).await.unwrap();
+    let claimed = s.claim(&request("big", 10_000)).await.unwrap().jobs;
     assert_eq!(claimed.len(), 10_000);
     clock.advance(Duration::from_secs(31));
     assert_eq!(s.recover().await.unwrap(), 10_000);
@@ -59,7 +59,7 @@ async fn claim_takes_10000_due_scheduled_jobs_without_promote() {
     clock.advance(Duration::from_secs(2));
     let mut total = 0;
     loop {
-        let got = s.claim(&request("big", 700)).await.unwrap();
+        let got = s.claim(&request("big", 700)).await.unwrap().jobs;
         if got.is_empty() {
             break;
         }
@@ -82,7 +82,7 @@ async fn enqueue_from_another_connection_wakes_the_subscriber() {
     signal.borrow_and_update();
     producer.enqueue_one(job("wake", 0).build_at(clock.now()).unwrap()).await.unwrap();
     tokio::time::timeout(Duration::from_secs(5), signal.changed()).await.expect("woken by the enqueue").unwrap();
-    assert_eq!(worker.claim(&request("wake", 10)).await.unwrap().len(), 1);
+    assert_eq!(worker.claim(&request("wake", 10)).await.unwrap().jobs.len(), 1);
     // a scheduled job does not wake anyone until promoted
     common::drop_prefix(&prefix).await;
 }
@@ -108,7 +108,7 @@ async fn a_queues_job_hashes_are_hashtables_from_the_first_job() {
         }
     };
     assert_eq!(encodings(&mut conn).await, ("hashtable".to_owned(), "hashtable".to_owned()));
-    let claimed = s.claim(&request("q", 1)).await.unwrap();
+    let claimed = s.claim(&request("q", 1)).await.unwrap().jobs;
     s.settle(vec![Settlement { lease: claimed[0].lease_ref().unwrap(), outcome: Outcome::Ack }]).await.unwrap();
     clock.advance(Duration::from_secs(1));
     assert_eq!(s.purge(State::Completed, clock.now()).await.unwrap(), 1);
@@ -181,7 +181,7 @@ async fn recover_buries_corrupt_running_jobs_and_recovers_the_others() {
     let s = common::connect(&prefix, clock.clock()).await;
     let jobs: Vec<NewJob> = (0..6).map(|n| job("q", n).build_at(clock.now()).unwrap()).collect();
     s.enqueue(jobs.clone()).await.unwrap();
-    assert_eq!(s.claim(&request("q", 10)).await.unwrap().len(), 6);
+    assert_eq!(s.claim(&request("q", 10)).await.unwrap().jobs.len(), 6);
     // Corrupted while Running. Each of these used to fail recover.lua
     // halfway: the job left the lease index but stayed Running (or became
     // Pending outside the ready index), and the batch stopped there.
@@ -213,7 +213,7 @@ async fn recover_buries_corrupt_running_jobs_and_recovers_the_others() {
     }
     let stats = s.stats().await.unwrap();
     assert_eq!((stats.total(State::Dead), stats.total(State::Pending), stats.total(State::Running)), (5, 1, 0));
-    let claimed = s.claim(&request("q", 10)).await.unwrap();
+    let claimed = s.claim(&request("q", 10)).await.unwrap().jobs;
     assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![jobs[5].id]);
     common::drop_prefix(&prefix).await;
 }
@@ -237,7 +237,7 @@ async fn claimed_fields_that_cannot_be_split_bury_their_job() {
     s.enqueue(jobs.clone()).await.unwrap();
     corrupt(&s, "q", jobs[0].id, "kind", "send\0email").await;
     corrupt(&s, "q", jobs[2].id, "payload", &b"{\"n\":\xff}"[..]).await;
-    let claimed = s.claim(&request("q", 10)).await.unwrap();
+    let claimed = s.claim(&request("q", 10)).await.unwrap().jobs;
     assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![jobs[1].id]);
     for (job, reason) in [(&jobs[0], "NUL"), (&jobs[2], "UTF-8")] {
         let (state, errors) = raw_state_and_errors(&s, "q", job.id).await;
@@ -264,7 +264,7 @@ async fn claim_and_complete_bury_jobs_whose_numbers_are_corrupt() {
     let pending: Vec<NewJob> = (0..3).map(|n| job("q", n).build_at(clock.now()).unwrap()).collect();
     s.enqueue(pending.clone()).await.unwrap();
     corrupt(&s, "q", pending[1].id, "attempts", "x").await;
-    let claimed = s.claim(&request("q", 10)).await.unwrap();
+    let claimed = s.claim(&request("q", 10)).await.unwrap().jobs;
     assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![pending[0].id, pending[2].id]);
     let (state, errors) = raw_state_and_errors(&s, "q", pending[1].id).await;
     assert_eq!(state, "dead");
@@ -298,7 +298,7 @@ async fn claim_and_complete_bury_jobs_whose_numbers_are_corrupt() {
     s.enqueue(vec![later.clone(), ok.clone()]).await.unwrap();
     corrupt(&s, "q", later.id, "priority", "soon").await;
     clock.advance(Duration::from_secs(6));
-    let claimed = s.claim(&request("q", 10)).await.unwrap();
+    let claimed = s.claim(&request("q", 10)).await.unwrap().jobs;
     assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![ok.id]);
     let (state, errors) = raw_state_and_errors(&s, "q", later.id).await;
     assert_eq!(state, "dead");
@@ -332,7 +332,7 @@ async fn scripts_are_reloaded_after_script_flush() {
     let mut conn = raw_conn().await;
     let _: () = redis::cmd("SCRIPT").arg("FLUSH").query_async(&mut conn).await.unwrap();
     let id = s.enqueue_one(job("q", 0).build_at(clock.now()).unwrap()).await.unwrap();
-    let claimed = s.claim(&request("q", 1)).await.unwrap();
+    let claimed = s.claim(&request("q", 1)).await.unwrap().jobs;
     assert_eq!(claimed[0].id, id);
     common::drop_prefix(&prefix).await;
 }
@@ -349,7 +349,7 @@ async fn claim_over_several_queues_keeps_global_order() {
     let ids = s.enqueue(vec![low, high, normal]).await.unwrap();
     let req =
         ClaimRequest { queues: vec![QueueName::new("a").unwrap(), QueueName::new("b").unwrap()], ..request("a", 10) };
-    let got: Vec<_> = s.claim(&req).await.unwrap().into_iter().map(|j| j.id).collect();
+    let got: Vec<_> = s.claim(&req).await.unwrap().jobs.into_iter().map(|j| j.id).collect();
     assert_eq!(got, vec![ids[1], ids[2], ids[0]]);
     // a second handle (no memory of the claim) can settle them
     let other = common::connect(&prefix, clock.clock()).await;
@@ -541,7 +541,7 @@ async fn a_workflow_spans_queues_on_a_single_server() {
         .plan()
         .unwrap();
     let ids = s.enqueue_workflow(&plan).await.unwrap();
-    let a = s.claim(&request("left", 10)).await.unwrap();
+    let a = s.claim(&request("left", 10)).await.unwrap().jobs;
     assert_eq!(a.iter().map(|j| j.id).collect::<Vec<_>>(), vec![ids[0]]);
     s.settle_one(a[0].lease_ref().unwrap(), Outcome::Ack).await.unwrap();
     assert_eq!(s.get(ids[1]).await.unwrap().state, State::Pending, "released in the other queue");
@@ -555,7 +555,7 @@ async fn a_workflow_spans_queues_on_a_single_server() {
     let batch = Batch::new(members, job("many", 5_000).build_at(at).unwrap()).plan().unwrap();
     let ids = s.enqueue_workflow(&batch).await.unwrap();
     let callback = ids[5_000];
-    let claimed = s.claim(&request("many", 10_000)).await.unwrap();
+    let claimed = s.claim(&request("many", 10_000)).await.unwrap().jobs;
     assert_eq!(claimed.len(), 5_000, "every member, not the callback");
     let (last, rest) = claimed.split_last().unwrap();
     let settled = s
@@ -572,7 +572,7 @@ async fn a_workflow_spans_queues_on_a_single_server() {
 
     // Purge takes the steps' results, nodes, edges and counts with them.
     clock.advance(Duration::from_secs(1));
-    let callback_job = s.claim(&request("many", 1)).await.unwrap();
+    let callback_job = s.claim(&request("many", 1)).await.unwrap().jobs;
     let result = Payload::from_json(r#"{"done":true}"#).unwrap();
     s.settle_one(callback_job[0].lease_ref().unwrap(), Outcome::AckWith { result }).await.unwrap();
     assert!(s.result(callback).await.unwrap().is_some());
@@ -611,7 +611,7 @@ async fn keyed_jobs_keys_follow_every_move() {
     let keyed_keys =
         |base: &str| ["kwait", "kscheduled", "kpending", "krun", "kcursor"].map(|k| format!("{base}{k}")).to_vec();
     assert_eq!(exists(&mut conn, keyed_keys(&base)).await, 0, "plain jobs touch no keyed key");
-    let first = s.claim(&request("q", 10)).await.unwrap();
+    let first = s.claim(&request("q", 10)).await.unwrap().jobs;
     assert_eq!(first.len(), 3);
     for job in &first {
         s.ack(job.lease_ref().unwrap()).await.unwrap();
@@ -625,7 +625,7 @@ async fn keyed_jobs_keys_follow_every_move() {
     assert_eq!(s.stats().await.unwrap().total(State::Pending), 6);
     assert_eq!(s.stats().await.unwrap().total(State::Scheduled), 1);
     s.cancel(ids[5]).await.unwrap();
-    let claimed = s.claim(&request("q", 10)).await.unwrap();
+    let claimed = s.claim(&request("q", 10)).await.unwrap().jobs;
     assert_eq!(claimed.len(), 5, "every keyed Pending job but the cancelled one");
     let running: std::collections::HashMap<String, String> =
         redis::cmd("HGETALL").arg(format!("{base}krun")).query_async(&mut conn).await.unwrap();
@@ -649,7 +649,7 @@ async fn keyed_jobs_keys_follow_every_move() {
     assert!(running.iter().all(String::is_empty), "no keyed job runs: {running:?}");
     clock.advance(Duration::from_secs(6));
     s.promote().await.unwrap();
-    let again = s.claim(&request("q", 10)).await.unwrap();
+    let again = s.claim(&request("q", 10)).await.unwrap().jobs;
     assert_eq!(again.len(), 3, "the nacked ones and the promoted one");
     assert!(again.iter().all(|j| j.key.is_some()));
     for job in &again {
@@ -693,7 +693,7 @@ async fn cancel_finds_a_keyed_job_whose_priority_is_corrupt() {
     assert_eq!(members.len(), 2, "the cancelled job left the index");
     let pending: u64 = redis::cmd("GET").arg(format!("{base}kpending")).query_async(&mut conn).await.unwrap();
     assert_eq!(pending, 2);
-    let claimed = s.claim(&request("q", 10)).await.unwrap();
+    let claimed = s.claim(&request("q", 10)).await.unwrap().jobs;
     assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![ids[0], ids[2]], "the key's other jobs");
     common::drop_prefix(&prefix).await;
 }
@@ -714,7 +714,7 @@ async fn the_rotation_walks_many_keys_in_turn() {
     s.enqueue(jobs).await.unwrap();
     let mut order = Vec::new();
     while order.len() < 300 {
-        let got = s.claim(&request("q", 7)).await.unwrap();
+        let got = s.claim(&request("q", 7)).await.unwrap().jobs;
         assert!(!got.is_empty());
         for job in &got {
             order.push(job.key.clone().unwrap());

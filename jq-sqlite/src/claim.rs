@@ -13,10 +13,15 @@
 //!
 //! A resend first looks for the Running jobs its token holds (an earlier
 //! attempt whose answer was lost) and returns those instead.
+//!
+//! A claim that comes back short says which limit held back the claimable
+//! jobs it left ([`ClaimAnswer::limited`]): a controlled queue whose own
+//! limits are full and that still holds a claimable job (claim_left.sql,
+//! run only then), and each key a rotation passed over for its limits.
 
 use std::cmp::Reverse;
 
-use jq_core::storage::{ClaimRequest, add, from_micros};
+use jq_core::storage::{ClaimAnswer, ClaimRequest, Limited, add, from_micros};
 use jq_core::{Job, Lease, Priority, QueueName, Result, State, Timestamp};
 use rusqlite::types::{Value, ValueRef};
 use rusqlite::{CachedStatement, Connection, OptionalExtension, Rows, params};
@@ -35,6 +40,7 @@ const TAKE_KEYED: &str = include_str!("sql/keys_take.sql");
 const ROW: &str = include_str!("sql/claim_row.sql");
 const BURY: &str = include_str!("sql/bury.sql");
 const EARLIER: &str = include_str!("sql/claim_earlier.sql");
+const LEFT: &str = include_str!("sql/claim_left.sql");
 
 struct Candidate {
     /// Index of its queue in the claim's sorted queue list.
@@ -146,14 +152,14 @@ pub(crate) fn claim(
     request: &ClaimRequest,
     now: Timestamp,
     claimed: &mut ClaimedQueues,
-) -> Result<Vec<Job>> {
+) -> Result<ClaimAnswer> {
     if request.limit == 0 || request.queues.is_empty() {
-        return Ok(Vec::new());
+        return Ok(ClaimAnswer::default());
     }
     if request.resend {
         let earlier = earlier(conn, request)?;
         if !earlier.is_empty() {
-            return Ok(earlier);
+            return Ok(ClaimAnswer::jobs(earlier));
         }
     }
     let now_us = now.timestamp_micros();
@@ -202,9 +208,12 @@ pub(crate) fn claim(
     }
     sort(&mut candidates);
     let mut taker = Taker::new(conn, request, queues.len(), now_us, expires_at)?;
+    // What held back keys passed over (the rotations know).
+    let mut limited = None;
     if keyed {
         merge(conn, request, &mut taker, candidates, &mut rotations, &allowed, now_us, claimed)?;
         for rotation in rotations.into_iter().flatten() {
+            limited = Limited::merge(limited, rotation.held());
             rotation.finish(conn, now_us)?;
         }
     } else {
@@ -218,7 +227,22 @@ pub(crate) fn claim(
     for (q, queue) in queues.iter().enumerate() {
         control::started(conn, queue, &allowed[q], taken_per_queue[q], now)?;
     }
-    Ok(jobs)
+    if jobs.len() >= request.limit {
+        return Ok(ClaimAnswer::jobs(jobs));
+    }
+    // Short: a queue whose own limits are full holds back what it has left.
+    for (q, queue) in queues.iter().enumerate() {
+        let Some(held) = allowed[q].held_after(taken_per_queue[q], now_us) else { continue };
+        let left: bool = conn
+            .prepare_cached(LEFT)
+            .map_err(db)?
+            .query_row(params![queue.as_str(), now_us], |r| r.get(0))
+            .map_err(db)?;
+        if left {
+            limited = Limited::merge(limited, Some(held));
+        }
+    }
+    Ok(ClaimAnswer { jobs, limited })
 }
 
 /// The claim over queues where keyed jobs wait (the contract's "Keyed

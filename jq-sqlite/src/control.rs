@@ -7,8 +7,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use jq_core::storage::allowance;
 use jq_core::storage::from_micros;
+use jq_core::storage::{Limited, allowance, held_by};
 use jq_core::{Priority, QueueInfo, QueueLimits, QueueName, Rate, Result, Seen, Timestamp};
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, params};
@@ -79,6 +79,11 @@ pub(crate) struct Allowance {
     pub(crate) allow: usize,
     /// True when starts are to be recorded (a rate limit).
     rated: bool,
+    /// The queue's limits, its Running jobs and its starts in the window
+    /// before this claim, and the oldest of those starts: what
+    /// [`Allowance::held_after`] reads. `None` without a control or while
+    /// paused (a pause holds nothing back: resume wakes the claimers).
+    load: Option<(QueueLimits, u64, u64, Option<i64>)>,
     /// The highest priority at which the queue holds a keyed job waiting
     /// to run, `None` when it holds none: read with the control, so the
     /// claim knows whether it needs a rotation (rotation.rs) without a
@@ -99,7 +104,7 @@ pub(crate) fn allowance_of(
 ) -> Result<Allowance> {
     let (control, keyed) = stored(conn, queue.as_str())?;
     let Some(control) = control else {
-        return Ok(Allowance { allow: want, rated: false, keyed });
+        return Ok(Allowance { allow: want, rated: false, keyed, load: None });
     };
     let now_us = now.timestamp_micros();
     let paused = control.paused_at.is_some();
@@ -112,20 +117,34 @@ pub(crate) fn allowance_of(
         }
         _ => 0,
     };
-    let started: i64 = match control.limits.rate {
+    let (started, oldest): (i64, Option<i64>) = match control.limits.rate {
         Some(rate) if !paused => {
             let after = rate.window_after(now).timestamp_micros();
             conn.prepare_cached(FORGET).map_err(db)?.execute(params![queue.as_str(), after]).map_err(db)?;
             conn.prepare_cached(STARTED)
                 .map_err(db)?
-                .query_row(params![queue.as_str(), after], |r| r.get(0))
+                .query_row(params![queue.as_str(), after], |r| Ok((r.get(0)?, r.get(1)?)))
                 .map_err(db)?
         }
-        _ => 0,
+        _ => (0, None),
     };
     let (running, started) = (running.max(0) as u64, started.max(0) as u64);
     let allow = allowance(paused, &control.limits, running, started, want);
-    Ok(Allowance { allow, rated: control.limits.rate.is_some(), keyed })
+    let load = (!paused).then_some((control.limits, running, started, oldest));
+    Ok(Allowance { allow, rated: control.limits.rate.is_some(), keyed, load })
+}
+
+impl Allowance {
+    /// What the queue's own limits hold back after a claim that took
+    /// `taken` of its jobs at `now_us` ([`held_by`]); `None` without a
+    /// control, while paused, or when they allow one more.
+    pub(crate) fn held_after(&self, taken: usize, now_us: i64) -> Option<Limited> {
+        let (limits, running, started, oldest) = self.load?;
+        let taken = taken as u64;
+        let started = if self.rated { started + taken } else { started };
+        let oldest = oldest.or((taken > 0).then_some(now_us));
+        held_by(&limits, running + taken, started, oldest.map(from_micros))
+    }
 }
 
 /// Records `n` starts of `queue` at `now` when it is rate limited.

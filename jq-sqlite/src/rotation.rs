@@ -19,7 +19,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::rc::Rc;
 
-use jq_core::storage::allowance;
+use jq_core::storage::{Limited, allowance, from_micros, held_by};
 use jq_core::{Job, Priority, QueueLimits, QueueName, Result, State};
 use rusqlite::types::ValueRef;
 use rusqlite::{CachedStatement, Connection, OptionalExtension, params};
@@ -111,6 +111,9 @@ struct Load {
     limits: QueueLimits,
     running: u64,
     started: u64,
+    /// The oldest start in the window (when a full window has room
+    /// again), read with `started`.
+    oldest: Option<i64>,
 }
 
 /// One queue's rotation during one claim.
@@ -158,6 +161,9 @@ pub(crate) struct Rotation<'c> {
     next: Option<Option<Head>>,
     /// Starts of rate-limited keys taken in this claim, to record.
     starts: BTreeMap<String, i64>,
+    /// What held back the keys passed over for their limits with a
+    /// claimable job ([`Rotation::held`]).
+    held: Option<Limited>,
     /// A take that changed nothing stops the rotation (never expected: the
     /// row was found in this transaction).
     stopped: bool,
@@ -257,6 +263,7 @@ impl<'c> Rotation<'c> {
             yielded: [None; 4],
             next: None,
             starts: BTreeMap::new(),
+            held: None,
             stopped: false,
         }
     }
@@ -306,6 +313,12 @@ impl<'c> Rotation<'c> {
     pub(crate) fn stop(&mut self) {
         self.stopped = true;
         self.next = Some(None);
+    }
+
+    /// What held back the keys this rotation passed over for their limits
+    /// while they had a claimable job, `None` when it passed over none.
+    pub(crate) fn held(&self) -> Option<Limited> {
+        self.held
     }
 
     /// Writes the moved cursors and the rate-limited keys' starts at
@@ -360,8 +373,15 @@ impl<'c> Rotation<'c> {
                 // job's run_at is never after now, unless a clock went
                 // back).
                 let claimable = head.from == State::Pending || head.run_at <= now_us;
-                if claimable && self.eligible(conn, &key, head.limits, now_us)? {
-                    return Ok(Some(head));
+                if claimable {
+                    if self.eligible(conn, &key, head.limits, now_us)? {
+                        return Ok(Some(head));
+                    }
+                    // Held back by its limits: a short claim says so.
+                    let held = self.loads.get(&key).and_then(|l| {
+                        held_by(&l.limits, l.running, l.started, l.oldest.or(Some(now_us)).map(from_micros))
+                    });
+                    self.held = Limited::merge(self.held, held);
                 }
                 self.skipped += 1;
                 after = key;
@@ -480,18 +500,18 @@ impl<'c> Rotation<'c> {
             }
             None => 0,
         };
-        let started: i64 = match limits.rate {
+        let (started, oldest): (i64, Option<i64>) = match limits.rate {
             Some(rate) => {
-                let after = rate.window_after(jq_core::storage::from_micros(now_us)).timestamp_micros();
+                let after = rate.window_after(from_micros(now_us)).timestamp_micros();
                 conn.prepare_cached(FORGET).map_err(db)?.execute(params![queue, key, after]).map_err(db)?;
                 conn.prepare_cached(STARTED)
                     .map_err(db)?
-                    .query_row(params![queue, key, after], |r| r.get(0))
+                    .query_row(params![queue, key, after], |r| Ok((r.get(0)?, r.get(1)?)))
                     .map_err(db)?
             }
-            None => 0,
+            None => (0, None),
         };
-        Ok(Load { limits, running: running.max(0) as u64, started: started.max(0) as u64 })
+        Ok(Load { limits, running: running.max(0) as u64, started: started.max(0) as u64, oldest })
     }
 
     /// The cursor at `priority`, read once per claim.

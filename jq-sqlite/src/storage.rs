@@ -12,8 +12,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use jq_core::periodic::{Fire, FireOutcome, PeriodicInfo};
 use jq_core::storage::{
-    Beat, CancelAnswer, CancelStorage, Capabilities, ClaimRequest, ControlStorage, Election, KeyStorage, Leader,
-    LeaseRef, LeaseToken, PeriodicStorage, ProgressReport, RoleStorage, Settled, Settlement, Storage,
+    Beat, CancelAnswer, CancelStorage, Capabilities, ClaimAnswer, ClaimRequest, ControlStorage, Election, KeyStorage,
+    Leader, LeaseRef, LeaseToken, PeriodicStorage, ProgressReport, RoleStorage, Settled, Settlement, Storage,
     ThroughputStorage, WorkSignal,
 };
 use jq_core::{
@@ -294,10 +294,10 @@ impl Storage for SqliteStorage {
         Ok(ids)
     }
 
-    async fn claim(&self, request: &ClaimRequest) -> Result<Vec<Job>> {
+    async fn claim(&self, request: &ClaimRequest) -> Result<ClaimAnswer> {
         request.check()?;
         if request.limit == 0 || request.queues.is_empty() {
-            return Ok(Vec::new());
+            return Ok(ClaimAnswer::default());
         }
         let request = request.clone();
         self.call(|reply| Command::Claim { request, reply }).await
@@ -585,7 +585,7 @@ mod tests {
         assert_eq!(storage.get(id).await.unwrap().kind, "test", "the panicking command's write was undone");
         assert!(matches!(storage.get(early.id).await, Err(Error::NotFound { .. })));
         let request = ClaimRequest::new(vec![QueueName::new("q").unwrap()], 10, Duration::from_secs(30), "w");
-        assert_eq!(storage.claim(&request).await.unwrap().len(), 2, "the writer still works");
+        assert_eq!(storage.claim(&request).await.unwrap().jobs.len(), 2, "the writer still works");
     }
 
     #[tokio::test]

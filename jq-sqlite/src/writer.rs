@@ -24,10 +24,11 @@ use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use jq_core::periodic::{Fire, FireOutcome};
+use jq_core::storage::ClaimAnswer;
 use jq_core::storage::{
     Beat, CancelAnswer, ClaimRequest, Election, LeaseRef, LeaseToken, ProgressReport, Settled, Settlement,
 };
-use jq_core::{Clock, Job, JobId, NewJob, QueueLimits, QueueName, Result, State, Timestamp};
+use jq_core::{Clock, JobId, NewJob, QueueLimits, QueueName, Result, State, Timestamp};
 use rusqlite::Connection;
 use tokio::sync::{oneshot, watch};
 
@@ -50,7 +51,7 @@ pub(crate) enum Command {
     },
     Claim {
         request: ClaimRequest,
-        reply: Reply<Vec<Job>>,
+        reply: Reply<ClaimAnswer>,
     },
     Settle {
         batch: Vec<Settlement>,
@@ -145,7 +146,7 @@ pub(crate) enum Command {
 /// A command's result, held until its transaction commits.
 enum Answer {
     Ids(Reply<Vec<JobId>>, Result<Vec<JobId>>),
-    Jobs(Reply<Vec<Job>>, Result<Vec<Job>>),
+    Jobs(Reply<ClaimAnswer>, Result<ClaimAnswer>),
     Settlements(Reply<Vec<Settled>>, Result<Vec<Settled>>),
     Count(Reply<u64>, Result<u64>),
     Unit(Reply<()>, Result<()>),

@@ -74,12 +74,12 @@ async fn the_key_is_stored_by_every_path_and_counted() {
         .set_key_limits(&QueueName::new("q").unwrap(), None, &QueueLimits { concurrency: Some(1), rate: None })
         .await
         .unwrap();
-    let claimed = storage.claim(&request(10)).await.unwrap();
+    let claimed = storage.claim(&request(10)).await.unwrap().jobs;
     assert_eq!(claimed.len(), 3, "{claimed:?}");
     let first = claimed.iter().find(|j| j.id == steps[0]).unwrap();
     assert_eq!(first.key.as_deref(), Some("flow"));
     storage.ack(first.lease_ref().unwrap()).await.unwrap();
-    let woken = storage.claim(&request(10)).await.unwrap();
+    let woken = storage.claim(&request(10)).await.unwrap().jobs;
     assert_eq!(woken.iter().map(|j| j.id).collect::<Vec<_>>(), vec![steps[1]], "the woken step of key flow");
     let info = storage.require_workflows().unwrap().workflow(plan.id).await.unwrap();
     assert_eq!((info.counts.get(State::Completed), info.counts.get(State::Running)), (1, 1), "{info:?}");
@@ -102,7 +102,7 @@ async fn the_cursor_is_shared_by_every_process() {
     let mut order = Vec::new();
     for i in 0..6 {
         let storage = if i % 2 == 0 { &one } else { &two };
-        let got = storage.claim(&request(1)).await.unwrap();
+        let got = storage.claim(&request(1)).await.unwrap().jobs;
         order.push(got[0].key.clone().unwrap());
     }
     assert_eq!(order, ["a", "b", "c", "a", "b", "c"]);
@@ -117,17 +117,17 @@ async fn a_rate_log_goes_with_its_rate() {
     let q = QueueName::new("q").unwrap();
     let hourly = QueueLimits { concurrency: None, rate: Some(Rate::new(1, Duration::from_secs(3600))) };
     keys(&storage).set_key_limits(&q, Some("r"), &hourly).await.unwrap();
-    assert_eq!(storage.claim(&request(10)).await.unwrap().len(), 1, "one start per hour");
-    assert!(storage.claim(&request(10)).await.unwrap().is_empty());
+    assert_eq!(storage.claim(&request(10)).await.unwrap().jobs.len(), 1, "one start per hour");
+    assert!(storage.claim(&request(10)).await.unwrap().jobs.is_empty());
     keys(&storage).clear_key_limits(&q, "r").await.unwrap();
-    assert_eq!(storage.claim(&request(1)).await.unwrap().len(), 1, "no limit any more");
+    assert_eq!(storage.claim(&request(1)).await.unwrap().jobs.len(), 1, "no limit any more");
     keys(&storage).set_key_limits(&q, None, &hourly).await.unwrap();
     assert_eq!(
-        storage.claim(&request(10)).await.unwrap().len(),
+        storage.claim(&request(10)).await.unwrap().jobs.len(),
         1,
         "the log was dropped with the rate: the default's window starts empty"
     );
-    assert!(storage.claim(&request(10)).await.unwrap().is_empty());
+    assert!(storage.claim(&request(10)).await.unwrap().jobs.is_empty());
 }
 
 /// The marker `keyed_wait` (001_schema.sql) is on exactly the
@@ -182,7 +182,7 @@ async fn the_marker_follows_every_move_of_a_keyed_job() {
     let steps = storage.require_workflows().unwrap().enqueue_workflow(&plan).await.unwrap();
     assert_eq!(agrees("enqueue"), 6, "a, b, c, d, e and the first step");
 
-    let claimed = storage.claim(&request(10)).await.unwrap();
+    let claimed = storage.claim(&request(10)).await.unwrap().jobs;
     assert_eq!(claimed.len(), 6, "a, b, c, d, the plain job and the first step: {claimed:?}");
     assert_eq!(agrees("claim"), 1, "e, scheduled for later");
     let lease = |id| claimed.iter().find(|j| j.id == id).unwrap().lease_ref().unwrap();
@@ -197,7 +197,7 @@ async fn the_marker_follows_every_move_of_a_keyed_job() {
     storage.cancel(e.id).await.unwrap();
     assert_eq!(agrees("retry and cancel"), 5, "a, b, c, d and the woken step");
 
-    let claimed = storage.claim(&request(10)).await.unwrap();
+    let claimed = storage.claim(&request(10)).await.unwrap().jobs;
     assert_eq!(claimed.len(), 4, "a, c, d and the woken step: {claimed:?}");
     assert_eq!(agrees("claim"), 1, "b, scheduled for later");
     clock.advance(Duration::from_secs(31));
@@ -207,7 +207,7 @@ async fn the_marker_follows_every_move_of_a_keyed_job() {
     clock.advance(Duration::from_secs(60));
     storage.promote().await.unwrap();
     assert_eq!(agrees("promote"), 5);
-    let claimed = storage.claim(&request(10)).await.unwrap();
+    let claimed = storage.claim(&request(10)).await.unwrap().jobs;
     assert_eq!(claimed.len(), 6, "{claimed:?}");
     assert_eq!(agrees("claim"), 0);
     for job in &claimed {

@@ -71,7 +71,7 @@ async fn work(storage: &SqliteStorage, out: &Path, done: &Path) {
         // every job was enqueued and taken.
         let producer_done = done.exists();
         let request = ClaimRequest { token: jq_core::storage::LeaseToken::new(), ..request.clone() };
-        let batch = storage.claim(&request).await.unwrap();
+        let batch = storage.claim(&request).await.unwrap().jobs;
         if batch.is_empty() {
             if producer_done {
                 break;

@@ -59,7 +59,7 @@ async fn every_operation(s: SqliteStorage, clock: ManualClock) {
     assert!(matches!(small.enqueue(vec![job(&clock, "q")]).await, Err(Error::PayloadTooLarge { .. })));
 
     // claim: b not due yet; a first
-    let claimed = s.claim(&request(&["q"], 10)).await.unwrap();
+    let claimed = s.claim(&request(&["q"], 10)).await.unwrap().jobs;
     assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![a.id]);
     let ja = &claimed[0];
     assert_eq!(ja.state, State::Running);
@@ -88,7 +88,7 @@ async fn every_operation(s: SqliteStorage, clock: ManualClock) {
     // time passes: both due; b has higher priority
     clock.advance(Duration::from_secs(11));
     assert_eq!(s.promote().await.unwrap(), 2);
-    let claimed = s.claim(&request(&["q"], 2)).await.unwrap();
+    let claimed = s.claim(&request(&["q"], 2)).await.unwrap().jobs;
     assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![b.id, a.id]);
     // release gives the attempt back; ack completes; fail -> dead
     let results = s
@@ -103,7 +103,7 @@ async fn every_operation(s: SqliteStorage, clock: ManualClock) {
     assert!(matches!(results[1], Ok(State::Completed)));
     assert!(matches!(results[2], Err(Error::LeaseLost { .. })));
     assert_eq!(s.get(b.id).await.unwrap().attempts, 0);
-    let jb = s.claim(&request(&["q"], 5)).await.unwrap().pop().unwrap();
+    let jb = s.claim(&request(&["q"], 5)).await.unwrap().jobs.pop().unwrap();
     s.bury(jb.lease_ref().unwrap(), "poison").await.unwrap();
     assert_eq!(s.get(b.id).await.unwrap().state, State::Dead);
 
@@ -117,7 +117,7 @@ async fn every_operation(s: SqliteStorage, clock: ManualClock) {
     assert!(matches!(s.cancel(jq_core::JobId::new()).await, Err(Error::NotFound { .. })));
 
     // recover: claim u1 and let its lease expire
-    let ju = s.claim(&request(&["default"], 5)).await.unwrap().pop().unwrap();
+    let ju = s.claim(&request(&["default"], 5)).await.unwrap().jobs.pop().unwrap();
     assert_eq!(ju.id, u1.id);
     clock.advance(Duration::from_secs(31));
     assert_eq!(s.recover().await.unwrap(), 1);
@@ -174,7 +174,7 @@ async fn concurrent_claimers_on_separate_storages_never_share_a_job() {
         tasks.push(tokio::spawn(async move {
             let mut mine = Vec::new();
             loop {
-                let batch = s.claim(&request(&["q"], 7)).await.unwrap();
+                let batch = s.claim(&request(&["q"], 7)).await.unwrap().jobs;
                 if batch.is_empty() {
                     return mine;
                 }
@@ -233,9 +233,9 @@ async fn claim_limit_zero_and_no_queue_return_nothing() {
     let clock = ManualClock::starting_now();
     let s = SqliteStorage::open(SqliteConfig::memory().clock(clock.clock())).unwrap();
     s.enqueue(vec![job(&clock, "q")]).await.unwrap();
-    assert!(s.claim(&request(&["q"], 0)).await.unwrap().is_empty());
-    assert!(s.claim(&request(&[], 5)).await.unwrap().is_empty());
-    assert!(s.claim(&request(&["other"], 5)).await.unwrap().is_empty());
+    assert!(s.claim(&request(&["q"], 0)).await.unwrap().jobs.is_empty());
+    assert!(s.claim(&request(&[], 5)).await.unwrap().jobs.is_empty());
+    assert!(s.claim(&request(&["other"], 5)).await.unwrap().jobs.is_empty());
 }
 
 #[tokio::test]
@@ -245,7 +245,7 @@ async fn nacks_to_dead_after_max_attempts_then_an_operator_retry() {
     let j = NewJob::builder("k", Payload::from_json("{}").unwrap()).max_attempts(2).build_at(clock.now()).unwrap();
     s.enqueue(vec![j.clone()]).await.unwrap();
     for (attempt, expected) in [(1, State::Pending), (2, State::Dead)] {
-        let c = s.claim(&request(&["default"], 1)).await.unwrap().pop().unwrap();
+        let c = s.claim(&request(&["default"], 1)).await.unwrap().jobs.pop().unwrap();
         assert_eq!(c.attempts, attempt);
         assert_eq!(s.nack(c.lease_ref().unwrap(), format!("e{attempt}"), Duration::ZERO).await.unwrap(), expected);
     }
@@ -285,12 +285,12 @@ async fn corrupt_row_is_a_typed_error_and_goes_dead_when_claimed() {
     other.execute("UPDATE jobs SET errors = 'not json' WHERE id = ?1", [bad.id.0.as_bytes()]).unwrap();
     assert!(matches!(s.get(bad.id).await, Err(Error::Corrupt { id: Some(id), .. }) if id == bad.id));
     // The queue is not blocked: the good job is claimed, the corrupt one buried.
-    let claimed = s.claim(&request(&["q"], 10)).await.unwrap();
+    let claimed = s.claim(&request(&["q"], 10)).await.unwrap().jobs;
     assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![good.id]);
     let state: String =
         other.query_row("SELECT state FROM jobs WHERE id = ?1", [bad.id.0.as_bytes()], |r| r.get(0)).unwrap();
     assert_eq!(state, "dead");
-    assert!(s.claim(&request(&["q"], 10)).await.unwrap().is_empty());
+    assert!(s.claim(&request(&["q"], 10)).await.unwrap().jobs.is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -335,7 +335,7 @@ async fn recover_buries_an_expired_corrupt_job_and_recovers_the_others() {
     let s = SqliteStorage::open(SqliteConfig::new(&path).clock(clock.clock())).unwrap();
     let jobs: Vec<NewJob> = (0..4).map(|_| job(&clock, "q")).collect();
     s.enqueue(jobs.clone()).await.unwrap();
-    assert_eq!(s.claim(&request(&["q"], 10)).await.unwrap().len(), 4);
+    assert_eq!(s.claim(&request(&["q"], 10)).await.unwrap().jobs.len(), 4);
     // Corrupted while Running: each of these used to fail the recover
     // statement as a whole (malformed JSON, a BLOB in json_object), or
     // would have been handed on as garbage.
@@ -363,7 +363,7 @@ async fn recover_buries_an_expired_corrupt_job_and_recovers_the_others() {
         assert!(errors.contains(column) && errors.contains("lease expired"), "{column}: {errors}");
     }
     // The good job is claimable again; the buried ones are not.
-    let claimed = s.claim(&request(&["q"], 10)).await.unwrap();
+    let claimed = s.claim(&request(&["q"], 10)).await.unwrap().jobs;
     assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![jobs[3].id]);
 }
 
@@ -380,7 +380,7 @@ async fn a_row_that_refuses_its_outcome_fails_alone() {
     let mut jobs: Vec<NewJob> = (0..3).map(|_| job(&clock, "q")).collect();
     jobs.sort_by_key(|j| j.id);
     s.enqueue(jobs.clone()).await.unwrap();
-    let mut claimed = s.claim(&request(&["q"], 3)).await.unwrap();
+    let mut claimed = s.claim(&request(&["q"], 3)).await.unwrap().jobs;
     claimed.sort_by_key(|j| j.id);
     let other = jq_sqlite::rusqlite::Connection::open(&path).unwrap();
     other.execute("UPDATE jobs SET errors = 'not json' WHERE id = ?1", [jobs[0].id.0.as_bytes()]).unwrap();
@@ -474,7 +474,7 @@ async fn acks_count_jobs_claimed_by_another_handle() {
     let clock = ManualClock::starting_now();
     let (claimer, acker) = (open_file(&dir, &clock), open_file(&dir, &clock));
     claimer.enqueue(vec![job(&clock, "a"), job(&clock, "b"), job(&clock, "b")]).await.unwrap();
-    let jobs = claimer.claim(&request(&["a", "b"], 3)).await.unwrap();
+    let jobs = claimer.claim(&request(&["a", "b"], 3)).await.unwrap().jobs;
     assert_eq!(jobs.len(), 3);
     let (first, rest) = jobs.split_at(1);
     let settle = |jobs: &[jq_core::Job]| {

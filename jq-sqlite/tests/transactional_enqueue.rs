@@ -44,7 +44,7 @@ async fn committed_job_exists_and_is_claimable() {
     let got = storage.get(new.id).await.unwrap();
     assert_eq!(got.state, State::Pending);
     assert_eq!(got.created_at, clock.now());
-    let claimed = storage.claim(&claim_request()).await.unwrap();
+    let claimed = storage.claim(&claim_request()).await.unwrap().jobs;
     assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![new.id]);
 }
 
@@ -60,7 +60,7 @@ async fn rolled_back_job_is_not_stored() {
         tx.rollback().unwrap();
     }
     assert!(matches!(storage.get(new.id).await, Err(Error::NotFound { .. })));
-    assert!(storage.claim(&claim_request()).await.unwrap().is_empty());
+    assert!(storage.claim(&claim_request()).await.unwrap().jobs.is_empty());
     assert_eq!(storage.stats().await.unwrap().queues.len(), 0);
     let orders: i64 = app.query_row("SELECT count(*) FROM orders", [], |r| r.get(0)).unwrap();
     assert_eq!(orders, 0);
@@ -83,7 +83,7 @@ async fn woken_reader_sees_the_committed_job() {
     let woken = tokio::spawn(async move {
         tokio::time::timeout(Duration::from_secs(10), signal.changed()).await.expect("no wake-up").unwrap();
         let seen = reader.get(id).await.map(|j| j.state);
-        (seen, reader.claim(&claim_request()).await.unwrap())
+        (seen, reader.claim(&claim_request()).await.unwrap().jobs)
     });
     tokio::task::spawn_blocking(move || {
         let mut tx = app.transaction_with_behavior(TransactionBehavior::Immediate).unwrap();
@@ -148,6 +148,6 @@ async fn a_workflow_in_the_callers_transaction_commits_or_rolls_back_whole() {
     tx.commit().unwrap();
     let ids = kept.ids();
     assert_eq!(storage.get(ids[1]).await.unwrap().state, State::Waiting);
-    let claimed = storage.claim(&claim_request()).await.unwrap();
+    let claimed = storage.claim(&claim_request()).await.unwrap().jobs;
     assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![ids[0]], "only the root");
 }

@@ -27,7 +27,7 @@ fn open(dir: &tempfile::TempDir, clock: &ManualClock) -> SqliteStorage {
 
 async fn claim_all(s: &SqliteStorage) -> BTreeMap<JobId, Job> {
     let request = ClaimRequest::new(vec![QueueName::new("wf").unwrap()], 10_000, Duration::from_secs(60), "w");
-    s.claim(&request).await.unwrap().into_iter().map(|j| (j.id, j)).collect()
+    s.claim(&request).await.unwrap().jobs.into_iter().map(|j| (j.id, j)).collect()
 }
 
 async fn state(s: &SqliteStorage, id: JobId) -> State {

@@ -36,7 +36,7 @@ fn open(path: &Path, clock: &ManualClock) -> SqliteStorage {
 
 async fn claim_all(s: &SqliteStorage) -> HashMap<JobId, Job> {
     let request = ClaimRequest::new(vec![QueueName::new("wf").unwrap()], 100, LEASE, "w");
-    s.claim(&request).await.unwrap().into_iter().map(|j| (j.id, j)).collect()
+    s.claim(&request).await.unwrap().jobs.into_iter().map(|j| (j.id, j)).collect()
 }
 
 async fn settle(s: &SqliteStorage, lease: LeaseRef, outcome: Outcome) -> State {

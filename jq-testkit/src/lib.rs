@@ -363,6 +363,7 @@ macro_rules! __capability_tests {
             limits_hold_under_concurrent_claimers,
             limits_beyond_what_backends_store_are_refused,
             paused_or_limited_queue_leaves_the_claim_to_others,
+            a_short_claim_says_a_queue_limit_held_it_back,
             seen_forgets_claimers_after_a_day,
             queues_are_those_holding_jobs_or_a_control,
         );
@@ -410,6 +411,8 @@ macro_rules! __capability_tests {
             a_key_that_comes_back_enters_behind_the_waiting_keys,
             keys_report_the_busiest_keys,
             keyed_claims_follow_the_reference_model,
+            a_short_claim_says_a_key_limit_held_it_back,
+            pool_under_a_key_limit_never_exceeds_it,
         );
     };
     ($other:ident, $setup:expr) => {

@@ -13,11 +13,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use jq_core::periodic::{Fire, FireOutcome, PeriodicInfo};
 use jq_core::storage::{
-    Beat, CancelAnswer, CancelStorage, Capabilities, ClaimRequest, ControlStorage, Election, Leader, LeaseRef,
-    LeaseToken, Outcome, PeriodicStorage, ProgressReport, RoleStorage, Settled, Settlement, Storage, ThroughputStorage,
-    WorkSignal,
+    Beat, CancelAnswer, CancelStorage, Capabilities, ClaimAnswer, ClaimRequest, ControlStorage, Election, Leader,
+    LeaseRef, LeaseToken, Limited, Outcome, PeriodicStorage, ProgressReport, RoleStorage, Settled, Settlement, Storage,
+    ThroughputStorage, WorkSignal,
 };
-use jq_core::storage::{add, storable_message};
+use jq_core::storage::{add, held_by, storable_message};
 use jq_core::{
     AttemptError, CancelRequest, Clock, DEFAULT_MAX_PAYLOAD_BYTES, Error, Job, JobFilter, JobId, Lease, NewJob,
     QueueInfo, QueueLimits, QueueName, Result, Seen, State, Stats, Throughput, Timestamp,
@@ -201,6 +201,54 @@ fn claim_order(a: &Job, b: &Job) -> std::cmp::Ordering {
     b.priority.cmp(&a.priority).then(a.run_at.cmp(&b.run_at)).then(a.id.cmp(&b.id))
 }
 
+impl MemoryStorage {
+    /// After a short claim (its jobs now Running, its starts logged): what
+    /// held back the claimable jobs it left in the asked, unpaused queues,
+    /// from the state the claim left. A queue whose own limits are full
+    /// holds back all of its jobs; otherwise each keyed job left is held by
+    /// its key's limits.
+    fn held_back(
+        &self,
+        map: &BTreeMap<JobId, Job>,
+        controls: &BTreeMap<QueueName, Control>,
+        request: &ClaimRequest,
+        now: Timestamp,
+    ) -> Option<Limited> {
+        let keys = self.keys();
+        let mut limited = None;
+        let asked: BTreeSet<&QueueName> = request.queues.iter().collect();
+        for queue in asked {
+            let control = controls.get(queue).filter(|c| c.is_set());
+            if control.is_some_and(|c| c.paused_at.is_some()) {
+                continue;
+            }
+            let left: Vec<&Job> = map.values().filter(|j| j.queue == *queue && claimable(j, now)).collect();
+            if left.is_empty() {
+                continue;
+            }
+            if let Some(control) = control {
+                let running = map.values().filter(|j| j.state == State::Running && j.queue == *queue).count();
+                let held = held_by(
+                    &control.limits,
+                    running as u64,
+                    control.starts.len() as u64,
+                    control.starts.front().copied(),
+                );
+                if held.is_some() {
+                    limited = Limited::merge(limited, held);
+                    continue;
+                }
+            }
+            for job in left {
+                if let Some(key) = &job.key {
+                    limited = Limited::merge(limited, keys.held(map, queue, key, now));
+                }
+            }
+        }
+        limited
+    }
+}
+
 /// The message recover records; the same text in every backend.
 pub fn lease_expired_message(worker: &str) -> String {
     format!("lease expired (worker {worker} did not finish or heartbeat in time)")
@@ -220,10 +268,10 @@ impl Storage for MemoryStorage {
         Ok(ids)
     }
 
-    async fn claim(&self, request: &ClaimRequest) -> Result<Vec<Job>> {
+    async fn claim(&self, request: &ClaimRequest) -> Result<ClaimAnswer> {
         request.check()?;
         if request.limit == 0 || request.queues.is_empty() {
-            return Ok(Vec::new());
+            return Ok(ClaimAnswer::default());
         }
         let now = self.clock.now();
         let expires_at = add(now, request.lease);
@@ -234,7 +282,7 @@ impl Storage for MemoryStorage {
             map.values().filter(|j| j.state == State::Running && j.token() == Some(request.token)).cloned().collect();
         if !earlier.is_empty() {
             earlier.sort_by(claim_order);
-            return Ok(earlier);
+            return Ok(ClaimAnswer::jobs(earlier));
         }
         // Each asked queue's allowance under its control, decided under the
         // same locks as the claim: the claim's atomic step.
@@ -290,7 +338,6 @@ impl Storage for MemoryStorage {
                 }
             }
         }
-        drop(controls);
         let mut claimed = Vec::with_capacity(picked.len());
         for id in picked {
             if let Some(job) = map.get_mut(&id) {
@@ -300,7 +347,8 @@ impl Storage for MemoryStorage {
                 claimed.push(job.clone());
             }
         }
-        Ok(claimed)
+        let limited = if claimed.len() < request.limit { self.held_back(&map, &controls, request, now) } else { None };
+        Ok(ClaimAnswer { jobs: claimed, limited })
     }
 
     async fn settle(&self, batch: Vec<Settlement>) -> Result<Vec<Settled>> {
@@ -797,14 +845,14 @@ mod tests {
 
         let request =
             ClaimRequest::new(vec![jq_core::QueueName::new("q").expect("queue")], 1, Duration::from_secs(1), "w");
-        let claimed = storage.claim(&request).await.expect("claim");
+        let claimed = storage.claim(&request).await.expect("claim").jobs;
         assert!(!signal.has_changed().expect("sender alive"), "a claim is no new work");
         storage.release(claimed[0].lease_ref().expect("lease")).await.expect("release");
         assert!(signal.has_changed().expect("sender alive"), "release signals");
         assert_ne!(*signal.borrow_and_update(), seen);
 
         let request = ClaimRequest { token: LeaseToken::new(), ..request };
-        let claimed = storage.claim(&request).await.expect("claim");
+        let claimed = storage.claim(&request).await.expect("claim").jobs;
         clock.advance(Duration::from_secs(1));
         assert!(!signal.has_changed().expect("sender alive"));
         assert_eq!(storage.recover().await.expect("recover"), 1);

@@ -401,13 +401,17 @@ impl<S: Storage> Case<'_, S> {
     async fn claim(&mut self, worker: usize, request: ClaimRequest) -> Result<(), String> {
         let b = self.backend.claim(&request).await;
         let m = self.model.claim(&request).await;
-        let (mut b, mut m) = match (b, m) {
+        let (b, m) = match (b, m) {
             (Ok(b), Ok(m)) => (b, m),
             (b, m) => {
-                same!(self, key(&b).map(Vec::len), key(&m).map(Vec::len), "claim result");
+                same!(self, key(&b).map(|a| a.jobs.len()), key(&m).map(|a| a.jobs.len()), "claim result");
                 return Ok(());
             }
         };
+        // Whether a limit held jobs back; which one is the backend's to
+        // tell apart (a backend may answer Concurrency for a rate).
+        same!(self, b.limited.is_some(), m.limited.is_some(), "claim held back by a limit");
+        let (mut b, mut m) = (b.jobs, m.jobs);
         b.sort_by_key(|j| j.id);
         m.sort_by_key(|j| j.id);
         let b_ids: Vec<JobId> = b.iter().map(|j| j.id).collect();
@@ -726,8 +730,8 @@ impl<S: Storage> Case<'_, S> {
             let (b, m) = (self.backend.promote().await, self.model.promote().await);
             same!(self, key(&b), key(&m), format!("drain round {round}: promote"));
             let request = ClaimRequest::new(all_queues.clone(), 1000, LEASE, "drainer");
-            let mut b = self.backend.claim(&request).await.map_err(|e| self.fail(format!("claim failed: {e}")))?;
-            let mut m = self.model.claim(&request).await.map_err(|e| e.to_string())?;
+            let mut b = self.backend.claim(&request).await.map_err(|e| self.fail(format!("claim failed: {e}")))?.jobs;
+            let mut m = self.model.claim(&request).await.map_err(|e| e.to_string())?.jobs;
             b.sort_by_key(|j| j.id);
             m.sort_by_key(|j| j.id);
             same!(

@@ -218,8 +218,8 @@ async fn run_case<H: Harness>(h: &H, case: &Case) -> Result<(), String> {
     let queues = vec![QueueName::new(QUEUE).map_err(|e| e.to_string())?];
     for round in 0..ROUNDS {
         let request = ClaimRequest::new(queues.clone(), 1000, LEASE, format!("w{round}"));
-        let mut bj = backend.claim(&request).await.map_err(|e| format!("claim: {e}"))?;
-        let mut mj = model.claim(&request).await.map_err(|e| format!("model claim: {e}"))?;
+        let mut bj = backend.claim(&request).await.map_err(|e| format!("claim: {e}"))?.jobs;
+        let mut mj = model.claim(&request).await.map_err(|e| format!("model claim: {e}"))?.jobs;
         bj.sort_by_key(|j| j.id);
         mj.sort_by_key(|j| j.id);
         let b_ids: Vec<JobId> = bj.iter().map(|j| j.id).collect();

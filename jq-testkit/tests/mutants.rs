@@ -11,7 +11,7 @@ use jq_core::periodic::{Fire, FireOutcome};
 use jq_core::storage::{
     ClaimRequest, Election, LeaseRef, LeaseToken, Settled, Settlement, Storage, StorageExt, Wrapper,
 };
-use jq_core::{Clock, Job, JobFilter, JobId, QueueLimits, QueueName, Rate, Result, State, Stats, Timestamp};
+use jq_core::{Clock, JobFilter, JobId, QueueLimits, QueueName, Rate, Result, State, Stats, Timestamp};
 use jq_testkit::{Harness, MemoryHarness, MemoryStorage};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -56,7 +56,7 @@ impl Wrapper for Mutant {
     fn inner(&self) -> &MemoryStorage {
         &self.inner
     }
-    async fn claim(&self, request: &ClaimRequest) -> Result<Vec<Job>> {
+    async fn claim(&self, request: &ClaimRequest) -> Result<jq_core::storage::ClaimAnswer> {
         if self.bug == Bug::ResendClaimsAgain && request.resend {
             return self
                 .inner

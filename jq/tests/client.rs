@@ -267,7 +267,8 @@ mod sqlite {
                     "w",
                 ))
                 .await
-                .unwrap();
+                .unwrap()
+                .jobs;
             let lease = claimed[0].lease_ref().unwrap();
             jq::storage::StorageExt::bury(client.storage(), lease, "no such address").await.unwrap();
             assert_eq!(client.get(doomed).await.unwrap().state, State::Dead);

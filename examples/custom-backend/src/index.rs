@@ -121,6 +121,27 @@ impl Tables {
         jq::storage::allowance(paused, &control.limits, running, control.starts.len() as u64, want)
     }
 
+    /// After a short claim: what `queue`'s own limits hold back, when it
+    /// still has a claimable job at `now` (`None` without a control, while
+    /// paused, or when they allow one more start). The contract's
+    /// "limited" answer: the pool claims again sooner than its poll.
+    pub(crate) fn held_back(&self, queue: &QueueName, now: Timestamp) -> Option<jq::storage::Limited> {
+        let control = self.controls.get(queue).filter(|c| c.paused_at.is_none())?;
+        let running = self.running_per_queue.get(queue).copied().unwrap_or(0) as u64;
+        let held = jq::storage::held_by(
+            &control.limits,
+            running,
+            control.starts.len() as u64,
+            control.starts.front().copied(),
+        )?;
+        let left = self.waiting.get(queue).is_some_and(|waiting| {
+            waiting.iter().any(|(_, run_at, id)| {
+                *run_at <= now || self.rows.get(id).is_some_and(|job| job.state == State::Pending)
+            })
+        });
+        left.then_some(held)
+    }
+
     /// Records a start of a job of `queue` at `now` for its rate limit.
     pub(crate) fn started(&mut self, queue: &QueueName, now: Timestamp) {
         if let Some(control) = self.controls.get_mut(queue).filter(|c| c.limits.rate.is_some()) {

@@ -43,9 +43,9 @@ use std::time::Duration;
 
 use jq::periodic::{Fire, FireOutcome, PeriodicInfo};
 use jq::storage::{
-    Beat, CancelAnswer, CancelStorage, Capabilities, ClaimRequest, ControlStorage, Election, Leader, LeaseRef,
-    LeaseToken, Outcome, PeriodicStorage, ProgressReport, RoleStorage, Settled, Settlement, Storage, ThroughputStorage,
-    WorkSignal, async_trait,
+    Beat, CancelAnswer, CancelStorage, Capabilities, ClaimAnswer, ClaimRequest, ControlStorage, Election, Leader,
+    LeaseRef, LeaseToken, Limited, Outcome, PeriodicStorage, ProgressReport, RoleStorage, Settled, Settlement, Storage,
+    ThroughputStorage, WorkSignal, async_trait,
 };
 use jq::storage::{add, storable_message};
 use jq::{
@@ -153,10 +153,10 @@ impl Storage for IndexedStorage {
         Ok(ids)
     }
 
-    async fn claim(&self, request: &ClaimRequest) -> Result<Vec<Job>> {
+    async fn claim(&self, request: &ClaimRequest) -> Result<ClaimAnswer> {
         request.check()?;
         if request.limit == 0 || request.queues.is_empty() {
-            return Ok(Vec::new());
+            return Ok(ClaimAnswer::default());
         }
         let now = self.clock.now();
         let expires_at = add(now, request.lease);
@@ -165,7 +165,7 @@ impl Storage for IndexedStorage {
             // The first attempt's answer was lost: hand over what it took.
             let earlier = t.held_by(request.token);
             if !earlier.is_empty() {
-                return Ok(earlier);
+                return Ok(ClaimAnswer::jobs(earlier));
             }
         }
         // Each queue's pause and limits, in the same "transaction".
@@ -186,7 +186,14 @@ impl Storage for IndexedStorage {
         for job in &claimed {
             t.started(&job.queue, now);
         }
-        Ok(claimed)
+        // A short claim says whether a queue's limits held jobs back (the
+        // pool then claims again when a slot frees), not drained queues.
+        let limited = if claimed.len() < request.limit {
+            request.queues.iter().fold(None, |held, q| Limited::merge(held, t.held_back(q, now)))
+        } else {
+            None
+        };
+        Ok(ClaimAnswer { jobs: claimed, limited })
     }
 
     async fn settle(&self, batch: Vec<Settlement>) -> Result<Vec<Settled>> {

@@ -26,7 +26,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use jq::storage::{
-    Beat, ClaimRequest, LeaseRef, Outcome, Settled, Settlement, Storage, WorkSignal, add, async_trait, storable_message,
+    Beat, ClaimAnswer, ClaimRequest, LeaseRef, Outcome, Settled, Settlement, Storage, WorkSignal, add, async_trait,
+    storable_message,
 };
 use jq::{
     AttemptError, Clock, DEFAULT_MAX_PAYLOAD_BYTES, Error, Job, JobFilter, JobId, Lease, NewJob, Priority, Result,
@@ -158,7 +159,7 @@ impl Storage for MinimalStorage {
         Ok(ids)
     }
 
-    async fn claim(&self, request: &ClaimRequest) -> Result<Vec<Job>> {
+    async fn claim(&self, request: &ClaimRequest) -> Result<ClaimAnswer> {
         request.check()?; // a worker name with a NUL is refused everywhere
         let now = self.clock.now();
         let mut t = self.begin();
@@ -169,7 +170,7 @@ impl Storage for MinimalStorage {
                 t.values().filter(|j| j.state == State::Running && j.token() == Some(request.token)).cloned().collect();
             if !earlier.is_empty() {
                 earlier.sort_by_key(claim_order);
-                return Ok(earlier);
+                return Ok(ClaimAnswer::jobs(earlier));
             }
         }
         // A real backend walks an index in claim order and stops at the
@@ -192,7 +193,9 @@ impl Storage for MinimalStorage {
                 claimed.push(job.clone());
             }
         }
-        Ok(claimed)
+        // Without queue controls or keys no limit holds a job back: a
+        // short claim drained its queues.
+        Ok(ClaimAnswer::jobs(claimed))
     }
 
     async fn settle(&self, batch: Vec<Settlement>) -> Result<Vec<Settled>> {

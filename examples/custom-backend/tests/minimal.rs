@@ -99,7 +99,7 @@ async fn a_pool_without_roles_maintains_it() {
     let client = Client::new(MinimalStorage::new(clock.clock()));
     let id = client.enqueue(Resize { image: "orphan.png".into() }).await.unwrap();
     let request = ClaimRequest::new(vec![QueueName::new("images").unwrap()], 1, Duration::from_secs(1), "crashed");
-    assert_eq!(client.storage().claim(&request).await.unwrap().len(), 1);
+    assert_eq!(client.storage().claim(&request).await.unwrap().jobs.len(), 1);
     clock.advance(Duration::from_secs(2));
 
     // No election without roles: the pool maintains on its own, and its

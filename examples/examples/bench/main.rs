@@ -70,6 +70,12 @@
 //!   20,000 jobs over 10,000 keys, each key limited to one Running job,
 //!   drained against the plain drain of 20,000 (`keyed.rs`). Only with
 //!   `--only keyed`.
+//! - `limited`: jobs of 2 ms under a key's or the queue's concurrency
+//!   limit of 1, 2 and 8, by one pool of 16 and by 2 and 4 worker
+//!   processes, against a plain pool of concurrency N (`limited.rs`);
+//!   `hotkey` (a backend with keys): a small key's start delay beside a
+//!   key with 50,000 pending jobs, against an idle pool. Only with `--only
+//!   limited` or `--only hotkey`.
 //!
 //! Adding a backend is one arm in `main`'s match: build a fresh storage per
 //! run and hand it to the same generic scenarios.
@@ -77,6 +83,7 @@
 mod grown;
 mod held;
 mod keyed;
+mod limited;
 mod loaded;
 mod observation;
 mod procs;
@@ -134,7 +141,7 @@ impl<S> Fresh<S> {
 }
 
 const USAGE: &str = "usage: bench <backend> [--runs N] \
-                     [--only batch|single|drain|latency|rated|procs|loaded|grown|held|fanin|wfenqueue|keyed] \
+                     [--only batch|single|drain|latency|rated|procs|loaded|grown|held|fanin|wfenqueue|keyed|limited|hotkey] \
                      [--observe on|off|otel]\n\
                      backends: sqlite, redis, postgres (loaded, grown: sqlite and postgres; held: postgres; \
                      fanin, wfenqueue: a backend with workflows, keyed: a backend with keys, only with --only)";
@@ -162,13 +169,18 @@ enum Scenario {
     /// 20,000 jobs over 10,000 keys limited to one running each, against
     /// the plain drain.
     Keyed,
+    /// Jobs under a key's or the queue's concurrency limit, against a
+    /// plain pool of that concurrency.
+    Limited,
+    /// A small key's start delay beside a hot key's backlog.
+    HotKey,
 }
 
 impl Scenario {
     /// A scenario of a capability (workflows, keys): run only when asked
     /// for by `--only`, after no common scenario.
     fn is_workflow(self) -> bool {
-        matches!(self, Self::FanIn | Self::WfEnqueue | Self::Keyed)
+        matches!(self, Self::FanIn | Self::WfEnqueue | Self::Keyed | Self::Limited | Self::HotKey)
     }
 
     fn parse(name: &str) -> Result<Self, BoxError> {
@@ -185,6 +197,8 @@ impl Scenario {
             "fanin" => Self::FanIn,
             "wfenqueue" => Self::WfEnqueue,
             "keyed" => Self::Keyed,
+            "limited" => Self::Limited,
+            "hotkey" => Self::HotKey,
             other => return Err(format!("unknown scenario {other:?}\n{USAGE}").into()),
         })
     }
@@ -236,7 +250,8 @@ async fn main() -> Result<(), BoxError> {
             "--worker" => {
                 let backend = args.next().ok_or("--worker needs a backend")?;
                 let store = args.next().ok_or("--worker needs a store")?;
-                return procs::worker(&backend, &store).await;
+                let job_us: u64 = args.next().map(|a| a.parse()).transpose()?.unwrap_or(0);
+                return procs::worker(&backend, &store, Duration::from_micros(job_us)).await;
             }
             "-h" | "--help" => {
                 println!("{USAGE}");
@@ -385,6 +400,8 @@ where
         Some(Scenario::FanIn) => workflows::fanin(backend, runs, fresh).await,
         Some(Scenario::WfEnqueue) => workflows::wfenqueue(backend, runs, fresh).await,
         Some(Scenario::Keyed) => keyed::keyed(backend, runs, fresh).await,
+        Some(Scenario::Limited) => limited::limited(backend, runs, fresh).await,
+        Some(Scenario::HotKey) => limited::hotkey(backend, runs, fresh).await,
         _ => Ok(Vec::new()),
     }
 }

@@ -38,14 +38,28 @@ const REPORT_EVERY: Duration = Duration::from_millis(5);
 /// processes of `backend` on `store`; jobs/s.
 pub async fn drain<S: Storage>(storage: Arc<S>, backend: &str, store: &str, processes: usize) -> Result<f64, BoxError> {
     enqueue_noops(&*storage, PROCS_JOBS).await?;
+    drain_enqueued(storage, backend, store, processes, PROCS_JOBS, Duration::ZERO).await
+}
+
+/// Drains `jobs` jobs already in `storage` by `processes` child processes
+/// of `backend` on `store`, each job's handler sleeping `job_time`; jobs/s.
+pub async fn drain_enqueued<S: Storage>(
+    storage: Arc<S>,
+    backend: &str,
+    store: &str,
+    processes: usize,
+    jobs: usize,
+    job_time: Duration,
+) -> Result<f64, BoxError> {
     let completed_before = storage.stats().await?.total(State::Completed);
+    let sleep_us = job_time.as_micros().to_string();
     let exe = std::env::current_exe()?;
     let mut children: Vec<(Child, ChildStdin)> = Vec::with_capacity(processes);
     let (counts_tx, mut counts) = mpsc::unbounded_channel::<(usize, usize)>();
     let mut readers = Vec::with_capacity(processes);
     for i in 0..processes {
         let mut child = Command::new(&exe)
-            .args(["--worker", backend, store])
+            .args(["--worker", backend, store, &sleep_us])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .kill_on_drop(true)
@@ -75,7 +89,7 @@ pub async fn drain<S: Storage>(storage: Arc<S>, backend: &str, store: &str, proc
         stdin.flush().await?;
     }
     let mut ran = vec![0usize; processes];
-    while ran.iter().sum::<usize>() < PROCS_JOBS {
+    while ran.iter().sum::<usize>() < jobs {
         let (i, count) = tokio::time::timeout(Duration::from_secs(120), counts.recv())
             .await
             .map_err(|_| "procs: no progress for 120 s")?
@@ -99,23 +113,25 @@ pub async fn drain<S: Storage>(storage: Arc<S>, backend: &str, store: &str, proc
         reader.await?;
     }
     let completed = storage.stats().await?.total(State::Completed) - completed_before;
-    if completed != PROCS_JOBS as u64 {
-        return Err(format!("procs: {completed} of {PROCS_JOBS} jobs completed").into());
+    if completed != jobs as u64 {
+        return Err(format!("procs: {completed} of {jobs} jobs completed").into());
     }
-    Ok(PROCS_JOBS as f64 / elapsed.as_secs_f64())
+    Ok(jobs as f64 / elapsed.as_secs_f64())
 }
 
-/// The child: `bench --worker <backend> <store>`.
-pub async fn worker(backend: &str, store: &str) -> Result<(), BoxError> {
+/// The child: `bench --worker <backend> <store> <job time in µs>`.
+pub async fn worker(backend: &str, store: &str, job_time: Duration) -> Result<(), BoxError> {
     match backend {
-        "sqlite" => run(SqliteStorage::open(SqliteConfig::new(store))?).await,
-        "postgres" => run(PostgresStorage::connect(PostgresConfig::new(postgres_url()).schema(store)).await?).await,
-        "redis" => run(RedisStorage::connect(RedisConfig::new(redis_url()).prefix(store)).await?).await,
+        "sqlite" => run(SqliteStorage::open(SqliteConfig::new(store))?, job_time).await,
+        "postgres" => {
+            run(PostgresStorage::connect(PostgresConfig::new(postgres_url()).schema(store)).await?, job_time).await
+        }
+        "redis" => run(RedisStorage::connect(RedisConfig::new(redis_url()).prefix(store)).await?, job_time).await,
         other => Err(format!("--worker: unknown backend {other:?}").into()),
     }
 }
 
-async fn run<S: Storage>(storage: S) -> Result<(), BoxError> {
+async fn run<S: Storage>(storage: S, job_time: Duration) -> Result<(), BoxError> {
     let mut input = BufReader::new(tokio::io::stdin()).lines();
     println!("ready");
     if input.next_line().await?.as_deref() != Some("go") {
@@ -126,8 +142,14 @@ async fn run<S: Storage>(storage: S) -> Result<(), BoxError> {
     let pool = WorkerPool::new(Arc::new(storage))
         .concurrency(DRAIN_CONCURRENCY)
         .register::<Noop, _, _>(move |_job, _ctx: JobContext| {
-            counter.fetch_add(1, Ordering::Relaxed);
-            async { Ok(()) }
+            let counter = counter.clone();
+            async move {
+                if !job_time.is_zero() {
+                    tokio::time::sleep(job_time).await;
+                }
+                counter.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }
         })
         .start()?;
     let report = {

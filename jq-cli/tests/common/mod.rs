@@ -785,7 +785,7 @@ pub mod scenarios {
             let (a, b) = (stored.job("fetch").unwrap(), stored.job("use").unwrap());
             let queue = jq::QueueName::new("flow").unwrap();
             let request = ClaimRequest::new(vec![queue], 10, std::time::Duration::from_secs(30), "test");
-            let claimed = client.storage().claim(&request).await.unwrap();
+            let claimed = client.storage().claim(&request).await.unwrap().jobs;
             let lease = claimed[0].lease_ref().unwrap();
             let result = jq::Payload::from_json(r#"{"bytes":42}"#).unwrap();
             client.storage().settle(vec![Settlement { lease, outcome: Outcome::AckWith { result } }]).await.unwrap();

@@ -58,7 +58,9 @@ pub use cancel::{
 };
 pub use capability::{Capability, Election, Leader, MAINTENANCE_ROLE, check_role, unsupported};
 pub use keys::refuse_keys;
-pub use types::{Beat, ClaimRequest, Outcome, Settled, Settlement, WorkSignal, check_purge_state};
+pub use types::{
+    Beat, ClaimAnswer, ClaimRequest, Limited, Outcome, Settled, Settlement, WorkSignal, check_purge_state, held_by,
+};
 pub use workflow::workflow_not_found;
 pub use wrapper::{Operation, Wrapper};
 

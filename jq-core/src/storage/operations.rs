@@ -85,8 +85,16 @@ macro_rules! __storage_operations {
                     ///   under the token is logged, the jobs concerned stay Running for
                     ///   recover, and the others are returned. An error means nothing was
                     ///   claimed (or its answer was lost: resend with the same token).
+                    /// - A claim that returns fewer than `limit` jobs while a claimable
+                    ///   job of an asked, unpaused queue is left (held back by the
+                    ///   queue's limits or its key's) says so in
+                    ///   [`ClaimAnswer::limited`](crate::storage::ClaimAnswer::limited):
+                    ///   [`Limited::Rate`](crate::storage::Limited::Rate) with the
+                    ///   earliest instant a window lets one start when rate limits alone
+                    ///   held them back, else [`Limited::Concurrency`](crate::storage::Limited::Concurrency).
+                    ///   A drained or paused queue, or a full claim, reports `None`.
                     Claim => async fn claim(&self, request: &$crate::storage::ClaimRequest)
-                        -> $crate::Result<::std::vec::Vec<$crate::Job>>;
+                        -> $crate::Result<$crate::storage::ClaimAnswer>;
                     /// Applies a batch of fenced outcomes (ack, nack, bury, release); see
                     /// [`Outcome`].
                     ///

@@ -5,9 +5,11 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use crate::clock::Timestamp;
+use crate::control::QueueLimits;
 use crate::error::{Error, Result};
 use crate::id::{JobId, LeaseToken};
-use crate::job::{LeaseRef, QueueName};
+use crate::job::{Job, LeaseRef, QueueName};
 use crate::state::State;
 
 /// What [`Storage::claim`](super::Storage::claim) is asked for.
@@ -48,6 +50,91 @@ impl ClaimRequest {
     pub fn check(&self) -> Result<()> {
         crate::text::check_no_nul("worker", &self.worker)
     }
+}
+
+/// What [`Storage::claim`](super::Storage::claim) answers: the jobs it
+/// took and, when it took fewer than asked while claimable jobs of an asked
+/// queue were left, the limit that held them back.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ClaimAnswer {
+    /// The jobs taken, now Running under the claim's token, in claim order.
+    pub jobs: Vec<Job>,
+    /// `Some` when the claim came back short of its limit because a
+    /// queue's or a key's limits held back claimable jobs, not because the
+    /// queues were drained: the worker pool then claims again sooner than
+    /// its poll interval (docs/CONTRACT.md, "claim", the limited answer).
+    /// `None` for a claim that took its limit, a drained queue, or a
+    /// paused one.
+    pub limited: Option<Limited>,
+}
+
+impl ClaimAnswer {
+    /// An answer with `jobs` and no limit reported.
+    pub fn jobs(jobs: Vec<Job>) -> Self {
+        ClaimAnswer { jobs, limited: None }
+    }
+}
+
+impl From<Vec<Job>> for ClaimAnswer {
+    fn from(jobs: Vec<Job>) -> Self {
+        ClaimAnswer::jobs(jobs)
+    }
+}
+
+/// Which limit held back the claimable jobs a short claim left
+/// ([`ClaimAnswer::limited`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Limited {
+    /// A concurrency limit (a queue's or a key's) held back at least one of
+    /// them, or the backend did not tell the limits apart: one more can
+    /// start when a Running job of that queue or key leaves Running.
+    Concurrency,
+    /// Only rate limits held them back: none can start before `until`, the
+    /// earliest instant (storage clock) at which one of the windows that
+    /// held them back lets one more start.
+    Rate {
+        /// When the earliest of those windows has room again.
+        until: Timestamp,
+    },
+}
+
+impl Limited {
+    /// The answer for a claim held back by both: a concurrency limit wins
+    /// (a slot may free before any window), else the earlier window.
+    pub fn and(self, other: Limited) -> Limited {
+        match (self, other) {
+            (Limited::Rate { until: a }, Limited::Rate { until: b }) => Limited::Rate { until: a.min(b) },
+            _ => Limited::Concurrency,
+        }
+    }
+
+    /// `a.and(b)` over options: what a claim reports when `a` and `b` are
+    /// what two of its parts (queues, keys) found.
+    pub fn merge(a: Option<Limited>, b: Option<Limited>) -> Option<Limited> {
+        match (a, b) {
+            (Some(a), Some(b)) => Some(a.and(b)),
+            (a, None) => a,
+            (None, b) => b,
+        }
+    }
+}
+
+/// What a queue's or a key's `limits` say of one more start after a claim,
+/// with `running` Running jobs and `started` starts in the window, the
+/// oldest of them at `oldest` (the claim's own counted): `None` when they
+/// allow it, else the [`Limited`] a short claim
+/// reports. A full concurrency answers `Concurrency` even when the window
+/// is full too; a full window whose oldest start is unknown answers
+/// `Concurrency`, which the pool polls for.
+pub fn held_by(limits: &QueueLimits, running: u64, started: u64, oldest: Option<Timestamp>) -> Option<Limited> {
+    if limits.concurrency.is_some_and(|n| running >= u64::from(n)) {
+        return Some(Limited::Concurrency);
+    }
+    let rate = limits.rate.filter(|r| started >= u64::from(r.limit))?;
+    Some(match oldest {
+        Some(oldest) => Limited::Rate { until: crate::clock::add(oldest, rate.period) },
+        None => Limited::Concurrency,
+    })
 }
 
 /// What happens to a claimed job. Sent in batches to [`Storage::settle`](super::Storage::settle).

@@ -9,9 +9,18 @@
 //! policy may ever allow; before each claim the fetcher leaves unused the
 //! slots the policy does not allow now.
 //!
-//! An empty claim never loops: the fetcher then waits for the storage's
+//! A short claim never loops: the fetcher then waits for the storage's
 //! wake-up signal ([`Storage::subscribe`]) or the jittered poll interval,
-//! whichever comes first.
+//! whichever comes first. A claim that a limit cut short
+//! ([`ClaimAnswer::limited`]) is not a drained queue, and waits less:
+//!
+//! - [`Limited::Concurrency`]: until one of the pool's own jobs leaves
+//!   Running (the settler's next written batch frees its slot), the
+//!   wake-up signal, or [`LIMITED_POLL_INTERVAL`] (jittered, at most the
+//!   poll interval), which bounds how long a slot freed by another process
+//!   goes unseen;
+//! - [`Limited::Rate`]: until the window it names has room (at most the
+//!   poll interval), or the wake-up signal.
 //!
 //! Every claim gets a fresh [`LeaseToken`]. A claim that fails is sent
 //! again, after a bounded exponential backoff, with the same token, the
@@ -25,7 +34,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
@@ -36,7 +45,18 @@ use super::pace::{ErrorBackoff, jitter};
 use super::prefetch::Prefetch;
 use crate::id::LeaseToken;
 use crate::job::Job;
-use crate::storage::{ClaimRequest, Storage, WorkSignal};
+use crate::storage::{ClaimAnswer, ClaimRequest, Limited, Storage, WorkSignal};
+
+/// The longest a fetcher whose claim a concurrency limit cut short waits
+/// without news before it claims again (jittered by a quarter, and never
+/// longer than the pool's poll interval): how long a slot that another
+/// process frees, or a window that opens, may go unseen. A slot one of the
+/// pool's own jobs frees is seen at once.
+pub const LIMITED_POLL_INTERVAL: Duration = Duration::from_millis(20);
+
+/// The shortest wait for a rate window: a window that the storage says
+/// ends now or earlier (clocks that disagree) must not spin the fetcher.
+const MIN_RATE_WAIT: Duration = Duration::from_millis(1);
 
 /// A claimed job on its way to an executor.
 pub(crate) struct Claimed {
@@ -53,6 +73,9 @@ pub(crate) struct Fetcher<S> {
     pub(crate) storage: Arc<S>,
     pub(crate) request: ClaimRequest,
     pub(crate) poll_interval: Duration,
+    /// Bumped by the settler after each batch it wrote: the pool's own
+    /// jobs left Running, and the slots they held are free.
+    pub(crate) settled: watch::Receiver<u64>,
     pub(crate) slots: Arc<Semaphore>,
     /// How many of the slots beyond the concurrency may hold waiting jobs.
     pub(crate) prefetch: Prefetch,
@@ -68,8 +91,9 @@ pub(crate) struct Fetcher<S> {
 
 /// How a claim ended.
 enum Answer {
-    /// The jobs it took (possibly none).
-    Jobs(Vec<Job>),
+    /// The storage's answer: the jobs it took (possibly none), and the
+    /// limit that cut it short, if one did.
+    Jobs(ClaimAnswer),
     /// Shutdown began; these are what the last resend collected.
     Stopping(Vec<Job>),
     /// A fatal error, or shutdown with nothing to collect.
@@ -107,12 +131,15 @@ impl<S: Storage> Fetcher<S> {
             if let Some(s) = signal.as_mut() {
                 s.borrow_and_update();
             }
+            // And the settled batches: one written during the claim freed
+            // a slot the claim may not have seen.
+            self.settled.borrow_and_update();
             self.request.limit = permit.num_permits();
             self.request.token = LeaseToken::new();
             self.request.resend = false;
-            let (claimed, stopping) = match self.claim(&mut errors).await {
-                Answer::Jobs(jobs) => (jobs, false),
-                Answer::Stopping(jobs) => (jobs, true),
+            let (claimed, limited, stopping) = match self.claim(&mut errors).await {
+                Answer::Jobs(answer) => (answer.jobs, answer.limited, false),
+                Answer::Stopping(jobs) => (jobs, None, true),
                 Answer::Stop => return,
             };
             let asked = self.request.limit;
@@ -140,8 +167,12 @@ impl<S: Storage> Fetcher<S> {
                 return; // the shutdown releases what was just handed over
             }
             if got < asked {
-                // The queues are drained for now: wait for news.
-                self.idle(&mut signal).await;
+                match limited {
+                    // The queues are drained for now: wait for news.
+                    None => self.idle(&mut signal).await,
+                    // Jobs are left that a limit held back: wait for it.
+                    Some(limited) => self.held_back(limited, &mut signal).await,
+                }
                 if self.stop.is_cancelled() {
                     return;
                 }
@@ -179,7 +210,7 @@ impl<S: Storage> Fetcher<S> {
             // it took nothing, this claims afresh and those are released
             // too, their attempts given back.)
             return match self.storage.claim(&self.request).await {
-                Ok(jobs) => Answer::Stopping(jobs),
+                Ok(answer) => Answer::Stopping(answer.jobs),
                 Err(error) => {
                     tracing::warn!(
                         %error,
@@ -192,25 +223,61 @@ impl<S: Storage> Fetcher<S> {
         }
     }
 
-    /// Waits for the wake-up signal, the jittered poll interval, or `stop`.
-    async fn idle(&self, signal: &mut Option<WorkSignal>) {
-        let poll = tokio::time::sleep(jitter(self.poll_interval, 0.25));
-        match signal {
-            Some(s) => {
-                tokio::select! {
-                    _ = self.stop.cancelled() => {}
-                    _ = poll => {}
-                    changed = s.changed() => if changed.is_err() {
-                        tracing::debug!("storage wake-up signal closed; polling only");
-                        *signal = None;
-                    },
-                }
+    /// After a claim that `limited` cut short: waits as the module docs
+    /// say, for a freed slot or an open window, the wake-up signal, or
+    /// `stop`.
+    async fn held_back(&mut self, limited: Limited, signal: &mut Option<WorkSignal>) {
+        let (wait, own_slots) = match limited {
+            Limited::Concurrency => (jitter(LIMITED_POLL_INTERVAL, 0.25).min(self.poll_interval), true),
+            Limited::Rate { until } => {
+                let left = (until - self.storage.clock().now()).to_std().unwrap_or(Duration::ZERO);
+                (left.max(MIN_RATE_WAIT).min(self.poll_interval), false)
             }
-            None => {
-                tokio::select! {
-                    _ = self.stop.cancelled() => {}
-                    _ = poll => {}
-                }
+        };
+        tracing::trace!(?limited, ?wait, "claim held back by a limit");
+        self.wait(wait, own_slots, signal).await;
+    }
+
+    /// Waits for the wake-up signal, the jittered poll interval, or `stop`.
+    async fn idle(&mut self, signal: &mut Option<WorkSignal>) {
+        self.wait(jitter(self.poll_interval, 0.25), false, signal).await;
+    }
+
+    /// Waits `wait`, or less: until the wake-up signal changes, `stop`, or
+    /// (with `own_slots`) the settler writes a batch.
+    async fn wait(&mut self, wait: Duration, own_slots: bool, signal: &mut Option<WorkSignal>) {
+        let poll = tokio::time::sleep(wait);
+        let Fetcher { settled, stop, .. } = self;
+        // A settler that is gone writes nothing more: never a wake-up then.
+        let settled = async move {
+            if !own_slots || settled.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        };
+        tokio::select! {
+            _ = settled => {}
+            _ = wait_signal(stop, poll, signal) => {}
+        }
+    }
+}
+
+/// Waits for `poll`, the wake-up signal, or `stop`.
+async fn wait_signal(stop: &CancellationToken, poll: tokio::time::Sleep, signal: &mut Option<WorkSignal>) {
+    match signal {
+        Some(s) => {
+            tokio::select! {
+                _ = stop.cancelled() => {}
+                _ = poll => {}
+                changed = s.changed() => if changed.is_err() {
+                    tracing::debug!("storage wake-up signal closed; polling only");
+                    *signal = None;
+                },
+            }
+        }
+        None => {
+            tokio::select! {
+                _ = stop.cancelled() => {}
+                _ = poll => {}
             }
         }
     }

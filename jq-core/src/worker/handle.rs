@@ -28,7 +28,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::sync::{Semaphore, mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, timeout_at};
 use tokio_util::sync::CancellationToken;
@@ -150,6 +150,9 @@ pub(crate) fn start<S: Storage>(
     let slots = Arc::new(Semaphore::new(slot_count));
     let (jobs_tx, jobs_rx) = async_channel::bounded::<Claimed>(slot_count);
     let (finished_tx, finished_rx) = mpsc::channel::<Finished>(settler::backlog(config.concurrency));
+    // The settler counts the batches it wrote: a fetcher whose claim a
+    // limit cut short claims again when one of its own jobs left Running.
+    let (settled_tx, settled_rx) = watch::channel(0u64);
     tracing::info!(worker = %config.worker_name, queues = ?queues, concurrency = config.concurrency, "worker pool starting");
 
     let fetcher = tokio::spawn(
@@ -157,6 +160,7 @@ pub(crate) fn start<S: Storage>(
             storage: storage.clone(),
             request: ClaimRequest::new(queues, 0, config.lease, config.worker_name.clone()),
             poll_interval: config.poll_interval,
+            settled: settled_rx,
             slots,
             prefetch,
             inflight: inflight.clone(),
@@ -188,8 +192,14 @@ pub(crate) fn start<S: Storage>(
     let executors: Vec<JoinHandle<()>> =
         (0..config.concurrency).map(|_| tokio::spawn(executor.clone().run())).collect();
     drop(executor); // the tasks hold the only copies: the outcome channel closes when they end
-    let settler =
-        tokio::spawn(settler::run(storage.clone(), finished_rx, inflight.clone(), give_up.clone(), failure.clone()));
+    let settler = tokio::spawn(settler::run(
+        storage.clone(),
+        finished_rx,
+        inflight.clone(),
+        settled_tx,
+        give_up.clone(),
+        failure.clone(),
+    ));
     let heartbeat = Heartbeat {
         storage: storage.clone(),
         inflight: inflight.clone(),

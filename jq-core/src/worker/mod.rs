@@ -51,6 +51,7 @@ mod prefetch;
 mod retention;
 mod settler;
 
+pub use fetcher::LIMITED_POLL_INTERVAL;
 pub use handle::WorkerHandle;
 pub use handler::{HandlerError, HandlerResult, JobContext};
 pub use periodic::{PeriodicRunner, Round};

@@ -9,10 +9,15 @@
 //! recovery runs it again). A fatal error ([`Error::is_fatal`]) is not
 //! retried: it is reported (the pool shuts down) and the batch's outcomes
 //! are logged as not recorded.
+//!
+//! After each batch the storage answered, it bumps the `settled` counter:
+//! the jobs of the batch have left Running, so the slots they held under a
+//! queue's or a key's concurrency limit are free, and a fetcher whose last
+//! claim such a limit cut short claims again at once.
 
 use std::sync::Arc;
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
@@ -48,6 +53,7 @@ pub(crate) async fn run<S: Storage>(
     storage: Arc<S>,
     mut finished: mpsc::Receiver<Finished>,
     inflight: Arc<Inflight>,
+    settled: watch::Sender<u64>,
     give_up: CancellationToken,
     failure: Arc<Failure>,
 ) {
@@ -58,6 +64,8 @@ pub(crate) async fn run<S: Storage>(
         for done in batch.drain(..) {
             inflight.remove(done.lease);
         }
+        // Written (or given up on): either way the fetcher may look again.
+        settled.send_modify(|n| *n = n.wrapping_add(1));
     }
 }
 

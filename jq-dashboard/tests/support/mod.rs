@@ -68,7 +68,7 @@ pub async fn seed(client: &Client) -> Seeded {
 /// Claims the one runnable job of `queue` as a worker would and finishes it.
 pub async fn run_once(client: &Client, queue: &str, outcome: Outcome) {
     let request = ClaimRequest::new(vec![QueueName::new(queue).unwrap()], 1, Duration::from_secs(30), "test-worker");
-    let claimed = client.storage().claim(&request).await.unwrap();
+    let claimed = client.storage().claim(&request).await.unwrap().jobs;
     assert_eq!(claimed.len(), 1, "one runnable job in {queue}");
     client.storage().settle_one(claimed[0].lease_ref().unwrap(), outcome).await.unwrap();
 }
@@ -185,7 +185,7 @@ pub async fn seed_busy(client: &Client, clock: &jq::ManualClock) -> Busy {
         client.enqueue_many(jobs).await.unwrap();
         clock.advance(Duration::from_secs(20));
         let request = ClaimRequest::new(queues.clone(), 100, Duration::from_secs(30), "worker-1");
-        let claimed = client.storage().claim(&request).await.unwrap();
+        let claimed = client.storage().claim(&request).await.unwrap().jobs;
         let mut batch = Vec::with_capacity(claimed.len());
         for (i, job) in claimed.iter().enumerate() {
             let outcome = if i % 9 == 4 {

@@ -47,6 +47,13 @@
 -- attempts is not an integer is moved to Dead with the reason instead (see
 -- int() in common/base.lua) and returned as { "corrupt", id, reason } in its
 -- place.
+--
+-- A claim that takes fewer than `limit` jobs while an asked, unpaused
+-- queue still holds a claimable one ends its reply with { "limited", v }:
+-- what held them back (docs/CONTRACT.md, claim): v is "c" when a
+-- concurrency limit did (the queue's Running jobs at its concurrency, or a
+-- key at its own, limited_by in common.lua), else the earliest instant
+-- (microseconds) a full rate window that held them back has room again.
 
 local now = tonumber(ARGV[1])
 local limit = tonumber(ARGV[2])
@@ -58,9 +65,12 @@ local token = ARGV[6]
 -- each queue's allowance, and whether its starts are logged
 local allow = {}
 local rated = {}
+-- each queue's control as read (paused_at, concurrency, rate_limit, rate_period)
+local ctl = {}
 for q = 1, #KEYS do
   local base = KEYS[q]
   local c = redis.call('HMGET', base .. 'control', 'paused_at', 'concurrency', 'rate_limit', 'rate_period')
+  ctl[q] = c
   local a = limit
   if c[1] or c[2] or c[3] then
     record_seen(base, worker, now, c[1], tonumber(ARGV[7]))
@@ -403,5 +413,40 @@ if flow_lib then flow_lib.flush(now) end
 local out = buried
 for pos = 1, count do
   if rows[pos] then out[#out + 1] = rows[pos] end
+end
+-- Short: what held back the claimable jobs left (see the header), read
+-- from what the claim left (its leases and starts written above).
+if count < limit then
+  local limited
+  local function held(v)
+    if not v then return end
+    if v == 'c' or limited == 'c' then
+      limited = 'c'
+    elseif not limited or v < limited then
+      limited = v
+    end
+  end
+  for q = 1, #KEYS do
+    local base, c = KEYS[q], ctl[q]
+    if not c[1] then
+      local by_queue
+      if c[2] and redis.call('ZCARD', base .. 'leases') >= tonumber(c[2]) then
+        by_queue = 'c'
+      elseif c[3] and c[4] and redis.call('ZCARD', base .. 'starts') >= tonumber(c[3]) then
+        local first = redis.call('ZRANGE', base .. 'starts', '0', '0', 'WITHSCORES')[2]
+        by_queue = (tonumber(first) or now) + tonumber(c[4])
+      end
+      if by_queue then
+        if redis.call('ZCARD', base .. 'ready') > 0 or redis.call('EXISTS', base .. 'kwait') == 1
+          or #redis.call('ZRANGEBYSCORE', base .. 'scheduled', '-inf', ARGV[1], 'LIMIT', '0', '1') > 0
+          or #redis.call('ZRANGEBYSCORE', base .. 'kscheduled', '-inf', ARGV[1], 'LIMIT', '0', '1') > 0 then
+          held(by_queue)
+        end
+      elseif rot[q] and redis.call('EXISTS', base .. 'kwait') == 1 then
+        held(rotations().held(rot[q]))
+      end
+    end
+  end
+  if limited then out[#out + 1] = { 'limited', limited == 'c' and 'c' or fmt(limited) } end
 end
 return out

@@ -7,7 +7,7 @@ use std::cmp::{Ordering, Reverse};
 use std::collections::{BTreeMap, VecDeque};
 
 use async_trait::async_trait;
-use jq_core::storage::{KeyStorage, allowance, check_key};
+use jq_core::storage::{KeyStorage, Limited, allowance, check_key, held_by};
 use jq_core::{Job, JobId, KeyInfo, KeyLimit, KeyReport, Priority, QueueLimits, QueueName, Result, State, Timestamp};
 
 use super::{MemoryStorage, claim_order};
@@ -195,6 +195,34 @@ impl Keys {
             picked.push(job);
         }
         picked
+    }
+
+    /// What holds back one more start of `queue`'s `key` after a claim
+    /// (`jobs` as it left them, its starts logged): its limits' answer
+    /// ([`held_by`]), `None` when they allow it.
+    pub(super) fn held(
+        &self,
+        jobs: &BTreeMap<JobId, Job>,
+        queue: &QueueName,
+        key: &str,
+        now: Timestamp,
+    ) -> Option<Limited> {
+        let keys = self.queues.get(queue)?;
+        let limits = keys.limits(key);
+        let running = jobs
+            .values()
+            .filter(|j| j.state == State::Running && j.queue == *queue && j.key.as_deref() == Some(key))
+            .count() as u64;
+        let (started, oldest) = match (limits.rate, keys.starts.get(key)) {
+            (Some(rate), Some(log)) => {
+                let after = rate.window_after(now);
+                let mut window = log.iter().filter(|s| **s > after);
+                let oldest = window.next().copied();
+                (oldest.map_or(0, |_| 1 + window.count() as u64), oldest)
+            }
+            _ => (0, None),
+        };
+        held_by(&limits, running, started, oldest)
     }
 
     /// [`KeyStorage::keys`] over `jobs`.

@@ -144,7 +144,7 @@ pub async fn cancel_of_an_expired_lease_ends_cancelled_at_recover<H: Harness>(h:
     let ended = get(&storage, dying.id).await;
     assert_eq!(ended.state, State::Cancelled, "a requested cancel wins over another attempt");
     assert!(ended.errors.is_empty() && ended.lease.is_none() && ended.finished_at.is_some());
-    assert_eq!(storage.claim(&super::support::request(&[QUEUE], 5, "w3")).await.expect("claim"), vec![]);
+    assert_eq!(storage.claim(&super::support::request(&[QUEUE], 5, "w3")).await.expect("claim").jobs, vec![]);
 
     // Nacked before its pool heard: the request stays; Pending, it is
     // cancelled at once.

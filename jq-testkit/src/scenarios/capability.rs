@@ -129,7 +129,7 @@ pub async fn declares_its_capabilities<H: Harness>(h: &H, listed: &[&str]) {
             Duration::from_secs(30),
             "w",
         );
-        let claimed = storage.claim(&request).await.expect("claim");
+        let claimed = storage.claim(&request).await.expect("claim").jobs;
         let lease = claimed.first().and_then(|j| j.lease_ref()).expect("the job was claimed");
         let result = jq_core::Payload::of(&1).expect("json");
         let answer = storage.settle_one(lease, jq_core::storage::Outcome::AckWith { result }).await;

@@ -202,7 +202,7 @@ pub async fn claim_sets_lease_and_attempts<H: Harness>(h: &H) {
     let lease_len = Duration::from_secs(45);
     let request = super::support::request(&["q"], 2, "w-1");
     let request = jq_core::storage::ClaimRequest { lease: lease_len, ..request };
-    let claimed = storage.claim(&request).await.expect("claim");
+    let claimed = storage.claim(&request).await.expect("claim").jobs;
     assert_eq!(claimed.len(), 2);
     let now = clock.now();
     for job in &claimed {
@@ -239,12 +239,12 @@ pub async fn claim_resend_returns_the_earlier_claim<H: Harness>(h: &H) {
     let other = h.connect(clock.clock()).await;
     let ids = enqueue_all(&storage, jobs(&clock, "q", 5)).await;
     let first = super::support::request(&["q"], 2, "w");
-    let took = storage.claim(&first).await.expect("claim");
+    let took = storage.claim(&first).await.expect("claim").jobs;
     assert_eq!(took.iter().map(|j| j.id).collect::<Vec<_>>(), ids[..2]);
 
     clock.advance(Duration::from_secs(1));
     let resend = jq_core::storage::ClaimRequest { resend: true, ..first.clone() };
-    let again = other.claim(&resend).await.expect("resend");
+    let again = other.claim(&resend).await.expect("resend").jobs;
     assert_eq!(again, took, "the resend returns the same jobs with the same leases, on any connection");
     for id in &ids[2..] {
         assert_eq!(get(&storage, *id).await.state, State::Pending, "a resend claims nothing more");
@@ -252,13 +252,13 @@ pub async fn claim_resend_returns_the_earlier_claim<H: Harness>(h: &H) {
 
     // One of the two finishes: a resend returns what its token still holds.
     assert_eq!(settle(&storage, lease(&took[0]), Outcome::Ack).await.ok(), Some(State::Completed));
-    let rest = storage.claim(&resend).await.expect("resend");
+    let rest = storage.claim(&resend).await.expect("resend").jobs;
     assert_eq!(rest.iter().map(|j| j.id).collect::<Vec<_>>(), vec![ids[1]]);
     assert_eq!(rest[0].attempts, 1);
 
     // A resend whose first attempt took nothing claims as usual.
     let lost = jq_core::storage::ClaimRequest { resend: true, ..super::support::request(&["q"], 2, "w") };
-    let fresh = storage.claim(&lost).await.expect("resend of a claim that took nothing");
+    let fresh = storage.claim(&lost).await.expect("resend of a claim that took nothing").jobs;
     assert_eq!(fresh.iter().map(|j| j.id).collect::<Vec<_>>(), ids[2..4]);
     assert!(fresh.iter().all(|j| j.token() == Some(lost.token) && j.attempts == 1));
     let last = claim(&storage, &["q"], 5, "w").await;

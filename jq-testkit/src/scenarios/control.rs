@@ -366,3 +366,64 @@ async fn run_case<H: Harness>(h: &H, name: &str, case: Case) -> Result<(), TestC
     }
     Ok(())
 }
+
+/// The answer of a claim that took `limit` or fewer from `queues`.
+async fn answer<S: Storage>(storage: &S, queues: &[&str], limit: usize) -> jq_core::storage::ClaimAnswer {
+    storage.claim(&super::support::request(queues, limit, "w")).await.expect("claim")
+}
+
+/// A short claim says when a queue's own limits held back claimable jobs
+/// (`ClaimAnswer::limited`): `Concurrency` for a full concurrency, `Rate`
+/// with the instant the window has room again for a full rate window; and
+/// `None` for a full claim, a drained queue, a queue whose only jobs are
+/// scheduled later, and a paused queue.
+pub async fn a_short_claim_says_a_queue_limit_held_it_back<H: Harness>(h: &H) {
+    use jq_core::storage::Limited;
+    let clock = manual_clock();
+    let storage = h.connect(clock.clock()).await;
+    let controls = storage.require_controls().expect("controls");
+
+    enqueue_all(&storage, jobs(&clock, "lc", 5)).await;
+    controls.set_limits(&queue("lc"), &QueueLimits { concurrency: Some(2), rate: None }).await.expect("limit");
+    let full = answer(&storage, &["lc"], 2).await;
+    assert_eq!((full.jobs.len(), full.limited), (2, None), "a full claim reports nothing");
+    let held = answer(&storage, &["lc"], 10).await;
+    assert_eq!((held.jobs.len(), held.limited), (0, Some(Limited::Concurrency)), "the concurrency is full");
+    controls.set_limits(&queue("lc"), &QueueLimits { concurrency: Some(4), rate: None }).await.expect("limit");
+    let some = answer(&storage, &["lc"], 10).await;
+    assert_eq!((some.jobs.len(), some.limited), (2, Some(Limited::Concurrency)), "short, one job left");
+    controls.set_limits(&queue("lc"), &QueueLimits { concurrency: Some(10), rate: None }).await.expect("limit");
+    let drained = answer(&storage, &["lc"], 10).await;
+    assert_eq!((drained.jobs.len(), drained.limited), (1, None), "drained: nothing held back");
+    let empty = answer(&storage, &["lc"], 10).await;
+    assert_eq!((empty.jobs.len(), empty.limited), (0, None), "empty");
+
+    let period = Duration::from_secs(10);
+    enqueue_all(&storage, jobs(&clock, "lr", 5)).await;
+    controls
+        .set_limits(&queue("lr"), &QueueLimits { concurrency: None, rate: Some(Rate::new(3, period)) })
+        .await
+        .expect("limit");
+    let start = clock.now();
+    assert_eq!(answer(&storage, &["lr"], 2).await.jobs.len(), 2);
+    clock.advance(Duration::from_secs(4));
+    let rated = answer(&storage, &["lr"], 10).await;
+    assert_eq!(rated.jobs.len(), 1, "three starts per window");
+    assert_eq!(
+        rated.limited,
+        Some(Limited::Rate { until: add(start, period) }),
+        "room again when the first starts leave"
+    );
+
+    enqueue_all(
+        &storage,
+        vec![super::support::build(super::support::builder("ls", 0).delay(Duration::from_secs(60)), &clock)],
+    )
+    .await;
+    controls.set_limits(&queue("ls"), &QueueLimits { concurrency: Some(1), rate: None }).await.expect("limit");
+    assert_eq!(answer(&storage, &["ls"], 10).await.limited, None, "a job scheduled later is not held back");
+
+    enqueue_all(&storage, jobs(&clock, "lp", 2)).await;
+    controls.set_paused(&queue("lp"), true).await.expect("pause");
+    assert_eq!(answer(&storage, &["lp"], 10).await.limited, None, "a pause is not a limit: resume wakes the claimers");
+}

@@ -549,3 +549,49 @@ async fn keyed_claims_against_the_model<H: Harness>(h: &H, seed: u64) {
         }
     }
 }
+
+/// A short claim says when keys' limits held back claimable jobs
+/// (`ClaimAnswer::limited`): `Concurrency` for a key at its concurrency;
+/// for a key whose rate window is full, `Rate` with the instant it has
+/// room again (or `Concurrency`, which a backend may answer for a key's
+/// rate); `None` once the keys' jobs are all taken, and for keyed jobs
+/// scheduled later.
+pub async fn a_short_claim_says_a_key_limit_held_it_back<H: Harness>(h: &H) {
+    use jq_core::storage::Limited;
+    let clock = manual_clock();
+    let storage = h.connect(clock.clock()).await;
+    let answer = |queue: &'static str| {
+        let storage = &storage;
+        async move { storage.claim(&super::support::request(&[queue], 10, "w")).await.expect("claim") }
+    };
+
+    let mut jobs = keyed(&clock, "kc", "big", 0, 5);
+    jobs.extend(keyed(&clock, "kc", "small", 5, 1));
+    enqueue_all(&storage, jobs).await;
+    set(&storage, "kc", None, concurrency(2)).await;
+    let first = answer("kc").await;
+    assert_eq!(per_key(&first.jobs), counts(&[("big", 2), ("small", 1)]));
+    assert_eq!(first.limited, Some(Limited::Concurrency), "big's other jobs wait for a slot");
+    let again = answer("kc").await;
+    assert_eq!((again.jobs.len(), again.limited), (0, Some(Limited::Concurrency)), "still held back");
+    set(&storage, "kc", None, QueueLimits::none()).await;
+    let rest = answer("kc").await;
+    assert_eq!((rest.jobs.len(), rest.limited), (3, None), "drained: nothing held back");
+
+    let period = Duration::from_secs(10);
+    enqueue_all(&storage, keyed(&clock, "kr2", "slow", 0, 4)).await;
+    set(&storage, "kr2", Some("slow"), QueueLimits { concurrency: None, rate: Some(Rate::new(2, period)) }).await;
+    let start = clock.now();
+    let rated = answer("kr2").await;
+    assert_eq!(rated.jobs.len(), 2, "two starts per window");
+    assert!(
+        matches!(rated.limited, Some(Limited::Concurrency))
+            || rated.limited == Some(Limited::Rate { until: add(start, period) }),
+        "a full window holds the others back: {:?}",
+        rated.limited
+    );
+
+    enqueue_all(&storage, vec![build(builder("ks", 0).key("later").delay(Duration::from_secs(60)), &clock)]).await;
+    set(&storage, "ks", None, concurrency(1)).await;
+    assert_eq!(answer("ks").await.limited, None, "a keyed job scheduled later is not held back");
+}

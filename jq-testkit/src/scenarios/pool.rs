@@ -285,3 +285,76 @@ pub async fn one_maintainer_among_eight_pools<H: Harness>(h: &H) {
         "the successor resigned at shutdown"
     );
 }
+
+/// The most handlers of each key that ran at once.
+#[derive(Clone, Default)]
+struct Overlap(Arc<Mutex<HashMap<String, (u32, u32)>>>);
+
+impl Overlap {
+    fn enter(&self, key: &str) {
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let (now, most) = map.entry(key.to_owned()).or_default();
+        *now += 1;
+        *most = (*most).max(*now);
+    }
+
+    fn leave(&self, key: &str) {
+        if let Some((now, _)) = self.0.lock().unwrap_or_else(|p| p.into_inner()).get_mut(key) {
+            *now = now.saturating_sub(1);
+        }
+    }
+
+    fn most(&self, key: &str) -> u32 {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).get(key).map_or(0, |(_, most)| *most)
+    }
+}
+
+/// Two pools of eight, whose poll interval (a minute) would never drain
+/// the queue in time, run a key limited to 2 (and one limited to 1) to the
+/// end: every claim the limit cut short is sent again when a job of the
+/// pool settles, or after the short limited poll, and the keys never run
+/// more handlers at once than their limits allow.
+pub async fn pool_under_a_key_limit_never_exceeds_it<H: Harness>(h: &H) {
+    let clock = manual_clock();
+    let storage = h.connect(clock.clock()).await;
+    let keys = storage.require_keys().expect("keys");
+    let q = jq_core::QueueName::new(QUEUE).expect("queue name");
+    keys.set_key_limits(&q, None, &jq_core::QueueLimits { concurrency: Some(2), rate: None }).await.expect("default");
+    keys.set_key_limits(&q, Some("one"), &jq_core::QueueLimits { concurrency: Some(1), rate: None })
+        .await
+        .expect("override");
+    let mut jobs: Vec<_> = (0..24).map(|i| build(builder(QUEUE, i).key("two"), &clock)).collect();
+    jobs.extend((24..36).map(|i| build(builder(QUEUE, i).key("one"), &clock)));
+    let ids = enqueue_all(&storage, jobs).await;
+    let runs = Runs::default();
+    let overlap = Overlap::default();
+    let mut handles = Vec::new();
+    for n in 0..2 {
+        let (runs, overlap) = (runs.clone(), overlap.clone());
+        let pool = WorkerPool::new(h.connect(clock.clock()).await)
+            .queues([QUEUE])
+            .concurrency(8)
+            .lease(LEASE)
+            .poll_interval(Duration::from_secs(60))
+            .maintenance(false)
+            .worker_name(format!("limited-{n}"))
+            .register_raw("test", move |job: Job, _ctx: JobContext| {
+                *runs.0.lock().unwrap_or_else(|p| p.into_inner()).entry(job.id).or_insert(0) += 1;
+                let overlap = overlap.clone();
+                async move {
+                    let key = job.key.clone().unwrap_or_default();
+                    overlap.enter(&key);
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                    overlap.leave(&key);
+                    HandlerResult::Ok(())
+                }
+            });
+        handles.push(pool.start().expect("start the pool"));
+    }
+    all_completed_once(&storage, &ids, &runs).await;
+    assert!(overlap.most("two") <= 2, "key two ran {} at once, over its limit of 2", overlap.most("two"));
+    assert!(overlap.most("one") <= 1, "key one ran {} at once, over its limit of 1", overlap.most("one"));
+    for handle in handles {
+        handle.shutdown().await.expect("no fatal error");
+    }
+}

@@ -103,7 +103,7 @@ pub(crate) fn request(queues: &[&str], limit: usize, worker: &str) -> ClaimReque
 /// Claims and checks what every claim must hold.
 pub(crate) async fn claim<S: Storage>(storage: &S, queues: &[&str], limit: usize, worker: &str) -> Vec<Job> {
     let request = request(queues, limit, worker);
-    let jobs = storage.claim(&request).await.expect("claim");
+    let jobs = storage.claim(&request).await.expect("claim").jobs;
     assert!(jobs.len() <= limit, "claim returned {} jobs for a limit of {limit}", jobs.len());
     for job in &jobs {
         assert_eq!(job.state, jq_core::State::Running, "claimed job {} is Running", job.id);

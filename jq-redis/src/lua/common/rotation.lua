@@ -372,7 +372,31 @@ local function rotations()
       if moved then r.moved[enc] = moved end
       i = i + 1
     end
+    r.singles = true
     return true
+  end
+
+  -- After a short claim that left keyed Pending jobs in rotation `r`'s
+  -- queue: what held them back, from the keys its walk met (claim.lua's
+  -- "limited"): "c" when one of them is at its concurrency (always, after
+  -- take_singles: a default of one Running job), else the earliest
+  -- instant (microseconds) a full rate window of one of them has room
+  -- again; nil when none is held. A key met whose jobs are all taken may
+  -- answer for one still held (a concurrency for a rate): the pool then
+  -- polls sooner than it needs to.
+  function K.held(r)
+    if r.singles then return 'c' end
+    local until_
+    for key, lim in pairs(r.limits) do
+      if lim[1] and r.run[key] >= lim[1] then return 'c' end
+      local n = r.started[key]
+      if lim[2] and lim[3] and n and n >= lim[2] then
+        local first = redis.call('ZRANGE', r.base .. 'kstarts:' .. key, '0', '0', 'WITHSCORES')[2]
+        local u = (tonumber(first) or r.now) + lim[3]
+        if not until_ or u < until_ then until_ = u end
+      end
+    end
+    return until_
   end
 
   -- The merge of `candidates` (plain jobs in claim order, as claim.lua
