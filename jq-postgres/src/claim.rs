@@ -115,13 +115,13 @@ async fn held_back(inner: &Inner, request: &ClaimRequest, jobs: Vec<Job>) -> Res
     };
     let mut limited = None;
     for row in &rows {
-        let full: bool = row.try_get("full").unwrap_or(false);
+        let concurrency_limited: bool = row.try_get("concurrency_limited").unwrap_or(false);
         let rate_until: Option<Timestamp> = row.try_get("rate_until").ok().flatten();
         let keyed_left: bool = row.try_get("keyed_left").unwrap_or(false);
         let plain_left: bool = row.try_get("plain_left").unwrap_or(false);
         let held = if !(keyed_left || plain_left) {
             None
-        } else if full {
+        } else if concurrency_limited {
             Some(Limited::Concurrency)
         } else if let Some(until) = rate_until {
             Some(Limited::Rate { until })

@@ -4,19 +4,19 @@
 -- $1 queues text[], $2 now timestamptz.
 --
 -- One row per asked queue that is not paused: whether it has a
--- concurrency limit (`full`: read after the claim committed, a count of
--- its Running jobs could miss a slot that an ack freed meanwhile, and the
--- pool would then sleep its poll interval beside a free slot; with jobs
--- left, a concurrency limit held them back or a slot just freed, and
--- either way the pool claims again soon), when its full rate window has
--- room again (its oldest start in the window plus the period; NULL when
--- not full or no rate),
--- and whether it still holds a claimable keyed job (jobs_keyed) and a
+-- concurrency limit at all (`concurrency_limited`; not whether it is
+-- full: read after the claim committed, a count of its Running jobs could
+-- miss a slot that an ack freed meanwhile, and the pool would then sleep
+-- its poll interval beside a free slot; with jobs left, a concurrency
+-- limit held them back or a slot just freed, and either way the pool
+-- claims again soon), when its full rate window has room again (its
+-- oldest start in the window plus the period; NULL when not full or no
+-- rate), and whether it still holds a claimable keyed job (jobs_keyed) and a
 -- claimable plain one (jobs_claim). A keyed job left when the queue's own
 -- limits are not full was held back by its key's limits: keyed claims of
 -- a queue run one at a time, so no other claim was taking it.
 SELECT q.name,
-       c.concurrency IS NOT NULL AS full,
+       c.concurrency IS NOT NULL AS concurrency_limited,
        CASE WHEN c.rate_limit IS NOT NULL THEN (
            SELECT CASE WHEN sum(s.n) >= c.rate_limit
                        THEN min(s.at) + least(c.rate_period, 3155760000000000) * interval '1 microsecond' END
