@@ -9,15 +9,15 @@
 //!
 //! ```text
 //! cargo run --release -p jq-redis --example server_cost
-//! cargo run --release -p jq-redis --example server_cost -- --drain 128 [--jobs N] [--gate] [--fanin | --keyed]
+//! cargo run --release -p jq-redis --example server_cost -- --drain 128 [--jobs N] [--singles N] [--gate] [--fanin | --keyed]
 //! ```
 //!
 //! `--drain N` runs only the drain pass of N per claim, over `--jobs`
 //! jobs (default 20,000; a few hundred show a small queue, whose hashes
 //! Redis keeps as listpacks searched from the front). With `--gate` it
-//! prints `ready` before enqueueing the pass's jobs, `enqueued` after, and
-//! `done` after the pass, and waits for a line on stdin after each of the
-//! first two: `scripts/redis-instructions.sh` counts the server's
+//! prints `ready` before enqueueing the pass's jobs, `enqueued` after,
+//! `drained` after the pass and `done` at the end, and waits for a line on
+//! stdin after each but the last: `scripts/redis-instructions.sh` counts the server's
 //! instructions between them under callgrind, figures that, unlike time,
 //! repeat from one sitting to the next. With `--fanin` the pass's jobs are
 //! the members of one fan-in (a workflow `Batch` with one callback after
@@ -25,7 +25,10 @@
 //! and the pass drains the callback too. With `--keyed` they are keyed as
 //! the bench's `keyed` drain keys them (job i's key is `k<i mod 10,000>`,
 //! every key limited to one Running job); the pass acks each claim before
-//! the next, so a claim meets no Running job of its own pass.
+//! the next, so a claim meets no Running job of its own pass. With
+//! `--singles N` the pass then enqueues N plain jobs into the same
+//! queue one call each (as the bench's single enqueue) between a `singles`
+//! mark (waiting for a line too) and `done`.
 //!
 //! Uses `JQ_REDIS_URL` (default `redis://127.0.0.1:6379`) under a random
 //! prefix that it deletes at the end. The figures include other clients'
@@ -105,9 +108,13 @@ enum Pass {
 async fn main() -> Result<(), BoxError> {
     let url = std::env::var("JQ_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
     let prefix = format!("jqcost:{}", uuid::Uuid::new_v4().simple());
-    let s = RedisStorage::connect(RedisConfig::new(url.clone()).prefix(prefix)).await?;
-    let mut conn = redis::Client::open(url)?.get_multiplexed_async_connection().await?;
     let args: Vec<String> = std::env::args().collect();
+    // Under callgrind a server is tens of times slower, and stops while
+    // it writes a profile: calls must not time out then.
+    let timeout =
+        if args.iter().any(|a| a == "--gate") { Duration::from_secs(600) } else { jq_redis::DEFAULT_RESPONSE_TIMEOUT };
+    let s = RedisStorage::connect(RedisConfig::new(url.clone()).prefix(prefix).response_timeout(timeout)).await?;
+    let mut conn = redis::Client::open(url)?.get_multiplexed_async_connection().await?;
     if let Some(batch) = args.iter().position(|a| a == "--drain").and_then(|i| args.get(i + 1)) {
         let gate = args.iter().any(|a| a == "--gate");
         let pass = if args.iter().any(|a| a == "--fanin") {
@@ -121,7 +128,15 @@ async fn main() -> Result<(), BoxError> {
             Some(n) => n.parse()?,
             None => JOBS,
         };
+        let singles = match args.iter().position(|a| a == "--singles").and_then(|i| args.get(i + 1)) {
+            Some(n) => n.parse()?,
+            None => 0,
+        };
         drain_pass(&s, &mut conn, batch.parse()?, jobs, gate, pass).await?;
+        if singles > 0 {
+            single_pass(&s, singles, gate).await?;
+        }
+        gate_at("done", gate)?;
         s.delete_all_keys().await?;
         return Ok(());
     }
@@ -198,6 +213,19 @@ async fn main() -> Result<(), BoxError> {
     Ok(())
 }
 
+/// Enqueues `n` plain jobs of queue "bench" one call each, after the
+/// `singles` mark (see the module doc), and prints their rate.
+async fn single_pass(s: &RedisStorage, n: usize, gate: bool) -> Result<(), BoxError> {
+    let singles = jobs(n, None)?;
+    gate_at("singles", gate)?;
+    let t = Instant::now();
+    for job in singles {
+        s.enqueue_one(job).await?;
+    }
+    println!("single enqueues, {n}   {:>8.0} jobs/s wall", n as f64 / t.elapsed().as_secs_f64());
+    Ok(())
+}
+
 /// With `gate`, prints `mark` and waits for a line on stdin (see the
 /// module doc); the last mark, `done`, only prints.
 fn gate_at(mark: &str, gate: bool) -> Result<(), BoxError> {
@@ -270,7 +298,7 @@ async fn drain_pass(
         .await?;
     }
     let wall = t.elapsed();
-    gate_at("done", gate)?;
+    gate_at("drained", gate)?;
     let cpu = server_cpu_usec(conn).await? - cpu_before;
     let after = command_stats(conn).await?;
     let per_job = |usec: f64| usec / done.max(1) as f64;

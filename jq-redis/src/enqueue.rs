@@ -4,11 +4,9 @@
 //! [`Error::BatchNotAtomic`] before anything is stored.
 //!
 //! Everything per job that does not depend on what is stored already (run_at,
-//! Pending or Scheduled, the ready-set member) is computed here, so the script
-//! only moves strings: the server is single-threaded and is what limits
-//! throughput.
-
-use std::collections::HashMap;
+//! Pending or Scheduled, the packed values of its hashes, the index it goes
+//! to and its member there) is computed here, so the script only moves
+//! strings: the server is single-threaded and is what limits throughput.
 
 use jq_core::{Error, JobId, NewJob, Result};
 use uuid::Uuid;
@@ -16,8 +14,9 @@ use uuid::Uuid;
 use crate::schema::{id_hex, slot};
 use crate::{Inner, error, scripts};
 
-/// Values per job after the script's 2 leading arguments.
-const PER_JOB: usize = 12;
+/// Values per job after the script's 2 leading arguments (`PER_JOB` in
+/// `lua/common/store.lua`).
+const PER_JOB: usize = 9;
 
 pub(crate) async fn enqueue(s: &Inner, jobs: Vec<NewJob>) -> Result<Vec<JobId>> {
     if jobs.is_empty() {
@@ -36,8 +35,9 @@ pub(crate) async fn enqueue(s: &Inner, jobs: Vec<NewJob>) -> Result<Vec<JobId>> 
             reason: "their keys live in different Redis Cluster hash slots".to_owned(),
         });
     }
-    let cmd = script_call(s, &jobs, now);
-    let reply = registered_then(s, &names, cmd).await?;
+    let due = s.registry_due(&names);
+    let cmd = script_call(s, &jobs, now, due.is_some());
+    let reply = run_registered(s, due, cmd).await?;
     if reply.len() != jobs.len() {
         return Err(error::unexpected(format!("enqueue returned {} ids for {} jobs", reply.len(), jobs.len())));
     }
@@ -57,7 +57,13 @@ pub(crate) async fn enqueue(s: &Inner, jobs: Vec<NewJob>) -> Result<Vec<JobId>> 
 /// that holds a job (schema.rs). On one server in the same round trip; on
 /// Cluster the registry lives in another slot, so it goes first.
 pub(crate) async fn registered_then(s: &Inner, queues: &[&str], cmd: redis::Cmd) -> Result<Vec<String>> {
-    let Some(due) = s.registry_due(queues) else { return s.query(&cmd).await };
+    run_registered(s, s.registry_due(queues), cmd).await
+}
+
+/// [`registered_then`] with the queues whose registry entry is due already
+/// known ([`Inner::registry_due`]).
+async fn run_registered(s: &Inner, due: Option<Vec<&str>>, cmd: redis::Cmd) -> Result<Vec<String>> {
+    let Some(due) = due else { return s.query(&cmd).await };
     let reply = if s.is_cluster() {
         let _: u64 = s.query(redis::cmd("SADD").arg(s.keys.registry()).arg(&due)).await?;
         s.query(&cmd).await?
@@ -72,48 +78,82 @@ pub(crate) async fn registered_then(s: &Inner, queues: &[&str], cmd: redis::Cmd)
     Ok(reply)
 }
 
-/// The script call storing every job of the batch.
-fn script_call(s: &Inner, jobs: &[NewJob], now: i64) -> redis::Cmd {
-    let mut index: HashMap<&str, usize> = HashMap::new();
+/// The script call storing every job of the batch; `refresh`: the registry
+/// entry of a queue of the batch is due, so a lone job's call writes its
+/// queue's `HASHTABLE` fields too (`lua/enqueue.lua`).
+fn script_call(s: &Inner, jobs: &[NewJob], now: i64, refresh: bool) -> redis::Cmd {
+    // a batch names a few queues: a list beats a map
     let mut names: Vec<&str> = Vec::new();
+    let mut indexes: Vec<usize> = Vec::with_capacity(jobs.len());
     for job in jobs {
         let q = job.queue.as_str();
-        if !index.contains_key(q) {
-            names.push(q);
-            index.insert(q, names.len());
-        }
+        let at = match names.iter().position(|n| *n == q) {
+            Some(at) => at,
+            None => {
+                names.push(q);
+                names.len() - 1
+            }
+        };
+        indexes.push(at + 1);
     }
     let bases: Vec<String> = names.iter().map(|q| s.keys.base(q)).collect();
     let mut cmd = scripts::call(&scripts::ENQUEUE, &bases);
-    cmd.arg(now).arg(s.keys.channel());
-    for job in jobs {
-        job_args(&mut cmd, job, index[job.queue.as_str()], now);
+    cmd.arg(s.keys.channel()).arg(if refresh { "1" } else { "" });
+    for (job, index) in jobs.iter().zip(indexes) {
+        job_args(&mut cmd, job, index, now);
     }
     debug_assert_eq!(cmd.args_iter().count(), 3 + bases.len() + 2 + PER_JOB * jobs.len());
     cmd
 }
 
-/// Appends the 12 script values of `job` (`lua/enqueue.lua`) to `cmd`;
-/// `queue_index` is 1-based into the script's KEYS.
+/// Appends the [`PER_JOB`] script values of `job` (`lua/common/store.lua`)
+/// to `cmd`, its stored values packed here so that the script only moves
+/// strings; `queue_index` is 1-based into the script's KEYS, `now` the
+/// job's created_at and what decides Pending or Scheduled.
 pub(crate) fn job_args(cmd: &mut redis::Cmd, job: &NewJob, queue_index: usize, now: i64) {
+    use std::fmt::Write as _;
     let hex = id_hex(job.id);
     let run_at = job.run_at.map_or(now, |at| at.timestamp_micros());
-    let mut member = String::new();
-    if run_at <= now {
-        use std::fmt::Write as _;
-        // the ready member: run_at in 20 digits, then the id (schema.rs)
-        let _ = write!(member, "{:020}{hex}", run_at.max(0));
+    let pending = run_at <= now;
+    let priority = job.priority.as_i16();
+    let unique_key = job.unique_key.as_deref().unwrap_or("");
+    let key = job.key.as_deref().unwrap_or("");
+    let trace = job.trace.as_ref().map_or("", |t| t.as_stored());
+    let payload = job.payload.as_str();
+    // `write!` into a String cannot fail
+    // the `jobs` value: kind payload priority max_attempts created_at trace
+    let mut body = String::with_capacity(job.kind.len() + payload.len() + trace.len() + 40);
+    let _ = write!(body, "{}\0{payload}\0{priority}\0{}\0{now}\0{trace}", job.kind, job.max_attempts);
+    // the `states` value: state attempts run_at unique_key, then the four
+    // lease and finish fields empty; a keyed job's has an empty flow and
+    // its key after them (schema.rs)
+    let mut state = String::with_capacity(48 + unique_key.len() + key.len());
+    let name = if pending { "pending" } else { "scheduled" };
+    let _ = write!(state, "{name}\0{attempts}\0{run_at}\0{unique_key}\0\0\0\0", attempts = 0);
+    if !key.is_empty() {
+        let _ = write!(state, "\0\0{key}");
     }
+    // the index the job goes to, its score and member there (schema.rs)
+    let (index, score, member) = match (key.is_empty(), pending) {
+        // the ready member: run_at in 20 digits, then the id
+        (true, true) => ("ready", (-i32::from(priority)).to_string(), format!("{:020}{hex}", run_at.max(0))),
+        // the kwait member: the priority's 11 digits (kprio in
+        // lua/common/base.lua), the key, NUL, the ready member
+        (false, true) => (
+            "kwait",
+            "0".to_owned(),
+            format!("{:011}{key}\0{:020}{hex}", 5_000_000_000_i64 - i64::from(priority), run_at.max(0)),
+        ),
+        (true, false) => ("scheduled", run_at.to_string(), hex.clone()),
+        (false, false) => ("kscheduled", run_at.to_string(), hex.clone()),
+    };
     cmd.arg(&hex)
         .arg(queue_index)
-        .arg(&job.kind)
-        .arg(job.payload.as_str())
-        .arg(job.priority.as_i16())
-        .arg(run_at)
-        .arg(job.max_attempts)
-        .arg(job.unique_key.as_deref().unwrap_or(""))
+        .arg(&body)
+        .arg(&state)
+        .arg(unique_key)
+        .arg(index)
+        .arg(&score)
         .arg(&member)
-        .arg(job.trace.as_ref().map_or("", |t| t.as_stored()))
-        .arg(job.timeout.map_or(String::new(), |t| t.as_millis().to_string()))
-        .arg(job.key.as_deref().unwrap_or(""));
+        .arg(job.timeout.map_or(String::new(), |t| t.as_millis().to_string()));
 }

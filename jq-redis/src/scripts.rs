@@ -1,5 +1,5 @@
 //! The Lua scripts, each the library in `lua/common/` followed by its own
-//! file.
+//! file; enqueue's library is only the parts that store new jobs.
 
 use std::sync::LazyLock;
 
@@ -17,6 +17,7 @@ pub(crate) struct Lua {
 macro_rules! common {
     () => {
         concat!(
+            include_str!("lua/common/core.lua"),
             include_str!("lua/common/base.lua"),
             include_str!("lua/common/workflows.lua"),
             include_str!("lua/common/rotation.lua"),
@@ -35,7 +36,17 @@ macro_rules! script {
     };
 }
 
-script!(ENQUEUE, "lua/enqueue.lua");
+/// Enqueue, the one script whose library is two parts: every call of a
+/// script runs its library's definitions first, and a single enqueue does
+/// little more than that otherwise.
+pub(crate) static ENQUEUE: LazyLock<Lua> = LazyLock::new(|| {
+    let code = concat!(
+        include_str!("lua/common/core.lua"),
+        include_str!("lua/common/store.lua"),
+        include_str!("lua/enqueue.lua"),
+    );
+    Lua { code, script: Script::new(code) }
+});
 script!(CLAIM, "lua/claim.lua");
 script!(SETTLE, "lua/settle.lua");
 script!(HEARTBEAT, "lua/heartbeat.lua");

@@ -4,7 +4,7 @@
 --
 -- KEYS[1]  the periodic job's hash (Keys::periodic_job), in its queue's slot
 -- KEYS[2]  the base of the periodic job's queue ("<prefix>:{<prefix>:<queue>}:")
--- ARGV[1]  now (microseconds): created_at of the jobs, declared_at
+-- ARGV[1]  now (microseconds): declared_at (the jobs' created_at is in their values)
 -- ARGV[2]  wake-up channel
 -- ARGV[3]  the queue name
 -- ARGV[4]  the periodic job's name, ARGV[5] its spec, ARGV[6] its zone
@@ -19,7 +19,8 @@
 --          declared_at). This hash takes them over, with gen + 1, unless it
 --          holds a newer generation already (a move that came back here
 --          later); "adopt-only" then returns {2} and fires nothing.
--- then 12 values per job, as enqueue.lua takes them (queue index always 1).
+-- then PER_JOB values per job (store.lua), as enqueue.lua takes them (queue
+-- index always 1).
 -- Returns {0} when the stored hash is not the one expected (nothing
 -- written, or only the adoption), else {1, one value per job as
 -- enqueue.lua returns them}.
@@ -51,12 +52,12 @@ if ARGV[7] == '' then
 else
   if cur[1] ~= ARGV[7] or (cur[2] or '') ~= ARGV[8] then return {0} end
 end
-local result = store_jobs({KEYS[2]}, ARGV[1], ARGV[2], ARGV, 21)
+local result = store_jobs({KEYS[2]}, ARGV[2], ARGV, 21)
 local last = false
 local n = #result
 if n > 0 then
   last = result[n]
-  if last == '' then last = ARGV[21 + (n - 1) * 12 + 1] end
+  if last == '' then last = ARGV[21 + (n - 1) * PER_JOB + 1] end
 end
 redis.call('HSET', KEYS[1], 'name', ARGV[4], 'queue', ARGV[3], 'spec', ARGV[5], 'zone', ARGV[6],
   'cursor', ARGV[9], 'declared_at', ARGV[1])

@@ -1,10 +1,8 @@
--- common/base.lua: the first part of the library prepended to every jq
--- script (no KEYS/ARGV of its own). scripts.rs puts the parts before each
--- script in a fixed order, base.lua, workflows.lua, rotation.lua, moves.lua,
--- store.lua: each part uses only what the parts before it define (a Lua
--- local is seen only below its definition). This one holds numbers and
--- their checks, the job layout and its packed values, a job's indexes
--- (the keyed ones too) and the moves to Pending and Scheduled.
+-- common/base.lua: the second part of the library prepended to every jq
+-- script but enqueue.lua (no KEYS/ARGV of its own), after core.lua (see
+-- there for the order of the parts). This one holds the checks of
+-- numbers, the job layout and its packed values, a job's indexes (the
+-- keyed ones too) and the moves to Pending and Scheduled.
 --
 -- A queue's keys all start with its base "<prefix>:{<prefix>:<queue>}:"
 -- (see schema.rs); scripts get the bases as KEYS and derive every key of the
@@ -21,18 +19,6 @@
 -- value's fields are joined by "\0" in that order, "" when absent. A batch
 -- of jobs is then read or written with one HMGET or HSET per hash, where a
 -- hash per job cost a command per job.
-
-local function fmt(n)
-  return string.format('%d', n)
-end
--- Numbers passed to redis.call go as strings made by fmt: Redis 7.0 turns a
--- Lua number argument into text with snprintf("%.17g"), which costs far
--- more per microsecond instant (scripts/redis-instructions.sh shows it).
-
--- Redis does not roll a script back when it fails halfway, so a script
--- checks every stored field it computes with before its first write to
--- that job; a job whose fields it cannot use (hand-edited, foreign writer)
--- goes to Dead with the reason instead of stopping the script.
 
 -- The integer `v` holds, or nil when it holds none (missing, not a number,
 -- NaN, infinite, fractional, or beyond what a double holds exactly).
@@ -82,16 +68,6 @@ end
 local function done_key(base, state)
   return base .. 'done:' .. state
 end
-
--- The value of field '' of a queue's `jobs` and `states` hashes
--- (ids are 32 hex digits, so no job has that name). It is longer than
--- Redis's `hash-max-listpack-value` (64 bytes by default), so the hash is
--- a hashtable from its first job: Redis keeps a hash of up to 512 short
--- values as a listpack, searched from the front on every HMGET and HSET:
--- a queue of 400 jobs cost about a third more instructions per drained
--- job that way than with this field (`JQ_JOBS=400 scripts/redis-instructions.sh`).
--- A hash never goes back to a listpack.
-local HASHTABLE = 'jq: this field keeps this hash a hashtable (O(1) lookups) however few jobs it holds'
 
 -- The `n` fields of a packed value; fields it lacks are "", and the last
 -- field takes whatever follows (so a value with too many fields shows up

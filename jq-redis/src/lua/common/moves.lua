@@ -1,7 +1,7 @@
 -- common/moves.lua: moves between states the scripts share (the library's
--- fourth part, after rotation.lua): requeue, the unique keys' holders,
--- make_terminal, errors, commands in chunks, keyed jobs leaving Running in
--- bulk, a corrupt job's burial and a due job's promotion.
+-- fifth part, after rotation.lua): requeue, the unique keys' holders
+-- (unique_holder is in core.lua), make_terminal, errors, keyed jobs leaving
+-- Running in bulk, a corrupt job's burial and a due job's promotion.
 
 -- Pending when due (delay zero), else Scheduled; returns the new state.
 local function requeue(base, id, st, priority, now, delay)
@@ -11,22 +11,6 @@ local function requeue(base, id, st, priority, now, delay)
   end
   make_scheduled(base, id, st, now + delay)
   return 'scheduled'
-end
-
--- A queue's `unique` hash maps a unique key to the ids of the live jobs
--- holding it, ascending and joined by ",". Almost always one id: several
--- only after an operator's retry brought a Dead job back while a newer
--- live job held its key (the contract lets them share it). Enqueue answers
--- with the first, the smallest id, as the other backends do, and the key
--- stays taken until the last of them leaves the live states.
-
--- The id enqueue answers for unique key `uk` of the queue, or nil.
-local function unique_holder(base, uk)
-  local v = redis.call('HGET', base .. 'unique', uk)
-  if not v then return nil end
-  local comma = string.find(v, ',', 1, true)
-  if comma then return string.sub(v, 1, comma - 1) end
-  return v
 end
 
 -- Job `id`, live again, holds unique key `uk` (beside any live holder).
@@ -90,45 +74,9 @@ local function append_error(base, id, attempt, now, message)
   redis.call('HSET', base .. 'errors', id, cur)
 end
 
--- `command key items...` in chunks of 1,000 items, so unpack stays small
--- (it fails near 8,000). The chunk size is even, so (score, member) pairs
--- of a ZADD never split.
-local function call_chunked(command, key, items)
-  local n = #items
-  local i = 1
-  while i <= n do
-    local j = math.min(i + 999, n)
-    redis.call(command, key, unpack(items, i, j))
-    i = j + 1
-  end
-end
-
--- ZREM of many members.
+-- ZREM of many members (call_chunked: core.lua).
 local function zrem_chunked(key, members)
   call_chunked('ZREM', key, members)
-end
-
--- ZADD of many (score, member) pairs; HSET of many (field, value) pairs.
-local function zadd_chunked(key, pairs_)
-  call_chunked('ZADD', key, pairs_)
-end
-local function hset_chunked(key, pairs_)
-  call_chunked('HSET', key, pairs_)
-end
-
--- HMGET of many fields (at most 1,000 per call, as call_chunked).
-local function hmget_chunked(key, fields)
-  local n = #fields
-  if n <= 1000 then return redis.call('HMGET', key, unpack(fields)) end
-  local out = {}
-  local i = 1
-  while i <= n do
-    local j = math.min(i + 999, n)
-    local part = redis.call('HMGET', key, unpack(fields, i, j))
-    for k = 1, #part do out[#out + 1] = part[k] end
-    i = j + 1
-  end
-  return out
 end
 
 -- Many keyed jobs leave Running at once (`by_key`: key -> how many, `keys`

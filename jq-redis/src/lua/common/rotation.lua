@@ -1,5 +1,5 @@
 -- common/rotation.lua: keyed jobs' rotations, `rotations()` (the library's
--- third part, after workflows.lua): one queue's keyed Pending jobs walked
+-- fourth part, after workflows.lua): one queue's keyed Pending jobs walked
 -- from its cursors under the key limits, for claim.lua and peek.lua.
 
 -- Keyed jobs' rotations (docs/CONTRACT.md, "Keyed jobs"; the reference

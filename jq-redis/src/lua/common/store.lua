@@ -1,20 +1,30 @@
 -- common/store.lua: store_jobs, the storing of new jobs for enqueue.lua and
--- fire.lua (the library's last part, after moves.lua).
+-- fire.lua (the library's last part, after moves.lua; enqueue.lua's
+-- library is core.lua and this part alone, so it uses only what core.lua
+-- defines).
+
+-- Values per job in the arguments of store_jobs, all computed by the
+-- client so that the loop only moves strings: id (32 hex), queue index
+-- (1-based into the bases), the packed `jobs` value, the packed `states`
+-- value (Scheduled or Pending, attempts 0; a keyed job's with its key,
+-- schema.rs), unique key ("" = none), the index the job goes to (`ready`,
+-- `scheduled`, `kwait` or `kscheduled`), its score and member there, and
+-- the timeout in milliseconds ("" = none).
+local PER_JOB = 9
 
 -- Stores new jobs as enqueue.lua describes (one place for enqueue.lua and
--- fire.lua): `bases` per queue index, `now` their created_at, `channel`
--- PUBLISHed once when a job became Pending, and 12 values per job in
--- `args` from index `first` + 1 on. Returns one value per job: "" when
--- stored, else the id of the job answered instead: the same id when it is
--- stored already (a resend), or the live job of its queue with its unique
--- key.
-local function store_jobs(bases, now, channel, args, first)
-  local n = (#args - first) / 12
+-- fire.lua): `bases` per queue index, `channel` PUBLISHed once when a job
+-- became Pending, and PER_JOB values per job in `args` from index `first` +
+-- 1 on. Returns one value per job: "" when stored, else the id of the job
+-- answered instead: the same id when it is stored already (a resend), or
+-- the live job of its queue with its unique key.
+local function store_jobs(bases, channel, args, first)
+  local n = (#args - first) / PER_JOB
   -- per queue index: the batch's ids, to learn in one HMGET which exist
   local asked = {}
   for q = 1, #bases do asked[q] = {} end
   for j = 0, n - 1 do
-    local a = first + j * 12
+    local a = first + j * PER_JOB
     local t = asked[tonumber(args[a + 2])]
     t[#t + 1] = args[a + 1]
   end
@@ -37,10 +47,10 @@ local function store_jobs(bases, now, channel, args, first)
     known[q] = k
   end
   -- per queue index: HSET arguments for jobs and states, ZADD arguments
-  -- for ready, scheduled, ids, kwait and kscheduled
-  local bodies, states, ready, scheduled, ids, kwait, kscheduled = {}, {}, {}, {}, {}, {}, {}
+  -- per index (ready, ...) and for ids, the keyed Pending jobs stored
+  local bodies, states, indexes, ids, kwaiting = {}, {}, {}, {}, {}
   for q = 1, #bases do
-    bodies[q], states[q], ready[q], scheduled[q], ids[q], kwait[q], kscheduled[q] = {}, {}, {}, {}, {}, {}, {}
+    bodies[q], states[q], indexes[q], ids[q], kwaiting[q] = {}, {}, {}, {}, 0
     if fresh[q] then
       bodies[q][1], bodies[q][2] = '', HASHTABLE
       states[q][1], states[q][2] = '', HASHTABLE
@@ -49,9 +59,8 @@ local function store_jobs(bases, now, channel, args, first)
   local result = {}
   local woke = false
   for j = 0, n - 1 do
-    local a = first + j * 12
-    local id, qi, uk = args[a + 1], tonumber(args[a + 2]), args[a + 8]
-    local key = args[a + 12]
+    local a = first + j * PER_JOB
+    local id, qi, uk = args[a + 1], tonumber(args[a + 2]), args[a + 5]
     local base = bases[qi]
     local k = known[qi]
     local existing = false
@@ -75,46 +84,32 @@ local function store_jobs(bases, now, channel, args, first)
       result[j + 1] = existing
     else
       result[j + 1] = ''
-      local priority, run_at, member = args[a + 5], args[a + 6], args[a + 9]
-      local state = 'scheduled'
-      if member ~= '' then state = 'pending' end
-      k[id] = state
+      local index = args[a + 6]
+      local pending = index == 'ready' or index == 'kwait'
+      k[id] = pending and 'pending' or 'scheduled'
       local t = bodies[qi]
       t[#t + 1] = id
-      t[#t + 1] = args[a + 3] .. '\0' .. args[a + 4] .. '\0' .. priority .. '\0' .. args[a + 7] .. '\0' .. now .. '\0'
-        .. args[a + 10]
+      t[#t + 1] = args[a + 3]
       t = states[qi]
       t[#t + 1] = id
-      t[#t + 1] = state .. '\0' .. '0\0' .. run_at .. '\0' .. uk .. '\0\0\0\0'
-      if key ~= '' then t[#t] = t[#t] .. '\0\0' .. key end
-      if args[a + 11] ~= '' then
-        redis.call('HSET', base .. 'extra', id, args[a + 11] .. '\0\0\0')
+      t[#t + 1] = args[a + 4]
+      if args[a + 9] ~= '' then
+        redis.call('HSET', base .. 'extra', id, args[a + 9] .. '\0\0\0')
       end
       if uk ~= '' then
         redis.call('HSET', base .. 'unique', uk, id)
       end
-      if key ~= '' then
-        -- a keyed job: its key's sets, never the plain ones
-        if member ~= '' then
-          woke = true
-          t = kwait[qi]
-          t[#t + 1] = '0'
-          t[#t + 1] = kwait_member(tonumber(priority), key, member)
-        else
-          t = kscheduled[qi]
-          t[#t + 1] = run_at
-          t[#t + 1] = id
-        end
-      elseif member ~= '' then
+      if pending then
         woke = true
-        t = ready[qi]
-        t[#t + 1] = fmt(-tonumber(priority))
-        t[#t + 1] = member
-      else
-        t = scheduled[qi]
-        t[#t + 1] = run_at
-        t[#t + 1] = id
+        if index == 'kwait' then kwaiting[qi] = kwaiting[qi] + 1 end
       end
+      t = indexes[qi][index]
+      if not t then
+        t = {}
+        indexes[qi][index] = t
+      end
+      t[#t + 1] = args[a + 7]
+      t[#t + 1] = args[a + 8]
       t = ids[qi]
       t[#t + 1] = '0'
       t[#t + 1] = id
@@ -124,14 +119,13 @@ local function store_jobs(bases, now, channel, args, first)
     local base = bases[q]
     hset_chunked(base .. 'jobs', bodies[q])
     hset_chunked(base .. 'states', states[q])
-    zadd_chunked(base .. 'ready', ready[q])
-    zadd_chunked(base .. 'scheduled', scheduled[q])
-    zadd_chunked(base .. 'ids', ids[q])
-    if #kwait[q] > 0 then
-      zadd_chunked(base .. 'kwait', kwait[q])
-      redis.call('INCRBY', base .. 'kpending', fmt(#kwait[q] / 2))
+    for index, pairs_ in pairs(indexes[q]) do
+      zadd_chunked(base .. index, pairs_)
     end
-    zadd_chunked(base .. 'kscheduled', kscheduled[q])
+    zadd_chunked(base .. 'ids', ids[q])
+    if kwaiting[q] > 0 then
+      redis.call('INCRBY', base .. 'kpending', fmt(kwaiting[q]))
+    end
   end
   if woke then
     redis.call('PUBLISH', channel, '1')

@@ -1,5 +1,5 @@
 -- common/workflows.lua: the workflow helpers, `workflows()` (the library's
--- second part, after base.lua, which declares `workflows` and `flow_lib`):
+-- third part, after base.lua, which declares `workflows` and `flow_lib`):
 -- a step's summary counts, the refs of a stored workflow, and the release
 -- or cancellation of a finished step's children.
 
