@@ -17,114 +17,111 @@ local PER_JOB = 9
 -- became Pending, and PER_JOB values per job in `args` from index `first` +
 -- 1 on. Returns one value per job: "" when stored, else the id of the job
 -- answered instead: the same id when it is stored already (a resend), or
--- the live job of its queue with its unique key.
+-- the live job of its queue with its unique key. The jobs are stored one
+-- queue after the other, each queue's in batch order (a unique key is
+-- taken by the first of them); the loop over a queue's jobs keeps its
+-- tables in locals and counts their lengths itself (Lua's # is a search).
 local function store_jobs(bases, channel, args, first)
   local n = (#args - first) / PER_JOB
-  -- per queue index: the batch's ids, to learn in one HMGET which exist
-  local asked = {}
-  for q = 1, #bases do asked[q] = {} end
-  for j = 0, n - 1 do
-    local a = first + j * PER_JOB
-    local t = asked[tonumber(args[a + 2])]
-    t[#t + 1] = args[a + 1]
-  end
-  -- per queue index: id -> state of the jobs stored (or stored by this batch)
-  local known = {}
-  -- per queue index: true when its hashes lack the HASHTABLE field
-  local fresh = {}
-  for q = 1, #bases do
-    local k = {}
-    local n_asked = #asked[q]
-    if n_asked > 0 then
-      asked[q][n_asked + 1] = ''
-      local states = hmget_chunked(bases[q] .. 'states', asked[q])
-      for i = 1, n_asked do
-        if states[i] then k[asked[q][i]] = string.match(states[i], '^%Z*') end
-      end
-      -- the queue's hashes are new (or were deleted from outside)
-      fresh[q] = not states[n_asked + 1]
-    end
-    known[q] = k
-  end
-  -- per queue index: HSET arguments for jobs and states, ZADD arguments
-  -- per index (ready, ...) and for ids, the keyed Pending jobs stored
-  local bodies, states, indexes, ids, kwaiting = {}, {}, {}, {}, {}
-  for q = 1, #bases do
-    bodies[q], states[q], indexes[q], ids[q], kwaiting[q] = {}, {}, {}, {}, 0
-    if fresh[q] then
-      bodies[q][1], bodies[q][2] = '', HASHTABLE
-      states[q][1], states[q][2] = '', HASHTABLE
-    end
+  -- queue index (as the client wrote it) -> queue number, so the loop
+  -- never converts a string (tonumber costs a strtod)
+  local number = {}
+  for q = 1, #bases do number[fmt(q)] = q end
+  -- per queue: the positions (1-based) of its jobs in the batch
+  local mine = {}
+  for q = 1, #bases do mine[q] = {} end
+  for j = 1, n do
+    local t = mine[number[args[first + (j - 1) * PER_JOB + 2]]]
+    t[#t + 1] = j
   end
   local result = {}
   local woke = false
-  for j = 0, n - 1 do
-    local a = first + j * PER_JOB
-    local id, qi, uk = args[a + 1], tonumber(args[a + 2]), args[a + 5]
-    local base = bases[qi]
-    local k = known[qi]
-    local existing = false
-    if k[id] then
-      existing = id
-    elseif uk ~= '' then
-      local other = unique_holder(base, uk)
-      if other then
-        local st = k[other]
-        if st == nil then
-          local v = redis.call('HGET', base .. 'states', other)
-          st = v and string.match(v, '^%Z*') or false
-          k[other] = st
-        end
-        if st == 'scheduled' or st == 'pending' or st == 'running' then
-          existing = other
-        end
-      end
-    end
-    if existing then
-      result[j + 1] = existing
-    else
-      result[j + 1] = ''
-      local index = args[a + 6]
-      local pending = index == 'ready' or index == 'kwait'
-      k[id] = pending and 'pending' or 'scheduled'
-      local t = bodies[qi]
-      t[#t + 1] = id
-      t[#t + 1] = args[a + 3]
-      t = states[qi]
-      t[#t + 1] = id
-      t[#t + 1] = args[a + 4]
-      if args[a + 9] ~= '' then
-        redis.call('HSET', base .. 'extra', id, args[a + 9] .. '\0\0\0')
-      end
-      if uk ~= '' then
-        redis.call('HSET', base .. 'unique', uk, id)
-      end
-      if pending then
-        woke = true
-        if index == 'kwait' then kwaiting[qi] = kwaiting[qi] + 1 end
-      end
-      t = indexes[qi][index]
-      if not t then
-        t = {}
-        indexes[qi][index] = t
-      end
-      t[#t + 1] = args[a + 7]
-      t[#t + 1] = args[a + 8]
-      t = ids[qi]
-      t[#t + 1] = '0'
-      t[#t + 1] = id
-    end
-  end
   for q = 1, #bases do
-    local base = bases[q]
-    hset_chunked(base .. 'jobs', bodies[q])
-    hset_chunked(base .. 'states', states[q])
-    for index, pairs_ in pairs(indexes[q]) do
-      zadd_chunked(base .. index, pairs_)
-    end
-    zadd_chunked(base .. 'ids', ids[q])
-    if kwaiting[q] > 0 then
-      redis.call('INCRBY', base .. 'kpending', fmt(kwaiting[q]))
+    local base, at = bases[q], mine[q]
+    local m = #at
+    if m > 0 then
+      -- which of the queue's ids exist, in one HMGET (and whether its
+      -- hashes hold the HASHTABLE field: field '' last)
+      local ids = {}
+      for i = 1, m do ids[i] = args[first + (at[i] - 1) * PER_JOB + 1] end
+      ids[m + 1] = ''
+      local got = hmget_chunked(base .. 'states', ids)
+      -- id -> state of the jobs stored (or stored by this batch)
+      local known = {}
+      for i = 1, m do
+        if got[i] then known[ids[i]] = string.match(got[i], '^%Z*') end
+      end
+      -- HSET arguments for jobs and states, ZADD arguments per index
+      -- (ready, ...) and for ids
+      local bodies, states, indexes, members = {}, {}, {}, {}
+      local nb, nm, kwaiting = 0, 0, 0
+      if not got[m + 1] then
+        -- the queue's hashes are new (or were deleted from outside)
+        bodies[1], bodies[2], states[1], states[2] = '', HASHTABLE, '', HASHTABLE
+        nb = 2
+      end
+      for i = 1, m do
+        local j = at[i]
+        local a = first + (j - 1) * PER_JOB
+        local id, uk = ids[i], args[a + 5]
+        local existing = false
+        if known[id] then
+          existing = id
+        elseif uk ~= '' then
+          local other = unique_holder(base, uk)
+          if other then
+            local st = known[other]
+            if st == nil then
+              local v = redis.call('HGET', base .. 'states', other)
+              st = v and string.match(v, '^%Z*') or false
+              known[other] = st
+            end
+            if st == 'scheduled' or st == 'pending' or st == 'running' then
+              existing = other
+            end
+          end
+        end
+        if existing then
+          result[j] = existing
+        else
+          result[j] = ''
+          local index = args[a + 6]
+          if index == 'ready' or index == 'kwait' then
+            woke = true
+            known[id] = 'pending'
+            if index == 'kwait' then kwaiting = kwaiting + 1 end
+          else
+            known[id] = 'scheduled'
+          end
+          bodies[nb + 1], bodies[nb + 2] = id, args[a + 3]
+          states[nb + 1], states[nb + 2] = id, args[a + 4]
+          nb = nb + 2
+          local t = indexes[index]
+          if not t then
+            t = {}
+            indexes[index] = t
+          end
+          local c = #t
+          t[c + 1], t[c + 2] = args[a + 7], args[a + 8]
+          members[nm + 1], members[nm + 2] = '0', id
+          nm = nm + 2
+          if args[a + 9] ~= '' then
+            redis.call('HSET', base .. 'extra', id, args[a + 9] .. '\0\0\0')
+          end
+          if uk ~= '' then
+            redis.call('HSET', base .. 'unique', uk, id)
+          end
+        end
+      end
+      hset_chunked(base .. 'jobs', bodies)
+      hset_chunked(base .. 'states', states)
+      for index, pairs_ in pairs(indexes) do
+        zadd_chunked(base .. index, pairs_)
+      end
+      zadd_chunked(base .. 'ids', members)
+      if kwaiting > 0 then
+        redis.call('INCRBY', base .. 'kpending', fmt(kwaiting))
+      end
     end
   end
   if woke then
