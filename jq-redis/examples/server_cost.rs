@@ -114,7 +114,7 @@ async fn main() -> Result<(), BoxError> {
     let timeout =
         if args.iter().any(|a| a == "--gate") { Duration::from_secs(600) } else { jq_redis::DEFAULT_RESPONSE_TIMEOUT };
     let s = RedisStorage::connect(RedisConfig::new(url.clone()).prefix(prefix).response_timeout(timeout)).await?;
-    let mut conn = redis::Client::open(url)?.get_multiplexed_async_connection().await?;
+    let mut conn = redis::Client::open(url.as_str())?.get_multiplexed_async_connection().await?;
     if let Some(batch) = args.iter().position(|a| a == "--drain").and_then(|i| args.get(i + 1)) {
         let gate = args.iter().any(|a| a == "--gate");
         let pass = if args.iter().any(|a| a == "--fanin") {
@@ -152,29 +152,52 @@ async fn main() -> Result<(), BoxError> {
 
     // The floor of one awaited round trip from this runtime: PING through a
     // multiplexed connection like the storage's.
-    let t = Instant::now();
+    let (t, cpu) = (Instant::now(), client_cpu_ns());
     for _ in 0..5000 {
         let _: String = redis::cmd("PING").query_async(&mut conn).await?;
     }
-    println!("{:<28} {:>8.1} us per awaited PING (client floor)", "ping", t.elapsed().as_secs_f64() * 1e6 / 5000.0);
+    println!(
+        "{:<28} {:>8.1} us per awaited PING (client floor), {:.1} us client CPU",
+        "ping",
+        t.elapsed().as_secs_f64() * 1e6 / 5000.0,
+        (client_cpu_ns() - cpu) as f64 / 1e3 / 5000.0
+    );
+
+    // The same through a ConnectionManager, which the storage's calls go
+    // through on a single server.
+    let mut manager = redis::aio::ConnectionManager::new(redis::Client::open(url.as_str())?).await?;
+    let (t, cpu) = (Instant::now(), client_cpu_ns());
+    for _ in 0..5000 {
+        let _: String = redis::cmd("PING").query_async(&mut manager).await?;
+    }
+    println!(
+        "{:<28} {:>8.1} us per awaited PING, {:.1} us client CPU",
+        "ping (ConnectionManager)",
+        t.elapsed().as_secs_f64() * 1e6 / 5000.0,
+        (client_cpu_ns() - cpu) as f64 / 1e3 / 5000.0
+    );
 
     let batches: Vec<Vec<NewJob>> = (0..JOBS / 1000).map(|_| jobs(1000, None)).collect::<Result<_, _>>()?;
     let b = evalsha_usec(&mut conn).await?;
-    let t = Instant::now();
+    let (t, cpu) = (Instant::now(), client_cpu_ns());
     for batch in batches {
         s.enqueue(batch).await?;
     }
     let wall = t.elapsed();
+    let cpu = client_cpu_ns() - cpu;
     report("enqueue (batches of 1000)", b, evalsha_usec(&mut conn).await?, wall, JOBS);
+    println!("{:<28} {:>8.2} us client CPU per job", "", cpu as f64 / 1e3 / JOBS as f64);
 
     let singles = jobs(5000, None)?;
     let b = evalsha_usec(&mut conn).await?;
-    let t = Instant::now();
+    let (t, cpu) = (Instant::now(), client_cpu_ns());
     for job in singles {
         s.enqueue_one(job).await?;
     }
     let wall = t.elapsed();
+    let cpu = client_cpu_ns() - cpu;
     report("enqueue (single)", b, evalsha_usec(&mut conn).await?, wall, 5000);
+    println!("{:<28} {:>8.1} us client CPU per call", "", cpu as f64 / 1e3 / 5000.0);
 
     let request = ClaimRequest::new(vec![QueueName::new("bench")?], 16, Duration::from_secs(30), "cost");
     let (mut claim_wall, mut settle_wall) = (Duration::ZERO, Duration::ZERO);
@@ -224,6 +247,18 @@ async fn single_pass(s: &RedisStorage, n: usize, gate: bool) -> Result<(), BoxEr
     }
     println!("single enqueues, {n}   {:>8.0} jobs/s wall", n as f64 / t.elapsed().as_secs_f64());
     Ok(())
+}
+
+/// The CPU time this process's threads have used so far, in nanoseconds
+/// (the first field of each thread's `/proc/self/task/*/schedstat`; 0
+/// where that is missing): what a call costs the client, apart from
+/// waiting for the server.
+fn client_cpu_ns() -> u64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return 0 };
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
 }
 
 /// With `gate`, prints `mark` and waits for a line on stdin (see the

@@ -36,7 +36,10 @@ pub(crate) async fn enqueue(s: &Inner, jobs: Vec<NewJob>) -> Result<Vec<JobId>> 
         });
     }
     let due = s.registry_due(&names);
-    let cmd = script_call(s, &jobs, now, due.is_some());
+    let cmd = match jobs.as_slice() {
+        [job] if job.unique_key.is_none() => lone_call(s, job, now, due.is_some()),
+        _ => script_call(s, &jobs, now),
+    };
     let reply = run_registered(s, due, cmd).await?;
     if reply.len() != jobs.len() {
         return Err(error::unexpected(format!("enqueue returned {} ids for {} jobs", reply.len(), jobs.len())));
@@ -78,10 +81,8 @@ async fn run_registered(s: &Inner, due: Option<Vec<&str>>, cmd: redis::Cmd) -> R
     Ok(reply)
 }
 
-/// The script call storing every job of the batch; `refresh`: the registry
-/// entry of a queue of the batch is due, so a lone job's call writes its
-/// queue's `HASHTABLE` fields too (`lua/enqueue.lua`).
-fn script_call(s: &Inner, jobs: &[NewJob], now: i64, refresh: bool) -> redis::Cmd {
+/// The script call storing every job of the batch.
+fn script_call(s: &Inner, jobs: &[NewJob], now: i64) -> redis::Cmd {
     // a batch names a few queues: a list beats a map
     let mut names: Vec<&str> = Vec::new();
     let mut indexes: Vec<usize> = Vec::with_capacity(jobs.len());
@@ -98,62 +99,108 @@ fn script_call(s: &Inner, jobs: &[NewJob], now: i64, refresh: bool) -> redis::Cm
     }
     let bases: Vec<String> = names.iter().map(|q| s.keys.base(q)).collect();
     let mut cmd = scripts::call(&scripts::ENQUEUE, &bases);
-    cmd.arg(s.keys.channel()).arg(if refresh { "1" } else { "" });
+    cmd.arg(s.keys.channel());
     for (job, index) in jobs.iter().zip(indexes) {
         job_args(&mut cmd, job, index, now);
     }
-    debug_assert_eq!(cmd.args_iter().count(), 3 + bases.len() + 2 + PER_JOB * jobs.len());
+    debug_assert_eq!(cmd.args_iter().count(), 3 + bases.len() + 1 + PER_JOB * jobs.len());
     cmd
 }
 
+/// The call of `lua/enqueue_one.lua` storing `job`, which has no unique
+/// key; `refresh`: its queue's registry entry is due, and the call writes
+/// the queue's `HASHTABLE` fields too.
+fn lone_call(s: &Inner, job: &NewJob, now: i64, refresh: bool) -> redis::Cmd {
+    let p = Packed::of(job, now);
+    let mut cmd = scripts::call(&scripts::ENQUEUE_ONE, &[s.keys.base(job.queue.as_str())]);
+    cmd.arg(s.keys.channel())
+        .arg(&p.hex)
+        .arg(&p.body)
+        .arg(&p.state)
+        .arg(p.index)
+        .arg(&p.score)
+        .arg(&p.member)
+        .arg(&p.timeout);
+    if refresh {
+        cmd.arg("1");
+    }
+    cmd
+}
+
+/// What the scripts store for a new job, packed here so that they only
+/// move strings (schema.rs has the layout).
+struct Packed {
+    /// The id, 32 hex digits.
+    hex: String,
+    /// The `jobs` value: kind payload priority max_attempts created_at trace.
+    body: String,
+    /// The `states` value: Pending or Scheduled, attempts 0, run_at,
+    /// unique key, the four lease and finish fields empty; a keyed job's
+    /// has an empty flow and its key after them.
+    state: String,
+    /// The index the job goes to: `ready`, `scheduled`, `kwait` or
+    /// `kscheduled`.
+    index: &'static str,
+    /// Its score there.
+    score: String,
+    /// Its member there.
+    member: String,
+    /// Its own timeout in milliseconds, "" for none.
+    timeout: String,
+}
+
+impl Packed {
+    /// `job`'s values, created at `now` (which also decides Pending or
+    /// Scheduled).
+    fn of(job: &NewJob, now: i64) -> Packed {
+        use std::fmt::Write as _;
+        let hex = id_hex(job.id);
+        let run_at = job.run_at.map_or(now, |at| at.timestamp_micros());
+        let pending = run_at <= now;
+        let priority = job.priority.as_i16();
+        let unique_key = job.unique_key.as_deref().unwrap_or("");
+        let key = job.key.as_deref().unwrap_or("");
+        let trace = job.trace.as_ref().map_or("", |t| t.as_stored());
+        let payload = job.payload.as_str();
+        // `write!` into a String cannot fail
+        let mut body = String::with_capacity(job.kind.len() + payload.len() + trace.len() + 40);
+        let _ = write!(body, "{}\0{payload}\0{priority}\0{}\0{now}\0{trace}", job.kind, job.max_attempts);
+        let mut state = String::with_capacity(48 + unique_key.len() + key.len());
+        let name = if pending { "pending" } else { "scheduled" };
+        let _ = write!(state, "{name}\0{attempts}\0{run_at}\0{unique_key}\0\0\0\0", attempts = 0);
+        if !key.is_empty() {
+            let _ = write!(state, "\0\0{key}");
+        }
+        let (index, score, member) = match (key.is_empty(), pending) {
+            // the ready member: run_at in 20 digits, then the id
+            (true, true) => ("ready", (-i32::from(priority)).to_string(), format!("{:020}{hex}", run_at.max(0))),
+            // the kwait member: the priority's 11 digits (kprio in
+            // lua/common/base.lua), the key, NUL, the ready member
+            (false, true) => (
+                "kwait",
+                "0".to_owned(),
+                format!("{:011}{key}\0{:020}{hex}", 5_000_000_000_i64 - i64::from(priority), run_at.max(0)),
+            ),
+            (true, false) => ("scheduled", run_at.to_string(), hex.clone()),
+            (false, false) => ("kscheduled", run_at.to_string(), hex.clone()),
+        };
+        let timeout = job.timeout.map_or(String::new(), |t| t.as_millis().to_string());
+        Packed { hex, body, state, index, score, member, timeout }
+    }
+}
+
 /// Appends the [`PER_JOB`] script values of `job` (`lua/common/store.lua`)
-/// to `cmd`, its stored values packed here so that the script only moves
-/// strings; `queue_index` is 1-based into the script's KEYS, `now` the
+/// to `cmd`; `queue_index` is 1-based into the script's KEYS, `now` the
 /// job's created_at and what decides Pending or Scheduled.
 pub(crate) fn job_args(cmd: &mut redis::Cmd, job: &NewJob, queue_index: usize, now: i64) {
-    use std::fmt::Write as _;
-    let hex = id_hex(job.id);
-    let run_at = job.run_at.map_or(now, |at| at.timestamp_micros());
-    let pending = run_at <= now;
-    let priority = job.priority.as_i16();
-    let unique_key = job.unique_key.as_deref().unwrap_or("");
-    let key = job.key.as_deref().unwrap_or("");
-    let trace = job.trace.as_ref().map_or("", |t| t.as_stored());
-    let payload = job.payload.as_str();
-    // `write!` into a String cannot fail
-    // the `jobs` value: kind payload priority max_attempts created_at trace
-    let mut body = String::with_capacity(job.kind.len() + payload.len() + trace.len() + 40);
-    let _ = write!(body, "{}\0{payload}\0{priority}\0{}\0{now}\0{trace}", job.kind, job.max_attempts);
-    // the `states` value: state attempts run_at unique_key, then the four
-    // lease and finish fields empty; a keyed job's has an empty flow and
-    // its key after them (schema.rs)
-    let mut state = String::with_capacity(48 + unique_key.len() + key.len());
-    let name = if pending { "pending" } else { "scheduled" };
-    let _ = write!(state, "{name}\0{attempts}\0{run_at}\0{unique_key}\0\0\0\0", attempts = 0);
-    if !key.is_empty() {
-        let _ = write!(state, "\0\0{key}");
-    }
-    // the index the job goes to, its score and member there (schema.rs)
-    let (index, score, member) = match (key.is_empty(), pending) {
-        // the ready member: run_at in 20 digits, then the id
-        (true, true) => ("ready", (-i32::from(priority)).to_string(), format!("{:020}{hex}", run_at.max(0))),
-        // the kwait member: the priority's 11 digits (kprio in
-        // lua/common/base.lua), the key, NUL, the ready member
-        (false, true) => (
-            "kwait",
-            "0".to_owned(),
-            format!("{:011}{key}\0{:020}{hex}", 5_000_000_000_i64 - i64::from(priority), run_at.max(0)),
-        ),
-        (true, false) => ("scheduled", run_at.to_string(), hex.clone()),
-        (false, false) => ("kscheduled", run_at.to_string(), hex.clone()),
-    };
-    cmd.arg(&hex)
+    let p = Packed::of(job, now);
+    cmd.arg(&p.hex)
         .arg(queue_index)
-        .arg(&body)
-        .arg(&state)
-        .arg(unique_key)
-        .arg(index)
-        .arg(&score)
-        .arg(&member)
-        .arg(job.timeout.map_or(String::new(), |t| t.as_millis().to_string()));
+        .arg(&p.body)
+        .arg(&p.state)
+        .arg(job.unique_key.as_deref().unwrap_or(""))
+        .arg(p.index)
+        .arg(&p.score)
+        .arg(&p.member)
+        .arg(&p.timeout);
 }

@@ -36,15 +36,20 @@ macro_rules! script {
     };
 }
 
-/// Enqueue, the one script whose library is two parts: every call of a
-/// script runs its library's definitions first, and a single enqueue does
-/// little more than that otherwise.
+/// Enqueue and the enqueue of a lone job, the scripts whose library is
+/// only the parts they use: every call of a script runs its library's
+/// definitions first, and an enqueue does little more than that otherwise.
 pub(crate) static ENQUEUE: LazyLock<Lua> = LazyLock::new(|| {
     let code = concat!(
         include_str!("lua/common/core.lua"),
         include_str!("lua/common/store.lua"),
         include_str!("lua/enqueue.lua"),
     );
+    Lua { code, script: Script::new(code) }
+});
+/// See [`ENQUEUE`].
+pub(crate) static ENQUEUE_ONE: LazyLock<Lua> = LazyLock::new(|| {
+    let code = concat!(include_str!("lua/common/core.lua"), include_str!("lua/enqueue_one.lua"));
     Lua { code, script: Script::new(code) }
 });
 script!(CLAIM, "lua/claim.lua");
@@ -72,9 +77,10 @@ script!(WORKFLOW_READ, "lua/workflow_read.lua");
 script!(KEY_LIMITS, "lua/key_limits.lua");
 
 /// Every script, for `SCRIPT LOAD` at connect and after a NOSCRIPT.
-pub(crate) fn all() -> [&'static Lua; 24] {
+pub(crate) fn all() -> [&'static Lua; 25] {
     [
         &ENQUEUE,
+        &ENQUEUE_ONE,
         &CLAIM,
         &SETTLE,
         &HEARTBEAT,
