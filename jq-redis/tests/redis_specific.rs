@@ -9,7 +9,7 @@ mod common;
 use std::time::Duration;
 
 use jq_core::storage::{ClaimRequest, Outcome, PeriodicStorage, Settlement, Storage, StorageExt};
-use jq_core::{Error, JobFilter, ManualClock, NewJob, Payload, Priority, QueueName, State};
+use jq_core::{Error, Job, JobFilter, ManualClock, NewJob, Payload, Priority, QueueName, State};
 use jq_redis::{RedisConfig, RedisStorage};
 
 fn job(queue: &str, n: usize) -> jq_core::JobBuilder {
@@ -723,5 +723,43 @@ async fn the_rotation_walks_many_keys_in_turn() {
     }
     let expected: Vec<String> = keys.iter().chain(keys.iter()).cloned().collect();
     assert_eq!(order, expected);
+    common::drop_prefix(&prefix).await;
+}
+
+/// A lone job without a unique key takes its own script
+/// (`lua/enqueue_one.lua`): it stores what a batch stores (Pending,
+/// Scheduled, keyed, with a timeout), and a lone resend stores nothing
+/// twice, whatever state the job reached.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_job_is_stored_as_a_batch_stores_it() {
+    jq_testkit::needs!(redis);
+    let prefix = common::prefix();
+    let clock = ManualClock::starting_now();
+    let s = common::connect(&prefix, clock.clock()).await;
+    let variants: [fn() -> jq_core::JobBuilder; 5] = [
+        || job("lone", 0).priority(Priority::High),
+        || job("lone", 1).delay(Duration::from_secs(60)),
+        || job("lone", 2).key("k").priority(Priority::Low),
+        || job("lone", 3).key("k").delay(Duration::from_secs(60)),
+        || job("lone", 4).timeout(Duration::from_millis(1500)),
+    ];
+    for variant in variants {
+        let (lone, batched) = (variant().build_at(clock.now()).unwrap(), variant().build_at(clock.now()).unwrap());
+        assert_eq!(s.enqueue_one(lone.clone()).await.unwrap(), lone.id);
+        // a batch of one more job keeps it off the lone path
+        let ids = s.enqueue(vec![batched.clone(), job("other", 0).build_at(clock.now()).unwrap()]).await.unwrap();
+        assert_eq!(ids[0], batched.id);
+        let (a, b) = (s.get(lone.id).await.unwrap(), s.get(batched.id).await.unwrap());
+        assert_eq!(Job { id: b.id, ..a.clone() }, b, "a lone job is stored as in a batch");
+        assert_eq!(s.enqueue_one(lone.clone()).await.unwrap(), lone.id, "a lone resend answers its id");
+        assert_eq!(s.get(lone.id).await.unwrap(), a, "and stores nothing");
+    }
+    let stats = s.stats().await.unwrap();
+    assert_eq!((stats.total(State::Pending), stats.total(State::Scheduled)), (3 * 2 + 5, 2 * 2), "each pair, and the other queue's 5");
+    // a lone resend of a Running job leaves it under its lease
+    let running = s.claim(&request("lone", 1)).await.unwrap().jobs.remove(0);
+    let resent = NewJob { id: running.id, ..job("lone", 0).priority(Priority::High).build_at(clock.now()).unwrap() };
+    assert_eq!(s.enqueue_one(resent).await.unwrap(), running.id);
+    assert_eq!(s.get(running.id).await.unwrap().state, State::Running);
     common::drop_prefix(&prefix).await;
 }
