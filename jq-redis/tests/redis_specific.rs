@@ -755,7 +755,11 @@ async fn a_lone_job_is_stored_as_a_batch_stores_it() {
         assert_eq!(s.get(lone.id).await.unwrap(), a, "and stores nothing");
     }
     let stats = s.stats().await.unwrap();
-    assert_eq!((stats.total(State::Pending), stats.total(State::Scheduled)), (3 * 2 + 5, 2 * 2), "each pair, and the other queue's 5");
+    assert_eq!(
+        (stats.total(State::Pending), stats.total(State::Scheduled)),
+        (3 * 2 + 5, 2 * 2),
+        "each pair, and the other queue's 5"
+    );
     // a lone resend of a Running job leaves it under its lease
     let running = s.claim(&request("lone", 1)).await.unwrap().jobs.remove(0);
     let resent = NewJob { id: running.id, ..job("lone", 0).priority(Priority::High).build_at(clock.now()).unwrap() };
