@@ -88,7 +88,8 @@ impl PostgresStorage {
     /// call [`PostgresStorage::migrate`] once per deployment.
     pub async fn connect(config: PostgresConfig) -> Result<Self, PostgresError> {
         config.check()?;
-        let mut options = PgConnectOptions::from_str(&config.url).map_err(PostgresError::InvalidUrl)?;
+        let mut options =
+            named(PgConnectOptions::from_str(&config.url).map_err(PostgresError::InvalidUrl)?, &config);
         if config.transaction_pooler {
             // Nothing a pooler refuses at startup; the statement timeout
             // rides each BEGIN instead (`pooler.rs`).
@@ -256,11 +257,21 @@ fn pooler_safe(options: PgConnectOptions) -> PgConnectOptions {
     options.extra_float_digits(None).statement_cache_capacity(0)
 }
 
+/// `options` with `config`'s application name, unless they carry one
+/// already (from the URL or `PGAPPNAME`).
+fn named(options: PgConnectOptions, config: &PostgresConfig) -> PgConnectOptions {
+    if options.get_application_name().is_some() || config.application_name.is_empty() {
+        options
+    } else {
+        options.application_name(&config.application_name)
+    }
+}
+
 /// Where `config`'s wake-up listener connects.
 fn listen(config: &PostgresConfig) -> Result<wake::Listen, PostgresError> {
     Ok(match (&config.listen_url, config.transaction_pooler) {
         (Some(url), _) => {
-            wake::Listen::Direct(Arc::new(PgConnectOptions::from_str(url).map_err(PostgresError::InvalidUrl)?))
+            wake::Listen::Direct(Arc::new(named(PgConnectOptions::from_str(url).map_err(PostgresError::InvalidUrl)?, config)))
         }
         (None, false) => wake::Listen::Pool,
         (None, true) => wake::Listen::Off,
