@@ -527,9 +527,10 @@ async fn kill_jq_clients(conn: &mut redis::aio::MultiplexedConnection) -> Result
     for id in &ids {
         pipe.cmd("CLIENT").arg("KILL").arg("ID").arg(*id);
     }
-    // A client gone meanwhile answers "No such client": not a failure.
+    // Each answers how many it killed; a client gone meanwhile answers
+    // an error ("No such client"), which is not a failure.
     let answers: Vec<redis::Value> = pipe.query_async(conn).await.map_err(|e| format!("CLIENT KILL: {e}"))?;
-    Ok(answers.iter().filter(|a| matches!(a, redis::Value::Okay)).count() as u64)
+    Ok(answers.iter().filter(|a| matches!(a, redis::Value::Okay | redis::Value::Int(1))).count() as u64)
 }
 
 /// Completed jobs of the chaos queue, counted by the attacker's own
