@@ -308,7 +308,11 @@ impl fmt::Display for ChaosOutcome {
 /// Enqueues `jobs` and returns their ids, riding out an outage: after an
 /// error the batch may or may not be stored (the answer was lost), so the
 /// first job is looked up before the batch is sent again.
-pub(crate) async fn enqueue_surely(storage: &dyn Storage, jobs: Vec<NewJob>, retries: &AtomicUsize) -> Result<Vec<JobId>, String> {
+pub(crate) async fn enqueue_surely(
+    storage: &dyn Storage,
+    jobs: Vec<NewJob>,
+    retries: &AtomicUsize,
+) -> Result<Vec<JobId>, String> {
     let ids: Vec<JobId> = jobs.iter().map(|j| j.id).collect();
     let Some(first) = ids.first().copied() else { return Ok(ids) };
     let deadline = Instant::now() + Duration::from_secs(60);

@@ -233,11 +233,7 @@ impl fmt::Display for DrainOutcome {
             writeln!(f, "  attack rounds:     {} ({} jq connections ended)", self.log.rounds, self.log.ended)?;
         }
         if let Attack::Starve { .. } = self.attack {
-            writeln!(
-                f,
-                "  slots taken:       {} (server limit {:?})",
-                self.log.slots_taken, self.log.server_limit
-            )?;
+            writeln!(f, "  slots taken:       {} (server limit {:?})", self.log.slots_taken, self.log.server_limit)?;
             if let Some((from, to)) = self.log.completed_at_hold {
                 writeln!(f, "  completed in hold: {} ({from} -> {to})", to.saturating_sub(from))?;
             }
@@ -561,62 +557,99 @@ async fn grab_pg(options: &PgConnectOptions, held: &mut Vec<PgConnection>) -> Re
     }
 }
 
-/// The starve on PostgreSQL: every slot taken (the superuser's reserved
-/// ones too: the attacker is a superuser), jq's connections ended so that
-/// it needs new ones, each freed slot taken again for `hold`, then all
-/// freed; the first job completed after is timed.
+/// Every connection slot of a PostgreSQL server, taken by the attacker
+/// (a superuser: the reserved slots too), and its own connection, opened
+/// first, that ends jq's and counts jobs. Dropping it frees the slots.
+pub struct PgHog {
+    options: PgConnectOptions,
+    own: PgConnection,
+    held: Vec<PgConnection>,
+}
+
+impl PgHog {
+    /// Opens the attacker's own connection to `url`; takes nothing yet.
+    pub async fn open(url: &str) -> Result<PgHog, String> {
+        let options = attacker_options(url)?;
+        let own = options.connect().await.map_err(|e| format!("attacker connect: {e}"))?;
+        Ok(PgHog { options, own, held: Vec::new() })
+    }
+
+    /// The server's `max_connections`.
+    pub async fn max_connections(&mut self) -> Option<u64> {
+        let shown: String = sqlx::query_scalar("SHOW max_connections").fetch_one(&mut self.own).await.ok()?;
+        shown.parse().ok()
+    }
+
+    /// Takes every free slot: opens connections until the server refuses
+    /// one with SQLSTATE 53300. Returns how many it opened.
+    pub async fn take_all(&mut self) -> Result<usize, String> {
+        grab_pg(&self.options, &mut self.held).await
+    }
+
+    /// Slots held.
+    pub fn held(&self) -> usize {
+        self.held.len()
+    }
+
+    /// Ends every jq connection (`pg_terminate_backend`); how many.
+    pub async fn end_jq(&mut self) -> Result<u64, String> {
+        terminate_jq(&mut self.own).await
+    }
+
+    /// Completed jobs in `schema`.
+    pub async fn completed(&mut self, schema: &str) -> Result<u64, String> {
+        completed_pg(&mut self.own, schema).await
+    }
+
+    /// Frees every slot taken.
+    pub async fn free(&mut self) {
+        for conn in self.held.drain(..) {
+            let _ = conn.close().await;
+        }
+    }
+}
+
+/// The starve on PostgreSQL: every slot taken, jq's connections ended so
+/// that it needs new ones, each freed slot taken again for `hold`, then
+/// all freed; the first job completed after is timed.
 async fn starve_postgres(url: &str, schema: &str, hold: Duration, log: &mut AttackLog) {
-    let options = match attacker_options(url) {
-        Ok(o) => o,
+    // The attacker's own connection, opened before the server is full.
+    let mut hog = match PgHog::open(url).await {
+        Ok(h) => h,
         Err(e) => {
             log.errors.push(e);
             return;
         }
     };
-    // The attacker's own connection, opened before the server is full.
-    let mut own = match options.connect().await {
-        Ok(c) => c,
-        Err(e) => {
-            log.errors.push(format!("attacker connect: {e}"));
-            return;
-        }
-    };
-    log.server_limit = sqlx::query_scalar::<_, String>("SHOW max_connections")
-        .fetch_one(&mut own)
-        .await
-        .ok()
-        .and_then(|s| s.parse().ok());
+    log.server_limit = hog.max_connections().await;
     let from = now_us();
-    let mut held = Vec::new();
     let hold_start = Instant::now();
     while hold_start.elapsed() < hold {
         log.rounds += 1;
-        if let Err(e) = grab_pg(&options, &mut held).await {
+        if let Err(e) = hog.take_all().await {
             log.errors.push(e);
         }
-        match terminate_jq(&mut own).await {
+        match hog.end_jq().await {
             Ok(n) => log.ended += n,
             Err(e) => log.errors.push(e),
         }
         if log.completed_at_hold.is_none() && log.ended > 0 {
             // Full, and jq's connections ended: jq is out from here.
-            if let Ok(n) = completed_pg(&mut own, schema).await {
+            if let Ok(n) = hog.completed(schema).await {
                 log.completed_at_hold = Some((n, n));
             }
         }
-        log.slots_taken = log.slots_taken.max(held.len());
+        log.slots_taken = log.slots_taken.max(hog.held());
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let before = completed_pg(&mut own, schema).await.unwrap_or(0);
+    let before = hog.completed(schema).await.unwrap_or(0);
     if let Some((from, _)) = log.completed_at_hold {
         log.completed_at_hold = Some((from, before));
     }
     let freed = Instant::now();
-    for conn in held.drain(..) {
-        let _ = conn.close().await;
-    }
+    hog.free().await;
     while freed.elapsed() < FIRST_ACK_PATIENCE {
-        if completed_pg(&mut own, schema).await.is_ok_and(|n| n > before) {
+        if hog.completed(schema).await.is_ok_and(|n| n > before) {
             log.free_to_first_ack = Some(freed.elapsed());
             break;
         }
@@ -661,8 +694,7 @@ async fn starve_redis(url: &str, prefix: &str, hold: Duration, log: &mut AttackL
     let count = |mut conn: redis::aio::MultiplexedConnection, key: String| async move {
         redis::cmd("ZCARD").arg(key).query_async::<u64>(&mut conn).await.map_err(|e| e.to_string())
     };
-    let limit: Result<Vec<String>, _> =
-        redis::cmd("CONFIG").arg("GET").arg("maxclients").query_async(&mut own).await;
+    let limit: Result<Vec<String>, _> = redis::cmd("CONFIG").arg("GET").arg("maxclients").query_async(&mut own).await;
     let limit = match limit.ok().and_then(|v| v.get(1).and_then(|s| s.parse::<u64>().ok())) {
         Some(l) => l,
         None => {

@@ -94,3 +94,64 @@ fn starve_redis() {
     jq_testkit::needs!(redis_programs);
     drain(Backend::Redis, DrainPlan::for_starve(), Attack::starve(), PgServer::DEFAULT_MAX_CONNECTIONS);
 }
+
+/// A storage call on a server with no slot left fails, once its pool's
+/// acquire timeout is out, with the retryable `NoConnectionLeft`, which
+/// says why; once the slots are freed, calls succeed again.
+#[test]
+fn starved_postgres_call_says_why() {
+    jq_testkit::needs!(postgres_programs);
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    rt.block_on(async {
+        use jq_chaos::Target;
+        use jq_chaos::storm::PgHog;
+        use jq_core::Error;
+        use jq_core::storage::Storage;
+        use jq_postgres::{PostgresConfig, PostgresError, PostgresStorage};
+
+        let env = Env::start_with(Backend::Postgres, 20).await.unwrap();
+        let Target::Postgres { url, schema } = &env.target else { unreachable!() };
+        let config = PostgresConfig::new(url.clone())
+            .schema(schema.clone())
+            .acquire_timeout(std::time::Duration::from_millis(1500));
+        let storage = PostgresStorage::connect(config).await.unwrap();
+        storage.stats().await.unwrap();
+
+        let mut hog = PgHog::open(url).await.unwrap();
+        let mut said = None;
+        // The pool's connections were ended: a call may first meet one of
+        // them closed; the next ones find no slot.
+        for _ in 0..10 {
+            hog.take_all().await.unwrap();
+            hog.end_jq().await.unwrap();
+            hog.take_all().await.unwrap();
+            match storage.stats().await {
+                Err(Error::Unavailable { source, .. })
+                    if matches!(
+                        source.downcast_ref::<PostgresError>(),
+                        Some(PostgresError::NoConnectionLeft { .. })
+                    ) =>
+                {
+                    said = Some(source.to_string());
+                    break;
+                }
+                Err(e) => assert!(e.is_retryable(), "a starved call failed with a non-retryable error: {e}"),
+                Ok(_) => {}
+            }
+        }
+        let said = said.expect("no call said that the server has no connection left");
+        assert!(said.contains("no connection left"), "{said}");
+        println!("a starved call says: {said}");
+
+        hog.free().await;
+        let mut back = false;
+        for _ in 0..10 {
+            if storage.stats().await.is_ok() {
+                back = true;
+                break;
+            }
+        }
+        assert!(back, "no call succeeded after the slots were freed");
+    });
+}

@@ -70,6 +70,7 @@ mod pooler;
 mod row;
 mod schema;
 mod settle;
+mod slots;
 mod storage;
 mod wake;
 mod workflow;

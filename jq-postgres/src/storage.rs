@@ -22,7 +22,7 @@ use sqlx::{ConnectOptions, Connection, PgPool, Postgres, Transaction};
 
 use crate::{
     PostgresConfig, PostgresError, admin, cancel, claim, control, election, enqueue, hints, keyed, liveness,
-    maintenance, periodic, pooler, schema, settle, wake, workflow,
+    maintenance, periodic, pooler, schema, settle, slots, wake, workflow,
 };
 
 /// jq's storage in a PostgreSQL schema. Cheap to clone: clones share the
@@ -62,12 +62,16 @@ pub(crate) struct Inner {
     pub(crate) pooled: Option<pooler::Pooled>,
     /// Where the wake-up listener connects.
     pub(crate) listen: wake::Listen,
+    /// Whether the server has connection slots left (`slots.rs`).
+    pub(crate) slots: Arc<slots::Slots>,
 }
 
 impl Inner {
-    /// Runs one storage call within the response timeout (`liveness.rs`).
+    /// Runs one storage call within the response timeout (`liveness.rs`),
+    /// looking at the server's connection slots when it is slow
+    /// (`slots.rs`).
     pub(crate) async fn timed<T>(&self, call: impl std::future::Future<Output = Result<T>>) -> Result<T> {
-        self.cuts.timed(self.response_timeout, call).await
+        self.slots.watch(self.cuts.timed(self.response_timeout, call)).await
     }
 
     /// Single statements and jq's own transactions on the pool.
@@ -88,8 +92,7 @@ impl PostgresStorage {
     /// call [`PostgresStorage::migrate`] once per deployment.
     pub async fn connect(config: PostgresConfig) -> Result<Self, PostgresError> {
         config.check()?;
-        let mut options =
-            named(PgConnectOptions::from_str(&config.url).map_err(PostgresError::InvalidUrl)?, &config);
+        let mut options = named(PgConnectOptions::from_str(&config.url).map_err(PostgresError::InvalidUrl)?, &config);
         if config.transaction_pooler {
             // Nothing a pooler refuses at startup; the statement timeout
             // rides each BEGIN instead (`pooler.rs`).
@@ -172,7 +175,9 @@ impl PostgresStorage {
             &cuts,
             pooled.is_some(),
         );
+        let slots = slots::Slots::new(pool.connect_options());
         let inner = Inner {
+            slots,
             pool,
             claims,
             clock: config.clock,
@@ -270,9 +275,10 @@ fn named(options: PgConnectOptions, config: &PostgresConfig) -> PgConnectOptions
 /// Where `config`'s wake-up listener connects.
 fn listen(config: &PostgresConfig) -> Result<wake::Listen, PostgresError> {
     Ok(match (&config.listen_url, config.transaction_pooler) {
-        (Some(url), _) => {
-            wake::Listen::Direct(Arc::new(named(PgConnectOptions::from_str(url).map_err(PostgresError::InvalidUrl)?, config)))
-        }
+        (Some(url), _) => wake::Listen::Direct(Arc::new(named(
+            PgConnectOptions::from_str(url).map_err(PostgresError::InvalidUrl)?,
+            config,
+        ))),
         (None, false) => wake::Listen::Pool,
         (None, true) => wake::Listen::Off,
     })
