@@ -73,9 +73,10 @@ impl Attack {
     }
 
     /// The starve of the scenario: every slot taken 5 s into the drain,
-    /// held 4 s.
+    /// held 8 s (longer than jq-postgres's acquire timeout of 5 s, so that
+    /// calls time out too, and longer than the workers' 2 s leases).
     pub fn starve() -> Attack {
-        Attack::Starve { after: Duration::from_secs(5), hold: Duration::from_secs(4) }
+        Attack::Starve { after: Duration::from_secs(5), hold: Duration::from_secs(8) }
     }
 }
 

@@ -3,7 +3,7 @@
 //! - a storm: every jq connection ended every 100 ms for a minute
 //!   (`pg_terminate_backend`, Redis `CLIENT KILL`);
 //! - a starve: every connection slot of the server taken by other clients
-//!   for 4 s (PostgreSQL's `max_connections`, Redis's `maxclients`), jq's
+//!   for 8 s (PostgreSQL's `max_connections`, Redis's `maxclients`), jq's
 //!   connections ended so that it needs new ones, then the slots freed.
 //!
 //! Each drain completes with nothing lost, every repeated run explained by

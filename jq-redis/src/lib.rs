@@ -138,6 +138,7 @@ mod row;
 pub mod schema;
 mod scripts;
 mod settle;
+mod slots;
 mod storage;
 mod wake;
 mod workflow;
