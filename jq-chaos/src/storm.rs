@@ -429,7 +429,7 @@ async fn attack_run(backend: Backend, target: &Target, attack: Attack, start: In
 
 /// The attacker's connection, which ends jq's.
 enum Killer {
-    Postgres(PgConnectOptions, Option<PgConnection>),
+    Postgres(Box<PgConnectOptions>, Option<PgConnection>),
     Redis(redis::aio::MultiplexedConnection),
     None,
 }
@@ -440,7 +440,7 @@ impl Killer {
             Target::Postgres { url, .. } => {
                 let options = attacker_options(url)?;
                 let conn = options.connect().await.map_err(|e| format!("attacker connect: {e}"))?;
-                Killer::Postgres(options, Some(conn))
+                Killer::Postgres(Box::new(options), Some(conn))
             }
             Target::Redis { url, .. } => Killer::Redis(redis_attacker(url).await?),
             Target::Sqlite { .. } => Killer::None,

@@ -164,12 +164,6 @@ impl Slots {
             (None, None) => {}
         }
     }
-
-    /// True while the last look found the server refusing for want of a slot.
-    #[cfg(test)]
-    pub(crate) fn refusing(&self) -> bool {
-        self.seen().refused.is_some()
-    }
 }
 
 /// SQLSTATE too_many_connections.
