@@ -185,6 +185,8 @@ pub struct DrainOutcome {
     pub tail: Duration,
     /// Warning lines of the workers' logs, counted by their message.
     pub warnings: Vec<(String, usize)>,
+    /// The producer's enqueue calls (retries included): median and slowest.
+    pub enqueue_calls: Option<(Duration, Duration)>,
 }
 
 impl DrainOutcome {
@@ -229,6 +231,9 @@ impl fmt::Display for DrainOutcome {
         write!(f, "{}", self.report)?;
         writeln!(f, "  drained in:        {:.1?} ({:.1?} after the last enqueue)", self.drain, self.tail)?;
         writeln!(f, "  enqueue retries:   {}", self.enqueue_retries)?;
+        if let Some((median, max)) = self.enqueue_calls {
+            writeln!(f, "  enqueue calls:     median {median:.1?}, slowest {max:.1?}")?;
+        }
         writeln!(f, "  forced stops:      {}", self.forced_stops)?;
         if self.attack != Attack::None {
             writeln!(f, "  attack rounds:     {} ({} jq connections ended)", self.log.rounds, self.log.ended)?;
@@ -326,17 +331,20 @@ pub async fn run_drain(env: &mut Env, worker: &Path, plan: &DrainPlan, attack: A
         tokio::spawn(async move {
             let mut ids = Vec::new();
             if upfront {
-                return Ok::<_, String>((ids, Instant::now()));
+                return Ok::<_, String>((ids, Instant::now(), Vec::new()));
             }
             let mut tick = tokio::time::interval(span / batches as u32);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut calls = Vec::with_capacity(batches);
             for b in 0..batches {
                 tick.tick().await;
                 let n = batch.min(jobs - b * batch);
                 let batch = chaos_jobs((b * batch) as u64, n).map_err(|e| e.to_string())?;
+                let sent = Instant::now();
                 ids.extend(enqueue_surely(&*storage, batch, &retries).await?);
+                calls.push(sent.elapsed());
             }
-            Ok((ids, Instant::now()))
+            Ok((ids, Instant::now(), calls))
         })
     };
     let attacker = {
@@ -344,7 +352,7 @@ pub async fn run_drain(env: &mut Env, worker: &Path, plan: &DrainPlan, attack: A
         tokio::spawn(async move { attack_run(backend, &target, attack, run_start).await })
     };
 
-    let (ids, last_enqueue) = producer.await.map_err(|e| format!("producer panicked: {e}"))??;
+    let (ids, last_enqueue, mut calls) = producer.await.map_err(|e| format!("producer panicked: {e}"))??;
     enqueued.extend(ids);
     let mut crashed = Vec::new();
     let deadline = Instant::now() + plan.settle_timeout;
@@ -382,6 +390,10 @@ pub async fn run_drain(env: &mut Env, worker: &Path, plan: &DrainPlan, attack: A
         drain,
         tail,
         warnings: warnings(env.dir.path()),
+        enqueue_calls: {
+            calls.sort();
+            calls.last().map(|max| (calls[calls.len() / 2], *max))
+        },
     })
 }
 

@@ -21,8 +21,8 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, Connection, PgPool, Postgres, Transaction};
 
 use crate::{
-    PostgresConfig, PostgresError, admin, cancel, claim, control, election, enqueue, hints, keyed, liveness,
-    maintenance, periodic, pooler, schema, settle, slots, wake, workflow,
+    PostgresConfig, PostgresError, admin, cancel, claim, control, election, enqueue, headroom, hints, keyed, liveness,
+    maintenance, periodic, pooler, schema, settle, wake, workflow,
 };
 
 /// jq's storage in a PostgreSQL schema. Cheap to clone: clones share the
@@ -62,16 +62,16 @@ pub(crate) struct Inner {
     pub(crate) pooled: Option<pooler::Pooled>,
     /// Where the wake-up listener connects.
     pub(crate) listen: wake::Listen,
-    /// Whether the server has connection slots left (`slots.rs`).
-    pub(crate) slots: Arc<slots::Slots>,
+    /// Whether the server has connection slots left (`headroom.rs`).
+    pub(crate) headroom: Arc<headroom::Headroom>,
 }
 
 impl Inner {
     /// Runs one storage call within the response timeout (`liveness.rs`),
     /// looking at the server's connection slots when it is slow
-    /// (`slots.rs`).
+    /// (`headroom.rs`).
     pub(crate) async fn timed<T>(&self, call: impl std::future::Future<Output = Result<T>>) -> Result<T> {
-        self.slots.watch(self.cuts.timed(self.response_timeout, call)).await
+        self.headroom.watch(self.cuts.timed(self.response_timeout, call)).await
     }
 
     /// Single statements and jq's own transactions on the pool.
@@ -175,9 +175,9 @@ impl PostgresStorage {
             &cuts,
             pooled.is_some(),
         );
-        let slots = slots::Slots::new(pool.connect_options());
+        let headroom = headroom::Headroom::new(pool.connect_options());
         let inner = Inner {
-            slots,
+            headroom,
             pool,
             claims,
             clock: config.clock,

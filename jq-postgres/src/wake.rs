@@ -27,8 +27,8 @@ use tokio::task::JoinHandle;
 
 use crate::Inner;
 use crate::error::map_sqlx;
+use crate::headroom::Headroom;
 use crate::liveness::Cuts;
-use crate::slots::Slots;
 
 const FIRST_BACKOFF: Duration = Duration::from_millis(50);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
@@ -115,7 +115,7 @@ pub(crate) fn subscribe(inner: &Inner) -> Option<WorkSignal> {
         channel: inner.channel.clone(),
         timeout: inner.response_timeout,
         cuts: inner.cuts.clone(),
-        slots: inner.slots.clone(),
+        headroom: inner.headroom.clone(),
     };
     let task = runtime.spawn(run(link, tx.clone()));
     *running = Some((tx, task));
@@ -135,7 +135,7 @@ struct Link {
     timeout: Duration,
     cuts: Arc<Cuts>,
     /// Says when a pool timeout means the server has no slot left.
-    slots: Arc<Slots>,
+    headroom: Arc<Headroom>,
 }
 
 /// Listens until every receiver is gone, reconnecting with backoff.
@@ -145,7 +145,7 @@ async fn run(link: Link, tx: watch::Sender<u64>) {
         match listen(&link, &tx, &mut backoff).await {
             Ok(()) => return,
             Err(error) => {
-                let error = link.slots.explain(error).await;
+                let error = link.headroom.explain(error).await;
                 tracing::warn!(%error, channel = link.channel, ?backoff, "jq wake-up listener lost its connection; polling until it is back");
                 bump(&tx);
                 tokio::select! {

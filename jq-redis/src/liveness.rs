@@ -16,7 +16,7 @@
 //! data, which the redis crate then replaces by itself.
 //!
 //! A connection lost or refused makes the call look whether the server
-//! has connections left to give (`slots.rs`).
+//! has connections left to give (`headroom.rs`).
 //!
 //! A timed-out call may have been applied: the storage contract covers the
 //! resend (a claim resent with its token, a settlement that finds the job
@@ -30,7 +30,7 @@ use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, RedisResult, Value};
 
-use crate::slots::Slots;
+use crate::headroom::Headroom;
 
 /// How to open a connection.
 #[derive(Clone)]
@@ -65,8 +65,8 @@ struct Link {
     current: Mutex<(u64, Option<Raw>)>,
     /// One caller at a time opens a connection; the others wait for it.
     opening: tokio::sync::Mutex<()>,
-    /// Whether the server has connections left to give (`slots.rs`).
-    slots: Slots,
+    /// Whether the server has connections left to give (`headroom.rs`).
+    headroom: Headroom,
 }
 
 impl Conn {
@@ -85,7 +85,7 @@ impl Conn {
                 connect_timeout,
                 current: Mutex::new((0, None)),
                 opening: tokio::sync::Mutex::new(()),
-                slots: Slots::new(match &dial {
+                headroom: Headroom::new(match &dial {
                     Dial::Single(client, _) => Some(client.get_connection_info().addr()),
                     Dial::Cluster(_) => None,
                 }),
@@ -175,14 +175,14 @@ impl ConnectionLike for Conn {
         Box::pin(async move {
             let (generation, mut raw) = match self.raw().await {
                 Ok(raw) => raw,
-                Err(error) => return self.link.slots.answered(Err(error)).await,
+                Err(error) => return self.link.headroom.answered(Err(error)).await,
             };
             let answer = match &mut raw {
                 Raw::Single(c) => c.req_packed_command(cmd).await,
                 Raw::Cluster(c) => c.req_packed_command(cmd).await,
             };
             self.after(generation, &answer);
-            self.link.slots.answered(answer).await
+            self.link.headroom.answered(answer).await
         })
     }
 
@@ -195,14 +195,14 @@ impl ConnectionLike for Conn {
         Box::pin(async move {
             let (generation, mut raw) = match self.raw().await {
                 Ok(raw) => raw,
-                Err(error) => return self.link.slots.answered(Err(error)).await,
+                Err(error) => return self.link.headroom.answered(Err(error)).await,
             };
             let answer = match &mut raw {
                 Raw::Single(c) => c.req_packed_commands(pipeline, offset, count).await,
                 Raw::Cluster(c) => c.req_packed_commands(pipeline, offset, count).await,
             };
             self.after(generation, &answer);
-            self.link.slots.answered(answer).await
+            self.link.headroom.answered(answer).await
         })
     }
 

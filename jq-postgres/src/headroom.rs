@@ -1,4 +1,4 @@
-//! Slots: noticing, and saying, that the server has no connection left.
+//! Headroom: noticing, and saying, that the server has no connection left.
 //!
 //! PostgreSQL refuses a new connection with SQLSTATE 53300
 //! (too_many_connections) while its `max_connections` are taken. sqlx's
@@ -47,7 +47,7 @@ struct Seen {
 
 /// A storage's view of the server's connection slots.
 #[derive(Debug)]
-pub(crate) struct Slots {
+pub(crate) struct Headroom {
     options: Arc<PgConnectOptions>,
     target: String,
     seen: Mutex<Seen>,
@@ -55,12 +55,12 @@ pub(crate) struct Slots {
     looking: tokio::sync::Mutex<()>,
 }
 
-impl Slots {
+impl Headroom {
     /// Looks with `options` (the pool's connect options).
-    pub(crate) fn new(options: Arc<PgConnectOptions>) -> Arc<Slots> {
+    pub(crate) fn new(options: Arc<PgConnectOptions>) -> Arc<Headroom> {
         let target =
             format!("{}:{}/{}", options.get_host(), options.get_port(), options.get_database().unwrap_or_default());
-        Arc::new(Slots { options, target, seen: Mutex::new(Seen::default()), looking: tokio::sync::Mutex::new(()) })
+        Arc::new(Headroom { options, target, seen: Mutex::new(Seen::default()), looking: tokio::sync::Mutex::new(()) })
     }
 
     fn seen(&self) -> std::sync::MutexGuard<'_, Seen> {

@@ -1,4 +1,4 @@
-//! Slots: noticing, and saying, that the server has no connection left.
+//! Headroom: noticing, and saying, that the server has no connection left.
 //!
 //! A Redis whose `maxclients` are taken answers a new connection with an
 //! error line, unasked, and closes it. The redis crate sends its setup
@@ -36,7 +36,7 @@ struct Seen {
 
 /// A storage's view of the server's connection slots.
 #[derive(Debug)]
-pub(crate) struct Slots {
+pub(crate) struct Headroom {
     /// host:port; `None` when it cannot be looked at in plain TCP (TLS, a
     /// Unix socket, a cluster).
     addr: Option<(String, u16)>,
@@ -46,14 +46,14 @@ pub(crate) struct Slots {
     looking: tokio::sync::Mutex<()>,
 }
 
-impl Slots {
+impl Headroom {
     /// Looks at the server of `addr` (only plain TCP is looked at).
-    pub(crate) fn new(addr: Option<&ConnectionAddr>) -> Slots {
+    pub(crate) fn new(addr: Option<&ConnectionAddr>) -> Headroom {
         let addr = match addr {
             Some(ConnectionAddr::Tcp(host, port)) => Some((host.clone(), *port)),
             _ => None,
         };
-        Slots {
+        Headroom {
             addr,
             seen: Mutex::new(Seen::default()),
             refusing: AtomicBool::new(false),
@@ -159,7 +159,7 @@ mod tests {
                 let _ = socket.write_all(b"-ERR max number of clients reached\r\n").await;
             }
         });
-        let slots = Slots::new(Some(&ConnectionAddr::Tcp("127.0.0.1".into(), port)));
+        let slots = Headroom::new(Some(&ConnectionAddr::Tcp("127.0.0.1".into(), port)));
         let dropped = RedisError::from(std::io::Error::new(std::io::ErrorKind::BrokenPipe, "broken pipe"));
         let error = slots.answered::<()>(Err(dropped)).await.unwrap_err();
         assert!(crate::error::is_transient(&error), "{error}");
@@ -179,7 +179,7 @@ mod tests {
                 held.push(socket);
             }
         });
-        let slots = Slots::new(Some(&ConnectionAddr::Tcp("127.0.0.1".into(), port)));
+        let slots = Headroom::new(Some(&ConnectionAddr::Tcp("127.0.0.1".into(), port)));
         let dropped = RedisError::from(std::io::Error::new(std::io::ErrorKind::BrokenPipe, "broken pipe"));
         let error = slots.answered::<()>(Err(dropped)).await.unwrap_err();
         assert_eq!(error.to_string(), "broken pipe");
