@@ -36,6 +36,8 @@ fn baseline() -> bool {
 
 fn drain(backend: Backend, plan: DrainPlan, attack: Attack, pg_max_connections: u32) {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    // The producer's own warnings (its storage is attacked too).
+    let _ = tracing_subscriber::fmt().with_env_filter("warn").with_ansi(false).with_test_writer().try_init();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     rt.block_on(async {
         let worker = Path::new(env!("CARGO_BIN_EXE_jq-chaos-worker"));
