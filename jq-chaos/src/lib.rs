@@ -9,6 +9,9 @@
 //!   lost and how every repeated run is explained.
 //! - [`scenario`]: the chaos run (kill workers, restart the server) and the
 //!   load run (producers against a worker, memory sampled).
+//! - [`storm`]: drains under connection trouble: every jq connection
+//!   ended every 100 ms (a storm), every connection slot of the server
+//!   taken and held (a starve).
 //! - [`memory`]: resident memory of processes, from `/proc`.
 //!
 //! The worker process is the `jq-chaos-worker` binary of this crate.
@@ -19,6 +22,7 @@ pub mod checker;
 pub mod memory;
 pub mod scenario;
 pub mod servers;
+pub mod storm;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -42,6 +42,12 @@ impl Env {
     /// schema. Panics, saying to run scripts/start-services.sh, when the
     /// server binaries are missing.
     pub async fn start(backend: Backend) -> Result<Env, String> {
+        Env::start_with(backend, PgServer::DEFAULT_MAX_CONNECTIONS).await
+    }
+
+    /// [`Env::start`], a private PostgreSQL taking at most
+    /// `pg_max_connections` connections.
+    pub async fn start_with(backend: Backend, pg_max_connections: u32) -> Result<Env, String> {
         let dir = tempfile::Builder::new()
             .prefix(&format!("jq-chaos-{}", backend.name()))
             .tempdir()
@@ -49,7 +55,7 @@ impl Env {
         let (server, target) = match backend {
             Backend::Sqlite => (Server::None, Target::Sqlite { path: dir.path().join("jobs.db") }),
             Backend::Postgres => {
-                let pg = tokio::task::block_in_place(PgServer::start)?;
+                let pg = tokio::task::block_in_place(|| PgServer::start_with(pg_max_connections))?;
                 let target = Target::Postgres { url: pg.url(), schema: "chaos".into() };
                 (Server::Postgres(pg), target)
             }
@@ -302,7 +308,11 @@ impl fmt::Display for ChaosOutcome {
 /// Enqueues `jobs` and returns their ids, riding out an outage: after an
 /// error the batch may or may not be stored (the answer was lost), so the
 /// first job is looked up before the batch is sent again.
-async fn enqueue_surely(storage: &dyn Storage, jobs: Vec<NewJob>, retries: &AtomicUsize) -> Result<Vec<JobId>, String> {
+pub(crate) async fn enqueue_surely(
+    storage: &dyn Storage,
+    jobs: Vec<NewJob>,
+    retries: &AtomicUsize,
+) -> Result<Vec<JobId>, String> {
     let ids: Vec<JobId> = jobs.iter().map(|j| j.id).collect();
     let Some(first) = ids.first().copied() else { return Ok(ids) };
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -331,7 +341,7 @@ async fn enqueue_surely(storage: &dyn Storage, jobs: Vec<NewJob>, retries: &Atom
     }
 }
 
-fn chaos_jobs(from: u64, n: usize) -> Result<Vec<NewJob>, Error> {
+pub(crate) fn chaos_jobs(from: u64, n: usize) -> Result<Vec<NewJob>, Error> {
     (0..n as u64).map(|i| NewJob::typed(&ChaosJob { seq: from + i }).build()).collect()
 }
 

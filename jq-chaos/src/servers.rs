@@ -98,14 +98,24 @@ pub struct PgServer {
     postgres: PathBuf,
     user: Option<(u32, u32)>,
     child: Option<Child>,
+    max_connections: u32,
     /// How many times it was restarted.
     pub restarts: u32,
 }
 
 impl PgServer {
+    /// The `max_connections` of [`PgServer::start`].
+    pub const DEFAULT_MAX_CONNECTIONS: u32 = 200;
+
     /// Runs `initdb` into a new temporary folder and starts `postgres` on a
     /// free port. Panics with [`INSTALL_HINT`] when the binaries are missing.
     pub fn start() -> Result<PgServer, String> {
+        PgServer::start_with(PgServer::DEFAULT_MAX_CONNECTIONS)
+    }
+
+    /// [`PgServer::start`] with `max_connections` of the caller's choice
+    /// (a scenario that takes every slot wants few).
+    pub fn start_with(max_connections: u32) -> Result<PgServer, String> {
         let extra = postgres_bin_dirs();
         let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
         let (Some(initdb), Some(postgres)) = (find_binary("initdb", &extra), find_binary("postgres", &extra)) else {
@@ -136,7 +146,7 @@ impl PgServer {
             let log = std::fs::read_to_string(dir.path().join("initdb.log")).unwrap_or_default();
             return Err(format!("initdb failed ({status}): {log}"));
         }
-        let mut server = PgServer { dir, port: free_port(), postgres, user, child: None, restarts: 0 };
+        let mut server = PgServer { dir, port: free_port(), postgres, user, child: None, max_connections, restarts: 0 };
         server.spawn()?;
         Ok(server)
     }
@@ -150,7 +160,8 @@ impl PgServer {
         let mut cmd = Command::new(&self.postgres);
         cmd.arg("-D").arg(self.dir.path().join("data")).arg("-p").arg(self.port.to_string());
         cmd.arg("-k").arg(self.dir.path());
-        cmd.args(["-c", "listen_addresses=127.0.0.1", "-c", "fsync=on", "-c", "max_connections=200"]);
+        cmd.args(["-c", "listen_addresses=127.0.0.1", "-c", "fsync=on"]);
+        cmd.arg("-c").arg(format!("max_connections={}", self.max_connections));
         cmd.current_dir(self.dir.path()).stdin(Stdio::null());
         cmd.stdout(log.try_clone().map_err(|e| e.to_string())?).stderr(log);
         if let Some((uid, gid)) = self.user {

@@ -16,9 +16,10 @@
 //! happens next: a row that does not decode is buried, and one that cannot
 //! be buried stays Running (logged) until recover buries it.
 //!
-//! A short claim over controlled or keyed queues then reads what held back
-//! the claimable jobs it left (`sql/claim_held.sql`, [`ClaimAnswer::limited`]);
-//! the plain path never does: a short plain claim drained its queues.
+//! A short claim over controlled or keyed queues says what held back the
+//! claimable jobs it left ([`ClaimAnswer::limited`]) from rows of its own
+//! statement, with no statement after it; the plain path never does: a
+//! short plain claim drained its queues.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -56,11 +57,9 @@ pub(crate) async fn claim(inner: &Inner, request: &ClaimRequest) -> Result<Claim
     let expires_at = jq_core::storage::truncate_micros(jq_core::storage::add(now, request.lease));
     match inner.controlled.path(&queues) {
         Path::Controlled => {
-            return held_back(inner, request, controlled(inner, request, &queues, now, expires_at).await?).await;
+            return controlled(inner, request, &queues, now, expires_at).await;
         }
-        Path::Keyed => {
-            return held_back(inner, request, keyed(inner, request, &queues, limit, now, expires_at).await?).await;
-        }
+        Path::Keyed => return keyed(inner, request, &queues, limit, now, expires_at).await,
         Path::Plain => {}
     }
     let (ticket, starts) = inner.hints.begin(&queues, now);
@@ -80,12 +79,10 @@ pub(crate) async fn claim(inner: &Inner, request: &ClaimRequest) -> Result<Claim
     if !marked_controlled.is_empty() || !marked_keyed.is_empty() {
         inner.hints.finish(ticket, std::iter::empty());
         inner.controlled.found(&queues, &marked_controlled, &marked_keyed);
-        let jobs = if marked_controlled.is_empty() {
-            keyed(inner, request, &queues, limit, now, expires_at).await?
-        } else {
-            controlled(inner, request, &queues, now, expires_at).await?
-        };
-        return held_back(inner, request, jobs).await;
+        if marked_controlled.is_empty() {
+            return keyed(inner, request, &queues, limit, now, expires_at).await;
+        }
+        return controlled(inner, request, &queues, now, expires_at).await;
     }
     let jobs = decode_and_bury(inner, rows.iter()).await;
     inner
@@ -96,32 +93,19 @@ pub(crate) async fn claim(inner: &Inner, request: &ClaimRequest) -> Result<Claim
     Ok(ClaimAnswer::jobs(jobs))
 }
 
-/// The answer of a claim over controlled or keyed queues that took `jobs`:
-/// when it is short, with what held back the claimable jobs it left
-/// (`sql/claim_held.sql`). That read failing costs only the report: the
-/// jobs are claimed and handed over, and the pool polls as after a drain.
-async fn held_back(inner: &Inner, request: &ClaimRequest, jobs: Vec<Job>) -> Result<ClaimAnswer> {
-    if jobs.len() >= request.limit {
-        return Ok(ClaimAnswer::jobs(jobs));
-    }
-    let queues: Vec<&str> = request.queues.iter().map(|q| q.as_str()).collect();
-    let statement = inner.sql.claim_held.query().bind(&queues).bind(inner.clock.now());
-    let rows = match inner.claims_db().fetch_all(statement).await {
-        Ok(rows) => rows,
-        Err(error) => {
-            tracing::debug!(error = %map_sqlx(error), "could not read what held back a short claim");
-            return Ok(ClaimAnswer::jobs(jobs));
-        }
-    };
+/// What held back the claimable jobs a short controlled claim left, from
+/// its statement's report rows (`sql/claim_controlled.sql`, `held`): the
+/// strongest of its queues' reasons ([`Limited::merge`]), or `None` when no
+/// queue has a claimable job left that a limit held back.
+fn limited_of(rows: &[PgRow]) -> Option<Limited> {
     let mut limited = None;
-    for row in &rows {
-        let concurrency_limited: bool = row.try_get("concurrency_limited").unwrap_or(false);
+    for row in rows.iter().filter(|row| matches!(row.try_get::<Option<String>, _>("held"), Ok(Some(_)))) {
+        let flag = |column: &str| matches!(row.try_get::<Option<bool>, _>(column), Ok(Some(true)));
         let rate_until: Option<Timestamp> = row.try_get("rate_until").ok().flatten();
-        let keyed_left: bool = row.try_get("keyed_left").unwrap_or(false);
-        let plain_left: bool = row.try_get("plain_left").unwrap_or(false);
+        let (keyed_left, plain_left) = (flag("keyed_left"), flag("plain_left"));
         let held = if !(keyed_left || plain_left) {
             None
-        } else if concurrency_limited {
+        } else if flag("concurrency_limited") {
             Some(Limited::Concurrency)
         } else if let Some(until) = rate_until {
             Some(Limited::Rate { until })
@@ -133,7 +117,7 @@ async fn held_back(inner: &Inner, request: &ClaimRequest, jobs: Vec<Job>) -> Res
         };
         limited = Limited::merge(limited, held);
     }
-    Ok(ClaimAnswer { jobs, limited })
+    limited
 }
 
 /// The claim statement with its arguments, one place for the claim and the
@@ -228,6 +212,11 @@ fn is_job(row: &PgRow) -> bool {
 /// statement on the claims' connections (`sql/claim_keyed.sql`), which
 /// takes the key locks itself. When it finds a queue controlled after all,
 /// it takes nothing, and the claim goes to the controlled path.
+///
+/// The statement's marker rows also say, after a short claim, whether a
+/// claimable keyed job is left (`keyed_due`): held back by its key's
+/// limits ([`Limited::Concurrency`]: which of them is not read here),
+/// answered without another statement.
 async fn keyed(
     inner: &Inner,
     request: &ClaimRequest,
@@ -235,7 +224,7 @@ async fn keyed(
     limit: i32,
     now: Timestamp,
     expires_at: Timestamp,
-) -> Result<Vec<Job>> {
+) -> Result<ClaimAnswer> {
     let statement = inner
         .sql
         .claim_keyed
@@ -252,25 +241,30 @@ async fn keyed(
     if !marked_controlled.is_empty() {
         return controlled(inner, request, queues, now, expires_at).await;
     }
+    let due = rows.iter().any(|row| matches!(row.try_get::<Option<bool>, _>("keyed_due"), Ok(Some(true))));
     let mut jobs = decode_and_bury(inner, rows.iter().filter(|row| is_job(row))).await;
     sort(&mut jobs);
-    Ok(jobs)
+    let limited = (jobs.len() < request.limit && due).then_some(Limited::Concurrency);
+    Ok(ClaimAnswer { jobs, limited })
 }
 
 /// The claim of queues one of which has a control, in its locked
-/// transaction (`control.rs`).
+/// transaction (`control.rs`); a short one with what held back the jobs
+/// it left, reported by the same statement ([`limited_of`]).
 async fn controlled(
     inner: &Inner,
     request: &ClaimRequest,
     queues: &[&str],
     now: jq_core::Timestamp,
     expires_at: jq_core::Timestamp,
-) -> Result<Vec<Job>> {
+) -> Result<ClaimAnswer> {
     let (rows, controlled, keyed) = control::claim_rows(inner, request, queues, now, expires_at).await?;
     inner.controlled.found(queues, &controlled, &keyed);
-    let mut jobs = decode_and_bury(inner, rows.iter()).await;
+    let is_job = |row: &&PgRow| matches!(row.try_get::<Option<String>, _>("held"), Ok(None));
+    let mut jobs = decode_and_bury(inner, rows.iter().filter(is_job)).await;
     sort(&mut jobs);
-    Ok(jobs)
+    let limited = if jobs.len() < request.limit { limited_of(&rows) } else { None };
+    Ok(ClaimAnswer { jobs, limited })
 }
 
 /// The jobs of claimed rows. A row that does not decode is buried (the

@@ -30,6 +30,7 @@ pub struct PostgresConfig {
     pub(crate) response_timeout: Duration,
     pub(crate) transaction_pooler: bool,
     pub(crate) listen_url: Option<String>,
+    pub(crate) application_name: String,
 }
 
 /// Shows the URL without its password.
@@ -47,6 +48,7 @@ impl std::fmt::Debug for PostgresConfig {
             .field("response_timeout", &self.response_timeout)
             .field("transaction_pooler", &self.transaction_pooler)
             .field("listen_url", &self.listen_url.as_deref().map(jq_core::storage::redact_url))
+            .field("application_name", &self.application_name)
             .finish()
     }
 }
@@ -65,6 +67,10 @@ impl PostgresConfig {
     /// How long one storage call waits for the server unless
     /// [`PostgresConfig::response_timeout`] says otherwise.
     pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
+    /// The `application_name` of jq's connections unless
+    /// [`PostgresConfig::application_name`], the URL or `PGAPPNAME` says
+    /// otherwise.
+    pub const DEFAULT_APPLICATION_NAME: &'static str = "jq";
 
     /// A configuration for the database at `url`
     /// (`postgres://user[:password]@host[:port]/database`), with the
@@ -83,6 +89,7 @@ impl PostgresConfig {
             response_timeout: Self::DEFAULT_RESPONSE_TIMEOUT,
             transaction_pooler: false,
             listen_url: None,
+            application_name: Self::DEFAULT_APPLICATION_NAME.to_owned(),
         }
     }
 
@@ -199,6 +206,17 @@ impl PostgresConfig {
     /// unless this is set.
     pub fn listen_url(mut self, url: impl Into<String>) -> Self {
         self.listen_url = Some(url.into());
+        self
+    }
+
+    /// The name jq's connections give the server (default `jq`): what
+    /// `pg_stat_activity.application_name` shows for each of them (the
+    /// pool's, the claims', the wake-up listener's), so an operator can
+    /// count them, or end them (`pg_terminate_backend`), without guessing.
+    /// An `application_name` in the URL (`?application_name=billing`) or
+    /// in `PGAPPNAME` wins over it.
+    pub fn application_name(mut self, name: impl Into<String>) -> Self {
+        self.application_name = name.into();
         self
     }
 

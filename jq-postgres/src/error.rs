@@ -157,6 +157,22 @@ pub enum PostgresError {
         /// This build's checksum (hex).
         known: String,
     },
+    /// The server refuses new connections because its `max_connections`
+    /// are taken (SQLSTATE 53300 too_many_connections), and a call found no
+    /// pooled connection within the acquire timeout. Carried by the
+    /// retryable [`jq_core::Error::Unavailable`]: the worker pool retries,
+    /// and goes on as soon as a slot frees.
+    #[error(
+        "PostgreSQL at {target} has no connection left to give (SQLSTATE 53300 too_many_connections, \"{message}\"): \
+         its max_connections are taken by other clients; jq retries and goes on when a slot frees (raise \
+         max_connections, or make the other clients' pools smaller)"
+    )]
+    NoConnectionLeft {
+        /// host:port/database, without credentials.
+        target: String,
+        /// What the server said.
+        message: String,
+    },
     /// jq's tables are missing from the store: the schema was never
     /// migrated, or is older than this jq (SQLSTATE 42P01 undefined table
     /// or 3F000 undefined schema on jq's own tables). Carried by the fatal
@@ -234,6 +250,7 @@ impl PostgresError {
             PostgresError::Connect { source, .. }
             | PostgresError::Migrate { source, .. }
             | PostgresError::Functions { source, .. } => is_transient(source),
+            PostgresError::NoConnectionLeft { .. } => true,
             _ => false,
         }
     }

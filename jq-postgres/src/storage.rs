@@ -21,7 +21,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, Connection, PgPool, Postgres, Transaction};
 
 use crate::{
-    PostgresConfig, PostgresError, admin, cancel, claim, control, election, enqueue, hints, keyed, liveness,
+    PostgresConfig, PostgresError, admin, cancel, claim, control, election, enqueue, headroom, hints, keyed, liveness,
     maintenance, periodic, pooler, schema, settle, wake, workflow,
 };
 
@@ -62,12 +62,16 @@ pub(crate) struct Inner {
     pub(crate) pooled: Option<pooler::Pooled>,
     /// Where the wake-up listener connects.
     pub(crate) listen: wake::Listen,
+    /// Whether the server has connection slots left (`headroom.rs`).
+    pub(crate) headroom: Arc<headroom::Headroom>,
 }
 
 impl Inner {
-    /// Runs one storage call within the response timeout (`liveness.rs`).
+    /// Runs one storage call within the response timeout (`liveness.rs`),
+    /// looking at the server's connection slots when it is slow
+    /// (`headroom.rs`).
     pub(crate) async fn timed<T>(&self, call: impl std::future::Future<Output = Result<T>>) -> Result<T> {
-        self.cuts.timed(self.response_timeout, call).await
+        self.headroom.watch(self.cuts.timed(self.response_timeout, call)).await
     }
 
     /// Single statements and jq's own transactions on the pool.
@@ -88,7 +92,7 @@ impl PostgresStorage {
     /// call [`PostgresStorage::migrate`] once per deployment.
     pub async fn connect(config: PostgresConfig) -> Result<Self, PostgresError> {
         config.check()?;
-        let mut options = PgConnectOptions::from_str(&config.url).map_err(PostgresError::InvalidUrl)?;
+        let mut options = named(PgConnectOptions::from_str(&config.url).map_err(PostgresError::InvalidUrl)?, &config);
         if config.transaction_pooler {
             // Nothing a pooler refuses at startup; the statement timeout
             // rides each BEGIN instead (`pooler.rs`).
@@ -171,7 +175,9 @@ impl PostgresStorage {
             &cuts,
             pooled.is_some(),
         );
+        let headroom = headroom::Headroom::new(pool.connect_options());
         let inner = Inner {
+            headroom,
             pool,
             claims,
             clock: config.clock,
@@ -256,12 +262,23 @@ fn pooler_safe(options: PgConnectOptions) -> PgConnectOptions {
     options.extra_float_digits(None).statement_cache_capacity(0)
 }
 
+/// `options` with `config`'s application name, unless they carry one
+/// already (from the URL or `PGAPPNAME`).
+fn named(options: PgConnectOptions, config: &PostgresConfig) -> PgConnectOptions {
+    if options.get_application_name().is_some() || config.application_name.is_empty() {
+        options
+    } else {
+        options.application_name(&config.application_name)
+    }
+}
+
 /// Where `config`'s wake-up listener connects.
 fn listen(config: &PostgresConfig) -> Result<wake::Listen, PostgresError> {
     Ok(match (&config.listen_url, config.transaction_pooler) {
-        (Some(url), _) => {
-            wake::Listen::Direct(Arc::new(PgConnectOptions::from_str(url).map_err(PostgresError::InvalidUrl)?))
-        }
+        (Some(url), _) => wake::Listen::Direct(Arc::new(named(
+            PgConnectOptions::from_str(url).map_err(PostgresError::InvalidUrl)?,
+            config,
+        ))),
         (None, false) => wake::Listen::Pool,
         (None, true) => wake::Listen::Off,
     })

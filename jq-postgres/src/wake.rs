@@ -27,6 +27,7 @@ use tokio::task::JoinHandle;
 
 use crate::Inner;
 use crate::error::map_sqlx;
+use crate::headroom::Headroom;
 use crate::liveness::Cuts;
 
 const FIRST_BACKOFF: Duration = Duration::from_millis(50);
@@ -109,8 +110,13 @@ pub(crate) fn subscribe(inner: &Inner) -> Option<WorkSignal> {
     }
     let runtime = tokio::runtime::Handle::try_current().ok()?;
     let (tx, rx) = watch::channel(0u64);
-    let link =
-        Link { options, channel: inner.channel.clone(), timeout: inner.response_timeout, cuts: inner.cuts.clone() };
+    let link = Link {
+        options,
+        channel: inner.channel.clone(),
+        timeout: inner.response_timeout,
+        cuts: inner.cuts.clone(),
+        headroom: inner.headroom.clone(),
+    };
     let task = runtime.spawn(run(link, tx.clone()));
     *running = Some((tx, task));
     Some(rx)
@@ -128,6 +134,8 @@ struct Link {
     /// and how long the ping (or the LISTEN) may take.
     timeout: Duration,
     cuts: Arc<Cuts>,
+    /// Says when a pool timeout means the server has no slot left.
+    headroom: Arc<Headroom>,
 }
 
 /// Listens until every receiver is gone, reconnecting with backoff.
@@ -137,6 +145,7 @@ async fn run(link: Link, tx: watch::Sender<u64>) {
         match listen(&link, &tx, &mut backoff).await {
             Ok(()) => return,
             Err(error) => {
+                let error = link.headroom.explain(error).await;
                 tracing::warn!(%error, channel = link.channel, ?backoff, "jq wake-up listener lost its connection; polling until it is back");
                 bump(&tx);
                 tokio::select! {

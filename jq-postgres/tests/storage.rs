@@ -994,3 +994,34 @@ async fn one_statement_against_the_general_claim(f: &Fixture, seed: u64) {
     }
     s.close().await;
 }
+
+/// jq's connections (the pool's and the claims') show
+/// `application_name = 'jq'` in `pg_stat_activity`, so an operator can
+/// find them; the configured name or the URL's own wins.
+#[tokio::test]
+async fn connections_carry_an_application_name() {
+    jq_testkit::needs!(postgres);
+    let name = |pool: sqlx::PgPool| async move {
+        let name: String =
+            sqlx::query_scalar("SELECT current_setting('application_name')").fetch_one(&pool).await.unwrap();
+        name
+    };
+    let config = common::config("jq_test_application_name", jq_core::Clock::system());
+    let s = jq_postgres::PostgresStorage::connect(config.clone()).await.unwrap();
+    assert_eq!(name(s.pool().clone()).await, "jq");
+    assert_eq!(name(s.claim_pool().clone()).await, "jq");
+    s.close().await;
+
+    let s = jq_postgres::PostgresStorage::connect(config.application_name("billing-worker")).await.unwrap();
+    assert_eq!(name(s.pool().clone()).await, "billing-worker");
+    s.close().await;
+
+    let url = common::url();
+    let url = format!("{url}{}application_name=from_url", if url.contains('?') { '&' } else { '?' });
+    let s =
+        jq_postgres::PostgresStorage::connect(jq_postgres::PostgresConfig::new(url).schema("jq_test_application_name"))
+            .await
+            .unwrap();
+    assert_eq!(name(s.pool().clone()).await, "from_url");
+    s.close().await;
+}

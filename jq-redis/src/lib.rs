@@ -128,6 +128,7 @@ mod election;
 mod enqueue;
 mod error;
 mod eviction;
+mod headroom;
 mod keyed;
 mod liveness;
 mod maintenance;

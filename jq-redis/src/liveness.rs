@@ -15,6 +15,9 @@
 //! so the kernel fails a dead connection that is idle or has unacknowledged
 //! data, which the redis crate then replaces by itself.
 //!
+//! A connection lost or refused makes the call look whether the server
+//! has connections left to give (`headroom.rs`).
+//!
 //! A timed-out call may have been applied: the storage contract covers the
 //! resend (a claim resent with its token, a settlement that finds the job
 //! settled, an enqueue of the same ids).
@@ -26,6 +29,8 @@ use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, RedisResult, Value};
+
+use crate::headroom::Headroom;
 
 /// How to open a connection.
 #[derive(Clone)]
@@ -60,6 +65,8 @@ struct Link {
     current: Mutex<(u64, Option<Raw>)>,
     /// One caller at a time opens a connection; the others wait for it.
     opening: tokio::sync::Mutex<()>,
+    /// Whether the server has connections left to give (`headroom.rs`).
+    headroom: Headroom,
 }
 
 impl Conn {
@@ -75,10 +82,14 @@ impl Conn {
     pub(crate) fn lazy(dial: Dial, connect_timeout: Duration) -> Conn {
         Conn {
             link: Arc::new(Link {
-                dial,
                 connect_timeout,
                 current: Mutex::new((0, None)),
                 opening: tokio::sync::Mutex::new(()),
+                headroom: Headroom::new(match &dial {
+                    Dial::Single(client, _) => Some(client.get_connection_info().addr()),
+                    Dial::Cluster(_) => None,
+                }),
+                dial,
             }),
         }
     }
@@ -162,13 +173,16 @@ impl Conn {
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
-            let (generation, mut raw) = self.raw().await?;
+            let (generation, mut raw) = match self.raw().await {
+                Ok(raw) => raw,
+                Err(error) => return self.link.headroom.answered(Err(error)).await,
+            };
             let answer = match &mut raw {
                 Raw::Single(c) => c.req_packed_command(cmd).await,
                 Raw::Cluster(c) => c.req_packed_command(cmd).await,
             };
             self.after(generation, &answer);
-            answer
+            self.link.headroom.answered(answer).await
         })
     }
 
@@ -179,13 +193,16 @@ impl ConnectionLike for Conn {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         Box::pin(async move {
-            let (generation, mut raw) = self.raw().await?;
+            let (generation, mut raw) = match self.raw().await {
+                Ok(raw) => raw,
+                Err(error) => return self.link.headroom.answered(Err(error)).await,
+            };
             let answer = match &mut raw {
                 Raw::Single(c) => c.req_packed_commands(pipeline, offset, count).await,
                 Raw::Cluster(c) => c.req_packed_commands(pipeline, offset, count).await,
             };
             self.after(generation, &answer);
-            answer
+            self.link.headroom.answered(answer).await
         })
     }
 

@@ -27,9 +27,13 @@
 -- jq_flow_moved with the state each leaves, read from its
 -- locked row, to be counted; from Pending they call nothing, as plain jobs
 -- (the summary counts Pending and Running together: claim.sql).
+-- Returns the claimed jobs, then, when the claim is short, one row per
+-- asked queue not paused with what held back the jobs it left (`held`
+-- names the queue; NULL in job rows): no statement after the commit.
 WITH ctl AS (
     SELECT q.name, q.n, c.queue IS NOT NULL AS controlled, c.paused_at IS NOT NULL AS paused,
-           c.rate_limit IS NOT NULL AS rated,
+           c.rate_limit IS NOT NULL AS rated, c.concurrency IS NOT NULL AS concurrency_limited, c.rate_limit,
+           least(c.rate_period, 3155760000000000) * interval '1 microsecond' AS period,
            $3::timestamptz - least(c.rate_period, 3155760000000000) * interval '1 microsecond' AS window_after,
            CASE
                WHEN c.queue IS NULL THEN $2::int4
@@ -112,6 +116,45 @@ stepped AS (
     FROM picked
     WHERE flow & 2 <> 0 AND state <> 'pending'
     HAVING count(*) > 0
+),
+held AS (
+    -- A short claim's report (claim.rs, ClaimAnswer::limited), one row per
+    -- asked queue not paused: whether it has a concurrency limit at all
+    -- (not whether it is full: a slot an ack frees while this runs would
+    -- be missed, and the pool sleep its poll interval beside it; with jobs
+    -- left, a limit held them back or a slot just freed, and either way
+    -- the pool claims again soon), when its full rate window has room
+    -- again (the oldest start in the window, this claim's included, plus
+    -- the period; NULL when not full or no rate), and whether it still
+    -- holds a claimable keyed job (jobs_keyed) and a claimable plain one
+    -- (jobs_claim) besides those this claim took. A keyed job left when
+    -- the queue's own limits are not full was held back by its key's
+    -- limits: keyed claims of a queue run one at a time (control_lock.sql).
+    SELECT ctl.name, ctl.concurrency_limited,
+           CASE WHEN ctl.rated THEN (
+               SELECT CASE WHEN coalesce(sum(s.n), 0) + (SELECT count(*) FROM claimed AS cl WHERE cl.queue = ctl.name)
+                                >= ctl.rate_limit
+                           THEN coalesce(min(s.at), $3::timestamptz) + ctl.period END
+               FROM {schema}.queue_starts AS s
+               WHERE s.queue = ctl.name AND s.at > ctl.window_after)
+           END AS rate_until,
+           EXISTS (SELECT 1 FROM {schema}.jobs AS k
+                   WHERE k.queue = ctl.name AND k.key IS NOT NULL AND k.state IN ('pending', 'scheduled')
+                     AND (k.state = 'pending' OR k.run_at <= $3)
+                     AND k.id <> ALL (ARRAY(SELECT p.id FROM picked AS p))) AS keyed_left,
+           EXISTS (SELECT 1 FROM {schema}.jobs AS l
+                   WHERE l.queue = ctl.name AND l.key IS NULL AND l.state IN ('pending', 'scheduled')
+                     AND (l.state = 'pending' OR l.run_at <= $3)
+                     AND l.id <> ALL (ARRAY(SELECT p.id FROM picked AS p))) AS plain_left
+    FROM ctl
+    WHERE NOT ctl.paused AND (SELECT count(*) FROM claimed) < $2::int4
 )
 -- The filter only makes `stepped` run (a SELECT CTE runs when read).
-SELECT * FROM claimed WHERE (SELECT count(*) FROM stepped) >= 0
+SELECT claimed.*, NULL::text AS held, NULL::bool AS concurrency_limited, NULL::timestamptz AS rate_until,
+       NULL::bool AS keyed_left, NULL::bool AS plain_left
+FROM claimed WHERE (SELECT count(*) FROM stepped) >= 0
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       NULL, NULL, NULL, NULL, NULL, held.name, held.concurrency_limited, held.rate_until, held.keyed_left,
+       held.plain_left
+FROM held

@@ -8,7 +8,10 @@
 -- Returns the claimed jobs, then one row per asked queue with keyed
 -- waiting jobs (before the claim; its name in the `keyed` column, NULL in
 -- job rows), so the storage goes on claiming them here, or back to
--- claim.sql once none has. When an asked queue has a control, the
+-- claim.sql once none has. Its `keyed_due` says, after a short claim,
+-- whether a claimable keyed job is left: held back by its key's limits
+-- (ClaimAnswer::limited), which the caller learns without another
+-- statement. When an asked queue has a control, the
 -- statement takes nothing and returns one row per controlled queue, its
 -- name in the `controlled` column, as claim.sql does: the caller claims
 -- through claim_controlled.sql.
@@ -38,15 +41,28 @@ keyed AS (
          ORDER BY jk.priority DESC LIMIT 1)
         LIMIT 1
     ) AS probe
+),
+due AS (
+    -- Per keyed queue, after a short claim only, whether it holds a
+    -- claimable keyed job besides those this claim took (the snapshot
+    -- still shows them waiting).
+    SELECT keyed.queue,
+           (SELECT count(*) FROM taken) < $2::int4
+           AND EXISTS (SELECT 1 FROM {schema}.jobs AS jd
+                       WHERE jd.queue = keyed.queue AND jd.key IS NOT NULL
+                         AND jd.state IN ('pending', 'scheduled')
+                         AND (jd.state = 'pending' OR jd.run_at <= $3)
+                         AND jd.id <> ALL (ARRAY(SELECT t.id FROM taken AS t))) AS keyed_due
+    FROM keyed
 )
-SELECT {columns}, NULL::text AS controlled, NULL::text AS keyed
+SELECT {columns}, NULL::text AS controlled, NULL::text AS keyed, NULL::bool AS keyed_due
 FROM taken AS j
 UNION ALL
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       NULL, NULL, NULL, NULL, NULL, controlled.queue, NULL
+       NULL, NULL, NULL, NULL, NULL, controlled.queue, NULL, NULL
 FROM controlled
 UNION ALL
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       NULL, NULL, NULL, NULL, NULL, NULL, keyed.queue
-FROM keyed
+       NULL, NULL, NULL, NULL, NULL, NULL, due.queue, due.keyed_due
+FROM due
 WHERE NOT EXISTS (SELECT 1 FROM controlled)
