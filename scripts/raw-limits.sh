@@ -18,6 +18,12 @@
 #     commit per batch, claim then DELETE (graphile-worker's layout), and
 #     keyed rows, a head per key with no running row (drain_limits): the
 #     floor under the keyed drain's ratio to the plain one;
+#   - a limited slot's turn (limited_turns): one client finishes its one
+#     running row and claims the next, again and again, with two commits a
+#     turn (the ack, then the claim: jq's settle and claim) and with one;
+#     what a limit of 1 allows at best: jobs of 2 ms reach at most
+#     2 / (2 + turn ms) of a plain pool, which claims ahead and acks in the
+#     background, while a limited slot must wait for the ack's commit;
 #   - fdatasync calls/s of the data directory's disk (pg_test_fsync), when
 #     run where the data directory is readable.
 # SQLite (`cargo run --release -p jq-sqlite --example raw_commits`): a
@@ -134,6 +140,7 @@ SQL
     printf '%-58s %12.0f /s\n' "rows of one 20,000-row COPY (psql \\timing)" \
         "$(awk -v ms="$copy_ms" 'BEGIN { print 20000 / (ms / 1000) }')"
     drain_limits || echo "(drain rows: failed, see above)"
+    limited_turns || echo "(limited turns: failed, see above)"
     "${psql[@]}" -c "DROP SCHEMA jq_raw_limits CASCADE"
 
     local data_dir
@@ -225,6 +232,41 @@ SELECT coalesce(max(substr(u.key, 2)::int), -1) AS cursor FROM u"
         [[ "$left" == 6400 || "$variant" == keyed ]] || echo "($label: $left rows left pending, not 6,400: the figure is off)"
         [[ "$variant" == keyed ]] && echo "  (keyed: $((160000 - left)) rows done, $left left pending)"
         printf '%-58s %12.0f /s\n' "$label" "$(awk -v t="$tps" -v done=$((160000 - left)) 'BEGIN { print t * done / 600 }')"
+    done
+}
+
+# A limited slot's turn without jq (see the top): rows in claim order, one
+# client; each turn completes the row it holds (found by its lease instant
+# through jobs_lease_expiry) and claims the next one after the last it took
+# (the cursor, so no claim walks the index entries of rows already done),
+# for 5 s. The two-commit turn is jq's: its settle and its claim are calls
+# of their own. Needs the scratch schema.
+limited_turns() {
+    local lease="timestamptz '2100-01-01'"
+    local ack="UPDATE jq_raw_limits.jobs SET state = 'completed', finished_at = now(), lease_token = NULL,
+        lease_worker = NULL, lease_expires_at = NULL WHERE lease_expires_at = $lease;"
+    local claim="UPDATE jq_raw_limits.jobs AS j SET state = 'running', attempts = j.attempts + 1,
+        lease_token = gen_random_uuid(), lease_worker = 'raw', lease_expires_at = $lease
+    FROM (SELECT id FROM jq_raw_limits.jobs WHERE queue = 'bench' AND priority = 0 AND key IS NULL
+          AND state IN ('pending', 'scheduled') AND run_at > timestamptz '2000-01-01' + :cursor * interval '1 microsecond'
+          ORDER BY run_at, id LIMIT 1 FOR UPDATE SKIP LOCKED) AS p
+    WHERE j.id = p.id
+    RETURNING (extract(epoch FROM j.run_at - timestamptz '2000-01-01') * 1000000)::bigint AS cursor"
+    printf '%s\n%s\n\\gset\n' "$ack" "$claim" >"$scratch/turn-2.sql"
+    printf 'BEGIN;\n%s\n%s\n\\gset\nCOMMIT;\n' "$ack" "$claim" >"$scratch/turn-1.sql"
+    local commits tps ms
+    for commits in 2 1; do
+        "${psql[@]}" -c "TRUNCATE jq_raw_limits.jobs" -c "INSERT INTO jq_raw_limits.jobs
+            (id, queue, kind, payload, priority, state, max_attempts, run_at, created_at)
+            SELECT gen_random_uuid(), 'bench', 'bench_noop', '{\"n\":' || n || '}', 0, 'pending', 25,
+                   timestamptz '2000-01-01' + n * interval '1 microsecond', now()
+            FROM generate_series(1, 100000) AS n" -c "VACUUM ANALYZE jq_raw_limits.jobs" -c "CHECKPOINT"
+        tps=$(pgbench -h "$pg_host" -p "$pg_port" -U "$pg_user" -n -c 1 -T 5 -M prepared -D cursor=0 \
+            -f "$scratch/turn-$commits.sql" postgres 2>&1 | sed -n 's/^tps = \([0-9.]*\).*/\1/p')
+        ms=$(awk -v t="$tps" 'BEGIN { print 1000 / t }')
+        printf '%-58s %12.0f /s\n' "limited turns: ack then claim, $commits commit(s) a turn" "$tps"
+        printf '%-58s %11.0f %%\n' "  a limit of 1 on jobs of 2 ms at most (2 / (2 + $(printf '%.2f' "$ms") ms))" \
+            "$(awk -v ms="$ms" 'BEGIN { print 100 * 2 / (2 + ms) }')"
     done
 }
 
