@@ -84,7 +84,7 @@
 //! `jobs` and `states` also hold a field `""` (no id is empty) whose
 //! long value keeps them hashtables: Redis would keep a hash of a few
 //! hundred short values as a listpack and search it from the front on every
-//! lookup (`HASHTABLE` in `lua/common/base.lua`).
+//! lookup (`HASHTABLE` in `lua/common/core.lua`).
 //!
 //! # Workflows
 //!
