@@ -671,7 +671,7 @@ async fn starve_postgres(url: &str, schema: &str, hold: Duration, log: &mut Atta
     log.span = Some((from, now_us()));
 }
 
-/// How long the first completion after the slots are freed is waited for.
+/// How long the first ack after the slots are freed is waited for.
 const FIRST_ACK_PATIENCE: Duration = Duration::from_secs(30);
 
 /// Polls `count` until it exceeds `before`, for up to
