@@ -90,13 +90,18 @@ async fn every_statement_finds_its_rows_by_key_whatever_the_statistics() {
                 .to_owned(),
             // The concurrency count walks the Running jobs (jobs_lease_expiry),
             // only for a queue with a control; forgetting old claimers walks
-            // the asked queues' rows of queue_seen_pkey.
+            // the asked queues' rows of queue_seen_pkey. A short claim's
+            // report probes jobs_claim and jobs_keyed once per queue and
+            // reads the rate window (queue_starts_window).
             &[
                 "jobs_claim",
+                "jobs_claim",
+                "jobs_keyed",
                 "jobs_lease_expiry",
                 "jobs_pkey",
                 "queue_controls_pkey",
                 "queue_seen_pkey",
+                "queue_starts_window",
                 "queue_starts_window",
                 "queue_starts_window",
             ],
