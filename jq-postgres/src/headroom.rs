@@ -45,14 +45,20 @@ struct Seen {
     refused: Option<(Instant, String)>,
 }
 
-/// A storage's view of the server's connection slots.
-#[derive(Debug)]
+/// A storage's view of the server's connection slots. Its `Debug` leaves
+/// the connect options out: they hold the password.
 pub(crate) struct Headroom {
     options: Arc<PgConnectOptions>,
     target: String,
     seen: Mutex<Seen>,
     /// One look at a time.
     looking: tokio::sync::Mutex<()>,
+}
+
+impl std::fmt::Debug for Headroom {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Headroom").field("target", &self.target).field("seen", &*self.seen()).finish_non_exhaustive()
+    }
 }
 
 impl Headroom {
