@@ -113,6 +113,25 @@ impl Workers {
         }
     }
 
+    /// `count` workers of `env`'s target started with a pool of
+    /// `concurrency` and jobs of up to `work_max_ms`: the chaos and storm
+    /// drains' workers.
+    pub fn start(
+        binary: &Path,
+        env: &Env,
+        concurrency: usize,
+        work_max_ms: u64,
+        count: usize,
+    ) -> Result<Workers, String> {
+        let extra =
+            ["--concurrency".to_owned(), concurrency.to_string(), "--work-max-ms".to_owned(), work_max_ms.to_string()];
+        let mut workers = Workers::new(binary, &env.target, &extra, env.dir.path());
+        for _ in 0..count {
+            workers.spawn()?;
+        }
+        Ok(workers)
+    }
+
     /// Starts one more worker, with its own audit file and log.
     pub fn spawn(&mut self) -> Result<u32, String> {
         self.started += 1;
@@ -365,16 +384,7 @@ pub async fn run_chaos(env: &mut Env, worker: &Path, plan: &ChaosPlan) -> Result
     let started = Instant::now();
     let storage: AnyStorage =
         env.target.connect_patiently(Duration::from_secs(30)).await.map_err(|e| format!("connect: {e}"))?;
-    let extra = vec![
-        "--concurrency".to_owned(),
-        plan.concurrency.to_string(),
-        "--work-max-ms".to_owned(),
-        plan.work_max_ms.to_string(),
-    ];
-    let mut workers = Workers::new(worker, &env.target, &extra, env.dir.path());
-    for _ in 0..plan.workers {
-        workers.spawn()?;
-    }
+    let mut workers = Workers::start(worker, env, plan.concurrency, plan.work_max_ms, plan.workers)?;
 
     // Producer: batches spread evenly over `produce_for`.
     let retries = Arc::new(AtomicUsize::new(0));

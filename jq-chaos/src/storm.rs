@@ -313,16 +313,7 @@ pub async fn run_drain(env: &mut Env, worker: &Path, plan: &DrainPlan, attack: A
             enqueued.extend(enqueue_surely(&*storage, jobs, &retries).await?);
         }
     }
-    let extra = vec![
-        "--concurrency".to_owned(),
-        plan.concurrency.to_string(),
-        "--work-max-ms".to_owned(),
-        plan.work_max_ms.to_string(),
-    ];
-    let mut workers = Workers::new(worker, &env.target, &extra, env.dir.path());
-    for _ in 0..plan.workers {
-        workers.spawn()?;
-    }
+    let mut workers = Workers::start(worker, env, plan.concurrency, plan.work_max_ms, plan.workers)?;
     let run_start = Instant::now();
     let producer = {
         let (storage, retries) = (storage.clone(), retries.clone());
