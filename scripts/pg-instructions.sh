@@ -13,9 +13,13 @@
 #   JQ_RUNS=2 bash scripts/pg-instructions.sh HEAD   # two of each (alternating)
 #   JQ_REPLAY_BATCH=64 bash scripts/pg-instructions.sh HEAD   # another claim size
 #   JQ_REPLAY_KEYED=1 bash scripts/pg-instructions.sh HEAD WORKTREE   # the keyed drain
+#   JQ_PLAN_CACHE_MODE=force_generic_plan ...   # plan as the storage's claim connections do
 #
 # WORKTREE stands for the files as they are in the checkout, uncommitted
-# changes included. JQ_REPLAY_KEYED=1 replays the bench's keyed drain
+# changes included. JQ_PLAN_CACHE_MODE (default auto) is the replay's
+# plan_cache_mode: the storage's claim connections force generic plans
+# (claim.rs), and a statement whose custom plans win under auto is
+# re-planned at every call in the replay, never on those connections. JQ_REPLAY_KEYED=1 replays the bench's keyed drain
 # instead (20,000 jobs over 10,000 keys, one Running per key, through
 # claim_keyed.sql).
 #
@@ -54,7 +58,7 @@ trap cleanup EXIT
 
 as_pg "$bin/initdb" -D "$data" -A trust -U postgres >/dev/null
 # Single-user mode reads one command per line; the procedures hold the rest.
-single() { as_pg "$@" --single -D "$data" -c fsync=off -c autovacuum=off postgres; }
+single() { as_pg "$@" --single -D "$data" -c fsync=off -c autovacuum=off -c plan_cache_mode="${JQ_PLAN_CACHE_MODE:-auto}" postgres; }
 
 as_pg "$bin/pg_ctl" -D "$data" -l "$scratch/server.log" -w \
   -o "-p $port -k $scratch -c listen_addresses=127.0.0.1 -c fsync=off -c autovacuum=off" start >/dev/null

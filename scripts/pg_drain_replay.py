@@ -16,7 +16,8 @@ same rows in the same order), and two procedures:
 - `drain()`: the revision's own claim.sql and settle.sql (with `keyed`,
   claim_keyed.sql, and each claim's settle after the next claim, so that
   a claim meets the previous one's jobs Running, as the bench's pool
-  does) (its COLUMNS and
+  does; and, in a revision that has it, claim_held.sql after each short
+  keyed claim, as its storage ran it) (its COLUMNS and
   schema substituted, `$n` bound to plpgsql variables, which plan and cache
   as the storage's prepared statements do), claims of BATCH (default 120,
   what the bench's drain claims per statement on a quiet machine: its
@@ -94,6 +95,23 @@ def main() -> None:
     if not exists(rev, settle_sql):
         settle_sql = "jq-postgres/src/sql/complete.sql"
     settle = bound(settle_sql)
+    # Until the keyed claim said itself what held a short claim back, the
+    # storage read it after every short claim with claim_held.sql: the
+    # replay of such a revision reads it too, or it would leave out work
+    # that later revisions do in the claim.
+    held_sql = "jq-postgres/src/sql/claim_held.sql"
+    after_short = ""
+    if keyed and exists(rev, held_sql):
+        after_short = f"""IF cardinality(ids) < p2 THEN
+            DECLARE
+                queues constant text[] := p1; at constant timestamptz := p3;
+            BEGIN
+                DECLARE p1 text[] := queues; p2 timestamptz := at; reason record;
+                BEGIN
+                    FOR reason IN {bound(held_sql)} LOOP NULL; END LOOP;
+                END;
+            END;
+        END IF;"""
     out.append(f"""
 CREATE TABLE {schema}.template (LIKE {schema}.jobs INCLUDING DEFAULTS);
 INSERT INTO {schema}.template (id, queue, kind, payload, priority, state, attempts, max_attempts, run_at, created_at{", key" if keyed else ""})
@@ -118,7 +136,7 @@ DECLARE
     p1 text[] := '{{default}}'; p2 int4 := {batch}; p3 timestamptz := timestamptz '2026-06-01';
     p4 text := 'replay'; p5 timestamptz := timestamptz '2026-06-01 00:05'; p6 uuid := md5('token')::uuid;
     p7 timestamptz[] := '{{NULL,NULL,NULL,NULL}}'; p8 uuid[] := '{{NULL,NULL,NULL,NULL}}';
-    ids uuid[]; held uuid[] := '{{}}'; r record; s record; n integer := 0;
+    ids uuid[]; held uuid[] := '{{}}'; r record; settled record; n integer := 0;
 BEGIN
     LOOP
         ids := '{{}}';
@@ -131,6 +149,7 @@ BEGIN
             END IF;
         END LOOP;
         COMMIT;
+        {after_short}
         EXIT WHEN cardinality(ids) = 0 AND cardinality(held) = 0;
         n := n + cardinality(ids);
         {"-- The settle lags one claim: its jobs are Running during the next." if keyed else ""}
@@ -144,7 +163,7 @@ BEGIN
             p7 timestamptz := timestamptz '2026-06-01 00:00:01'; p8 text := '2026-06-01T00:00:01Z';
             p9 text := 'jq_replay';
         BEGIN
-            FOR s IN {settle} LOOP NULL; END LOOP;
+            FOR settled IN {settle} LOOP NULL; END LOOP;
         END;
         COMMIT;
     END LOOP;

@@ -44,16 +44,25 @@ keyed AS (
 ),
 due AS (
     -- Per keyed queue, after a short claim only, whether it holds a
-    -- claimable keyed job besides those this claim took (the snapshot
-    -- still shows them waiting).
+    -- claimable keyed job besides those this claim took: the snapshot
+    -- still shows them waiting, so more claimable keyed jobs than it took
+    -- of the queue. A walk of jobs_keyed in its order (ORDER BY, LIMIT),
+    -- of at most one entry more than it took; a CASE, not an AND, so a
+    -- full claim never walks (an AND's operands run in any order).
     SELECT keyed.queue,
-           (SELECT count(*) FROM taken) < $2::int4
-           AND EXISTS (SELECT 1 FROM {schema}.jobs AS jd
-                       WHERE jd.queue = keyed.queue AND jd.key IS NOT NULL
-                         AND jd.state IN ('pending', 'scheduled')
-                         AND (jd.state = 'pending' OR jd.run_at <= $3)
-                         AND jd.id <> ALL (ARRAY(SELECT t.id FROM taken AS t))) AS keyed_due
+           CASE WHEN (SELECT count(*) FROM taken) < $2::int4 THEN (
+               SELECT count(*) > n.took FROM (
+                   SELECT 1 FROM {schema}.jobs AS jd
+                   WHERE jd.queue = keyed.queue AND jd.key IS NOT NULL
+                     AND jd.state IN ('pending', 'scheduled')
+                     AND (jd.state = 'pending' OR jd.run_at <= $3)
+                   ORDER BY jd.priority DESC
+                   LIMIT n.took + 1) AS w)
+           END AS keyed_due
     FROM keyed
+    CROSS JOIN LATERAL (
+        SELECT count(*) AS took FROM taken AS t WHERE t.queue = keyed.queue AND t.key IS NOT NULL
+    ) AS n
 )
 SELECT {columns}, NULL::text AS controlled, NULL::text AS keyed, NULL::bool AS keyed_due
 FROM taken AS j
