@@ -12,16 +12,21 @@ use utoipa::ToSchema;
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ErrorBody {
     /// What kind of error: `invalid_input`, `invalid_json`, `payload_too_large`,
-    /// `unsupported_media_type`, `not_found`, `conflict`, `unauthorized`,
+    /// `unsupported_media_type`, `not_found`, `conflict`, `idempotency_key_reused`, `unauthorized`,
     /// `forbidden`, `unknown_host`, `unavailable`, `internal`.
     pub code: &'static str,
     /// What was wrong, and what would be accepted.
     pub message: String,
     /// The request field at fault, as a path into the JSON body
     /// (`jobs[2].queue`), a path parameter (`id`), a query parameter
-    /// (`timeout_ms`), or `body` for the body as a whole.
+    /// (`timeout_ms`), a header (`idempotency-key`), or `body` for the body
+    /// as a whole.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub field: Option<String>,
+    /// With `idempotency_key_reused`: the jobs already stored under the
+    /// key, in the order of the request that made them (those found).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job_ids: Option<Vec<uuid::Uuid>>,
 }
 
 /// An API call that could not be served: its status and its JSON body.
@@ -33,7 +38,23 @@ pub struct ApiError {
 
 impl ApiError {
     fn new(status: StatusCode, code: &'static str, field: Option<String>, message: impl Into<String>) -> Self {
-        ApiError { status, body: ErrorBody { code, message: message.into(), field } }
+        ApiError { status, body: ErrorBody { code, message: message.into(), field, job_ids: None } }
+    }
+
+    /// 422: the idempotency key `key` already made other jobs than this
+    /// request's (`why`); `existing` are those found.
+    pub(crate) fn key_reused(key: &str, why: &str, existing: Vec<jq::JobId>) -> Self {
+        let mut error = Self::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "idempotency_key_reused",
+            Some("idempotency-key".to_owned()),
+            format!(
+                "the Idempotency-Key {key:?} was used for another request ({why}): nothing was stored; a repeat \
+                 must send the same body, and a new request a new key"
+            ),
+        );
+        error.body.job_ids = Some(existing.into_iter().map(|id| id.0).collect());
+        error
     }
 
     /// 400: `field` is invalid.

@@ -15,6 +15,7 @@ use serde_json::value::RawValue;
 
 use super::body::JsonBody;
 use super::error::{ApiError, ApiResult, ErrorBody};
+use super::idempotency::{self, IdempotencyHeader, Route};
 use super::model::{
     EnqueueBatchRequest, EnqueueBatchResponse, EnqueueRequest, EnqueueResponse, JobView, StateName, StatsResponse,
     WaitResponse,
@@ -38,42 +39,87 @@ const WAIT_POLL: Duration = Duration::from_millis(50);
 /// Enqueue one job.
 #[utoipa::path(
     post, path = "/api/v1/jobs", tag = "jobs",
+    params(("Idempotency-Key" = Option<String>, Header, description = "Makes the enqueue exactly-once (draft-ietf-httpapi-idempotency-key-header-09): a quoted string of 1 to 255 printable ASCII characters, e.g. \"8e03978e-40d5-43e8-bc93-6894a57f9324\". A repeat with the same key and the same body stores nothing and gets the first answer (the same ids, 200); the same key with another body is refused with 422 (`idempotency_key_reused`, the jobs already stored in `job_ids`). The key is kept as long as the first job it made is stored: until retention purges it (by default a day after it completed or was cancelled, seven days after it went dead). Each job's id is derived from the key, so the body may not give `id` or `unique_key` with it. A request refused with a 4xx stores nothing and leaves the key unused. Compared: queue, kind, payload (its text), priority, max_attempts, key; not run_at or delay_ms.")),
     request_body = EnqueueRequest,
     responses(
-        (status = 200, description = "Stored, or already stored: a resent id, or a unique key a live job holds", body = EnqueueResponse),
-        (status = 400, description = "A field is invalid; nothing stored", body = ErrorBody),
+        (status = 200, description = "Stored, or already stored: a resent id, a repeat with the same Idempotency-Key and body, or a unique key a live job holds", body = EnqueueResponse),
+        (status = 400, description = "A field or the Idempotency-Key header is invalid; nothing stored", body = ErrorBody),
         (status = 401, description = "A token is required", body = ErrorBody),
         (status = 403, description = "Read-only token or API, or a page of another site", body = ErrorBody),
         (status = 413, description = "The body or the payload is too large; nothing stored", body = ErrorBody),
         (status = 415, description = "The body is not application/json", body = ErrorBody),
+        (status = 422, description = "The Idempotency-Key was used with another body; nothing stored", body = ErrorBody),
     ),
     security((), ("token" = [])),
 )]
 pub(crate) async fn enqueue<S: Storage>(
     State(api): Shared<S>,
+    IdempotencyHeader(key): IdempotencyHeader,
     JsonBody(request): JsonBody<EnqueueRequest>,
 ) -> ApiResult<Json<EnqueueResponse>> {
-    let job = request.into_job(api.client.clock().now(), "")?;
-    let id = api.client.enqueue(job).await.map_err(|e| ApiError::from_core(e, ""))?;
+    let Some(key) = key else {
+        let job = request.into_job(api.client.clock().now(), "")?;
+        let id = api.client.enqueue(job).await.map_err(|e| ApiError::from_core(e, ""))?;
+        return Ok(Json(EnqueueResponse { id: id.0 }));
+    };
+    let job = keyed_job(request, api.client.clock().now(), "", &key, Route::One, 0)?;
+    let ids = idempotency::enqueue(&api.client, &key, Route::One, vec![job]).await?;
+    let id = ids.first().ok_or_else(|| {
+        ApiError::from_core(jq::Error::Corrupt { id: None, reason: "an enqueue of one job answered no id".into() }, "")
+    })?;
     Ok(Json(EnqueueResponse { id: id.0 }))
+}
+
+/// `request` as the job at `index` of a request with `key` on `route`:
+/// its id derived from the key. A body naming its own `id` or a
+/// `unique_key` is refused (400). *Both would make the answer another
+/// job's than the key's: an id already chooses the job, and a unique key
+/// held by a live job answers that job's id while storing nothing, which
+/// nothing could remember for the repeat.*
+fn keyed_job(
+    request: EnqueueRequest,
+    now: chrono::DateTime<chrono::Utc>,
+    prefix: &str,
+    key: &idempotency::IdempotencyKey,
+    route: Route,
+    index: usize,
+) -> ApiResult<jq::NewJob> {
+    if request.id.is_some() {
+        return Err(ApiError::invalid(
+            format!("{prefix}id"),
+            "give an id or an Idempotency-Key, not both: with the key, each job's id is derived from it",
+        ));
+    }
+    if request.unique_key.is_some() {
+        return Err(ApiError::invalid(
+            format!("{prefix}unique_key"),
+            "give a unique_key or an Idempotency-Key, not both: the key already makes the enqueue exactly-once",
+        ));
+    }
+    let mut job = request.into_job(now, prefix)?;
+    job.id = key.job_id(route, index);
+    Ok(job)
 }
 
 /// Enqueue a batch of jobs: every one or none.
 #[utoipa::path(
     post, path = "/api/v1/jobs/batch", tag = "jobs",
+    params(("Idempotency-Key" = Option<String>, Header, description = "Makes the enqueue exactly-once (draft-ietf-httpapi-idempotency-key-header-09): a quoted string of 1 to 255 printable ASCII characters, e.g. \"8e03978e-40d5-43e8-bc93-6894a57f9324\". A repeat with the same key and the same body stores nothing and gets the first answer (the same ids, 200); the same key with another body is refused with 422 (`idempotency_key_reused`, the jobs already stored in `job_ids`). The key is kept as long as the first job it made is stored: until retention purges it (by default a day after it completed or was cancelled, seven days after it went dead). Each job's id is derived from the key, so the body may not give `id` or `unique_key` with it. A request refused with a 4xx stores nothing and leaves the key unused. Compared: queue, kind, payload (its text), priority, max_attempts, key; not run_at or delay_ms.")),
     request_body = EnqueueBatchRequest,
     responses(
-        (status = 200, description = "Every job stored (or already stored), ids in the order sent", body = EnqueueBatchResponse),
-        (status = 400, description = "A field is invalid, or too many jobs; nothing stored", body = ErrorBody),
+        (status = 200, description = "Every job stored (or already stored: a resent id, a repeat with the same Idempotency-Key and body), ids in the order sent", body = EnqueueBatchResponse),
+        (status = 400, description = "A field or the Idempotency-Key header is invalid, or too many jobs; nothing stored", body = ErrorBody),
         (status = 401, description = "A token is required", body = ErrorBody),
         (status = 403, description = "Read-only token or API, or a page of another site", body = ErrorBody),
         (status = 413, description = "The body or a payload is too large; nothing stored", body = ErrorBody),
         (status = 415, description = "The body is not application/json", body = ErrorBody),
+        (status = 422, description = "The Idempotency-Key was used with another body; nothing stored", body = ErrorBody),
     ),
     security((), ("token" = [])),
 )]
 pub(crate) async fn enqueue_batch<S: Storage>(
     State(api): Shared<S>,
+    IdempotencyHeader(key): IdempotencyHeader,
     JsonBody(request): JsonBody<EnqueueBatchRequest>,
 ) -> ApiResult<Json<EnqueueBatchResponse>> {
     let limit = api.options.max_batch;
@@ -84,24 +130,47 @@ pub(crate) async fn enqueue_batch<S: Storage>(
         ));
     }
     let now = api.client.clock().now();
-    let jobs = request
-        .jobs
-        .into_iter()
-        .enumerate()
-        .map(|(i, job)| job.0.into_job(now, &format!("jobs[{i}].")))
-        .collect::<ApiResult<Vec<_>>>()?;
+    let ids = match key {
+        None => {
+            let jobs = request
+                .jobs
+                .into_iter()
+                .enumerate()
+                .map(|(i, job)| job.0.into_job(now, &format!("jobs[{i}].")))
+                .collect::<ApiResult<Vec<_>>>()?;
+            store(&api.client, jobs, true).await?
+        }
+        Some(key) => {
+            let jobs = request
+                .jobs
+                .into_iter()
+                .enumerate()
+                .map(|(i, job)| keyed_job(job.0, now, &format!("jobs[{i}]."), &key, Route::Batch, i))
+                .collect::<ApiResult<Vec<_>>>()?;
+            idempotency::enqueue(&api.client, &key, Route::Batch, jobs).await?
+        }
+    };
+    Ok(Json(EnqueueBatchResponse { ids: ids.into_iter().map(|id| id.0).collect() }))
+}
+
+/// Stores `jobs` in one step; a refusal names the job at fault as
+/// `jobs[i].` when `batch`.
+pub(crate) async fn store<S: Storage>(
+    client: &jq::Client<S>,
+    jobs: Vec<jq::NewJob>,
+    batch: bool,
+) -> ApiResult<Vec<JobId>> {
     // Which job a size refusal is about: the store names the size only.
     let sizes: Vec<usize> = jobs.iter().map(|j| j.payload.len()).collect();
-    let ids = api.client.enqueue_many(jobs).await.map_err(|e| {
+    client.enqueue_many(jobs).await.map_err(|e| {
         let prefix = match &e {
-            jq::Error::PayloadTooLarge { size, .. } => {
+            jq::Error::PayloadTooLarge { size, .. } if batch => {
                 sizes.iter().position(|s| s == size).map(|i| format!("jobs[{i}].")).unwrap_or_default()
             }
             _ => String::new(),
         };
         ApiError::from_core(e, &prefix)
-    })?;
-    Ok(Json(EnqueueBatchResponse { ids: ids.into_iter().map(|id| id.0).collect() }))
+    })
 }
 
 /// Read one job.

@@ -17,11 +17,17 @@
 //! ([`ApiOptions::read_token`]) that reads but cannot enqueue or cancel.
 //! Every bad input is a 4xx whose JSON body ([`ErrorBody`]) names the field
 //! at fault, and stores nothing.
+//!
+//! The enqueue routes take an `Idempotency-Key` header: a repeat with the
+//! same key and body stores nothing and gets the first answer, another
+//! body under the key gets 422; the key is kept as long as the first job
+//! it made is stored (docs/CONTRACT.md, "Idempotency keys").
 
 mod auth;
 mod body;
 mod error;
 mod handlers;
+mod idempotency;
 mod model;
 
 use std::sync::Arc;
@@ -36,6 +42,7 @@ use utoipa::OpenApi;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 
 pub use error::{ApiError, ErrorBody};
+pub use idempotency::MAX_KEY_BYTES;
 pub use model::{
     AttemptErrorView, EnqueueBatchRequest, EnqueueBatchResponse, EnqueueRequest, EnqueueResponse, JobView, LeaseView,
     Object, PriorityName, StateCountsView, StateName, StatsResponse, WaitResponse,
