@@ -12,6 +12,8 @@
 //! - [`storm`]: drains under connection trouble: every jq connection
 //!   ended every 100 ms (a storm), every connection slot of the server
 //!   taken and held (a starve).
+//! - [`failover`]: a drain while the PostgreSQL primary crashes and its
+//!   streaming replica is promoted (synchronous and asynchronous).
 //! - [`memory`]: resident memory of processes, from `/proc`.
 //!
 //! The worker process is the `jq-chaos-worker` binary of this crate.
@@ -19,6 +21,7 @@
 
 pub mod audit;
 pub mod checker;
+pub mod failover;
 pub mod memory;
 pub mod scenario;
 pub mod servers;
