@@ -6,12 +6,15 @@
 //! made by `pg_basebackup -R`, each on a free port. jq (the workers, the
 //! producer, the checker) connects with one multi-host URL,
 //! `postgres://...@127.0.0.1:P1,127.0.0.1:P2/postgres?target_session_attrs=read-write`.
-//! In the middle of the drain the primary is crashed (SIGQUIT: an
-//! immediate shutdown, no checkpoint, its WAL senders cut at once), the
-//! standby's jobs are read (what the failover keeps), then it is promoted
-//! (`pg_promote`). After the drain the old primary is started again on its
-//! own to read what it had committed, so the jobs a failover undid are
-//! counted exactly:
+//! In the middle of the drain the standby stops receiving WAL (the
+//! primary's WAL sender is stopped: a lag, as behind a slow link), then
+//! the primary is crashed (SIGQUIT: an immediate shutdown, no checkpoint;
+//! its stopped WAL sender killed with what it held back), the standby's
+//! jobs are read (what the failover keeps), then it is promoted
+//! (`pg_promote`). Or ([`Fall::Demote`]) the primary is made read-only
+//! with jq's connections open and stays up. After the drain the old
+//! primary is read (a crashed one started again on its own), so the jobs
+//! a failover undid are counted exactly:
 //!
 //! - *enqueues undone*: jobs stored on the old primary and absent from the
 //!   standby at promotion;
@@ -93,6 +96,29 @@ impl Fall {
     }
 }
 
+/// How jq reaches the primary.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// One multi-host URL naming both servers, with
+    /// `target_session_attrs=read-write`: jq finds the primary.
+    Hosts,
+    /// One address, a TCP proxy, that the operator moves to the new
+    /// primary once it is promoted (a virtual IP, an HAProxy behind
+    /// Patroni's health checks, a cloud's cluster endpoint). The open
+    /// connections stay with the old primary.
+    Proxy,
+}
+
+impl Route {
+    /// A short name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Route::Hosts => "multi-host URL",
+            Route::Proxy => "one address, moved",
+        }
+    }
+}
+
 /// The drain the failover meets.
 #[derive(Clone, Debug)]
 pub struct FailoverPlan {
@@ -152,6 +178,8 @@ pub struct FailoverOutcome {
     pub replication: Replication,
     /// What happened to the old primary.
     pub fall: Fall,
+    /// How jq reached the primary.
+    pub route: Route,
     /// The checker's verdict (on the new primary).
     pub report: Report,
     /// From the crash (or the demotion) until `pg_promote` returned.
@@ -219,7 +247,13 @@ impl FailoverOutcome {
 
 impl fmt::Display for FailoverOutcome {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "failover drain, {} replication, old primary: {}:", self.replication.name(), self.fall.name())?;
+        writeln!(
+            f,
+            "failover drain, {} replication, old primary: {}, jq through: {}:",
+            self.replication.name(),
+            self.fall.name(),
+            self.route.name()
+        )?;
         write!(f, "{}", self.report)?;
         writeln!(f, "  LOST (acked enqueues not completed): {}", self.lost())?;
         writeln!(f, "  old primary:       {} jobs, {} completed", self.old_primary.0, self.old_primary.1)?;
@@ -348,11 +382,25 @@ fn completed(jobs: &BTreeMap<String, String>) -> usize {
 pub async fn run_failover(
     pair: &mut PgPair,
     fall: Fall,
+    route: Route,
     dir: tempfile::TempDir,
     worker: &Path,
     plan: &FailoverPlan,
 ) -> Result<(Env, FailoverOutcome), String> {
-    let target = Target::Postgres { url: pair.url(), schema: SCHEMA.into() };
+    let local = |port: u16| std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let proxy = match route {
+        Route::Hosts => None,
+        Route::Proxy => Some(
+            jq_testkit::proxy::Proxy::start(local(pair.primary.port()))
+                .await
+                .map_err(|e| format!("starting the proxy: {e}"))?,
+        ),
+    };
+    let url = match &proxy {
+        Some(proxy) => format!("postgres://postgres@{}/postgres", proxy.addr()),
+        None => pair.url(),
+    };
+    let target = Target::Postgres { url, schema: SCHEMA.into() };
     target.migrate().await.map_err(|e| format!("migrate: {e}"))?;
     let env = Env { backend: Backend::Postgres, dir, server: Server::None, target };
     let storage: AnyStorage =
@@ -421,6 +469,10 @@ pub async fn run_failover(
         return Err("pg_promote did not promote the standby within 60 s".into());
     }
     let promoted_at = Instant::now();
+    if let Some(proxy) = &proxy {
+        // The operator's address moves to the new primary.
+        proxy.retarget(local(pair.replica.port()));
+    }
     let before = completed(&kept);
     let mut promoted_to_first_ack = None;
     while promoted_at.elapsed() < Duration::from_secs(30) {
@@ -492,6 +544,7 @@ pub async fn run_failover(
         rewound,
         replication: pair.replication,
         fall,
+        route,
         report,
         crash_to_promoted: promoted_at - crashed_at,
         promoted_to_first_ack,

@@ -1,8 +1,10 @@
 //! PostgreSQL failover during a drain (private servers): a primary and its
 //! streaming replica, jq connected to both by one multi-host URL with
-//! `target_session_attrs=read-write`; the primary crashes mid-drain and
-//! the replica is promoted. jq notices the server gone, finds the new
-//! primary and goes on; no worker exits.
+//! `target_session_attrs=read-write`; mid-drain the replica falls 300 ms
+//! behind, the primary crashes and the replica is promoted (or the primary
+//! is made read-only with jq's connections open, then the replica
+//! promoted). jq notices the server gone or read-only (SQLSTATE 25006),
+//! finds the new primary and goes on; no worker exits.
 //!
 //! - synchronous replication: nothing acknowledged is lost (lost = 0),
 //!   every repeated run is explained by the lease rule;
@@ -18,11 +20,11 @@
 use std::path::Path;
 use std::sync::Mutex;
 
-use jq_chaos::failover::{FailoverPlan, Fall, PgPair, Replication, run_failover};
+use jq_chaos::failover::{FailoverPlan, Fall, PgPair, Replication, Route, run_failover};
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-fn failover(replication: Replication, fall: Fall) {
+fn failover(replication: Replication, fall: Fall, route: Route) {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let _ = tracing_subscriber::fmt().with_env_filter("warn").with_ansi(false).with_test_writer().try_init();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
@@ -32,7 +34,7 @@ fn failover(replication: Replication, fall: Fall) {
             panic!("cannot start a private primary and replica: {e}; run scripts/start-services.sh")
         });
         let dir = tempfile::Builder::new().prefix("jq-chaos-failover").tempdir().unwrap();
-        let (env, outcome) = match run_failover(&mut pair, fall, dir, worker, &FailoverPlan::ci()).await {
+        let (env, outcome) = match run_failover(&mut pair, fall, route, dir, worker, &FailoverPlan::ci()).await {
             Ok(o) => o,
             Err(e) => panic!(
                 "failover drain ({}, {}) could not run: {e}; primary log {}, replica log {}",
@@ -60,13 +62,13 @@ fn failover(replication: Replication, fall: Fall) {
 #[test]
 fn failover_synchronous_crash() {
     jq_testkit::needs!(postgres_programs);
-    failover(Replication::Synchronous, Fall::Crash);
+    failover(Replication::Synchronous, Fall::Crash, Route::Hosts);
 }
 
 #[test]
 fn failover_asynchronous_crash() {
     jq_testkit::needs!(postgres_programs);
-    failover(Replication::Asynchronous, Fall::Crash);
+    failover(Replication::Asynchronous, Fall::Crash, Route::Hosts);
 }
 
 /// The old primary stays up, read-only, with jq's connections open: each
@@ -74,5 +76,14 @@ fn failover_asynchronous_crash() {
 #[test]
 fn failover_synchronous_demote() {
     jq_testkit::needs!(postgres_programs);
-    failover(Replication::Synchronous, Fall::Demote);
+    failover(Replication::Synchronous, Fall::Demote, Route::Hosts);
+}
+
+/// The same through one address the operator moves to the new primary
+/// (a single-host URL): the connections left on the read-only old primary
+/// answer 25006 and are dropped; new ones reach the new primary.
+#[test]
+fn failover_synchronous_demote_through_a_moved_address() {
+    jq_testkit::needs!(postgres_programs);
+    failover(Replication::Synchronous, Fall::Demote, Route::Proxy);
 }
