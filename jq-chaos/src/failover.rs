@@ -363,6 +363,26 @@ async fn stop_wal_sender(port: u16) -> Result<u32, String> {
     Ok(pid)
 }
 
+/// Waits until the standby of `conn` has replayed all the WAL it received
+/// (a synchronous commit waits for the flush, not the replay), so that
+/// what it shows is what it keeps.
+async fn caught_up(conn: &mut PgConnection) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let done: Option<bool> = sqlx::query_scalar("SELECT pg_last_wal_replay_lsn() >= pg_last_wal_receive_lsn()")
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(|e| format!("reading the standby's replay: {e}"))?;
+        if done.unwrap_or(true) {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err("the standby did not replay what it received within 10 s".into());
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 /// Every job of the schema on the server of `conn`: id and state.
 async fn jobs_on(conn: &mut PgConnection) -> Result<BTreeMap<String, String>, String> {
     let rows: Vec<(String, String)> =
@@ -460,6 +480,7 @@ pub async fn run_failover(
     }
     tokio::time::sleep(plan.promote_after).await;
     let mut standby = connect(pair.replica.port()).await?;
+    caught_up(&mut standby).await?;
     let kept = jobs_on(&mut standby).await?;
     let promoted: bool = sqlx::query_scalar("SELECT pg_promote(true, 60)")
         .fetch_one(&mut standby)

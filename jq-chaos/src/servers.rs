@@ -158,22 +158,32 @@ impl PgServer {
             panic!("pg_basebackup not found: {INSTALL_HINT}");
         };
         let (dir, user) = server_dir("jq-chaos-replica")?;
-        let log = File::create(dir.path().join("basebackup.log")).map_err(|e| e.to_string())?;
-        let mut cmd = Command::new(&basebackup);
-        cmd.args(["-h", "127.0.0.1", "-p", &primary.port.to_string(), "-U", "postgres", "-D"])
-            .arg(dir.path().join("data"))
-            .args(["-R", "-X", "stream", "--checkpoint=fast", "--no-sync"]);
-        cmd.current_dir(dir.path())
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().map_err(|e| e.to_string())?)
-            .stderr(log);
-        if let Some((uid, gid)) = user {
-            cmd.uid(uid).gid(gid);
-        }
-        let status = cmd.status().map_err(|e| format!("pg_basebackup: {e}"))?;
-        if !status.success() {
-            let log = std::fs::read_to_string(dir.path().join("basebackup.log")).unwrap_or_default();
-            return Err(format!("pg_basebackup failed ({status}): {log}"));
+        // The primary listens before it takes connections ("the database
+        // system is starting up"): try again for a while.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let _ = std::fs::remove_dir_all(dir.path().join("data"));
+            let log = File::create(dir.path().join("basebackup.log")).map_err(|e| e.to_string())?;
+            let mut cmd = Command::new(&basebackup);
+            cmd.args(["-h", "127.0.0.1", "-p", &primary.port.to_string(), "-U", "postgres", "-D"])
+                .arg(dir.path().join("data"))
+                .args(["-R", "-X", "stream", "--checkpoint=fast", "--no-sync"]);
+            cmd.current_dir(dir.path())
+                .stdin(Stdio::null())
+                .stdout(log.try_clone().map_err(|e| e.to_string())?)
+                .stderr(log);
+            if let Some((uid, gid)) = user {
+                cmd.uid(uid).gid(gid);
+            }
+            let status = cmd.status().map_err(|e| format!("pg_basebackup: {e}"))?;
+            if status.success() {
+                break;
+            }
+            if Instant::now() > deadline {
+                let log = std::fs::read_to_string(dir.path().join("basebackup.log")).unwrap_or_default();
+                return Err(format!("pg_basebackup failed ({status}): {log}"));
+            }
+            std::thread::sleep(Duration::from_millis(200));
         }
         let mut server = PgServer {
             dir,
