@@ -48,6 +48,11 @@ pub(crate) static ENQUEUE: LazyLock<Lua> = LazyLock::new(|| {
     Lua { code, script: Script::new(code) }
 });
 /// See [`ENQUEUE`].
+pub(crate) static ENQUEUE_MANY: LazyLock<Lua> = LazyLock::new(|| {
+    let code = concat!(include_str!("lua/common/core.lua"), include_str!("lua/enqueue_many.lua"));
+    Lua { code, script: Script::new(code) }
+});
+/// See [`ENQUEUE`].
 pub(crate) static ENQUEUE_ONE: LazyLock<Lua> = LazyLock::new(|| {
     let code = concat!(include_str!("lua/common/core.lua"), include_str!("lua/enqueue_one.lua"));
     Lua { code, script: Script::new(code) }
@@ -77,9 +82,10 @@ script!(WORKFLOW_READ, "lua/workflow_read.lua");
 script!(KEY_LIMITS, "lua/key_limits.lua");
 
 /// Every script, for `SCRIPT LOAD` at connect and after a NOSCRIPT.
-pub(crate) fn all() -> [&'static Lua; 25] {
+pub(crate) fn all() -> [&'static Lua; 26] {
     [
         &ENQUEUE,
+        &ENQUEUE_MANY,
         &ENQUEUE_ONE,
         &CLAIM,
         &SETTLE,

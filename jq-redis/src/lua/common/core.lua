@@ -1,6 +1,6 @@
 -- common/core.lua: the first part of the library prepended to every jq
 -- script. enqueue.lua gets this part and store.lua only, enqueue_one.lua
--- this part alone: what storing new jobs needs and nothing more, since
+-- and enqueue_many.lua this part alone: what storing new jobs needs and nothing more, since
 -- every script call runs its whole library's definitions again (a closure
 -- each), and an enqueue does little else. It holds the formatting of numbers, the field that keeps a
 -- queue's hashes hashtables, commands in chunks and the lookup of a
@@ -8,7 +8,7 @@
 --
 -- scripts.rs puts the parts before each script in a fixed order, core.lua,
 -- base.lua, workflows.lua, rotation.lua, moves.lua, store.lua (enqueue.lua:
--- core.lua, store.lua; enqueue_one.lua: core.lua): each part uses only what the parts before it
+-- core.lua, store.lua; enqueue_one.lua, enqueue_many.lua: core.lua): each part uses only what the parts before it
 -- define (a Lua local is seen only below its definition).
 
 local function fmt(n)
