@@ -1,14 +1,16 @@
-//! Restarts in the middle of maintenance (PostgreSQL, a private server):
-//! recover, promote, purge, a periodic fire and a workflow release, each
-//! caught in flight and the server crashed under it, then started again.
+//! Restarts in the middle of maintenance (private servers): recover,
+//! promote, purge, a periodic fire and a workflow release, each caught in
+//! flight and the server crashed under it, then started again.
 //!
-//! Each step is held in flight deterministically: another session takes
-//! an ACCESS EXCLUSIVE lock on a table the step writes (for the fire, the
-//! jobs table, so that its cursor's compare-and-set has run in the
-//! transaction and the job's insert waits; for the release, the workflow
-//! counts, so that the parent's settlement waits inside its statement),
-//! the step is called, and once it waits on the lock the server crashes
-//! (SIGQUIT) and starts again. The step's call fails as retryable and
+//! Each step is held in flight deterministically. PostgreSQL: another
+//! session takes an ACCESS EXCLUSIVE lock on a table the step writes (for
+//! the fire, the jobs table, so that its cursor's compare-and-set has run
+//! in the transaction and the job's insert waits; for the release, the
+//! workflow counts, so that the parent's settlement waits inside its
+//! statement), the step is called, and once it waits on the lock the
+//! server crashes (SIGQUIT) and starts again. Redis: `CLIENT PAUSE WRITE`
+//! holds the step's script unrun, and the server is SIGKILLed and started
+//! again from its append-only file (fsync always). The step's call fails as retryable and
 //! nothing of it is left half-done: the step runs again as the pool would
 //! run it (next round, or the outcome sent again) and does its work once;
 //! at the end every job is claimed and acked, and none is left claimed,
@@ -22,12 +24,12 @@ use std::time::{Duration, Instant};
 
 use jq_chaos::Backend;
 use jq_chaos::scenario::Env;
-use jq_chaos::servers::Server;
 use jq_core::periodic::{Fire, FireOutcome};
 use jq_core::storage::{ClaimRequest, PeriodicStorage, Storage, StorageExt, WorkflowStorage};
 use jq_core::workflow::{Step, Workflow};
 use jq_core::{Error, Job, JobId, NewJob, Payload, QueueName, Result, State};
 use jq_postgres::{PostgresConfig, PostgresStorage};
+use jq_redis::{RedisConfig, RedisStorage};
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{ConnectOptions, PgConnection};
 
@@ -67,15 +69,39 @@ async fn holder(url: &str) -> PgConnection {
     PgConnectOptions::from_str(url).unwrap().application_name("jq-chaos-attacker").connect().await.unwrap()
 }
 
-/// Holds `table` with an ACCESS EXCLUSIVE lock, runs `step` until it waits
-/// on the lock, crashes the server and starts it again; returns the
-/// step's answer (an error: it was cut off).
+/// How a step is held in flight.
+#[derive(Clone)]
+enum Hold {
+    /// A PostgreSQL table lock, taken over this URL.
+    Lock(String),
+    /// Redis's `CLIENT PAUSE WRITE`, over this URL.
+    Pause(String),
+}
+
+/// Holds the step (on `table` for PostgreSQL), runs `step` until it is
+/// held, crashes the server and starts it again; returns the step's
+/// answer (an error: it was cut off).
 async fn crash_during<T: Send + 'static>(
     env: &mut Env,
-    url: &str,
+    hold: &Hold,
     table: &str,
     step: impl std::future::Future<Output = Result<T>> + Send + 'static,
 ) -> Result<T> {
+    let url = match hold {
+        Hold::Lock(url) => url,
+        Hold::Pause(url) => {
+            let client = redis::Client::open(url.as_str()).unwrap();
+            let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+            let () = redis::cmd("CLIENT").arg("PAUSE").arg(60_000).arg("WRITE").query_async(&mut conn).await.unwrap();
+            let call = tokio::spawn(step);
+            // Paused, the step's script cannot run: it is in flight until
+            // the crash, whether it reached the server yet or not.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            assert!(!call.is_finished(), "the step finished although writes were paused");
+            tokio::task::block_in_place(|| env.server.crash_and_restart(Duration::ZERO)).unwrap();
+            return call.await.unwrap();
+        }
+    };
     let mut lock = holder(url).await;
     sqlx::query("BEGIN").execute(&mut lock).await.unwrap();
     sqlx::query(sqlx::AssertSqlSafe(format!("LOCK TABLE chaos.{table} IN ACCESS EXCLUSIVE MODE")))
@@ -98,11 +124,7 @@ async fn crash_during<T: Send + 'static>(
         assert!(!call.is_finished(), "the step finished without waiting on the lock of {table}");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let Server::Postgres(server) = &mut env.server else { unreachable!() };
-    tokio::task::block_in_place(|| {
-        server.crash();
-        server.start_again().unwrap();
-    });
+    tokio::task::block_in_place(|| env.server.crash_and_restart(Duration::ZERO)).unwrap();
     drop(lock);
     call.await.unwrap()
 }
@@ -117,11 +139,11 @@ fn cut_off<T: std::fmt::Debug>(what: &str, answer: Result<T>) {
     }
 }
 
-async fn state(storage: &PostgresStorage, id: JobId) -> State {
+async fn state<S: Storage>(storage: &S, id: JobId) -> State {
     again("get", || storage.get(id)).await.state
 }
 
-async fn claim_one(storage: &PostgresStorage, queue_name: &str, lease: Duration) -> Job {
+async fn claim_one<S: Storage>(storage: &S, queue_name: &str, lease: Duration) -> Job {
     let request = ClaimRequest::new(vec![queue(queue_name)], 1, lease, "midway");
     let answer = again("claim", || storage.claim(&request)).await;
     answer.jobs.into_iter().next().unwrap_or_else(|| panic!("nothing to claim in {queue_name}"))
@@ -139,6 +161,35 @@ fn restart_mid_maintenance_postgres() {
         )
         .await
         .unwrap();
+        midway(&mut env, storage.clone(), Hold::Lock(url)).await;
+        storage.close().await;
+    });
+}
+
+#[test]
+fn restart_mid_maintenance_redis() {
+    jq_testkit::needs!(redis_programs);
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    rt.block_on(async {
+        let mut env = Env::start(Backend::Redis).await.unwrap();
+        let jq_chaos::Target::Redis { url, prefix } = env.target.clone() else { unreachable!() };
+        let storage = RedisStorage::connect(
+            RedisConfig::new(url.clone()).prefix(prefix).response_timeout(Duration::from_secs(5)),
+        )
+        .await
+        .unwrap();
+        midway(&mut env, storage, Hold::Pause(url)).await;
+    });
+}
+
+/// Every step held, crashed under, checked and run again; then every job
+/// claimed and acked.
+async fn midway<S>(env: &mut Env, storage: S, hold: Hold)
+where
+    S: Storage + PeriodicStorage + WorkflowStorage + Clone + 'static,
+{
+    {
+        let url = hold.clone();
         let mut ids = Vec::new();
 
         // recover: a job whose lease expired.
@@ -147,7 +198,7 @@ fn restart_mid_maintenance_postgres() {
         ids.push(expired.id);
         tokio::time::sleep(Duration::from_millis(100)).await;
         let s = storage.clone();
-        cut_off("recover", crash_during(&mut env, &url, "jobs", async move { s.recover().await }).await);
+        cut_off("recover", crash_during(env, &url, "jobs", async move { s.recover().await }).await);
         assert_eq!(state(&storage, expired.id).await, State::Running, "recover half-done");
         let recovered = again("recover", || storage.recover()).await;
         assert!(recovered >= 1, "recover found nothing to hand on after the restart");
@@ -164,7 +215,7 @@ fn restart_mid_maintenance_postgres() {
         assert_eq!(state(&storage, due).await, State::Scheduled);
         tokio::time::sleep(Duration::from_millis(100)).await;
         let s = storage.clone();
-        cut_off("promote", crash_during(&mut env, &url, "jobs", async move { s.promote().await }).await);
+        cut_off("promote", crash_during(env, &url, "jobs", async move { s.promote().await }).await);
         assert_eq!(state(&storage, due).await, State::Scheduled, "promote half-done");
         assert!(again("promote", || storage.promote()).await >= 1);
         assert_eq!(state(&storage, due).await, State::Pending);
@@ -175,10 +226,7 @@ fn restart_mid_maintenance_postgres() {
         again("ack", || storage.ack(done.lease_ref().unwrap())).await;
         let cutoff = storage.clock().now() + chrono::Duration::seconds(60);
         let s = storage.clone();
-        cut_off(
-            "purge",
-            crash_during(&mut env, &url, "jobs", async move { s.purge(State::Completed, cutoff).await }).await,
-        );
+        cut_off("purge", crash_during(env, &url, "jobs", async move { s.purge(State::Completed, cutoff).await }).await);
         assert_eq!(state(&storage, done.id).await, State::Completed, "purge half-done");
         assert_eq!(again("purge", || storage.purge(State::Completed, cutoff)).await, 1);
         assert!(matches!(storage.get(done.id).await, Err(Error::NotFound { .. })));
@@ -199,7 +247,7 @@ fn restart_mid_maintenance_postgres() {
             last_missed: None,
         };
         let (s, f) = (storage.clone(), fire.clone());
-        cut_off("fire", crash_during(&mut env, &url, "jobs", async move { s.fire(&f).await }).await);
+        cut_off("fire", crash_during(env, &url, "jobs", async move { s.fire(&f).await }).await);
         let stored = again("periodic", || storage.periodic()).await;
         assert!(stored.iter().all(|p| p.name != "midway"), "the fire's cursor moved without its job: {stored:?}");
         let FireOutcome::Fired(fired) = again("fire", || storage.fire(&fire)).await else {
@@ -223,7 +271,7 @@ fn restart_mid_maintenance_postgres() {
         let (s, lease) = (storage.clone(), parent.lease_ref().unwrap());
         cut_off(
             "the parent's ack",
-            crash_during(&mut env, &url, "workflow_counts", async move { s.ack(lease).await }).await,
+            crash_during(env, &url, "workflow_counts", async move { s.ack(lease).await }).await,
         );
         assert_eq!(state(&storage, parent_id).await, State::Running, "the parent's ack half-done");
         assert_eq!(state(&storage, child_id).await, State::Waiting, "the child released without its parent");
@@ -252,8 +300,6 @@ fn restart_mid_maintenance_postgres() {
             assert!(began.elapsed() < PATIENCE, "jobs left unfinished after the restarts: {open:?}");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        let Server::Postgres(server) = &env.server else { unreachable!() };
-        println!("restarts in the middle of maintenance: {} restarts, every job completed", server.restarts);
-        storage.close().await;
-    });
+        println!("restarts in the middle of maintenance: {} restarts, every job completed", env.server.restarts());
+    }
 }
