@@ -43,8 +43,20 @@ const TARGET_SESSION_ATTRS: &str = "target_session_attrs";
 /// How long a search goes on looking for a primary before it gives up
 /// (the next failed call starts another).
 const SEARCH_FOR: Duration = Duration::from_secs(60);
-/// Between two rounds of a search that found nothing.
+/// Between two rounds of a search that found nothing, in its first
+/// [`SEARCH_QUICKLY`]: a promotion takes a moment.
 const SEARCH_PAUSE: Duration = Duration::from_millis(100);
+/// How long a search rounds every [`SEARCH_PAUSE`]; after that, every
+/// [`SEARCH_PAUSE_LATER`], so that a search meeting a server with no
+/// connection slot left adds little to its load.
+const SEARCH_QUICKLY: Duration = Duration::from_secs(3);
+/// Between two rounds after [`SEARCH_QUICKLY`].
+const SEARCH_PAUSE_LATER: Duration = Duration::from_secs(1);
+
+/// The pause after a round of a search begun `elapsed` ago.
+fn pause_after(elapsed: Duration) -> Duration {
+    if elapsed < SEARCH_QUICKLY { SEARCH_PAUSE } else { SEARCH_PAUSE_LATER }
+}
 
 /// A URL split by host: one URL per host, and what a session must be.
 #[derive(Debug)]
@@ -261,7 +273,7 @@ impl Hosts {
             if began.elapsed() >= self.timeout {
                 break;
             }
-            tokio::time::sleep(SEARCH_PAUSE).await;
+            tokio::time::sleep(pause_after(began.elapsed())).await;
         }
         Err(sqlx::Error::Configuration(
             format!(
@@ -311,7 +323,7 @@ impl Hosts {
                     let _ = tokio::time::timeout(hosts.timeout, conn.close()).await;
                     break;
                 }
-                tokio::time::sleep(SEARCH_PAUSE).await;
+                tokio::time::sleep(pause_after(began.elapsed())).await;
             }
             if hosts.generation() != before {
                 cuts.cut();
