@@ -90,8 +90,10 @@ impl Inner {
     /// Points the pools at the current host when another handle's search
     /// moved it.
     fn follow(&self) {
+        // Two loads on every call; a store only when the host moved.
         let generation = self.hosts.generation();
-        if self.followed.swap(generation, Ordering::Relaxed) != generation {
+        if self.followed.load(Ordering::Relaxed) != generation {
+            self.followed.store(generation, Ordering::Relaxed);
             self.hosts.follow(&self.pool);
             self.hosts.follow(&self.claims);
         }
