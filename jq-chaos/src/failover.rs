@@ -149,21 +149,21 @@ pub struct FailoverPlan {
 }
 
 impl FailoverPlan {
-    /// CI's drain: 1,200 jobs over 10 s by 2 workers of 8, the primary
-    /// crashed 4 s in with its standby 300 ms behind, the standby promoted
-    /// half a second later.
-    /// `JQ_CHAOS_FAILOVER_JOBS` sets how many jobs the 10 s bring (more
+    /// CI's drain: 840 jobs over 7 s (120 a second) by 2 workers of 8,
+    /// the primary crashed 3 s in with its standby 300 ms behind, the
+    /// standby promoted half a second later.
+    /// `JQ_CHAOS_FAILOVER_JOBS` sets how many jobs the 7 s bring (more
     /// make the last instants before the crash busier).
     pub fn ci() -> FailoverPlan {
-        let jobs = std::env::var("JQ_CHAOS_FAILOVER_JOBS").ok().and_then(|n| n.parse().ok()).unwrap_or(1_200);
+        let jobs = std::env::var("JQ_CHAOS_FAILOVER_JOBS").ok().and_then(|n| n.parse().ok()).unwrap_or(840);
         FailoverPlan {
             jobs,
             batch: 20,
-            produce_for: Duration::from_secs(10),
+            produce_for: Duration::from_secs(7),
             workers: 2,
             concurrency: 8,
             work_max_ms: 20,
-            crash_after: Duration::from_secs(4),
+            crash_after: Duration::from_secs(3),
             lag: Duration::from_millis(300),
             promote_after: Duration::from_millis(500),
             settle_timeout: Duration::from_secs(60),
