@@ -75,9 +75,11 @@ impl Inner {
     /// Runs one storage call within the response timeout (`liveness.rs`),
     /// looking at the server's connection slots when it is slow
     /// (`headroom.rs`).
-    /// A call that failed on a read-only server or one that is gone is
-    /// the sign of a failover (`failover.rs`): the first drops every older
-    /// connection, either looks for the primary among the URL's hosts.
+    ///
+    /// A failed call may be the sign of a failover (`failover.rs`): one
+    /// that met a read-only server drops every connection opened before
+    /// it; one that met a read-only server or one that is gone starts a
+    /// search for the primary among the URL's hosts.
     pub(crate) async fn timed<T>(&self, call: impl std::future::Future<Output = Result<T>>) -> Result<T> {
         self.follow();
         let answer = self.headroom.watch(self.cuts.timed(self.response_timeout, call)).await;
@@ -111,6 +113,9 @@ impl Inner {
                 "PostgreSQL answered read-only (a standby, or the old primary after a failover): jq drops its \
                  connections and reconnects"
             );
+        }
+        if !self.hosts.several() {
+            return;
         }
         self.hosts.search(
             (*self.pool.connect_options()).clone(),
