@@ -61,6 +61,7 @@ mod control;
 mod election;
 mod enqueue;
 mod error;
+mod failover;
 mod headroom;
 mod hints;
 mod keyed;

@@ -25,16 +25,6 @@
 local base = KEYS[1]
 local n = tonumber(ARGV[2])
 
--- `command key ARGV[from..to]` in chunks of 1,000 items, as call_chunked
-local function call_range(command, key, from, to)
-  local i = from
-  while i <= to do
-    local j = math.min(i + 999, to)
-    redis.call(command, key, unpack(ARGV, i, j))
-    i = j + 1
-  end
-end
-
 -- which of the ids exist (a resend), and whether the queue's hashes hold
 -- the HASHTABLE field (field '', asked last)
 local ids_at = 10
@@ -54,17 +44,17 @@ if not redis.call('HGET', base .. 'states', '') then
 end
 
 local at = ids_at + n
-call_range('HSET', base .. 'jobs', at, at + 2 * n - 1)
+call_chunked('HSET', base .. 'jobs', ARGV, at, at + 2 * n - 1)
 at = at + 2 * n
-call_range('HSET', base .. 'states', at, at + 2 * n - 1)
+call_chunked('HSET', base .. 'states', ARGV, at, at + 2 * n - 1)
 at = at + 2 * n
-call_range('ZADD', base .. 'ids', at, at + 2 * n - 1)
+call_chunked('ZADD', base .. 'ids', ARGV, at, at + 2 * n - 1)
 at = at + 2 * n
 local indexes = { 'ready', 'scheduled', 'kwait', 'kscheduled', 'extra' }
 for x = 1, 5 do
   local c = tonumber(ARGV[4 + x])
   if c > 0 then
-    call_range(x == 5 and 'HSET' or 'ZADD', base .. indexes[x], at, at + 2 * c - 1)
+    call_chunked(x == 5 and 'HSET' or 'ZADD', base .. indexes[x], ARGV, at, at + 2 * c - 1)
     at = at + 2 * c
   end
 end

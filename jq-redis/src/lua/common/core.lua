@@ -30,10 +30,11 @@ local HASHTABLE = 'jq: this field keeps this hash a hashtable (O(1) lookups) how
 
 -- `command key items...` in chunks of 1,000 items, so unpack stays small
 -- (it fails near 8,000). The chunk size is even, so (score, member) pairs
--- of a ZADD never split.
-local function call_chunked(command, key, items)
-  local n = #items
-  local i = 1
+-- of a ZADD never split. `from` and `to` (default: all of them) pick a
+-- range of `items`, so a script can hand on a range of its ARGV.
+local function call_chunked(command, key, items, from, to)
+  local n = to or #items
+  local i = from or 1
   while i <= n do
     local j = math.min(i + 999, n)
     redis.call(command, key, unpack(items, i, j))
