@@ -345,3 +345,20 @@ on_every_backend!(
     a_key_lasts_as_long_as_its_job,
     retries_through_a_dropper_store_each_job_once,
 );
+
+/// The OpenAPI document states the header on both enqueue routes, its
+/// syntax, and the 422.
+#[test]
+fn the_document_states_the_header() {
+    let document: Value = serde_json::from_str(&jq_dashboard::api::openapi_json()).unwrap();
+    for path in ["/api/v1/jobs", "/api/v1/jobs/batch"] {
+        let post = &document["paths"][path]["post"];
+        let params = post["parameters"].as_array().unwrap();
+        let header = params.iter().find(|p| p["name"] == "Idempotency-Key").expect("the header is documented");
+        assert_eq!(header["in"], "header");
+        assert_ne!(header["required"], true, "the header is optional");
+        assert!(header["schema"]["pattern"].as_str().unwrap().contains("{1,255}"), "{header}");
+        assert!(header["description"].as_str().unwrap().contains("as long as the first job it made"), "{header}");
+        assert!(post["responses"].get("422").is_some(), "{path} documents the 422");
+    }
+}
