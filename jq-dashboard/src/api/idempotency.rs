@@ -13,6 +13,7 @@
 use axum::extract::FromRequestParts;
 use axum::http::HeaderName;
 use axum::http::request::Parts;
+use futures::{StreamExt as _, TryStreamExt as _};
 use jq::storage::Storage;
 use jq::{JobId, NewJob};
 use sha2::{Digest, Sha256};
@@ -25,6 +26,11 @@ pub(crate) const HEADER: HeaderName = HeaderName::from_static("idempotency-key")
 /// The longest key accepted, in bytes once unquoted: room for any UUID,
 /// ULID or vendor event id, and a bound on what a caller makes us hash.
 pub const MAX_KEY_BYTES: usize = 255;
+
+/// How many of a keyed request's jobs are read back at once: a batch of
+/// thousands is not read one round trip after another, nor all at once
+/// against a pool of a few connections.
+const READS_AT_ONCE: usize = 16;
 
 /// Which route a key was sent to: a key is scoped to its route, so the
 /// same key on `/jobs` and `/jobs/batch` names two different requests.
@@ -211,10 +217,17 @@ pub(crate) async fn enqueue<S: Storage>(
     if find(client, first.id).await?.is_none() {
         super::handlers::store(client, jobs, matches!(route, Route::Batch)).await?;
     }
+    // One read per job, at most READS_AT_ONCE in flight: the storage has
+    // no read of many ids in one call.
+    let after = key.job_id(route, expected.len());
+    let wanted: Vec<JobId> = expected.iter().map(|e| e.id).chain([after]).collect();
+    let mut found: Vec<Option<jq::Job>> =
+        futures::stream::iter(wanted).map(|id| find(client, id)).buffered(READS_AT_ONCE).try_collect().await?;
+    let beyond = found.pop().flatten();
     let mut existing = Vec::with_capacity(expected.len());
     let mut mismatch = None;
-    for (index, want) in expected.iter().enumerate() {
-        match find(client, want.id).await? {
+    for ((index, want), stored) in expected.iter().enumerate().zip(found) {
+        match stored {
             Some(stored) => {
                 existing.push(stored.id);
                 if mismatch.is_none()
@@ -229,8 +242,7 @@ pub(crate) async fn enqueue<S: Storage>(
             None => {}
         }
     }
-    let after = key.job_id(route, expected.len());
-    if mismatch.is_none() && find(client, after).await?.is_some() {
+    if mismatch.is_none() && beyond.is_some() {
         mismatch = Some(format!("it had more than {} jobs", expected.len()));
     }
     match mismatch {
