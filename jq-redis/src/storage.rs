@@ -393,6 +393,8 @@ impl Storage for RedisStorage {
             cancellation: Some(self),
             workflows: Some(self),
             keys: Some(self),
+            // Durable jobs are not stored by this backend yet (docs/CONTRACT.md, "Durable jobs").
+            durable: None,
         }
     }
 }

@@ -378,6 +378,8 @@ impl Storage for SqliteStorage {
             cancellation: Some(self),
             workflows: Some(self),
             keys: Some(self),
+            // Durable jobs are not stored by this backend yet (docs/CONTRACT.md, "Durable jobs").
+            durable: None,
         }
     }
 }
