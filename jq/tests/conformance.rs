@@ -9,7 +9,7 @@ mod common;
 
 #[cfg(feature = "sqlite")]
 mod sqlite {
-    jq_testkit::conformance!(super::common::sqlite; roles, periodic, controls, throughput, cancellation, workflows, keys);
+    jq_testkit::conformance!(super::common::sqlite; roles, periodic, controls, throughput, cancellation, workflows, keys, durable);
     jq_testkit::properties!(super::common::sqlite; periodic, workflows);
 }
 
