@@ -15,7 +15,7 @@ mod sqlite {
 
 #[cfg(feature = "postgres")]
 mod postgres {
-    jq_testkit::conformance!(super::common::postgres; roles, periodic, controls, throughput, cancellation, workflows, keys);
+    jq_testkit::conformance!(super::common::postgres; roles, periodic, controls, throughput, cancellation, workflows, keys, durable);
     jq_testkit::properties!(super::common::postgres; periodic, workflows);
 }
 
