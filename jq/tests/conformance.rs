@@ -21,6 +21,6 @@ mod postgres {
 
 #[cfg(feature = "redis")]
 mod redis {
-    jq_testkit::conformance!(super::common::redis; roles, periodic, controls, throughput, cancellation, workflows, keys);
+    jq_testkit::conformance!(super::common::redis; roles, periodic, controls, throughput, cancellation, workflows, keys, durable);
     jq_testkit::properties!(super::common::redis; periodic, workflows);
 }
