@@ -62,6 +62,7 @@ mod durable;
 mod election;
 mod enqueue;
 mod error;
+mod failover;
 mod headroom;
 mod hints;
 mod keyed;

@@ -48,6 +48,11 @@ pub(crate) static ENQUEUE: LazyLock<Lua> = LazyLock::new(|| {
     Lua { code, script: Script::new(code) }
 });
 /// See [`ENQUEUE`].
+pub(crate) static ENQUEUE_MANY: LazyLock<Lua> = LazyLock::new(|| {
+    let code = concat!(include_str!("lua/common/core.lua"), include_str!("lua/enqueue_many.lua"));
+    Lua { code, script: Script::new(code) }
+});
+/// See [`ENQUEUE`].
 pub(crate) static ENQUEUE_ONE: LazyLock<Lua> = LazyLock::new(|| {
     let code = concat!(include_str!("lua/common/core.lua"), include_str!("lua/enqueue_one.lua"));
     Lua { code, script: Script::new(code) }
@@ -79,9 +84,10 @@ script!(DURABLE, "lua/durable.lua");
 script!(DURABLE_READ, "lua/durable_read.lua");
 
 /// Every script, for `SCRIPT LOAD` at connect and after a NOSCRIPT.
-pub(crate) fn all() -> [&'static Lua; 27] {
+pub(crate) fn all() -> [&'static Lua; 28] {
     [
         &ENQUEUE,
+        &ENQUEUE_MANY,
         &ENQUEUE_ONE,
         &CLAIM,
         &SETTLE,
