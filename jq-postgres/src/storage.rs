@@ -7,11 +7,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use jq_core::durable::{Journal, Record, Suspend, Suspended};
 use jq_core::periodic::{Fire, FireOutcome, PeriodicInfo};
 use jq_core::storage::{
-    Beat, CancelAnswer, CancelStorage, Capabilities, ClaimRequest, ControlStorage, Election, KeyStorage, Leader,
-    LeaseRef, LeaseToken, PeriodicStorage, ProgressReport, RoleStorage, Settled, Settlement, Storage,
-    ThroughputStorage, WorkSignal,
+    Beat, CancelAnswer, CancelStorage, Capabilities, ClaimRequest, ControlStorage, DurableStorage, Election,
+    KeyStorage, Leader, LeaseRef, LeaseToken, PeriodicStorage, ProgressReport, RoleStorage, Settled, Settlement,
+    Storage, ThroughputStorage, WorkSignal,
 };
 use jq_core::workflow::WorkflowPlan;
 use jq_core::{
@@ -22,8 +23,8 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, Connection, PgPool, Postgres, Transaction};
 
 use crate::{
-    PostgresConfig, PostgresError, admin, cancel, claim, control, election, enqueue, failover, headroom, hints, keyed,
-    liveness, maintenance, periodic, pooler, schema, settle, wake, workflow,
+    PostgresConfig, PostgresError, admin, cancel, claim, control, durable, election, enqueue, failover, headroom,
+    hints, keyed, liveness, maintenance, periodic, pooler, schema, settle, wake, workflow,
 };
 
 /// jq's storage in a PostgreSQL schema. Cheap to clone: clones share the
@@ -471,6 +472,7 @@ impl Storage for PostgresStorage {
             cancellation: Some(self),
             workflows: Some(self),
             keys: Some(self),
+            durable: Some(self),
         }
     }
 }
@@ -554,6 +556,25 @@ impl ControlStorage for PostgresStorage {
 
     async fn queues(&self) -> Result<Vec<QueueInfo>> {
         self.inner.timed(control::queues(&self.inner)).await
+    }
+}
+
+#[async_trait]
+impl DurableStorage for PostgresStorage {
+    async fn checkpoint(&self, lease: LeaseRef, record: &Record) -> Result<()> {
+        self.inner.timed(durable::checkpoint(&self.inner, lease, record)).await
+    }
+
+    async fn suspend(&self, lease: LeaseRef, suspend: &Suspend) -> Result<Suspended> {
+        self.inner.timed(durable::suspend(&self.inner, lease, suspend)).await
+    }
+
+    async fn signal(&self, id: JobId, name: &str, payload: &jq_core::Payload) -> Result<()> {
+        self.inner.timed(durable::signal(&self.inner, id, name, payload)).await
+    }
+
+    async fn journal(&self, id: JobId) -> Result<Journal> {
+        self.inner.timed(durable::journal(&self.inner, id)).await
     }
 }
 

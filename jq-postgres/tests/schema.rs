@@ -57,6 +57,11 @@ const CHANGES: &[(&str, &str, &str)] = &[
 /// migrator does with them.
 const BOOKKEEPING: &[&str] = &["jq_migrations", "jq_functions"];
 
+/// The tables later migrations added (2: durable jobs), with their
+/// constraints: not 0.1's schema, so left out of this build's side of the
+/// comparison with 0.1's dump.
+const ADDED_SINCE_0_1: &[&str] = &["journal", "signals", "waits"];
+
 /// The committed dump with [`CHANGES`] applied, without [`BOOKKEEPING`].
 fn expected() -> BTreeMap<String, String> {
     let mut text = DUMP_0_1.to_owned();
@@ -282,7 +287,14 @@ async fn a_fresh_schema_is_the_old_chains_schema_renamed() {
         }
     };
     let found = normalise(&dump(&pg_dump, &f.schema), &f.schema);
-    let wrong = differences(&expected(), &without_bookkeeping(found.clone()));
+    let since_0_1: BTreeMap<String, String> = without_bookkeeping(found.clone())
+        .into_iter()
+        .filter(|(key, _)| {
+            let name = key.split_whitespace().nth(1).unwrap_or_default();
+            !ADDED_SINCE_0_1.contains(&name)
+        })
+        .collect();
+    let wrong = differences(&expected(), &since_0_1);
     if !wrong.is_empty() {
         let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("schema-fresh.sql");
         std::fs::write(&path, render(&found)).unwrap();

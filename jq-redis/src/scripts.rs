@@ -80,9 +80,11 @@ script!(PROGRESS, "lua/progress.lua");
 script!(WORKFLOW_ENQUEUE, "lua/workflow_enqueue.lua");
 script!(WORKFLOW_READ, "lua/workflow_read.lua");
 script!(KEY_LIMITS, "lua/key_limits.lua");
+script!(DURABLE, "lua/durable.lua");
+script!(DURABLE_READ, "lua/durable_read.lua");
 
 /// Every script, for `SCRIPT LOAD` at connect and after a NOSCRIPT.
-pub(crate) fn all() -> [&'static Lua; 26] {
+pub(crate) fn all() -> [&'static Lua; 28] {
     [
         &ENQUEUE,
         &ENQUEUE_MANY,
@@ -110,6 +112,8 @@ pub(crate) fn all() -> [&'static Lua; 26] {
         &WORKFLOW_ENQUEUE,
         &WORKFLOW_READ,
         &KEY_LIMITS,
+        &DURABLE,
+        &DURABLE_READ,
     ]
 }
 

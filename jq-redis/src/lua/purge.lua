@@ -10,7 +10,8 @@
 -- A job's result goes with it; a workflow step's node, edges and count in
 -- its workflow's summary too (its parents keep naming it as a child, and
 -- the reads leave out children that are gone; its children keep the edge).
--- A queue that never held a step or a result pays one EXISTS for that.
+-- A queue that never held a step or a result pays one EXISTS for that,
+-- and one more for durable jobs' keys.
 
 local base = KEYS[1]
 local done = done_key(base, ARGV[1])
@@ -29,6 +30,17 @@ if #ids > 0 then
       end
     end
     for _, key in ipairs({ 'results', 'nodes', 'parents', 'children' }) do
+      call_chunked('HDEL', base .. key, ids)
+    end
+  end
+  -- a durable job's journal, signals and wait (durable.lua): one EXISTS
+  -- for a queue that never held one
+  if redis.call('EXISTS', base .. 'durable') > 0 then
+    local marks = hmget_chunked(base .. 'durable', ids)
+    for i, id in ipairs(ids) do
+      if marks[i] then redis.call('DEL', base .. 'journal:' .. id, base .. 'signals:' .. id) end
+    end
+    for _, key in ipairs({ 'durable', 'jbytes', 'waits' }) do
       call_chunked('HDEL', base .. key, ids)
     end
   end
