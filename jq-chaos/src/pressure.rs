@@ -201,7 +201,9 @@ pub struct PressureOutcome {
     pub buckets: Vec<Bucket>,
     /// Jobs enqueued (calibration included).
     pub enqueued: u64,
-    /// Jobs that never ran.
+    /// Jobs that had not run when the final drain's patience (two
+    /// minutes after the phases) ran out: lost, or a backlog jq did not
+    /// catch up with.
     pub lost: u64,
     /// Jobs that ran more than once.
     pub repeated: u64,
@@ -217,7 +219,10 @@ impl PressureOutcome {
     pub fn problems(&self) -> Vec<String> {
         let mut p = Vec::new();
         if self.lost > 0 {
-            p.push(format!("{} job(s) never ran", self.lost));
+            p.push(format!(
+                "{} job(s) had not run two minutes after the phases ended (lost, or a backlog not caught up with)",
+                self.lost
+            ));
         }
         if self.repeated > 0 {
             p.push(format!("{} job(s) ran more than once without a kill or an expired lease", self.repeated));
