@@ -37,8 +37,10 @@ const RENAMES: &[Rename] =
 
 /// The SHA-256 of each released schema version's file (its text with LF
 /// line ends), in version order.
-const CHECKSUMS: &[(&str, &str)] =
-    &[("001_schema", "39626a0f81fb6942428d5069b75ac6fcddb3cb896f6b46d8ae3ab82d6cab2f37")];
+const CHECKSUMS: &[(&str, &str)] = &[
+    ("001_schema", "39626a0f81fb6942428d5069b75ac6fcddb3cb896f6b46d8ae3ab82d6cab2f37"),
+    ("002_unique_created", "dd910372fbaf5aae241ac7a5af1cfe0761075e0715cf83d112ccfde1ce57ce24"),
+];
 
 /// A new in-memory database, migrated as `SqliteStorage::open` migrates.
 fn migrated() -> Connection {
@@ -244,11 +246,14 @@ fn diff(expected: &str, actual: &str) -> String {
     out
 }
 
-/// What `migrate` builds in a new file is the recorded catalog of the
+/// What version 1 builds in a new file is the recorded catalog of the
 /// development chain, fact by fact, but for [`RENAMES`].
 #[test]
 fn schema_version_1_builds_what_the_development_chain_built() {
-    let actual = catalog(&migrated());
+    // Version 1 alone: later versions add to it.
+    let conn = Connection::open_in_memory().unwrap();
+    conn.execute_batch(schema::MIGRATIONS[0].1).unwrap();
+    let actual = catalog(&conn);
     let expected = renamed_record();
     assert!(
         expected == actual,
@@ -297,4 +302,32 @@ fn a_file_of_a_development_build_is_refused_at_open() {
     let conn = Connection::open(&path).unwrap();
     let tables: i64 = conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0)).unwrap();
     assert_eq!((schema::version(&conn).unwrap(), tables), (12, 1));
+}
+
+/// Version 2 adds the index of a unique key's jobs by creation (the unique
+/// period's) and nothing else.
+#[test]
+fn schema_version_2_adds_the_unique_period_index() {
+    let one = Connection::open_in_memory().unwrap();
+    one.execute_batch(schema::MIGRATIONS[0].1).unwrap();
+    // An index's seq is its place in the table's list, which a new one shifts.
+    let unseq = |text: String| -> String {
+        text.lines()
+            .map(|l| match l.find(" seq=") {
+                Some(at) => {
+                    let rest = &l[at + 5..];
+                    format!("{}{}", &l[..at], &rest[rest.find(' ').unwrap_or(rest.len())..])
+                }
+                None => l.to_owned(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let before = unseq(catalog(&one));
+    let after = unseq(catalog(&migrated()));
+    let added: Vec<&str> = after.lines().filter(|l| !before.lines().any(|b| b == *l)).collect();
+    // The index's line, then its columns' lines that no other index has.
+    assert!(added.first().is_some_and(|l| l.contains("index jobs_unique_created")), "{added:#?}");
+    assert!(added[1..].iter().all(|l| l.starts_with("    ")), "{added:#?}");
+    assert!(before.lines().all(|b| after.lines().any(|l| l == b)), "version 2 only adds");
 }

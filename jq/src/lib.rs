@@ -108,8 +108,8 @@ pub use jq_core::{
     DEFAULT_KEEP_COMPLETED, DEFAULT_KEEP_DEAD, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_QUEUE, Error,
     ExponentialBackoff, HandlerError, HandlerResult, IntoJob, Job, JobBuilder, JobContext, JobFilter, JobId, JobType,
     KeyInfo, KeyLimit, KeyReport, Lease, ManualClock, NewJob, Payload, Priority, QueueInfo, QueueLimits, QueueName,
-    Rate, Result, Retention, Seen, State, StateCounts, Stats, Throughput, Timestamp, TraceContext, WorkerHandle,
-    WorkerPool,
+    Rate, Result, Retention, Seen, State, StateCounts, Stats, Throughput, Timestamp, TraceContext, UniqueRule,
+    WorkerHandle, WorkerPool,
 };
 pub use jq_core::{observe, periodic, storage, workflow};
 
