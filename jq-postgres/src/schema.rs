@@ -41,7 +41,10 @@ mod plan_tests;
 /// The migrations, in order; version = position + 1. Never edit a released
 /// one: add a new file (`released_migrations_are_never_edited` holds their
 /// checksums).
-const MIGRATIONS: &[(&str, &str)] = &[("baseline", include_str!("../migrations/0001_baseline.sql"))];
+const MIGRATIONS: &[(&str, &str)] = &[
+    ("baseline", include_str!("../migrations/0001_baseline.sql")),
+    ("unique_created", include_str!("../migrations/0002_unique_created.sql")),
+];
 
 /// The newest schema version this build knows: how many migrations
 /// (`jq-postgres/migrations/`) it has. `migrate` refuses a schema recording
@@ -151,6 +154,11 @@ pub(crate) struct Sql {
     pub enqueue: Sql1,
     pub enqueue_one: Sql1,
     pub enqueue_keyed: Sql1,
+    pub enqueue_exists: Sql1,
+    pub enqueue_rule_lock: Sql1,
+    pub enqueue_holders: Sql1,
+    pub enqueue_update: Sql1,
+    pub enqueue_rule_insert: Sql1,
     pub claim: Sql1,
     pub claim_earlier: Sql1,
     pub bury: Sql1,
@@ -236,6 +244,11 @@ impl Sql {
             enqueue: s(include_str!("sql/enqueue.sql")),
             enqueue_one: s(include_str!("sql/enqueue_one.sql")),
             enqueue_keyed: s(include_str!("sql/enqueue_keyed.sql")),
+            enqueue_exists: s(include_str!("sql/enqueue_exists.sql")),
+            enqueue_rule_lock: s(include_str!("sql/enqueue_rule_lock.sql")),
+            enqueue_holders: s(include_str!("sql/enqueue_holders.sql")),
+            enqueue_update: s(include_str!("sql/enqueue_update.sql")),
+            enqueue_rule_insert: s(include_str!("sql/enqueue_rule_insert.sql")),
             claim: s(include_str!("sql/claim.sql")),
             claim_earlier: s(include_str!("sql/claim_earlier.sql")),
             bury: s(include_str!("sql/bury.sql")),
@@ -473,11 +486,18 @@ mod tests {
     /// `sha384sum migrations/0001_baseline.sql`), by version and name. A new
     /// migration adds its line; a line never changes: a schema that applied
     /// the old text would be refused.
-    const RELEASED: &[(i32, &str, &str)] = &[(
-        1,
-        "baseline",
-        "b304995533c6eb2397dbe610c4f259a9c617189807686996728e5646e7fd8ae7dd5ab54f1a62039626393b7f6bf70eb2",
-    )];
+    const RELEASED: &[(i32, &str, &str)] = &[
+        (
+            1,
+            "baseline",
+            "b304995533c6eb2397dbe610c4f259a9c617189807686996728e5646e7fd8ae7dd5ab54f1a62039626393b7f6bf70eb2",
+        ),
+        (
+            2,
+            "unique_created",
+            "feb11e88aeee10d7c5e0a32b0509ce2e08272c4729fa96c92867f13a0891fd764bbc63ed624ff6544f76fd0105390ed4",
+        ),
+    ];
 
     #[test]
     fn released_migrations_are_never_edited() {
