@@ -52,6 +52,7 @@ pub(crate) static ENQUEUE_ONE: LazyLock<Lua> = LazyLock::new(|| {
     let code = concat!(include_str!("lua/common/core.lua"), include_str!("lua/enqueue_one.lua"));
     Lua { code, script: Script::new(code) }
 });
+script!(ENQUEUE_RULES, "lua/enqueue_rules.lua");
 script!(CLAIM, "lua/claim.lua");
 script!(SETTLE, "lua/settle.lua");
 script!(HEARTBEAT, "lua/heartbeat.lua");
@@ -77,10 +78,11 @@ script!(WORKFLOW_READ, "lua/workflow_read.lua");
 script!(KEY_LIMITS, "lua/key_limits.lua");
 
 /// Every script, for `SCRIPT LOAD` at connect and after a NOSCRIPT.
-pub(crate) fn all() -> [&'static Lua; 25] {
+pub(crate) fn all() -> [&'static Lua; 26] {
     [
         &ENQUEUE,
         &ENQUEUE_ONE,
+        &ENQUEUE_RULES,
         &CLAIM,
         &SETTLE,
         &HEARTBEAT,
