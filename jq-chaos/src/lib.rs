@@ -12,6 +12,10 @@
 //! - [`storm`]: drains under connection trouble: every jq connection
 //!   ended every 100 ms (a storm), every connection slot of the server
 //!   taken and held (a starve).
+//! - [`pressure`]: hours under pressure on PostgreSQL: a steady enqueue
+//!   rate through phases of a session idle in a transaction and of
+//!   REPEATABLE READ readers, per bucket jobs/s, pickup latency, dead
+//!   tuples and sizes.
 //! - [`memory`]: resident memory of processes, from `/proc`.
 //!
 //! The worker process is the `jq-chaos-worker` binary of this crate.
@@ -20,6 +24,7 @@
 pub mod audit;
 pub mod checker;
 pub mod memory;
+pub mod pressure;
 pub mod scenario;
 pub mod servers;
 pub mod storm;

@@ -120,7 +120,10 @@ impl RedisConfig {
     /// second, and the redis crate's own default of 500 ms made it fail
     /// with every job stored. Whatever the setting, a timed-out call's
     /// outcome is unknown: resend the same jobs (their ids make the resend
-    /// store nothing twice), not new ones.
+    /// store nothing twice), not new ones. Valkey answers BUSY at once
+    /// while another client's script runs, where Redis 7 leaves the call
+    /// unread: jq sends such a call again, pausing a little longer each
+    /// time, until this timeout has passed.
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.response_timeout = timeout;
         self

@@ -1,5 +1,8 @@
-//! enqueue: one script call (`lua/enqueue.lua`) for the whole batch, so a
-//! batch is stored whole or not at all. On Redis Cluster a script touches
+//! enqueue: one script call for the whole batch, so a batch is stored whole
+//! or not at all: `lua/enqueue.lua` in general, `lua/enqueue_many.lua` for
+//! a batch of one queue without unique keys (its arguments laid out as the
+//! commands take them; a resend sends it on to enqueue.lua), and
+//! `lua/enqueue_one.lua` for a lone job without a unique key. On Redis Cluster a script touches
 //! one slot: a batch whose queues live in several slots is refused with
 //! [`Error::BatchNotAtomic`] before anything is stored.
 //!
@@ -36,7 +39,19 @@ pub(crate) async fn enqueue(s: &Inner, jobs: Vec<NewJob>) -> Result<Vec<JobId>> 
             reason: "their keys live in different Redis Cluster hash slots".to_owned(),
         });
     }
-    let due = s.registry_due(&names);
+    let mut due = s.registry_due(&names);
+    if let [queue] = names.as_slice()
+        && jobs.len() > 1
+        && plain_and_distinct(&jobs)
+    {
+        let reply = run_registered(s, due, many_call(s, queue, &jobs, now)).await?;
+        if reply.is_empty() {
+            jq_core::observe::EnqueueTally::of(&jobs).record();
+            return Ok(jobs.iter().map(|j| j.id).collect());
+        }
+        // a resend: nothing was stored, and enqueue.lua answers each job
+        due = None;
+    }
     let cmd = match jobs.as_slice() {
         [job] if job.unique_key.is_none() => lone_call(s, job, now, due.is_some()),
         _ if jobs.iter().any(|j| j.unique_rule.is_some()) => rules_call(s, &jobs, now),
@@ -167,6 +182,71 @@ fn script_call(s: &Inner, jobs: &[NewJob], now: i64) -> redis::Cmd {
     debug_assert_eq!(cmd.args_iter().count(), 3 + bases.len() + 1 + PER_JOB * jobs.len());
     cmd
 }
+
+/// Whether `lua/enqueue_many.lua` can store `jobs`: none has a unique key
+/// (whose holder the script would have to look up per job) and no id is
+/// there twice (the script checks resends against the store only). Ids
+/// made in one process ascend, so the set is built only for a batch whose
+/// ids do not.
+fn plain_and_distinct(jobs: &[NewJob]) -> bool {
+    if jobs.iter().any(|j| j.unique_key.is_some()) {
+        return false;
+    }
+    if jobs.windows(2).all(|w| w[0].id < w[1].id) {
+        return true;
+    }
+    let mut seen = std::collections::HashSet::with_capacity(jobs.len());
+    jobs.iter().all(|j| seen.insert(j.id))
+}
+
+/// The call of `lua/enqueue_many.lua` storing `jobs`, all of `queue`, as
+/// [`plain_and_distinct`] lets it: each command's arguments in one range.
+fn many_call(s: &Inner, queue: &str, jobs: &[NewJob], now: i64) -> redis::Cmd {
+    let packed: Vec<Packed> = jobs.iter().map(|j| Packed::of(j, now)).collect();
+    let index_of = |p: &Packed| INDEXES.iter().position(|i| *i == p.index).unwrap_or(0);
+    let mut per_index = [0_usize; 4];
+    for p in &packed {
+        per_index[index_of(p)] += 1;
+    }
+    let timeouts = packed.iter().filter(|p| !p.timeout.is_empty()).count();
+    let mut cmd = scripts::call(&scripts::ENQUEUE_MANY, &[s.keys.base(queue)]);
+    cmd.arg(s.keys.channel()).arg(jobs.len()).arg(per_index[2]).arg(if per_index[0] + per_index[2] > 0 {
+        "1"
+    } else {
+        "0"
+    });
+    for count in per_index {
+        cmd.arg(count);
+    }
+    cmd.arg(timeouts);
+    for p in &packed {
+        cmd.arg(&p.hex);
+    }
+    for p in &packed {
+        cmd.arg(&p.hex).arg(&p.body);
+    }
+    for p in &packed {
+        cmd.arg(&p.hex).arg(&p.state);
+    }
+    for p in &packed {
+        cmd.arg("0").arg(&p.hex);
+    }
+    for (at, index) in INDEXES.iter().enumerate() {
+        if per_index[at] > 0 {
+            for p in packed.iter().filter(|p| p.index == *index) {
+                cmd.arg(&p.score).arg(&p.member);
+            }
+        }
+    }
+    for p in packed.iter().filter(|p| !p.timeout.is_empty()) {
+        cmd.arg(&p.hex).arg(format!("{}\0\0\0", p.timeout));
+    }
+    cmd
+}
+
+/// The indexes a new job goes to, in the order of `lua/enqueue_many.lua`'s
+/// counts.
+const INDEXES: [&str; 4] = ["ready", "scheduled", "kwait", "kscheduled"];
 
 /// The call of `lua/enqueue_one.lua` storing `job`, which has no unique
 /// key; `refresh`: its queue's registry entry is due, and the call writes

@@ -98,12 +98,14 @@ const BACKEND: &str = "redis";
 
 /// True for errors after which the same call may succeed: the server was
 /// unreachable, dropped the connection, timed out, is loading its data set,
-/// or asked to try again (cluster resharding).
+/// runs another client's script still (BUSY, past the call's response
+/// timeout), or asked to try again (cluster resharding).
 pub(crate) fn is_transient(e: &redis::RedisError) -> bool {
     e.is_io_error()
         || e.is_connection_dropped()
         || e.is_connection_refusal()
         || e.is_timeout()
+        || is_busy(e)
         || matches!(
             e.kind(),
             ErrorKind::Server(
@@ -113,6 +115,18 @@ pub(crate) fn is_transient(e: &redis::RedisError) -> bool {
                     | ServerErrorKind::MasterDown
             ) | ErrorKind::ClusterConnectionNotFound
         )
+}
+
+/// True when the server refused every command of the call with BUSY (a
+/// script of another client runs): matched by the error's code, as every
+/// server error here, never by its text (Valkey reworded several).
+pub(crate) fn is_busy(e: &redis::RedisError) -> bool {
+    if e.code() == Some("BUSY") {
+        return true;
+    }
+    e.clone()
+        .into_server_errors()
+        .is_some_and(|errors| !errors.is_empty() && errors.iter().all(|(_, s)| s.code() == "BUSY"))
 }
 
 /// Maps a driver error to `jq_core::Error`: transient ones to

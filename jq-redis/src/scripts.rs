@@ -48,6 +48,11 @@ pub(crate) static ENQUEUE: LazyLock<Lua> = LazyLock::new(|| {
     Lua { code, script: Script::new(code) }
 });
 /// See [`ENQUEUE`].
+pub(crate) static ENQUEUE_MANY: LazyLock<Lua> = LazyLock::new(|| {
+    let code = concat!(include_str!("lua/common/core.lua"), include_str!("lua/enqueue_many.lua"));
+    Lua { code, script: Script::new(code) }
+});
+/// See [`ENQUEUE`].
 pub(crate) static ENQUEUE_ONE: LazyLock<Lua> = LazyLock::new(|| {
     let code = concat!(include_str!("lua/common/core.lua"), include_str!("lua/enqueue_one.lua"));
     Lua { code, script: Script::new(code) }
@@ -81,6 +86,7 @@ script!(KEY_LIMITS, "lua/key_limits.lua");
 pub(crate) fn all() -> [&'static Lua; 26] {
     [
         &ENQUEUE,
+        &ENQUEUE_MANY,
         &ENQUEUE_ONE,
         &ENQUEUE_RULES,
         &CLAIM,

@@ -204,13 +204,17 @@ impl Inner {
     }
 
     /// Runs one command; reloads the scripts and runs it again on NOSCRIPT
-    /// (the server restarted or flushed its script cache).
+    /// (the server restarted or flushed its script cache), and sends it
+    /// again while the server answers BUSY ([`Inner::while_busy`]).
     pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T> {
-        let mut conn = self.conn.clone();
-        match cmd.query_async(&mut conn).await {
+        let send = || {
+            let mut conn = self.conn.clone();
+            async move { cmd.query_async(&mut conn).await }
+        };
+        match self.while_busy(send).await {
             Err(e) if is_noscript(&e) => {
                 self.load_scripts().await.map_err(error::map)?;
-                cmd.query_async(&mut conn).await.map_err(error::map)
+                self.while_busy(send).await.map_err(error::map)
             }
             r => r.map_err(error::map),
         }
@@ -219,13 +223,40 @@ impl Inner {
     /// [`Inner::query`] for a pipeline. Pipelines here only hold idempotent
     /// commands before their scripts, so running one again is safe.
     pub(crate) async fn query_pipe<T: FromRedisValue>(&self, pipe: &redis::Pipeline) -> Result<T> {
-        let mut conn = self.conn.clone();
-        match pipe.query_async(&mut conn).await {
+        let send = || {
+            let mut conn = self.conn.clone();
+            async move { pipe.query_async(&mut conn).await }
+        };
+        match self.while_busy(send).await {
             Err(e) if is_noscript(&e) => {
                 self.load_scripts().await.map_err(error::map)?;
-                pipe.query_async(&mut conn).await.map_err(error::map)
+                self.while_busy(send).await.map_err(error::map)
             }
             r => r.map_err(error::map),
+        }
+    }
+
+    /// Sends `call()` again, after a growing pause, while the server
+    /// answers BUSY to every command of it (another client's script runs:
+    /// nothing of the call ran), for up to the response timeout since the
+    /// first send. Redis 7 reads no command while a script runs shorter than
+    /// its `busy-reply-threshold`, so the call waits in the socket; Valkey
+    /// answers BUSY at once: without this a script of a few hundred
+    /// milliseconds (a large enqueue) failed every other call on Valkey.
+    async fn while_busy<T, F>(&self, mut call: impl FnMut() -> F) -> redis::RedisResult<T>
+    where
+        F: std::future::Future<Output = redis::RedisResult<T>>,
+    {
+        let start = Instant::now();
+        let mut pause = Duration::from_millis(2);
+        loop {
+            match call().await {
+                Err(e) if error::is_busy(&e) && start.elapsed() + pause < self.config.response_timeout => {
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_millis(100));
+                }
+                r => return r,
+            }
         }
     }
 

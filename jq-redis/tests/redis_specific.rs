@@ -9,7 +9,7 @@ mod common;
 use std::time::Duration;
 
 use jq_core::storage::{ClaimRequest, Outcome, PeriodicStorage, Settlement, Storage, StorageExt};
-use jq_core::{Error, Job, JobFilter, ManualClock, NewJob, Payload, Priority, QueueName, State};
+use jq_core::{Error, Job, JobFilter, JobId, ManualClock, NewJob, Payload, Priority, QueueName, State};
 use jq_redis::{RedisConfig, RedisStorage};
 
 fn job(queue: &str, n: usize) -> jq_core::JobBuilder {
@@ -723,6 +723,66 @@ async fn the_rotation_walks_many_keys_in_turn() {
     }
     let expected: Vec<String> = keys.iter().chain(keys.iter()).cloned().collect();
     assert_eq!(order, expected);
+    common::drop_prefix(&prefix).await;
+}
+
+/// A batch of one queue without unique keys takes its own script
+/// (`lua/enqueue_many.lua`): it stores what enqueue.lua stores (Pending,
+/// Scheduled, keyed, with a timeout); a batch holding a resend stores
+/// nothing twice (enqueue.lua answers each job), and one holding an id
+/// twice stores it once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_of_one_queue_is_stored_as_any_batch_stores_it() {
+    jq_testkit::needs!(redis);
+    let prefix = common::prefix();
+    let clock = ManualClock::starting_now();
+    let s = common::connect(&prefix, clock.clock()).await;
+    let variants: [fn() -> jq_core::JobBuilder; 5] = [
+        || job("many", 0).priority(Priority::High),
+        || job("many", 1).delay(Duration::from_secs(60)),
+        || job("many", 2).key("k").priority(Priority::Low),
+        || job("many", 3).key("k").delay(Duration::from_secs(60)),
+        || job("many", 4).timeout(Duration::from_millis(1500)),
+    ];
+    let many: Vec<NewJob> = variants.iter().map(|v| v().build_at(clock.now()).unwrap()).collect();
+    let general: Vec<NewJob> = variants.iter().map(|v| v().build_at(clock.now()).unwrap()).collect();
+    let ids = s.enqueue(many.clone()).await.unwrap();
+    assert_eq!(ids, many.iter().map(|j| j.id).collect::<Vec<_>>());
+    // another queue's job keeps a batch on enqueue.lua
+    let mut mixed = general.clone();
+    mixed.push(job("other", 0).build_at(clock.now()).unwrap());
+    s.enqueue(mixed).await.unwrap();
+    for (a, b) in many.iter().zip(&general) {
+        let (a, b) = (s.get(a.id).await.unwrap(), s.get(b.id).await.unwrap());
+        assert_eq!(Job { id: b.id, ..a.clone() }, b, "a job of one queue's batch is stored as in any batch");
+    }
+    // a resend beside a new job: the resent ones answer their ids, stored once
+    let fresh = job("many", 5).build_at(clock.now()).unwrap();
+    let before = s.get(many[0].id).await.unwrap();
+    let mut again = many.clone();
+    again.push(fresh.clone());
+    let ids = s.enqueue(again.clone()).await.unwrap();
+    assert_eq!(ids, again.iter().map(|j| j.id).collect::<Vec<_>>());
+    assert_eq!(s.get(many[0].id).await.unwrap(), before, "a resend stores nothing");
+    // an id twice in one batch is stored once
+    let twice = job("many", 6).build_at(clock.now()).unwrap();
+    let ids = s.enqueue(vec![twice.clone(), twice.clone()]).await.unwrap();
+    assert_eq!(ids, vec![twice.id, twice.id]);
+    let stats = s.stats().await.unwrap();
+    assert_eq!(
+        (stats.total(State::Pending), stats.total(State::Scheduled)),
+        (3 * 2 + 1 + 1 + 1, 2 * 2),
+        "each pair, the other queue's job, the fresh one and the twice-sent one"
+    );
+    // more than one chunk of 1,000 per command, and a resend in its last chunk
+    let big: Vec<NewJob> = (0..2_500).map(|n| job("big", n).build_at(clock.now()).unwrap()).collect();
+    s.enqueue(big[..2_400].to_vec()).await.unwrap();
+    let ids = s.enqueue(big[2_399..].to_vec()).await.unwrap();
+    assert_eq!(ids, big[2_399..].iter().map(|j| j.id).collect::<Vec<_>>());
+    let claimed = s.claim(&request("big", 3_000)).await.unwrap().jobs;
+    let mut order: Vec<JobId> = claimed.iter().map(|j| j.id).collect();
+    order.sort();
+    assert_eq!(order, big.iter().map(|j| j.id).collect::<Vec<_>>(), "every job once");
     common::drop_prefix(&prefix).await;
 }
 

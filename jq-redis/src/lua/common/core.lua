@@ -1,6 +1,6 @@
 -- common/core.lua: the first part of the library prepended to every jq
 -- script. enqueue.lua gets this part and store.lua only, enqueue_one.lua
--- this part alone: what storing new jobs needs and nothing more, since
+-- and enqueue_many.lua this part alone: what storing new jobs needs and nothing more, since
 -- every script call runs its whole library's definitions again (a closure
 -- each), and an enqueue does little else. It holds the formatting of numbers, the field that keeps a
 -- queue's hashes hashtables, commands in chunks and the lookup of a
@@ -8,7 +8,7 @@
 --
 -- scripts.rs puts the parts before each script in a fixed order, core.lua,
 -- base.lua, workflows.lua, rotation.lua, moves.lua, store.lua (enqueue.lua:
--- core.lua, store.lua; enqueue_one.lua: core.lua): each part uses only what the parts before it
+-- core.lua, store.lua; enqueue_one.lua, enqueue_many.lua: core.lua): each part uses only what the parts before it
 -- define (a Lua local is seen only below its definition).
 
 local function fmt(n)
@@ -30,10 +30,11 @@ local HASHTABLE = 'jq: this field keeps this hash a hashtable (O(1) lookups) how
 
 -- `command key items...` in chunks of 1,000 items, so unpack stays small
 -- (it fails near 8,000). The chunk size is even, so (score, member) pairs
--- of a ZADD never split.
-local function call_chunked(command, key, items)
-  local n = #items
-  local i = 1
+-- of a ZADD never split. `from` and `to` (default: all of them) pick a
+-- range of `items`, so a script can hand on a range of its ARGV.
+local function call_chunked(command, key, items, from, to)
+  local n = to or #items
+  local i = from or 1
   while i <= n do
     local j = math.min(i + 999, n)
     redis.call(command, key, unpack(items, i, j))
