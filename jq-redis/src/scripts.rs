@@ -83,7 +83,7 @@ script!(WORKFLOW_READ, "lua/workflow_read.lua");
 script!(KEY_LIMITS, "lua/key_limits.lua");
 
 /// Every script, for `SCRIPT LOAD` at connect and after a NOSCRIPT.
-pub(crate) fn all() -> [&'static Lua; 26] {
+pub(crate) fn all() -> [&'static Lua; 27] {
     [
         &ENQUEUE,
         &ENQUEUE_MANY,
