@@ -495,7 +495,7 @@ mod tests {
         (
             2,
             "unique_created",
-            "feb11e88aeee10d7c5e0a32b0509ce2e08272c4729fa96c92867f13a0891fd764bbc63ed624ff6544f76fd0105390ed4",
+            "c28b7c4b441e8cbcc432393106d9f1c4e8f6356bd127284d85878e0dd09037b329fae2f448ae1db9b151daa03afe8983",
         ),
     ];
 
