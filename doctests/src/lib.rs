@@ -33,4 +33,6 @@ mod guides {
     struct Workflows;
     #[doc = include_str!("../../docs/http-api.md")]
     struct HttpApi;
+    #[doc = include_str!("../../docs/durable.md")]
+    struct Durable;
 }

@@ -12,6 +12,8 @@
 //! - [`storm`]: drains under connection trouble: every jq connection
 //!   ended every 100 ms (a storm), every connection slot of the server
 //!   taken and held (a starve).
+//! - [`failover`]: a drain while the PostgreSQL primary crashes and its
+//!   streaming replica is promoted (synchronous and asynchronous).
 //! - [`pressure`]: hours under pressure on PostgreSQL: a steady enqueue
 //!   rate through phases of a session idle in a transaction and of
 //!   REPEATABLE READ readers, per bucket jobs/s, pickup latency, dead
@@ -23,6 +25,7 @@
 
 pub mod audit;
 pub mod checker;
+pub mod failover;
 pub mod memory;
 pub mod pressure;
 pub mod scenario;

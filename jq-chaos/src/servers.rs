@@ -90,6 +90,21 @@ fn wait_port(port: u16, patience: Duration) -> bool {
     false
 }
 
+/// A new temporary folder for a server, owned by the `postgres` OS user
+/// when we are root (PostgreSQL refuses to run as root), and that user.
+fn server_dir(prefix: &str) -> Result<(TempDir, Option<(u32, u32)>), String> {
+    let dir = tempfile::Builder::new().prefix(prefix).tempdir().map_err(|e| e.to_string())?;
+    let user = if is_root() {
+        let user =
+            os_user("postgres").ok_or("running as root and there is no `postgres` OS user to run PostgreSQL as")?;
+        std::os::unix::fs::chown(dir.path(), Some(user.0), Some(user.1)).map_err(|e| e.to_string())?;
+        Some(user)
+    } else {
+        None
+    };
+    Ok((dir, user))
+}
+
 /// A private PostgreSQL server. Stopped (immediately) when dropped.
 #[derive(Debug)]
 pub struct PgServer {
@@ -99,6 +114,8 @@ pub struct PgServer {
     user: Option<(u32, u32)>,
     child: Option<Child>,
     max_connections: u32,
+    /// More `-c name=value` settings of the command line.
+    settings: Vec<String>,
     /// How many times it was restarted.
     pub restarts: u32,
 }
@@ -116,20 +133,79 @@ impl PgServer {
     /// [`PgServer::start`] with `max_connections` of the caller's choice
     /// (a scenario that takes every slot wants few).
     pub fn start_with(max_connections: u32) -> Result<PgServer, String> {
+        PgServer::start_configured(max_connections, Vec::new())
+    }
+
+    /// A primary for a streaming replica ([`PgServer::replica_of`]):
+    /// `wal_level = replica` and WAL senders; with `synchronous`, every
+    /// commit waits for a standby to have flushed it
+    /// (`synchronous_standby_names = '*'`): nothing may be written before
+    /// the replica streams.
+    pub fn start_primary(synchronous: bool) -> Result<PgServer, String> {
+        let mut settings = vec!["wal_level=replica".to_owned(), "max_wal_senders=4".to_owned()];
+        if synchronous {
+            settings.push("synchronous_standby_names=*".to_owned());
+        }
+        PgServer::start_configured(PgServer::DEFAULT_MAX_CONNECTIONS, settings)
+    }
+
+    /// A streaming replica of `primary` (a hot standby): `pg_basebackup -R`
+    /// into a new temporary folder, started on a free port.
+    pub fn replica_of(primary: &PgServer) -> Result<PgServer, String> {
+        let extra = postgres_bin_dirs();
+        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+        let Some(basebackup) = find_binary("pg_basebackup", &extra) else {
+            panic!("pg_basebackup not found: {INSTALL_HINT}");
+        };
+        let (dir, user) = server_dir("jq-chaos-replica")?;
+        // The primary listens before it takes connections ("the database
+        // system is starting up"): try again for a while.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let _ = std::fs::remove_dir_all(dir.path().join("data"));
+            let log = File::create(dir.path().join("basebackup.log")).map_err(|e| e.to_string())?;
+            let mut cmd = Command::new(&basebackup);
+            cmd.args(["-h", "127.0.0.1", "-p", &primary.port.to_string(), "-U", "postgres", "-D"])
+                .arg(dir.path().join("data"))
+                .args(["-R", "-X", "stream", "--checkpoint=fast", "--no-sync"]);
+            cmd.current_dir(dir.path())
+                .stdin(Stdio::null())
+                .stdout(log.try_clone().map_err(|e| e.to_string())?)
+                .stderr(log);
+            if let Some((uid, gid)) = user {
+                cmd.uid(uid).gid(gid);
+            }
+            let status = cmd.status().map_err(|e| format!("pg_basebackup: {e}"))?;
+            if status.success() {
+                break;
+            }
+            if Instant::now() > deadline {
+                let log = std::fs::read_to_string(dir.path().join("basebackup.log")).unwrap_or_default();
+                return Err(format!("pg_basebackup failed ({status}): {log}"));
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let mut server = PgServer {
+            dir,
+            port: free_port(),
+            postgres: primary.postgres.clone(),
+            user,
+            child: None,
+            max_connections: primary.max_connections,
+            settings: Vec::new(),
+            restarts: 0,
+        };
+        server.spawn()?;
+        Ok(server)
+    }
+
+    fn start_configured(max_connections: u32, settings: Vec<String>) -> Result<PgServer, String> {
         let extra = postgres_bin_dirs();
         let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
         let (Some(initdb), Some(postgres)) = (find_binary("initdb", &extra), find_binary("postgres", &extra)) else {
             panic!("PostgreSQL binaries (initdb, postgres) not found: {INSTALL_HINT}");
         };
-        let dir = tempfile::Builder::new().prefix("jq-chaos-pg").tempdir().map_err(|e| e.to_string())?;
-        let user = if is_root() {
-            let user =
-                os_user("postgres").ok_or("running as root and there is no `postgres` OS user to run PostgreSQL as")?;
-            std::os::unix::fs::chown(dir.path(), Some(user.0), Some(user.1)).map_err(|e| e.to_string())?;
-            Some(user)
-        } else {
-            None
-        };
+        let (dir, user) = server_dir("jq-chaos-pg")?;
         let data = dir.path().join("data");
         let log = File::create(dir.path().join("initdb.log")).map_err(|e| e.to_string())?;
         let mut cmd = Command::new(&initdb);
@@ -146,7 +222,8 @@ impl PgServer {
             let log = std::fs::read_to_string(dir.path().join("initdb.log")).unwrap_or_default();
             return Err(format!("initdb failed ({status}): {log}"));
         }
-        let mut server = PgServer { dir, port: free_port(), postgres, user, child: None, max_connections, restarts: 0 };
+        let mut server =
+            PgServer { dir, port: free_port(), postgres, user, child: None, max_connections, settings, restarts: 0 };
         server.spawn()?;
         Ok(server)
     }
@@ -162,6 +239,9 @@ impl PgServer {
         cmd.arg("-k").arg(self.dir.path());
         cmd.args(["-c", "listen_addresses=127.0.0.1", "-c", "fsync=on"]);
         cmd.arg("-c").arg(format!("max_connections={}", self.max_connections));
+        for setting in &self.settings {
+            cmd.arg("-c").arg(setting);
+        }
         cmd.current_dir(self.dir.path()).stdin(Stdio::null());
         cmd.stdout(log.try_clone().map_err(|e| e.to_string())?).stderr(log);
         if let Some((uid, gid)) = self.user {
@@ -177,6 +257,11 @@ impl PgServer {
     /// `postgres://postgres@127.0.0.1:<port>/postgres`
     pub fn url(&self) -> String {
         format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+
+    /// Its port on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     /// The server's log file.

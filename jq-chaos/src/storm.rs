@@ -258,7 +258,7 @@ impl fmt::Display for DrainOutcome {
 
 /// The warnings of the workers' logs (`worker-*.log`), counted by message
 /// (the part before the structured fields), most frequent first.
-fn warnings(dir: &Path) -> Vec<(String, usize)> {
+pub(crate) fn warnings(dir: &Path) -> Vec<(String, usize)> {
     let mut counts: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
     let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
     for entry in entries.flatten() {

@@ -82,6 +82,19 @@ already cancelled: sending the cancel again is safe).")]
         #[arg(long, default_value = "")]
         reason: String,
     },
+    /// Send a signal to a durable job: kept until the job's wait of that name takes it; a job
+    /// waiting for it runs again at once.
+    #[command(after_help = "Example: jqctl signal 0190... approved --payload '{\"by\": \"ops\"}'")]
+    Signal {
+        /// The job's id.
+        #[arg(value_parser = parse_job_id)]
+        id: JobId,
+        /// The signal's name, as the handler's wait_for names it.
+        name: String,
+        /// The signal's payload: JSON (default null).
+        #[arg(long, default_value = "null")]
+        payload: String,
+    },
     /// Inspect and retry dead jobs (jobs that failed for good).
     #[command(subcommand)]
     Dead(DeadCommand),

@@ -79,6 +79,8 @@ fn is_bad_input(e: &jq::Error) -> bool {
             | E::PeriodicNotFound { .. }
             | E::WorkflowNotFound { .. }
             | E::ResultTooLarge { .. }
+            | E::DurableLimit { .. }
+            | E::JournalMismatch { .. }
             | E::InvalidState { .. }
             | E::Unsupported { .. }
     )

@@ -399,3 +399,115 @@ mod tests {
         assert_eq!(one_line(&"x".repeat(20), 10), "xxxxxxx...");
     }
 }
+
+/// A durable job's journal as `jqctl get --json` shows it.
+#[derive(Debug, Serialize)]
+pub struct JournalView {
+    /// Every entry, by index.
+    pub entries: Vec<EntryView>,
+    /// The wait the job is in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wait: Option<WaitView>,
+    /// Signals not taken yet, oldest first.
+    pub signals: Vec<SignalView>,
+}
+
+/// One journal entry.
+#[derive(Debug, Serialize)]
+pub struct EntryView {
+    /// Its place, from 0.
+    pub index: u32,
+    /// step, sleep, signal, timeout or patch.
+    pub kind: &'static str,
+    /// The step's (or signal's, or patch's) name.
+    pub name: String,
+    /// When it was recorded.
+    pub at: Timestamp,
+    /// A sleep's instant.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub until: Option<Timestamp>,
+    /// A step's result or a signal's payload.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value: Option<serde_json::Value>,
+}
+
+/// The wait a job is in.
+#[derive(Debug, Serialize)]
+pub struct WaitView {
+    /// The signal's name.
+    pub signal: String,
+    /// When it times out.
+    pub until: Timestamp,
+}
+
+/// A signal not taken yet.
+#[derive(Debug, Serialize)]
+pub struct SignalView {
+    /// Its name.
+    pub name: String,
+    /// When it was sent.
+    pub sent_at: Timestamp,
+}
+
+impl From<&jq::durable::Journal> for JournalView {
+    fn from(j: &jq::durable::Journal) -> Self {
+        JournalView {
+            entries: j
+                .entries
+                .iter()
+                .map(|e| EntryView {
+                    index: e.index,
+                    kind: e.kind.as_str(),
+                    name: e.name.clone(),
+                    at: e.at,
+                    until: e.until,
+                    value: e.value.as_ref().map(|v| {
+                        serde_json::from_str(v.as_str())
+                            .unwrap_or_else(|_| serde_json::Value::String(v.as_str().into()))
+                    }),
+                })
+                .collect(),
+            wait: j.wait.as_ref().map(|w| WaitView { signal: w.name.clone(), until: w.until }),
+            signals: j.signals.iter().map(|s| SignalView { name: s.name.clone(), sent_at: s.sent_at }).collect(),
+        }
+    }
+}
+
+/// The journal lines of `get` for people: one line per entry with its
+/// instant, then what the job sleeps until or waits for, and its signals
+/// not taken yet.
+pub fn journal_text(journal: &jq::durable::Journal, state: State, run_at: Timestamp) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "journal");
+    for e in &journal.entries {
+        let what = match e.kind {
+            jq::durable::EntryKind::Sleep => format!("sleep until {}", e.until.map(instant).unwrap_or_default()),
+            jq::durable::EntryKind::Timeout => format!("wait for {:?}: timed out", e.name),
+            jq::durable::EntryKind::Signal => {
+                format!("wait for {:?}: {}", e.name, e.value.as_ref().map_or("", |v| v.as_str()))
+            }
+            jq::durable::EntryKind::Step => {
+                format!("step {:?}: {}", e.name, e.value.as_ref().map_or("", |v| v.as_str()))
+            }
+            jq::durable::EntryKind::Patch => format!("patch {:?}", e.name),
+        };
+        let _ = writeln!(out, "  {:>3}  {}  {what}", e.index, instant(e.at));
+    }
+    match &journal.wait {
+        Some(w) => {
+            let _ = writeln!(out, "{:<13}signal {:?} until {}", "waits for", w.name, instant(w.until));
+        }
+        None if state == State::Scheduled
+            && journal.entries.last().is_some_and(|e| e.kind == jq::durable::EntryKind::Sleep) =>
+        {
+            let _ = writeln!(out, "{:<13}{}", "sleeps until", instant(run_at));
+        }
+        None => {}
+    }
+    if !journal.signals.is_empty() {
+        let names: Vec<String> =
+            journal.signals.iter().map(|s| format!("{:?} ({})", s.name, instant(s.sent_at))).collect();
+        let _ = writeln!(out, "{:<13}{}", "signals", names.join(", "));
+    }
+    out
+}

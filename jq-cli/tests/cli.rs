@@ -5,6 +5,7 @@
 mod common;
 
 use std::path::Path;
+use std::time::Duration;
 
 use common::{Store, refused};
 
@@ -122,4 +123,55 @@ fn sigterm_lets_running_commands_finish_or_hands_their_jobs_back() {
     assert_eq!(job["state"], "pending", "{job:#}");
     assert_eq!(job["attempts"], 0, "{job:#}");
     assert_eq!(job["errors"], serde_json::json!([]));
+}
+
+/// A durable job whose first run recorded a step and then waits for a
+/// signal (written through the library, as a durable handler's run does):
+/// `jqctl get` shows the journal and what the job waits for, `jqctl
+/// signal` wakes it (Pending), `get --json` lists the signal until it is
+/// taken, and a signal to a finished or unknown job is refused (exit 2).
+#[test]
+fn signal_wakes_a_waiting_job_and_get_shows_its_journal() {
+    use jq::durable::{Record, Suspend, Suspended};
+    use jq::storage::{ClaimRequest, Outcome, Storage, StorageExt};
+
+    let s = Store::sqlite();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let id = runtime.block_on(async {
+        let client = jq::connect(&s.url).await.unwrap();
+        let storage = client.storage();
+        let job = jq::NewJob::builder("order", jq::Payload::from_json("{}").unwrap()).queue("orders").build().unwrap();
+        let id = storage.enqueue_one(job).await.unwrap();
+        let request = ClaimRequest::new(vec![jq::QueueName::new("orders").unwrap()], 1, Duration::from_secs(30), "t");
+        let lease = storage.claim(&request).await.unwrap().jobs[0].lease_ref().unwrap();
+        let durable = storage.require_durable().unwrap();
+        durable
+            .checkpoint(lease, &Record::step(0, "charge", jq::Payload::from_json("\"ch_1\"").unwrap()))
+            .await
+            .unwrap();
+        let until = jq::storage::add(storage.clock().now(), Duration::from_secs(3_600));
+        let wait = Suspend::Wait { index: 1, name: "approved".into(), until };
+        assert_eq!(durable.suspend(lease, &wait).await.unwrap(), Suspended::Waiting);
+        id.to_string()
+    });
+    let shown = s.ok(&["get", &id]);
+    assert!(shown.contains("journal") && shown.contains("step \"charge\": \"ch_1\""), "{shown}");
+    assert!(shown.contains("waits for") && shown.contains("signal \"approved\""), "{shown}");
+
+    assert!(s.ok(&["signal", &id, "approved", "--payload", "{\"by\":\"ops\"}"]).contains("signal \"approved\" sent"));
+    assert_eq!(s.state(&id), "pending", "the signal woke the wait");
+    let json = s.json(&["get", &id]);
+    assert_eq!(json["journal"]["entries"][0]["name"], "charge");
+    assert_eq!(json["journal"]["signals"][0]["name"], "approved", "kept until the wait takes it");
+
+    refused(&s, &["signal", &id, "approved", "--payload", "{oops"], 2, "not valid JSON");
+    refused(&s, &["signal", "0190c3a2-7b1e-7c3d-9a4f-2b8e1d6f0a11", "approved"], 2, "not found");
+    runtime.block_on(async {
+        let client = jq::connect(&s.url).await.unwrap();
+        let storage = client.storage();
+        let request = ClaimRequest::new(vec![jq::QueueName::new("orders").unwrap()], 1, Duration::from_secs(30), "t");
+        let lease = storage.claim(&request).await.unwrap().jobs[0].lease_ref().unwrap();
+        storage.settle_one(lease, Outcome::Ack).await.unwrap();
+    });
+    refused(&s, &["signal", &id, "approved"], 2, "cannot signal");
 }

@@ -24,11 +24,45 @@ pub enum Capability {
     /// Keyed jobs: per-key limits and the fair rotation between keys
     /// ([`KeyStorage`](crate::storage::KeyStorage)).
     Keys,
+    /// Durable jobs: a journal of steps, durable sleeps and signals
+    /// ([`DurableStorage`](crate::storage::DurableStorage)).
+    Durable,
+}
+
+/// A limit of durable jobs, the same on every backend and every path
+/// (the contract's "Durable jobs"); named by
+/// [`Error::DurableLimit`](crate::Error::DurableLimit).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DurableLimit {
+    /// The bytes of one step's result or one signal's payload (JSON text).
+    StepResultBytes,
+    /// The entries of one job's journal.
+    Steps,
+    /// The bytes of one job's journal: its entries' names and values.
+    JournalBytes,
+}
+
+impl DurableLimit {
+    /// The limit's name, as errors and docs give it.
+    pub fn name(self) -> &'static str {
+        match self {
+            DurableLimit::StepResultBytes => "step result bytes",
+            DurableLimit::Steps => "steps per job",
+            DurableLimit::JournalBytes => "journal bytes",
+        }
+    }
+}
+
+impl fmt::Display for DurableLimit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 impl Capability {
     /// Every capability.
-    pub const ALL: [Capability; 7] = [
+    pub const ALL: [Capability; 8] = [
         Capability::Roles,
         Capability::Periodic,
         Capability::Controls,
@@ -36,6 +70,7 @@ impl Capability {
         Capability::Cancellation,
         Capability::Workflows,
         Capability::Keys,
+        Capability::Durable,
     ];
 
     /// What it is for, for people ("named roles", ...).
@@ -48,6 +83,7 @@ impl Capability {
             Capability::Cancellation => "cancelling running jobs and their progress",
             Capability::Workflows => "workflows (results and dependencies)",
             Capability::Keys => "keyed jobs (per-key limits and fair turns between keys)",
+            Capability::Durable => "durable jobs (steps, durable sleeps and signals)",
         }
     }
 
@@ -61,6 +97,7 @@ impl Capability {
             Capability::Cancellation => "CancelStorage",
             Capability::Workflows => "WorkflowStorage",
             Capability::Keys => "KeyStorage",
+            Capability::Durable => "DurableStorage",
         }
     }
 }

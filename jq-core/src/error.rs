@@ -2,7 +2,7 @@
 //! The top of the ground: it names the ids, the states and the
 //! capabilities, and nothing above them (`tests/layers.rs` keeps it so).
 
-use crate::capability::Capability;
+use crate::capability::{Capability, DurableLimit};
 use crate::id::{JobId, WorkflowId};
 use crate::state::State;
 
@@ -167,6 +167,36 @@ pub enum Error {
     WorkflowNotFound {
         /// The id asked for.
         id: WorkflowId,
+    },
+    /// A durable job's write went over one of the contract's limits
+    /// ("Durable jobs": a step's result, the steps of a job, the bytes of
+    /// its journal). Nothing was stored.
+    #[error("{limit} over the limit: {size}, at most {max}; keep large data elsewhere and record a reference to it")]
+    DurableLimit {
+        /// Which limit.
+        limit: DurableLimit,
+        /// What the write would make it.
+        size: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A durable job's journal does not hold what its code asks for at
+    /// this place: the code changed under a running job (a step renamed,
+    /// moved or removed), or a write came for a place already taken.
+    /// Nothing was stored.
+    #[error(
+        "job {id}: journal mismatch at entry {index}: the code asks for {asked}, the journal holds {}",
+        recorded.as_deref().unwrap_or("nothing there")
+    )]
+    JournalMismatch {
+        /// The job.
+        id: JobId,
+        /// The entry's place in the journal, from 0.
+        index: u32,
+        /// What the code asked for (`step "charge"`, `sleep`, ...).
+        asked: String,
+        /// What the journal holds there (`None` past its end).
+        recorded: Option<String>,
     },
     /// Any other error from the backend's driver.
     #[error("{backend} error: {source}")]

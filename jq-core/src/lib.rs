@@ -10,6 +10,8 @@
 //!   ([`Stats`], [`JobFilter`]), time ([`Clock`]) and errors ([`Error`]).
 //! - [`periodic`]: periodic jobs (a cron expression or an interval, one job
 //!   per tick).
+//! - [`durable`]: durable jobs' journal, its entries and limits (the
+//!   handler's side is [`DurableContext`]).
 //! - [`storage`]: what a backend author implements and calls: the core
 //!   trait, the capabilities, [`storage::Wrapper`] for wrappers.
 //! - [`observe`]: the metrics' names and the store's gauges.
@@ -39,6 +41,7 @@ mod backoff;
 mod capability;
 mod clock;
 mod control;
+pub mod durable;
 mod error;
 mod id;
 mod job;
@@ -70,6 +73,6 @@ pub use read::{JobFilter, StateCounts, Stats, Throughput};
 pub use state::State;
 pub use trace::TraceContext;
 pub use worker::{
-    DEFAULT_KEEP_CANCELLED, DEFAULT_KEEP_COMPLETED, DEFAULT_KEEP_DEAD, HandlerError, HandlerResult, JobContext,
-    LIMITED_POLL_INTERVAL, Retention, WorkerHandle, WorkerPool,
+    DEFAULT_KEEP_CANCELLED, DEFAULT_KEEP_COMPLETED, DEFAULT_KEEP_DEAD, DurableContext, HandlerError, HandlerResult,
+    JobContext, LIMITED_POLL_INTERVAL, Retention, Waited, WorkerHandle, WorkerPool,
 };

@@ -25,6 +25,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "control.rs",
             "keys.rs",
             "workflow.rs",
+            "durable.rs",
             "periodic/",
             "read.rs",
             "text.rs",

@@ -1,5 +1,5 @@
 //! The HTTP API on every backend: enqueue (one, a batch, resent, unique),
-//! get, wait, cancel, stats; every bad input a 4xx naming the field with
+//! get, wait, cancel, signal (a durable order approved over HTTP), stats; every bad input a 4xx naming the field with
 //! nothing stored; the token rules; the OpenAPI document as checked in.
 
 #![cfg(all(feature = "sqlite", feature = "postgres", feature = "redis"))]
@@ -328,6 +328,97 @@ async fn tokens_hosts_and_sites(backend: &str) {
     ns.cleanup().await;
 }
 
+/// The order of the durable order flow: charge, wait for an approval,
+/// then ship.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Order {
+    sku: String,
+}
+
+impl jq::JobType for Order {
+    const KIND: &'static str = "order";
+    const QUEUE: &'static str = "orders";
+}
+
+/// An order flow over the HTTP API: an order enqueued by POST runs its
+/// durable handler to its wait for "approved" and waits in the store; the
+/// approval arrives by `POST /api/v1/jobs/{id}/signal` and the run
+/// resumes (its charge step is not run again) and completes with the
+/// signal's payload in its result. A signal to an unknown job is 404, a
+/// bad name 400, a payload over the step result limit 413 (nothing
+/// stored), and a signal to the finished job 409.
+async fn signal_approves_a_durable_order(backend: &str) {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    let ns = namespace(backend).await;
+    let client = ns.connect(Clock::system()).await;
+    let app = api(&client, ApiOptions::new(Options::new()));
+    let charges = Arc::new(AtomicU32::new(0));
+    let counted = charges.clone();
+    let pool = client
+        .worker_pool()
+        .maintenance(false)
+        .poll_interval(Duration::from_millis(10))
+        .register_durable::<Order, _, _>(move |order: Order, ctx: jq::DurableContext| {
+            let charges = counted.clone();
+            async move {
+                let charge: String = ctx
+                    .step("charge", async {
+                        charges.fetch_add(1, Ordering::SeqCst);
+                        Ok::<_, jq::HandlerError>(format!("ch_{}", order.sku))
+                    })
+                    .await?;
+                let approved = match ctx.wait_for::<Value>("approved", Duration::from_secs(86_400)).await? {
+                    jq::Waited::Signal(by) => by,
+                    jq::Waited::TimedOut => return Err(jq::HandlerError::bury("not approved in a day")),
+                };
+                ctx.set_result(&json!({ "charge": charge, "approved": approved })).map_err(jq::HandlerError::bury)?;
+                Ok(())
+            }
+        })
+        .start()
+        .unwrap();
+    let enqueued = post_json(
+        &app,
+        "/api/v1/jobs",
+        &json!({"kind": "order", "queue": "orders", "payload": {"sku": "a1"}}).to_string(),
+    )
+    .await;
+    assert_eq!(enqueued.status, 200, "{}", enqueued.body);
+    let id = json_of(&enqueued)["id"].as_str().unwrap().to_owned();
+    let job_id: jq::JobId = id.parse().unwrap();
+    for _ in 0..3_000 {
+        if client.journal(job_id).await.unwrap().wait.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(client.get(job_id).await.unwrap().state, State::Scheduled, "the order waits in the store");
+
+    let unknown = uuid::Uuid::now_v7();
+    let body = json!({"name": "approved", "payload": {"by": "ops"}}).to_string();
+    assert_eq!(post_json(&app, &format!("/api/v1/jobs/{unknown}/signal"), &body).await.status, 404);
+    let bad = post_json(&app, &format!("/api/v1/jobs/{id}/signal"), &json!({"name": ""}).to_string()).await;
+    assert_eq!(bad.status, 400, "{}", bad.body);
+    let big = json!({"name": "approved", "payload": "x".repeat(jq::durable::MAX_STEP_RESULT_BYTES)}).to_string();
+    assert_eq!(post_json(&app, &format!("/api/v1/jobs/{id}/signal"), &big).await.status, 413);
+    assert!(client.journal(job_id).await.unwrap().signals.is_empty(), "nothing refused was stored");
+
+    let sent = post_json(&app, &format!("/api/v1/jobs/{id}/signal"), &body).await;
+    assert_eq!(sent.status, 202, "{}", sent.body);
+    let done = get(&app, &format!("/api/v1/jobs/{id}/wait?timeout_ms=30000")).await;
+    assert_eq!(json_of(&done)["finished"], true, "{}", done.body);
+    assert_eq!(json_of(&done)["job"]["state"], "completed", "{}", done.body);
+    pool.shutdown().await.unwrap();
+    let result = client.result(job_id).await.unwrap().unwrap();
+    let result: Value = serde_json::from_str(result.as_str()).unwrap();
+    assert_eq!(result, json!({"charge": "ch_a1", "approved": {"by": "ops"}}));
+    assert_eq!(charges.load(Ordering::SeqCst), 1, "the replay did not charge again");
+    assert_eq!(post_json(&app, &format!("/api/v1/jobs/{id}/signal"), &body).await.status, 409);
+    ns.cleanup().await;
+}
+
 macro_rules! on_every_backend {
     ($($test:ident),* $(,)?) => {
         mod sqlite { $( #[tokio::test] async fn $test() { super::$test("sqlite").await } )* }
@@ -336,7 +427,12 @@ macro_rules! on_every_backend {
     };
 }
 
-on_every_backend!(enqueue_get_wait_cancel, bad_input_is_refused_naming_the_field, tokens_hosts_and_sites);
+on_every_backend!(
+    enqueue_get_wait_cancel,
+    bad_input_is_refused_naming_the_field,
+    tokens_hosts_and_sites,
+    signal_approves_a_durable_order,
+);
 
 /// docs/openapi.json is the document the code generates. Regenerate it with
 /// `JQ_UPDATE_OPENAPI=1 cargo test -p jq-dashboard --all-features --test api openapi`.
@@ -361,6 +457,7 @@ fn openapi_document_is_checked_in() {
         "/api/v1/jobs/{id}",
         "/api/v1/jobs/{id}/wait",
         "/api/v1/jobs/{id}/cancel",
+        "/api/v1/jobs/{id}/signal",
         "/api/v1/stats",
     ] {
         assert!(document["paths"].get(path).is_some(), "{path} is documented");

@@ -318,6 +318,45 @@ async fn keys_show_on_the_queues_page(backend: &str) {
     ns.cleanup().await;
 }
 
+/// A durable job's page shows its journal (each entry with its instant,
+/// values escaped), the signal it waits for until when, and its signals not
+/// taken yet; a plain job's page has no journal.
+async fn job_page_shows_the_journal(backend: &str) {
+    use jq::durable::{Record, Suspend, Suspended};
+    use jq::storage::{ClaimRequest, Storage, StorageExt};
+
+    let (ns, client, jobs) = seeded(backend).await;
+    let app = dashboard(&client, Options::new());
+    let storage = client.storage();
+    let job = jq::NewJob::builder("order", jq::Payload::of(&()).unwrap()).queue("durable-orders").build().unwrap();
+    let id = client.enqueue(job).await.unwrap();
+    let request = ClaimRequest::new(
+        vec![jq::QueueName::new("durable-orders").unwrap()],
+        1,
+        std::time::Duration::from_secs(30),
+        "test",
+    );
+    let lease = storage.claim(&request).await.unwrap().jobs[0].lease_ref().unwrap();
+    let durable = storage.require_durable().unwrap();
+    let result = jq::Payload::of(&"<b>ch_1</b>").unwrap();
+    durable.checkpoint(lease, &Record::step(0, "charge", result)).await.unwrap();
+    let until = jq::storage::add(client.clock().now(), std::time::Duration::from_secs(3_600));
+    let wait = Suspend::Wait { index: 1, name: "approved".into(), until };
+    assert_eq!(durable.suspend(lease, &wait).await.unwrap(), Suspended::Waiting);
+    durable.signal(id, "other", &jq::Payload::of(&1).unwrap()).await.unwrap();
+
+    let page = get(&app, &format!("/jobs/{id}")).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("id=\"journal\""), "{}", page.body);
+    assert!(page.body.contains("step \"charge\"") || page.body.contains("step &quot;charge&quot;"), "{}", page.body);
+    assert!(page.body.contains("&lt;b&gt;ch_1&lt;/b&gt;") && !page.body.contains("<b>ch_1"), "values escaped");
+    assert!(page.body.contains("Waits for signal <code>approved</code>"), "{}", page.body);
+    assert!(page.body.contains("Signals not taken yet: <code>other</code>"), "{}", page.body);
+    let plain = get(&app, &format!("/jobs/{}", jobs.dead)).await;
+    assert!(!plain.body.contains("id=\"journal\""), "a plain job has no journal");
+    ns.cleanup().await;
+}
+
 macro_rules! on_every_backend {
     ($($test:ident),* $(,)?) => {
         mod sqlite { $( #[tokio::test] async fn $test() { super::$test("sqlite").await } )* }
@@ -332,6 +371,7 @@ on_every_backend!(
     read_only_and_token,
     nested_links_keep_the_prefix,
     overview_counts_the_last_hour,
+    job_page_shows_the_journal,
 );
 
 mod keyed {

@@ -32,6 +32,7 @@ use uuid::Uuid;
 
 use crate::control::Path;
 use crate::error::map_sqlx;
+use crate::failover::{Hosts, checked};
 use crate::hints::{Key, Starts};
 use crate::liveness::Cuts;
 use crate::row::{decode_job, rfc3339};
@@ -163,6 +164,7 @@ pub(crate) fn claim_pool(
     claim: &Sql1,
     cuts: &Arc<Cuts>,
     pooled: bool,
+    hosts: &Arc<Hosts>,
 ) -> PgPool {
     let pool = cuts
         .guard(PgPoolOptions::new())
@@ -170,13 +172,16 @@ pub(crate) fn claim_pool(
         .acquire_timeout(acquire_timeout)
         .test_before_acquire(false);
     if pooled {
-        return pool.connect_lazy_with(options.clone());
+        return checked(hosts, pool, options).connect_lazy_with(options.clone());
     }
     let options = options.clone().options([("plan_cache_mode", "force_generic_plan")]);
     let claim = claim.clone();
+    let (hosts, template) = (hosts.clone(), options.clone());
     pool.after_connect(move |conn, _| {
-        let claim = claim.clone();
+        let (claim, hosts, template) = (claim.clone(), hosts.clone(), template.clone());
         Box::pin(async move {
+            // A standby is replaced before the claim is planned on it.
+            hosts.ensure(conn, &template).await?;
             warm(conn, &claim).await;
             Ok(())
         })

@@ -76,6 +76,14 @@ impl PostgresConfig {
     /// (`postgres://user[:password]@host[:port]/database`), with the
     /// defaults: schema `jq`, system clock, 1 MiB payload limit, 10
     /// connections and 2 for the claims.
+    ///
+    /// The URL may list several hosts, as libpq's do, for a primary and
+    /// its standbys: `postgres://jq@db1:5432,db2:5432/app?target_session_attrs=read-write`.
+    /// jq connects to the first host in order that answers and, with
+    /// `target_session_attrs=read-write` (or `primary`), takes writes;
+    /// after a failover it finds the new primary the same way
+    /// (docs/operations.md, "Failover"). `target_session_attrs` may also be
+    /// `any` (the default); jq never connects to a standby by choice.
     pub fn new(url: impl Into<String>) -> Self {
         PostgresConfig {
             url: url.into(),

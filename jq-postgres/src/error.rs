@@ -173,6 +173,34 @@ pub enum PostgresError {
         /// What the server said.
         message: String,
     },
+    /// The server answered a write with SQLSTATE 25006
+    /// (read_only_sql_transaction): it is a standby, or the old primary
+    /// after a failover (demoted, or left read-only). Carried by the
+    /// retryable [`jq_core::Error::Unavailable`]: the connection, and every
+    /// one opened before it, is dropped rather than used again, and the
+    /// call retried on a new one (on a URL of several hosts, to the first
+    /// that takes writes).
+    #[error(
+        "PostgreSQL answered read-only (SQLSTATE 25006 read_only_sql_transaction): the server is a standby or a \
+         demoted primary, as after a failover; jq drops its connections and retries on new ones (list every host \
+         in the URL with ?target_session_attrs=read-write, or point it at a name that follows the primary); {source}"
+    )]
+    ReadOnly {
+        /// The driver's error.
+        #[source]
+        source: sqlx::Error,
+    },
+    /// No host of the URL could be used when connecting: each is
+    /// unreachable, or (with `target_session_attrs=read-write`) a standby
+    /// or read-only. Retryable: a failover may be under way.
+    #[error(
+        "no host of {hosts:?} could be used: each is down, or (with target_session_attrs=read-write) a standby or \
+         read-only; a failover may be under way (retry), or the URL lists no primary"
+    )]
+    NoPrimary {
+        /// host:port of each host tried, in the URL's order.
+        hosts: Vec<String>,
+    },
     /// jq's tables are missing from the store: the schema was never
     /// migrated, or is older than this jq (SQLSTATE 42P01 undefined table
     /// or 3F000 undefined schema on jq's own tables). Carried by the fatal
@@ -250,7 +278,9 @@ impl PostgresError {
             PostgresError::Connect { source, .. }
             | PostgresError::Migrate { source, .. }
             | PostgresError::Functions { source, .. } => is_transient(source),
-            PostgresError::NoConnectionLeft { .. } => true,
+            PostgresError::NoConnectionLeft { .. }
+            | PostgresError::ReadOnly { .. }
+            | PostgresError::NoPrimary { .. } => true,
             _ => false,
         }
     }
@@ -321,12 +351,21 @@ fn is_statement_clash(e: &sqlx::Error) -> bool {
         && db.message().contains("prepared statement")
 }
 
+/// SQLSTATE read_only_sql_transaction: a write on a standby or on a
+/// primary made read-only (a failover's old primary).
+pub(crate) const READ_ONLY_SQL_TRANSACTION: &str = "25006";
+
 /// Maps a driver error of a storage operation.
 pub(crate) fn map_sqlx(e: sqlx::Error) -> Error {
     if let sqlx::Error::Database(db) = &e
         && db.code().is_some_and(|c| is_schema_missing_code(&c))
     {
         return Error::Fatal { backend: BACKEND, source: Box::new(PostgresError::SchemaMissing { source: e }) };
+    }
+    if let sqlx::Error::Database(db) = &e
+        && db.code().as_deref() == Some(READ_ONLY_SQL_TRANSACTION)
+    {
+        return Error::Unavailable { backend: BACKEND, source: Box::new(PostgresError::ReadOnly { source: e }) };
     }
     if is_statement_clash(&e) {
         return Error::Fatal { backend: BACKEND, source: Box::new(PostgresError::TransactionPooler { source: e }) };

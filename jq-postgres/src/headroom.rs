@@ -28,6 +28,7 @@ use sqlx::{ConnectOptions, Connection};
 
 use crate::PostgresError;
 use crate::error::BACKEND;
+use crate::failover::Hosts;
 
 /// How long a call runs before it looks at the server's slots.
 pub(crate) const LOOK_AFTER: Duration = Duration::from_secs(1);
@@ -49,6 +50,8 @@ struct Seen {
 /// the connect options out: they hold the password.
 pub(crate) struct Headroom {
     options: Arc<PgConnectOptions>,
+    /// Where the pools connect now (the look follows a failover).
+    hosts: Arc<Hosts>,
     target: String,
     seen: Mutex<Seen>,
     /// One look at a time.
@@ -63,10 +66,16 @@ impl std::fmt::Debug for Headroom {
 
 impl Headroom {
     /// Looks with `options` (the pool's connect options).
-    pub(crate) fn new(options: Arc<PgConnectOptions>) -> Arc<Headroom> {
+    pub(crate) fn new(options: Arc<PgConnectOptions>, hosts: Arc<Hosts>) -> Arc<Headroom> {
         let target =
             format!("{}:{}/{}", options.get_host(), options.get_port(), options.get_database().unwrap_or_default());
-        Arc::new(Headroom { options, target, seen: Mutex::new(Seen::default()), looking: tokio::sync::Mutex::new(()) })
+        Arc::new(Headroom {
+            options,
+            hosts,
+            target,
+            seen: Mutex::new(Seen::default()),
+            looking: tokio::sync::Mutex::new(()),
+        })
     }
 
     fn seen(&self) -> std::sync::MutexGuard<'_, Seen> {
@@ -138,7 +147,7 @@ impl Headroom {
             }
             seen.looked = Some(Instant::now());
         }
-        let refused = match tokio::time::timeout(LOOK_TIMEOUT, self.options.connect()).await {
+        let refused = match tokio::time::timeout(LOOK_TIMEOUT, self.hosts.aim(&self.options).connect()).await {
             Ok(Ok(conn)) => {
                 let _ = tokio::time::timeout(LOOK_TIMEOUT, conn.close()).await;
                 None

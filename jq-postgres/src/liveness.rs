@@ -45,7 +45,7 @@ impl Cuts {
     }
 
     /// A call was cut short now: every connection opened until now is suspect.
-    fn cut(&self) {
+    pub(crate) fn cut(&self) {
         let now = u64::try_from(self.base.elapsed().as_nanos()).unwrap_or(u64::MAX).max(1);
         self.last.fetch_max(now, Ordering::Relaxed);
     }

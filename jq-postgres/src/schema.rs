@@ -43,7 +43,8 @@ mod plan_tests;
 /// checksums).
 const MIGRATIONS: &[(&str, &str)] = &[
     ("baseline", include_str!("../migrations/0001_baseline.sql")),
-    ("unique_created", include_str!("../migrations/0002_unique_created.sql")),
+    ("durable", include_str!("../migrations/0002_durable.sql")),
+    ("unique_created", include_str!("../migrations/0003_unique_created.sql")),
 ];
 
 /// The newest schema version this build knows: how many migrations
@@ -208,6 +209,22 @@ pub(crate) struct Sql {
     pub key_limits_clear: Sql1,
     pub key_limits_list: Sql1,
     pub key_busiest: Sql1,
+    pub durable_leased: Sql1,
+    pub durable_lock: Sql1,
+    pub durable_mark: Sql1,
+    pub durable_size: Sql1,
+    pub durable_entry: Sql1,
+    pub durable_entries: Sql1,
+    pub durable_append: Sql1,
+    pub durable_wait_get: Sql1,
+    pub durable_wait_put: Sql1,
+    pub durable_wait_clear: Sql1,
+    pub durable_signal_peek: Sql1,
+    pub durable_signal_take: Sql1,
+    pub durable_signal_put: Sql1,
+    pub durable_signals: Sql1,
+    pub durable_park: Sql1,
+    pub durable_wake: Sql1,
 }
 
 /// One statement's text, and whether sqlx may prepare it as a named
@@ -298,6 +315,22 @@ impl Sql {
             key_limits_clear: s(include_str!("sql/key_limits_clear.sql")),
             key_limits_list: s(include_str!("sql/key_limits_list.sql")),
             key_busiest: s(include_str!("sql/key_busiest.sql")),
+            durable_leased: s(include_str!("sql/durable_leased.sql")),
+            durable_lock: s(include_str!("sql/durable_lock.sql")),
+            durable_mark: s(include_str!("sql/durable_mark.sql")),
+            durable_size: s(include_str!("sql/durable_size.sql")),
+            durable_entry: s(include_str!("sql/durable_entry.sql")),
+            durable_entries: s(include_str!("sql/durable_entries.sql")),
+            durable_append: s(include_str!("sql/durable_append.sql")),
+            durable_wait_get: s(include_str!("sql/durable_wait_get.sql")),
+            durable_wait_put: s(include_str!("sql/durable_wait_put.sql")),
+            durable_wait_clear: s(include_str!("sql/durable_wait_clear.sql")),
+            durable_signal_peek: s(include_str!("sql/durable_signal_peek.sql")),
+            durable_signal_take: s(include_str!("sql/durable_signal_take.sql")),
+            durable_signal_put: s(include_str!("sql/durable_signal_put.sql")),
+            durable_signals: s(include_str!("sql/durable_signals.sql")),
+            durable_park: s(include_str!("sql/durable_park.sql")),
+            durable_wake: s(include_str!("sql/durable_wake.sql")),
         }
     }
 }
@@ -494,6 +527,11 @@ mod tests {
         ),
         (
             2,
+            "durable",
+            "05ae1173756e2e6fd0e511f45f5a0727dd825de29998a59d9110748563c6c6d0079ba8d541a48db455dd73bc6e067e9b",
+        ),
+        (
+            3,
             "unique_created",
             "c28b7c4b441e8cbcc432393106d9f1c4e8f6356bd127284d85878e0dd09037b329fae2f448ae1db9b151daa03afe8983",
         ),

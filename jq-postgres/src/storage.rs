@@ -3,14 +3,16 @@
 
 use std::str::FromStr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use jq_core::durable::{Journal, Record, Suspend, Suspended};
 use jq_core::periodic::{Fire, FireOutcome, PeriodicInfo};
 use jq_core::storage::{
-    Beat, CancelAnswer, CancelStorage, Capabilities, ClaimRequest, ControlStorage, Election, KeyStorage, Leader,
-    LeaseRef, LeaseToken, PeriodicStorage, ProgressReport, RoleStorage, Settled, Settlement, Storage,
-    ThroughputStorage, WorkSignal,
+    Beat, CancelAnswer, CancelStorage, Capabilities, ClaimRequest, ControlStorage, DurableStorage, Election,
+    KeyStorage, Leader, LeaseRef, LeaseToken, PeriodicStorage, ProgressReport, RoleStorage, Settled, Settlement,
+    Storage, ThroughputStorage, WorkSignal,
 };
 use jq_core::workflow::WorkflowPlan;
 use jq_core::{
@@ -21,8 +23,8 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, Connection, PgPool, Postgres, Transaction};
 
 use crate::{
-    PostgresConfig, PostgresError, admin, cancel, claim, control, election, enqueue, headroom, hints, keyed, liveness,
-    maintenance, periodic, pooler, schema, settle, wake, workflow,
+    PostgresConfig, PostgresError, admin, cancel, claim, control, durable, election, enqueue, failover, headroom,
+    hints, keyed, liveness, maintenance, periodic, pooler, schema, settle, wake, workflow,
 };
 
 /// jq's storage in a PostgreSQL schema. Cheap to clone: clones share the
@@ -64,14 +66,63 @@ pub(crate) struct Inner {
     pub(crate) listen: wake::Listen,
     /// Whether the server has connection slots left (`headroom.rs`).
     pub(crate) headroom: Arc<headroom::Headroom>,
+    /// The URL's hosts and the one the pools connect to (`failover.rs`).
+    pub(crate) hosts: Arc<failover::Hosts>,
+    /// The [`failover::Hosts::generation`] the pools were last pointed at.
+    followed: AtomicUsize,
 }
 
 impl Inner {
     /// Runs one storage call within the response timeout (`liveness.rs`),
     /// looking at the server's connection slots when it is slow
     /// (`headroom.rs`).
+    ///
+    /// A failed call may be the sign of a failover (`failover.rs`): one
+    /// that met a read-only server drops every connection opened before
+    /// it; one that met a read-only server or one that is gone starts a
+    /// search for the primary among the URL's hosts.
     pub(crate) async fn timed<T>(&self, call: impl std::future::Future<Output = Result<T>>) -> Result<T> {
-        self.headroom.watch(self.cuts.timed(self.response_timeout, call)).await
+        self.follow();
+        let answer = self.headroom.watch(self.cuts.timed(self.response_timeout, call)).await;
+        if let Err(error) = &answer {
+            self.failed(error);
+        }
+        answer
+    }
+
+    /// Points the pools at the current host when another handle's search
+    /// moved it.
+    fn follow(&self) {
+        // Two loads on every call; a store only when the host moved.
+        let generation = self.hosts.generation();
+        if self.followed.load(Ordering::Relaxed) != generation {
+            self.followed.store(generation, Ordering::Relaxed);
+            self.hosts.follow(&self.pool);
+            self.hosts.follow(&self.claims);
+        }
+    }
+
+    /// After a call failed with `error`: what its sign asks for.
+    fn failed(&self, error: &jq_core::Error) {
+        let Some(sign) = failover::sign(error) else { return };
+        if sign == failover::Sign::ReadOnly {
+            // Its pings succeed, so the pool would keep it: drop it, and
+            // every connection opened before it (to the same server).
+            self.cuts.cut();
+            tracing::warn!(
+                %error,
+                "PostgreSQL answered read-only (a standby, or the old primary after a failover): jq drops its \
+                 connections and reconnects"
+            );
+        }
+        if !self.hosts.several() {
+            return;
+        }
+        self.hosts.search(
+            (*self.pool.connect_options()).clone(),
+            vec![self.pool.clone(), self.claims.clone()],
+            self.cuts.clone(),
+        );
     }
 
     /// Single statements and jq's own transactions on the pool.
@@ -92,7 +143,17 @@ impl PostgresStorage {
     /// call [`PostgresStorage::migrate`] once per deployment.
     pub async fn connect(config: PostgresConfig) -> Result<Self, PostgresError> {
         config.check()?;
-        let mut options = named(PgConnectOptions::from_str(&config.url).map_err(PostgresError::InvalidUrl)?, &config);
+        let split = failover::split(&config.url)?;
+        let per_host = split
+            .urls
+            .iter()
+            .map(|url| PgConnectOptions::from_str(url).map_err(PostgresError::InvalidUrl))
+            .collect::<Result<Vec<_>, _>>()?;
+        let hosts = failover::Hosts::new(&per_host, split.read_write, config.response_timeout);
+        let Some(first) = per_host.into_iter().next() else {
+            return Err(PostgresError::InvalidUrl(sqlx::Error::Configuration("the URL names no host".into())));
+        };
+        let mut options = named(first, &config);
         if config.transaction_pooler {
             // Nothing a pooler refuses at startup; the statement timeout
             // rides each BEGIN instead (`pooler.rs`).
@@ -113,17 +174,34 @@ impl PostgresStorage {
                 format!("no answer within {:?} (response_timeout)", config.response_timeout),
             )),
         };
-        let probe = tokio::time::timeout(config.response_timeout, options.connect())
-            .await
-            .map_err(|_| silent(target.clone()))?
-            .map_err(|source| PostgresError::connect(target.clone(), source))?;
+        let probe = if hosts.several() {
+            // The first host in order that answers (and takes writes,
+            // with target_session_attrs=read-write) becomes the pools'.
+            let found = hosts.find(&options).await;
+            found.ok_or_else(|| PostgresError::NoPrimary { hosts: hosts.names() })?
+        } else {
+            let mut probe = tokio::time::timeout(config.response_timeout, options.connect())
+                .await
+                .map_err(|_| silent(target.clone()))?
+                .map_err(|source| PostgresError::connect(target.clone(), source))?;
+            if hosts.read_write() {
+                let writable = tokio::time::timeout(config.response_timeout, failover::Hosts::writable(&mut probe))
+                    .await
+                    .map_err(|_| silent(target.clone()))?
+                    .map_err(|source| PostgresError::Connect { target: target.clone(), source })?;
+                if !writable {
+                    return Err(PostgresError::NoPrimary { hosts: hosts.names() });
+                }
+            }
+            probe
+        };
         tokio::time::timeout(config.response_timeout, probe.close())
             .await
             .map_err(|_| silent(target.clone()))?
             .map_err(|source| PostgresError::Connect { target, source })?;
+        let options = hosts.aim(&options);
         let cuts = liveness::Cuts::new();
-        let pool = cuts
-            .guard(PgPoolOptions::new())
+        let pool = failover::checked(&hosts, cuts.guard(PgPoolOptions::new()), &options)
             .max_connections(config.max_connections)
             .acquire_timeout(config.acquire_timeout)
             // A ping before every acquire would double the round trips of
@@ -132,7 +210,7 @@ impl PostgresStorage {
             .test_before_acquire(false)
             .connect_lazy_with(options);
         let listen = listen(&config)?;
-        Self::build(pool, config, cuts, listen)
+        Self::build(pool, config, cuts, listen, hosts)
     }
 
     /// Uses an existing pool (shared with the application, say). Only the
@@ -151,7 +229,8 @@ impl PostgresStorage {
     /// a statement timeout through `config`, not the pool's options.
     pub fn from_pool(pool: PgPool, config: PostgresConfig) -> Result<Self, PostgresError> {
         let listen = listen(&config)?;
-        Self::build(pool, config, liveness::Cuts::new(), listen)
+        let hosts = failover::Hosts::new(&[(*pool.connect_options()).clone()], false, config.response_timeout);
+        Self::build(pool, config, liveness::Cuts::new(), listen, hosts)
     }
 
     fn build(
@@ -159,6 +238,7 @@ impl PostgresStorage {
         config: PostgresConfig,
         cuts: Arc<liveness::Cuts>,
         listen: wake::Listen,
+        hosts: Arc<failover::Hosts>,
     ) -> Result<Self, PostgresError> {
         config.check()?;
         let pooled = config.transaction_pooler.then(|| pooler::Pooled::new(config.statement_timeout));
@@ -174,10 +254,13 @@ impl PostgresStorage {
             &sql.claim,
             &cuts,
             pooled.is_some(),
+            &hosts,
         );
-        let headroom = headroom::Headroom::new(pool.connect_options());
+        let headroom = headroom::Headroom::new(pool.connect_options(), hosts.clone());
         let inner = Inner {
             headroom,
+            followed: AtomicUsize::new(hosts.generation()),
+            hosts,
             pool,
             claims,
             clock: config.clock,
@@ -376,14 +459,13 @@ impl Storage for PostgresStorage {
             Some(timeout) => config.statement_timeout(timeout),
             None => config,
         };
-        let pool = inner
-            .cuts
-            .guard(PgPoolOptions::new())
+        let options = inner.hosts.aim(&inner.pool.connect_options());
+        let pool = failover::checked(&inner.hosts, inner.cuts.guard(PgPoolOptions::new()), &options)
             .max_connections(2)
             .acquire_timeout(inner.acquire_timeout)
             .test_before_acquire(false)
-            .connect_lazy_with((*inner.pool.connect_options()).clone());
-        Self::build(pool, config, inner.cuts.clone(), inner.listen.clone()).ok()
+            .connect_lazy_with(options);
+        Self::build(pool, config, inner.cuts.clone(), inner.listen.clone(), inner.hosts.clone()).ok()
     }
 
     fn clock(&self) -> Clock {
@@ -398,6 +480,7 @@ impl Storage for PostgresStorage {
             cancellation: Some(self),
             workflows: Some(self),
             keys: Some(self),
+            durable: Some(self),
         }
     }
 }
@@ -481,6 +564,25 @@ impl ControlStorage for PostgresStorage {
 
     async fn queues(&self) -> Result<Vec<QueueInfo>> {
         self.inner.timed(control::queues(&self.inner)).await
+    }
+}
+
+#[async_trait]
+impl DurableStorage for PostgresStorage {
+    async fn checkpoint(&self, lease: LeaseRef, record: &Record) -> Result<()> {
+        self.inner.timed(durable::checkpoint(&self.inner, lease, record)).await
+    }
+
+    async fn suspend(&self, lease: LeaseRef, suspend: &Suspend) -> Result<Suspended> {
+        self.inner.timed(durable::suspend(&self.inner, lease, suspend)).await
+    }
+
+    async fn signal(&self, id: JobId, name: &str, payload: &jq_core::Payload) -> Result<()> {
+        self.inner.timed(durable::signal(&self.inner, id, name, payload)).await
+    }
+
+    async fn journal(&self, id: JobId) -> Result<Journal> {
+        self.inner.timed(durable::journal(&self.inner, id)).await
     }
 }
 

@@ -27,6 +27,7 @@ use tokio::task::JoinHandle;
 
 use crate::Inner;
 use crate::error::map_sqlx;
+use crate::failover::{Hosts, checked};
 use crate::headroom::Headroom;
 use crate::liveness::Cuts;
 
@@ -116,6 +117,7 @@ pub(crate) fn subscribe(inner: &Inner) -> Option<WorkSignal> {
         timeout: inner.response_timeout,
         cuts: inner.cuts.clone(),
         headroom: inner.headroom.clone(),
+        hosts: matches!(inner.listen, Listen::Pool).then(|| inner.hosts.clone()),
     };
     let task = runtime.spawn(run(link, tx.clone()));
     *running = Some((tx, task));
@@ -136,6 +138,9 @@ struct Link {
     cuts: Arc<Cuts>,
     /// Says when a pool timeout means the server has no slot left.
     headroom: Arc<Headroom>,
+    /// With the pool's options: the hosts, whose current one each new
+    /// connection goes to (it follows a failover).
+    hosts: Option<Arc<Hosts>>,
 }
 
 /// Listens until every receiver is gone, reconnecting with backoff.
@@ -161,15 +166,21 @@ async fn run(link: Link, tx: watch::Sender<u64>) {
 /// One connection's life: returns Ok when the receivers are gone, Err when
 /// the connection failed, went silent, or could not be re-established.
 async fn listen(link: &Link, tx: &watch::Sender<u64>, backoff: &mut Duration) -> jq_core::Result<()> {
-    let pool = link
-        .cuts
-        .guard(PgPoolOptions::new())
+    let (options, pool) = match &link.hosts {
+        Some(hosts) => {
+            let options = hosts.aim(&link.options);
+            let pool = checked(hosts, link.cuts.guard(PgPoolOptions::new()), &options);
+            (options, pool)
+        }
+        None => ((*link.options).clone(), link.cuts.guard(PgPoolOptions::new())),
+    };
+    let pool = pool
         .max_connections(1)
         .min_connections(0)
         .acquire_timeout(Duration::from_secs(2).min(link.timeout))
         .max_lifetime(None)
         .idle_timeout(None)
-        .connect_lazy_with((*link.options).clone());
+        .connect_lazy_with(options);
     let mut listener = PgListener::connect_with(&pool).await.map_err(map_sqlx)?;
     link.cuts.timed(link.timeout, async { listener.listen(&link.channel).await.map_err(map_sqlx) }).await?;
     *backoff = FIRST_BACKOFF;

@@ -2,5 +2,5 @@
 
 mod common;
 
-jq_testkit::conformance!(common::harness; roles, periodic, controls, throughput, cancellation, workflows, keys);
+jq_testkit::conformance!(common::harness; roles, periodic, controls, throughput, cancellation, workflows, keys, durable);
 jq_testkit::properties!(common::harness; periodic, workflows);

@@ -131,3 +131,71 @@ fn schema_missing(err: &Error) -> bool {
             if matches!(source.downcast_ref(), Some(jq_postgres::PostgresError::SchemaMissing { .. }))
     )
 }
+
+/// `url` with one more query parameter.
+fn with_param(url: &str, param: &str) -> String {
+    if url.contains('?') { format!("{url}&{param}") } else { format!("{url}?{param}") }
+}
+
+/// A server whose sessions are read-only, as a demoted primary's are: its
+/// writes answer SQLSTATE 25006 while its pings succeed.
+fn read_only_url() -> String {
+    with_param(&common::url(), "options=-c%20default_transaction_read_only%3Don")
+}
+
+#[tokio::test]
+async fn a_read_only_answer_is_retryable_and_drops_the_connection() {
+    jq_testkit::needs!(postgres);
+    let f = Fixture::new().await;
+    let s = PostgresStorage::connect(PostgresConfig::new(read_only_url()).schema(&f.schema).max_connections(1))
+        .await
+        .unwrap();
+    let before: i32 = sqlx::query_scalar("SELECT pg_backend_pid()").fetch_one(s.pool()).await.unwrap();
+    let err =
+        s.enqueue_one(NewJob::builder("k", Payload::from_json("{}").unwrap()).build().unwrap()).await.unwrap_err();
+    assert!(err.is_retryable(), "{err:?}");
+    let Error::Unavailable { source, .. } = &err else { panic!("{err:?}") };
+    assert!(matches!(source.downcast_ref::<PostgresError>(), Some(PostgresError::ReadOnly { .. })), "{err:?}");
+    assert!(err.to_string().contains("25006"), "{err}");
+    // The pool's one connection answered read-only: it is not used again.
+    let after: i32 = sqlx::query_scalar("SELECT pg_backend_pid()").fetch_one(s.pool()).await.unwrap();
+    assert_ne!(before, after, "the read-only connection was used again");
+    s.close().await;
+    f.cleanup().await;
+}
+
+#[tokio::test]
+async fn read_write_sessions_refuse_a_read_only_server_at_connect() {
+    jq_testkit::needs!(postgres);
+    let url = with_param(&read_only_url(), "target_session_attrs=read-write");
+    let err = PostgresStorage::connect(PostgresConfig::new(url)).await.unwrap_err();
+    assert!(matches!(err, PostgresError::NoPrimary { .. }), "{err:?}");
+    assert!(err.is_unavailable());
+}
+
+#[tokio::test]
+async fn a_multi_host_url_goes_to_the_first_host_that_answers() {
+    jq_testkit::needs!(postgres);
+    let f = Fixture::new().await;
+    // A host that is down first, then the server.
+    let url = common::url().replacen('@', &format!("@127.0.0.1:{},", closed_port()), 1);
+    assert!(url.contains(','), "the test URL has no user part to put a host before: {url}");
+    for url in [url.clone(), with_param(&url, "target_session_attrs=read-write")] {
+        let s = PostgresStorage::connect(PostgresConfig::new(url).schema(&f.schema)).await.unwrap();
+        s.enqueue_one(NewJob::builder("k", Payload::from_json("{}").unwrap()).build().unwrap()).await.unwrap();
+        s.close().await;
+    }
+    let s = f.connect(Clock::system()).await;
+    assert_eq!(s.stats().await.unwrap().total(jq_core::State::Pending), 2);
+    s.close().await;
+    f.cleanup().await;
+}
+
+#[test]
+fn a_standby_target_is_refused() {
+    let url = "postgres://postgres@h1:5432,h2:5432/postgres?target_session_attrs=standby";
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let err = rt.block_on(PostgresStorage::connect(PostgresConfig::new(url))).unwrap_err();
+    assert!(matches!(err, PostgresError::InvalidUrl(_)), "{err:?}");
+    assert!(err.to_string().contains("target_session_attrs=standby"), "{err}");
+}

@@ -19,7 +19,7 @@ use jq_core::storage::{ClaimRequest, Outcome, Settlement, Storage, StorageExt};
 use jq_core::{Clock, Error, NewJob, Payload, QueueName, State, WorkerPool};
 use jq_postgres::{PostgresConfig, PostgresError, PostgresStorage};
 
-jq_testkit::conformance!(common::pgbouncer::harness; roles, periodic, controls, throughput, cancellation, workflows, keys);
+jq_testkit::conformance!(common::pgbouncer::harness; roles, periodic, controls, throughput, cancellation, workflows, keys, durable);
 jq_testkit::properties!(common::pgbouncer::harness; periodic);
 
 fn job(queue: &str, n: usize) -> NewJob {

@@ -124,6 +124,7 @@ mod cancel;
 mod claim;
 mod config;
 mod control;
+mod durable;
 mod election;
 mod enqueue;
 mod error;

@@ -42,6 +42,11 @@
 //! | `P:{P:Q}:kcursor` | hash | priority (its 11 digits) -> the key the rotation served last there |
 //! | `P:{P:Q}:klimits` | hash | key limits: `""` the queue's default, `<K>` key K's override; `concurrency rate_limit rate_period` (microseconds), `""` when none |
 //! | `P:{P:Q}:kstarts:<K>` | sorted set | key K's start log while its limits have a rate: member `<token>:<id>`, score its start; claim drops those that left the window |
+//! | `P:{P:Q}:journal:<id>` | list | a durable job's journal, one item per entry by index: `kind name until at value` (`lua/durable.lua`) |
+//! | `P:{P:Q}:signals:<id>` | list | a durable job's signals not taken yet, oldest first: `sent_at name payload` |
+//! | `P:{P:Q}:jbytes` | hash | id -> the bytes of the job's journal (its limit) |
+//! | `P:{P:Q}:waits` | hash | id -> the wait the job is in: `index name until` |
+//! | `P:{P:Q}:durable` | hash | id -> `1` for each job with durable keys (purge deletes them) |
 //! | `P:queues` | set | registry of queue names (its own slot) |
 //! | `P:role:{P:role:R}` | hash | the holder of role `R` (`RoleStorage::elect`): `token holder expires_at`; deleted on resign; the role in its own hash tag |
 //! | `P:roles` | set | registry of role names ever elected (its own slot), for `leaders` |

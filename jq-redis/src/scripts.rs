@@ -81,9 +81,11 @@ script!(PROGRESS, "lua/progress.lua");
 script!(WORKFLOW_ENQUEUE, "lua/workflow_enqueue.lua");
 script!(WORKFLOW_READ, "lua/workflow_read.lua");
 script!(KEY_LIMITS, "lua/key_limits.lua");
+script!(DURABLE, "lua/durable.lua");
+script!(DURABLE_READ, "lua/durable_read.lua");
 
 /// Every script, for `SCRIPT LOAD` at connect and after a NOSCRIPT.
-pub(crate) fn all() -> [&'static Lua; 27] {
+pub(crate) fn all() -> [&'static Lua; 29] {
     [
         &ENQUEUE,
         &ENQUEUE_MANY,
@@ -112,6 +114,8 @@ pub(crate) fn all() -> [&'static Lua; 27] {
         &WORKFLOW_ENQUEUE,
         &WORKFLOW_READ,
         &KEY_LIMITS,
+        &DURABLE,
+        &DURABLE_READ,
     ]
 }
 

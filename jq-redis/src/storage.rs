@@ -424,6 +424,7 @@ impl Storage for RedisStorage {
             cancellation: Some(self),
             workflows: Some(self),
             keys: Some(self),
+            durable: Some(self),
         }
     }
 }
@@ -492,6 +493,29 @@ impl ControlStorage for RedisStorage {
 impl ThroughputStorage for RedisStorage {
     async fn throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {
         admin::throughput(&self.inner, since).await
+    }
+}
+
+#[async_trait]
+impl jq_core::storage::DurableStorage for RedisStorage {
+    async fn checkpoint(&self, lease: LeaseRef, record: &jq_core::durable::Record) -> Result<()> {
+        crate::durable::checkpoint(&self.inner, lease, record).await
+    }
+
+    async fn suspend(
+        &self,
+        lease: LeaseRef,
+        suspend: &jq_core::durable::Suspend,
+    ) -> Result<jq_core::durable::Suspended> {
+        crate::durable::suspend(&self.inner, lease, suspend).await
+    }
+
+    async fn signal(&self, id: JobId, name: &str, payload: &jq_core::Payload) -> Result<()> {
+        crate::durable::signal(&self.inner, id, name, payload).await
+    }
+
+    async fn journal(&self, id: JobId) -> Result<jq_core::durable::Journal> {
+        crate::durable::journal(&self.inner, id).await
     }
 }
 

@@ -63,7 +63,7 @@ async fn setup() -> Option<ClusterHarness> {
     Some(ClusterHarness { prefix: format!("jqtest:{}", uuid::Uuid::new_v4().simple()) })
 }
 
-jq_testkit::conformance!(setup; roles, periodic, controls, throughput, cancellation, workflows, keys);
+jq_testkit::conformance!(setup; roles, periodic, controls, throughput, cancellation, workflows, keys, durable);
 jq_testkit::properties!(setup; periodic, workflows);
 
 fn job(queue: &str, n: usize) -> jq_core::JobBuilder {

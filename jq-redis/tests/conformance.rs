@@ -8,5 +8,5 @@ mod common;
 
 use common::setup;
 
-jq_testkit::conformance!(setup; roles, periodic, controls, throughput, cancellation, workflows, keys);
+jq_testkit::conformance!(setup; roles, periodic, controls, throughput, cancellation, workflows, keys, durable);
 jq_testkit::properties!(setup; periodic, workflows);

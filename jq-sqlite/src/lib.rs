@@ -55,6 +55,7 @@ mod claim;
 mod config;
 mod control;
 mod counts;
+mod durable;
 mod election;
 mod enqueue;
 mod error;

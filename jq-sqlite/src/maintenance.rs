@@ -144,6 +144,8 @@ pub(crate) fn purge_batch(conn: &Connection, state: State, older_than: Timestamp
     let mut tally = Tally::default();
     let mut n = 0;
     let mut gone: Vec<Vec<u8>> = Vec::new();
+    // Jobs with a journal (flow bit 8): none for plain jobs, never allocated.
+    let mut journals: Vec<Vec<u8>> = Vec::new();
     {
         let mut stmt = conn.prepare_cached(PURGE).map_err(db)?;
         let mut rows = stmt.query(params![state.as_str(), older_than.timestamp_micros(), limit]).map_err(db)?;
@@ -154,6 +156,9 @@ pub(crate) fn purge_batch(conn: &Connection, state: State, older_than: Timestamp
             if flow & (crate::workflow::IN_WORKFLOW | crate::workflow::HAS_RESULT) != 0 {
                 gone.push(r.get::<_, Vec<u8>>(2).map_err(db)?);
             }
+            if flow & crate::durable::DURABLE != 0 {
+                journals.push(r.get::<_, Vec<u8>>(2).map_err(db)?);
+            }
         }
     }
     for id in gone {
@@ -162,6 +167,9 @@ pub(crate) fn purge_batch(conn: &Connection, state: State, older_than: Timestamp
         if let Some(workflow) = crate::workflow::purged(conn, &id)? {
             tally.add_steps(&workflow, state, -1);
         }
+    }
+    for id in journals {
+        crate::durable::purged(conn, &id)?;
     }
     tally.apply(conn)?;
     Ok(n)

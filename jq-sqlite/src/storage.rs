@@ -12,9 +12,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use jq_core::periodic::{Fire, FireOutcome, PeriodicInfo};
 use jq_core::storage::{
-    Beat, CancelAnswer, CancelStorage, Capabilities, ClaimAnswer, ClaimRequest, ControlStorage, Election, KeyStorage,
-    Leader, LeaseRef, LeaseToken, PeriodicStorage, ProgressReport, RoleStorage, Settled, Settlement, Storage,
-    ThroughputStorage, WorkSignal,
+    Beat, CancelAnswer, CancelStorage, Capabilities, ClaimAnswer, ClaimRequest, ControlStorage, DurableStorage,
+    Election, KeyStorage, Leader, LeaseRef, LeaseToken, PeriodicStorage, ProgressReport, RoleStorage, Settled,
+    Settlement, Storage, ThroughputStorage, WorkSignal,
 };
 use jq_core::{
     Clock, Error, Job, JobFilter, JobId, KeyReport, NewJob, QueueInfo, QueueLimits, QueueName, Result, State, Stats,
@@ -27,7 +27,8 @@ use crate::config::{Location, SqliteConfig};
 use crate::error::{BACKEND, SqliteError, command_panicked, writer_gone};
 use crate::schema::{self, Role};
 use crate::writer::{Alive, Command, Reply, Writer, panic_message};
-use crate::{admin, control, election, enqueue, keyed, periodic, wake, workflow};
+use crate::{admin, control, durable, election, enqueue, keyed, periodic, wake, workflow};
+use jq_core::durable::{Journal, Record, Suspend, Suspended};
 use jq_core::workflow::{JobLinks, ParentResult, StepInfo, WorkflowId, WorkflowInfo, WorkflowPlan};
 
 /// The embedded SQLite backend. Cheap to clone (an `Arc` inside); the
@@ -378,6 +379,7 @@ impl Storage for SqliteStorage {
             cancellation: Some(self),
             workflows: Some(self),
             keys: Some(self),
+            durable: Some(self),
         }
     }
 }
@@ -496,6 +498,30 @@ impl ControlStorage for SqliteStorage {
 impl ThroughputStorage for SqliteStorage {
     async fn throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {
         self.read(move |conn| admin::throughput(conn, since)).await
+    }
+}
+
+#[async_trait]
+impl DurableStorage for SqliteStorage {
+    async fn checkpoint(&self, lease: LeaseRef, record: &Record) -> Result<()> {
+        let record = Box::new(record.clone());
+        self.call(|reply| Command::Checkpoint { lease, record, reply }).await
+    }
+
+    async fn suspend(&self, lease: LeaseRef, suspend: &Suspend) -> Result<Suspended> {
+        let suspend = Box::new(suspend.clone());
+        self.call(|reply| Command::Suspend { lease, suspend, reply }).await
+    }
+
+    async fn signal(&self, id: JobId, name: &str, payload: &jq_core::Payload) -> Result<()> {
+        // Refused before the writer's queue: the same check runs in the command.
+        jq_core::durable::check_signal(name, payload)?;
+        let (name, payload) = (name.to_owned(), payload.clone());
+        self.call(|reply| Command::Signal { id, name, payload, reply }).await
+    }
+
+    async fn journal(&self, id: JobId) -> Result<Journal> {
+        self.read(move |conn| durable::journal(conn, id)).await
     }
 }
 

@@ -34,7 +34,9 @@ use tokio::sync::{oneshot, watch};
 
 use crate::counts::ClaimedQueues;
 use crate::error::SharedFailure;
-use crate::{admin, cancel, claim, control, election, enqueue, keyed, maintenance, periodic, settle, workflow};
+use crate::{
+    admin, cancel, claim, control, durable, election, enqueue, keyed, maintenance, periodic, settle, workflow,
+};
 
 /// Where a command's answer goes.
 pub(crate) type Reply<T> = oneshot::Sender<Result<T>>;
@@ -70,6 +72,22 @@ pub(crate) enum Command {
     Progress {
         reports: Vec<ProgressReport>,
         reply: Reply<Vec<JobId>>,
+    },
+    Checkpoint {
+        lease: LeaseRef,
+        record: Box<jq_core::durable::Record>,
+        reply: Reply<()>,
+    },
+    Suspend {
+        lease: LeaseRef,
+        suspend: Box<jq_core::durable::Suspend>,
+        reply: Reply<jq_core::durable::Suspended>,
+    },
+    Signal {
+        id: JobId,
+        name: String,
+        payload: jq_core::Payload,
+        reply: Reply<()>,
     },
     Promote {
         reply: Reply<u64>,
@@ -154,6 +172,7 @@ enum Answer {
     Fired(Reply<FireOutcome>, Result<FireOutcome>),
     Beat(Reply<Beat>, Result<Beat>),
     Cancel(Reply<CancelAnswer>, Result<CancelAnswer>),
+    Suspended(Reply<jq_core::durable::Suspended>, Result<jq_core::durable::Suspended>),
 }
 
 macro_rules! each_answer {
@@ -168,6 +187,7 @@ macro_rules! each_answer {
             Answer::Fired($reply, $result) => $body,
             Answer::Beat($reply, $result) => $body,
             Answer::Cancel($reply, $result) => $body,
+            Answer::Suspended($reply, $result) => $body,
         }
     };
 }
@@ -220,6 +240,17 @@ impl Command {
                 (Answer::Cancel(reply, cancel::request(conn, id, &reason, now)), false)
             }
             Command::Progress { reports, reply } => (Answer::Ids(reply, cancel::progress(conn, &reports)), false),
+            Command::Checkpoint { lease, record, reply } => {
+                (Answer::Unit(reply, durable::checkpoint(conn, lease, &record, now)), false)
+            }
+            Command::Suspend { lease, suspend, reply } => {
+                (Answer::Suspended(reply, durable::suspend(conn, lease, &suspend, now, claimed)), false)
+            }
+            Command::Signal { id, name, payload, reply } => {
+                let r = durable::signal(conn, id, &name, &payload, now);
+                let wakes = matches!(r, Ok(true));
+                (Answer::Unit(reply, r.map(drop)), wakes)
+            }
             Command::Promote { reply } => {
                 let r = maintenance::promote(conn, now);
                 let wakes = matches!(&r, Ok(n) if *n > 0);
@@ -296,6 +327,10 @@ impl Command {
             Command::Heartbeat { reply, .. } => Answer::Beat(reply, Err(failure.to_error())),
             Command::RequestCancel { reply, .. } => Answer::Cancel(reply, Err(failure.to_error())),
             Command::Progress { reply, .. } => Answer::Ids(reply, Err(failure.to_error())),
+            Command::Suspend { reply, .. } => Answer::Suspended(reply, Err(failure.to_error())),
+            Command::Checkpoint { reply, .. } | Command::Signal { reply, .. } => {
+                Answer::Unit(reply, Err(failure.to_error()))
+            }
             Command::Promote { reply } | Command::Recover { reply } | Command::PurgeBatch { reply, .. } => {
                 Answer::Count(reply, Err(failure.to_error()))
             }

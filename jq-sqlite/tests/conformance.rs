@@ -47,5 +47,5 @@ async fn setup() -> SqliteHarness {
     SqliteHarness { dir: Mutex::new(Some(dir)), path }
 }
 
-jq_testkit::conformance!(setup; roles, periodic, controls, throughput, cancellation, workflows, keys);
+jq_testkit::conformance!(setup; roles, periodic, controls, throughput, cancellation, workflows, keys, durable);
 jq_testkit::properties!(setup; periodic, workflows);

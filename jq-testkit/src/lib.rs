@@ -228,7 +228,7 @@ pub trait Harness: Send + Sync + 'static {
 ///
 /// ```text
 /// jq_testkit::conformance!(setup);                                        // a core-only backend
-/// jq_testkit::conformance!(setup; roles, periodic, controls, throughput, cancellation, workflows, keys); // every capability
+/// jq_testkit::conformance!(setup; roles, periodic, controls, throughput, cancellation, workflows, keys, durable); // every capability
 /// ```
 ///
 /// `$setup` is an async fn (or any expression callable with no argument
@@ -423,11 +423,26 @@ macro_rules! __capability_tests {
             pool_under_a_key_limit_never_exceeds_it,
         );
     };
+    (durable, $setup:expr) => {
+        $crate::__conformance_tests!(
+            $setup;
+            durable_step_survives_an_expired_lease_and_stale_writes_are_refused,
+            durable_sleep_holds_no_slot_and_runs_at_its_time,
+            durable_signal_sent_before_the_wait_is_taken_once,
+            durable_signal_sent_after_the_wait_wakes_the_job_once,
+            durable_signal_to_an_unknown_or_finished_job_is_refused,
+            durable_limits_are_refused_alike_on_every_path,
+            durable_purge_takes_the_journal_with_it,
+            durable_pool_replays_a_killed_run_and_sleeps_to_its_time,
+            durable_pool_ends_a_mismatch_dead_and_patches_change_code_safely,
+            durable_pool_waits_for_a_signal_or_its_timeout,
+        );
+    };
     ($other:ident, $setup:expr) => {
         compile_error!(concat!(
             "unknown capability `",
             stringify!($other),
-            "`: use roles, periodic, controls, throughput, cancellation, workflows or keys"
+            "`: use roles, periodic, controls, throughput, cancellation, workflows, keys or durable"
         ));
     };
 }

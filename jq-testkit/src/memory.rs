@@ -26,6 +26,7 @@ use tokio::sync::watch;
 
 use crate::Harness;
 
+mod durable;
 mod keys;
 mod workflow;
 
@@ -43,6 +44,8 @@ struct Shared {
     graph: Mutex<workflow::Graph>,
     /// Keyed jobs' limits and rotation cursors: locked after `jobs` and `controls`.
     keys: Mutex<keys::Keys>,
+    /// Durable jobs' journals: locked after `jobs`.
+    journals: Mutex<durable::Journals>,
     signal: watch::Sender<u64>,
 }
 
@@ -102,6 +105,7 @@ impl MemoryStorage {
                 controls: Mutex::new(BTreeMap::new()),
                 graph: Mutex::new(workflow::Graph::default()),
                 keys: Mutex::new(keys::Keys::default()),
+                journals: Mutex::new(durable::Journals::default()),
                 signal,
             }),
             clock: Clock::system(),
@@ -157,6 +161,10 @@ impl MemoryStorage {
 
     fn keys(&self) -> MutexGuard<'_, keys::Keys> {
         self.shared.keys.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn journals(&self) -> MutexGuard<'_, durable::Journals> {
+        self.shared.journals.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn bump(&self) {
@@ -594,11 +602,13 @@ impl Storage for MemoryStorage {
         jq_core::storage::check_purge_state(state)?;
         let mut map = self.jobs();
         let mut graph = self.graph();
+        let mut journals = self.journals();
         let before = map.len();
         map.retain(|id, j| {
             let purge = j.state == state && j.finished_at.is_some_and(|f| f < older_than);
             if purge {
                 graph.purged(*id);
+                journals.purged(*id);
             }
             !purge
         });
@@ -621,6 +631,7 @@ impl Storage for MemoryStorage {
             cancellation: Some(self),
             workflows: Some(self),
             keys: Some(self),
+            durable: Some(self),
         }
     }
 }
@@ -844,6 +855,7 @@ impl Harness for MemoryHarness {
         self.storage.controls().clear();
         self.storage.graph().clear();
         self.storage.keys().clear();
+        self.storage.journals().clear();
     }
 }
 

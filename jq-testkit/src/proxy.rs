@@ -9,7 +9,10 @@
 //! are accepted and held the same way) until [`Proxy::resume`];
 //! [`Proxy::strand`] does it for good to the connections open now while
 //! new ones pass (a NAT that lost its table, a failover to a new address);
-//! [`Proxy::reset`] closes every connection with an RST.
+//! [`Proxy::reset`] closes every connection with an RST;
+//! [`Proxy::retarget`] sends new connections to another server and leaves
+//! the open ones where they are (a virtual IP or an HAProxy moved to a new
+//! primary after a failover).
 //!
 //! One task per connection forwards both directions; a silenced direction
 //! stops reading, so the sender's kernel buffers fill as they would
@@ -56,7 +59,7 @@ pub struct Proxy {
 
 #[derive(Debug)]
 struct Shared {
-    target: SocketAddr,
+    target: Mutex<SocketAddr>,
     state: Mutex<State>,
     accepted: AtomicU64,
 }
@@ -89,7 +92,7 @@ impl Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
-            target,
+            target: Mutex::new(target),
             state: Mutex::new(State { new: Flow::Open, links: Vec::new() }),
             accepted: AtomicU64::new(0),
         });
@@ -102,9 +105,15 @@ impl Proxy {
         self.addr
     }
 
-    /// The address the proxy forwards to.
+    /// The address the proxy forwards new connections to.
     pub fn target(&self) -> SocketAddr {
-        self.shared.target
+        *self.shared.target.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// New connections go to `target` from now on; the open ones stay
+    /// with the server they reached.
+    pub fn retarget(&self, target: SocketAddr) {
+        *self.shared.target.lock().unwrap_or_else(|e| e.into_inner()) = target;
     }
 
     /// Every connection, open or new, goes silent: nothing is forwarded
@@ -186,7 +195,7 @@ async fn accept(listener: TcpListener, shared: Arc<Shared>) {
             state.links.push(Link { flow: flow.clone(), stranded: false });
             (flow, watch)
         };
-        let target = shared.target;
+        let target = *shared.target.lock().unwrap_or_else(|e| e.into_inner());
         tokio::spawn(async move {
             // The sender lives in the proxy's list; this one keeps the
             // channel open for as long as the link runs.

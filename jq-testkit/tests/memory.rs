@@ -6,5 +6,5 @@ async fn setup() -> MemoryHarness {
     MemoryHarness::new()
 }
 
-jq_testkit::conformance!(setup; roles, periodic, controls, throughput, cancellation, workflows, keys);
+jq_testkit::conformance!(setup; roles, periodic, controls, throughput, cancellation, workflows, keys, durable);
 jq_testkit::properties!(setup; periodic, workflows);

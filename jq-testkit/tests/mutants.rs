@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use jq_core::durable::{Record, Suspend, Suspended};
 use jq_core::periodic::{Fire, FireOutcome};
 use jq_core::storage::{
     ClaimRequest, Election, LeaseRef, LeaseToken, Settled, Settlement, Storage, StorageExt, Wrapper,
@@ -55,6 +56,16 @@ enum Bug {
     /// enqueue() decides a rule per connection (a process-local lock or
     /// cache), not in the store: each connection sees its own key.
     RulesPerConnection,
+    /// checkpoint() does not check the token (a stale worker's write lands).
+    CheckpointUnfenced,
+    /// A wait that takes a signal leaves it stored (taken twice).
+    SignalKept,
+    /// suspend() skips the journal's limits (checked on checkpoint only:
+    /// Inngest PR #4212).
+    SuspendUnlimited,
+    /// A sleep answers Waiting but leaves the job Running under its lease
+    /// (it would hold a slot until its lease expired).
+    SleepHoldsTheLease,
 }
 
 #[derive(Clone)]
@@ -160,6 +171,29 @@ impl Wrapper for Mutant {
         finished.sort();
         let cutoff = finished.get(1_000).copied().unwrap_or(older_than);
         self.inner.purge(state, cutoff).await
+    }
+    async fn checkpoint(&self, mut lease: LeaseRef, record: &Record) -> Result<()> {
+        if self.bug == Bug::CheckpointUnfenced
+            && let Some(token) = self.inner.get(lease.id).await.ok().and_then(|j| j.token())
+        {
+            lease.token = token;
+        }
+        self.inner.require_durable()?.checkpoint(lease, record).await
+    }
+    async fn suspend(&self, lease: LeaseRef, suspend: &Suspend) -> Result<Suspended> {
+        let durable = self.inner.require_durable()?;
+        if self.bug == Bug::SleepHoldsTheLease && matches!(suspend, Suspend::Sleep { .. }) {
+            return Ok(Suspended::Waiting);
+        }
+        let answer = durable.suspend(lease, suspend).await;
+        match (&answer, suspend) {
+            (Err(jq_core::Error::DurableLimit { .. }), _) if self.bug == Bug::SuspendUnlimited => Ok(Suspended::Due),
+            (Ok(Suspended::Signal(payload)), Suspend::Wait { name, .. }) if self.bug == Bug::SignalKept => {
+                durable.signal(lease.id, name, payload).await?;
+                answer
+            }
+            _ => answer,
+        }
     }
     async fn elect(&self, election: &Election) -> Result<bool> {
         let won = self.inner.require_roles()?.elect(election).await?;
@@ -374,4 +408,32 @@ fn model_catches_ignored_rules() {
     assert!(model_catches(Bug::DebounceIgnored));
     assert!(model_catches(Bug::PeriodIgnored));
     assert!(model_catches(Bug::ReplaceIgnored));
+}
+
+#[test]
+fn scenarios_catch_durable_jobs_broken_four_ways() {
+    let h = MutantHarness::new(Bug::CheckpointUnfenced);
+    assert!(fails(|| {
+        jq_testkit::__private::block_on(
+            jq_testkit::scenarios::durable_step_survives_an_expired_lease_and_stale_writes_are_refused(&h),
+        )
+    }));
+    let h = MutantHarness::new(Bug::SignalKept);
+    assert!(fails(|| {
+        jq_testkit::__private::block_on(jq_testkit::scenarios::durable_signal_sent_before_the_wait_is_taken_once(&h))
+    }));
+    let h = MutantHarness::new(Bug::SignalKept);
+    assert!(fails(|| {
+        jq_testkit::__private::block_on(jq_testkit::scenarios::durable_signal_sent_after_the_wait_wakes_the_job_once(
+            &h,
+        ))
+    }));
+    let h = MutantHarness::new(Bug::SuspendUnlimited);
+    assert!(fails(|| {
+        jq_testkit::__private::block_on(jq_testkit::scenarios::durable_limits_are_refused_alike_on_every_path(&h))
+    }));
+    let h = MutantHarness::new(Bug::SleepHoldsTheLease);
+    assert!(fails(|| {
+        jq_testkit::__private::block_on(jq_testkit::scenarios::durable_sleep_holds_no_slot_and_runs_at_its_time(&h))
+    }));
 }

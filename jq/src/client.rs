@@ -162,6 +162,25 @@ impl<S: Storage> Client<S> {
         Ok(answer)
     }
 
+    /// Sends signal `name` with `payload` (any serializable value) to
+    /// durable job `id`: kept until a [`DurableContext::wait_for`](jq_core::DurableContext::wait_for)
+    /// of that name takes it (each signal once, oldest first), and a job
+    /// waiting for it runs again at once. [`Error::NotFound`] for an
+    /// unknown job, [`Error::InvalidState`] for a finished one,
+    /// [`Error::DurableLimit`] for a payload over
+    /// [`MAX_STEP_RESULT_BYTES`](jq_core::durable::MAX_STEP_RESULT_BYTES);
+    /// [`Error::Unsupported`] on a storage without durable jobs.
+    pub async fn signal<T: serde::Serialize + ?Sized>(&self, id: JobId, name: &str, payload: &T) -> Result<()> {
+        let payload = jq_core::Payload::of(payload)?;
+        self.storage.require_durable()?.signal(id, name, &payload).await
+    }
+
+    /// A durable job's journal: its steps with their instants, the wait it
+    /// is in and its signals not taken yet (empty for a plain job).
+    pub async fn journal(&self, id: JobId) -> Result<jq_core::durable::Journal> {
+        self.storage.require_durable()?.journal(id).await
+    }
+
     /// Gives a Dead job one more attempt (Dead -> Pending, errors kept);
     /// another state gives [`Error::InvalidState`].
     pub async fn retry(&self, id: JobId) -> Result<()> {

@@ -105,13 +105,13 @@ pub use url::BackendUrl;
 pub use jq_core::storage::CancelAnswer;
 pub use jq_core::{
     AttemptError, Backoff, BoxError, CancelRequest, Clock, ConstantBackoff, DEFAULT_KEEP_CANCELLED,
-    DEFAULT_KEEP_COMPLETED, DEFAULT_KEEP_DEAD, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_QUEUE, Error,
-    ExponentialBackoff, HandlerError, HandlerResult, IntoJob, Job, JobBuilder, JobContext, JobFilter, JobId, JobType,
-    KeyInfo, KeyLimit, KeyReport, Lease, ManualClock, NewJob, Payload, Priority, QueueInfo, QueueLimits, QueueName,
-    Rate, Result, Retention, Seen, State, StateCounts, Stats, Throughput, Timestamp, TraceContext, UniqueRule,
-    WorkerHandle, WorkerPool,
+    DEFAULT_KEEP_COMPLETED, DEFAULT_KEEP_DEAD, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_QUEUE,
+    DurableContext, Error, ExponentialBackoff, HandlerError, HandlerResult, IntoJob, Job, JobBuilder, JobContext,
+    JobFilter, JobId, JobType, KeyInfo, KeyLimit, KeyReport, Lease, ManualClock, NewJob, Payload, Priority, QueueInfo,
+    QueueLimits, QueueName, Rate, Result, Retention, Seen, State, StateCounts, Stats, Throughput, Timestamp,
+    TraceContext, UniqueRule, Waited, WorkerHandle, WorkerPool,
 };
-pub use jq_core::{observe, periodic, storage, workflow};
+pub use jq_core::{durable, observe, periodic, storage, workflow};
 
 /// The SQLite backend (feature `sqlite`), with the `rusqlite` it is built
 /// with (`jq::sqlite::rusqlite`) for [`Client::enqueue_tx`].

@@ -9,18 +9,18 @@ mod common;
 
 #[cfg(feature = "sqlite")]
 mod sqlite {
-    jq_testkit::conformance!(super::common::sqlite; roles, periodic, controls, throughput, cancellation, workflows, keys);
+    jq_testkit::conformance!(super::common::sqlite; roles, periodic, controls, throughput, cancellation, workflows, keys, durable);
     jq_testkit::properties!(super::common::sqlite; periodic, workflows);
 }
 
 #[cfg(feature = "postgres")]
 mod postgres {
-    jq_testkit::conformance!(super::common::postgres; roles, periodic, controls, throughput, cancellation, workflows, keys);
+    jq_testkit::conformance!(super::common::postgres; roles, periodic, controls, throughput, cancellation, workflows, keys, durable);
     jq_testkit::properties!(super::common::postgres; periodic, workflows);
 }
 
 #[cfg(feature = "redis")]
 mod redis {
-    jq_testkit::conformance!(super::common::redis; roles, periodic, controls, throughput, cancellation, workflows, keys);
+    jq_testkit::conformance!(super::common::redis; roles, periodic, controls, throughput, cancellation, workflows, keys, durable);
     jq_testkit::properties!(super::common::redis; periodic, workflows);
 }

@@ -1,10 +1,10 @@
-//! The commands that change jobs: `cancel`, `dead retry`, `purge`.
+//! The commands that change jobs: `cancel`, `signal`, `dead retry`, `purge`.
 
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use jq::CancelAnswer;
-use jq::storage::Storage;
+use jq::storage::{Storage, StorageExt};
 use jq::{JobFilter, JobId, State};
 use serde::Serialize;
 
@@ -43,6 +43,16 @@ pub async fn cancel<S: Storage>(storage: &S, id: JobId, reason: &str, json: bool
         view::emit_json(&serde_json::json!({ "id": id.to_string(), "answer": word, "state": state }))
     } else {
         view::emit(&text)
+    }
+}
+
+/// `jqctl signal ID NAME [--payload JSON]`.
+pub async fn signal<S: Storage>(storage: &S, id: JobId, name: &str, payload: &jq::Payload, json: bool) -> CliResult {
+    storage.require_durable()?.signal(id, name, payload).await?;
+    if json {
+        view::emit_json(&serde_json::json!({ "id": id.to_string(), "signal": name }))
+    } else {
+        view::emit(&format!("signal {name:?} sent to {id}\n"))
     }
 }
 

@@ -41,6 +41,8 @@ pub enum Action {
     },
     /// Cancel a job, with a reason.
     Cancel(JobId, String),
+    /// Send a signal to a durable job.
+    Signal(JobId, String, jq::Payload),
     /// List dead jobs.
     DeadList(PageArgs),
     /// Retry one dead job, or all of them.
@@ -93,6 +95,7 @@ impl Action {
             Command::List(args) => Action::List(args),
             Command::Stats { watch } => Action::Stats { watch },
             Command::Cancel { id, reason } => Action::Cancel(id, reason),
+            Command::Signal { id, name, payload } => Action::Signal(id, name, jq::Payload::from_json(payload)?),
             Command::Dead(DeadCommand::List(page)) => Action::DeadList(page),
             Command::Dead(DeadCommand::Retry { id: Some(id), .. }) => Action::DeadRetry(RetryTarget::One(id)),
             Command::Dead(DeadCommand::Retry { id: None, queue, .. }) => Action::DeadRetry(RetryTarget::All(queue)),
@@ -120,6 +123,7 @@ impl Action {
             Action::Stats { watch: None } => read::stats(&storage, json).await,
             Action::Stats { watch: Some(every) } => read::watch_stats(&storage, every, json).await,
             Action::Cancel(id, reason) => admin::cancel(&storage, id, &reason, json).await,
+            Action::Signal(id, name, payload) => admin::signal(&storage, id, &name, &payload, json).await,
             Action::DeadList(page) => read::list(&storage, Some(State::Dead), &page, json, true).await,
             Action::DeadRetry(target) => admin::retry(&storage, target, json).await,
             Action::Purge { state, older_than } => admin::purge(&storage, state, older_than, json).await,

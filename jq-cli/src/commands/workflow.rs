@@ -24,6 +24,9 @@ pub struct JobWithLinks {
     /// The result stored with its ack.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub result: Option<serde_json::Value>,
+    /// A durable job's journal (absent for a job without one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub journal: Option<crate::view::JournalView>,
 }
 
 fn json_of(p: &Payload) -> serde_json::Value {
@@ -31,7 +34,8 @@ fn json_of(p: &Payload) -> serde_json::Value {
 }
 
 /// `jqctl get ID`: the job, and on a store with workflows its links and
-/// result.
+/// result, on one with durable jobs its journal (each entry with its
+/// instant, and what the job sleeps until or waits for).
 pub async fn get<S: Storage>(storage: &S, id: JobId, json: bool) -> CliResult {
     let job = storage.get(id).await?;
     let (links, result) = match storage.capabilities().workflows {
@@ -42,16 +46,24 @@ pub async fn get<S: Storage>(storage: &S, id: JobId, json: bool) -> CliResult {
         }
         None => (None, None),
     };
+    let journal = match storage.capabilities().durable {
+        Some(durable) => Some(durable.journal(id).await?).filter(|j| *j != jq::durable::Journal::default()),
+        None => None,
+    };
     if json {
         return view::emit_json(&JobWithLinks {
             job: JobView::from(&job),
             links,
             result: result.as_ref().map(json_of),
+            journal: journal.as_ref().map(view::JournalView::from),
         });
     }
     let mut text = view::job_details(&job);
     if let Some(links) = &links {
         text.push_str(&links_text(links));
+    }
+    if let Some(journal) = &journal {
+        text.push_str(&view::journal_text(journal, job.state, job.run_at));
     }
     if let Some(result) = &result {
         let pretty = serde_json::to_string_pretty(&json_of(result)).unwrap_or_else(|_| result.as_str().to_owned());

@@ -21,10 +21,11 @@
 //! | [`Capability::Cancellation`] | [`CancelStorage`](super::CancelStorage) | cancelling running jobs, progress |
 //! | [`Capability::Workflows`] | [`WorkflowStorage`](super::WorkflowStorage) | results, dependencies, batches |
 //! | [`Capability::Keys`] | [`KeyStorage`](super::KeyStorage) | per-key limits, fair turns between keys |
+//! | [`Capability::Durable`] | [`DurableStorage`](super::DurableStorage) | durable jobs: steps, sleeps, signals |
 
 use std::time::Duration;
 
-pub use crate::capability::Capability;
+pub use crate::capability::{Capability, DurableLimit};
 use crate::clock::Timestamp;
 use crate::error::{Error, Result};
 use crate::id::LeaseToken;

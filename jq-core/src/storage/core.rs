@@ -1,6 +1,6 @@
 //! The traits every backend implements, written from the one list of
 //! operations (`operations.rs`): the core ([`Storage`]: the job lifecycle,
-//! its reads, a clock, and the [`Capabilities`] it declares) and the seven
+//! its reads, a clock, and the [`Capabilities`] it declares) and the eight
 //! capability traits; and the conveniences over them ([`StorageExt`]).
 
 use std::fmt;

@@ -50,13 +50,13 @@ mod workflow;
 mod wrapper;
 
 pub use self::core::{
-    CancelStorage, Capabilities, ControlStorage, KeyStorage, PeriodicStorage, RoleStorage, Storage, StorageExt,
-    ThroughputStorage, WorkflowStorage,
+    CancelStorage, Capabilities, ControlStorage, DurableStorage, KeyStorage, PeriodicStorage, RoleStorage, Storage,
+    StorageExt, ThroughputStorage, WorkflowStorage,
 };
 pub use cancel::{
     CancelAnswer, MAX_CANCEL_REASON_BYTES, MAX_PROGRESS_BYTES, ProgressReport, cancel_reason, check_progress,
 };
-pub use capability::{Capability, Election, Leader, MAINTENANCE_ROLE, check_role, unsupported};
+pub use capability::{Capability, DurableLimit, Election, Leader, MAINTENANCE_ROLE, check_role, unsupported};
 pub use keys::refuse_keys;
 pub use types::{
     Beat, ClaimAnswer, ClaimRequest, Limited, Outcome, Settled, Settlement, WorkSignal, check_purge_state, held_by,

@@ -1,7 +1,7 @@
 //! Every storage operation, listed once: the list [`__storage_operations!`](crate::__storage_operations)
 //! hands to a macro that writes something from it. From this one list come
 //!
-//! - the traits: [`Storage`](super::Storage) and the seven capability
+//! - the traits: [`Storage`](super::Storage) and the eight capability
 //!   traits, with the contract of each operation (`core.rs`);
 //! - the capability set a backend declares ([`Capabilities`](super::Capabilities)),
 //!   and [`StorageExt`](super::StorageExt)'s `require_*` (`core.rs`);
@@ -368,6 +368,62 @@ macro_rules! __storage_operations {
                     /// ([`KeyReport::busiest`]).
                     Keys => async fn keys(&self, queue: &$crate::QueueName, top: usize)
                         -> $crate::Result<$crate::KeyReport>;
+                }
+                /// Durable jobs: a journal per job of steps' results, durable sleeps,
+                /// waits and the signals they take ([`Capability::Durable`](super::Capability::Durable)).
+                /// The repository's `docs/CONTRACT.md` ("Durable jobs") has every rule
+                /// with its reason; a plain job's operations are untouched by it.
+                Durable: DurableStorage, durable, require_durable {
+                    /// Appends `record` (a step's result or a patch marker) to the
+                    /// job's journal, fenced by the lease like a settlement: a stale
+                    /// token, or a job no longer Running, stores nothing
+                    /// ([`Error::LeaseLost`](crate::Error::LeaseLost)). The record's
+                    /// index must be the journal's length; an entry already at its place
+                    /// that is the same record (index, kind, name) is a resend and changes
+                    /// nothing; anything else is [`Error::JournalMismatch`](crate::Error::JournalMismatch).
+                    /// The limits of [`check_append`](crate::durable::check_append) are
+                    /// checked in the same atomic step ([`Error::DurableLimit`](crate::Error::DurableLimit));
+                    /// a sleep, a signal or a timeout is [`Error::InvalidInput`](crate::Error::InvalidInput)
+                    /// here (they go through [`suspend`](Self::suspend)).
+                    Checkpoint => async fn checkpoint(&self, lease: $crate::storage::LeaseRef,
+                        record: &$crate::durable::Record) -> $crate::Result<()>;
+                    /// A run stops to sleep or to wait, in one atomic step fenced like
+                    /// [`checkpoint`](Self::checkpoint):
+                    ///
+                    /// - [`Suspend::Sleep`](crate::durable::Suspend::Sleep): records the
+                    ///   sleep at its place (unless that same sleep is there); then, when
+                    ///   its instant is past, answers [`Suspended::Due`](crate::durable::Suspended::Due)
+                    ///   and the job stays Running; else the job becomes Scheduled with
+                    ///   `run_at` the instant, its attempt given back, its lease cleared:
+                    ///   [`Suspended::Waiting`](crate::durable::Suspended::Waiting).
+                    /// - [`Suspend::Wait`](crate::durable::Suspend::Wait): the oldest signal
+                    ///   of that name not taken yet is taken (removed, its payload recorded
+                    ///   at the wait's place): [`Suspended::Signal`](crate::durable::Suspended::Signal).
+                    ///   Else, when the wait's timeout (the stored one if this wait was
+                    ///   suspended before, else `until`) is past, a timeout is recorded:
+                    ///   [`Suspended::TimedOut`](crate::durable::Suspended::TimedOut). Else the
+                    ///   wait is stored, and the job becomes Scheduled until the timeout as
+                    ///   for a sleep: [`Suspended::Waiting`](crate::durable::Suspended::Waiting).
+                    ///   A wait whose outcome is already at its place answers it again.
+                    ///
+                    /// Places and limits as for [`checkpoint`](Self::checkpoint).
+                    Suspend => async fn suspend(&self, lease: $crate::storage::LeaseRef,
+                        suspend: &$crate::durable::Suspend) -> $crate::Result<$crate::durable::Suspended>;
+                    /// Sends signal `name` with `payload` to job `id`: stored on the job
+                    /// until a wait of that name takes it (each signal is taken once,
+                    /// oldest first), whether the job waits already or not yet. A job
+                    /// Scheduled in a wait for `name` becomes Pending (`run_at` now) in the
+                    /// same atomic step. [`Error::NotFound`](crate::Error::NotFound) for an
+                    /// unknown job, [`Error::InvalidState`](crate::Error::InvalidState) for
+                    /// a terminal one, [`Error::DurableLimit`](crate::Error::DurableLimit)
+                    /// for a payload over [`MAX_STEP_RESULT_BYTES`](crate::durable::MAX_STEP_RESULT_BYTES)
+                    /// ([`check_signal`](crate::durable::check_signal)); nothing stored then.
+                    Signal => async fn signal(&self, id: $crate::JobId, name: &str, payload: &$crate::Payload)
+                        -> $crate::Result<()>;
+                    /// The job's journal: its entries in order, the wait it is in and
+                    /// its signals not taken yet; empty for a job that has none.
+                    /// [`Error::NotFound`](crate::Error::NotFound) for an unknown job.
+                    Journal => async fn journal(&self, id: $crate::JobId) -> $crate::Result<$crate::durable::Journal>;
                 }
             }
         }

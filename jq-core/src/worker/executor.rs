@@ -185,6 +185,15 @@ impl Executor {
         }
         let nack = |error: String| Outcome::Nack { error, delay: self.backoff.delay(attempt) };
         let outcome = match ran {
+            // A durable run that stopped to sleep or wait: the store moved
+            // the job out of Running in the same step, so there is nothing
+            // to settle and the lease is no longer held.
+            Ran::Returned(Err(HandlerError { action: Action::Suspended })) => {
+                span.record("outcome", "suspended");
+                self.inflight.remove(lease);
+                drop(permit);
+                return;
+            }
             Ran::Returned(Ok(())) => match control.take_result() {
                 Some(result) => Outcome::AckWith { result },
                 None => Outcome::Ack,
@@ -200,6 +209,9 @@ impl Executor {
                 Action::Nack { message, delay: Some(delay) } => Outcome::Nack { error: message, delay },
                 Action::Bury { message } => Outcome::Bury { error: message },
                 Action::Release { delay } => Outcome::Release { delay },
+                // Matched above; were it not, the store cleared the lease
+                // when it suspended the job, so this release is fenced out.
+                Action::Suspended => Outcome::Release { delay: Duration::ZERO },
             },
             Ran::Panicked(message) => nack(format!("handler panicked: {message}")),
             Ran::Dropped => Outcome::Cancel,

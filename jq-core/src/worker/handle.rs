@@ -132,8 +132,12 @@ pub(crate) fn start<S: Storage>(
     handlers: HashMap<String, ErasedHandler>,
     fallback: Option<ErasedHandler>,
     runner: PeriodicRunner,
+    durable: Option<super::durable::DurableSlot>,
 ) -> WorkerHandle {
     let storage = Arc::new(storage);
+    if let Some(slot) = &durable {
+        super::durable::fill(slot, &storage);
+    }
     let stop = CancellationToken::new();
     let abort = CancellationToken::new();
     let halt = CancellationToken::new();

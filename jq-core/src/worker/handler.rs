@@ -45,9 +45,20 @@ pub struct HandlerError {
 /// What the pool does with a failed handler's job.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Action {
-    Nack { message: String, delay: Option<Duration> },
-    Bury { message: String },
-    Release { delay: Duration },
+    Nack {
+        message: String,
+        delay: Option<Duration>,
+    },
+    Bury {
+        message: String,
+    },
+    Release {
+        delay: Duration,
+    },
+    /// A durable run stopped to sleep or wait: the store already moved the
+    /// job out of Running ([`DurableStorage::suspend`](crate::storage::DurableStorage::suspend)),
+    /// so nothing is settled.
+    Suspended,
 }
 
 impl HandlerError {
@@ -85,11 +96,18 @@ impl HandlerError {
         matches!(self.action, Action::Release { .. })
     }
 
+    /// True when a durable run stopped to sleep or wait
+    /// ([`DurableContext::sleep`](crate::DurableContext::sleep), ...): return
+    /// it as it is (`?`), the job runs again at its time.
+    pub fn is_suspended(&self) -> bool {
+        matches!(self.action, Action::Suspended)
+    }
+
     /// The message recorded against the attempt (`None` for a release).
     pub fn message(&self) -> Option<&str> {
         match &self.action {
             Action::Nack { message, .. } | Action::Bury { message } => Some(message),
-            Action::Release { .. } => None,
+            Action::Release { .. } | Action::Suspended => None,
         }
     }
 }
@@ -122,6 +140,7 @@ impl fmt::Display for HandlerError {
             Action::Nack { message, delay: Some(d) } => write!(f, "nack, next attempt after {d:?}: {message}"),
             Action::Bury { message } => write!(f, "bury: {message}"),
             Action::Release { delay } => write!(f, "release for {delay:?}"),
+            Action::Suspended => f.write_str("suspended: the job sleeps or waits in the store"),
         }
     }
 }

@@ -37,6 +37,7 @@
 //!
 mod cancel;
 mod config;
+mod durable;
 mod executor;
 mod failure;
 mod fetcher;
@@ -51,6 +52,7 @@ mod prefetch;
 mod retention;
 mod settler;
 
+pub use durable::{DurableContext, Waited};
 pub use fetcher::LIMITED_POLL_INTERVAL;
 pub use handle::WorkerHandle;
 pub use handler::{HandlerError, HandlerResult, JobContext};

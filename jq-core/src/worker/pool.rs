@@ -9,6 +9,7 @@ use std::time::Duration;
 use rand::Rng;
 
 use super::config::*;
+use super::durable::{self, DurableContext, DurableSlot};
 use super::handle::{self, WorkerHandle};
 use super::handler::{self, ErasedHandler, HandlerResult, JobContext};
 use super::periodic::PeriodicRunner;
@@ -161,6 +162,9 @@ pub struct WorkerPool<S: Storage> {
     handlers: HashMap<String, ErasedHandler>,
     fallback: Option<ErasedHandler>,
     typed_queues: Vec<String>,
+    /// Shared by the durable handlers, filled at start; `None` until one
+    /// is registered (a pool without one checks nothing more).
+    durable: Option<DurableSlot>,
 }
 
 impl<S: Storage> WorkerPool<S> {
@@ -197,6 +201,7 @@ impl<S: Storage> WorkerPool<S> {
             handlers: HashMap::new(),
             fallback: None,
             typed_queues: Vec::new(),
+            durable: None,
         }
     }
 
@@ -212,6 +217,55 @@ impl<S: Storage> WorkerPool<S> {
         Fut: Future<Output = HandlerResult> + Send + 'static,
     {
         self.handlers.insert(T::KIND.to_owned(), handler::typed::<T, F, Fut>(handler));
+        match T::TIMEOUT {
+            Some(limit) => self.config.kind_timeouts.insert(T::KIND.to_owned(), limit),
+            None => self.config.kind_timeouts.remove(T::KIND),
+        };
+        if !self.typed_queues.iter().any(|q| q == T::QUEUE) {
+            self.typed_queues.push(T::QUEUE.to_owned());
+        }
+        self
+    }
+
+    /// Runs the durable `handler` for jobs of kind `T::KIND`: like
+    /// [`WorkerPool::register`], but it gets a [`DurableContext`] whose
+    /// steps, sleeps and waits are recorded with the job and replayed on
+    /// every later run (the repository's `docs/durable.md`). Needs a storage
+    /// with [`Capability::Durable`](crate::storage::Capability::Durable):
+    /// [`WorkerPool::start`] refuses the pool otherwise.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use jq_core::{DurableContext, HandlerResult, Waited, WorkerPool};
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Serialize, Deserialize)]
+    /// struct Order { id: u64 }
+    /// impl jq_core::JobType for Order {
+    ///     const KIND: &'static str = "order";
+    ///     const QUEUE: &'static str = "orders";
+    /// }
+    ///
+    /// async fn order(order: Order, ctx: DurableContext) -> HandlerResult {
+    ///     let charge: String = ctx.step("charge", async { Ok::<_, std::io::Error>(format!("ch_{}", order.id)) }).await?;
+    ///     match ctx.wait_for::<bool>("approved", Duration::from_secs(86_400)).await? {
+    ///         Waited::Signal(true) => ctx.step("ship", async { Ok::<_, std::io::Error>(charge) }).await.map(drop),
+    ///         Waited::Signal(false) | Waited::TimedOut => Ok(()),
+    ///     }
+    /// }
+    ///
+    /// # fn pool(storage: impl jq_core::storage::Storage) -> WorkerPool<impl jq_core::storage::Storage> {
+    /// WorkerPool::new(storage).register_durable::<Order, _, _>(order)
+    /// # }
+    /// ```
+    pub fn register_durable<T, F, Fut>(mut self, handler: F) -> Self
+    where
+        T: JobType,
+        F: Fn(T, DurableContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HandlerResult> + Send + 'static,
+    {
+        let slot = self.durable.get_or_insert_with(DurableSlot::default).clone();
+        self.handlers.insert(T::KIND.to_owned(), durable::typed::<T, F, Fut>(slot, handler));
         match T::TIMEOUT {
             Some(limit) => self.config.kind_timeouts.insert(T::KIND.to_owned(), limit),
             None => self.config.kind_timeouts.remove(T::KIND),
@@ -476,9 +530,10 @@ impl<S: Storage> WorkerPool<S> {
     /// [`Error::InvalidInput`] for no queue, concurrency 0, a zero lease or
     /// maintenance lease, a heartbeat interval not shorter than the lease,
     /// a zero purge interval with a retention, two periodic jobs of one name or a
-    /// zero periodic job interval.
+    /// zero periodic job interval; [`Error::Unsupported`] for periodic jobs or
+    /// a durable handler on a storage without the capability.
     pub fn start(self) -> Result<WorkerHandle> {
-        let WorkerPool { storage, mut config, handlers, fallback, typed_queues } = self;
+        let WorkerPool { storage, mut config, handlers, fallback, typed_queues, durable } = self;
         if config.queues.is_empty() {
             config.queues = typed_queues;
         }
@@ -520,8 +575,11 @@ impl<S: Storage> WorkerPool<S> {
         if !config.periodic.is_empty() && storage.capabilities().periodic.is_none() {
             return Err(crate::storage::unsupported(crate::storage::Capability::Periodic));
         }
+        if durable.is_some() && storage.capabilities().durable.is_none() {
+            return Err(crate::storage::unsupported(crate::storage::Capability::Durable));
+        }
         let runner = PeriodicRunner::new(std::mem::take(&mut config.periodic))?;
-        Ok(handle::start(storage, config, queues, handlers, fallback, runner))
+        Ok(handle::start(storage, config, queues, handlers, fallback, runner, durable))
     }
 
     /// Starts the pool, runs until `until` completes (or a fatal storage

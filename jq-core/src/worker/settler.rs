@@ -107,7 +107,9 @@ async fn write<S: Storage>(storage: &S, batch: &[Finished], give_up: &Cancellati
                         Err(Error::LeaseLost { .. }) => tracing::warn!(
                             job = %id,
                             outcome = ?settlement.outcome,
-                            "lease lost before the outcome was recorded: the job was handed on, outcome dropped"
+                            "lease lost before the outcome was recorded: the job was handed on, or an earlier send \
+                             of this outcome was applied and its answer lost (a broken connection, a failover); \
+                             outcome dropped"
                         ),
                         Err(error) => {
                             tracing::error!(job = %id, %error, outcome = ?settlement.outcome, "outcome refused")

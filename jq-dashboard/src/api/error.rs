@@ -140,6 +140,10 @@ impl ApiError {
                 Self::new(StatusCode::BAD_REQUEST, "invalid_input", Some("jobs".to_owned()), error.to_string())
             }
             jq::Error::NotFound { .. } => Self::new(StatusCode::NOT_FOUND, "not_found", None, error.to_string()),
+            jq::Error::DurableLimit { .. } => {
+                Self::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", field("payload"), error.to_string())
+            }
+            jq::Error::Unsupported { .. } => Self::new(StatusCode::BAD_REQUEST, "unsupported", None, error.to_string()),
             jq::Error::InvalidState { .. } => Self::new(StatusCode::CONFLICT, "conflict", None, error.to_string()),
             jq::Error::Unavailable { .. } => {
                 tracing::warn!(%error, "api: the store is unavailable");

@@ -8,7 +8,7 @@ use axum::Json;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
-use jq::storage::Storage;
+use jq::storage::{Storage, StorageExt};
 use jq::{CancelAnswer, JobId};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -16,8 +16,8 @@ use serde_json::value::RawValue;
 use super::body::JsonBody;
 use super::error::{ApiError, ApiResult, ErrorBody};
 use super::model::{
-    EnqueueBatchRequest, EnqueueBatchResponse, EnqueueRequest, EnqueueResponse, JobView, StateName, StatsResponse,
-    WaitResponse,
+    EnqueueBatchRequest, EnqueueBatchResponse, EnqueueRequest, EnqueueResponse, JobView, SignalRequest, StateName,
+    StatsResponse, WaitResponse,
 };
 use super::{ApiOptions, openapi};
 
@@ -197,6 +197,41 @@ pub(crate) async fn cancel<S: Storage>(
         CancelAnswer::Finished(state) => return Err(ApiError::finished(state)),
     };
     Ok((status, Json(view(api.client.get(id).await)?)))
+}
+
+/// Send a signal to a durable job: stored until the job's wait of that
+/// name takes it (each signal once, oldest first); a job waiting for it
+/// runs again at once. A finished job refuses it (409).
+#[utoipa::path(
+    post, path = "/api/v1/jobs/{id}/signal", tag = "jobs",
+    params(("id" = uuid::Uuid, Path, description = "The job's id (a UUID)")),
+    request_body = SignalRequest,
+    responses(
+        (status = 202, description = "Stored: the job as it is now", body = JobView),
+        (status = 400, description = "The id, the name or the payload is invalid; nothing stored", body = ErrorBody),
+        (status = 401, description = "A token is required", body = ErrorBody),
+        (status = 403, description = "Read-only token or API, or a page of another site", body = ErrorBody),
+        (status = 404, description = "No job has this id", body = ErrorBody),
+        (status = 409, description = "The job had already finished: nothing stored", body = ErrorBody),
+        (status = 413, description = "The payload is over the step result limit; nothing stored", body = ErrorBody),
+        (status = 415, description = "The body is not application/json", body = ErrorBody),
+    ),
+    security((), ("token" = [])),
+)]
+pub(crate) async fn signal<S: Storage>(
+    State(api): Shared<S>,
+    id: Result<Path<String>, PathRejection>,
+    JsonBody(request): JsonBody<SignalRequest>,
+) -> ApiResult<(StatusCode, Json<JobView>)> {
+    let id = job_id(id)?;
+    let payload = match &request.payload {
+        Some(raw) => jq::Payload::from_json(raw.get()),
+        None => jq::Payload::from_json("null"),
+    }
+    .map_err(|e| ApiError::from_core(e, ""))?;
+    let durable = api.client.storage().require_durable().map_err(|e| ApiError::from_core(e, ""))?;
+    durable.signal(id, &request.name, &payload).await.map_err(|e| ApiError::from_core(e, ""))?;
+    Ok((StatusCode::ACCEPTED, Json(view(api.client.get(id).await)?)))
 }
 
 /// Job counts per queue and state.

@@ -147,6 +147,7 @@ pub fn router<S: Storage>(client: Client<S>, options: ApiOptions) -> Router {
         .route("/api/v1/jobs/{id}", get(handlers::get_job::<S>))
         .route("/api/v1/jobs/{id}/wait", get(handlers::wait::<S>))
         .route("/api/v1/jobs/{id}/cancel", post(handlers::cancel::<S>))
+        .route("/api/v1/jobs/{id}/signal", post(handlers::signal::<S>))
         .route("/api/v1/stats", get(handlers::stats::<S>))
         .route("/api/v1/openapi.json", get(handlers::document))
         .route("/api/v1", get(handlers::no_route))
@@ -171,6 +172,7 @@ pub fn router<S: Storage>(client: Client<S>, options: ApiOptions) -> Router {
         handlers::get_job,
         handlers::wait,
         handlers::cancel,
+        handlers::signal,
         handlers::stats,
         handlers::document,
     ),

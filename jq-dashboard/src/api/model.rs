@@ -215,6 +215,22 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Object<T> {
     }
 }
 
+/// A signal for a durable job (`jq::Client::signal`): kept until the job's
+/// wait of that name takes it.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SignalRequest {
+    /// The signal's name, as the handler's `wait_for` names it: 1 to 128
+    /// bytes, no control character.
+    #[schema(min_length = 1, max_length = 128, example = "approved")]
+    pub name: String,
+    /// Its payload: any JSON value (default null), at most 64 KiB
+    /// serialized; no `\u0000` in a string.
+    #[serde(default)]
+    #[schema(value_type = Value, example = json!({"by": "ops"}))]
+    pub payload: Option<Box<RawValue>>,
+}
+
 /// The id of an enqueued job: the new job's, or (a resent id, a unique key
 /// a live job holds) the id of the job already stored.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]

@@ -1,5 +1,5 @@
 //! `/jobs/{id}`: one job, whole: payload, every failed attempt, lease,
-//! unique key, due time; retry or cancel it.
+//! unique key, due time, a durable job's journal; retry or cancel it.
 
 use std::sync::Arc;
 
@@ -33,6 +33,12 @@ pub(crate) async fn page<S: Storage>(
     let (links, result) = match app.client.storage().capabilities().workflows {
         Some(flows) => (Some(flows.links(job.id).await?), flows.result(job.id).await?),
         None => (None, None),
+    };
+    // A durable job's journal, on a store with durable jobs; nothing for
+    // a job without one.
+    let journal = match app.client.storage().capabilities().durable {
+        Some(durable) => Some(durable.journal(job.id).await?).filter(|j| *j != jq::durable::Journal::default()),
+        None => None,
     };
     let body = html! {
         h1 { "Job " code { (job.id) } " " (state_badge(job.state)) }
@@ -70,6 +76,7 @@ pub(crate) async fn page<S: Storage>(
         h2 { "Payload" }
         pre.payload #payload { (pretty(&job)) }
         (crate::pages::workflow::section(&base, links.as_ref(), result.as_ref()))
+        @if let Some(journal) = &journal { (journal_section(journal, &job, now)) }
         h2 { "Attempts that failed" }
         @if job.errors.is_empty() {
             p.muted { "None." }
@@ -85,6 +92,52 @@ pub(crate) async fn page<S: Storage>(
         }
     };
     Ok(layout::page(&base, &format!("Job {}", job.id), Nav::Jobs, app.options.read_only, done.message(), body))
+}
+
+/// A durable job's journal: each entry with its instant, then what the job
+/// waits for or sleeps until, and its signals not taken yet.
+fn journal_section(journal: &jq::durable::Journal, job: &Job, now: jq::Timestamp) -> Markup {
+    use jq::durable::EntryKind;
+    let sleeping = journal.wait.is_none()
+        && job.state == State::Scheduled
+        && journal.entries.last().is_some_and(|e| e.kind == EntryKind::Sleep);
+    html! {
+        h2 { "Journal" }
+        @if let Some(wait) = &journal.wait {
+            p #journal-wait { "Waits for signal " code { (wait.name) } " until " (format::instant(wait.until))
+                " (" (format::relative(wait.until, now)) ")" }
+        }
+        @if sleeping {
+            p #journal-sleep { "Sleeps until " (format::instant(job.run_at)) " (" (format::relative(job.run_at, now)) ")" }
+        }
+        table.journal #journal {
+            thead { tr { th.num { "#" } th { "At" } th { "Entry" } th { "Value" } } }
+            tbody {
+                @for e in &journal.entries {
+                    tr {
+                        td.num { (e.index) }
+                        td { (format::instant(e.at)) }
+                        td { (e.describe()) @if e.kind == EntryKind::Timeout { " (timed out)" } }
+                        td {
+                            @match (&e.value, e.until) {
+                                (Some(v), _) => { code { (v.as_str()) } }
+                                (None, Some(until)) => { "until " (format::instant(until)) }
+                                (None, None) => { span.muted { "-" } }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        @if !journal.signals.is_empty() {
+            p #journal-signals { "Signals not taken yet: "
+                @for (i, s) in journal.signals.iter().enumerate() {
+                    @if i > 0 { ", " }
+                    code { (s.name) } " (" (format::instant(s.sent_at)) ")"
+                }
+            }
+        }
+    }
 }
 
 /// Retry for a dead job, cancel for one that has not started, or for a

@@ -37,6 +37,16 @@ HAVING count(*) > 0
 results_gone AS (
 DELETE FROM {schema}.job_results WHERE id = ANY(ARRAY(SELECT id FROM gone))
 ),
+-- A durable job's journal, signals and wait (flow bit 4) go with it.
+journal_gone AS (
+DELETE FROM {schema}.journal WHERE job_id = ANY(ARRAY(SELECT id FROM gone WHERE flow & 4 <> 0))
+),
+signals_gone AS (
+DELETE FROM {schema}.signals WHERE job_id = ANY(ARRAY(SELECT id FROM gone WHERE flow & 4 <> 0))
+),
+waits_gone AS (
+DELETE FROM {schema}.waits WHERE job_id = ANY(ARRAY(SELECT id FROM gone WHERE flow & 4 <> 0))
+),
 counted AS (
 INSERT INTO {schema}.job_counts AS c (queue, state, shard, n)
 SELECT queue, state, (SELECT floor(random() * 16)::int2), -count(*)

@@ -10,8 +10,9 @@
 -- A job's result goes with it; a workflow step's node, edges and count in
 -- its workflow's summary too (its parents keep naming it as a child, and
 -- the reads leave out children that are gone; its children keep the edge).
--- A queue that never held a step or a result pays one EXISTS for that; a
--- job with a unique key leaves `ucreated` too.
+-- A queue that never held a step or a result pays one EXISTS for that,
+-- one more for durable jobs' keys, and one more for the unique period's
+-- index (`ucreated`).
 
 local base = KEYS[1]
 local done = done_key(base, ARGV[1])
@@ -44,6 +45,17 @@ if #ids > 0 then
       if uk ~= '' and bodies[i] then gone[#gone + 1] = ucreated_member(uk, body_created(bodies[i]), id) end
     end
     zrem_chunked(base .. 'ucreated', gone)
+  end
+  -- a durable job's journal, signals and wait (durable.lua): one EXISTS
+  -- for a queue that never held one
+  if redis.call('EXISTS', base .. 'durable') > 0 then
+    local marks = hmget_chunked(base .. 'durable', ids)
+    for i, id in ipairs(ids) do
+      if marks[i] then redis.call('DEL', base .. 'journal:' .. id, base .. 'signals:' .. id) end
+    end
+    for _, key in ipairs({ 'durable', 'jbytes', 'waits' }) do
+      call_chunked('HDEL', base .. key, ids)
+    end
   end
   for _, key in ipairs({ 'jobs', 'states', 'errors', 'extra' }) do
     call_chunked('HDEL', base .. key, ids)

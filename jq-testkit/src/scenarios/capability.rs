@@ -22,6 +22,7 @@ pub fn listed_name(capability: Capability) -> &'static str {
         Capability::Cancellation => "cancellation",
         Capability::Workflows => "workflows",
         Capability::Keys => "keys",
+        Capability::Durable => "durable",
         _ => "unknown",
     }
 }
@@ -107,6 +108,7 @@ pub async fn declares_its_capabilities<H: Harness>(h: &H, listed: &[&str]) {
             Capability::Cancellation => storage.require_cancellation().err(),
             Capability::Workflows => storage.require_workflows().err(),
             Capability::Keys => storage.require_keys().err(),
+            Capability::Durable => storage.require_durable().err(),
             _ => None,
         };
         assert!(

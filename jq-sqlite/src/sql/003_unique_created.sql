@@ -1,4 +1,4 @@
--- Schema version 2: the jobs of a unique key by creation, in every state,
+-- Schema version 3: the jobs of a unique key by creation, in every state,
 -- for the unique period (the contract's "Unique rules"): an enqueue for a
 -- period looks for a job of its key created within it, finished ones too,
 -- and walks only those (jobs_unique holds live jobs alone). Jobs without a

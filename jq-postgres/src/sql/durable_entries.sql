@@ -1,0 +1,2 @@
+-- Every journal entry of job $1, by index.
+SELECT idx, name, kind, value, until, at FROM {schema}.journal WHERE job_id = $1 ORDER BY idx

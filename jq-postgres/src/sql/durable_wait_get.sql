@@ -1,0 +1,2 @@
+-- The wait job $1 is in.
+SELECT idx, name, until FROM {schema}.waits WHERE job_id = $1
