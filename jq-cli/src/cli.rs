@@ -187,7 +187,9 @@ Examples:
 
 Prints the job's id. With --unique-key, when a live job (one not completed, dead
 or cancelled) of the same queue has the key, nothing is stored: that job's id is
-printed and a note goes to stderr.")]
+printed and a note goes to stderr. With --debounce or --replace, a waiting job of
+the key takes this payload instead (and its id is printed); with --unique-for, a
+job of the key created within that period, whatever its state, keeps it taken.")]
 pub struct EnqueueArgs {
     /// The job's kind: which handler (or worker command) runs it.
     pub kind: String,
@@ -212,6 +214,29 @@ pub struct EnqueueArgs {
     /// Store nothing if a live job of this queue already has this key.
     #[arg(long, value_name = "KEY")]
     pub unique_key: Option<String>,
+    /// Trailing debounce (needs --unique-key): a waiting job of the key takes
+    /// this payload and runs once the key was quiet this long (e.g. 5s).
+    #[arg(
+        long,
+        value_name = "DURATION",
+        value_parser = duration::parse,
+        requires = "unique_key",
+        conflicts_with_all = ["unique_for", "replace", "delay", "run_at"]
+    )]
+    pub debounce: Option<Duration>,
+    /// With --debounce: the job runs at the latest this long after the
+    /// key's first enqueue, however many follow.
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse, requires = "debounce")]
+    pub max_delay: Option<Duration>,
+    /// Unique for a period (needs --unique-key; also leading debounce): store
+    /// nothing while a job of the key was created less than this long ago,
+    /// whatever its state.
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse, requires = "unique_key", conflicts_with = "replace")]
+    pub unique_for: Option<Duration>,
+    /// Replace (needs --unique-key): a waiting job of the key takes this
+    /// payload and run time instead of a new job being stored.
+    #[arg(long, requires = "unique_key")]
+    pub replace: bool,
     /// The job's key (a tenant, an account, a host): jobs of one key share
     /// its limits (`jqctl queue key-limit`), and claims take the keys of a
     /// queue in turn.

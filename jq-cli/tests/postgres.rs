@@ -58,6 +58,7 @@ postgres_scenarios!(
     enqueue_then_get,
     workflow_show_and_get_show_the_graph_and_the_result,
     unique_key_returns_the_live_job,
+    unique_rules_from_the_command_line,
     list_and_stats_agree,
     cancel_says_what_happened,
     cancel_stops_a_running_command_and_its_children,

@@ -65,7 +65,8 @@ pub use error::{BoxError, Error, Result};
 pub use id::JobId;
 pub use job::{
     AttemptError, CancelRequest, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_QUEUE, IntoJob, Job,
-    JobBuilder, JobType, Lease, MAX_TIMEOUT, NewJob, Payload, Priority, QueueName, check_timeout,
+    JobBuilder, JobType, Lease, MAX_TIMEOUT, MAX_UNIQUE_WINDOW, NewJob, Payload, Priority, QueueName, UniqueRule,
+    check_timeout,
 };
 pub use keys::{KeyInfo, KeyLimit, KeyReport};
 pub use read::{JobFilter, StateCounts, Stats, Throughput};

@@ -85,6 +85,18 @@ async fn enqueue_get_wait_cancel(backend: &str) {
     assert_eq!(json_of(&post_json(&app, "/api/v1/jobs", &same_key.to_string()).await)["id"], json!(id));
     assert_eq!(total(&client).await, 1);
 
+    // Replace gives the waiting job of the key the new payload; debounce
+    // too, and a period answers the job of its key.
+    let replace = json!({"kind": "send_email", "payload": {"v": 2}, "queue": "mail", "unique_key": "welcome-a", "replace": true, "delay_ms": 3_600_000});
+    assert_eq!(json_of(&post_json(&app, "/api/v1/jobs", &replace.to_string()).await)["id"], json!(id));
+    assert_eq!(json_of(&get(&app, &format!("/api/v1/jobs/{id}")).await)["payload"], json!({"v": 2}));
+    let debounce = json!({"kind": "send_email", "payload": {"v": 3}, "queue": "mail", "unique_key": "welcome-a", "debounce_ms": 60_000, "max_delay_ms": 600_000});
+    assert_eq!(json_of(&post_json(&app, "/api/v1/jobs", &debounce.to_string()).await)["id"], json!(id));
+    assert_eq!(json_of(&get(&app, &format!("/api/v1/jobs/{id}")).await)["payload"], json!({"v": 3}));
+    let period = json!({"kind": "send_email", "payload": {}, "queue": "mail", "unique_key": "welcome-a", "unique_for_ms": 60_000});
+    assert_eq!(json_of(&post_json(&app, "/api/v1/jobs", &period.to_string()).await)["id"], json!(id));
+    assert_eq!(total(&client).await, 1);
+
     // A batch resent with the same ids stores each job once.
     let ids: Vec<uuid::Uuid> = (0..3).map(|_| uuid::Uuid::now_v7()).collect();
     let batch = json!({"jobs": ids.iter().map(|id| json!({"kind": "resize", "payload": {"w": 10}, "queue": "images", "id": id})).collect::<Vec<_>>()}).to_string();
@@ -188,6 +200,20 @@ async fn bad_input_is_refused_naming_the_field(backend: &str) {
         (r#"{"kind": "k\n", "payload": {}}"#.into(), 400, "kind"),
         (r#"{"kind": "k", "payload": {"s": "a\u0000b"}}"#.into(), 400, "payload"),
         (r#"{"kind": "k", "payload": {}, "unique_key": "u\u0000"}"#.into(), 400, "unique_key"),
+        (r#"{"kind": "k", "payload": {}, "debounce_ms": 5}"#.into(), 400, "unique_key"),
+        (r#"{"kind": "k", "payload": {}, "unique_key": "u", "debounce_ms": 0}"#.into(), 400, "debounce_ms"),
+        (r#"{"kind": "k", "payload": {}, "unique_key": "u", "max_delay_ms": 5}"#.into(), 400, "max_delay_ms"),
+        (r#"{"kind": "k", "payload": {}, "unique_key": "u", "unique_for_ms": 0}"#.into(), 400, "unique_for_ms"),
+        (
+            r#"{"kind": "k", "payload": {}, "unique_key": "u", "debounce_ms": 5, "delay_ms": 5}"#.into(),
+            400,
+            "unique_key",
+        ),
+        (
+            r#"{"kind": "k", "payload": {}, "unique_key": "u", "debounce_ms": 5, "replace": true}"#.into(),
+            400,
+            "unique_key",
+        ),
         (r#"{"kind": "k", "payload": {}, "id": "not-a-uuid"}"#.into(), 400, "id"),
         (r#"{"kind": "k", "payload": {}, "id": 12}"#.into(), 400, "id"),
         (r#"{"kind": "k", "payload": {}, "delay": 5}"#.into(), 400, "delay"),

@@ -36,6 +36,14 @@ pub(crate) async fn enqueue_unannounced<'e, E: sqlx::PgExecutor<'e>>(
     executor: E,
     jobs: Vec<NewJob>,
 ) -> Result<(Vec<JobId>, Option<Arrivals>)> {
+    if crate::rules::any(&jobs) {
+        // Several statements: on the pool or in a caller's transaction
+        // (`PostgresStorage::enqueue_tx`), not on an executor of one.
+        return Err(Error::invalid(
+            "unique rule",
+            "a debounce, period or replace takes several statements: enqueue it on the storage or with enqueue_tx",
+        ));
+    }
     let tally = jq_core::observe::EnqueueTally::of(&jobs);
     let Some(batch) = Batch::new(inner, jobs)? else { return Ok((Vec::new(), None)) };
     let ids = batch.run(inner, executor).await.map_err(map_sqlx)??;
@@ -69,6 +77,9 @@ impl Arrivals {
 /// unique violation on the primary key; a second statement (a new snapshot)
 /// then finds the stored id.
 pub(crate) async fn enqueue_pool(inner: &Inner, jobs: Vec<NewJob>) -> Result<Vec<JobId>> {
+    if crate::rules::any(&jobs) {
+        return crate::rules::enqueue_pool(inner, jobs).await;
+    }
     let tally = jq_core::observe::EnqueueTally::of(&jobs);
     let Some(batch) = Batch::new(inner, jobs)? else { return Ok(Vec::new()) };
     let ids = match batch.run_pool(inner).await {

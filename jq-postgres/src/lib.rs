@@ -71,6 +71,7 @@ mod maintenance;
 mod periodic;
 mod pooler;
 mod row;
+mod rules;
 mod schema;
 mod settle;
 mod storage;

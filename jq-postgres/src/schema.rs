@@ -44,6 +44,7 @@ mod plan_tests;
 const MIGRATIONS: &[(&str, &str)] = &[
     ("baseline", include_str!("../migrations/0001_baseline.sql")),
     ("durable", include_str!("../migrations/0002_durable.sql")),
+    ("unique_created", include_str!("../migrations/0003_unique_created.sql")),
 ];
 
 /// The newest schema version this build knows: how many migrations
@@ -154,6 +155,11 @@ pub(crate) struct Sql {
     pub enqueue: Sql1,
     pub enqueue_one: Sql1,
     pub enqueue_keyed: Sql1,
+    pub enqueue_exists: Sql1,
+    pub enqueue_rule_lock: Sql1,
+    pub enqueue_holders: Sql1,
+    pub enqueue_update: Sql1,
+    pub enqueue_rule_insert: Sql1,
     pub claim: Sql1,
     pub claim_earlier: Sql1,
     pub bury: Sql1,
@@ -255,6 +261,11 @@ impl Sql {
             enqueue: s(include_str!("sql/enqueue.sql")),
             enqueue_one: s(include_str!("sql/enqueue_one.sql")),
             enqueue_keyed: s(include_str!("sql/enqueue_keyed.sql")),
+            enqueue_exists: s(include_str!("sql/enqueue_exists.sql")),
+            enqueue_rule_lock: s(include_str!("sql/enqueue_rule_lock.sql")),
+            enqueue_holders: s(include_str!("sql/enqueue_holders.sql")),
+            enqueue_update: s(include_str!("sql/enqueue_update.sql")),
+            enqueue_rule_insert: s(include_str!("sql/enqueue_rule_insert.sql")),
             claim: s(include_str!("sql/claim.sql")),
             claim_earlier: s(include_str!("sql/claim_earlier.sql")),
             bury: s(include_str!("sql/bury.sql")),
@@ -518,6 +529,11 @@ mod tests {
             2,
             "durable",
             "05ae1173756e2e6fd0e511f45f5a0727dd825de29998a59d9110748563c6c6d0079ba8d541a48db455dd73bc6e067e9b",
+        ),
+        (
+            3,
+            "unique_created",
+            "c28b7c4b441e8cbcc432393106d9f1c4e8f6356bd127284d85878e0dd09037b329fae2f448ae1db9b151daa03afe8983",
         ),
     ];
 

@@ -286,14 +286,22 @@ impl PostgresStorage {
     /// exist (and their wake-up is delivered) only if the caller commits.
     ///
     /// One statement, so it also works on an executor that runs only one.
-    /// Same semantics as [`Storage::enqueue`].
+    /// Same semantics as [`Storage::enqueue`], but a job with a unique rule
+    /// (several statements) is refused with `InvalidInput`: use
+    /// [`PostgresStorage::enqueue_tx`] or the storage for it.
     pub async fn enqueue_in<'e, E: sqlx::PgExecutor<'e>>(&self, executor: E, jobs: Vec<NewJob>) -> Result<Vec<JobId>> {
         enqueue::enqueue(&self.inner, executor, jobs).await
     }
 
     /// Enqueues `jobs` inside the caller's transaction; see
     /// [`PostgresStorage::enqueue_in`].
+    ///
+    /// A job with a unique rule (debounce, period, replace) takes several
+    /// statements here, at the default READ COMMITTED isolation.
     pub async fn enqueue_tx(&self, tx: &mut Transaction<'_, Postgres>, jobs: Vec<NewJob>) -> Result<Vec<JobId>> {
+        if crate::rules::any(&jobs) {
+            return crate::rules::enqueue_tx(&self.inner, &mut *tx, jobs).await;
+        }
         enqueue::enqueue(&self.inner, &mut **tx, jobs).await
     }
 

@@ -154,3 +154,38 @@ async fn a_workflow_in_the_callers_transaction_commits_or_rolls_back_whole() {
     assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![ids[0]], "only the root");
     f.cleanup().await;
 }
+
+/// A unique rule in the caller's transaction: the replace takes effect if
+/// and only if the caller commits; `enqueue_in` (one statement) refuses it.
+#[tokio::test]
+async fn a_unique_rule_rides_the_callers_transaction() {
+    jq_testkit::needs!(postgres);
+    let f = Fixture::new().await;
+    let s = f.connect(Clock::system()).await;
+    let replacing = |n: u32| {
+        NewJob::builder("tx", Payload::from_json(format!(r#"{{"order": {n}}}"#)).unwrap())
+            .queue("orders")
+            .unique_key("order")
+            .delay(Duration::from_secs(60))
+            .replace()
+            .build()
+            .unwrap()
+    };
+    let first = replacing(1);
+    assert_eq!(s.enqueue(vec![first.clone()]).await.unwrap(), vec![first.id]);
+
+    let mut tx = s.pool().begin().await.unwrap();
+    assert_eq!(s.enqueue_tx(&mut tx, vec![replacing(2)]).await.unwrap(), vec![first.id]);
+    tx.rollback().await.unwrap();
+    assert_eq!(s.get(first.id).await.unwrap().payload.as_str(), r#"{"order": 1}"#, "rolled back: unchanged");
+
+    let mut tx = s.pool().begin().await.unwrap();
+    assert_eq!(s.enqueue_tx(&mut tx, vec![replacing(3)]).await.unwrap(), vec![first.id]);
+    tx.commit().await.unwrap();
+    assert_eq!(s.get(first.id).await.unwrap().payload.as_str(), r#"{"order": 3}"#, "committed: replaced");
+
+    let mut conn = s.pool().acquire().await.unwrap();
+    let refused = s.enqueue_in(&mut *conn, vec![replacing(4)]).await;
+    assert!(matches!(refused, Err(Error::InvalidInput { what: "unique rule", .. })), "{refused:?}");
+    f.cleanup().await;
+}

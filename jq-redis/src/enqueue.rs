@@ -11,7 +11,8 @@
 //! to and its member there) is computed here, so the script only moves
 //! strings: the server is single-threaded and is what limits throughput.
 
-use jq_core::{Error, JobId, NewJob, Result};
+use jq_core::storage::from_micros;
+use jq_core::{Error, JobId, NewJob, Result, UniqueRule};
 use uuid::Uuid;
 
 use crate::schema::{id_hex, slot};
@@ -53,6 +54,7 @@ pub(crate) async fn enqueue(s: &Inner, jobs: Vec<NewJob>) -> Result<Vec<JobId>> 
     }
     let cmd = match jobs.as_slice() {
         [job] if job.unique_key.is_none() => lone_call(s, job, now, due.is_some()),
+        _ if jobs.iter().any(|j| j.unique_rule.is_some()) => rules_call(s, &jobs, now),
         _ => script_call(s, &jobs, now),
     };
     let reply = run_registered(s, due, cmd).await?;
@@ -94,6 +96,65 @@ async fn run_registered(s: &Inner, due: Option<Vec<&str>>, cmd: redis::Cmd) -> R
     };
     s.registered(&due);
     Ok(reply)
+}
+
+/// The queues of a batch, in order of first appearance, and each job's
+/// 1-based index into them.
+fn queue_indexes(jobs: &[NewJob]) -> (Vec<&str>, Vec<usize>) {
+    // a batch names a few queues: a list beats a map
+    let mut names: Vec<&str> = Vec::new();
+    let mut indexes: Vec<usize> = Vec::with_capacity(jobs.len());
+    for job in jobs {
+        let q = job.queue.as_str();
+        let at = match names.iter().position(|n| *n == q) {
+            Some(at) => at,
+            None => {
+                names.push(q);
+                names.len() - 1
+            }
+        };
+        indexes.push(at + 1);
+    }
+    (names, indexes)
+}
+
+/// The call of `lua/enqueue_rules.lua` storing a batch in which a job has
+/// a unique rule: each job's store values (a debounce's packed with the
+/// run_at a new job of it gets), then its rule's values.
+fn rules_call(s: &Inner, jobs: &[NewJob], now: i64) -> redis::Cmd {
+    let (names, indexes) = queue_indexes(jobs);
+    let bases: Vec<String> = names.iter().map(|q| s.keys.base(q)).collect();
+    let mut cmd = scripts::call(&scripts::ENQUEUE_RULES, &bases);
+    cmd.arg(s.keys.channel()).arg(now);
+    let micros = |d: std::time::Duration| i64::try_from(d.as_micros()).unwrap_or(i64::MAX);
+    for (job, index) in jobs.iter().zip(indexes) {
+        let own_run_at = job.run_at.map_or(now, |at| at.timestamp_micros());
+        match job.unique_rule {
+            None => {
+                job_args(&mut cmd, job, index, now);
+                cmd.arg("").arg("").arg("").arg("").arg("");
+            }
+            Some(UniqueRule::Debounce { window, max_delay }) => {
+                let first = micros(max_delay.map_or(window, |m| window.min(m)));
+                let stored = NewJob { run_at: Some(from_micros(now.saturating_add(first))), ..job.clone() };
+                job_args(&mut cmd, &stored, index, now);
+                cmd.arg("debounce")
+                    .arg(micros(window))
+                    .arg(max_delay.map_or(String::new(), |m| micros(m).to_string()))
+                    .arg(own_run_at)
+                    .arg(job.payload.as_str());
+            }
+            Some(UniqueRule::Period(period)) => {
+                job_args(&mut cmd, job, index, now);
+                cmd.arg("period").arg(micros(period)).arg("").arg(own_run_at).arg("");
+            }
+            Some(UniqueRule::Replace) => {
+                job_args(&mut cmd, job, index, now);
+                cmd.arg("replace").arg("").arg("").arg(own_run_at).arg(job.payload.as_str());
+            }
+        }
+    }
+    cmd
 }
 
 /// The script call storing every job of the batch.

@@ -30,6 +30,7 @@
 //! | `P:{P:Q}:released` | hash | `<child id><parent id>` -> `1` for each edge a Dead or Cancelled parent released (run-anyway; the child's keys: its queue). An edge from a Completed parent is released too but not written here: a Completed step never finishes again, and the parent's state says it |
 //! | `P:{P:Q}:wf:<W>` | hash | workflow `W`'s summary, in its first step's queue: `steps` (refs of every step in step order) and one count per state name (`waiting`, `pending`, ...) |
 //! | `P:{P:Q}:unique` | hash | unique key -> ids of the live (Scheduled, Pending, Running) jobs holding it, ascending, joined by `,`: one id, or several after an operator's retry brought back a Dead job whose key a newer live job held; enqueue answers with the first |
+//! | `P:{P:Q}:ucreated` | sorted set | every stored job with a unique key, in any state until purged: score 0, member `<unique key>\0<created_at: 20 digits><id>`, so `ZRANGEBYLEX` reads a key's jobs created since an instant (the unique period; `lua/common/core.lua`); a job without a unique key is not in it |
 //! | `P:{P:Q}:control` | hash | the queue's control (`ControlStorage::set_paused`, `set_limits`): `paused_at concurrency rate_limit rate_period` (microseconds); absent when nothing is set |
 //! | `P:{P:Q}:starts` | sorted set | the rate limit's log: one member `<token>:<id>` per start, score its instant; claim drops those that left the window |
 //! | `P:{P:Q}:seen` | hash | worker -> `<instant>:<1 if paused>` of its latest claim that met a control |
@@ -228,6 +229,7 @@ impl Keys {
             "children",
             "released",
             "unique",
+            "ucreated",
             "control",
             "starts",
             "seen",

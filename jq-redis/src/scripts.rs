@@ -57,6 +57,7 @@ pub(crate) static ENQUEUE_ONE: LazyLock<Lua> = LazyLock::new(|| {
     let code = concat!(include_str!("lua/common/core.lua"), include_str!("lua/enqueue_one.lua"));
     Lua { code, script: Script::new(code) }
 });
+script!(ENQUEUE_RULES, "lua/enqueue_rules.lua");
 script!(CLAIM, "lua/claim.lua");
 script!(SETTLE, "lua/settle.lua");
 script!(HEARTBEAT, "lua/heartbeat.lua");
@@ -84,11 +85,12 @@ script!(DURABLE, "lua/durable.lua");
 script!(DURABLE_READ, "lua/durable_read.lua");
 
 /// Every script, for `SCRIPT LOAD` at connect and after a NOSCRIPT.
-pub(crate) fn all() -> [&'static Lua; 28] {
+pub(crate) fn all() -> [&'static Lua; 29] {
     [
         &ENQUEUE,
         &ENQUEUE_MANY,
         &ENQUEUE_ONE,
+        &ENQUEUE_RULES,
         &CLAIM,
         &SETTLE,
         &HEARTBEAT,

@@ -827,3 +827,37 @@ async fn a_lone_job_is_stored_as_a_batch_stores_it() {
     assert_eq!(s.get(running.id).await.unwrap().state, State::Running);
     common::drop_prefix(&prefix).await;
 }
+
+/// `ucreated` (the unique period's index) holds every stored job with a
+/// unique key, plain unique enqueues too, and a purge takes the purged
+/// ones out: the index follows the stored jobs, not the store's history.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_unique_period_index_follows_purge() {
+    jq_testkit::needs!(redis);
+    let prefix = common::prefix();
+    let clock = ManualClock::starting_now();
+    let s = common::connect(&prefix, clock.clock()).await;
+    let period = Duration::from_secs(60);
+    let plain = job("u", 0).unique_key("a").build_at(clock.now()).unwrap();
+    let ruled = job("u", 1).unique_key("b").unique_for(period).build_at(clock.now()).unwrap();
+    let keyless = job("u", 2).build_at(clock.now()).unwrap();
+    s.enqueue(vec![plain, ruled, keyless]).await.unwrap();
+    let mut conn = raw_conn().await;
+    let index = format!("{}ucreated", s.keys().base("u"));
+    let count = |conn: &mut redis::aio::MultiplexedConnection| {
+        let index = index.clone();
+        let mut conn = conn.clone();
+        async move { redis::cmd("ZCARD").arg(index).query_async::<u64>(&mut conn).await.unwrap() }
+    };
+    assert_eq!(count(&mut conn).await, 2, "the two jobs with a unique key");
+    for job in s.claim(&request("u", 3)).await.unwrap().jobs {
+        s.ack(jq_core::storage::LeaseRef { id: job.id, token: job.token().unwrap() }).await.unwrap();
+    }
+    let again = job("u", 3).unique_key("a").unique_for(period).build_at(clock.now()).unwrap();
+    assert_ne!(s.enqueue(vec![again.clone()]).await.unwrap(), vec![again.id], "a plain unique job counts too");
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(s.purge(State::Completed, clock.now()).await.unwrap(), 3);
+    assert_eq!(count(&mut conn).await, 0, "purged jobs leave the index");
+    assert_eq!(s.enqueue(vec![again.clone()]).await.unwrap(), vec![again.id], "a purged job no longer counts");
+    common::drop_prefix(&prefix).await;
+}

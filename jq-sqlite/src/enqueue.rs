@@ -1,7 +1,8 @@
 //! Enqueue: one transaction per batch (the writer's group transaction, or
 //! the caller's own with [`SqliteStorage::enqueue_tx`](crate::SqliteStorage::enqueue_tx)).
 
-use jq_core::{Error, JobId, NewJob, Result, State, Timestamp};
+use jq_core::storage::{Decision, Holder, decide, from_micros, sub};
+use jq_core::{Error, JobId, NewJob, Result, State, Timestamp, UniqueRule};
 use rusqlite::{Connection, OptionalExtension, params};
 use uuid::Uuid;
 
@@ -11,6 +12,9 @@ use crate::row::blob;
 const INSERT: &str = include_str!("sql/enqueue_insert.sql");
 const UNIQUE: &str = include_str!("sql/enqueue_unique.sql");
 const EXISTS: &str = include_str!("sql/enqueue_exists.sql");
+const HOLDERS: &str = include_str!("sql/enqueue_holders.sql");
+const RECENT: &str = include_str!("sql/enqueue_recent.sql");
+const UPDATE: &str = include_str!("sql/enqueue_update.sql");
 
 /// Checks every job of the batch (payload, key) before anything is
 /// written.
@@ -29,6 +33,7 @@ pub(crate) fn insert(conn: &Connection, jobs: &[NewJob], now: Timestamp) -> Resu
     let mut ids = Vec::with_capacity(jobs.len());
     let mut stored = 0;
     for job in jobs {
+        let mut run_at = job.run_at;
         if let Some(key) = &job.unique_key {
             // Same order as the reference model: a re-sent job first, then
             // a live job with the key.
@@ -37,19 +42,37 @@ pub(crate) fn insert(conn: &Connection, jobs: &[NewJob], now: Timestamp) -> Resu
                 ids.push(job.id);
                 continue;
             }
-            let mut unique = conn.prepare_cached(UNIQUE).map_err(db)?;
-            let found: Option<Vec<u8>> =
-                unique.query_row(params![job.queue.as_str(), key], |r| r.get(0)).optional().map_err(db)?;
-            if let Some(found) = found {
-                let id = Uuid::from_slice(&found).map_err(|_| Error::Corrupt {
-                    id: None,
-                    reason: format!("the live job with unique key {key:?} has an id that is not a UUID"),
-                })?;
-                ids.push(JobId(id));
-                continue;
+            if let Some(rule) = job.unique_rule {
+                // The contract's "Unique rules": decided on this writer
+                // transaction, so concurrent producers take turns.
+                match decide(rule, job.run_at, &holders(conn, job, key, rule, now)?, now) {
+                    Decision::Answer(id) => {
+                        ids.push(id);
+                        continue;
+                    }
+                    Decision::Update { id, run_at } => {
+                        let at = run_at.timestamp_micros();
+                        let state = if at <= now_us { State::Pending } else { State::Scheduled };
+                        let mut update = conn.prepare_cached(UPDATE).map_err(db)?;
+                        stored += update
+                            .execute(params![blob(&id.0), job.payload.as_str(), at, state.as_str()])
+                            .map_err(db)?;
+                        ids.push(id);
+                        continue;
+                    }
+                    Decision::Store { run_at: at, .. } => run_at = at,
+                }
+            } else {
+                let mut unique = conn.prepare_cached(UNIQUE).map_err(db)?;
+                let found: Option<Vec<u8>> =
+                    unique.query_row(params![job.queue.as_str(), key], |r| r.get(0)).optional().map_err(db)?;
+                if let Some(found) = found {
+                    ids.push(JobId(uuid_of(&found, key)?));
+                    continue;
+                }
             }
         }
-        let run_at = job.run_at.map_or(now_us, |t| t.timestamp_micros());
+        let run_at = run_at.map_or(now_us, |t| t.timestamp_micros());
         let state = if run_at <= now_us { State::Pending } else { State::Scheduled };
         stored += insert
             .execute(params![
@@ -71,4 +94,42 @@ pub(crate) fn insert(conn: &Connection, jobs: &[NewJob], now: Timestamp) -> Resu
         ids.push(job.id);
     }
     Ok((ids, stored))
+}
+
+/// The holders of `job`'s unique key that `rule` needs: the live ones, and
+/// for a period every one created within it.
+fn holders(conn: &Connection, job: &NewJob, key: &str, rule: UniqueRule, now: Timestamp) -> Result<Vec<Holder>> {
+    let mut out = Vec::new();
+    let mut read = |sql: &str, since: Option<i64>| -> Result<()> {
+        let mut stmt = conn.prepare_cached(sql).map_err(db)?;
+        let mut rows = match since {
+            Some(since) => stmt.query(params![job.queue.as_str(), key, since]),
+            None => stmt.query(params![job.queue.as_str(), key]),
+        }
+        .map_err(db)?;
+        while let Some(row) = rows.next().map_err(db)? {
+            let id: Vec<u8> = row.get(0).map_err(db)?;
+            let state: String = row.get(1).map_err(db)?;
+            let created_at: i64 = row.get(2).map_err(db)?;
+            let state = crate::row::parse_state(&state).ok_or_else(|| Error::Corrupt {
+                id: None,
+                reason: format!("a job with unique key {key:?} has the state {state:?}"),
+            })?;
+            out.push(Holder { id: JobId(uuid_of(&id, key)?), state, created_at: from_micros(created_at) });
+        }
+        Ok(())
+    };
+    read(HOLDERS, None)?;
+    if let UniqueRule::Period(period) = rule {
+        read(RECENT, Some(sub(now, period).timestamp_micros()))?;
+    }
+    Ok(out)
+}
+
+/// A stored id read back as a UUID.
+fn uuid_of(bytes: &[u8], key: &str) -> Result<Uuid> {
+    Uuid::from_slice(bytes).map_err(|_| Error::Corrupt {
+        id: None,
+        reason: format!("the live job with unique key {key:?} has an id that is not a UUID"),
+    })
 }

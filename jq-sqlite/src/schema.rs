@@ -22,8 +22,11 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 use crate::error::SqliteError;
 
 /// Every schema version, oldest first: (name, SQL).
-pub const MIGRATIONS: &[(&str, &str)] =
-    &[("001_schema", include_str!("sql/001_schema.sql")), ("002_durable", include_str!("sql/002_durable.sql"))];
+pub const MIGRATIONS: &[(&str, &str)] = &[
+    ("001_schema", include_str!("sql/001_schema.sql")),
+    ("002_durable", include_str!("sql/002_durable.sql")),
+    ("003_unique_created", include_str!("sql/003_unique_created.sql")),
+];
 
 /// The `PRAGMA application_id` of every file jq-sqlite migrated: the bytes
 /// `jqdb` (offset 68 of the file's header).

@@ -40,6 +40,7 @@ const RENAMES: &[Rename] =
 const CHECKSUMS: &[(&str, &str)] = &[
     ("001_schema", "39626a0f81fb6942428d5069b75ac6fcddb3cb896f6b46d8ae3ab82d6cab2f37"),
     ("002_durable", "bcae8b8a595b5ace74a4ca4f054fc6f1b739ff0bf25797b01cd6823b00941c77"),
+    ("003_unique_created", "56b0fd0527e54f9be63c5d852c33132b80262c99ea6e9ff1524c2e5c597ad0d1"),
 ];
 
 /// A new in-memory database with schema version 1 alone (what 0.1's
@@ -247,7 +248,7 @@ fn diff(expected: &str, actual: &str) -> String {
     out
 }
 
-/// What `migrate` builds in a new file is the recorded catalog of the
+/// What version 1 builds in a new file is the recorded catalog of the
 /// development chain, fact by fact, but for [`RENAMES`].
 #[test]
 fn schema_version_1_builds_what_the_development_chain_built() {
@@ -300,4 +301,35 @@ fn a_file_of_a_development_build_is_refused_at_open() {
     let conn = Connection::open(&path).unwrap();
     let tables: i64 = conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0)).unwrap();
     assert_eq!((schema::version(&conn).unwrap(), tables), (12, 1));
+}
+
+/// Version 3 adds the index of a unique key's jobs by creation (the unique
+/// period's) and nothing else.
+#[test]
+fn schema_version_3_adds_the_unique_period_index() {
+    let one = Connection::open_in_memory().unwrap();
+    one.execute_batch(schema::MIGRATIONS[0].1).unwrap();
+    one.execute_batch(schema::MIGRATIONS[1].1).unwrap();
+    // An index's seq is its place in the table's list, which a new one shifts.
+    let unseq = |text: String| -> String {
+        text.lines()
+            .map(|l| match l.find(" seq=") {
+                Some(at) => {
+                    let rest = &l[at + 5..];
+                    format!("{}{}", &l[..at], &rest[rest.find(' ').unwrap_or(rest.len())..])
+                }
+                None => l.to_owned(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let before = unseq(catalog(&one));
+    let mut all = Connection::open_in_memory().unwrap();
+    schema::migrate(&mut all, std::path::Path::new(":memory:")).unwrap();
+    let after = unseq(catalog(&all));
+    let added: Vec<&str> = after.lines().filter(|l| !before.lines().any(|b| b == *l)).collect();
+    // The index's line, then its columns' lines that no other index has.
+    assert!(added.first().is_some_and(|l| l.contains("index jobs_unique_created")), "{added:#?}");
+    assert!(added[1..].iter().all(|l| l.starts_with("    ")), "{added:#?}");
+    assert!(before.lines().all(|b| after.lines().any(|l| l == b)), "version 3 only adds");
 }

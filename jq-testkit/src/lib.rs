@@ -278,6 +278,14 @@ macro_rules! conformance {
             unique_keys,
             a_retried_job_shares_its_unique_key,
             enqueue_batch_is_atomic,
+            // unique rules: debounce, unique for a period, replace
+            debounce_keeps_the_last_payload_and_runs_after_quiet,
+            debounce_max_delay_bounds_a_steady_stream,
+            debounce_under_concurrent_producers,
+            unique_period_counts_finished_jobs,
+            unique_period_under_concurrent_producers,
+            replace_changes_a_waiting_job_only,
+            unique_rules_refuse_bad_input,
             trace_context_is_stored_and_kept,
             // maintenance
             promote_exactly_once_under_concurrent_promoters,

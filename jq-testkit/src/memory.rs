@@ -17,7 +17,7 @@ use jq_core::storage::{
     LeaseRef, LeaseToken, Limited, Outcome, PeriodicStorage, ProgressReport, RoleStorage, Settled, Settlement, Storage,
     ThroughputStorage, WorkSignal,
 };
-use jq_core::storage::{add, held_by, storable_message};
+use jq_core::storage::{Decision, Holder, add, decide, held_by, storable_message};
 use jq_core::{
     AttemptError, CancelRequest, Clock, DEFAULT_MAX_PAYLOAD_BYTES, Error, Job, JobFilter, JobId, Lease, NewJob,
     QueueInfo, QueueLimits, QueueName, Result, Seen, State, Stats, Throughput, Timestamp,
@@ -173,7 +173,8 @@ impl MemoryStorage {
 }
 
 /// Stores `jobs` as [`Storage::enqueue`] does (the payloads already
-/// checked): the ids, and how many were new.
+/// checked): the ids, and how many were new or changed (a unique rule's
+/// update).
 fn insert(map: &mut BTreeMap<JobId, Job>, jobs: Vec<NewJob>, now: Timestamp) -> (Vec<JobId>, usize) {
     let mut ids = Vec::with_capacity(jobs.len());
     let mut stored = 0usize;
@@ -184,13 +185,39 @@ fn insert(map: &mut BTreeMap<JobId, Job>, jobs: Vec<NewJob>, now: Timestamp) -> 
             ids.push(existing.id);
             continue;
         }
+        let mut job = job;
         if let Some(key) = &job.unique_key {
-            let duplicate = map
-                .values()
-                .find(|j| j.queue == job.queue && !j.state.is_terminal() && j.unique_key.as_ref() == Some(key));
-            if let Some(existing) = duplicate {
-                ids.push(existing.id);
-                continue;
+            let holders = map.values().filter(|j| j.queue == job.queue && j.unique_key.as_ref() == Some(key));
+            match job.unique_rule {
+                None => {
+                    if let Some(existing) = holders.clone().find(|j| !j.state.is_terminal()) {
+                        ids.push(existing.id);
+                        continue;
+                    }
+                }
+                Some(rule) => {
+                    // The contract's "Unique rules": every job of the key is
+                    // a holder here (the decision filters what counts).
+                    let holders: Vec<Holder> =
+                        holders.map(|j| Holder { id: j.id, state: j.state, created_at: j.created_at }).collect();
+                    match decide(rule, job.run_at, &holders, now) {
+                        Decision::Answer(id) => {
+                            ids.push(id);
+                            continue;
+                        }
+                        Decision::Update { id, run_at } => {
+                            if let Some(held) = map.get_mut(&id) {
+                                held.payload = job.payload;
+                                held.run_at = run_at;
+                                held.state = if run_at <= now { State::Pending } else { State::Scheduled };
+                            }
+                            ids.push(id);
+                            stored += 1;
+                            continue;
+                        }
+                        Decision::Store { run_at, .. } => job.run_at = run_at,
+                    }
+                }
             }
         }
         ids.push(job.id);

@@ -64,6 +64,20 @@ pub struct EnqueueSpec {
     pub unique_key: Option<u8>,
     /// Stored with this trace context (one of three), or none.
     pub trace: Option<u8>,
+    /// With a unique key, its rule ([`unique_rule`]), or none.
+    pub rule: Option<u8>,
+}
+
+/// Rule `n` of the generated enqueues, in half-leases: a debounce with and
+/// without a max delay, a period, a replace.
+fn unique_rule(n: u8) -> jq_core::UniqueRule {
+    use jq_core::UniqueRule;
+    match n % 4 {
+        0 => UniqueRule::Debounce { window: HALF * 2, max_delay: Some(HALF * 3) },
+        1 => UniqueRule::Debounce { window: HALF, max_delay: None },
+        2 => UniqueRule::Period(HALF * 8),
+        _ => UniqueRule::Replace,
+    }
 }
 
 /// Which lease an operation presents.
@@ -133,16 +147,19 @@ pub enum Op {
 }
 
 fn enqueue_spec() -> impl Strategy<Value = EnqueueSpec> {
-    (0..QUEUES.len(), 0..4usize, -2i8..=3, 1u32..=4, prop::option::of(0u8..3), prop::option::of(0u8..3)).prop_map(
-        |(queue, priority, delay, max_attempts, unique_key, trace)| EnqueueSpec {
+    (
+        (0..QUEUES.len(), 0..4usize, -2i8..=3, 1u32..=4),
+        (prop::option::of(0u8..3), prop::option::of(0u8..3), prop::option::weighted(0.5, 0u8..4)),
+    )
+        .prop_map(|((queue, priority, delay, max_attempts), (unique_key, trace, rule))| EnqueueSpec {
             queue,
             priority,
             delay,
             max_attempts,
             unique_key,
             trace,
-        },
-    )
+            rule,
+        })
 }
 
 /// Trace context `n`: with and without a `tracestate`.
@@ -509,7 +526,11 @@ impl<S: Storage> Case<'_, S> {
                         .queue(QUEUES[spec.queue])
                         .priority(Priority::ALL[spec.priority])
                         .max_attempts(spec.max_attempts);
-                    if spec.delay > 0 {
+                    let rule = spec.rule.filter(|_| spec.unique_key.is_some()).map(unique_rule);
+                    let debounced = matches!(rule, Some(jq_core::UniqueRule::Debounce { .. }));
+                    if debounced {
+                        // A debounced job's run time is its window's end.
+                    } else if spec.delay > 0 {
                         b = b.delay(HALF * spec.delay as u32);
                     } else if spec.delay < 0 {
                         b = b.run_at(now - chrono::Duration::from_std(HALF * (-spec.delay) as u32).unwrap_or_default());
@@ -518,7 +539,9 @@ impl<S: Storage> Case<'_, S> {
                     if let Some(k) = spec.unique_key {
                         b = b.unique_key(format!("key-{k}"));
                     }
-                    jobs.push(b.build_at(now).map_err(|e| e.to_string())?);
+                    let mut job = b.build_at(now).map_err(|e| e.to_string())?;
+                    job.unique_rule = rule;
+                    jobs.push(job);
                 }
                 self.known.extend(jobs.iter().map(|j| j.id));
                 self.enqueue(jobs).await?;

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -12,7 +13,9 @@ use jq_core::periodic::{Fire, FireOutcome};
 use jq_core::storage::{
     ClaimRequest, Election, LeaseRef, LeaseToken, Settled, Settlement, Storage, StorageExt, Wrapper,
 };
-use jq_core::{Clock, JobFilter, JobId, QueueLimits, QueueName, Rate, Result, State, Stats, Timestamp};
+use jq_core::{
+    Clock, JobFilter, JobId, NewJob, QueueLimits, QueueName, Rate, Result, State, Stats, Timestamp, UniqueRule,
+};
 use jq_testkit::{Harness, MemoryHarness, MemoryStorage};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -40,6 +43,19 @@ enum Bug {
     /// purge() stops after its first batch of 1,000 (a backend that forgets
     /// to loop).
     PurgeOneBatch,
+    /// enqueue() treats a debounce as a plain unique key.
+    DebounceIgnored,
+    /// enqueue() forgets a debounce's max_delay.
+    MaxDelayIgnored,
+    /// enqueue() treats a unique period as a plain unique key.
+    PeriodIgnored,
+    /// enqueue() treats a replace as a plain unique key.
+    ReplaceIgnored,
+    /// enqueue() drops a rule it should refuse and stores the job.
+    RulesUnchecked,
+    /// enqueue() decides a rule per connection (a process-local lock or
+    /// cache), not in the store: each connection sees its own key.
+    RulesPerConnection,
     /// checkpoint() does not check the token (a stale worker's write lands).
     CheckpointUnfenced,
     /// A wait that takes a signal leaves it stored (taken twice).
@@ -56,6 +72,8 @@ enum Bug {
 struct Mutant {
     inner: MemoryStorage,
     bug: Bug,
+    /// Which connection of its harness this is, for [`Bug::RulesPerConnection`].
+    connection: usize,
     /// Jobs retried, per queue, for [`Bug::RetryUncounted`].
     retried: Arc<Mutex<BTreeMap<String, u64>>>,
 }
@@ -75,6 +93,31 @@ impl Wrapper for Mutant {
                 .await;
         }
         self.inner.claim(request).await
+    }
+    async fn enqueue(&self, mut jobs: Vec<NewJob>) -> Result<Vec<JobId>> {
+        for job in &mut jobs {
+            let Some(rule) = job.unique_rule else { continue };
+            match (self.bug, rule) {
+                (Bug::DebounceIgnored, UniqueRule::Debounce { .. })
+                | (Bug::PeriodIgnored, UniqueRule::Period(_))
+                | (Bug::ReplaceIgnored, UniqueRule::Replace) => job.unique_rule = None,
+                (Bug::MaxDelayIgnored, UniqueRule::Debounce { window, .. }) => {
+                    job.unique_rule = Some(UniqueRule::Debounce { window, max_delay: None });
+                }
+                (Bug::RulesUnchecked, rule)
+                    if rule.check(job.unique_key.as_deref(), job.run_at, job.key.as_deref()).is_err() =>
+                {
+                    job.unique_rule = None;
+                    job.run_at = None;
+                    job.key = None;
+                }
+                (Bug::RulesPerConnection, _) => {
+                    job.unique_key = job.unique_key.take().map(|k| format!("{k}@{}", self.connection));
+                }
+                _ => {}
+            }
+        }
+        self.inner.enqueue(jobs).await
     }
     async fn settle(&self, mut batch: Vec<Settlement>) -> Result<Vec<Settled>> {
         if self.bug == Bug::Unfenced {
@@ -187,11 +230,12 @@ struct MutantHarness {
     inner: MemoryHarness,
     bug: Bug,
     retried: Arc<Mutex<BTreeMap<String, u64>>>,
+    connections: AtomicUsize,
 }
 
 impl MutantHarness {
     fn new(bug: Bug) -> Self {
-        MutantHarness { inner: MemoryHarness::new(), bug, retried: Arc::default() }
+        MutantHarness { inner: MemoryHarness::new(), bug, retried: Arc::default(), connections: AtomicUsize::new(0) }
     }
 }
 
@@ -199,7 +243,12 @@ impl MutantHarness {
 impl Harness for MutantHarness {
     type Storage = Mutant;
     async fn connect(&self, clock: Clock) -> Mutant {
-        Mutant { inner: self.inner.connect(clock).await, bug: self.bug, retried: self.retried.clone() }
+        Mutant {
+            inner: self.inner.connect(clock).await,
+            bug: self.bug,
+            connection: self.connections.fetch_add(1, Ordering::Relaxed),
+            retried: self.retried.clone(),
+        }
     }
     async fn cleanup(&self) {}
 }
@@ -305,6 +354,60 @@ fn scenarios_catch_a_purge_that_stops_after_one_batch() {
     assert!(fails(|| {
         jq_testkit::__private::block_on(jq_testkit::scenarios::purge_deletes_every_batch_until_none_is_left(&h))
     }));
+}
+
+/// Runs `scenario` on a fresh mutant of `bug` and says whether it failed.
+fn scenario_fails<F, Fut>(bug: Bug, scenario: F) -> bool
+where
+    F: FnOnce(MutantHarness) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let h = MutantHarness::new(bug);
+    fails(|| jq_testkit::__private::block_on(scenario(h)))
+}
+
+#[test]
+fn scenarios_catch_an_ignored_debounce_and_max_delay() {
+    use jq_testkit::scenarios::{
+        debounce_keeps_the_last_payload_and_runs_after_quiet, debounce_max_delay_bounds_a_steady_stream,
+    };
+    assert!(scenario_fails(Bug::DebounceIgnored, |h| async move {
+        debounce_keeps_the_last_payload_and_runs_after_quiet(&h).await
+    }));
+    assert!(scenario_fails(
+        Bug::MaxDelayIgnored,
+        |h| async move { debounce_max_delay_bounds_a_steady_stream(&h).await }
+    ));
+}
+
+#[test]
+fn scenarios_catch_an_ignored_period_and_replace() {
+    use jq_testkit::scenarios::{replace_changes_a_waiting_job_only, unique_period_counts_finished_jobs};
+    assert!(scenario_fails(Bug::PeriodIgnored, |h| async move { unique_period_counts_finished_jobs(&h).await }));
+    assert!(scenario_fails(Bug::ReplaceIgnored, |h| async move { replace_changes_a_waiting_job_only(&h).await }));
+}
+
+#[test]
+fn scenarios_catch_unchecked_rules() {
+    use jq_testkit::scenarios::unique_rules_refuse_bad_input;
+    assert!(scenario_fails(Bug::RulesUnchecked, |h| async move { unique_rules_refuse_bad_input(&h).await }));
+}
+
+#[test]
+fn scenarios_catch_rules_decided_per_connection() {
+    use jq_testkit::scenarios::{debounce_under_concurrent_producers, unique_period_under_concurrent_producers};
+    assert!(scenario_fails(Bug::RulesPerConnection, |h| async move { debounce_under_concurrent_producers(&h).await }));
+    assert!(scenario_fails(
+        Bug::RulesPerConnection,
+        |h| async move { unique_period_under_concurrent_producers(&h).await }
+    ));
+}
+
+#[test]
+fn model_catches_ignored_rules() {
+    assert!(model_catches(Bug::DebounceIgnored));
+    assert!(model_catches(Bug::PeriodIgnored));
+    assert!(model_catches(Bug::ReplaceIgnored));
 }
 
 #[test]

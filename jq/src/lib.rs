@@ -109,7 +109,7 @@ pub use jq_core::{
     DurableContext, Error, ExponentialBackoff, HandlerError, HandlerResult, IntoJob, Job, JobBuilder, JobContext,
     JobFilter, JobId, JobType, KeyInfo, KeyLimit, KeyReport, Lease, ManualClock, NewJob, Payload, Priority, QueueInfo,
     QueueLimits, QueueName, Rate, Result, Retention, Seen, State, StateCounts, Stats, Throughput, Timestamp,
-    TraceContext, Waited, WorkerHandle, WorkerPool,
+    TraceContext, UniqueRule, Waited, WorkerHandle, WorkerPool,
 };
 pub use jq_core::{durable, observe, periodic, storage, workflow};
 

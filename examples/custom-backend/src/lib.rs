@@ -47,7 +47,7 @@ use jq::storage::{
     LeaseRef, LeaseToken, Limited, Outcome, PeriodicStorage, ProgressReport, RoleStorage, Settled, Settlement, Storage,
     ThroughputStorage, WorkSignal, async_trait,
 };
-use jq::storage::{add, storable_message};
+use jq::storage::{Decision, Holder, add, decide, storable_message};
 use jq::{
     AttemptError, CancelRequest, Clock, DEFAULT_MAX_PAYLOAD_BYTES, Error, Job, JobFilter, JobId, Lease, NewJob,
     QueueInfo, QueueLimits, QueueName, Result, State, Stats, Throughput, Timestamp,
@@ -113,12 +113,37 @@ impl IndexedStorage {
 fn store(t: &mut Tables, jobs: Vec<NewJob>, now: Timestamp) -> (Vec<JobId>, bool) {
     let mut ids = Vec::with_capacity(jobs.len());
     let mut stored = false;
-    for job in jobs {
+    for mut job in jobs {
         if t.rows.contains_key(&job.id) {
             ids.push(job.id); // sent again after a lost answer: stored once
             continue;
         }
-        if let Some(holder) = job.unique_key.as_ref().and_then(|key| t.live_holder(&job.queue, key)) {
+        if let (Some(key), Some(rule)) = (&job.unique_key, job.unique_rule) {
+            // The contract's "Unique rules", decided by jq's own function.
+            // A period counts finished jobs too, which no index here holds:
+            // this scans the rows (a store would index (queue, key, created_at)).
+            let holders: Vec<Holder> = (t.rows.values())
+                .filter(|j| j.queue == job.queue && j.unique_key.as_ref() == Some(key))
+                .map(|j| Holder { id: j.id, state: j.state, created_at: j.created_at })
+                .collect();
+            match decide(rule, job.run_at, &holders, now) {
+                Decision::Answer(id) => {
+                    ids.push(id);
+                    continue;
+                }
+                Decision::Update { id, run_at } => {
+                    t.update(id, |held| {
+                        held.payload = job.payload;
+                        held.run_at = run_at;
+                        held.state = if run_at <= now { State::Pending } else { State::Scheduled };
+                    });
+                    ids.push(id);
+                    stored = true;
+                    continue;
+                }
+                Decision::Store { run_at, .. } => job.run_at = run_at,
+            }
+        } else if let Some(holder) = job.unique_key.as_ref().and_then(|key| t.live_holder(&job.queue, key)) {
             ids.push(holder);
             continue;
         }

@@ -26,8 +26,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use jq::storage::{
-    Beat, ClaimAnswer, ClaimRequest, LeaseRef, Outcome, Settled, Settlement, Storage, WorkSignal, add, async_trait,
-    storable_message,
+    Beat, ClaimAnswer, ClaimRequest, Decision, Holder, LeaseRef, Outcome, Settled, Settlement, Storage, WorkSignal,
+    add, async_trait, decide, storable_message,
 };
 use jq::{
     AttemptError, Clock, DEFAULT_MAX_PAYLOAD_BYTES, Error, Job, JobFilter, JobId, Lease, NewJob, Priority, Result,
@@ -130,11 +130,42 @@ impl Storage for MinimalStorage {
         let mut stored = false;
         {
             let mut t = self.begin();
-            for job in jobs {
+            for mut job in jobs {
                 // Sent again after a lost answer: the stored job stays as it is.
                 if t.contains_key(&job.id) {
                     ids.push(job.id);
                     continue;
+                }
+                // A unique rule (debounce, period, replace): jq's own
+                // decision over every job of the key.
+                if let (Some(key), Some(rule)) = (&job.unique_key, job.unique_rule) {
+                    let holders: Vec<Holder> = (t.values())
+                        .filter(|j| j.queue == job.queue && j.unique_key.as_ref() == Some(key))
+                        .map(|j| Holder { id: j.id, state: j.state, created_at: j.created_at })
+                        .collect();
+                    match decide(rule, job.run_at, &holders, now) {
+                        Decision::Answer(id) => {
+                            ids.push(id);
+                            continue;
+                        }
+                        Decision::Update { id, run_at } => {
+                            if let Some(held) = t.get_mut(&id) {
+                                held.payload = job.payload;
+                                held.run_at = run_at;
+                                held.state = if run_at <= now { State::Pending } else { State::Scheduled };
+                            }
+                            ids.push(id);
+                            stored = true;
+                            continue;
+                        }
+                        Decision::Store { run_at, .. } => {
+                            job.run_at = run_at;
+                            ids.push(job.id);
+                            stored = true;
+                            t.insert(job.id, job.stored_at(now));
+                            continue;
+                        }
+                    }
                 }
                 // A live job of the queue holds the key (earlier in this
                 // batch too, since each job is stored as we go): its id

@@ -3,7 +3,7 @@
 use std::io::Read as _;
 
 use jq::storage::{Storage, StorageExt};
-use jq::{NewJob, Payload};
+use jq::{NewJob, Payload, UniqueRule};
 use serde::Serialize;
 
 use crate::cli::EnqueueArgs;
@@ -31,6 +31,18 @@ pub fn prepare(args: &EnqueueArgs) -> CliResult<NewJob> {
     if let Some(key) = &args.key {
         builder = builder.key(key.as_str());
     }
+    if let Some(window) = args.debounce {
+        builder = builder.debounce(window);
+    }
+    if let Some(max) = args.max_delay {
+        builder = builder.max_delay(max);
+    }
+    if let Some(period) = args.unique_for {
+        builder = builder.unique_for(period);
+    }
+    if args.replace {
+        builder = builder.replace();
+    }
     Ok(builder.build()?)
 }
 
@@ -52,7 +64,9 @@ fn read_payload(arg: &str) -> CliResult<String> {
 #[derive(Serialize)]
 struct Enqueued {
     id: String,
-    /// False when a live job with the same unique key was found instead.
+    /// False when a job with the same unique key answered instead (a live
+    /// one, one within a period, or a waiting one that a debounce or
+    /// replace changed).
     created: bool,
 }
 
@@ -61,14 +75,22 @@ pub async fn run<S: Storage>(storage: &S, job: NewJob, json: bool) -> CliResult 
     let new_id = job.id;
     let key = job.unique_key.clone();
     let queue = job.queue.clone();
+    let rule = job.unique_rule;
     let id = storage.enqueue_one(job).await?;
     let created = id == new_id;
     if !created {
         let state = storage.get(id).await.map(|j| j.state.to_string()).unwrap_or_else(|_| "unknown".into());
-        eprintln!(
-            "note: job {id} ({state}) in queue {queue} already has unique key {:?}; nothing new was stored",
-            key.unwrap_or_default()
-        );
+        let key = key.unwrap_or_default();
+        match rule {
+            // Debounce and replace change only a waiting job.
+            Some(UniqueRule::Debounce { .. } | UniqueRule::Replace) if state != "running" => eprintln!(
+                "note: job {id} ({state}) in queue {queue} has unique key {key:?} and took this payload; nothing new \
+                 was stored"
+            ),
+            _ => eprintln!(
+                "note: job {id} ({state}) in queue {queue} already has unique key {key:?}; nothing new was stored"
+            ),
+        }
     }
     if json { view::emit_json(&Enqueued { id: id.to_string(), created }) } else { view::emit(&format!("{id}\n")) }
 }

@@ -204,6 +204,40 @@ pub mod scenarios {
         assert_eq!(other["created"], true);
     }
 
+    /// --debounce and --replace give the waiting job of the key the new
+    /// payload; --unique-for keeps the key taken; the flags need
+    /// --unique-key (clap refuses them without it).
+    pub fn unique_rules_from_the_command_line(s: &Store) {
+        let first = s.json(&["enqueue", "k", r#"{"v":1}"#, "--unique-key", "doc", "--debounce", "1h"]);
+        assert_eq!(first["created"], true);
+        let id = first["id"].as_str().unwrap().to_owned();
+        assert_eq!(s.state(&id), "scheduled", "runs after its window");
+        let out =
+            s.cmd().args(["enqueue", "k", r#"{"v":2}"#, "--unique-key", "doc", "--debounce", "1h"]).output().unwrap();
+        assert!(out.status.success());
+        assert_eq!(String::from_utf8(out.stdout).unwrap().trim(), id);
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert!(stderr.contains("took this payload"), "{stderr}");
+        assert_eq!(s.json(&["get", &id])["payload"]["v"], 2);
+        s.ok(&["enqueue", "k", r#"{"v":3}"#, "--unique-key", "doc", "--replace"]);
+        let job = s.json(&["get", &id]);
+        assert_eq!(
+            (job["payload"]["v"].as_u64(), job["state"].as_str()),
+            (Some(3), Some("pending")),
+            "replaced, due now"
+        );
+        let period = s.json(&["enqueue", "k", "--unique-key", "daily", "--unique-for", "1d"]);
+        s.ok(&["cancel", period["id"].as_str().unwrap()]);
+        let again = s.json(&["enqueue", "k", "--unique-key", "daily", "--unique-for", "1d"]);
+        assert_eq!((again["created"].as_bool(), again["id"].as_str()), (Some(false), period["id"].as_str()));
+        assert_eq!(s.total_jobs(), 2);
+        for flags in [&["--debounce", "1s"][..], &["--unique-for", "1s"], &["--replace"]] {
+            let out = s.cmd().args(["enqueue", "k"]).args(flags).output().unwrap();
+            assert_eq!(out.status.code(), Some(2), "{flags:?} without --unique-key");
+        }
+        assert_eq!(s.total_jobs(), 2);
+    }
+
     pub fn list_and_stats_agree(s: &Store) {
         let mut ids = Vec::new();
         for queue in ["a", "a", "a", "b", "b"] {

@@ -7,6 +7,7 @@ use super::name::{QueueName, check_key, check_name};
 use super::payload::Payload;
 use super::priority::Priority;
 use super::stored::Job;
+use super::unique::UniqueRule;
 use crate::clock::{Timestamp, truncate_micros};
 use crate::error::{Error, Result};
 use crate::id::JobId;
@@ -40,6 +41,10 @@ pub struct NewJob {
     pub max_attempts: u32,
     /// Deduplicates against live (non-terminal) jobs of the same queue.
     pub unique_key: Option<String>,
+    /// What the enqueue does when jobs hold the unique key already
+    /// (debounce, unique for a period, replace); `None`: a live holder
+    /// deduplicates it. Needs a unique key ([`UniqueRule::check`]).
+    pub unique_rule: Option<UniqueRule>,
     /// The key whose limits and place in the rotation it takes
     /// ([`JobBuilder::key`]); only backends with
     /// [`Capability::Keys`](crate::storage::Capability::Keys) store one.
@@ -97,6 +102,8 @@ impl NewJob {
             delay: None,
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             unique_key: None,
+            unique_rule: None,
+            max_delay: None,
             key: None,
             trace: None,
             timeout: None,
@@ -124,6 +131,9 @@ impl NewJob {
         if let Some(key) = &self.key {
             check_key(key)?;
         }
+        if let Some(rule) = &self.unique_rule {
+            rule.check(self.unique_key.as_deref(), self.run_at, self.key.as_deref())?;
+        }
         if let Some(trace) = &self.trace {
             crate::text::check_no_nul("trace context", trace.as_stored())?;
         }
@@ -146,6 +156,9 @@ pub struct JobBuilder {
     delay: Option<Duration>,
     pub(super) max_attempts: u32,
     unique_key: Option<String>,
+    unique_rule: Option<UniqueRule>,
+    /// [`JobBuilder::max_delay`]'s, joined to the debounce at build time.
+    max_delay: Option<Duration>,
     pub(super) key: Option<String>,
     /// `None`: capture the current span's context at build time.
     trace: Option<Option<TraceContext>>,
@@ -222,6 +235,65 @@ impl JobBuilder {
         self
     }
 
+    /// Trailing debounce (the contract's "Unique rules"): the enqueues of
+    /// this unique key become one run. While a job of the key waits
+    /// (Scheduled or Pending), an enqueue gives it this job's payload and
+    /// moves its run time to `window` from now (the storage's clock), so it
+    /// runs once the key has been quiet for `window`; bound that with
+    /// [`JobBuilder::max_delay`]. A running job is never changed: an
+    /// enqueue while it runs stores a new job for after it. Needs
+    /// [`JobBuilder::unique_key`]; takes no `run_at` or delay.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use jq_core::{NewJob, Payload};
+    /// let job = NewJob::builder("reindex", Payload::from_json(r#"{"doc":7}"#)?)
+    ///     .unique_key("reindex:7")
+    ///     .debounce(Duration::from_secs(5))
+    ///     .max_delay(Duration::from_secs(60))
+    ///     .build()?;
+    /// assert!(job.unique_rule.is_some());
+    /// # Ok::<(), jq_core::Error>(())
+    /// ```
+    pub fn debounce(mut self, window: Duration) -> Self {
+        self.unique_rule = Some(UniqueRule::Debounce { window, max_delay: None });
+        self
+    }
+
+    /// The latest a debounced job runs after its first enqueue, however
+    /// many enqueues follow within its windows ([`JobBuilder::debounce`]);
+    /// refused without a debounce.
+    pub fn max_delay(mut self, max_delay: Duration) -> Self {
+        self.max_delay = Some(max_delay);
+        self
+    }
+
+    /// Leading debounce: the first enqueue of the unique key runs at once,
+    /// and the enqueues within `window` after it are dropped, whatever
+    /// that job's state. It is [`JobBuilder::unique_for`]`(window)`.
+    pub fn debounce_leading(self, window: Duration) -> Self {
+        self.unique_for(window)
+    }
+
+    /// Unique for a period: nothing is stored (the enqueue answers the
+    /// holder's id) while a live job holds the unique key, or a job of the
+    /// queue with the key, whatever its state, was created less than
+    /// `period` ago (the storage's clock). Needs [`JobBuilder::unique_key`].
+    pub fn unique_for(mut self, period: Duration) -> Self {
+        self.unique_rule = Some(UniqueRule::Period(period));
+        self
+    }
+
+    /// Replace: while a job of the unique key waits (Scheduled or Pending),
+    /// the enqueue gives it this job's payload and run time instead of
+    /// storing a new one, and answers its id. A running job is never
+    /// changed: with none waiting, this job is stored. Needs
+    /// [`JobBuilder::unique_key`].
+    pub fn replace(mut self) -> Self {
+        self.unique_rule = Some(UniqueRule::Replace);
+        self
+    }
+
     /// The job's key (a tenant, an account, a host): jobs of one queue with
     /// the same key share that key's limits
     /// ([`KeyStorage::set_key_limits`](crate::storage::KeyStorage::set_key_limits)),
@@ -276,6 +348,16 @@ impl JobBuilder {
             (None, Some(d)) if !d.is_zero() => Some(crate::clock::add(now, d)),
             _ => None,
         };
+        let unique_rule = match (self.unique_rule, self.max_delay) {
+            (Some(UniqueRule::Debounce { window, .. }), Some(max)) => {
+                Some(UniqueRule::Debounce { window, max_delay: Some(max) })
+            }
+            (_, Some(_)) => return Err(Error::invalid("debounce max delay", "it bounds a debounce: call debounce")),
+            (rule, None) => rule,
+        };
+        if let Some(rule) = &unique_rule {
+            rule.check(self.unique_key.as_deref(), run_at, self.key.as_deref())?;
+        }
         Ok(NewJob {
             id: self.id.unwrap_or_default(),
             queue,
@@ -285,6 +367,7 @@ impl JobBuilder {
             run_at,
             max_attempts: self.max_attempts,
             unique_key: self.unique_key,
+            unique_rule,
             key: self.key,
             trace: self.trace.unwrap_or_else(current_trace),
             timeout,

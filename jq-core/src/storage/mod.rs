@@ -67,7 +67,7 @@ pub use wrapper::{Operation, Wrapper};
 pub use crate::clock::{add, from_micros, sub, truncate_micros};
 pub use crate::control::{MAX_LIMIT, MAX_RATE_PERIOD, SEEN_TTL, allowance, seen_forgotten_at};
 pub use crate::id::LeaseToken;
-pub use crate::job::{LeaseRef, MAX_KEY_BYTES, MAX_NAME_BYTES, check_key};
+pub use crate::job::{Decision, Holder, LeaseRef, MAX_KEY_BYTES, MAX_NAME_BYTES, check_key, decide};
 pub use crate::read::minute_of;
 pub use crate::redact::redact_url;
 pub use crate::text::{NUL_REPLACEMENT, storable_message};

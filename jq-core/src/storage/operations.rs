@@ -60,6 +60,11 @@ macro_rules! __storage_operations {
                     ///   queue (already stored, or earlier in the same batch) is not stored;
                     ///   the existing job's id is returned in its place. When several live
                     ///   jobs share the key (see [`Storage::retry`]), the smallest id.
+                    /// - A job with a unique rule ([`NewJob::unique_rule`](crate::NewJob::unique_rule):
+                    ///   debounce, unique for a period, replace) follows the contract's
+                    ///   "Unique rules", decided by [`decide`](crate::storage::decide)
+                    ///   with the storage's clock, in batch order; a waiting holder it
+                    ///   updates answers its own id.
                     ///
                     /// Returns one id per input job, in input order.
                     Enqueue => async fn enqueue(&self, jobs: ::std::vec::Vec<$crate::NewJob>)

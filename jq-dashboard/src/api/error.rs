@@ -141,7 +141,10 @@ impl ApiError {
             }
             jq::Error::InvalidInput { what, .. } => {
                 let name = match *what {
-                    "unique key" => "unique_key",
+                    "unique key" | "unique rule" => "unique_key",
+                    "debounce window" => "debounce_ms",
+                    "debounce max delay" => "max_delay_ms",
+                    "unique period" => "unique_for_ms",
                     "max attempts" => "max_attempts",
                     "job id" => "id",
                     other => other,

@@ -66,6 +66,32 @@ pub struct EnqueueRequest {
     #[serde(default)]
     #[schema(min_length = 1, max_length = 128, pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$")]
     pub unique_key: Option<String>,
+    /// Trailing debounce, with `unique_key`: while a job of the key waits
+    /// (scheduled or pending), the enqueue gives it this payload and moves
+    /// it to run this many milliseconds from now, so it runs once the key
+    /// was quiet that long; its id comes back. A running job is never
+    /// changed: a new one is stored for after it. No `run_at` or
+    /// `delay_ms` with it. 1 ms to 366 days.
+    #[serde(default)]
+    #[schema(minimum = 1, maximum = 31622400000_u64)]
+    pub debounce_ms: Option<u64>,
+    /// With `debounce_ms`: the job runs at the latest this many
+    /// milliseconds after the key's first enqueue, however many follow.
+    #[serde(default)]
+    #[schema(minimum = 1, maximum = 31622400000_u64)]
+    pub max_delay_ms: Option<u64>,
+    /// Unique for a period, with `unique_key` (also leading debounce):
+    /// nothing is stored while a job of the key was created less than this
+    /// many milliseconds ago, whatever its state, or a live one holds it;
+    /// that job's id comes back. 1 ms to 366 days.
+    #[serde(default)]
+    #[schema(minimum = 1, maximum = 31622400000_u64)]
+    pub unique_for_ms: Option<u64>,
+    /// Replace, with `unique_key`: while a job of the key waits (scheduled
+    /// or pending), it takes this payload and run time instead of a new job
+    /// being stored, and its id comes back.
+    #[serde(default)]
+    pub replace: Option<bool>,
     /// The job's key (a tenant, an account, a host): the jobs of one key
     /// share the key's limits, and claims take a queue's keys in turn.
     /// 1 to 255 bytes, no NUL.
@@ -130,6 +156,22 @@ impl EnqueueRequest {
         }
         if let Some(key) = self.key {
             builder = builder.key(key);
+        }
+        let rules = [self.debounce_ms.is_some(), self.unique_for_ms.is_some(), self.replace == Some(true)];
+        if rules.iter().filter(|r| **r).count() > 1 {
+            return Err(ApiError::invalid(field("unique_key"), "give one of debounce_ms, unique_for_ms and replace"));
+        }
+        if let Some(ms) = self.debounce_ms {
+            builder = builder.debounce(Duration::from_millis(ms));
+        }
+        if let Some(ms) = self.max_delay_ms {
+            builder = builder.max_delay(Duration::from_millis(ms));
+        }
+        if let Some(ms) = self.unique_for_ms {
+            builder = builder.unique_for(Duration::from_millis(ms));
+        }
+        if self.replace == Some(true) {
+            builder = builder.replace();
         }
         if let Some(id) = self.id {
             builder = builder.id(JobId(id));

@@ -11,7 +11,8 @@
 -- its workflow's summary too (its parents keep naming it as a child, and
 -- the reads leave out children that are gone; its children keep the edge).
 -- A queue that never held a step or a result pays one EXISTS for that,
--- and one more for durable jobs' keys.
+-- one more for durable jobs' keys, and one more for the unique period's
+-- index (`ucreated`).
 
 local base = KEYS[1]
 local done = done_key(base, ARGV[1])
@@ -32,6 +33,18 @@ if #ids > 0 then
     for _, key in ipairs({ 'results', 'nodes', 'parents', 'children' }) do
       call_chunked('HDEL', base .. key, ids)
     end
+  end
+  -- A purged job leaves the unique period's index (core.lua); a queue
+  -- that never held a unique key pays one EXISTS for that.
+  if redis.call('EXISTS', base .. 'ucreated') > 0 then
+    local states = hmget_chunked(base .. 'states', ids)
+    local bodies = hmget_chunked(base .. 'jobs', ids)
+    local gone = {}
+    for i, id in ipairs(ids) do
+      local uk = states[i] and split(states[i], 10)[4] or ''
+      if uk ~= '' and bodies[i] then gone[#gone + 1] = ucreated_member(uk, body_created(bodies[i]), id) end
+    end
+    zrem_chunked(base .. 'ucreated', gone)
   end
   -- a durable job's journal, signals and wait (durable.lua): one EXISTS
   -- for a queue that never held one

@@ -21,6 +21,7 @@ pub mod outside;
 pub mod periodic;
 pub mod pool;
 pub mod settle;
+pub mod unique_rules;
 pub mod workflow;
 
 pub use admin::*;
@@ -39,4 +40,5 @@ pub use outside::*;
 pub use periodic::*;
 pub use pool::*;
 pub use settle::*;
+pub use unique_rules::*;
 pub use workflow::*;

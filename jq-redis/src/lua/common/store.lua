@@ -3,6 +3,29 @@
 -- library is core.lua and this part alone, so it uses only what core.lua
 -- defines).
 
+-- A queue's `ucreated` sorted set holds every stored job with a unique
+-- key (score 0, member `<unique key>\0<created_at, 20 digits><id>`), in
+-- any state until purged: the unique period reads a key's jobs created
+-- within it with one ZRANGEBYLEX (the contract's "Unique rules"). Jobs
+-- without a unique key are not in it. (Here, not in core.lua: a lone
+-- job's enqueue_one.lua runs only core.lua's definitions.)
+
+-- The member of job `id` with unique key `uk`, created at `created` (the
+-- integer microseconds as text).
+local function ucreated_member(uk, created, id)
+  return uk .. '\0' .. string.rep('0', 20 - #created) .. created .. id
+end
+
+-- The created_at of a packed `jobs` value (its fifth field; a payload
+-- holds no NUL: JSON text escapes control characters, and enqueue refuses
+-- \u0000).
+local function body_created(body)
+  local i = 0
+  for _ = 1, 4 do i = string.find(body, '\0', i + 1, true) end
+  local j = string.find(body, '\0', i + 1, true)
+  return string.sub(body, i + 1, j - 1)
+end
+
 -- Values per job in the arguments of store_jobs, all computed by the
 -- client so that the loop only moves strings: id (32 hex), queue index
 -- (1-based into the bases), the packed `jobs` value, the packed `states`
@@ -110,6 +133,7 @@ local function store_jobs(bases, channel, args, first)
           end
           if uk ~= '' then
             redis.call('HSET', base .. 'unique', uk, id)
+            redis.call('ZADD', base .. 'ucreated', 0, ucreated_member(uk, body_created(args[a + 3]), id))
           end
         end
       end
