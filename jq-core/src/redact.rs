@@ -1,5 +1,6 @@
 //! Server URLs as jq shows them: in errors, logs and `Debug` output,
-//! without the credentials they carry.
+//! without the credentials they carry; and the query parameters of jq's
+//! own that a URL carries besides the driver's.
 
 /// `url` with its credentials replaced by `***`: the password between
 /// `user:` and `@` (`redis://:s3cret@host` becomes `redis://:***@host`),
@@ -51,6 +52,27 @@ pub fn redact_url(url: &str) -> String {
 fn is_secret(key: &str) -> bool {
     let key = key.to_ascii_lowercase();
     ["pass", "secret", "token"].iter().any(|word| key.contains(word))
+}
+
+/// Removes `name=VALUE` from `url`'s query and returns the rest and VALUE
+/// (the last one when the name is there twice): jq's own parameters
+/// (`schema`, `prefix`, `target_session_attrs`) are taken out before the
+/// URL goes to a driver that would refuse them.
+pub fn take_query_param(url: &str, name: &str) -> (String, Option<String>) {
+    let Some((base, query)) = url.split_once('?') else { return (url.to_owned(), None) };
+    let mut value = None;
+    let kept: Vec<&str> = query
+        .split('&')
+        .filter(|pair| match pair.split_once('=') {
+            Some((key, v)) if key == name => {
+                value = Some(v.to_owned());
+                false
+            }
+            _ => !pair.is_empty(),
+        })
+        .collect();
+    let url = if kept.is_empty() { base.to_owned() } else { format!("{base}?{}", kept.join("&")) };
+    (url, value)
 }
 
 #[cfg(test)]

@@ -31,6 +31,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use jq_core::Error;
+use jq_core::storage::take_query_param;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, Connection, PgConnection, PgPool};
 
@@ -74,7 +75,7 @@ pub(crate) struct Split {
 /// host gives one URL.
 pub(crate) fn split(url: &str) -> Result<Split, PostgresError> {
     let invalid = |reason: String| PostgresError::InvalidUrl(sqlx::Error::Configuration(reason.into()));
-    let (url, attrs) = take_param(url, TARGET_SESSION_ATTRS);
+    let (url, attrs) = take_query_param(url, TARGET_SESSION_ATTRS);
     let read_write = match attrs.as_deref() {
         None | Some("any") => false,
         Some("read-write" | "primary") => true,
@@ -103,24 +104,6 @@ pub(crate) fn split(url: &str) -> Result<Split, PostgresError> {
         urls.push(format!("{scheme}://{userinfo}{host}{tail}"));
     }
     Ok(Split { urls, read_write })
-}
-
-/// Removes `name=VALUE` from `url`'s query; returns the rest and VALUE.
-fn take_param(url: &str, name: &str) -> (String, Option<String>) {
-    let Some((base, query)) = url.split_once('?') else { return (url.to_owned(), None) };
-    let mut value = None;
-    let kept: Vec<&str> = query
-        .split('&')
-        .filter(|pair| match pair.split_once('=') {
-            Some((key, v)) if key == name => {
-                value = Some(v.to_owned());
-                false
-            }
-            _ => !pair.is_empty(),
-        })
-        .collect();
-    let url = if kept.is_empty() { base.to_owned() } else { format!("{base}?{}", kept.join("&")) };
-    (url, value)
 }
 
 /// The hosts of a storage's URL and the one its pools connect to; shared

@@ -159,20 +159,7 @@ fn rules_call(s: &Inner, jobs: &[NewJob], now: i64) -> redis::Cmd {
 
 /// The script call storing every job of the batch.
 fn script_call(s: &Inner, jobs: &[NewJob], now: i64) -> redis::Cmd {
-    // a batch names a few queues: a list beats a map
-    let mut names: Vec<&str> = Vec::new();
-    let mut indexes: Vec<usize> = Vec::with_capacity(jobs.len());
-    for job in jobs {
-        let q = job.queue.as_str();
-        let at = match names.iter().position(|n| *n == q) {
-            Some(at) => at,
-            None => {
-                names.push(q);
-                names.len() - 1
-            }
-        };
-        indexes.push(at + 1);
-    }
+    let (names, indexes) = queue_indexes(jobs);
     let bases: Vec<String> = names.iter().map(|q| s.keys.base(q)).collect();
     let mut cmd = scripts::call(&scripts::ENQUEUE, &bases);
     cmd.arg(s.keys.channel());

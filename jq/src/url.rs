@@ -5,6 +5,8 @@ use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
 
+use jq_core::storage::take_query_param;
+
 use crate::error::SetupError;
 
 /// A parsed store URL. Parsing never looks at which backends are compiled
@@ -123,24 +125,6 @@ impl fmt::Debug for BackendUrl {
 /// `url` without its credentials (`jq_core::storage::redact_url`).
 fn redacted(url: &str) -> String {
     jq_core::storage::redact_url(url)
-}
-
-/// Removes `name=VALUE` from `url`'s query and returns the rest and VALUE.
-fn take_query_param(url: &str, name: &str) -> (String, Option<String>) {
-    let Some((base, query)) = url.split_once('?') else { return (url.to_owned(), None) };
-    let mut value = None;
-    let kept: Vec<&str> = query
-        .split('&')
-        .filter(|pair| match pair.split_once('=') {
-            Some((key, v)) if key == name => {
-                value = Some(v.to_owned());
-                false
-            }
-            _ => !pair.is_empty(),
-        })
-        .collect();
-    let url = if kept.is_empty() { base.to_owned() } else { format!("{base}?{}", kept.join("&")) };
-    (url, value)
 }
 
 fn unsupported(url: &str) -> SetupError {

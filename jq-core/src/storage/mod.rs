@@ -69,7 +69,7 @@ pub use crate::control::{MAX_LIMIT, MAX_RATE_PERIOD, SEEN_TTL, allowance, seen_f
 pub use crate::id::LeaseToken;
 pub use crate::job::{Decision, Holder, LeaseRef, MAX_KEY_BYTES, MAX_NAME_BYTES, check_key, decide};
 pub use crate::read::minute_of;
-pub use crate::redact::redact_url;
+pub use crate::redact::{redact_url, take_query_param};
 pub use crate::text::{NUL_REPLACEMENT, storable_message};
 /// `#[async_trait]`, which [`Storage`] and the capability traits are
 /// implemented with.
