@@ -76,10 +76,17 @@
 //!   `hotkey` (a backend with keys): a small key's start delay beside a
 //!   key with 50,000 pending jobs, against an idle pool. Only with `--only
 //!   limited` or `--only hotkey`.
+//! - `durable`: 1,000 durable jobs of 10 trivial steps each, against one
+//!   workflow of 1,000 chains of 10 steps and against 10,000 plain jobs,
+//!   steps/s from the first enqueue until every outcome is written;
+//!   `sleepers`: 10,000 durable jobs that each sleep 1 s once, by a pool
+//!   of 16: the time until all are done, and the most asleep at once
+//!   (`durable.rs`). Only with `--only durable` or `--only sleepers`.
 //!
 //! Adding a backend is one arm in `main`'s match: build a fresh storage per
 //! run and hand it to the same generic scenarios.
 
+mod durable;
 mod grown;
 mod held;
 mod keyed;
@@ -141,7 +148,7 @@ impl<S> Fresh<S> {
 }
 
 const USAGE: &str = "usage: bench <backend> [--runs N] \
-                     [--only batch|single|drain|latency|rated|procs|loaded|grown|held|fanin|wfenqueue|keyed|limited|hotkey] \
+                     [--only batch|single|drain|latency|rated|procs|loaded|grown|held|fanin|wfenqueue|keyed|limited|hotkey|durable|sleepers] \
                      [--observe on|off|otel]\n\
                      backends: sqlite, redis, postgres (loaded, grown: sqlite and postgres; held: postgres; \
                      fanin, wfenqueue: a backend with workflows, keyed: a backend with keys, only with --only)";
@@ -174,13 +181,21 @@ enum Scenario {
     Limited,
     /// A small key's start delay beside a hot key's backlog.
     HotKey,
+    /// Durable jobs of 10 steps, against 10 chained workflow steps and 10
+    /// plain jobs.
+    Durable,
+    /// Durable jobs that sleep once: sleeps hold no slot.
+    Sleepers,
 }
 
 impl Scenario {
     /// A scenario of a capability (workflows, keys): run only when asked
     /// for by `--only`, after no common scenario.
     fn is_workflow(self) -> bool {
-        matches!(self, Self::FanIn | Self::WfEnqueue | Self::Keyed | Self::Limited | Self::HotKey)
+        matches!(
+            self,
+            Self::FanIn | Self::WfEnqueue | Self::Keyed | Self::Limited | Self::HotKey | Self::Durable | Self::Sleepers
+        )
     }
 
     fn parse(name: &str) -> Result<Self, BoxError> {
@@ -199,6 +214,8 @@ impl Scenario {
             "keyed" => Self::Keyed,
             "limited" => Self::Limited,
             "hotkey" => Self::HotKey,
+            "durable" => Self::Durable,
+            "sleepers" => Self::Sleepers,
             other => return Err(format!("unknown scenario {other:?}\n{USAGE}").into()),
         })
     }
@@ -402,6 +419,8 @@ where
         Some(Scenario::Keyed) => keyed::keyed(backend, runs, fresh).await,
         Some(Scenario::Limited) => limited::limited(backend, runs, fresh).await,
         Some(Scenario::HotKey) => limited::hotkey(backend, runs, fresh).await,
+        Some(Scenario::Durable) => durable::durable(backend, runs, fresh).await,
+        Some(Scenario::Sleepers) => durable::sleepers(backend, runs, fresh).await,
         _ => Ok(Vec::new()),
     }
 }
