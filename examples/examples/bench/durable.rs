@@ -26,11 +26,11 @@ use std::time::{Duration, Instant};
 
 use jq_core::storage::{Storage, StorageExt};
 use jq_core::workflow::{Step, Workflow, WorkflowPlan};
-use jq_core::{DurableContext, HandlerError, JobType, NewJob, State, WorkerPool};
+use jq_core::{DurableContext, HandlerError, JobType, NewJob, State};
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
-use crate::scenarios::{BATCH_SIZE, DRAIN_CONCURRENCY, enqueue_noops, median, noop_jobs, run_pool};
+use crate::scenarios::{BATCH_SIZE, DRAIN_CONCURRENCY, drain_pool, enqueue_noops, median, noop_jobs, run_pool};
 use crate::{BoxError, Fresh, Row};
 
 /// Durable jobs of the `durable` scenario (and chains of its workflow).
@@ -155,11 +155,7 @@ async fn durable_once<S: Storage>(storage: Arc<S>) -> Result<f64, BoxError> {
     let (count, notify) = (finished.clone(), all_done.clone());
     let start = Instant::now();
     storage.enqueue(jobs).await?;
-    let mut pool = WorkerPool::new(storage.clone()).concurrency(DRAIN_CONCURRENCY);
-    if let Some(on) = crate::observation::pool_observe() {
-        pool = pool.observe(on);
-    }
-    let pool = pool
+    let pool = drain_pool(storage.clone())
         .register_durable::<Stepped, _, _>(move |_job, ctx: DurableContext| {
             let (names, count, notify) = (names.clone(), count.clone(), notify.clone());
             async move {
@@ -245,11 +241,7 @@ async fn sleepers_once<S: Storage>(storage: Arc<S>) -> Result<SleepersRun, BoxEr
     for batch in batches {
         storage.enqueue(batch).await?;
     }
-    let mut pool = WorkerPool::new(storage.clone()).concurrency(DRAIN_CONCURRENCY);
-    if let Some(on) = crate::observation::pool_observe() {
-        pool = pool.observe(on);
-    }
-    let pool = pool
+    let pool = drain_pool(storage.clone())
         .register_durable::<Sleeper, _, _>(move |job, ctx: DurableContext| {
             let first = seen.lock().unwrap_or_else(|e| e.into_inner()).insert(job.n);
             if first {

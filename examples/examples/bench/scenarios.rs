@@ -128,6 +128,17 @@ pub struct Drained {
     pub at_mark: Option<Duration>,
 }
 
+/// A pool at the default settings except concurrency [`DRAIN_CONCURRENCY`],
+/// observed when the bench is asked to (`crate::observation`): the pool of
+/// every drain scenario, its handlers still to register.
+pub fn drain_pool<S: Storage>(storage: Arc<S>) -> WorkerPool<Arc<S>> {
+    let pool = WorkerPool::new(storage).concurrency(DRAIN_CONCURRENCY);
+    match crate::observation::pool_observe() {
+        Some(on) => pool.observe(on),
+        None => pool,
+    }
+}
+
 /// Runs a pool at the default settings except concurrency
 /// [`DRAIN_CONCURRENCY`] over `jobs` no-op jobs already enqueued, until every
 /// one has run and its ack is durable (the pool's shutdown returns once every
@@ -139,11 +150,7 @@ pub async fn run_pool<S: Storage>(storage: Arc<S>, jobs: usize, mark: Option<usi
     let marked: Arc<OnceLock<Instant>> = Arc::default();
     let (counter, notify, at_mark) = (ran.clone(), all_ran.clone(), marked.clone());
     let start = Instant::now();
-    let mut pool = WorkerPool::new(storage.clone()).concurrency(DRAIN_CONCURRENCY);
-    if let Some(on) = crate::observation::pool_observe() {
-        pool = pool.observe(on);
-    }
-    let pool = pool
+    let pool = drain_pool(storage.clone())
         .register::<Noop, _, _>(move |_job, _ctx: JobContext| {
             let n = counter.fetch_add(1, Ordering::Relaxed) + 1;
             if Some(n) == mark {

@@ -22,10 +22,10 @@ use std::time::{Duration, Instant};
 
 use jq_core::storage::{Storage, StorageExt};
 use jq_core::workflow::{Batch, Step, Workflow, WorkflowPlan};
-use jq_core::{JobContext, NewJob, State, WorkerPool};
+use jq_core::{JobContext, NewJob, State};
 use tokio::sync::Notify;
 
-use crate::scenarios::{BATCH_SIZE, DRAIN_CONCURRENCY, Noop, enqueue_noops, median, noop_jobs, run_pool};
+use crate::scenarios::{BATCH_SIZE, DRAIN_CONCURRENCY, Noop, drain_pool, enqueue_noops, median, noop_jobs, run_pool};
 use crate::{BoxError, Fresh, Row};
 
 /// Members of the fan-in (and jobs of its plain drain).
@@ -125,11 +125,7 @@ async fn fanin_once<S: Storage>(storage: Arc<S>) -> Result<(f64, Duration), BoxE
     let (last, at, seen, notify) = (last_member.clone(), callback_at.clone(), members.clone(), done.clone());
     let since = move || u64::try_from(base.elapsed().as_nanos()).unwrap_or(u64::MAX);
     let start = Instant::now();
-    let mut pool = WorkerPool::new(storage.clone()).concurrency(DRAIN_CONCURRENCY);
-    if let Some(on) = crate::observation::pool_observe() {
-        pool = pool.observe(on);
-    }
-    let pool = pool
+    let pool = drain_pool(storage.clone())
         .register::<Noop, _, _>(move |job: Noop, _ctx: JobContext| {
             if job.n == CALLBACK {
                 at.store(since(), Ordering::Relaxed);
