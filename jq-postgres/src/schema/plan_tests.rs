@@ -177,9 +177,18 @@ async fn every_statement_finds_its_rows_by_key_whatever_the_statistics() {
             &["job_nodes_pkey", "job_results_pkey", "jobs_finished", "journal_pkey", "signals_pkey", "waits_pkey"],
         ),
         // Durable jobs: the job's row and its journal, by key.
+        ("durable_flow", &sql.durable_flow, "uuid", format!("('{dead}')"), &["jobs_pkey"]),
         ("durable_leased", &sql.durable_leased, "uuid, uuid", format!("('{dead}', gen_random_uuid())"), &["jobs_pkey"]),
         ("durable_entry", &sql.durable_entry, "uuid, int4", format!("('{dead}', 0)"), &["journal_pkey"]),
         ("durable_size", &sql.durable_size, "uuid", format!("('{dead}')"), &["journal_pkey"]),
+        (
+            "durable_checkpoint",
+            &sql.durable_checkpoint,
+            "uuid, uuid, int4, text, text, text, timestamptz, timestamptz, int4, int8, int8",
+            format!("('{dead}', gen_random_uuid(), 0, 's', 'step', '1', NULL, now(), 10, 1000, 1048576)"),
+            // The lock under the lease, then the mark of what was appended.
+            &["jobs_pkey", "jobs_pkey", "journal_pkey"],
+        ),
         ("throughput", &sql.throughput, "timestamptz", "(now() - interval '1 hour')".to_owned(), &["jobs_finished"]),
         // Finished jobs are counted from job_counts (a handful of rows,
         // read whole), live ones from the indexes that hold only them.
