@@ -8,7 +8,7 @@ use axum::Form;
 use axum::extract::{Path, State as AxumState};
 use axum::http::HeaderMap;
 use axum::response::Redirect;
-use jq::storage::Storage;
+use jq::storage::{Storage, StorageExt as _};
 use jq::{QueueName, State};
 use serde::Deserialize;
 
@@ -33,6 +33,18 @@ pub(crate) struct PurgeForm {
     csrf: String,
     state: String,
     older_than: String,
+}
+
+/// The signal form of a durable job's page.
+#[derive(Debug, Deserialize)]
+pub(crate) struct SignalForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    name: String,
+    /// JSON text; empty is `null`, as the API's absent payload is.
+    #[serde(default)]
+    payload: String,
 }
 
 fn allowed<S>(app: &App<S>, headers: &HeaderMap, csrf: &str) -> PageResult<()> {
@@ -64,6 +76,55 @@ pub(crate) async fn job_action<S: Storage>(
     };
     tracing::info!(job = %id, done, "dashboard: job action");
     Ok(Redirect::to(&base.to(&format!("/jobs/{id}?done={done}"))))
+}
+
+/// `POST /jobs/{id}/signal`: sends a durable job the signal its form names,
+/// with its JSON payload (`Client::signal`). A payload that is not JSON, a
+/// name the store refuses, an unknown or finished job are each answered
+/// with a page that says so (400, 404, 409); nothing is stored then.
+pub(crate) async fn signal<S: Storage>(
+    AxumState(app): AxumState<Arc<App<S>>>,
+    base: Base,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Form(form): Form<SignalForm>,
+) -> PageResult<Redirect> {
+    allowed(&app, &headers, &form.csrf)?;
+    let id = job_id(&id)?;
+    // Whitespace around a typed name is a slip, never part of the name a
+    // handler's `wait_for` gives.
+    let name = form.name.trim();
+    if name.is_empty() {
+        return Err(DashboardError::BadRequest(
+            "a signal needs a name: the one the job's wait_for waits for (e.g. approved)".to_owned(),
+        ));
+    }
+    let text = match form.payload.trim() {
+        "" => "null",
+        text => text,
+    };
+    let payload = jq::Payload::from_json(text).map_err(|e| {
+        DashboardError::BadRequest(format!(
+            "the signal's payload is not JSON ({e}): write null, true, 42, \"text\" in quotes, [...] or {{...}}"
+        ))
+    })?;
+    let sent = match app.client.storage().require_durable() {
+        Ok(durable) => durable.signal(id, name, &payload).await,
+        Err(e) => Err(e),
+    };
+    sent.map_err(|e| match e {
+        // The store's own words name a step; on this form it is the signal.
+        jq::Error::InvalidInput { what: "step name", reason } => {
+            DashboardError::BadRequest(format!("invalid signal name: {reason}"))
+        }
+        e @ (jq::Error::DurableLimit { .. } | jq::Error::Unsupported { .. }) => {
+            DashboardError::BadRequest(format!("the signal was not sent: {e}"))
+        }
+        // Unknown (404) and finished (409) jobs keep their typed page.
+        e => DashboardError::Storage(e),
+    })?;
+    tracing::info!(job = %id, signal = name, "dashboard: signal sent");
+    Ok(Redirect::to(&base.to(&format!("/jobs/{id}?done=signalled"))))
 }
 
 /// `POST /queues/{queue}/pause`, `.../resume`, and `.../retry-dead` (every

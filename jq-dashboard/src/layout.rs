@@ -53,6 +53,9 @@ impl Done {
             "cancel_requested" => "Cancel requested: the worker running the job stops it within seconds; \
                                    it ends Cancelled (or Completed, if it finished first)."
                 .to_owned(),
+            "signalled" => "Signal sent: the job's wait for it takes it (each signal once, oldest first), \
+                            and a job waiting for it runs again at once."
+                .to_owned(),
             "cancel_too_late" => "Too late to cancel: the job had already finished.".to_owned(),
             "paused" => "Paused: no worker starts a job of this queue until it is resumed.".to_owned(),
             "resumed" => "Resumed: workers start this queue's jobs again.".to_owned(),

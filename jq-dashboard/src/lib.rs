@@ -15,7 +15,7 @@
 //! Pages are rendered on the server (maud) with every asset compiled into
 //! the binary: no CDN, no build step. Everything read from the store is
 //! escaped. Actions (retry, cancel, retry all dead, purge, pause, resume,
-//! run a periodic job now) are POST forms carrying a per-process CSRF token,
+//! run a periodic job now, send a durable job a signal) are POST forms carrying a per-process CSRF token,
 //! ask for confirmation in the browser, and redirect to a page that says
 //! what they did. [`Options::read_only`] hides and refuses them;
 //! [`Options::token`] requires a token (HTTP basic auth password, or a
@@ -64,6 +64,9 @@ pub fn router<S: Storage>(client: Client<S>, options: Options) -> Router {
         .route("/jobs", get(pages::jobs::page::<S>))
         .route("/jobs/{id}", get(pages::job::page::<S>))
         .route("/workflows/{id}", get(pages::workflow::page::<S>))
+        // Its own route (a fixed segment wins over `{action}`): its form
+        // carries a name and a payload besides the token.
+        .route("/jobs/{id}/signal", post(actions::signal::<S>))
         .route("/jobs/{id}/{action}", post(actions::job_action::<S>))
         .route("/queues/{queue}/{action}", post(actions::queue_action::<S>))
         .route("/purge", post(actions::purge::<S>))

@@ -357,6 +357,93 @@ async fn job_page_shows_the_journal(backend: &str) {
     ns.cleanup().await;
 }
 
+/// `name=...&payload=...` of the signal form, `csrf` first when given.
+fn signal_form(csrf: Option<&str>, name: &str, payload: &str) -> String {
+    let encode =
+        |text: &str| percent_encoding::utf8_percent_encode(text, percent_encoding::NON_ALPHANUMERIC).to_string();
+    let token = csrf.map_or(String::new(), |t| format!("csrf={t}&"));
+    format!("{token}name={}&payload={}", encode(name), encode(payload))
+}
+
+/// A waiting durable job's page has the signal form, its name the one
+/// waited for; the form's POST wakes the job with the payload typed, and a
+/// second run's wait takes it. Without the token, read-only, with a payload
+/// that is not JSON or without a name nothing is sent; a finished job has
+/// no form and refuses a signal with a page that says so, never a 500.
+async fn signal_form_wakes_a_waiting_job(backend: &str) {
+    use jq::durable::{Suspend, Suspended};
+    use jq::storage::{ClaimRequest, Outcome, Storage, StorageExt};
+
+    let (ns, client, jobs) = seeded(backend).await;
+    let app = dashboard(&client, Options::new());
+    let storage = client.storage();
+    let durable = storage.require_durable().unwrap();
+    let job = jq::NewJob::builder("order", jq::Payload::of(&()).unwrap()).queue("durable-orders").build().unwrap();
+    let id = client.enqueue(job).await.unwrap();
+    let request = ClaimRequest::new(
+        vec![jq::QueueName::new("durable-orders").unwrap()],
+        1,
+        std::time::Duration::from_secs(30),
+        "test",
+    );
+    let lease = storage.claim(&request).await.unwrap().jobs[0].lease_ref().unwrap();
+    let until = jq::storage::add(client.clock().now(), std::time::Duration::from_secs(3_600));
+    let wait = Suspend::Wait { index: 0, name: "approved".into(), until };
+    assert_eq!(durable.suspend(lease, &wait).await.unwrap(), Suspended::Waiting);
+
+    let page = get(&app, &format!("/jobs/{id}")).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("id=\"signal-form\""), "{}", page.body);
+    assert!(page.body.contains(&format!("action=\"/jobs/{id}/signal\"")), "{}", page.body);
+    assert!(page.body.contains("name=\"name\" value=\"approved\""), "the name waited for, filled in: {}", page.body);
+    assert!(page.body.contains("data-confirm=\"Send this signal"), "it asks first");
+    let token = csrf(&page.body);
+    let to = format!("/jobs/{id}/signal");
+    let approval = r#"{"by":"<ops>"}"#;
+
+    let unsent = |reply: &support::Reply, status: u16, says: &str| {
+        assert_eq!(reply.status, status, "{}", reply.body);
+        assert!(reply.body.contains(says), "{says:?} not in {}", reply.body);
+    };
+    unsent(&post(&app, &to, &signal_form(None, "approved", approval)).await, 403, "CSRF token");
+    unsent(&post(&app, &to, &signal_form(Some("guess"), "approved", approval)).await, 403, "CSRF token");
+    let read_only = dashboard(&client, Options::new().read_only(true));
+    let hidden = get(&read_only, &format!("/jobs/{id}")).await;
+    assert!(hidden.body.contains("id=\"journal\"") && !hidden.body.contains("signal-form"), "{}", hidden.body);
+    unsent(&post(&read_only, &to, &signal_form(Some(&token), "approved", approval)).await, 403, "read-only");
+    unsent(&post(&app, &to, &signal_form(Some(&token), "approved", "{by: ops}")).await, 400, "payload is not JSON");
+    unsent(&post(&app, &to, &signal_form(Some(&token), "  ", approval)).await, 400, "a signal needs a name");
+    unsent(&post(&app, &to, &signal_form(Some(&token), "a\u{7}b", approval)).await, 400, "invalid signal name");
+    let journal = client.journal(id).await.unwrap();
+    assert!(journal.signals.is_empty() && journal.wait.is_some(), "nothing sent: {journal:?}");
+    assert_eq!(state(&client, id).await, State::Scheduled);
+
+    let sent = post(&app, &to, &signal_form(Some(&token), " approved ", approval)).await;
+    assert_eq!(sent.status, 303, "{}", sent.body);
+    assert_eq!(sent.location.as_deref(), Some(format!("/jobs/{id}?done=signalled").as_str()));
+    assert_eq!(state(&client, id).await, State::Pending, "the waiting job wakes at once");
+    let names: Vec<String> = client.journal(id).await.unwrap().signals.into_iter().map(|s| s.name).collect();
+    assert_eq!(names, ["approved"]);
+    let shown = get(&app, sent.location.as_deref().unwrap()).await;
+    assert!(shown.body.contains("Signal sent:"), "{}", shown.body);
+    assert!(shown.body.contains("Signals not taken yet: <code>approved</code>"), "{}", shown.body);
+
+    // The job's next run: its wait takes the payload as typed.
+    let lease = storage.claim(&request).await.unwrap().jobs[0].lease_ref().unwrap();
+    let Suspended::Signal(payload) = durable.suspend(lease, &wait).await.unwrap() else { panic!("no signal taken") };
+    assert_eq!(payload.decode::<serde_json::Value>().unwrap(), serde_json::json!({ "by": "<ops>" }));
+    storage.settle_one(lease, Outcome::Ack).await.unwrap();
+
+    let finished = get(&app, &format!("/jobs/{id}")).await;
+    assert!(finished.body.contains("id=\"journal\"") && !finished.body.contains("signal-form"), "{}", finished.body);
+    unsent(&post(&app, &to, &signal_form(Some(&token), "approved", "null")).await, 409, "cannot signal");
+    let plain = format!("/jobs/{}/signal", jobs.completed);
+    unsent(&post(&app, &plain, &signal_form(Some(&token), "approved", "")).await, 409, "cannot signal");
+    let unknown = "/jobs/0190a1b2-0000-7000-8000-000000000000/signal";
+    unsent(&post(&app, unknown, &signal_form(Some(&token), "approved", "")).await, 404, "not found");
+    ns.cleanup().await;
+}
+
 macro_rules! on_every_backend {
     ($($test:ident),* $(,)?) => {
         mod sqlite { $( #[tokio::test] async fn $test() { super::$test("sqlite").await } )* }
@@ -372,6 +459,7 @@ on_every_backend!(
     nested_links_keep_the_prefix,
     overview_counts_the_last_hour,
     job_page_shows_the_journal,
+    signal_form_wakes_a_waiting_job,
 );
 
 mod keyed {

@@ -1,5 +1,6 @@
 //! `/jobs/{id}`: one job, whole: payload, every failed attempt, lease,
-//! unique key, due time, a durable job's journal; retry or cancel it.
+//! unique key, due time, a durable job's journal; retry or cancel it, or
+//! send a durable job a signal.
 
 use std::sync::Arc;
 
@@ -76,7 +77,10 @@ pub(crate) async fn page<S: Storage>(
         h2 { "Payload" }
         pre.payload #payload { (pretty(&job)) }
         (crate::pages::workflow::section(&base, links.as_ref(), result.as_ref()))
-        @if let Some(journal) = &journal { (journal_section(journal, &job, now)) }
+        @if let Some(journal) = &journal {
+            (journal_section(journal, &job, now))
+            @if !app.options.read_only && !job.state.is_terminal() { (signal_form(&base, &app.csrf, &job, journal)) }
+        }
         h2 { "Attempts that failed" }
         @if job.errors.is_empty() {
             p.muted { "None." }
@@ -136,6 +140,26 @@ fn journal_section(journal: &jq::durable::Journal, job: &Job, now: jq::Timestamp
                     code { (s.name) } " (" (format::instant(s.sent_at)) ")"
                 }
             }
+        }
+    }
+}
+
+/// The form that sends a durable job a signal (`POST /jobs/{id}/signal`),
+/// its name filled in with the one the job waits for, if it waits. Shown
+/// for a job with a journal: a store cannot tell a durable job that has
+/// not run yet from a plain one.
+fn signal_form(base: &Base, csrf: &str, job: &Job, journal: &jq::durable::Journal) -> Markup {
+    let id = job.id;
+    let waited = journal.wait.as_ref().map_or("", |w| w.name.as_str());
+    html! {
+        h2 { "Send a signal" }
+        form.signal #signal-form method="post" action=(base.to(&format!("/jobs/{id}/signal")))
+            data-confirm=(format!("Send this signal to job {id}? A wait for its name takes it, once.")) {
+            input type="hidden" name="csrf" value=(csrf);
+            label { "Name " input type="text" name="name" value=(waited) maxlength="128" required; }
+            label { "Payload (JSON) " textarea name="payload" rows="3" cols="40" { "null" } }
+            button.primary type="submit" { "Send signal" }
+            p.muted { "Kept until the job's wait_for of this name takes it; a job waiting for it runs again at once." }
         }
     }
 }
