@@ -11,9 +11,12 @@ default: dropped and recreated, no other database is touched). As in jq's
 scenario the enqueues are inside the timed window; DBOS has no batch enqueue,
 so they are 1,000 calls (jq's is one batch).
 
-What DBOS does per step (seen in the tables after a run, see README.md): a
-step's output is checkpointed as one row of dbos.operation_outputs (its own
-write to the system database, committed before the workflow goes on); per
+What DBOS does per step (dbos 3.4.0, seen in its code and in the tables
+after a run): one transaction that looks the step up in
+dbos.operation_outputs (for replay), then the step, then one transaction
+that locks the workflow's dbos.workflow_status row (SELECT ... FOR NO KEY
+UPDATE, the owner check) and inserts the step's output (pickled) as one
+dbos.operation_outputs row, committed before the workflow goes on; per
 workflow it also writes the dbos.workflow_status row at enqueue, updates it
 when dequeued (ENQUEUED -> PENDING) and at the end (SUCCESS, with the
 output). The script checks after every run that 1,000 workflows are SUCCESS
