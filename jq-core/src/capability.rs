@@ -41,6 +41,8 @@ pub enum DurableLimit {
     Steps,
     /// The bytes of one job's journal: its entries' names and values.
     JournalBytes,
+    /// The signals one job holds that no wait has taken yet.
+    Signals,
 }
 
 impl DurableLimit {
@@ -50,6 +52,7 @@ impl DurableLimit {
             DurableLimit::StepResultBytes => "step result bytes",
             DurableLimit::Steps => "steps per job",
             DurableLimit::JournalBytes => "journal bytes",
+            DurableLimit::Signals => "signals not taken",
         }
     }
 }

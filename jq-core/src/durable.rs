@@ -15,6 +15,10 @@ pub const MAX_STEP_RESULT_BYTES: usize = 64 * 1024;
 pub const MAX_STEPS: usize = 1_000;
 /// Most bytes of one job's journal: the sum of [`Entry::bytes`].
 pub const MAX_JOURNAL_BYTES: usize = 1024 * 1024;
+/// Most signals one job holds that no wait has taken yet: a sender that
+/// signals a job faster than its waits take them (a loop, a retried
+/// webhook) is refused, not stored without bound.
+pub const MAX_SIGNALS: usize = 1_000;
 /// Most bytes of a step's, a signal's or a patch's name.
 pub const MAX_STEP_NAME_BYTES: usize = 128;
 
@@ -264,6 +268,13 @@ pub fn check_step_name(name: &str) -> Result<()> {
 pub fn check_signal(name: &str, payload: &Payload) -> Result<()> {
     check_step_name(name)?;
     within(DurableLimit::StepResultBytes, payload.len(), MAX_STEP_RESULT_BYTES)
+}
+
+/// Checks that a job holding `waiting` signals not taken yet may take one
+/// more, against [`MAX_SIGNALS`]: the store's check at `signal`, in the
+/// same atomic step as storing it.
+pub fn check_signals(waiting: usize) -> Result<()> {
+    within(DurableLimit::Signals, waiting + 1, MAX_SIGNALS)
 }
 
 /// The one check of every write that grows a journal, on every backend

@@ -7,7 +7,7 @@
 
 use jq_core::durable::{
     Entry, EntryKind, Journal, MAX_JOURNAL_BYTES, MAX_STEPS, Record, SignalInfo, Suspend, Suspended, Wait,
-    check_append, check_signal, check_step_name, mismatch, place,
+    check_append, check_signal, check_signals, check_step_name, mismatch, place,
 };
 use jq_core::storage::LeaseRef;
 use jq_core::{Error, JobId, Payload, Result, State, Timestamp};
@@ -283,6 +283,17 @@ pub(crate) async fn signal(inner: &Inner, id: JobId, name: &str, payload: &Paylo
     if state.is_terminal() {
         return Err(Error::InvalidState { id, state, operation: "signal" });
     }
+    let waiting: i64 = inner
+        .sql
+        .durable_signal_count
+        .query()
+        .bind(id.0)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(map_sqlx)?
+        .try_get(0)
+        .map_err(map_sqlx)?;
+    check_signals(usize::try_from(waiting).unwrap_or(usize::MAX))?;
     inner
         .sql
         .durable_signal_put

@@ -6,8 +6,8 @@
 //! are checked here first with jq-core's functions.
 
 use jq_core::durable::{
-    Entry, EntryKind, Journal, MAX_JOURNAL_BYTES, MAX_STEP_RESULT_BYTES, MAX_STEPS, Record, SignalInfo, Suspend,
-    Suspended, Wait, check_signal, check_step_name, describe,
+    Entry, EntryKind, Journal, MAX_JOURNAL_BYTES, MAX_SIGNALS, MAX_STEP_RESULT_BYTES, MAX_STEPS, Record, SignalInfo,
+    Suspend, Suspended, Wait, check_signal, check_step_name, describe,
 };
 use jq_core::storage::{DurableLimit, LeaseRef, from_micros};
 use jq_core::{Error, JobId, Payload, Result, State};
@@ -48,6 +48,7 @@ fn refused(id: JobId, reply: &[String], asked: &str) -> Option<Error> {
             let limit = match reply.get(1).map(String::as_str) {
                 Some("value") => DurableLimit::StepResultBytes,
                 Some("steps") => DurableLimit::Steps,
+                Some("signals") => DurableLimit::Signals,
                 _ => DurableLimit::JournalBytes,
             };
             Some(Error::DurableLimit { limit, size: number(reply, 2), max: number(reply, 3) })
@@ -126,7 +127,7 @@ pub(crate) async fn signal(s: &Inner, id: JobId, name: &str, payload: &Payload) 
     check_signal(name, payload)?;
     let queue = queue_of(s, id).await?;
     let mut cmd = call(s, s.keys.base(queue.as_str()), "signal", id, "");
-    cmd.arg(name).arg(payload.as_str()).arg(s.keys.channel());
+    cmd.arg(name).arg(payload.as_str()).arg(s.keys.channel()).arg(MAX_SIGNALS);
     let reply: Vec<String> = s.query(&cmd).await?;
     if let Some(e) = refused(id, &reply, "signal") {
         return Err(e);

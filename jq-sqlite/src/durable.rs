@@ -5,7 +5,7 @@
 //! are one atomic step; the journal is read on a reader.
 
 use jq_core::durable::{
-    Entry, EntryKind, Journal, Record, SignalInfo, Suspend, Suspended, Wait, check_append, check_signal,
+    Entry, EntryKind, Journal, Record, SignalInfo, Suspend, Suspended, Wait, check_append, check_signal, check_signals,
     check_step_name, mismatch, place,
 };
 use jq_core::storage::{LeaseRef, from_micros};
@@ -33,6 +33,7 @@ const WAIT_CLEAR: &str = include_str!("sql/durable_wait_clear.sql");
 const SIGNAL_TAKE: &str = include_str!("sql/durable_signal_take.sql");
 const SIGNAL_PEEK: &str = include_str!("sql/durable_signal_peek.sql");
 const SIGNAL_PUT: &str = include_str!("sql/durable_signal_put.sql");
+const SIGNAL_COUNT: &str = include_str!("sql/durable_signal_count.sql");
 const SIGNALS: &str = include_str!("sql/durable_signals.sql");
 const WAKE: &str = include_str!("sql/durable_wake.sql");
 const PURGE: [&str; 3] = [
@@ -262,6 +263,9 @@ pub(crate) fn signal(conn: &Connection, id: JobId, name: &str, payload: &Payload
     if state.is_terminal() {
         return Err(Error::InvalidState { id, state, operation: "signal" });
     }
+    let waiting: i64 =
+        conn.prepare_cached(SIGNAL_COUNT).map_err(db)?.query_row(params![blob(&id.0)], |r| r.get(0)).map_err(db)?;
+    check_signals(usize::try_from(waiting).unwrap_or(usize::MAX))?;
     conn.prepare_cached(SIGNAL_PUT)
         .map_err(db)?
         .execute(params![blob(&id.0), name, payload.as_str(), now.timestamp_micros()])

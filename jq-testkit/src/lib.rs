@@ -431,6 +431,7 @@ macro_rules! __capability_tests {
             durable_signal_sent_before_the_wait_is_taken_once,
             durable_signal_sent_after_the_wait_wakes_the_job_once,
             durable_signal_to_an_unknown_or_finished_job_is_refused,
+            durable_signals_not_taken_are_bounded,
             durable_limits_are_refused_alike_on_every_path,
             durable_purge_takes_the_journal_with_it,
             durable_pool_replays_a_killed_run_and_sleeps_to_its_time,

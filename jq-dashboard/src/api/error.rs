@@ -161,6 +161,11 @@ impl ApiError {
                 Self::new(StatusCode::BAD_REQUEST, "invalid_input", Some("jobs".to_owned()), error.to_string())
             }
             jq::Error::NotFound { .. } => Self::new(StatusCode::NOT_FOUND, "not_found", None, error.to_string()),
+            // A full signal list is the job's state, not the request's
+            // size: the same signal fits once the job's waits take some.
+            jq::Error::DurableLimit { limit: jq::storage::DurableLimit::Signals, .. } => {
+                Self::new(StatusCode::TOO_MANY_REQUESTS, "too_many_signals", None, error.to_string())
+            }
             jq::Error::DurableLimit { .. } => {
                 Self::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", field("payload"), error.to_string())
             }
@@ -201,3 +206,19 @@ impl IntoResponse for ApiError {
 
 /// The result of an API handler.
 pub(crate) type ApiResult<T> = Result<T, ApiError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jq::storage::DurableLimit;
+
+    fn status_of(limit: DurableLimit) -> StatusCode {
+        ApiError::from_core(jq::Error::DurableLimit { limit, size: 2, max: 1 }, "").status
+    }
+
+    #[test]
+    fn a_full_signal_list_is_429_and_a_large_payload_413() {
+        assert_eq!(status_of(DurableLimit::Signals), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(status_of(DurableLimit::StepResultBytes), StatusCode::PAYLOAD_TOO_LARGE);
+    }
+}

@@ -284,6 +284,8 @@ pub(crate) async fn cancel<S: Storage>(
         (status = 409, description = "The job had already finished: nothing stored", body = ErrorBody),
         (status = 413, description = "The payload is over the step result limit; nothing stored", body = ErrorBody),
         (status = 415, description = "The body is not application/json", body = ErrorBody),
+        (status = 429, description = "The job holds the most signals not taken yet (1,000): nothing stored; \
+            send it again once the job's waits have taken some", body = ErrorBody),
     ),
     security((), ("token" = [])),
 )]

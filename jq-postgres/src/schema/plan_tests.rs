@@ -177,6 +177,7 @@ async fn every_statement_finds_its_rows_by_key_whatever_the_statistics() {
             &["job_nodes_pkey", "job_results_pkey", "jobs_finished", "journal_pkey", "signals_pkey", "waits_pkey"],
         ),
         // Durable jobs: the job's row and its journal, by key.
+        ("durable_signal_count", &sql.durable_signal_count, "uuid", format!("('{dead}')"), &["signals_pkey"]),
         ("durable_flow", &sql.durable_flow, "uuid", format!("('{dead}')"), &["jobs_pkey"]),
         ("durable_leased", &sql.durable_leased, "uuid, uuid", format!("('{dead}', gen_random_uuid())"), &["jobs_pkey"]),
         ("durable_entry", &sql.durable_entry, "uuid, int4", format!("('{dead}', 0)"), &["journal_pkey"]),

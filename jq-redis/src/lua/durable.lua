@@ -14,7 +14,7 @@
 --   never empty), ARGV[12] until (microseconds; a sleep's instant, a wait's
 --   timeout; "" for a checkpoint)
 -- signal: ARGV[8] name (checked), ARGV[9] payload (checked), ARGV[10] the
---   wake-up channel
+--   wake-up channel, ARGV[11] the most signals not taken yet (MAX_SIGNALS)
 --
 -- Keys of one job, all in its queue's slot (schema.rs): `journal:<id>` (a
 -- list, one entry per index: kind, name, until, at, value joined by NUL,
@@ -25,7 +25,7 @@
 --
 -- Replies: {"ok"}, {"lost"}, {"notfound"}, {"state", <state>},
 -- {"mismatch", <index>, <recorded kind or "">, <recorded name>},
--- {"limit", "value" | "steps" | "bytes", <size>, <max>}, {"due"},
+-- {"limit", "value" | "steps" | "bytes" | "signals", <size>, <max>}, {"due"},
 -- {"waiting"}, {"signal", <payload>}, {"timedout"}.
 
 local base, op, now, id, token = KEYS[1], ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
@@ -79,6 +79,10 @@ if op == 'signal' then
   if not st then return { 'notfound' } end
   if st.state == 'completed' or st.state == 'dead' or st.state == 'cancelled' then return { 'state', st.state } end
   local name = ARGV[8]
+  local waiting = redis.call('LLEN', skey)
+  if waiting + 1 > tonumber(ARGV[11]) then
+    return { 'limit', 'signals', tostring(waiting + 1), ARGV[11] }
+  end
   redis.call('RPUSH', skey, ARGV[2] .. '\0' .. name .. '\0' .. ARGV[9])
   mark()
   local w = redis.call('HGET', base .. 'waits', id)

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use async_trait::async_trait;
 use jq_core::durable::{
-    Entry, EntryKind, Journal, Record, SignalInfo, Suspend, Suspended, Wait, check_append, check_signal,
+    Entry, EntryKind, Journal, Record, SignalInfo, Suspend, Suspended, Wait, check_append, check_signal, check_signals,
     check_step_name, place,
 };
 use jq_core::storage::{DurableStorage, LeaseRef};
@@ -161,6 +161,7 @@ impl DurableStorage for MemoryStorage {
             }
             let mut journals = self.journals();
             let durable = journals.jobs.entry(id).or_default();
+            check_signals(durable.signals.len())?;
             durable.signals.push_back((name.to_owned(), payload.clone(), now));
             let waits_for_it = durable.wait.as_ref().is_some_and(|w| w.name == name);
             if waits_for_it && job.state == State::Scheduled {

@@ -11,7 +11,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use jq_core::durable::{EntryKind, MAX_JOURNAL_BYTES, MAX_STEP_RESULT_BYTES, MAX_STEPS, Record, Suspend, Suspended};
+use jq_core::durable::{
+    EntryKind, MAX_JOURNAL_BYTES, MAX_SIGNALS, MAX_STEP_RESULT_BYTES, MAX_STEPS, Record, Suspend, Suspended,
+};
 use jq_core::storage::{DurableLimit, DurableStorage, LeaseRef, Outcome, Storage, StorageExt};
 use jq_core::{
     DurableContext, Error, HandlerError, HandlerResult, JobId, JobType, ManualClock, NewJob, Payload, State, Waited,
@@ -239,6 +241,34 @@ pub async fn durable_signal_to_an_unknown_or_finished_job_is_refused<H: Harness>
     settle(&storage, run, Outcome::Ack).await.expect("ack");
     let finished = durable(&storage).signal(id, "approved", &json(1)).await;
     assert!(matches!(finished, Err(Error::InvalidState { state: State::Completed, .. })), "{finished:?}");
+}
+
+/// A job holds at most [`MAX_SIGNALS`] signals not taken yet: the next
+/// is refused naming the limit and stores nothing; a wait that takes one
+/// makes room for one more.
+pub async fn durable_signals_not_taken_are_bounded<H: Harness>(h: &H) {
+    let clock = manual_clock();
+    let storage = h.connect(clock.clock()).await;
+    let (id, run) = claimed(&storage, &clock).await;
+    for i in 0..MAX_SIGNALS {
+        durable(&storage).signal(id, "tick", &json(i)).await.expect("under the limit");
+    }
+    let over = durable(&storage).signal(id, "tick", &json("one more")).await;
+    assert!(
+        matches!(over, Err(Error::DurableLimit { limit: DurableLimit::Signals, size, max })
+            if size == MAX_SIGNALS + 1 && max == MAX_SIGNALS),
+        "a signal past the limit: {over:?}"
+    );
+    // Another name counts against the same limit: it bounds what the job holds.
+    let other = durable(&storage).signal(id, "other", &json(1)).await;
+    assert!(matches!(other, Err(Error::DurableLimit { limit: DurableLimit::Signals, .. })), "{other:?}");
+    assert_eq!(durable(&storage).journal(id).await.expect("journal").signals.len(), MAX_SIGNALS, "nothing stored");
+    let until = jq_core::storage::add(clock.now(), LEASE);
+    let took = durable(&storage).suspend(run, &Suspend::Wait { index: 0, name: "tick".into(), until }).await;
+    assert_eq!(took.expect("wait"), Suspended::Signal(json(0)), "the oldest is taken");
+    durable(&storage).signal(id, "tick", &json("room again")).await.expect("a taken signal makes room");
+    assert_eq!(durable(&storage).journal(id).await.expect("journal").signals.len(), MAX_SIGNALS);
+    settle(&storage, run, Outcome::Ack).await.expect("ack");
 }
 
 /// Every limit is refused with the error that names it on every path
