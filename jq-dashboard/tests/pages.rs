@@ -318,25 +318,36 @@ async fn keys_show_on_the_queues_page(backend: &str) {
     ns.cleanup().await;
 }
 
+/// One job of the queue `durable-orders`, enqueued and claimed: its id and
+/// lease, for a test to write its journal as a run would.
+async fn claimed_order<S: jq::storage::Storage>(client: &jq::Client<S>) -> (jq::JobId, jq::storage::LeaseRef) {
+    let job = jq::NewJob::builder("order", jq::Payload::of(&()).unwrap()).queue("durable-orders").build().unwrap();
+    let id = client.enqueue(job).await.unwrap();
+    let lease = client.storage().claim(&orders_claim()).await.unwrap().jobs[0].lease_ref().unwrap();
+    (id, lease)
+}
+
+/// A claim of one job of `durable-orders`.
+fn orders_claim() -> jq::storage::ClaimRequest {
+    jq::storage::ClaimRequest::new(
+        vec![jq::QueueName::new("durable-orders").unwrap()],
+        1,
+        std::time::Duration::from_secs(30),
+        "test",
+    )
+}
+
 /// A durable job's page shows its journal (each entry with its instant,
 /// values escaped), the signal it waits for until when, and its signals not
 /// taken yet; a plain job's page has no journal.
 async fn job_page_shows_the_journal(backend: &str) {
     use jq::durable::{Record, Suspend, Suspended};
-    use jq::storage::{ClaimRequest, Storage, StorageExt};
+    use jq::storage::StorageExt;
 
     let (ns, client, jobs) = seeded(backend).await;
     let app = dashboard(&client, Options::new());
     let storage = client.storage();
-    let job = jq::NewJob::builder("order", jq::Payload::of(&()).unwrap()).queue("durable-orders").build().unwrap();
-    let id = client.enqueue(job).await.unwrap();
-    let request = ClaimRequest::new(
-        vec![jq::QueueName::new("durable-orders").unwrap()],
-        1,
-        std::time::Duration::from_secs(30),
-        "test",
-    );
-    let lease = storage.claim(&request).await.unwrap().jobs[0].lease_ref().unwrap();
+    let (id, lease) = claimed_order(&client).await;
     let durable = storage.require_durable().unwrap();
     let result = jq::Payload::of(&"<b>ch_1</b>").unwrap();
     durable.checkpoint(lease, &Record::step(0, "charge", result)).await.unwrap();
@@ -372,21 +383,13 @@ fn signal_form(csrf: Option<&str>, name: &str, payload: &str) -> String {
 /// no form and refuses a signal with a page that says so, never a 500.
 async fn signal_form_wakes_a_waiting_job(backend: &str) {
     use jq::durable::{Suspend, Suspended};
-    use jq::storage::{ClaimRequest, Outcome, Storage, StorageExt};
+    use jq::storage::{Outcome, Storage, StorageExt};
 
     let (ns, client, jobs) = seeded(backend).await;
     let app = dashboard(&client, Options::new());
     let storage = client.storage();
     let durable = storage.require_durable().unwrap();
-    let job = jq::NewJob::builder("order", jq::Payload::of(&()).unwrap()).queue("durable-orders").build().unwrap();
-    let id = client.enqueue(job).await.unwrap();
-    let request = ClaimRequest::new(
-        vec![jq::QueueName::new("durable-orders").unwrap()],
-        1,
-        std::time::Duration::from_secs(30),
-        "test",
-    );
-    let lease = storage.claim(&request).await.unwrap().jobs[0].lease_ref().unwrap();
+    let (id, lease) = claimed_order(&client).await;
     let until = jq::storage::add(client.clock().now(), std::time::Duration::from_secs(3_600));
     let wait = Suspend::Wait { index: 0, name: "approved".into(), until };
     assert_eq!(durable.suspend(lease, &wait).await.unwrap(), Suspended::Waiting);
@@ -429,7 +432,7 @@ async fn signal_form_wakes_a_waiting_job(backend: &str) {
     assert!(shown.body.contains("Signals not taken yet: <code>approved</code>"), "{}", shown.body);
 
     // The job's next run: its wait takes the payload as typed.
-    let lease = storage.claim(&request).await.unwrap().jobs[0].lease_ref().unwrap();
+    let lease = storage.claim(&orders_claim()).await.unwrap().jobs[0].lease_ref().unwrap();
     let Suspended::Signal(payload) = durable.suspend(lease, &wait).await.unwrap() else { panic!("no signal taken") };
     assert_eq!(payload.decode::<serde_json::Value>().unwrap(), serde_json::json!({ "by": "<ops>" }));
     storage.settle_one(lease, Outcome::Ack).await.unwrap();

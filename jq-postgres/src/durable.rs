@@ -16,6 +16,7 @@ use sqlx::{Postgres, Row, Transaction};
 
 use crate::Inner;
 use crate::error::map_sqlx;
+use crate::pooler::PgQuery;
 use crate::row::decode_state;
 
 type Tx = Transaction<'static, Postgres>;
@@ -75,6 +76,20 @@ async fn size(inner: &Inner, tx: &mut Tx, id: JobId) -> Result<(usize, usize)> {
     Ok((usize::try_from(entries).unwrap_or(usize::MAX), usize::try_from(bytes).unwrap_or(usize::MAX)))
 }
 
+/// Binds the journal row of `record` recorded at `now`, in the columns'
+/// order (idx, name, kind, value, until, at, bytes): the checked append
+/// and the checkpoint's one statement store it alike.
+fn bind_entry<'q>(query: PgQuery<'q>, record: &'q Record, now: Timestamp) -> PgQuery<'q> {
+    query
+        .bind(i32::try_from(record.index).unwrap_or(i32::MAX))
+        .bind(record.name.as_str())
+        .bind(record.kind.as_str())
+        .bind(record.value.as_ref().map(Payload::as_str))
+        .bind(record.until)
+        .bind(now)
+        .bind(i32::try_from(record.bytes()).unwrap_or(i32::MAX))
+}
+
 /// Appends `record` under the contract's places and limits: `true` when
 /// appended, `false` when the same record is there (a resend).
 async fn append(inner: &Inner, tx: &mut Tx, id: JobId, record: &Record, now: Timestamp) -> Result<bool> {
@@ -84,21 +99,7 @@ async fn append(inner: &Inner, tx: &mut Tx, id: JobId, record: &Record, now: Tim
         return Ok(false);
     }
     check_append(entries, bytes, record)?;
-    inner
-        .sql
-        .durable_append
-        .query()
-        .bind(id.0)
-        .bind(i32::try_from(record.index).unwrap_or(i32::MAX))
-        .bind(record.name.as_str())
-        .bind(record.kind.as_str())
-        .bind(record.value.as_ref().map(Payload::as_str))
-        .bind(record.until)
-        .bind(now)
-        .bind(i32::try_from(record.bytes()).unwrap_or(i32::MAX))
-        .execute(&mut **tx)
-        .await
-        .map_err(map_sqlx)?;
+    bind_entry(inner.sql.durable_append.query().bind(id.0), record, now).execute(&mut **tx).await.map_err(map_sqlx)?;
     mark(inner, tx, id).await?;
     Ok(true)
 }
@@ -128,19 +129,7 @@ async fn append_at_end(inner: &Inner, lease: LeaseRef, record: &Record, now: Tim
     if check_append(0, 0, record).is_err() {
         return Ok(false);
     }
-    let query = inner
-        .sql
-        .durable_checkpoint
-        .query()
-        .bind(lease.id.0)
-        .bind(lease.token.0)
-        .bind(i32::try_from(record.index).unwrap_or(i32::MAX))
-        .bind(record.name.as_str())
-        .bind(record.kind.as_str())
-        .bind(record.value.as_ref().map(Payload::as_str))
-        .bind(record.until)
-        .bind(now)
-        .bind(i32::try_from(record.bytes()).unwrap_or(i32::MAX))
+    let query = bind_entry(inner.sql.durable_checkpoint.query().bind(lease.id.0).bind(lease.token.0), record, now)
         .bind(i64::try_from(MAX_STEPS).unwrap_or(i64::MAX))
         .bind(i64::try_from(MAX_JOURNAL_BYTES).unwrap_or(i64::MAX));
     let row = inner.db().fetch_optional(query).await.map_err(map_sqlx)?;
